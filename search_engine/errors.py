@@ -1,0 +1,57 @@
+"""Typed errors of the search engine.
+
+Each refusal has its own class so the layers above can map it precisely (the MCP server turns
+them into JSON-RPC errors or isError results, the CLI into exit status 2) without parsing
+messages. Every message says what to do next, because the reader is often an agent.
+"""
+
+from __future__ import annotations
+
+
+class SearchError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class InvalidQueryError(SearchError, ValueError):
+    """The pattern or query cannot be searched (bad regex, empty query, ...)."""
+
+    def __init__(self, message: str, position: int | None = None) -> None:
+        super().__init__(message)
+        self.position = position
+
+
+class PathError(SearchError, ValueError):
+    """A path is missing, not a directory/file we can search, or outside the allowed roots."""
+
+
+class PathNotFoundError(PathError):
+    pass
+
+
+class PathOutsideRootError(PathError):
+    pass
+
+
+class SearchTimeoutError(SearchError, TimeoutError):
+    """The search exceeded its time limit and was stopped."""
+
+
+class ToolMissingError(SearchError, RuntimeError):
+    """A required external tool (ripgrep) is not installed."""
+
+
+class IndexNotReadyError(SearchError):
+    """Semantic/hybrid search asked before the index is built. Carries progress for the reply."""
+
+    def __init__(self, message: str, done: int = 0, total: int | None = None) -> None:
+        super().__init__(message)
+        self.done = done
+        self.total = total
+
+
+class ModelLoadError(SearchError, RuntimeError):
+    """The embedding model cannot be loaded (missing path, unknown name; never downloaded)."""
+
+
+class IndexStoreError(SearchError, RuntimeError):
+    """The persistent index cannot be read or written."""

@@ -1,0 +1,189 @@
+"""The types every search mode shares: what is asked (`SearchRequest`) and what is found.
+
+`SearchRequest` is a frozen pydantic model because it crosses boundaries: a cursor carries its
+normalized JSON and the params hash is taken over it, so two requests that mean the same search
+must serialize identically. Presentation options (snippet length, page size, output mode) are
+deliberately *not* part of it: changing them must not invalidate a cursor or split a cache entry.
+
+`Match` and `SearchResult` are plain dataclasses: they are built in hot loops (tens of thousands
+of ripgrep events) where pydantic validation would cost more than the search itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MAX_CONTEXT_LINES = 10
+DEFAULT_MAX_RESULTS = 10_000
+
+
+class SearchMode(str, Enum):
+    REGEX = "regex"
+    SEMANTIC = "semantic"
+    HYBRID = "hybrid"
+
+
+class MatchType(str, Enum):
+    REGEX = "regex_match"
+    SEMANTIC = "semantic_match"
+    HYBRID = "hybrid_match"
+
+
+class SearchRequest(BaseModel):
+    """One search, fully specified. Immutable and hashable.
+
+    `root` is an absolute, resolved directory (the allowed root the search runs under);
+    `path` is an optional sub-path relative to it. Validation of both against the filesystem
+    happens in `search_engine.paths`, not here, so a request can be rebuilt from a cursor
+    without touching the disk.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: SearchMode = SearchMode.REGEX
+    query: str
+    root: str
+    path: str | None = None
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    ignore_case: bool = False
+    fixed_string: bool = False
+    whole_word: bool = False
+    multiline: bool = False
+    context_lines: int = Field(default=0, ge=0, le=MAX_CONTEXT_LINES)
+    max_results: int = Field(default=DEFAULT_MAX_RESULTS, ge=1)
+    top_k: int = Field(default=10, ge=1)
+    threshold: float | None = None
+
+    @field_validator("include", "exclude", mode="before")
+    @classmethod
+    def _globs_as_tuple(cls, v: Any) -> Any:
+        if v is None:
+            return ()
+        if isinstance(v, str):
+            return (v,)
+        return tuple(v)
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _empty_path_is_root(cls, v: Any) -> Any:
+        if v in ("", "."):
+            return None
+        return v
+
+    def canonical_json(self) -> str:
+        """Stable JSON: sorted keys, no whitespace. What a cursor carries and the hash covers."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    def params_hash(self) -> str:
+        """Short digest identifying this search; equal requests give equal hashes."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """One hit. `path` is relative to the request root, with forward slashes.
+
+    Lines are 1-based and inclusive; bytes are 0-based offsets into the file, end-exclusive.
+    For regex matches `content` is the (possibly width-cut) matching line(s); for semantic and
+    hybrid matches it is the chunk text. `ranks` holds the component ranks of a hybrid match
+    (e.g. {"lexical": 1, "semantic": 4}) so an agent can see why it matched.
+    """
+
+    path: str
+    line_start: int
+    line_end: int
+    byte_start: int
+    byte_end: int
+    content: str
+    type: MatchType
+    language: str | None = None
+    score: float | None = None
+    context_before: tuple[str, ...] = ()
+    context_after: tuple[str, ...] = ()
+    ranks: dict[str, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["type"] = self.type.value
+        d["context_before"] = list(self.context_before)
+        d["context_after"] = list(self.context_after)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Match:
+        return cls(
+            path=d["path"],
+            line_start=d["line_start"],
+            line_end=d["line_end"],
+            byte_start=d["byte_start"],
+            byte_end=d["byte_end"],
+            content=d["content"],
+            type=MatchType(d["type"]),
+            language=d.get("language"),
+            score=d.get("score"),
+            context_before=tuple(d.get("context_before") or ()),
+            context_after=tuple(d.get("context_after") or ()),
+            ranks=d.get("ranks"),
+        )
+
+    def approx_size(self) -> int:
+        """Rough bytes held in memory, for the session store's memory budget."""
+        return (
+            200
+            + len(self.path)
+            + len(self.content)
+            + sum(len(s) for s in self.context_before)
+            + sum(len(s) for s in self.context_after)
+        )
+
+
+@dataclass(slots=True)
+class SearchResult:
+    """The full, ordered result of one search.
+
+    `total_count` is the true number of hits when it is known, which may exceed
+    `len(matches)` when the search was cut at `max_results` (then `truncated` is true).
+    `index_generation` pins the index state the results came from (0 for regex, which has no
+    index); a cursor refuses to continue across a generation change.
+    """
+
+    matches: list[Match]
+    total_count: int
+    truncated: bool = False
+    index_generation: int = 0
+    search_time_ms: float = 0.0
+    index_time_ms: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def approx_size(self) -> int:
+        return 256 + sum(m.approx_size() for m in self.matches)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "matches": [m.to_dict() for m in self.matches],
+            "total_count": self.total_count,
+            "truncated": self.truncated,
+            "index_generation": self.index_generation,
+            "search_time_ms": self.search_time_ms,
+            "index_time_ms": self.index_time_ms,
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SearchResult:
+        return cls(
+            matches=[Match.from_dict(m) for m in d["matches"]],
+            total_count=d["total_count"],
+            truncated=d.get("truncated", False),
+            index_generation=d.get("index_generation", 0),
+            search_time_ms=d.get("search_time_ms", 0.0),
+            index_time_ms=d.get("index_time_ms", 0.0),
+            warnings=list(d.get("warnings") or ()),
+        )

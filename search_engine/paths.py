@@ -1,0 +1,71 @@
+"""Resolving what a caller names into a path inside an allowed root, or refusing it.
+
+Every entry point (CLI, MCP tools, proxy) goes through `resolve_search_path`, so the rule
+"never outside the roots, not via `..`, not via a symlink" lives in one place. Symlinks are
+resolved before the containment check, which is what makes a link pointing out of the root a
+refusal rather than a leak.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from search_engine.errors import PathNotFoundError, PathOutsideRootError
+
+
+@dataclass(frozen=True, slots=True)
+class SearchLocation:
+    """Where a search runs: the allowed `root` (absolute, resolved) and an optional `sub`
+    path relative to it (forward slashes, None for the whole root)."""
+
+    root: Path
+    sub: str | None
+
+    @property
+    def target(self) -> Path:
+        return self.root / self.sub if self.sub else self.root
+
+
+def _is_within(child: Path, parent: Path) -> bool:
+    return child == parent or parent in child.parents
+
+
+def resolve_search_path(path: str | os.PathLike[str] | None, roots: list[Path]) -> SearchLocation:
+    """Map `path` (absolute, or relative to the first root) to a location inside one root.
+
+    Raises PathOutsideRootError if it resolves outside every root, PathNotFoundError if it does
+    not exist. With `path` None the first root is searched.
+    """
+    if not roots:
+        raise PathOutsideRootError("no search roots are configured; start the server with --root DIR")
+    resolved_roots = [Path(r).resolve() for r in roots]
+    if path is None or str(path) in ("", "."):
+        root = resolved_roots[0]
+        if not root.is_dir():
+            raise PathNotFoundError(f"search root does not exist or is not a directory: {root}")
+        return SearchLocation(root, None)
+    raw = Path(path)
+    candidate = raw if raw.is_absolute() else resolved_roots[0] / raw
+    try:
+        resolved = candidate.resolve(strict=True)
+    except FileNotFoundError:
+        # Report containment before existence so probing for files outside the roots
+        # learns nothing: a missing path outside the roots is still "outside".
+        lexical = Path(os.path.normpath(candidate))
+        if not any(_is_within(lexical, r) for r in resolved_roots):
+            raise PathOutsideRootError(_outside_message(path, resolved_roots)) from None
+        raise PathNotFoundError(f"path does not exist: {path}") from None
+    except (OSError, RuntimeError) as exc:  # symlink loops, permission errors
+        raise PathNotFoundError(f"path cannot be resolved: {path} ({exc})") from None
+    for root in resolved_roots:
+        if _is_within(resolved, root):
+            rel = resolved.relative_to(root).as_posix()
+            return SearchLocation(root, None if rel == "." else rel)
+    raise PathOutsideRootError(_outside_message(path, resolved_roots))
+
+
+def _outside_message(path: object, roots: list[Path]) -> str:
+    names = ", ".join(str(r) for r in roots)
+    return f"path {path!s} is outside the allowed roots ({names}); pass a path inside them or omit it"

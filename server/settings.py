@@ -1,0 +1,147 @@
+"""Configuration: defaults < TOML file (`--config`) < environment (`CODEPAGER_<SECTION>__<KEY>`)
+< command-line flags.
+
+One `Settings` object is built at start-up and handed down; nothing reads the environment
+later. Each section is its own model so `codepager config` can print it and docs can list it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from search_engine.config import EngineConfig, default_cache_dir
+
+_toml_path: contextvars.ContextVar[Path | None] = contextvars.ContextVar("codepager_toml", default=None)
+
+
+class SearchSettings(BaseModel):
+    timeout_s: float = Field(30.0, gt=0, description="Kill a regex search after this many seconds.")
+    max_results: int = Field(10_000, ge=1, description="Stop collecting regex matches past this; the result is marked truncated.")
+    max_line_width: int = Field(500, ge=40, description="Cut long lines to this many characters around the match.")
+    max_file_size: int = Field(1024 * 1024, ge=1, description="Skip files larger than this (bytes).")
+    default_page_size: int = Field(50, ge=1)
+    max_page_size: int = Field(200, ge=1)
+    default_snippet_length: int = Field(500, ge=1)
+    max_snippet_length: int = Field(2000, ge=1)
+
+
+class IndexSettings(BaseModel):
+    cache_dir: Path = Field(default_factory=default_cache_dir, description="Where indexes, keys and distilled models live.")
+    profile: Literal["static", "minilm"] = Field("static", description="Embedding profile (see docs/benchmarks.md for the measurement behind the default).")
+    model: str | None = Field(None, description="Any sentence-transformers model name or local path; overrides the profile.")
+    ready_wait_s: float = Field(10.0, ge=0, description="How long a semantic call waits for indexing before answering 'not ready'.")
+
+
+class SessionSettings(BaseModel):
+    backend: str = Field("memory", description="'memory' or a redis:// URL.")
+    ttl_s: float = Field(300.0, gt=0, description="Sliding time-to-live of a cached result list.")
+    max_sessions: int = Field(100, ge=1)
+    max_memory_mb: float = Field(256.0, gt=0)
+    sweep_interval_s: float = Field(60.0, gt=0)
+    secret_key: str | None = Field(None, description="Cursor signing key; generated and kept in the cache dir when unset.")
+    cursor_max_age_s: float = Field(3600.0, gt=0)
+
+
+def _default_offload_dir() -> Path:
+    import getpass
+
+    return Path(tempfile.gettempdir()) / f"codepager-{getpass.getuser()}"
+
+
+class OffloadSettings(BaseModel):
+    output_dir: Path = Field(default_factory=_default_offload_dir)
+    max_tokens: int = Field(20_000, ge=100, description="Page ceiling in estimated tokens; above it a page goes to a file.")
+    max_bytes: int = Field(1024 * 1024, ge=1024)
+    retention_hours: float = Field(24.0, gt=0)
+
+
+class ProxySettings(BaseModel):
+    threshold_tokens: int = Field(8192, ge=1)
+    excluded_tools: list[str] = Field(default_factory=list)
+    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("codepager", appauthor=False)))
+    cleanup_after_days: float = Field(30.0, gt=0)
+    schema_sample_size: int = Field(100, ge=1)
+    duckdb_memory_limit: str = "1GB"
+    duckdb_threads: int = Field(2, ge=1)
+
+
+class ServerSettings(BaseModel):
+    roots: list[Path] = Field(default_factory=lambda: [Path.cwd()])
+    transport: Literal["stdio", "http", "chunked-stdio"] = "stdio"
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+    auth_token: str | None = None
+    log_level: str = "WARNING"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CODEPAGER_", env_nested_delimiter="__", extra="forbid")
+
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    index: IndexSettings = Field(default_factory=IndexSettings)
+    sessions: SessionSettings = Field(default_factory=SessionSettings)
+    offload: OffloadSettings = Field(default_factory=OffloadSettings)
+    proxy: ProxySettings = Field(default_factory=ProxySettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        toml = _toml_path.get()
+        if toml is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
+        return tuple(sources)
+
+    def engine_config(self) -> EngineConfig:
+        return EngineConfig(
+            timeout_s=self.search.timeout_s,
+            max_line_width=self.search.max_line_width,
+            max_file_size=self.search.max_file_size,
+            cache_dir=self.index.cache_dir,
+            embedding_profile=self.index.profile,
+            embedding_model=self.index.model,
+        )
+
+
+def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
+    """Build settings from a TOML file, the environment and explicit overrides (CLI flags).
+
+    `overrides` is nested like the TOML (`{"server": {"port": 9000}}`); a section given there
+    is merged over what the file and environment said, key by key, so a flag changes only
+    its own key.
+    """
+    if config_file is not None and not Path(config_file).is_file():
+        raise FileNotFoundError(f"config file not found: {config_file}")
+    token = _toml_path.set(Path(config_file) if config_file else None)
+    try:
+        base = Settings()
+        if not overrides:
+            return base
+        merged = base.model_dump()
+        for section, values in overrides.items():
+            if isinstance(values, dict):
+                merged.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
+            elif values is not None:
+                merged[section] = values
+        return Settings.model_validate(merged)
+    finally:
+        _toml_path.reset(token)

@@ -1,0 +1,2 @@
+"""Remembering things: the store of full result lists, signed cursors and paging.
+Knows nothing of MCP."""
