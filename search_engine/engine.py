@@ -15,6 +15,15 @@ class SearchEngine:
     def __init__(self, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
 
+    def generation(self, request: SearchRequest) -> int:
+        """The index generation a search of `request` would see now (0 for regex: no index).
+
+        Sessions use it to dedup identical searches and to refuse continuing a cursor whose
+        results may have shifted."""
+        if request.mode is SearchMode.REGEX:
+            return 0
+        raise NotImplementedError("semantic and hybrid search are not built yet")
+
     def search(self, request: SearchRequest) -> SearchResult:
         """Run `request` to completion. Deterministic for a given index generation."""
         if request.mode is SearchMode.REGEX:
