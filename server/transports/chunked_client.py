@@ -1,0 +1,205 @@
+"""Client side of chunked stdio: spawn a server command and speak the framing with it.
+
+Two layers, for two kinds of Python client:
+
+- `chunked_stdio_client(params)` is a drop-in for `mcp.client.stdio.stdio_client`: it yields
+  the same `(read_stream, write_stream)` pair, so any code built on `mcp.ClientSession` uses
+  it unchanged::
+
+      async with chunked_stdio_client(StdioServerParameters(command="codepager",
+              args=["serve", "--transport", "chunked-stdio"])) as (read, write):
+          async with ClientSession(read, write) as session:
+              await session.initialize()
+
+- `ChunkedStdioTransport(command, args, env=...)` plugs that into `fastmcp.Client`::
+
+      async with Client(ChunkedStdioTransport("codepager", ["serve", "--transport", "chunked-stdio"])) as client:
+          result = await client.call_tool("regex_search", {"pattern": "TODO"})
+
+Spawning and stopping the server (own process group, close stdin, grace period, then kill the
+tree) is the SDK's `mcp.client.stdio` code, reused; only the line reader and writer differ.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import AsyncIterator
+from typing import TextIO
+
+import anyio
+import anyio.lowlevel
+from anyio.abc import ByteReceiveStream
+from fastmcp.client.transports.base import ClientTransport, SessionKwargs, TransportOptions
+from mcp import ClientSession, StdioServerParameters
+from mcp.client import stdio as sdk_stdio
+from mcp.client._transport import TransportStreams
+from mcp.shared.message import SessionMessage
+from typing_extensions import Unpack
+
+from server.transports.framing import (
+    DEFAULT_CHUNK_LIMIT,
+    DEFAULT_MAX_BUFFERED_BYTES,
+    DEFAULT_TIMEOUT_S,
+    Reassembler,
+    encode_message,
+    validate_chunk_limit,
+)
+
+logger = logging.getLogger(__name__)
+
+
+async def _lines(stream: ByteReceiveStream) -> AsyncIterator[bytes]:
+    """Split a byte stream into lines, each without its newline.
+
+    Scans only newly received bytes, so a multi-megabyte plain line from a non-chunking peer
+    costs linear time rather than re-joining the whole buffer on every read.
+    """
+    pending = bytearray()
+    async for chunk in stream:
+        start = 0
+        while (newline := chunk.find(b"\n", start)) != -1:
+            pending += chunk[start:newline]
+            yield bytes(pending)
+            pending.clear()
+            start = newline + 1
+        pending += chunk[start:]
+
+
+@contextlib.asynccontextmanager
+async def chunked_stdio_client(
+    server: StdioServerParameters,
+    *,
+    errlog: TextIO = sys.stderr,
+    chunk_limit: int = DEFAULT_CHUNK_LIMIT,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+) -> AsyncIterator[TransportStreams]:
+    """Spawn `server` and yield (read, write) streams that speak chunked framing to it.
+
+    Outgoing messages above `chunk_limit` bytes are framed, smaller ones go as plain lines;
+    incoming lines of either kind are accepted, so this also talks to a plain stdio server
+    as long as neither side sends a message above the limit.
+    """
+    validate_chunk_limit(chunk_limit)
+    reassembler = Reassembler(timeout_s=timeout_s, max_buffered_bytes=max_buffered_bytes)
+    command = await sdk_stdio._get_executable_command(server.command)
+    process = await sdk_stdio._create_platform_compatible_process(
+        command=command,
+        args=server.args,
+        env=sdk_stdio.get_default_environment() | (server.env or {}),
+        errlog=errlog,
+        cwd=server.cwd,
+    )
+    assert process.stdin is not None and process.stdout is not None, "the server is spawned with pipes"
+    stdin, stdout = process.stdin, process.stdout
+
+    # No awaits between the spawn and the task group, so a cancellation cannot leak the process.
+    read_stream_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    writer_done = anyio.Event()
+    shutting_down = False
+
+    async def stdout_reader() -> None:
+        try:
+            async with read_stream_writer:
+                try:
+                    async for line in _lines(stdout):
+                        message = reassembler.feed(line)
+                        if message is None:
+                            continue
+                        try:
+                            await read_stream_writer.send(sdk_stdio._parse_line(message.decode("utf-8", "replace")))
+                        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            return
+                finally:
+                    await sdk_stdio._drain_stdout(process)
+        except anyio.ClosedResourceError:
+            pass
+        except (anyio.BrokenResourceError, ConnectionError):
+            if not shutting_down:
+                logger.exception("reading from the chunked stdio server's stdout failed mid-session")
+
+    async def stdin_writer() -> None:
+        try:
+            async with write_stream_reader:
+                async for session_message in write_stream_reader:
+                    json = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await stdin.send(b"".join(encode_message(json, chunk_limit)))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            # The server may still be running: end the session rather than leave a request hanging.
+            await read_stream_writer.aclose()
+        finally:
+            writer_done.set()
+
+    async def shutdown() -> None:
+        """The SDK's order: stop reading, let accepted writes flush briefly, stop the server."""
+        read_stream.close()
+        write_stream.close()
+        with anyio.move_on_after(sdk_stdio._WRITER_FLUSH_TIMEOUT):
+            await writer_done.wait()
+        await sdk_stdio._stop_server_process(process)
+        await sdk_stdio._aclose_all(read_stream, write_stream, read_stream_writer, write_stream_reader)
+        await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stdout_reader)
+        tg.start_soon(stdin_writer)
+        try:
+            yield read_stream, write_stream
+        finally:
+            shutting_down = True
+            # Shielded and bounded inside, so a cancelled caller cannot leak the server process.
+            with anyio.CancelScope(shield=True):
+                await shutdown()
+            tg.cancel_scope.cancel()
+
+
+class ChunkedStdioTransport(ClientTransport):
+    """A `fastmcp.Client` transport that runs a server command over chunked stdio.
+
+    Each `async with Client(...)` spawns the command and stops it on exit; unlike fastmcp's
+    `StdioTransport` there is no keep-alive between connections.
+    """
+
+    def __init__(
+        self,
+        command: str,
+        args: list[str] | None = None,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        log_file: TextIO | None = None,
+        chunk_limit: int = DEFAULT_CHUNK_LIMIT,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+    ) -> None:
+        """`env` is merged over the SDK's safe default environment (PATH, HOME, ...), as with
+        fastmcp's `StdioTransport`; `log_file` receives the server's stderr (default: ours)."""
+        self.server = StdioServerParameters(command=command, args=args or [], env=env, cwd=cwd)
+        self.log_file = log_file
+        self.chunk_limit = validate_chunk_limit(chunk_limit)
+        self.timeout_s = timeout_s
+        self.max_buffered_bytes = max_buffered_bytes
+
+    @contextlib.asynccontextmanager
+    async def connect_session(
+        self,
+        *,
+        transport_options: TransportOptions | None = None,
+        **session_kwargs: Unpack[SessionKwargs],
+    ) -> AsyncIterator[ClientSession]:
+        options = transport_options or TransportOptions()
+        async with chunked_stdio_client(
+            self.server,
+            errlog=self.log_file or sys.stderr,
+            chunk_limit=self.chunk_limit,
+            timeout_s=self.timeout_s,
+            max_buffered_bytes=self.max_buffered_bytes,
+        ) as (read_stream, write_stream):
+            async with options.session_class(read_stream, write_stream, **session_kwargs) as session:
+                yield session
+
+    def __repr__(self) -> str:
+        return f"<ChunkedStdioTransport(command={self.server.command!r}, args={self.server.args!r})>"

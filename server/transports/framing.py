@@ -1,0 +1,251 @@
+"""Chunked stdio framing: split large JSON-RPC messages into bounded lines and put them back.
+
+Why: some stdio pipes and clients choke on a single line far above 64 KB (the macOS pipe
+buffer), and a code-search page or a proxied tool result can be megabytes. A message longer
+than the chunk limit is written as frames, one per line::
+
+    {messageId}:{chunkIndex}:{totalChunks}:{data}\\n
+
+messageId is a UUID4, chunkIndex is zero-based and data is a slice of the message's UTF-8
+bytes, cut only on character boundaries so every line is valid UTF-8 on its own. Messages at or
+under the limit stay plain newline-delimited JSON, so a framing peer still talks to a plain
+one for small messages. The two kinds cannot be confused: a JSON message line starts with
+`{` or `[`, a frame line with a hexadecimal UUID.
+
+This module is pure (bytes in, bytes out, an injectable clock): the transports in
+`chunked_stdio` (server) and `chunked_client` (client) only move its lines over pipes.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CHUNK_LIMIT = 60 * 1024
+"""Bytes of message data per frame: under the 64 KiB macOS pipe buffer once the ~50-byte
+header and newline are added."""
+
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024
+
+MIN_CHUNK_LIMIT = 4
+"""The longest UTF-8 sequence is 4 bytes; a smaller limit could not hold every character."""
+
+_MAX_TOMBSTONES = 4096
+
+_FRAME_HEADER = re.compile(
+    rb"(?P<id>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
+    rb":(?P<index>[0-9]{1,9}):(?P<total>[0-9]{1,9}):"
+)
+_JSON_STARTS = (ord("{"), ord("["))
+_LEADING_WHITESPACE = b" \t\r"
+
+
+def validate_chunk_limit(chunk_limit: int) -> int:
+    """Refuse a limit that cannot carry every UTF-8 character; return it unchanged otherwise."""
+    if chunk_limit < MIN_CHUNK_LIMIT:
+        raise ValueError(
+            f"chunk limit must be at least {MIN_CHUNK_LIMIT} bytes (one UTF-8 character), got {chunk_limit}"
+        )
+    return chunk_limit
+
+
+def split_utf8(data: bytes, limit: int) -> list[bytes]:
+    """Cut `data` into slices of at most `limit` bytes, never inside a multi-byte character.
+
+    A cut that would land on a continuation byte (0b10xxxxxx) moves back to the start of that
+    character, so each slice of valid UTF-8 decodes on its own. Bytes that are not UTF-8 have
+    no boundary to respect and are cut at the limit.
+    """
+    validate_chunk_limit(limit)
+    slices: list[bytes] = []
+    start = 0
+    while start < len(data):
+        end = min(start + limit, len(data))
+        cut = end
+        while start < cut < len(data) and data[cut] & 0xC0 == 0x80:
+            cut -= 1
+        if cut == start:
+            cut = end
+        slices.append(data[start:cut])
+        start = cut
+    return slices
+
+
+def encode_message(message: str, chunk_limit: int = DEFAULT_CHUNK_LIMIT) -> list[bytes]:
+    """Return the newline-terminated lines that carry one JSON message on the wire.
+
+    At or under `chunk_limit` bytes the message is one plain line; above it, one frame per
+    slice under a fresh UUID4.
+    """
+    data = message.encode("utf-8")
+    if b"\n" in data:
+        raise ValueError("a JSON-RPC message on stdio must not contain a raw newline; serialize it compactly")
+    if len(data) <= validate_chunk_limit(chunk_limit):
+        return [data + b"\n"]
+    slices = split_utf8(data, chunk_limit)
+    message_id = uuid.uuid4()
+    total = len(slices)
+    return [b"%s:%d:%d:%s\n" % (str(message_id).encode(), index, total, piece) for index, piece in enumerate(slices)]
+
+
+class FrameRejected(ValueError):
+    """One incoming line was refused; the connection goes on."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    message_id: str
+    index: int
+    total: int
+    data: bytes
+
+
+def parse_frame(line: bytes) -> Frame:
+    """Parse one frame line (without its newline), or say why it is not a valid frame."""
+    header = _FRAME_HEADER.match(line)
+    if header is None:
+        raise FrameRejected(
+            f"malformed frame header in line starting {line[:60]!r}: expected JSON (starting with '{{' or '[') "
+            "or '<uuid>:<chunkIndex>:<totalChunks>:<data>'"
+        )
+    index, total = int(header["index"]), int(header["total"])
+    message_id = header["id"].decode("ascii").lower()
+    if total < 1:
+        raise FrameRejected(f"malformed frame header for message {message_id}: totalChunks must be at least 1")
+    if index >= total:
+        raise FrameRejected(f"chunk index {index} out of range for message {message_id} of {total} chunks")
+    return Frame(message_id, index, total, line[header.end() :])
+
+
+@dataclass
+class _Partial:
+    """The chunks received so far of one framed message."""
+
+    total: int
+    last_seen: float
+    chunks: dict[int, bytes] = field(default_factory=dict)
+    size: int = 0
+
+
+class Reassembler:
+    """Turn the lines of one incoming stream back into whole JSON messages.
+
+    Plain JSON lines pass straight through; frames are buffered per messageId, so frames of
+    several messages may interleave and chunks may come in any order. A bad line is refused
+    with a logged error and the stream goes on: the peer's other messages are not its fault.
+
+    Memory is bounded two ways so a broken or hostile peer cannot exhaust it: a partial
+    message idle for `timeout_s` is dropped (idle rather than age, so a large message that
+    arrives slowly but steadily is not cut off), and a frame that would push the total
+    buffered bytes over `max_buffered_bytes` drops its whole message. A dropped message's id
+    is remembered for a while so its late frames are discarded instead of starting a buffer
+    that could never complete. Expiry is checked whenever a line arrives.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"reassembly timeout must be positive, got {timeout_s}")
+        if max_buffered_bytes < 1:
+            raise ValueError(f"reassembly buffer cap must be at least 1 byte, got {max_buffered_bytes}")
+        self._timeout_s = timeout_s
+        self._max_buffered_bytes = max_buffered_bytes
+        self._clock = clock
+        self._partials: dict[str, _Partial] = {}
+        self._dropped: OrderedDict[str, float] = OrderedDict()
+        self._buffered_bytes = 0
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of data held for incomplete messages."""
+        return self._buffered_bytes
+
+    @property
+    def pending_messages(self) -> int:
+        """How many framed messages are waiting for more chunks."""
+        return len(self._partials)
+
+    def feed(self, line: bytes) -> bytes | None:
+        """Take one line (with or without its newline); return a complete message or None."""
+        self._expire(self._clock())
+        if line.endswith(b"\n"):
+            line = line[:-1]
+        content = line.lstrip(_LEADING_WHITESPACE)
+        if not content:
+            return None
+        if content[0] in _JSON_STARTS:
+            return line
+        try:
+            return self._accept(parse_frame(line))
+        except FrameRejected as rejected:
+            logger.error("chunked stdio: rejected a frame: %s", rejected)
+            return None
+
+    def _accept(self, frame: Frame) -> bytes | None:
+        now = self._clock()
+        if frame.message_id in self._dropped:
+            logger.debug("chunked stdio: ignoring late chunk %d of dropped message %s", frame.index, frame.message_id)
+            return None
+        partial = self._partials.get(frame.message_id)
+        if partial is None:
+            partial = self._partials[frame.message_id] = _Partial(total=frame.total, last_seen=now)
+        elif partial.total != frame.total:
+            raise FrameRejected(
+                f"totalChunks changed from {partial.total} to {frame.total} within message {frame.message_id}"
+            )
+        known = partial.chunks.get(frame.index)
+        if known is not None:
+            if known != frame.data:
+                raise FrameRejected(f"duplicate chunk {frame.index} of message {frame.message_id} with different data")
+            return None
+        if self._buffered_bytes + len(frame.data) > self._max_buffered_bytes:
+            self._drop(
+                frame.message_id,
+                f"it would push the reassembly buffer over its cap of {self._max_buffered_bytes} bytes",
+                now,
+            )
+            return None
+        partial.chunks[frame.index] = frame.data
+        partial.size += len(frame.data)
+        partial.last_seen = now
+        self._buffered_bytes += len(frame.data)
+        if len(partial.chunks) < partial.total:
+            return None
+        del self._partials[frame.message_id]
+        self._buffered_bytes -= partial.size
+        return b"".join(partial.chunks[index] for index in range(partial.total))
+
+    def _expire(self, now: float) -> None:
+        for message_id, partial in list(self._partials.items()):
+            if now - partial.last_seen > self._timeout_s:
+                self._drop(message_id, f"no chunk arrived for {self._timeout_s:g} s", now)
+        while self._dropped and now - next(iter(self._dropped.values())) > self._timeout_s:
+            self._dropped.popitem(last=False)
+
+    def _drop(self, message_id: str, reason: str, now: float) -> None:
+        partial = self._partials.pop(message_id, None)
+        received = 0
+        if partial is not None:
+            self._buffered_bytes -= partial.size
+            received = len(partial.chunks)
+        total = f" of {partial.total}" if partial is not None else ""
+        logger.error(
+            "chunked stdio: dropped incomplete message %s (%d%s chunks received): %s", message_id, received, total, reason
+        )
+        self._dropped[message_id] = now
+        self._dropped.move_to_end(message_id)
+        while len(self._dropped) > _MAX_TOMBSTONES:
+            self._dropped.popitem(last=False)
