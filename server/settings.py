@@ -84,6 +84,10 @@ class ServerSettings(BaseModel):
     port: int = Field(8765, ge=0, le=65535)
     auth_token: str | None = None
     log_level: str = "WARNING"
+    chunk_limit: int = Field(
+        60 * 1024, ge=4,
+        description="chunked-stdio: messages above this many bytes are split into frames of at most this much data.",
+    )
 
 
 class Settings(BaseSettings):
