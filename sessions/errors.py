@@ -1,0 +1,70 @@
+"""Typed refusals of a cursor.
+
+One class per reason so the server can map each precisely (and tests can assert the reason)
+without parsing messages. The reader of a message is usually an agent, so every message says
+what to do next: in almost every case that is "run the search again without a cursor".
+"""
+
+from __future__ import annotations
+
+RESTART_HINT = "Run the same search again without a cursor to get a fresh first page."
+
+
+class CursorError(ValueError):
+    """Base of every cursor refusal. A ValueError: the caller sent a bad argument."""
+
+
+class CursorMalformedError(CursorError):
+    """Not a cursor this server issued: truncated, edited, re-encoded or of another kind."""
+
+    def __init__(self, detail: str = "") -> None:
+        reason = f" ({detail})" if detail else ""
+        super().__init__(
+            f"Invalid cursor{reason}: it was changed, truncated or not issued by this server. "
+            "Pass next_cursor back exactly as it was returned, or run the search again without a cursor."
+        )
+
+
+class CursorSignatureError(CursorError):
+    """Well formed and ours in shape, but signed with a different secret key.
+
+    Happens when the server's key changed (key file deleted, another replica without a shared
+    `secret_key`). Distinguished from tampering by a key fingerprint the cursor carries.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This cursor was signed with a different server key (the key was rotated, or it "
+            "comes from another server that does not share sessions.secret_key). " + RESTART_HINT
+        )
+
+
+class CursorExpiredError(CursorError):
+    """Authentic but older than the cursor max age."""
+
+    def __init__(self, age_s: float, max_age_s: float) -> None:
+        self.age_s = age_s
+        self.max_age_s = max_age_s
+        when = "is dated in the future" if age_s < 0 else f"is {age_s:.0f} s old"
+        super().__init__(f"This cursor has expired: it {when}, cursors are valid for {max_age_s:.0f} s. {RESTART_HINT}")
+
+
+class CursorParamsMismatchError(CursorError):
+    """The caller re-sent search parameters that differ from the ones the cursor belongs to."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The search parameters sent with this cursor differ from the search that produced it. "
+            "Either send only the cursor (it remembers the search), or drop the cursor to start "
+            "the new search from its first page."
+        )
+
+
+class CursorGenerationError(CursorError):
+    """The results behind the cursor changed (index generation or the files themselves)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(
+            f"The results behind this cursor have changed ({detail}), so continuing could skip or "
+            f"repeat results. Restart the search without a cursor; results may have shifted."
+        )

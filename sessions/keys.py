@@ -1,0 +1,67 @@
+"""Where the cursor signing key comes from.
+
+A configured key wins (replicas behind one load balancer must share it). Without one, a random
+key is generated on first start and kept in the cache dir, so cursors an agent holds survive a
+server restart on the same machine. The file is created 0600 and published atomically with
+`os.link`, so two servers starting at once agree on one key instead of overwriting each other.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import stat
+from pathlib import Path
+
+KEY_FILE_NAME = "cursor.key"
+MIN_KEY_LENGTH = 16
+
+log = logging.getLogger(__name__)
+
+
+def load_secret_key(cache_dir: Path, configured: str | None = None) -> bytes:
+    """The signing key: `configured` if given, else the one kept in `cache_dir/cursor.key`."""
+    if configured is not None:
+        if not configured.strip():
+            raise ValueError("sessions.secret_key is empty; set it to a long random string or unset it")
+        if len(configured) < MIN_KEY_LENGTH:
+            log.warning(
+                "sessions.secret_key is only %d characters; cursors signed with a short key are easier "
+                "to forge. Use e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`",
+                len(configured),
+            )
+        return configured.encode()
+    path = Path(cache_dir) / KEY_FILE_NAME
+    if not path.exists():
+        _create_key_file(path)
+    return _read_key_file(path)
+
+
+def _create_key_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(48) + "\n")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process published its key first; use that one
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _read_key_file(path: Path) -> bytes:
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        log.warning("cursor key %s was readable by others (mode %o); restricting it to 0600", path, mode)
+        path.chmod(0o600)
+    key = path.read_text().strip()
+    if len(key) < MIN_KEY_LENGTH:
+        raise ValueError(
+            f"the cursor key file {path} is empty or damaged; delete it to have a new key generated "
+            "(outstanding cursors will stop working) or set sessions.secret_key"
+        )
+    return key.encode()

@@ -1,0 +1,56 @@
+"""The contract every session backend meets (in-process `MemoryStore`, later a Redis store).
+
+Kept deliberately small and in terms of whole `Session` values (which round-trip through
+`Session.to_dict`/`to_bytes`), so a backend that lives outside the process can implement it
+with a handful of key/value commands. Reads count as access: `get` and `find` slide the
+session's time-to-live, like a cache hit should.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from sessions.models import Session
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """A snapshot for `codepager` status output and tests; counters are since start."""
+
+    sessions: int
+    bytes: int
+    max_sessions: int
+    max_bytes: int
+    hits: int
+    misses: int
+    evictions: int
+    expirations: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    def get(self, session_id: str) -> Session | None:
+        """The live session with this id (refreshing its TTL), or None if unknown/expired."""
+
+    def find(self, key: str) -> Session | None:
+        """The live session whose `Session.key` is `key` (refreshing its TTL), or None."""
+
+    def put(self, session: Session) -> bool:
+        """Keep `session`, evicting least recently used ones as needed.
+
+        Returns False, keeping nothing, when the session alone exceeds the memory budget."""
+
+    def touch(self, session_id: str) -> bool:
+        """Refresh the TTL without reading; False if the session is gone."""
+
+    def delete(self, session_id: str) -> bool:
+        """Forget the session; False if it was not there."""
+
+    def stats(self) -> StoreStats: ...
+
+    def close(self) -> None:
+        """Release background resources (sweeper thread, connections). Idempotent."""
