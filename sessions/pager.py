@@ -1,0 +1,204 @@
+"""Paging a search: run it once, keep the list as a session, walk it with signed cursors.
+
+The only entry points the server calls are `first_page` and `next_page`. Three paths serve a
+page, reported as `Page.cache`:
+- "miss": the search ran now and its list became a new session;
+- "hit": the list came from a live session (same search, same index generation, same view);
+- "restored": the cursor was valid but its session was gone (evicted, expired, restarted,
+  another replica), so the search was re-run from the cursor and *proven* to give the same
+  list (generation, length and digest) before continuing at the cursor's offset.
+Restoring instead of failing is what lets a cursor outlive the process that issued it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from typing import Protocol
+
+from search_engine.models import SearchRequest, SearchResult
+from sessions.cursor import SEARCH_KIND, CursorCodec, CursorState
+from sessions.errors import CursorGenerationError, CursorMalformedError
+from sessions.models import CacheStatus, Page, Session, dedup_key
+from sessions.store import SessionStore
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
+
+ViewFn = Callable[[SearchResult, str], SearchResult]
+
+
+class SearchBackend(Protocol):
+    """What the pager needs of `search_engine.engine.SearchEngine`."""
+
+    def search(self, request: SearchRequest) -> SearchResult: ...
+
+    def generation(self, request: SearchRequest) -> int: ...
+
+
+class Pager:
+    """Serves pages of searches from a `SessionStore`, minting cursors with a `CursorCodec`.
+
+    `view_fn(result, view)` derives the list actually paged from a search result (the server
+    uses it for jq filters); only its matches and warnings are used. A viewed list is a session of its own, and its cursors carry the
+    view so a restore re-runs search and view alike. Stateless itself: safe to share.
+    """
+
+    def __init__(
+        self,
+        engine: SearchBackend,
+        store: SessionStore,
+        codec: CursorCodec,
+        default_page_size: int = DEFAULT_PAGE_SIZE,
+        max_page_size: int = MAX_PAGE_SIZE,
+        view_fn: ViewFn | None = None,
+    ) -> None:
+        if not 1 <= default_page_size <= max_page_size:
+            raise ValueError(
+                f"default_page_size ({default_page_size}) must be between 1 and max_page_size ({max_page_size})"
+            )
+        self.engine = engine
+        self.store = store
+        self.codec = codec
+        self.default_page_size = default_page_size
+        self.max_page_size = max_page_size
+        self.view_fn = view_fn
+
+    def first_page(self, request: SearchRequest, page_size: int | None = None, view: str | None = None) -> Page:
+        """Page 1 of `request` (optionally viewed), reusing a live identical session if any."""
+        started = time.perf_counter()
+        size = self._page_size(page_size, self.default_page_size)
+        if view is not None and self.view_fn is None:
+            raise ValueError("a view was given but this pager has no view function configured")
+        params_hash = request.params_hash()
+        generation = self.engine.generation(request)
+        session = self.store.find(dedup_key(params_hash, generation, view))
+        cache: CacheStatus = "hit"
+        if session is None:
+            session, cache = self._new_session(request, params_hash, generation, view)
+        return self._page(session, 0, size, cache, started)
+
+    def next_page(
+        self, cursor: str, page_size: int | None = None, expected_request: SearchRequest | None = None
+    ) -> Page:
+        """The page `cursor` points at. `page_size` overrides the cursor's; `expected_request`
+        (search parameters the caller re-sent) must be the search the cursor belongs to."""
+        started = time.perf_counter()
+        expected_hash = expected_request.params_hash() if expected_request is not None else None
+        state = self.codec.decode(cursor, kind=SEARCH_KIND, params_hash=expected_hash)
+        size = self._page_size(page_size, state.page_size)
+        session = self.store.get(state.session_id)
+        cache: CacheStatus = "hit"
+        if session is None:
+            session, cache = self._restore(state)
+        return self._page(session, state.offset, size, cache, started)
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def _new_session(
+        self, request: SearchRequest, params_hash: str, generation: int, view: str | None
+    ) -> tuple[Session, CacheStatus]:
+        base = self.store.find(dedup_key(params_hash, generation, None)) if view is not None else None
+        result = base.result if base is not None else self.engine.search(request)
+        session = self._keep(Session.create(request, self._apply_view(result, view), view))
+        return session, "hit" if base is not None else "miss"
+
+    def _restore(self, state: CursorState) -> tuple[Session, CacheStatus]:
+        """Rebuild the cursor's list (from another live session or by searching again).
+
+        Refuses with CursorGenerationError unless the rebuilt list is provably the one the
+        cursor walked: same index generation, same length, same digest.
+        """
+        twin = self.store.find(dedup_key(state.params_hash, state.index_generation, state.view))
+        if twin is not None and twin.digest == state.digest:
+            return twin, "hit"
+        try:
+            request = SearchRequest.model_validate_json(state.request_json)
+        except ValueError:
+            raise CursorMalformedError("its search cannot be rebuilt") from None
+        generation = self.engine.generation(request)
+        if generation != state.index_generation:
+            raise CursorGenerationError(f"index generation {state.index_generation} is now {generation}")
+        result = self.engine.search(request)
+        if result.index_generation != state.index_generation:
+            raise CursorGenerationError(f"index generation {state.index_generation} is now {result.index_generation}")
+        session = Session.create(request, self._apply_view(result, state.view), state.view)
+        if session.total_count != state.total_count:
+            raise CursorGenerationError(f"{state.total_count} results then, {session.total_count} now")
+        if session.digest != state.digest:
+            raise CursorGenerationError("the matching files were edited")
+        return self._keep(session), "restored"
+
+    def _apply_view(self, result: SearchResult, view: str | None) -> SearchResult:
+        if view is None:
+            return result
+        if self.view_fn is None:
+            raise ValueError("this cursor carries a view but this pager has no view function configured")
+        viewed = self.view_fn(result, view)
+        # The view decides the list (and may warn); totals, truncation, generation and timings
+        # stay the search's, so a page can say "12 of 3,400 matches passed the view".
+        return replace(result, matches=viewed.matches, warnings=[*result.warnings, *viewed.warnings])
+
+    def _keep(self, session: Session) -> Session:
+        if not self.store.put(session):
+            warning = (
+                f"This result (~{session.size / 2**20:.0f} MiB) exceeds the session memory budget and is "
+                "not cached: each further page re-runs the search. Narrow the search to page faster."
+            )
+            # A copy: the result object may be shared (engine caches, identity views).
+            session.result = replace(session.result, warnings=[*session.result.warnings, warning])
+        return session
+
+    # -- pages --------------------------------------------------------------------------
+
+    def _page_size(self, requested: int | None, fallback: int) -> int:
+        size = fallback if requested is None else requested
+        if not 1 <= size <= self.max_page_size:
+            raise ValueError(
+                f"page_size must be between 1 and {self.max_page_size}, got {size}; "
+                "ask for a smaller page and follow next_cursor for the rest"
+            )
+        return size
+
+    def _page(self, session: Session, offset: int, size: int, cache: CacheStatus, started: float) -> Page:
+        matches = session.result.matches[offset : offset + size]
+        has_more = offset + len(matches) < session.total_count
+        template = CursorState(
+            session_id=session.id,
+            offset=offset,
+            page_size=size,
+            params_hash=session.params_hash,
+            index_generation=session.index_generation,
+            total_count=session.total_count,
+            digest=session.digest,
+            request_json=session.request_json,
+            view=session.view,
+        )
+        cursor_at = partial(_mint, self.codec, template)
+        result = session.result
+        return Page(
+            matches=matches,
+            offset=offset,
+            page_size=size,
+            total_count=session.total_count,
+            search_total_count=result.total_count,
+            truncated=result.truncated,
+            has_more=has_more,
+            next_cursor=cursor_at(offset + len(matches)) if has_more else None,
+            cache=cache,
+            session_id=session.id,
+            request=session.request,
+            view=session.view,
+            index_generation=session.index_generation,
+            search_time_ms=result.search_time_ms,
+            index_time_ms=result.index_time_ms,
+            page_time_ms=(time.perf_counter() - started) * 1000,
+            warnings=list(result.warnings),
+            _cursor_at=cursor_at,
+        )
+
+
+def _mint(codec: CursorCodec, template: CursorState, offset: int) -> str:
+    return codec.encode(replace(template, offset=offset))
