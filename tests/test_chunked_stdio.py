@@ -1,0 +1,129 @@
+"""Chunked stdio over real pipes: a FastMCP server subprocess, our client transport, fastmcp's
+plain stdio on either side for interoperability, and raw bytes for what a bad peer can send."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
+
+from server.transports.chunked_client import ChunkedStdioTransport
+from server.transports.framing import DEFAULT_CHUNK_LIMIT, Reassembler, encode_message, parse_frame
+from tests.chunked_server_fixture import blob_text
+
+FIXTURE = ["-m", "tests.chunked_server_fixture"]
+ROOT = Path(__file__).resolve().parent.parent
+MB = 1_000_000
+
+
+def _text(result: Any) -> str:
+    assert not result.is_error, result
+    return result.content[0].text
+
+
+async def test_five_megabyte_result_and_request_intact_through_a_subprocess(tmp_path: Path) -> None:
+    # `tee` records what the client really writes on the server's stdin.
+    sent = tmp_path / "client-to-server.bin"
+    command = f'tee "$0" | exec "{sys.executable}" -m tests.chunked_server_fixture chunked'
+    async with Client(ChunkedStdioTransport("/bin/sh", ["-c", command, str(sent)], cwd=str(ROOT))) as client:
+        assert _text(await client.call_tool("blob", {"size": 5 * MB})) == blob_text(5 * MB)
+        payload = blob_text(MB)[::-1]
+        assert _text(await client.call_tool("echo", {"text": payload})) == payload
+        # A tool printing to stdout lands on stderr; the wire stays intact.
+        assert _text(await client.call_tool("noisy", {})) == "still framed"
+        assert _text(await client.call_tool("blob", {"size": 10})) == blob_text(10)
+    lines = sent.read_bytes().splitlines()
+    framed = [line for line in lines if not line.startswith(b"{")]
+    assert len(framed) > 1 and all(len(parse_frame(line).data) <= DEFAULT_CHUNK_LIMIT for line in framed)
+    assert max(len(line) for line in lines) < 64 * 1024
+
+
+async def test_chunking_client_talks_to_a_plain_stdio_server_for_small_messages() -> None:
+    async with Client(ChunkedStdioTransport(sys.executable, [*FIXTURE, "plain"])) as client:
+        assert _text(await client.call_tool("blob", {"size": 1000})) == blob_text(1000)
+        assert _text(await client.call_tool("echo", {"text": "héllo 🚀"})) == "héllo 🚀"
+
+
+async def test_plain_stdio_client_talks_to_a_chunking_server_for_small_messages() -> None:
+    async with Client(StdioTransport(sys.executable, [*FIXTURE, "chunked"])) as client:
+        assert {tool.name for tool in await client.list_tools()} >= {"blob", "echo"}
+        assert _text(await client.call_tool("blob", {"size": 1000})) == blob_text(1000)
+        assert _text(await client.call_tool("echo", {"text": "héllo 🚀"})) == "héllo 🚀"
+
+
+class _Wire:
+    """Raw JSON-RPC over a server subprocess's pipes, recording the lines each answer came on."""
+
+    def __init__(self, process: Process) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        self._stdin = process.stdin
+        self._stdout = BufferedByteReceiveStream(process.stdout)
+        self._reassembler = Reassembler()
+
+    async def send(self, *lines: bytes) -> None:
+        for line in lines:
+            await self._stdin.send(line if line.endswith(b"\n") else line + b"\n")
+
+    async def answer(self, request_id: int) -> tuple[dict[str, Any], list[bytes]]:
+        lines: list[bytes] = []
+        with anyio.fail_after(30):
+            while True:
+                line = await self._stdout.receive_until(b"\n", 64 * MB)
+                lines.append(line)
+                message = self._reassembler.feed(line)
+                if message is not None and json.loads(message).get("id") == request_id:
+                    return json.loads(message), lines
+
+
+def _request(request_id: int, method: str, params: dict[str, Any]) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, ensure_ascii=False)
+
+
+def _call(request_id: int, tool: str, arguments: dict[str, Any]) -> str:
+    return _request(request_id, "tools/call", {"name": tool, "arguments": arguments})
+
+
+async def test_server_refuses_bad_frames_and_keeps_serving() -> None:
+    process = await anyio.open_process([sys.executable, *FIXTURE, "chunked"])  # default limit; stderr piped
+    async with process:
+        wire = _Wire(process)
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        await wire.send(_request(1, "initialize", init).encode(), b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        answer, lines = await wire.answer(1)
+        assert answer["result"]["serverInfo"]["name"] == "chunked-fixture" and len(lines) == 1
+
+        payload = blob_text(100_000)  # ~150 KB of UTF-8: framed both ways
+        frames = encode_message(_call(2, "echo", {"text": payload}), 4096)  # each side picks its own limit
+        first = parse_frame(frames[0][:-1])
+        await wire.send(
+            frames[0],
+            b"not a frame at all",
+            f"{first.message_id}:0:{first.total}:".encode() + b"X" * len(first.data),  # duplicate, other data
+            f"{first.message_id}:1:{first.total + 1}:zz".encode(),  # totalChunks changes
+            f"{first.message_id}:{first.total}:{first.total}:zz".encode(),  # index out of range
+            *reversed(frames[1:]),  # and the rest out of order
+        )
+        answer, lines = await wire.answer(2)
+        assert answer["result"]["content"][0]["text"] == payload
+        # The answer was framed by the server at its default limit, each line under a 64 KiB pipe buffer.
+        assert len(lines) > 1 and all(len(line) < 64 * 1024 for line in lines)
+        assert max(len(parse_frame(line).data) for line in lines) == DEFAULT_CHUNK_LIMIT
+
+        await wire.send(_call(3, "blob", {"size": 10}).encode())
+        answer, lines = await wire.answer(3)
+        assert answer["result"]["content"][0]["text"] == blob_text(10) and len(lines) == 1
+
+        assert process.stdin is not None and process.stderr is not None
+        await process.stdin.aclose()
+        with anyio.fail_after(30):
+            await process.wait()
+            stderr = b"".join([chunk async for chunk in process.stderr]).decode()
+    for reason in ("malformed frame header", "duplicate chunk 0", "totalChunks changed", "out of range"):
+        assert reason in stderr, stderr

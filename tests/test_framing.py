@@ -1,0 +1,237 @@
+"""The chunked stdio wire format: encoding, reassembly, and every way a peer can get it wrong."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from server.transports.framing import (
+    DEFAULT_CHUNK_LIMIT,
+    Reassembler,
+    encode_message,
+    parse_frame,
+    split_utf8,
+)
+
+# Multi-byte heavy: 2-byte Latin, 3-byte CJK, 4-byte emoji, plus ASCII and escapes.
+MULTIBYTE = st.text(
+    alphabet=st.sampled_from(list("aZ09 \"\\\t{}[]:é ü ß 中文字 日本 🚀🧪😀👍🏽")) | st.characters(exclude_categories=("Cs",)),
+    max_size=400,
+)
+
+
+def _message(text: str, request_id: int = 1) -> str:
+    """A compact JSON-RPC text, as the transports serialize it (no raw newline)."""
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"text": text}}, ensure_ascii=False, separators=(",", ":"))
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _frames(text: str, limit: int) -> list[bytes]:
+    lines = encode_message(text, limit)
+    assert len(lines) > 1, "the test needs a framed message"
+    return lines
+
+
+@given(text=MULTIBYTE, limit=st.integers(min_value=4, max_value=300), data=st.data())
+def test_round_trip_in_any_order(text: str, limit: int, data: st.DataObject) -> None:
+    message = _message(text)
+    lines = encode_message(message, limit)
+    encoded = message.encode()
+    if len(encoded) <= limit:
+        assert lines == [encoded + b"\n"]
+    else:
+        header_ids = set()
+        for line in lines:
+            assert line.endswith(b"\n") and line.count(b"\n") == 1
+            frame = parse_frame(line[:-1])
+            header_ids.add(frame.message_id)
+            assert 0 < len(frame.data) <= limit
+            frame.data.decode("utf-8")  # each frame's data is whole characters
+        assert len(header_ids) == 1 and uuid.UUID(header_ids.pop()).version == 4
+    reassembler = Reassembler()
+    shuffled = data.draw(st.permutations(lines))
+    results = [reassembler.feed(line) for line in shuffled]
+    assert [r for r in results if r is not None] == [encoded]
+    assert results[-1] == encoded
+    assert reassembler.buffered_bytes == 0 and reassembler.pending_messages == 0
+
+
+@given(texts=st.lists(MULTIBYTE, min_size=2, max_size=4), limit=st.integers(min_value=4, max_value=64), data=st.data())
+def test_interleaved_messages_and_plain_lines(texts: list[str], limit: int, data: st.DataObject) -> None:
+    """Frames of several messages mixed together, with plain JSON lines in between."""
+    messages = [_message(text, i) for i, text in enumerate(texts)]
+    streams = [encode_message(m, limit) for m in messages] + [[b'{"jsonrpc":"2.0","method":"ping"}\n']]
+    # Interleave the streams, each stream's own lines in a random order too.
+    queues = [data.draw(st.permutations(lines)) for lines in streams]
+    order = data.draw(st.permutations([i for i, q in enumerate(queues) for _ in q]))
+    reassembler = Reassembler()
+    out = [r for i in order if (r := reassembler.feed(queues[i].pop())) is not None]
+    assert sorted(out) == sorted([m.encode() for m in messages] + [b'{"jsonrpc":"2.0","method":"ping"}'])
+    assert reassembler.buffered_bytes == 0
+
+
+def test_limit_is_inclusive_and_counts_bytes() -> None:
+    exact = _message("x" * 10)
+    size = len(exact.encode())
+    assert encode_message(exact, size) == [exact.encode() + b"\n"]
+    assert len(encode_message(exact, size - 1)) == 2
+    # 'é' is 2 bytes: the limit is on bytes, not characters.
+    wide = _message("é" * 10)
+    assert len(wide.encode()) == len(wide) + 10
+    assert len(encode_message(wide, len(wide))) == 2
+
+
+def test_default_limit_keeps_frames_under_a_64k_pipe_buffer() -> None:
+    lines = encode_message(_message("🚀" * 100_000))
+    assert len(lines) > 1
+    assert all(len(line) < 64 * 1024 for line in lines)
+    assert max(len(parse_frame(line[:-1]).data) for line in lines) <= DEFAULT_CHUNK_LIMIT
+
+
+def test_split_never_cuts_inside_a_character() -> None:
+    data = "a🚀b".encode()  # the rocket is 4 bytes at offset 1
+    assert split_utf8(data, 4) == [b"a", "🚀".encode(), b"b"]
+    # Bytes that are not UTF-8 still split (at the limit) instead of looping forever.
+    assert split_utf8(b"\x80" * 9, 4) == [b"\x80" * 4, b"\x80" * 4, b"\x80"]
+
+
+@pytest.mark.parametrize("limit", [0, 3, -1])
+def test_chunk_limit_below_one_character_is_refused(limit: int) -> None:
+    with pytest.raises(ValueError, match="at least 4 bytes"):
+        encode_message("{}", limit)
+
+
+def test_message_with_raw_newline_is_refused() -> None:
+    with pytest.raises(ValueError, match="raw newline"):
+        encode_message('{"a":\n1}', 100)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [({"timeout_s": 0}, "timeout"), ({"max_buffered_bytes": 0}, "cap")])
+def test_reassembler_limits_are_validated(kwargs: dict[str, float], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        Reassembler(**kwargs)  # type: ignore[arg-type]
+
+
+def test_blank_lines_are_ignored_and_json_passes_with_whitespace() -> None:
+    reassembler = Reassembler()
+    assert reassembler.feed(b"\n") is None
+    assert reassembler.feed(b"  \r\n") is None
+    assert reassembler.feed(b'  [{"jsonrpc":"2.0"}]\n') == b'  [{"jsonrpc":"2.0"}]'
+
+
+def _rejected(caplog: pytest.LogCaptureFixture, needle: str) -> None:
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any(needle in message for message in errors), errors
+    caplog.clear()
+
+
+MID = "0b6f0f4e-4a47-4d55-9b3f-2c9b4d3f6a10"
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        (b"hello world", "malformed frame header"),
+        (b"not-a-uuid:0:2:abc", "malformed frame header"),
+        (f"{MID}:x:2:abc".encode(), "malformed frame header"),
+        (f"{MID}:0:2".encode(), "malformed frame header"),
+        (f"{MID}:0:0:abc".encode(), "totalChunks must be at least 1"),
+        (f"{MID}:2:2:abc".encode(), "out of range"),
+        (f"{MID}:0:-1:abc".encode(), "malformed frame header"),
+    ],
+)
+def test_bad_header_is_rejected_and_stream_goes_on(line: bytes, needle: str, caplog: pytest.LogCaptureFixture) -> None:
+    reassembler = Reassembler()
+    good = _message("after the bad line é🚀")
+    frames = _frames(good, 10)
+    assert reassembler.feed(frames[0]) is None
+    assert reassembler.feed(line) is None
+    _rejected(caplog, needle)
+    assert [reassembler.feed(f) for f in frames[1:]][-1] == good.encode()
+    assert reassembler.feed(b'{"jsonrpc":"2.0","method":"ping"}') == b'{"jsonrpc":"2.0","method":"ping"}'
+
+
+def test_total_changing_within_a_message_is_rejected(caplog: pytest.LogCaptureFixture) -> None:
+    reassembler = Reassembler()
+    message = _message("abcdefghijklmnop")
+    frames = _frames(message, 8)
+    message_id = parse_frame(frames[0][:-1]).message_id
+    reassembler.feed(frames[0])
+    assert reassembler.feed(f"{message_id}:1:{len(frames) + 5}:zzz\n".encode()) is None
+    _rejected(caplog, f"totalChunks changed from {len(frames)} to {len(frames) + 5}")
+    assert [reassembler.feed(f) for f in frames[1:]][-1] == message.encode()
+
+
+def test_duplicate_chunk_with_different_data_is_rejected(caplog: pytest.LogCaptureFixture) -> None:
+    reassembler = Reassembler()
+    message = _message("abcdefghijklmnop")
+    frames = _frames(message, 8)
+    frame = parse_frame(frames[0][:-1])
+    reassembler.feed(frames[0])
+    forged = f"{frame.message_id}:0:{frame.total}:".encode() + b"X" * len(frame.data) + b"\n"
+    assert reassembler.feed(forged) is None
+    _rejected(caplog, "duplicate chunk 0")
+    assert [reassembler.feed(f) for f in frames[1:]][-1] == message.encode()
+
+
+def test_identical_duplicate_chunk_is_harmless(caplog: pytest.LogCaptureFixture) -> None:
+    reassembler = Reassembler()
+    message = _message("abcdefghijklmnop")
+    frames = _frames(message, 8)
+    results = [reassembler.feed(f) for f in [frames[0], frames[0], *frames[1:]]]
+    assert results[-1] == message.encode()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_idle_partial_message_is_dropped_after_timeout(caplog: pytest.LogCaptureFixture) -> None:
+    clock = _Clock()
+    reassembler = Reassembler(timeout_s=30, clock=clock)
+    stale = _frames(_message("never finished"), 8)
+    reassembler.feed(stale[0])
+    assert reassembler.pending_messages == 1 and reassembler.buffered_bytes == 8
+    clock.now += 30.5
+    assert reassembler.feed(b'{"jsonrpc":"2.0","method":"ping"}') == b'{"jsonrpc":"2.0","method":"ping"}'
+    _rejected(caplog, "no chunk arrived for 30 s")
+    assert reassembler.pending_messages == 0 and reassembler.buffered_bytes == 0
+    # Its late chunks are discarded, not the start of a buffer that could never complete.
+    for frame in stale[1:]:
+        assert reassembler.feed(frame) is None
+    assert reassembler.pending_messages == 0 and reassembler.buffered_bytes == 0
+
+
+def test_slow_but_steady_message_is_not_dropped() -> None:
+    """The timeout is on silence, not age: a message arriving chunk by chunk survives."""
+    clock = _Clock()
+    reassembler = Reassembler(timeout_s=30, clock=clock)
+    message = _message("abcdefghijklmnopqrstuvwxyz")
+    results = []
+    for frame in _frames(message, 8):
+        clock.now += 20
+        results.append(reassembler.feed(frame))
+    assert results[-1] == message.encode()
+
+
+def test_buffer_cap_drops_the_overflowing_message(caplog: pytest.LogCaptureFixture) -> None:
+    reassembler = Reassembler(max_buffered_bytes=64)
+    small = _message("fits")  # ~45 bytes, framed at 16
+    big = _message("x" * 100)
+    small_frames, big_frames = _frames(small, 16), _frames(big, 16)
+    reassembler.feed(small_frames[0])
+    outcomes = [reassembler.feed(f) for f in big_frames]
+    assert outcomes == [None] * len(big_frames)
+    _rejected(caplog, "over its cap of 64 bytes")
+    assert reassembler.buffered_bytes == 16  # only the small message's first chunk is held
+    assert [reassembler.feed(f) for f in small_frames[1:]][-1] == small.encode()
+    assert reassembler.buffered_bytes == 0
