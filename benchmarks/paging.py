@@ -1,0 +1,108 @@
+"""Paging benchmark: what the session cache buys on a 10,000-result regex search.
+
+Measured side by side on one generated tree, with the real ripgrep-backed SearchEngine:
+- first page: runs the search, digests and stores the list (fresh store each run);
+- page N>1 from the cache: verify cursor, slice, mint the next cursor;
+- restored page: the session is gone, so the search is re-run and proven identical;
+- cursor sign+verify: `CursorCodec.encode` + `decode` of a full search cursor.
+Targets (issue 4): cached page >= 50x faster than the first page; sign+verify well under 1 ms.
+
+Run: .venv/bin/python benchmarks/paging.py [--results 10000] [--repeats 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from search_engine.config import EngineConfig  # noqa: E402
+from search_engine.engine import SearchEngine  # noqa: E402
+from search_engine.models import SearchRequest  # noqa: E402
+from sessions import CursorCodec, MemoryStore, Pager  # noqa: E402
+
+PAGE_SIZE = 50
+
+
+def make_tree(root: Path, results: int, files: int) -> None:
+    """`results` matching lines spread over `files` files, interleaved with non-matching code."""
+    per_file, extra = divmod(results, files)
+    for i in range(files):
+        n = per_file + (1 if i < extra else 0)
+        lines = []
+        for j in range(n):
+            lines.append(f"def handler_{i}_{j}(request):  # route /api/v{i}/{j}")
+            lines.append(f"    return respond(request, status={200 + j % 5})")
+        path = root / f"pkg{i % 10}" / f"module_{i:03d}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+
+
+def median_ms(fn: Callable[[], object], repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - t0)
+    return statistics.median(samples) / 1e6
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", type=int, default=10_000)
+    parser.add_argument("--files", type=int, default=200)
+    parser.add_argument("--first-runs", type=int, default=9)
+    parser.add_argument("--repeats", type=int, default=300)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "repo"
+        make_tree(root, args.results, args.files)
+        engine = SearchEngine(EngineConfig(cache_dir=Path(tmp) / "cache"))
+        request = SearchRequest(query=r"def handler_\d+_\d+", root=str(root.resolve()), max_results=args.results)
+        codec = CursorCodec("benchmark-secret-key-0123456789abcdef")
+
+        def fresh_pager() -> Pager:
+            return Pager(engine, MemoryStore(sweep_interval_s=None), codec)
+
+        engine.search(request)  # warm the page cache and rg binary lookup
+        first_ms = median_ms(lambda: fresh_pager().first_page(request, PAGE_SIZE), args.first_runs)
+
+        pager = fresh_pager()
+        page = pager.first_page(request, PAGE_SIZE)
+        assert page.total_count == args.results, f"expected {args.results} results, got {page.total_count}"
+        cursors = []
+        while page.next_cursor is not None:
+            cursors.append(page.next_cursor)
+            page = pager.next_page(page.next_cursor)
+        picks = iter(cursors[i % len(cursors)] for i in range(args.repeats))
+        cached_ms = median_ms(lambda: pager.next_page(next(picks)), args.repeats)
+        restored_ms = median_ms(lambda: fresh_pager().next_page(cursors[len(cursors) // 2]), args.first_runs)
+
+        state = codec.decode(cursors[len(cursors) // 2])
+        sign_verify_ms = median_ms(lambda: codec.decode(codec.encode(state)), args.repeats * 10)
+
+    rows = [
+        ("first page (runs the search)", first_ms),
+        ("page N>1 from the session cache", cached_ms),
+        ("page N>1 restored (session gone, search re-run)", restored_ms),
+        ("cursor sign + verify", sign_verify_ms),
+    ]
+    print(f"{args.results} results in {args.files} files, page size {PAGE_SIZE}, cursor {len(cursors[0])} chars\n")
+    print("| operation | median |\n|---|---|")
+    for name, ms in rows:
+        print(f"| {name} | {ms:.3f} ms |")
+    ratio = first_ms / cached_ms
+    print(f"\ncached page is {ratio:.0f}x faster than the first page (target >= 50x)")
+    print(f"cursor sign+verify {sign_verify_ms * 1000:.0f} us (target well under 1 ms)")
+    return 0 if ratio >= 50 and sign_verify_ms < 1 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
