@@ -1,0 +1,343 @@
+"""Regex search: run `rg --json`, turn its event stream into `Match` objects.
+
+Parsing rg's JSON is the hot path (a common pattern over a large tree yields hundreds of
+thousands of events), so:
+
+- events are decoded with msgspec straight into small typed structs that name only the fields
+  we use; everything else (submatch texts, per-file stats) is skipped by the C decoder instead
+  of being built into dicts (about 3x faster than `json`/`orjson` per event);
+- rg runs with its parallel walker and the results are sorted afterwards: `rg --sort path`
+  forces rg onto one thread, which measured slower than sorting here (benchmarks/regex.py);
+- rg prints each file's events contiguously, so sorting is per file, and a file that cannot
+  make the first `max_results` any more is only counted, never turned into `Match` objects.
+
+Order is path (Python string order of the posix path), then position in the file. That order
+does not depend on thread timing, which is what makes results repeatable and cursors valid.
+
+A file in which rg meets a NUL byte is binary and contributes nothing, even if it matched
+before the NUL: rg's binary detection depends on how much it had read, so keeping those early
+matches would make results vary between runs.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from pathlib import Path
+
+import msgspec
+
+from search_engine.config import EngineConfig
+from search_engine.errors import InvalidQueryError, SearchError
+from search_engine.files import display_path, selection_args
+from search_engine.languages import language_for
+from search_engine.models import Match, MatchType, SearchRequest, SearchResult
+from search_engine.ripgrep import RipgrepRun
+
+ELLIPSIS = "…"
+_MAX_WARNINGS = 20
+
+
+class _Text(msgspec.Struct):
+    """rg's "arbitrary data": `text` when valid UTF-8, else base64 `bytes` (decoded by msgspec)."""
+
+    text: str | None = None
+    raw: bytes | None = msgspec.field(default=None, name="bytes")
+
+    def decoded(self) -> str:
+        return self.text if self.text is not None else (self.raw or b"").decode("utf-8", "replace")
+
+    def encoded(self) -> bytes:
+        return self.raw if self.raw is not None else (self.text or "").encode()
+
+
+class _Span(msgspec.Struct):
+    start: int
+    end: int
+
+
+class _Lines(msgspec.Struct):
+    lines: _Text
+    line_number: int
+    absolute_offset: int
+    submatches: list[_Span]
+
+
+class _BeginData(msgspec.Struct):
+    path: _Text
+
+
+class _EndData(msgspec.Struct):
+    binary_offset: int | None = None
+
+
+class _Begin(msgspec.Struct, tag="begin", tag_field="type"):
+    data: _BeginData
+
+
+class _Hit(msgspec.Struct, tag="match", tag_field="type"):
+    data: _Lines
+
+
+class _Context(msgspec.Struct, tag="context", tag_field="type"):
+    data: _Lines
+
+
+class _End(msgspec.Struct, tag="end", tag_field="type"):
+    data: _EndData
+
+
+class _Summary(msgspec.Struct, tag="summary", tag_field="type"):
+    pass
+
+
+_decode_lines = msgspec.json.Decoder(_Begin | _Hit | _Context | _End | _Summary).decode_lines
+
+
+def rg_args(request: SearchRequest, config: EngineConfig) -> list[str]:
+    """The full rg command line (minus the binary) for `request`."""
+    args = ["--json", *selection_args(config, request.include, request.exclude)]
+    if request.ignore_case:
+        args.append("--ignore-case")
+    if request.fixed_string:
+        args.append("--fixed-strings")
+    if request.whole_word:
+        args.append("--word-regexp")
+    if request.multiline:
+        args.append("--multiline")
+    if request.context_lines:
+        args += ["--context", str(request.context_lines)]
+    args += ["--regexp", request.query]
+    if request.path:
+        args += ["--", request.path]
+    return args
+
+
+def regex_search(request: SearchRequest, config: EngineConfig) -> SearchResult:
+    """Run `request` (a regex-mode request with a resolved root) to completion."""
+    if not request.query:
+        raise InvalidQueryError("the pattern is empty; pass a regex such as 'TODO' or 'def \\w+'")
+    started = time.perf_counter()
+    collector = _Collector(request.max_results)
+    reader = _EventReader(request, config.max_line_width, collector)
+    with RipgrepRun(rg_args(request, config), Path(request.root), config.timeout_s) as run:
+        produced = False
+        for buffer in run.records():
+            produced = True
+            reader.feed(buffer)
+        returncode, stderr = run.finish()
+        if returncode == 2:
+            _raise_if_bad_pattern(stderr, request.query)
+        warnings = run.warnings(produced)
+    if len(warnings) > _MAX_WARNINGS:
+        warnings = [*warnings[:_MAX_WARNINGS], f"... and {len(warnings) - _MAX_WARNINGS} more"]
+    matches = collector.matches()
+    return SearchResult(
+        matches=matches,
+        total_count=collector.total,
+        truncated=collector.total > len(matches),
+        search_time_ms=(time.perf_counter() - started) * 1000,
+        warnings=warnings,
+    )
+
+
+class _File:
+    """The matches of one file while its events stream in."""
+
+    __slots__ = ("path", "language", "matches", "count", "keep")
+
+    def __init__(self, path: str, keep: bool) -> None:
+        self.path = path
+        self.language = language_for(path)
+        self.matches: list[Match] = []
+        self.count = 0
+        self.keep = keep
+
+
+class _Collector:
+    """Keeps the first `limit` matches in path order without holding all of them.
+
+    Files arrive in thread-timing order. Once more than twice `limit` matches are held, the
+    files are sorted and those past the first `limit` matches are dropped; `cutoff` (the last
+    path kept) then tells later files whether they can still make the cut. Memory stays
+    bounded by about 2x `limit` and the total stays exact.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self._files: list[_File] = []
+        self._held = 0
+        self._cutoff: str | None = None
+
+    def wants(self, path: str) -> bool:
+        return self._cutoff is None or path < self._cutoff
+
+    def add(self, file: _File) -> None:
+        self.total += file.count
+        if not file.matches:
+            return
+        self._files.append(file)
+        self._held += len(file.matches)
+        if self._held >= 2 * self.limit:
+            self._keep_first()
+
+    def _keep_first(self) -> None:
+        self._files.sort(key=_file_path)
+        kept, held = [], 0
+        for file in self._files:
+            if held >= self.limit:
+                break
+            kept.append(file)
+            held += len(file.matches)
+        self._files, self._held, self._cutoff = kept, held, kept[-1].path
+
+    def matches(self) -> list[Match]:
+        if self._files:
+            self._keep_first()
+        out: list[Match] = []
+        for file in self._files:
+            out += file.matches
+        del out[self.limit :]
+        return out
+
+
+def _file_path(file: _File) -> str:
+    return file.path
+
+
+class _EventReader:
+    """Turns decoded rg events into `Match` objects on the current `_File`."""
+
+    def __init__(self, request: SearchRequest, width: int, collector: _Collector) -> None:
+        self.width = width
+        self.multiline = request.multiline
+        self.context = request.context_lines
+        self.collector = collector
+        self.file = _File("", keep=False)
+        # Context bookkeeping (only used with context_lines > 0): context lines seen since the
+        # last match (candidates for the next match's "before"), and the open last match.
+        self.before: deque[tuple[int, str]] = deque(maxlen=self.context or 1)
+        self.pending: tuple | None = None
+        self.after: list[str] = []
+        self.pending_end = 0
+
+    def feed(self, buffer: bytes) -> None:
+        try:
+            events = _decode_lines(buffer)
+        except msgspec.DecodeError as exc:
+            raise SearchError(f"could not read ripgrep's output ({exc}); is `rg` version 14?") from None
+        for event in events:
+            kind = type(event)
+            if kind is _Hit:
+                file = self.file
+                file.count += 1
+                if file.keep:
+                    self._hit(event.data)
+            elif kind is _Context:
+                if self.file.keep:
+                    self._context(event.data)
+            elif kind is _Begin:
+                path = event.data.path
+                shown = path.text if path.text is not None else display_path(path.raw or b"")
+                self.file = _File(shown, keep=self.collector.wants(shown))
+            elif kind is _End:
+                self._flush()
+                if event.data.binary_offset is None:
+                    self.collector.add(self.file)
+
+    def _hit(self, d: _Lines) -> None:
+        text = d.lines.text
+        if text is None:
+            text = d.lines.decoded()
+        line = d.line_number
+        end_line = line + text.count("\n", 0, -1) if self.multiline else line
+        offset = d.absolute_offset
+        subs = d.submatches
+        if subs:
+            start, end = offset + subs[0].start, offset + subs[-1].end
+        else:
+            start, end = offset, offset + len(d.lines.encoded())
+        content = text.rstrip("\r\n")
+        if len(content) > self.width:
+            content = _cut_around(content, d.lines.encoded(), start - offset, end - offset, self.width)
+        file = self.file
+        if not self.context:
+            file.matches.append(Match(file.path, line, end_line, start, end, content, MatchType.REGEX, file.language))
+            return
+        self._flush()
+        first = line - self.context
+        self.pending = (file.path, line, end_line, start, end, content, MatchType.REGEX, file.language, None,
+                        tuple(t for n, t in self.before if n >= first))
+        self.before.clear()
+        self.after = []
+        self.pending_end = end_line
+
+    def _context(self, d: _Lines) -> None:
+        text = _cut(d.lines.decoded().rstrip("\r\n"), 0, 0, self.width)
+        if self.pending is not None and d.line_number <= self.pending_end + self.context:
+            self.after.append(text)
+        self.before.append((d.line_number, text))
+
+    def _flush(self) -> None:
+        """Close the open match of context mode, now that its after-context is complete."""
+        if self.pending is not None:
+            self.file.matches.append(Match(*self.pending, tuple(self.after)))
+            self.pending = None
+        self.before.clear()
+
+
+def _cut_around(text: str, encoded: bytes, start_b: int, end_b: int, width: int) -> str:
+    """`_cut` for a match given as byte offsets into the line's bytes."""
+    start = len(encoded[:start_b].decode("utf-8", "replace"))
+    end = start + len(encoded[start_b:end_b].decode("utf-8", "replace"))
+    return _cut(text, start, end, width)
+
+
+def _cut(text: str, start: int, end: int, width: int) -> str:
+    """At most `width` characters of `text` showing [start, end) as centred as possible, with
+    an ellipsis at each end that was cut. Cuts between code points, never inside one."""
+    if len(text) <= width:
+        return text
+    if end - start >= width:
+        left = start
+    else:
+        left = max(0, min(start - (width - (end - start)) // 2, len(text) - width))
+    right = left + width
+    return (ELLIPSIS if left > 0 else "") + text[left:right] + (ELLIPSIS if right < len(text) else "")
+
+
+_CARET = re.compile(r"^\s*\^+\s*$")
+
+
+def _raise_if_bad_pattern(stderr: str, pattern: str) -> None:
+    """Turn rg's pattern complaints into InvalidQueryError, with the position when rg shows one.
+
+    rg prints the compiled regex (it wraps the pattern, e.g. `(?:PATTERN)`) with a caret line
+    under the offending part; the offset of the pattern inside the printed line maps the caret
+    back to a position in what the caller typed.
+    """
+    if 'the literal "\\n" is not allowed' in stderr:
+        raise InvalidQueryError(
+            "the pattern contains a line break, which only multiline search can match; "
+            "enable multiline (-U) or remove the line break"
+        )
+    if "regex parse error" not in stderr:
+        return
+    lines = stderr.splitlines()
+    reason = next((ln.removeprefix("error: ") for ln in lines if ln.startswith("error: ")), "invalid regex")
+    position = None
+    for i, line in enumerate(lines[1:], start=1):
+        if _CARET.match(line):
+            shown = lines[i - 1]
+            at = shown.find(pattern) if pattern else -1
+            if at >= 0:
+                position = min(max(line.index("^") - at, 0), max(len(pattern) - 1, 0))
+            break
+    where = f" at position {position}" if position is not None else ""
+    raise InvalidQueryError(
+        f"invalid regex{where}: {reason} (pattern {pattern!r}); escape special characters "
+        "with a backslash or search literally with fixed_string (-F)",
+        position=position,
+    )

