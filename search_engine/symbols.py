@@ -1,0 +1,159 @@
+"""Exact and fuzzy matching of the identifiers a query names against where they are defined.
+
+When an agent types `ClientSession` it wants `class ClientSession`, not the hundred places
+that use it; BM25 ranks by how often a name occurs and embeddings by what a chunk is about, so
+neither reliably puts the definition first. This index maps every defined name to the chunks
+that define it. Names are compared normalized (lowercase, underscores removed), so
+`client_session` finds `ClientSession`; a near miss (`ClientSesion`, `TCPConector`) goes
+through rapidfuzz over the (small) vocabulary of defined names.
+
+Definitions come from the chunker's `symbol` (tree-sitter knows them in every language it
+parses) and from definition lines in the chunk text, which also covers chunks that merge
+several small definitions and line-window chunks of files that failed to parse.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from rapidfuzz import fuzz, process
+
+from search_engine.chunks import Chunk
+
+# `def name`, `class Name`, `func (r *T) Name`, `pub fn name`, `export default function name`,
+# `interface Name`, ... at the start of a line: the common shapes of a definition across the
+# languages we chunk. Column-0 assignments (`Name = ...`, `Name: T = ...`) define module-level
+# names (type aliases, singletons) and count too.
+_DEFINITION_RE = re.compile(
+    r"^[ \t]*(?:(?:export|default|pub(?:\([^)]*\))?|public|private|protected|static|abstract|final|async|unsafe|const)\s+)*"
+    r"(?:def|class|func|fn|function|struct|enum|trait|interface|type|impl|module|record|object|protocol|typedef)\s+"
+    r"(?:\([^)]*\)\s*)?([^\W\d]\w*)",
+    re.MULTILINE,
+)
+_ASSIGNMENT_RE = re.compile(r"^([^\W\d]\w*)\s*(?::[^=\n]+)?=(?!=)", re.MULTILINE)
+
+# A query that is one identifier, possibly qualified (`ClientSession`, `field_validator`,
+# `web.Application`, `Foo::bar`).
+_SYMBOL_QUERY_RE = re.compile(r"^[^\W\d]\w*(?:(?:\.|::|->|#)[^\W\d]\w*)*$")
+# An identifier embedded in prose that is shaped like code: has an inner capital or an underscore
+# (`StaticModel`, `model_post_init`). Plain words ("model") are left to BM25 and embeddings.
+_CODE_WORD_RE = re.compile(r"\b(?:[A-Za-z]+[a-z0-9][A-Z]\w*|[A-Z]{2,}[a-z]\w*|[A-Za-z]\w*_\w+)\b")
+_QUALIFIER_RE = re.compile(r"\.|::|->|#")
+
+# Scores of the kinds of match, best first. A case-exact name beats one equal after
+# normalization (`Field` over `field`); a fuzzy match is scaled by its rapidfuzz ratio.
+EXACT = 1.0
+NORMALIZED = 0.9
+FUZZY_WEIGHT = 0.6
+FUZZY_CUTOFF = 85.0  # rapidfuzz ratio (0-100) below which a name is not considered a match
+MIN_FUZZY_LEN = 5  # shorter names match too many others at any cutoff
+# A definition in a file named after the symbol (`tokenizer.py` for `Tokenizer`) is usually the
+# canonical one; re-exports and same-named helpers elsewhere are not.
+STEM_BONUS = 0.1
+# Assignments are weaker evidence of "the" definition than a def/class line.
+ASSIGNMENT_FACTOR = 0.8
+
+
+def normalize(name: str) -> str:
+    """Comparison key of an identifier: lowercase, no underscores (`client_session` ==
+    `ClientSession`)."""
+    return name.replace("_", "").lower()
+
+
+@dataclass(frozen=True, slots=True)
+class QueryIdentifiers:
+    """The identifiers a query names. `whole` is true when the entire query is one (possibly
+    qualified) identifier: then fuzzy matching is worth its cost and the symbol signal leads."""
+
+    names: tuple[str, ...]
+    whole: bool
+
+
+def query_identifiers(query: str) -> QueryIdentifiers:
+    text = query.strip()
+    if _SYMBOL_QUERY_RE.match(text):
+        return QueryIdentifiers((text,), True)
+    return QueryIdentifiers(tuple(dict.fromkeys(_CODE_WORD_RE.findall(text))), False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Definition:
+    chunk: int
+    name: str  # as written in the code
+    factor: float  # 1.0 for a def/class line or chunk symbol, ASSIGNMENT_FACTOR for `x = ...`
+    stem_match: bool
+
+
+class SymbolIndex:
+    """Defined names -> defining chunks, for one list of chunks (indices into it)."""
+
+    def __init__(self, definitions: dict[str, list[_Definition]]) -> None:
+        self._by_key = definitions
+        self._keys = list(definitions)
+
+    @classmethod
+    def build(cls, chunks: Sequence[Chunk]) -> SymbolIndex:
+        by_key: dict[str, list[_Definition]] = defaultdict(list)
+        for i, chunk in enumerate(chunks):
+            stem = normalize(PurePosixPath(chunk.path).stem)
+            for name, factor in _defined_names(chunk).items():
+                key = normalize(name)
+                by_key[key].append(_Definition(i, name, factor, _stem_matches(stem, key)))
+        return cls(dict(by_key))
+
+    def match(self, query: str) -> dict[int, float]:
+        """Chunks defining an identifier the query names, with a match score in (0, ~1.1].
+
+        Empty when the query names no identifier or none is defined here."""
+        ids = query_identifiers(query)
+        scores: dict[int, float] = {}
+        for name in ids.names:
+            for candidate in _candidates(name):
+                self._score_name(candidate, scores, fuzzy=ids.whole)
+        return scores
+
+    def _score_name(self, name: str, scores: dict[int, float], fuzzy: bool) -> None:
+        key = normalize(name)
+        hits: list[tuple[str, float]] = [(key, 1.0)]
+        if fuzzy and len(key) >= MIN_FUZZY_LEN:
+            for other, ratio, _ in process.extract(
+                key, self._keys, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=10
+            ):
+                if other != key:
+                    hits.append((other, FUZZY_WEIGHT * ratio / 100.0))
+        for other, quality in hits:
+            for d in self._by_key.get(other, ()):
+                base = quality if quality < 1.0 else (EXACT if d.name == name else NORMALIZED)
+                score = base * d.factor + (STEM_BONUS if d.stem_match else 0.0)
+                if score > scores.get(d.chunk, 0.0):
+                    scores[d.chunk] = score
+
+
+def _candidates(name: str) -> list[str]:
+    """The names to look up for one query identifier: itself and, when qualified
+    (`web.Application`), its last part."""
+    parts = _QUALIFIER_RE.split(name)
+    return [name.replace("::", ".").replace("->", ".").replace("#", "."), parts[-1]] if len(parts) > 1 else [name]
+
+
+def _defined_names(chunk: Chunk) -> dict[str, float]:
+    """Names a chunk defines, each with its evidence factor."""
+    names: dict[str, float] = {}
+    for name in _ASSIGNMENT_RE.findall(chunk.content):
+        names[name] = ASSIGNMENT_FACTOR
+    for name in _DEFINITION_RE.findall(chunk.content):
+        names[name] = 1.0
+    if chunk.symbol:
+        names[chunk.symbol] = 1.0
+        names[chunk.symbol.rsplit(".", 1)[-1]] = 1.0
+    return names
+
+
+def _stem_matches(stem: str, key: str) -> bool:
+    """Whether a normalized file stem names the normalized symbol (`tokenizer` ~ `tokenizer`,
+    `exceptions` ~ `exception`)."""
+    return stem == key or stem.rstrip("s") == key.rstrip("s")

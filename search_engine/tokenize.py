@@ -1,0 +1,120 @@
+"""Code-aware tokenization shared by the lexical index and the query side.
+
+Code names things by gluing words together (`ClientSession`, `read_chunk_size`, `http2`), and
+people ask in plain words ("client session"). So an identifier is indexed both whole and split
+into its parts; everything is lowercased. The whole form keeps exact identifier queries sharp
+(`clientsession` is rare, so its IDF is high); the parts let natural-language queries reach it.
+Paths carry meaning too (`web_urldispatcher.py` is about URL dispatching), so a chunk's file
+stem and nearby directory names are tokenized the same way and added to its document.
+
+Queries additionally drop English stopwords: they carry no signal in a question like "how is
+the retry logic handled" yet would otherwise match every docstring.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import PurePosixPath
+
+from search_engine.errors import InvalidQueryError
+
+# A run of letters, digits and underscores that starts with a letter or underscore (Unicode
+# aware: `\w` covers non-ASCII identifiers).
+_IDENTIFIER_RE = re.compile(r"[^\W\d]\w*")
+# camelCase / PascalCase / acronym / digit boundaries: "getHTTPResponse2" -> get HTTP Response 2
+_CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+# Single characters (`i`, `x`, `_`) are noise in code and never what a query is about.
+MIN_TOKEN_LEN = 2
+
+# How many parent directories of a file contribute tokens: enough for `fastapi/security/` to
+# say "security", not so many that every file shares the repo's top folder name.
+PATH_DIR_DEPTH = 2
+
+STOPWORDS: frozenset[str] = frozenset(
+    """a about above after all also am an and any are as at be been being but by can could did
+    do does doing done during each either etc for from had has have having he her here hers him
+    his how i if in into is it its itself just let lets may me might more most must my no nor
+    not of off on once only onto or other our ours out over own per please same she should so
+    some such than that the their theirs them then there these they this those though through
+    to too under until up upon us use used uses using very via was we were what whatever when
+    where whether which while who whom whose why will with within without would yet you your""".split()
+)
+
+
+@lru_cache(maxsize=65536)
+def split_identifier(word: str) -> tuple[str, ...]:
+    """The tokens of one identifier: its whole form, then its parts if it has several.
+
+    The whole form is lowercased with underscores removed, so `read_chunk_size`,
+    `ReadChunkSize` and `readChunkSize` are one token: naming conventions differ between
+    languages and between a query and the code. `ClientSession` -> (clientsession, client,
+    session); `http2` -> (http2, http). Cached: code repeats its identifiers a lot.
+    """
+    whole = word.replace("_", "").lower()
+    parts = [p for piece in word.split("_") if piece for p in _word_parts(piece)]
+    parts = [p for p in parts if len(p) >= MIN_TOKEN_LEN and not p.isdigit()]
+    tokens = [whole] if len(whole) >= MIN_TOKEN_LEN else []
+    if len(parts) > 1 or (parts and parts[0] != whole):
+        tokens.extend(p for p in parts if p != whole)
+    return tuple(tokens)
+
+
+def _word_parts(piece: str) -> list[str]:
+    """camelCase parts of an underscore-free piece; non-ASCII pieces stay whole (their case
+    boundaries are not what `_CAMEL_RE` knows)."""
+    if not piece.isascii():
+        return [piece.lower()]
+    return [m.lower() for m in _CAMEL_RE.findall(piece)]
+
+
+def tokenize_text(text: str) -> list[str]:
+    """Tokens of a piece of code or prose, in order, identifiers whole and split."""
+    tokens: list[str] = []
+    for word in _IDENTIFIER_RE.findall(text):
+        tokens.extend(split_identifier(word))
+    return tokens
+
+
+def path_tokens(path: str) -> list[str]:
+    """Tokens naming a file: its stem and the last `PATH_DIR_DEPTH` directory names.
+
+    `aiohttp/web_urldispatcher.py` -> web_urldispatcher, web, urldispatcher, aiohttp. The
+    extension is left out: it says the language, which filters handle, not the topic.
+    """
+    p = PurePosixPath(path)
+    words = [*p.parent.parts[-PATH_DIR_DEPTH:], p.stem]
+    return tokenize_text(" ".join(w for w in words if w not in (".", "..", "/")))
+
+
+def query_terms(query: str) -> list[str]:
+    """The lexical terms of a query: tokenized like code, English stopwords removed.
+
+    Only free-standing stopwords are dropped: inside an identifier the whole identifier stays
+    (`is_valid` gives `isvalid` and `valid`).
+    """
+    terms: list[str] = []
+    for word in _IDENTIFIER_RE.findall(query):
+        tokens = split_identifier(word)
+        if len(tokens) == 1 and tokens[0] in STOPWORDS:
+            continue
+        terms.extend(t for t in tokens if t not in STOPWORDS or t == tokens[0])
+    return terms
+
+
+def validate_query(query: str) -> list[str]:
+    """The query's terms, or InvalidQueryError when it has nothing to search for.
+
+    Both semantic and hybrid modes call this first, so "", "   " and "how is the" fail the
+    same way in every mode, with a message telling the caller what to send instead.
+    """
+    if not query.strip():
+        raise InvalidQueryError("the query is empty; describe the code you are looking for, e.g. 'retry logic'")
+    terms = query_terms(query)
+    if not terms:
+        raise InvalidQueryError(
+            f"the query {query!r} has only stopwords or punctuation; "
+            "add a word that names what you are looking for, e.g. 'how is the retry handled'"
+        )
+    return terms
