@@ -10,7 +10,7 @@ from sessions.errors import (
     CursorParamsMismatchError,
     CursorSignatureError,
 )
-from sessions.keys import load_secret_key
+from sessions.keys import load_or_create_key
 from sessions.memory import MemoryStore
 from sessions.models import Page, Session
 from sessions.pager import Pager
@@ -31,5 +31,5 @@ __all__ = [
     "Session",
     "SessionStore",
     "StoreStats",
-    "load_secret_key",
+    "load_or_create_key",
 ]

@@ -20,7 +20,7 @@ MIN_KEY_LENGTH = 16
 log = logging.getLogger(__name__)
 
 
-def load_secret_key(cache_dir: Path, configured: str | None = None) -> bytes:
+def load_or_create_key(cache_dir: Path, configured: str | None = None) -> bytes:
     """The signing key: `configured` if given, else the one kept in `cache_dir/cursor.key`."""
     if configured is not None:
         if not configured.strip():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions import load_secret_key
+from sessions import load_or_create_key
 from sessions.keys import KEY_FILE_NAME
 
 
@@ -18,35 +18,35 @@ def mode(path: Path) -> int:
 
 def test_generated_on_first_start_with_0600_and_reused_after_restart(tmp_path: Path) -> None:
     cache = tmp_path / "cache" / "nested"
-    key = load_secret_key(cache)
+    key = load_or_create_key(cache)
     path = cache / KEY_FILE_NAME
     assert mode(path) == 0o600
     assert len(key) >= 32
-    assert load_secret_key(cache) == key  # a "restart" reads the same key
-    assert load_secret_key(tmp_path / "elsewhere") != key
+    assert load_or_create_key(cache) == key  # a "restart" reads the same key
+    assert load_or_create_key(tmp_path / "elsewhere") != key
     assert [p.name for p in cache.iterdir()] == [KEY_FILE_NAME]  # no temp files left behind
 
 
 def test_configured_key_wins_and_writes_nothing(tmp_path: Path) -> None:
-    assert load_secret_key(tmp_path, configured="shared-replica-key-0123456789") == b"shared-replica-key-0123456789"
+    assert load_or_create_key(tmp_path, configured="shared-replica-key-0123456789") == b"shared-replica-key-0123456789"
     assert not (tmp_path / KEY_FILE_NAME).exists()
 
 
 def test_empty_configured_key_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="secret_key is empty"):
-        load_secret_key(tmp_path, configured="  ")
+        load_or_create_key(tmp_path, configured="  ")
 
 
 def test_short_configured_key_is_accepted_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    assert load_secret_key(tmp_path, configured="short") == b"short"
+    assert load_or_create_key(tmp_path, configured="short") == b"short"
     assert "easier to forge" in caplog.text
 
 
 def test_a_readable_key_file_is_tightened(tmp_path: Path) -> None:
-    key = load_secret_key(tmp_path)
+    key = load_or_create_key(tmp_path)
     path = tmp_path / KEY_FILE_NAME
     path.chmod(0o644)
-    assert load_secret_key(tmp_path) == key
+    assert load_or_create_key(tmp_path) == key
     assert mode(path) == 0o600
 
 
@@ -54,10 +54,10 @@ def test_a_damaged_key_file_gets_an_actionable_error(tmp_path: Path) -> None:
     (tmp_path / KEY_FILE_NAME).write_text("\n")
     (tmp_path / KEY_FILE_NAME).chmod(0o600)
     with pytest.raises(ValueError, match="delete it"):
-        load_secret_key(tmp_path)
+        load_or_create_key(tmp_path)
 
 
 def test_concurrent_first_starts_agree_on_one_key(tmp_path: Path) -> None:
     with ThreadPoolExecutor(8) as pool:
-        keys = set(pool.map(lambda _: load_secret_key(tmp_path / "c"), range(16)))
+        keys = set(pool.map(lambda _: load_or_create_key(tmp_path / "c"), range(16)))
     assert len(keys) == 1
