@@ -1,0 +1,33 @@
+"""Fixtures shared across test modules. Keep each one cheap or session-scoped: the suite runs on
+two cores."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# The packaged model must load from site-packages; nothing may reach a model hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def write_code_tree(root: Path, files: int = 12, hits_per_file: int = 20) -> Path:
+    """A small repository with a known number of `needle` lines: files * hits_per_file."""
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        sub = root / ("pkg" if i % 2 else "lib") / f"mod{i:02d}.py"
+        sub.parent.mkdir(parents=True, exist_ok=True)
+        lines = [f'"""module {i}"""', ""]
+        for j in range(hits_per_file):
+            lines.append(f"def needle_{i}_{j}(x):  # needle {j}")
+            lines.append(f"    return x + {j}")
+        sub.write_text("\n".join(lines) + "\n")
+    (root / "README.md").write_text("# demo\n\nno matches here\n")
+    return root
+
+
+@pytest.fixture
+def code_tree(tmp_path: Path) -> Path:
+    return write_code_tree(tmp_path / "repo")
