@@ -1,16 +1,62 @@
-"""`codepager serve`: not built yet (see the open issue that owns it)."""
+"""`codepager serve`: run the MCP server (stdio by default; streamable HTTP or chunked stdio).
+
+Only MCP goes to stdout; logs go to stderr, because on stdio anything else on stdout would
+corrupt the JSON-RPC stream.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from pathlib import Path
+from typing import Any
+
+from server.settings import load_settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="(not available yet)")
+    p = sub.add_parser("serve", help="run the MCP server")
+    p.add_argument("--root", action="append", type=Path, dest="roots", metavar="DIR",
+                   help="directory agents may search (repeatable; default: the current directory)")
+    p.add_argument("--transport", choices=["stdio", "http", "chunked-stdio"], help="default: stdio")
+    p.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="HTTP port (default 8765)")
+    p.add_argument("--auth-token", help="require 'Authorization: Bearer TOKEN' on HTTP (or CODEPAGER_SERVER__AUTH_TOKEN)")
+    p.add_argument("--config", type=Path, help="TOML settings file")
+    p.add_argument("--log-level", help="stderr log level (default WARNING)")
     p.set_defaults(func=run)
 
 
+def server_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Flags that were given, as a settings override (flags win over TOML and env)."""
+    server = {
+        "roots": [r.resolve() for r in args.roots] if args.roots else None,
+        "transport": args.transport,
+        "host": args.host,
+        "port": args.port,
+        "auth_token": args.auth_token,
+        "log_level": args.log_level,
+    }
+    return {"server": server}
+
+
 def run(args: argparse.Namespace) -> int:
-    print("codepager: 'serve' is not available yet", file=sys.stderr)
-    return 2
+    try:
+        settings = load_settings(args.config, server_overrides(args))
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"codepager: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(stream=sys.stderr, level=settings.server.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from server.app import build_app  # heavy imports only once the arguments are known good
+
+    try:
+        app = build_app(settings)
+    except ValueError as exc:
+        print(f"codepager: {exc}", file=sys.stderr)
+        return 2
+    from server.transports.run import run_app
+
+    run_app(app, settings.server)
+    return 0

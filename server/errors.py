@@ -1,0 +1,119 @@
+"""One place that decides how a failure reaches the agent.
+
+Two kinds of failure, two channels:
+
+* **Protocol errors** (JSON-RPC `-32602 Invalid params`): the call itself is wrong and must not be
+  retried as is — a tampered, foreign, expired or stale cursor, arguments of the wrong type or out
+  of range. fastmcp 4 masks exceptions raised in a tool body into `isError` results, so tool
+  bodies raise `InvalidParamsError` (a `ToolError`, which fastmcp re-raises untouched) and
+  `ErrorMiddleware` turns it into an `MCPError` on the wire.
+* **Tool errors** (`isError: true` result): the call was well-formed but the search cannot be
+  done — an invalid regex, a path outside the roots, a timeout, an index still building. The
+  result carries a structured `error` object (code, message, hint) so an agent can act on it.
+
+Every message says what to do next.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec
+
+from fastmcp.exceptions import ToolError, ValidationError
+from fastmcp.server.middleware import Middleware, MiddlewareContext
+from fastmcp.tools.base import ToolResult
+from mcp import MCPError
+from mcp_types import INVALID_PARAMS, TextContent
+
+from search_engine.errors import (
+    IndexNotReadyError,
+    InvalidQueryError,
+    ModelLoadError,
+    PathError,
+    SearchError,
+    SearchTimeoutError,
+)
+from sessions.errors import CursorError
+
+P = ParamSpec("P")
+
+
+class InvalidParamsError(ToolError):
+    """Raised in a tool body for a call that is invalid as sent; becomes JSON-RPC -32602."""
+
+    def __init__(self, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message, log_level=logging.DEBUG)
+        self.message = message
+        self.data = data
+
+
+def _error_code(exc: SearchError) -> tuple[str, str]:
+    """(code, hint) for a tool error: a stable machine-readable name and the next step."""
+    if isinstance(exc, InvalidQueryError):
+        return "invalid_query", "fix the pattern or query and call again without a cursor"
+    if isinstance(exc, PathError):
+        return "invalid_path", "pass a path inside the server's roots (or omit `path`)"
+    if isinstance(exc, SearchTimeoutError):
+        return "timeout", "narrow the search with `path` or `include_patterns` and try again"
+    if isinstance(exc, IndexNotReadyError):
+        return "index_not_ready", "indexing is running in the background; retry in a few seconds, or use regex_search meanwhile"
+    if isinstance(exc, ModelLoadError):
+        return "model_unavailable", "check the index.model / index.profile settings; regex_search still works"
+    return "search_failed", "adjust the request and try again"
+
+
+def error_result(exc: SearchError) -> ToolResult:
+    """An `isError` result whose structuredContent says what went wrong and what to do."""
+    code, hint = _error_code(exc)
+    error: dict[str, Any] = {"code": code, "message": str(exc), "hint": hint}
+    if isinstance(exc, InvalidQueryError) and exc.position is not None:
+        error["position"] = exc.position
+    if isinstance(exc, IndexNotReadyError):
+        error["progress"] = {"done": exc.done, "total": exc.total}
+    payload = {"error": error}
+    return ToolResult(
+        content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+        structured_content=payload,
+        is_error=True,
+    )
+
+
+def tool_errors(fn: Callable[P, Awaitable[ToolResult]]) -> Callable[P, Awaitable[ToolResult]]:
+    """Wrap a tool body: cursor refusals and bad values become -32602, search failures an
+    `isError` result. Anything else is a bug and is left for fastmcp to report."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> ToolResult:
+        try:
+            return await fn(*args, **kwargs)
+        except CursorError as exc:
+            raise InvalidParamsError(str(exc), {"reason": type(exc).__name__}) from exc
+        except SearchError as exc:
+            return error_result(exc)
+
+    return wrapper
+
+
+class ErrorMiddleware(Middleware):
+    """Lifts `InvalidParamsError` and argument-validation failures out of the tool-result channel
+    onto the wire as JSON-RPC -32602, where fastmcp would otherwise mask them."""
+
+    async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Callable[..., Any]) -> Any:
+        try:
+            return await call_next(context)
+        except InvalidParamsError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=exc.message, data=exc.data) from exc
+        except ValidationError as exc:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"invalid arguments: {_first_line(exc)}; check the tool's input schema",
+            ) from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc.__cause__ or exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "errors.pydantic.dev" not in ln]
+    return " ".join(lines[:3]) if lines else type(exc).__name__

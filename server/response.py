@@ -1,0 +1,100 @@
+"""The response envelope of a search tool, built from one `Page`.
+
+`{"search", "results", "pagination", "metadata"}` is the shape agents learn once; every search
+tool, every output mode and the offloaded file's header derive from `SearchResponse`, so a field
+means the same thing everywhere. `SearchResponse.cut(n)` is what makes the output layer's size
+cuts lossless: it delegates to `Page.cut`, whose next cursor resumes at the first omitted match.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from search_engine.models import SearchRequest
+from server.records import match_record
+from sessions import Page
+
+#: Request fields that are shown as the search's identity rather than under "parameters".
+_IDENTITY_FIELDS = {"query", "mode", "root"}
+
+
+def search_block(request: SearchRequest, view: str | None) -> dict[str, Any]:
+    params = {
+        k: v
+        for k, v in request.model_dump(mode="json").items()
+        if k not in _IDENTITY_FIELDS and v not in (None, [], ())
+    }
+    if view:
+        params["jq_filter"] = view
+    return {"query": request.query, "mode": request.mode.value, "parameters": params}
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    include_snippet: bool = True
+    snippet_length: int | None = 500
+
+
+@dataclass
+class SearchResponse:
+    """One page ready to be rendered: the page, how to show its matches, and extra warnings."""
+
+    page: Page
+    options: RecordOptions = field(default_factory=RecordOptions)
+    warnings: list[str] = field(default_factory=list)
+
+    def records(self) -> list[dict[str, Any]]:
+        return [
+            match_record(m, include_snippet=self.options.include_snippet, snippet_length=self.options.snippet_length)
+            for m in self.page.matches
+        ]
+
+    def cut(self, n: int) -> SearchResponse:
+        return replace(self, page=self.page.cut(n))
+
+    @property
+    def next_cursor(self) -> str | None:
+        return self.page.next_cursor
+
+    def search(self) -> dict[str, Any]:
+        return search_block(self.page.request, self.page.view)
+
+    def pagination(self) -> dict[str, Any]:
+        p = self.page
+        return {
+            "next_cursor": p.next_cursor,
+            "page_size": p.page_size,
+            "current_page": p.current_page,
+            "total_pages": p.total_pages,
+            "offset": p.offset,
+        }
+
+    def counts(self) -> dict[str, Any]:
+        p = self.page
+        return {
+            "count": len(p.matches),
+            "total_count": p.total_count,
+            "has_more": p.has_more,
+            "truncated": p.truncated,
+        }
+
+    def metadata(self, extra_warnings: list[str] | None = None) -> dict[str, Any]:
+        p = self.page
+        return {
+            "search_time_ms": round(p.search_time_ms, 3),
+            "index_time_ms": round(p.index_time_ms, 3),
+            "page_time_ms": round(p.page_time_ms, 3),
+            "cache": p.cache,
+            "index": {"generation": p.index_generation},
+            "warnings": [*p.warnings, *self.warnings, *(extra_warnings or [])],
+        }
+
+    def inline(self, extra_warnings: list[str] | None = None) -> dict[str, Any]:
+        """The complete inline response."""
+        return {
+            "search": self.search(),
+            "results": {"mode": "inline", "matches": self.records(), **self.counts()},
+            "pagination": self.pagination(),
+            "metadata": self.metadata(extra_warnings),
+        }

@@ -1,0 +1,21 @@
+"""The long-lived objects one server process shares across tool calls, built once from
+`Settings`. Tools receive this instead of reaching for globals, which keeps them testable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from search_engine.engine import SearchEngine
+from server.rendering import Renderer
+from server.settings import Settings
+from sessions import Pager
+
+
+@dataclass
+class Services:
+    settings: Settings
+    roots: list[Path]
+    engine: SearchEngine
+    pager: Pager
+    renderer: Renderer

@@ -1,0 +1,1 @@
+"""The MCP tools, one module per family; each exposes register_*(app, services)."""

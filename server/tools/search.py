@@ -1,0 +1,171 @@
+"""The search tools: `regex_search`, `semantic_search`, `hybrid_search`.
+
+Each is a thin adapter: validate arguments -> `SearchRequest` -> `Pager` -> output layer ->
+`ToolResult`. The three share every paging and presentation parameter; only the search-defining
+ones differ, so the shared part is declared once as annotated types and handled by
+`run_search`.
+
+No `from __future__ import annotations` here: the parameter types are built at registration
+time from settings (page-size limits), and fastmcp must be able to evaluate them.
+"""
+
+
+from typing import Annotated, Any
+
+import anyio
+from fastmcp import Context, FastMCP
+from fastmcp.tools.base import ToolResult
+from pydantic import Field
+
+from search_engine.models import MAX_CONTEXT_LINES, SearchMode, SearchRequest
+from search_engine.paths import resolve_search_path
+from server.errors import InvalidParamsError, tool_errors
+from server.rendering import OutputOptions
+from server.response import RecordOptions, SearchResponse
+from server.services import Services
+from server.tools.descriptions import (
+    HYBRID_DESCRIPTION,
+    REGEX_DESCRIPTION,
+    SEMANTIC_DESCRIPTION,
+    search_annotations,
+    search_meta,
+)
+
+Globs = Annotated[list[str] | None, Field(description="Glob patterns, e.g. ['*.py', 'src/**']")]
+Cursor = Annotated[
+    str | None,
+    Field(description="next_cursor from the previous page; pass it back unchanged to get the next page"),
+]
+OutputMode = Annotated[
+    str,
+    Field(
+        description="auto: inline below the size ceiling, else a JSONL file; inline: never a file "
+        "(page cut to fit); file_ref: always a file; legacy: bare JSON array of matches",
+        pattern="^(auto|inline|file_ref|legacy)$",
+    ),
+]
+
+
+def register_search_tools(app: FastMCP, services: Services) -> None:
+    s = services.settings.search
+    PageSize = Annotated[int | None, Field(ge=1, le=s.max_page_size, description=f"matches per page (default {s.default_page_size}, max {s.max_page_size})")]
+    SnippetLength = Annotated[int, Field(ge=1, le=s.max_snippet_length, description="cut each match's content to this many characters")]
+    MaxTokens = Annotated[int | None, Field(ge=100, description="cut the page to fit this many tokens; next_cursor continues losslessly")]
+    JqFilter = Annotated[str | None, Field(description="jq expression over the full list of match objects, applied before paging, e.g. 'map(select(.file.path | test(\"tests/\") | not))'")]
+    annotations = search_annotations()
+    meta = search_meta(services.settings.offload.max_tokens)
+
+    @app.tool(name="regex_search", description=REGEX_DESCRIPTION, annotations=annotations, meta=meta)
+    @tool_errors
+    async def regex_search(
+        ctx: Context,
+        pattern: Annotated[str | None, Field(description="ripgrep regex (or literal with fixed_string); omit when passing cursor")] = None,
+        path: Annotated[str | None, Field(description="file or directory inside the server's roots")] = None,
+        ignore_case: bool = False,
+        fixed_string: bool = False,
+        whole_word: bool = False,
+        multiline: bool = False,
+        include_patterns: Globs = None,
+        exclude_patterns: Globs = None,
+        context_lines: Annotated[int, Field(ge=0, le=MAX_CONTEXT_LINES)] = 0,
+        include_snippet: bool = True,
+        snippet_length: SnippetLength = s.default_snippet_length,
+        page_size: PageSize = None,
+        cursor: Cursor = None,
+        output_mode: OutputMode = "auto",
+        max_output_tokens: MaxTokens = None,
+        stats_only: bool = False,
+        stats_first: bool = False,
+        jq_filter: JqFilter = None,
+    ) -> ToolResult:
+        request = _request(
+            services, SearchMode.REGEX, pattern, path, cursor,
+            include=include_patterns, exclude=exclude_patterns, ignore_case=ignore_case,
+            fixed_string=fixed_string, whole_word=whole_word, multiline=multiline,
+            context_lines=context_lines, max_results=s.max_results,
+        )  # fmt: skip
+        return await run_search(
+            services, ctx, "regex_search", request, cursor, page_size, jq_filter,
+            RecordOptions(include_snippet, snippet_length),
+            OutputOptions(output_mode, max_output_tokens, stats_only, stats_first),
+        )  # fmt: skip
+
+    def make_ranked_tool(mode: SearchMode, name: str, description: str) -> None:
+        @app.tool(name=name, description=description, annotations=annotations, meta=meta)
+        @tool_errors
+        async def ranked_search(
+            ctx: Context,
+            query: Annotated[str | None, Field(description="natural language or identifiers; omit when passing cursor")] = None,
+            path: Annotated[str | None, Field(description="file or directory inside the server's roots")] = None,
+            top_k: Annotated[int, Field(ge=1, le=s.max_results)] = 10,
+            threshold: Annotated[float | None, Field(description="drop matches scoring below this")] = None,
+            include_patterns: Globs = None,
+            exclude_patterns: Globs = None,
+            include_snippet: bool = True,
+            snippet_length: SnippetLength = s.default_snippet_length,
+            page_size: PageSize = None,
+            cursor: Cursor = None,
+            output_mode: OutputMode = "auto",
+            max_output_tokens: MaxTokens = None,
+            stats_only: bool = False,
+            stats_first: bool = False,
+            jq_filter: JqFilter = None,
+        ) -> ToolResult:
+            request = _request(
+                services, mode, query, path, cursor,
+                include=include_patterns, exclude=exclude_patterns, top_k=top_k, threshold=threshold,
+            )  # fmt: skip
+            if request is not None:
+                await services.indexer.wait_ready(request, ctx)
+            return await run_search(
+                services, ctx, name, request, cursor, page_size, jq_filter,
+                RecordOptions(include_snippet, snippet_length),
+                OutputOptions(output_mode, max_output_tokens, stats_only, stats_first),
+            )  # fmt: skip
+
+    make_ranked_tool(SearchMode.SEMANTIC, "semantic_search", SEMANTIC_DESCRIPTION)
+    make_ranked_tool(SearchMode.HYBRID, "hybrid_search", HYBRID_DESCRIPTION)
+
+
+def _request(
+    services: Services,
+    mode: SearchMode,
+    query: str | None,
+    path: str | None,
+    cursor: str | None,
+    **fields: Any,
+) -> SearchRequest | None:
+    """Build the request the caller described, or None when it only sent a cursor.
+
+    With a cursor *and* a query, the request is still built: the pager checks that it is the
+    search the cursor belongs to (params mismatch -> -32602)."""
+    if query is None:
+        if cursor is None:
+            raise InvalidParamsError(f"{'pattern' if mode is SearchMode.REGEX else 'query'} is required unless you pass a cursor")
+        return None
+    if not query.strip():
+        raise InvalidParamsError("the pattern/query is empty; pass something to search for")
+    location = resolve_search_path(path, services.roots)
+    return SearchRequest(mode=mode, query=query, root=str(location.root), path=location.sub, **fields)
+
+
+async def run_search(
+    services: Services,
+    ctx: Context,
+    tool: str,
+    request: SearchRequest | None,
+    cursor: str | None,
+    page_size: int | None,
+    jq_filter: str | None,
+    record_options: RecordOptions,
+    output_options: OutputOptions,
+) -> ToolResult:
+    """Page, then render. Paging runs in a worker thread: ripgrep and the index block."""
+    pager = services.pager
+    if cursor is not None:
+        page = await anyio.to_thread.run_sync(lambda: pager.next_page(cursor, page_size, expected_request=request))
+    else:
+        assert request is not None
+        page = await anyio.to_thread.run_sync(lambda: pager.first_page(request, page_size, view=jq_filter))
+    response = SearchResponse(page, record_options)
+    return await anyio.to_thread.run_sync(lambda: services.renderer.render(response, output_options, tool=tool))

@@ -1,0 +1,19 @@
+"""Run a FastMCP app (the search server or the proxy) on the configured transport."""
+
+from __future__ import annotations
+
+import anyio
+from fastmcp import FastMCP
+
+from server.settings import ServerSettings
+
+
+def run_app(app: FastMCP, settings: ServerSettings) -> None:
+    if settings.transport == "stdio":
+        app.run("stdio", show_banner=False)
+    elif settings.transport == "http":
+        app.run("http", show_banner=False, host=settings.host, port=settings.port)
+    else:
+        from server.transports.chunked_stdio import run_chunked_stdio
+
+        anyio.run(run_chunked_stdio, app)

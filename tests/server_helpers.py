@@ -1,0 +1,63 @@
+"""Helpers for the MCP server tests: settings for a tmp tree, and walking pages to the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from fastmcp import Client
+
+from server.settings import Settings, load_settings
+
+SECRET = "test-secret-key"
+
+
+def make_settings(root: Path, tmp: Path, **sections: dict[str, Any]) -> Settings:
+    overrides: dict[str, Any] = {
+        "server": {"roots": [root]},
+        "index": {"cache_dir": tmp / "cache"},
+        "sessions": {"secret_key": SECRET},
+        "offload": {"output_dir": tmp / "offload"},
+    }
+    for name, values in sections.items():
+        overrides.setdefault(name, {}).update(values)
+    return load_settings(None, overrides)
+
+
+def structured(result: Any) -> dict[str, Any]:
+    """The structuredContent, after checking the text block carries the same JSON."""
+    assert result.structured_content is not None
+    assert json.loads(result.content[0].text) == result.structured_content
+    return result.structured_content
+
+
+async def walk(client: Client, tool: str, args: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Call `tool`, then follow next_cursor to the end. Returns (all matches, every response)."""
+    responses = [structured(await client.call_tool(tool, args))]
+    while (cursor := responses[-1]["pagination"]["next_cursor"]) is not None:
+        responses.append(structured(await client.call_tool(tool, {"cursor": cursor})))
+    matches = [m for r in responses for m in r["results"]["matches"]]
+    return matches, responses
+
+
+def serve_env(tmp: Path) -> dict[str, str]:
+    """Environment for a `codepager serve` subprocess: the test's cache, key and offload dir."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "CODEPAGER_INDEX__CACHE_DIR": str(tmp / "cache"),
+            "CODEPAGER_SESSIONS__SECRET_KEY": SECRET,
+            "CODEPAGER_OFFLOAD__OUTPUT_DIR": str(tmp / "offload"),
+            "HF_HUB_OFFLINE": "1",
+        }
+    )
+    return env
+
+
+def codepager_cmd() -> tuple[str, list[str]]:
+    """The installed console script next to this interpreter (what a client would launch)."""
+    script = Path(sys.executable).parent / "codepager"
+    return str(script), []

@@ -1,0 +1,177 @@
+"""The MCP search tools through a real fastmcp Client (in memory): shapes, paging, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+from mcp import MCPError
+
+from search_engine.engine import SearchEngine
+from search_engine.models import SearchRequest
+from server.app import build_app
+from tests.server_helpers import make_settings, structured, walk
+
+
+@pytest.fixture
+def settings(code_tree: Path, tmp_path: Path):
+    return make_settings(code_tree, tmp_path)
+
+
+@pytest.fixture
+async def client(settings):
+    async with Client(build_app(settings)) as c:
+        yield c
+
+
+async def test_tools_are_listed_with_paging_guidance_and_annotations(client):
+    tools = {t.name: t for t in await client.list_tools()}
+    assert {"regex_search", "semantic_search", "hybrid_search"} <= set(tools)
+    for name in ("regex_search", "semantic_search", "hybrid_search"):
+        tool = tools[name]
+        assert len(tool.description.encode()) < 2048
+        assert "next_cursor" in tool.description and "cursor" in tool.input_schema["properties"]
+        assert tool.annotations.read_only_hint is True
+        assert tool.meta["anthropic/maxResultSizeChars"] == 20_000 * 4
+
+
+async def test_regex_walk_returns_every_match_once_in_order(client, settings, code_tree):
+    matches, responses = await walk(client, "regex_search", {"pattern": r"needle \d+", "page_size": 37})
+    full = SearchEngine(settings.engine_config()).search(
+        SearchRequest(query=r"needle \d+", root=str(code_tree.resolve()))
+    )
+    assert [(m["file"]["path"], m["match"]["line_number"]) for m in matches] == [
+        (m.path, m.line_start) for m in full.matches
+    ]
+    assert len(matches) == 12 * 20
+    first, last = responses[0], responses[-1]
+    assert first["pagination"]["total_pages"] == len(responses) == 7
+    assert first["pagination"]["current_page"] == 1 and last["pagination"]["current_page"] == 7
+    assert first["results"]["has_more"] and not last["results"]["has_more"]
+    assert last["pagination"]["next_cursor"] is None
+    assert first["metadata"]["cache"] == "miss"
+    assert {r["metadata"]["cache"] for r in responses[1:]} == {"hit"}
+    assert first["search"] == {"query": r"needle \d+", "mode": "regex", "parameters": first["search"]["parameters"]}
+
+
+async def test_match_shape(client):
+    body = structured(await client.call_tool("regex_search", {"pattern": "needle_3_4", "context_lines": 1}))
+    (m,) = body["results"]["matches"]
+    assert m["type"] == "regex_match"
+    assert m["file"] == {"path": "pkg/mod03.py", "language": "python"}
+    span = m["match"]["span"]
+    assert span["line_start"] == span["line_end"] == m["match"]["line_number"] == 11
+    assert span["byte_end"] > span["byte_start"] >= 0
+    assert m["match"]["content"].startswith("def needle_3_4(x)")
+    assert m["context"] == {"before": ["    return x + 3"], "after": ["    return x + 4"]}
+    assert body["results"]["count"] == body["results"]["total_count"] == 1
+
+
+async def test_snippet_length_and_include_snippet(client):
+    body = structured(await client.call_tool("regex_search", {"pattern": "needle_3_4", "snippet_length": 10}))
+    content = body["results"]["matches"][0]["match"]["content"]
+    assert len(content) == 10 and content.endswith("…")
+    body = structured(await client.call_tool("regex_search", {"pattern": "needle_3_4", "include_snippet": False}))
+    assert "content" not in body["results"]["matches"][0]["match"]
+
+
+async def _invalid_params(client, args, tool="regex_search") -> str:
+    with pytest.raises(MCPError) as info:
+        await client.call_tool(tool, args)
+    assert info.value.error.code == -32602
+    return info.value.error.message
+
+
+async def test_tampered_cursor_is_invalid_params(client):
+    first = structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 10}))
+    cursor = first["pagination"]["next_cursor"]
+    tampered = cursor[:-3] + ("AAA" if not cursor.endswith("AAA") else "BBB")
+    message = await _invalid_params(client, {"cursor": tampered})
+    assert "without a cursor" in message or "cursor" in message
+    await _invalid_params(client, {"cursor": "not-a-cursor"})
+
+
+async def test_cursor_with_other_search_params_is_refused(client):
+    first = structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 10}))
+    cursor = first["pagination"]["next_cursor"]
+    await _invalid_params(client, {"cursor": cursor, "pattern": "other"})
+    # Re-sending the same parameters with the cursor is fine.
+    again = structured(await client.call_tool("regex_search", {"cursor": cursor, "pattern": "needle"}))
+    assert again["pagination"]["current_page"] == 2
+
+
+async def test_bad_arguments_are_invalid_params(client):
+    await _invalid_params(client, {"pattern": "x", "page_size": 10_000})
+    await _invalid_params(client, {"pattern": "x", "context_lines": 11})
+    await _invalid_params(client, {"pattern": "x", "page_size": "many"})
+    await _invalid_params(client, {})
+    await _invalid_params(client, {"pattern": "   "})
+    await _invalid_params(client, {"pattern": "x", "output_mode": "yaml"})
+
+
+async def test_search_failures_are_actionable_tool_errors(client, tmp_path):
+    result = await client.call_tool("regex_search", {"pattern": "foo(", "page_size": 5}, raise_on_error=False)
+    assert result.is_error
+    error = result.structured_content["error"]
+    assert error["code"] == "invalid_query" and "hint" in error
+
+    outside = await client.call_tool("regex_search", {"pattern": "x", "path": "../../"}, raise_on_error=False)
+    assert outside.is_error and outside.structured_content["error"]["code"] == "invalid_path"
+
+    missing = await client.call_tool("regex_search", {"pattern": "x", "path": "nope/"}, raise_on_error=False)
+    assert missing.is_error and missing.structured_content["error"]["code"] == "invalid_path"
+
+
+async def test_sub_path_and_globs(client):
+    body = structured(await client.call_tool("regex_search", {"pattern": "needle", "path": "lib", "page_size": 200}))
+    assert body["results"]["total_count"] == 6 * 20
+    assert all(m["file"]["path"].startswith("lib/") for m in body["results"]["matches"])
+    body = structured(
+        await client.call_tool("regex_search", {"pattern": "needle", "include_patterns": ["mod01.py"], "page_size": 200})
+    )
+    assert {m["file"]["path"] for m in body["results"]["matches"]} == {"pkg/mod01.py"}
+
+
+async def test_identical_search_reuses_the_session(client):
+    a = structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 10}))
+    b = structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 10}))
+    assert a["metadata"]["cache"] == "miss" and b["metadata"]["cache"] == "hit"
+
+
+async def test_cursor_survives_a_server_restart(settings):
+    async with Client(build_app(settings)) as c1:
+        first = structured(await c1.call_tool("regex_search", {"pattern": "needle", "page_size": 100}))
+    async with Client(build_app(settings)) as c2:  # a fresh process state: empty session store
+        second = structured(await c2.call_tool("regex_search", {"cursor": first["pagination"]["next_cursor"]}))
+        assert second["metadata"]["cache"] == "restored"
+        assert second["pagination"]["current_page"] == 2
+        rest, _ = await walk(c2, "regex_search", {"cursor": second["pagination"]["next_cursor"]})
+    lines = [m["match"]["span"]["line_start"] for m in first["results"]["matches"] + second["results"]["matches"] + rest]
+    assert len(lines) == 240
+
+
+async def test_concurrent_clients_page_independently(settings):
+    app = build_app(settings)
+
+    async def one(pattern: str) -> int:
+        async with Client(app) as c:
+            matches, _ = await walk(c, "regex_search", {"pattern": pattern, "page_size": 25})
+            return len(matches)
+
+    counts = await asyncio.gather(*(one(f"needle_{i}_") for i in range(8)))
+    assert counts == [20] * 8
+
+
+def test_response_json_is_compact_and_utf8(settings, code_tree):
+    (code_tree / "uni.py").write_text("needle = 'héllo 世界'\n", encoding="utf-8")
+
+    async def go():
+        async with Client(build_app(settings)) as c:
+            r = await c.call_tool("regex_search", {"pattern": "héllo"})
+            return r.content[0].text
+
+    text = asyncio.run(go())
+    assert "世界" in text and json.loads(text)["results"]["count"] == 1
