@@ -49,6 +49,8 @@ async def test_chunking_client_talks_to_a_plain_stdio_server_for_small_messages(
     async with Client(ChunkedStdioTransport(sys.executable, [*FIXTURE, "plain"])) as client:
         assert _text(await client.call_tool("blob", {"size": 1000})) == blob_text(1000)
         assert _text(await client.call_tool("echo", {"text": "héllo 🚀"})) == "héllo 🚀"
+        # A plain server's large answer is one long line, which the chunking reader accepts.
+        assert _text(await client.call_tool("blob", {"size": 300_000})) == blob_text(300_000)
 
 
 async def test_plain_stdio_client_talks_to_a_chunking_server_for_small_messages() -> None:
