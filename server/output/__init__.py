@@ -1,0 +1,59 @@
+"""The large-result output layer shared by the search tools, the SQL tool and the proxy.
+
+`OutputLayer.render(page, RenderOptions(...))` turns one page into a response that fits:
+inline, file_ref (a JSONL file plus a descriptor), legacy, or stats. `OffloadStore` owns the
+files, `Datasets` the read-only SQL over them, `apply_jq` the sandboxed jq filter and
+`estimate_tokens` the one size estimate everything uses.
+"""
+
+from server.output.datasets import (
+    DatasetInfo,
+    Datasets,
+    QueryResult,
+    SqlExecutionError,
+    SqlRejectedError,
+    SqlTimeoutError,
+)
+from server.output.descriptor import LINES_URI, RESULTS_URI, FileRef
+from server.output.jqfilter import JqFilterError, JqTimeoutError, apply_jq
+from server.output.layer import OutputLayer, Rendered, RenderOptions
+from server.output.modes import MIN_OUTPUT_TOKENS, OutputMode
+from server.output.offload import (
+    CleanupReport,
+    DatasetNotFoundError,
+    InvalidDatasetIdError,
+    OffloadError,
+    OffloadStore,
+)
+from server.output.pages import ListPage, PageView
+from server.output.stats import compute_stats
+from server.output.tokens import estimate_tokens
+
+__all__ = [
+    "LINES_URI",
+    "MIN_OUTPUT_TOKENS",
+    "RESULTS_URI",
+    "CleanupReport",
+    "DatasetInfo",
+    "DatasetNotFoundError",
+    "Datasets",
+    "FileRef",
+    "InvalidDatasetIdError",
+    "JqFilterError",
+    "JqTimeoutError",
+    "ListPage",
+    "OffloadError",
+    "OffloadStore",
+    "OutputLayer",
+    "OutputMode",
+    "PageView",
+    "QueryResult",
+    "RenderOptions",
+    "Rendered",
+    "SqlExecutionError",
+    "SqlRejectedError",
+    "SqlTimeoutError",
+    "apply_jq",
+    "compute_stats",
+    "estimate_tokens",
+]

@@ -1,0 +1,45 @@
+"""How codepager turns records into JSON text, in one place.
+
+Compact, UTF-8, non-ASCII unescaped: every byte is a token the agent pays for, and an escaped
+`\\u00e9` (6 characters) costs more than the character itself. msgspec (already used to decode
+ripgrep's events) encodes several times faster than the standard library, which matters
+because every page is serialized at least once to be measured, and offloaded pages line by
+line. NaN/Infinity, which JSON lacks, become null.
+
+msgspec refuses one thing the standard library accepts: lone surrogates (file content that was
+not valid UTF-8, decoded with `surrogateescape`). Such values fall back to the standard
+library with each lone surrogate written as the JSON escape `\\udcxx`, so the text is always
+valid Unicode and valid JSON (that path refuses NaN rather than write invalid JSON).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+
+_ENCODER = msgspec.json.Encoder()
+_STDLIB = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _stdlib_dumps(value: Any) -> str:
+    return _STDLIB.encode(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def dumps_bytes(value: Any) -> bytes:
+    """Compact UTF-8 JSON of `value` (TypeError if it holds something that is not JSON)."""
+    try:
+        return _ENCODER.encode(value)
+    except UnicodeEncodeError:
+        return _stdlib_dumps(value).encode("utf-8")
+
+
+def dumps(value: Any) -> str:
+    """`dumps_bytes(value)` as text: what the text block and the size estimate see."""
+    return dumps_bytes(value).decode("utf-8")
+
+
+def byte_size(text: str) -> int:
+    """UTF-8 size of `text`, without encoding ASCII text."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))

@@ -1,0 +1,98 @@
+"""JSON Schema of the lines in an offloaded file, inferred from the records themselves.
+
+The layer serves search matches, SQL rows and arbitrary proxied tool output, so the schema is
+inferred rather than declared: whatever an agent will find on a line is described, including
+optional keys (absent from `required`) and mixed types (a `type` list). Inference reads an
+evenly spread sample of records (the pages it describes are nearly always uniform: one
+producer, one shape), so a 10 MB page costs the same as a 100 KB one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SAMPLE_SIZE = 64
+
+_JSON_TYPES: dict[type, str] = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    list: "array",
+    dict: "object",
+    type(None): "null",
+}
+
+
+@dataclass
+class _Shape:
+    """Everything seen at one position of the records, merged."""
+
+    types: set[str] = field(default_factory=set)
+    objects: int = 0
+    key_counts: dict[str, int] = field(default_factory=dict)
+    properties: dict[str, _Shape] = field(default_factory=dict)
+    items: _Shape | None = None
+
+    def add(self, value: Any) -> None:
+        kind = _JSON_TYPES.get(type(value), "string")
+        self.types.add(kind)
+        if kind == "object":
+            self.objects += 1
+            for key, sub in value.items():
+                self.key_counts[key] = self.key_counts.get(key, 0) + 1
+                self.properties.setdefault(key, _Shape()).add(sub)
+        elif kind == "array":
+            if self.items is None:
+                self.items = _Shape()
+            for sub in value:
+                self.items.add(sub)
+
+    def schema(self) -> dict[str, Any]:
+        types = set(self.types)
+        if {"integer", "number"} <= types:
+            types.discard("integer")
+        out: dict[str, Any] = {}
+        if types:
+            ordered = sorted(types)
+            out["type"] = ordered[0] if len(ordered) == 1 else ordered
+        if self.properties:
+            out["properties"] = {k: s.schema() for k, s in self.properties.items()}
+            out["required"] = [k for k, c in self.key_counts.items() if c == self.objects]
+        if self.items is not None and self.items.types:
+            out["items"] = self.items.schema()
+        return out
+
+
+def sample(records: Sequence[Any], size: int = SAMPLE_SIZE) -> Sequence[Any]:
+    """At most `size` records spread evenly over `records` (all of them when fewer)."""
+    if len(records) <= size:
+        return records
+    step = len(records) / size
+    return [records[int(i * step)] for i in range(size)]
+
+
+def infer_schema(records: Sequence[Any], *, sample_size: int = SAMPLE_SIZE) -> dict[str, Any]:
+    """A JSON Schema (draft 2020-12) describing one line (record) of the file."""
+    shape = _Shape()
+    for record in sample(records, sample_size):
+        shape.add(record)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **shape.schema()}
+
+
+def leaf_fields(schema: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted paths of the leaves a schema describes (`file.path`, `context.before[]`)."""
+    out: list[str] = []
+    for key, sub in schema.get("properties", {}).items():
+        path = f"{prefix}{key}"
+        if "properties" in sub:
+            out.extend(leaf_fields(sub, path + "."))
+        elif "items" in sub and "properties" in sub["items"]:
+            out.extend(leaf_fields(sub["items"], path + "[]."))
+        elif "items" in sub:
+            out.append(path + "[]")
+        else:
+            out.append(path)
+    return out
