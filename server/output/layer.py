@@ -1,0 +1,225 @@
+"""The output layer: one page in, one response that fits out — inline, as a file, or as stats.
+
+Rules (issue 6), in the order they are applied:
+- `stats_only`: aggregate stats instead of records, always inline; `pagination.next_cursor`
+  starts at this page's first record so the agent can still page through it.
+- `legacy`: the bare JSON array of records as text, no wrapper and no structured content.
+- `auto`: inline when the whole response fits the ceiling (tokens and bytes), else file_ref.
+  `inline` never offloads; `file_ref` always does.
+- A response over the ceiling in inline mode (or over `max_output_tokens`) is cut to the
+  largest prefix of the page that fits, found by binary search over `page.cut(n)` with the
+  whole response measured each time; the cut is lossless because the cut page's cursor resumes
+  at the first omitted record. If not even one record fits, that record's largest strings are
+  cut and marked (never a zero-record page, whose cursor would point at the same record
+  forever).
+- A failed offload (disk full, permission denied, no such directory) never fails the call: the
+  page is answered inline, cut to the ceiling, and a warning says why.
+The text block is always the same JSON as the structured content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from server.output.descriptor import FileRef, build_file_ref
+from server.output.jsontext import byte_size, dumps
+from server.output.modes import MIN_OUTPUT_TOKENS, Ceiling, OutputMode, select_mode
+from server.output.offload import OffloadError, OffloadStore
+from server.output.pages import PageView
+from server.output.shrink import shrink_to_fit
+from server.output.stats import Stats, compute_stats
+from server.output.tokens import estimate_tokens
+from server.settings import OffloadSettings
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """Per-call presentation choices. `query` and `tool` name the offloaded file's header."""
+
+    tool: str
+    query: str
+    output_mode: OutputMode = OutputMode.AUTO
+    max_output_tokens: int | None = None
+    stats_only: bool = False
+    stats_first: bool = False
+    records_key: str = "matches"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "output_mode", OutputMode.parse(self.output_mode))
+        if self.max_output_tokens is not None and self.max_output_tokens < MIN_OUTPUT_TOKENS:
+            raise ValueError(
+                f"max_output_tokens must be at least {MIN_OUTPUT_TOKENS} (the response envelope alone "
+                f"needs about that much); got {self.max_output_tokens}"
+            )
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A finished response. `structured` is None only in legacy mode (arrays cannot be
+    structuredContent); `file_ref` is set when the page went to a file, for the resource link."""
+
+    structured: dict[str, Any] | None
+    text: str
+    mode: str
+    file_ref: FileRef | None
+    warnings: tuple[str, ...]
+
+    @property
+    def estimated_tokens(self) -> int:
+        return estimate_tokens(self.text)
+
+
+class OutputLayer:
+    """Renders pages for the search tools, the SQL tool and the proxy alike."""
+
+    def __init__(self, settings: OffloadSettings, store: OffloadStore, *, sql_tool: str | None = "analyze-with-duckdb") -> None:
+        self.ceiling = Ceiling(tokens=settings.max_tokens, bytes=settings.max_bytes)
+        self.retention_hours = settings.retention_hours
+        self.store = store
+        self.sql_tool = sql_tool
+
+    def render(self, page: PageView, options: RenderOptions) -> Rendered:
+        ceiling = self.ceiling.lowered_to(options.max_output_tokens)
+        stats = None
+        if options.stats_only or options.stats_first:
+            stats = compute_stats(page.stats_records(), total_count=page.counts()["total_count"])
+        if options.stats_only:
+            return self._stats_only(page, stats)
+        if options.output_mode is OutputMode.LEGACY:
+            return Rendered(None, dumps(page.records()), OutputMode.LEGACY.value, None, ())
+
+        records = page.records()
+        if options.output_mode is not OutputMode.FILE_REF:
+            response = self._inline(page, records, stats, options, [], cut=False)
+            text = dumps(response)
+            fits = ceiling.fits(text)
+            mode = select_mode(options.output_mode, fits=fits, wants_small=options.max_output_tokens is not None)
+            if mode is OutputMode.INLINE:
+                if fits:
+                    return Rendered(response, text, mode.value, None, ())
+                return self._cut_to_fit(page, stats, options, ceiling, why=self._cut_reason(options, ceiling))
+        try:
+            offloaded = self.store.write(
+                tool=options.tool,
+                query=options.query,
+                records=records,
+                page=page.pagination().get("current_page"),
+                next_cursor=page.next_cursor,
+            )
+        except OffloadError as exc:
+            return self._cut_to_fit(page, stats, options, ceiling, why=f"the page could not be offloaded ({exc})")
+        counts = page.counts()
+        file_ref = build_file_ref(
+            offloaded, records, has_more=counts["has_more"], retention_hours=self.retention_hours, sql_tool=self.sql_tool
+        )
+        results: dict[str, Any] = {"mode": "file_ref"}
+        if stats is not None:
+            results["stats"] = stats.to_dict()
+        results.update({"file_ref": file_ref.to_dict(), **counts})
+        response = self._envelope(page, results, [])
+        return Rendered(response, dumps(response), OutputMode.FILE_REF.value, file_ref, ())
+
+    # -- building responses ----------------------------------------------------------------------
+
+    @staticmethod
+    def _envelope(page: PageView, results: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+        return {
+            "search": page.search(),
+            "results": results,
+            "pagination": page.pagination(),
+            "metadata": page.metadata(warnings),
+        }
+
+    def _inline(
+        self,
+        page: PageView,
+        records: list[Any],
+        stats: Stats | None,
+        options: RenderOptions,
+        warnings: list[str],
+        *,
+        cut: bool,
+    ) -> dict[str, Any]:
+        counts = page.counts()
+        results: dict[str, Any] = {"mode": "inline"}
+        if stats is not None:
+            results["stats"] = stats.to_dict()
+        results[options.records_key] = records
+        results.update(counts)
+        results["count"] = len(records)
+        results["truncated"] = bool(counts.get("truncated")) or cut
+        return self._envelope(page, results, warnings)
+
+    def _stats_only(self, page: PageView, stats: Stats | None) -> Rendered:
+        """Stats instead of records; the cursor resumes at this page's first record."""
+        empty = page.cut(0)
+        results = {"mode": "stats_only", "stats": stats.to_dict() if stats else None, **empty.counts()}
+        response = self._envelope(empty, results, [])
+        return Rendered(response, dumps(response), "stats_only", None, ())
+
+    # -- cutting -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _cut_reason(options: RenderOptions, ceiling: Ceiling) -> str:
+        if options.max_output_tokens is not None and options.max_output_tokens <= ceiling.tokens:
+            return f"max_output_tokens={options.max_output_tokens}"
+        return f"output_mode={options.output_mode.value} and the page is over {ceiling.tokens} tokens / {ceiling.bytes} bytes"
+
+    @staticmethod
+    def _cut_warning(kept: int, total: int, next_cursor: str | None, why: str) -> str:
+        resume = (
+            "pagination.next_cursor continues at the first omitted result"
+            if next_cursor is not None
+            else "no cursor is available for the omitted results; narrow the query to see them"
+        )
+        return f"page cut to {kept} of {total} results to fit ({why}); {resume}"
+
+    def _cut_to_fit(
+        self, page: PageView, stats: Stats | None, options: RenderOptions, ceiling: Ceiling, *, why: str
+    ) -> Rendered:
+        """The largest lossless prefix of `page` whose whole response fits `ceiling`."""
+        total = len(page.records())
+        best: tuple[dict[str, Any], str, list[str]] | None = None
+        lo, hi = 1, total - 1
+        while lo <= hi:
+            n = (lo + hi) // 2
+            candidate = page.cut(n)
+            warnings = [self._cut_warning(n, total, candidate.next_cursor, why)]
+            response = self._inline(candidate, candidate.records(), stats, options, warnings, cut=True)
+            text = dumps(response)
+            if ceiling.fits(text):
+                best, lo = (response, text, warnings), n + 1
+            else:
+                hi = n - 1
+        if best is None:
+            return self._shrink_single(page, stats, options, ceiling, total, why)
+        response, text, warnings = best
+        return Rendered(response, text, OutputMode.INLINE.value, None, tuple(warnings))
+
+    def _shrink_single(
+        self, page: PageView, stats: Stats | None, options: RenderOptions, ceiling: Ceiling, total: int, why: str
+    ) -> Rendered:
+        """Not even one record fits: keep one record, with its largest strings cut and marked."""
+        single = page.cut(min(1, total))
+        records = single.records()
+        warnings = [self._cut_warning(len(records), total, single.next_cursor, why)]
+        if records:
+            warnings.append(
+                "the first result alone is over the limit, so its longest fields were cut (marked "
+                "'…[cut N chars …]'); call again with output_mode=file_ref to get it in full"
+            )
+            probe = dumps(self._inline(single, [{}], stats, options, warnings, cut=True))
+            record, _ = shrink_to_fit(
+                records[0],
+                ceiling.tokens - estimate_tokens(probe),
+                ceiling.bytes - byte_size(probe) + len("{}"),
+            )
+            records = [record]
+        response = self._inline(single, records, stats, options, warnings, cut=True)
+        text = dumps(response)
+        if not ceiling.fits(text):
+            warnings.append(f"the response is still over the limit ({why}): the envelope alone is too large")
+            response = self._inline(single, records, stats, options, warnings, cut=True)
+            text = dumps(response)
+        return Rendered(response, text, OutputMode.INLINE.value, None, tuple(warnings))
