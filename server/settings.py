@@ -65,6 +65,13 @@ class OffloadSettings(BaseModel):
     max_tokens: int = Field(20_000, ge=100, description="Page ceiling in estimated tokens; above it a page goes to a file.")
     max_bytes: int = Field(1024 * 1024, ge=1024)
     retention_hours: float = Field(24.0, gt=0)
+    sweep_interval_s: float = Field(600.0, gt=0, description="How often expired offload files are swept.")
+    jq_timeout_s: float = Field(5.0, gt=0, description="Kill a jq_filter after this many seconds.")
+    jq_memory_mb: int = Field(512, ge=16, description="Address-space limit of a jq_filter process.")
+    duckdb_memory_limit: str = Field("512MB", description="DuckDB memory_limit for analyze-with-duckdb.")
+    duckdb_threads: int = Field(1, ge=1)
+    duckdb_timeout_s: float = Field(30.0, gt=0, description="Interrupt an analyze-with-duckdb query after this long.")
+    duckdb_max_rows: int = Field(100_000, ge=1, description="Rows kept from one SQL result; the rest is reported as truncated.")
 
 
 class ProxySettings(BaseModel):
