@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from server.transports.chunked_client import ChunkedStdioTransport  # noqa: E402
+from server.transports.framing import FramingOptions  # noqa: E402
 from tests.chunked_server_fixture import blob_text  # noqa: E402
 
 FIXTURE = ["-m", "tests.chunked_server_fixture"]
@@ -46,7 +47,8 @@ def variants() -> dict[str, Callable[[], ClientTransport]]:
         "plain stdio (fastmcp)": lambda: StdioTransport(sys.executable, [*FIXTURE, "plain"], cwd=str(ROOT)),
         "chunked stdio, 60 KiB frames": lambda: ChunkedStdioTransport(sys.executable, [*FIXTURE, "chunked"], cwd=str(ROOT)),
         "chunked stdio, unsplit": lambda: ChunkedStdioTransport(
-            sys.executable, [*FIXTURE, "chunked", str(UNSPLIT_LIMIT)], cwd=str(ROOT), chunk_limit=UNSPLIT_LIMIT
+            sys.executable, [*FIXTURE, "chunked", str(UNSPLIT_LIMIT)], cwd=str(ROOT),
+            framing=FramingOptions(chunk_limit=UNSPLIT_LIMIT),
         ),
     }
 

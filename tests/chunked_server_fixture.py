@@ -14,6 +14,7 @@ import anyio
 from fastmcp import FastMCP
 
 from server.transports.chunked_stdio import run_chunked_stdio
+from server.transports.framing import FramingOptions
 
 # Multi-byte on purpose (2-, 3- and 4-byte UTF-8), so frame cuts land inside characters.
 _PATTERN = "codepager é ü 中文字 🚀🧪 "
@@ -49,8 +50,8 @@ def noisy() -> str:
 if __name__ == "__main__":
     transport = sys.argv[1]
     if transport == "chunked":
-        limit = int(sys.argv[2]) if len(sys.argv) > 2 else 60 * 1024
-        anyio.run(run_chunked_stdio, app, limit)
+        framing = FramingOptions(chunk_limit=int(sys.argv[2])) if len(sys.argv) > 2 else None
+        anyio.run(run_chunked_stdio, app, framing)
     elif transport == "plain":
         anyio.run(lambda: app.run_stdio_async(show_banner=False))
     else:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from server.transports.framing import (
     DEFAULT_CHUNK_LIMIT,
+    FramingOptions,
     Reassembler,
     encode_message,
     parse_frame,
@@ -118,10 +119,13 @@ def test_message_with_raw_newline_is_refused() -> None:
         encode_message('{"a":\n1}', 100)
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [({"timeout_s": 0}, "timeout"), ({"max_buffered_bytes": 0}, "cap")])
-def test_reassembler_limits_are_validated(kwargs: dict[str, float], match: str) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"chunk_limit": 3}, "at least 4 bytes"), ({"timeout_s": 0}, "timeout"), ({"max_buffered_bytes": 0}, "cap")],
+)
+def test_framing_options_are_validated(kwargs: dict[str, float], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        Reassembler(**kwargs)  # type: ignore[arg-type]
+        FramingOptions(**kwargs)  # type: ignore[arg-type]
 
 
 def test_blank_lines_are_ignored_and_json_passes_with_whitespace() -> None:
@@ -197,7 +201,7 @@ def test_identical_duplicate_chunk_is_harmless(caplog: pytest.LogCaptureFixture)
 
 def test_idle_partial_message_is_dropped_after_timeout(caplog: pytest.LogCaptureFixture) -> None:
     clock = _Clock()
-    reassembler = Reassembler(timeout_s=30, clock=clock)
+    reassembler = Reassembler(FramingOptions(timeout_s=30), clock=clock)
     stale = _frames(_message("never finished"), 8)
     reassembler.feed(stale[0])
     assert reassembler.pending_messages == 1 and reassembler.buffered_bytes == 8
@@ -214,7 +218,7 @@ def test_idle_partial_message_is_dropped_after_timeout(caplog: pytest.LogCapture
 def test_slow_but_steady_message_is_not_dropped() -> None:
     """The timeout is on silence, not age: a message arriving chunk by chunk survives."""
     clock = _Clock()
-    reassembler = Reassembler(timeout_s=30, clock=clock)
+    reassembler = Reassembler(FramingOptions(timeout_s=30), clock=clock)
     message = _message("abcdefghijklmnopqrstuvwxyz")
     results = []
     for frame in _frames(message, 8):
@@ -224,7 +228,7 @@ def test_slow_but_steady_message_is_not_dropped() -> None:
 
 
 def test_buffer_cap_drops_the_overflowing_message(caplog: pytest.LogCaptureFixture) -> None:
-    reassembler = Reassembler(max_buffered_bytes=64)
+    reassembler = Reassembler(FramingOptions(max_buffered_bytes=64))
     small = _message("fits")  # ~45 bytes, framed at 16
     big = _message("x" * 100)
     small_frames, big_frames = _frames(small, 16), _frames(big, 16)

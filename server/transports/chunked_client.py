@@ -38,14 +38,7 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from typing_extensions import Unpack
 
-from server.transports.framing import (
-    DEFAULT_CHUNK_LIMIT,
-    DEFAULT_MAX_BUFFERED_BYTES,
-    DEFAULT_TIMEOUT_S,
-    Reassembler,
-    encode_message,
-    validate_chunk_limit,
-)
+from server.transports.framing import FramingOptions, Reassembler
 
 logger = logging.getLogger(__name__)
 
@@ -72,18 +65,16 @@ async def chunked_stdio_client(
     server: StdioServerParameters,
     *,
     errlog: TextIO = sys.stderr,
-    chunk_limit: int = DEFAULT_CHUNK_LIMIT,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+    framing: FramingOptions | None = None,
 ) -> AsyncIterator[TransportStreams]:
     """Spawn `server` and yield (read, write) streams that speak chunked framing to it.
 
-    Outgoing messages above `chunk_limit` bytes are framed, smaller ones go as plain lines;
+    Outgoing messages above the chunk limit are framed, smaller ones go as plain lines;
     incoming lines of either kind are accepted, so this also talks to a plain stdio server
-    as long as neither side sends a message above the limit.
+    as long as we send nothing above the limit.
     """
-    validate_chunk_limit(chunk_limit)
-    reassembler = Reassembler(timeout_s=timeout_s, max_buffered_bytes=max_buffered_bytes)
+    framing = framing or FramingOptions()
+    reassembler = Reassembler(framing)
     command = await sdk_stdio._get_executable_command(server.command)
     process = await sdk_stdio._create_platform_compatible_process(
         command=command,
@@ -126,7 +117,7 @@ async def chunked_stdio_client(
             async with write_stream_reader:
                 async for session_message in write_stream_reader:
                     json = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await stdin.send(b"".join(encode_message(json, chunk_limit)))
+                    await stdin.send(framing.encode(json))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             # The server may still be running: end the session rather than leave a request hanging.
             await read_stream_writer.aclose()
@@ -171,17 +162,13 @@ class ChunkedStdioTransport(ClientTransport):
         env: dict[str, str] | None = None,
         cwd: str | None = None,
         log_file: TextIO | None = None,
-        chunk_limit: int = DEFAULT_CHUNK_LIMIT,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+        framing: FramingOptions | None = None,
     ) -> None:
         """`env` is merged over the SDK's safe default environment (PATH, HOME, ...), as with
         fastmcp's `StdioTransport`; `log_file` receives the server's stderr (default: ours)."""
         self.server = StdioServerParameters(command=command, args=args or [], env=env, cwd=cwd)
         self.log_file = log_file
-        self.chunk_limit = validate_chunk_limit(chunk_limit)
-        self.timeout_s = timeout_s
-        self.max_buffered_bytes = max_buffered_bytes
+        self.framing = framing or FramingOptions()
 
     @contextlib.asynccontextmanager
     async def connect_session(
@@ -192,11 +179,7 @@ class ChunkedStdioTransport(ClientTransport):
     ) -> AsyncIterator[ClientSession]:
         options = transport_options or TransportOptions()
         async with chunked_stdio_client(
-            self.server,
-            errlog=self.log_file or sys.stderr,
-            chunk_limit=self.chunk_limit,
-            timeout_s=self.timeout_s,
-            max_buffered_bytes=self.max_buffered_bytes,
+            self.server, errlog=self.log_file or sys.stderr, framing=self.framing
         ) as (read_stream, write_stream):
             async with options.session_class(read_stream, write_stream, **session_kwargs) as session:
                 yield session

@@ -22,14 +22,7 @@ from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _open_stdout_dive
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
-from server.transports.framing import (
-    DEFAULT_CHUNK_LIMIT,
-    DEFAULT_MAX_BUFFERED_BYTES,
-    DEFAULT_TIMEOUT_S,
-    Reassembler,
-    encode_message,
-    validate_chunk_limit,
-)
+from server.transports.framing import FramingOptions, Reassembler
 
 
 class _MessageReader:
@@ -49,14 +42,13 @@ class _MessageReader:
 class _FrameWriter:
     """What `stdio_server` writes to as its stdout: each `json + "\\n"` leaves as frames."""
 
-    def __init__(self, wire: anyio.AsyncFile[bytes], chunk_limit: int) -> None:
+    def __init__(self, wire: anyio.AsyncFile[bytes], framing: FramingOptions) -> None:
         self._wire = wire
-        self._chunk_limit = chunk_limit
+        self._framing = framing
 
     async def write(self, line: str) -> None:
-        # One write per message: frames of one message go out back to back, in a single
-        # thread hop, and nothing else can interleave between them.
-        await self._wire.write(b"".join(encode_message(line.removesuffix("\n"), self._chunk_limit)))
+        # One write per message: its frames go out back to back in a single thread hop.
+        await self._wire.write(self._framing.encode(line.removesuffix("\n")))
 
     async def flush(self) -> None:
         await self._wire.flush()
@@ -64,28 +56,17 @@ class _FrameWriter:
 
 @asynccontextmanager
 async def chunked_stdio_server(
-    chunk_limit: int = DEFAULT_CHUNK_LIMIT,
-    *,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
-    stdin: BinaryIO | None = None,
-    stdout: BinaryIO | None = None,
+    framing: FramingOptions | None = None,
 ) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
-    """Yield the (read, write) stream pair of a chunked stdio connection, as `stdio_server` does.
-
-    `stdin`/`stdout` default to the process's fds 0 and 1, claimed for the duration; pass
-    binary files to serve over other pipes.
-    """
-    validate_chunk_limit(chunk_limit)
-    reassembler = Reassembler(timeout_s=timeout_s, max_buffered_bytes=max_buffered_bytes)
+    """Yield the (read, write) stream pair of a chunked connection on fds 0 and 1, as
+    `stdio_server` does for plain stdio; the fds are claimed until the context exits."""
+    framing = framing or FramingOptions()
     async with AsyncExitStack() as stack:
-        if stdin is None:
-            stdin = _claim(stack, 0, sys.stdin, "rb", _open_stdin_diversion)
-        if stdout is None:
-            stdout = _claim(stack, 1, sys.stdout, "wb", _open_stdout_diversion)
+        stdin = _claim(stack, 0, sys.stdin, "rb", _open_stdin_diversion)
+        stdout = _claim(stack, 1, sys.stdout, "wb", _open_stdout_diversion)
         # stdio_server only iterates its stdin and calls write/flush on its stdout.
-        reader = cast("anyio.AsyncFile[str]", _MessageReader(anyio.wrap_file(stdin), reassembler))
-        writer = cast("anyio.AsyncFile[str]", _FrameWriter(anyio.wrap_file(stdout), chunk_limit))
+        reader = cast("anyio.AsyncFile[str]", _MessageReader(anyio.wrap_file(stdin), Reassembler(framing)))
+        writer = cast("anyio.AsyncFile[str]", _FrameWriter(anyio.wrap_file(stdout), framing))
         async with stdio_server(stdin=reader, stdout=writer) as streams:
             yield streams
 
@@ -100,26 +81,17 @@ def _claim(
     return wire
 
 
-async def run_chunked_stdio(
-    app: FastMCP[Any],
-    chunk_limit: int = DEFAULT_CHUNK_LIMIT,
-    *,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
-) -> None:
+async def run_chunked_stdio(app: FastMCP[Any], framing: FramingOptions | None = None) -> None:
     """Serve `app` over this process's stdin/stdout with chunked framing until stdin closes.
 
     The same steps as `FastMCP.run_stdio_async` (transport marked "stdio", lifespan entered
-    once, one connection served) with the chunked streams instead of the plain ones. Run it
-    from sync code with `anyio.run(run_chunked_stdio, app)`.
+    once, one connection served) with the chunked streams instead of the plain ones. From
+    sync code: `anyio.run(run_chunked_stdio, app, FramingOptions(chunk_limit=...))`.
     """
-    validate_chunk_limit(chunk_limit)
     token = set_transport("stdio")
     try:
         async with app._lifespan_manager():
-            async with chunked_stdio_server(
-                chunk_limit, timeout_s=timeout_s, max_buffered_bytes=max_buffered_bytes
-            ) as (read_stream, write_stream):
+            async with chunked_stdio_server(framing) as (read_stream, write_stream):
                 lowlevel = app._mcp_server
                 await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
     finally:

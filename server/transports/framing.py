@@ -57,6 +57,31 @@ def validate_chunk_limit(chunk_limit: int) -> int:
     return chunk_limit
 
 
+@dataclass(frozen=True)
+class FramingOptions:
+    """The knobs of one end of a chunked connection, checked once when built.
+
+    `chunk_limit` is what this end sends (bytes of data per frame; a message at or under it
+    goes as one plain line); the other two bound what it will buffer from the peer, whose
+    frames may be of any size.
+    """
+
+    chunk_limit: int = DEFAULT_CHUNK_LIMIT
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
+
+    def __post_init__(self) -> None:
+        validate_chunk_limit(self.chunk_limit)
+        if self.timeout_s <= 0:
+            raise ValueError(f"reassembly timeout must be positive, got {self.timeout_s}")
+        if self.max_buffered_bytes < 1:
+            raise ValueError(f"reassembly buffer cap must be at least 1 byte, got {self.max_buffered_bytes}")
+
+    def encode(self, message: str) -> bytes:
+        """The wire bytes of one message: frames back to back, so one write sends them all."""
+        return b"".join(encode_message(message, self.chunk_limit))
+
+
 def split_utf8(data: bytes, limit: int) -> list[bytes]:
     """Cut `data` into slices of at most `limit` bytes, never inside a multi-byte character.
 
@@ -142,27 +167,18 @@ class Reassembler:
     several messages may interleave and chunks may come in any order. A bad line is refused
     with a logged error and the stream goes on: the peer's other messages are not its fault.
 
-    Memory is bounded two ways so a broken or hostile peer cannot exhaust it: a partial
-    message idle for `timeout_s` is dropped (idle rather than age, so a large message that
+    Memory is bounded two ways (`FramingOptions`) so a broken or hostile peer cannot exhaust
+    it: a partial message idle for `timeout_s` is dropped (idle rather than age, so a large message that
     arrives slowly but steadily is not cut off), and a frame that would push the total
     buffered bytes over `max_buffered_bytes` drops its whole message. A dropped message's id
     is remembered for a while so its late frames are discarded instead of starting a buffer
     that could never complete. Expiry is checked whenever a line arrives.
     """
 
-    def __init__(
-        self,
-        *,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if timeout_s <= 0:
-            raise ValueError(f"reassembly timeout must be positive, got {timeout_s}")
-        if max_buffered_bytes < 1:
-            raise ValueError(f"reassembly buffer cap must be at least 1 byte, got {max_buffered_bytes}")
-        self._timeout_s = timeout_s
-        self._max_buffered_bytes = max_buffered_bytes
+    def __init__(self, options: FramingOptions | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        options = options or FramingOptions()
+        self._timeout_s = options.timeout_s
+        self._max_buffered_bytes = options.max_buffered_bytes
         self._clock = clock
         self._partials: dict[str, _Partial] = {}
         self._dropped: OrderedDict[str, float] = OrderedDict()
