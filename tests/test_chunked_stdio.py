@@ -17,6 +17,7 @@ from fastmcp.client.transports import StdioTransport
 from server.transports.chunked_client import ChunkedStdioTransport
 from server.transports.framing import DEFAULT_CHUNK_LIMIT, Reassembler, encode_message, parse_frame
 from tests.chunked_server_fixture import blob_text
+from tests.server_helpers import codepager_cmd, serve_env, structured
 
 FIXTURE = ["-m", "tests.chunked_server_fixture"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,3 +130,37 @@ async def test_server_refuses_bad_frames_and_keeps_serving() -> None:
             stderr = b"".join([chunk async for chunk in process.stderr]).decode()
     for reason in ("malformed frame header", "duplicate chunk 0", "totalChunks changed", "out of range"):
         assert reason in stderr, stderr
+
+
+async def test_codepager_serve_chunked_returns_a_five_megabyte_page_intact(tmp_path: Path) -> None:
+    """The real `codepager serve --transport chunked-stdio`, one inline page of 4,000 long
+    multi-byte matches (over 5 MB as text), every match checked against the files."""
+    root = tmp_path / "tree"
+    root.mkdir()
+    lines = {}
+    for i in range(8):
+        text = [f"needle_{i}_{j} = '{'é中🚀x' * 110}'" for j in range(500)]
+        (root / f"mod{i}.py").write_text("\n".join(text) + "\n", encoding="utf-8")
+        lines.update({(f"mod{i}.py", j + 1): line for j, line in enumerate(text)})
+    env = serve_env(tmp_path) | {
+        "CODEPAGER_OFFLOAD__MAX_TOKENS": str(10**9),
+        "CODEPAGER_OFFLOAD__MAX_BYTES": str(10**9),
+        "CODEPAGER_SEARCH__MAX_PAGE_SIZE": "4000",
+    }
+    cmd, args = codepager_cmd()
+    serve = [cmd, *args, "serve", "--root", str(root), "--transport", "chunked-stdio"]
+    received = tmp_path / "server-to-client.bin"  # `tee` records what the server really writes
+    transport = ChunkedStdioTransport("/bin/sh", ["-c", '"$@" | tee "$0"', str(received), *serve], env=env, cwd=str(root))
+    async with Client(transport) as client:
+        result = await client.call_tool(
+            "regex_search", {"pattern": "needle", "page_size": 4000, "output_mode": "inline"}
+        )
+    assert len(result.content[0].text.encode()) > 5 * MB
+    wire = received.read_bytes().splitlines()
+    assert max(len(line) for line in wire) < 64 * 1024
+    assert sum(1 for line in wire if not line.startswith(b"{")) > 5 * MB // DEFAULT_CHUNK_LIMIT
+    matches = structured(result)["results"]["matches"]
+    assert len(matches) == len(lines) == 4000
+    for match in matches:
+        span = match["match"]["span"]
+        assert match["match"]["content"] == lines[(match["file"]["path"], span["line_start"])]
