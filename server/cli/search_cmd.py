@@ -1,16 +1,153 @@
-"""`codepager search`: not built yet (see the open issue that owns it)."""
+"""`codepager search`: the human path. Runs one search and prints every result, no paging.
+
+Output is grep-like so it composes with the usual tools: `path:line:text` for a match,
+`path-line-text` for a context line, `--` between separate context groups; `--jsonl` prints one
+`Match` object per line and `--json` one array. Exit status is grep's: 0 found, 1 nothing
+found, 2 error (message on stderr).
+
+The allowed root is `server.roots` (default: the current directory), and PATH must resolve
+inside it, exactly as for the MCP tools: the same `resolve_search_path` makes that rule.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TextIO
+
+from search_engine.engine import SearchEngine
+from search_engine.errors import SearchError
+from search_engine.models import MAX_CONTEXT_LINES, Match, SearchMode, SearchRequest
+from search_engine.paths import resolve_search_path
+from server.settings import load_settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("search", help="(not available yet)")
+    p = sub.add_parser(
+        "search",
+        help="search a codebase and print every match (grep-like, or JSON)",
+        description="Search PATH (default: the current directory) and print every match.",
+        epilog=(
+            "exit status: 0 if something matched, 1 if nothing did, 2 on error\n"
+            "examples:\n"
+            "  codepager search 'def \\w+_page' src/\n"
+            "  codepager search -i -C 2 --glob '*.py' todo\n"
+            "  codepager search -F 'a.b(c)' --jsonl | jq .path"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("pattern", metavar="PATTERN", help="regex (ripgrep syntax), or a question with --sem/--hybrid")
+    p.add_argument("path", metavar="PATH", nargs="?", help="directory or file inside the allowed root")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--regex", dest="mode", action="store_const", const=SearchMode.REGEX, help="regex search (default)")
+    mode.add_argument("--sem", dest="mode", action="store_const", const=SearchMode.SEMANTIC, help="semantic search")
+    mode.add_argument("--hybrid", dest="mode", action="store_const", const=SearchMode.HYBRID, help="hybrid search")
+    p.set_defaults(mode=SearchMode.REGEX)
+    p.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive")
+    p.add_argument("-F", "--fixed-strings", action="store_true", help="PATTERN is a literal string, not a regex")
+    p.add_argument("-w", "--word-regexp", action="store_true", help="match whole words only")
+    p.add_argument("-U", "--multiline", action="store_true", help="let matches span lines")
+    p.add_argument("-C", "--context", type=_int_between(0, MAX_CONTEXT_LINES), default=0, metavar="N", help=f"lines of context (0..{MAX_CONTEXT_LINES})")
+    p.add_argument("--glob", action="append", default=[], metavar="G", help="only files matching glob G (repeatable)")
+    p.add_argument("--exclude", action="append", default=[], metavar="G", help="skip files matching glob G (repeatable)")
+    output = p.add_mutually_exclusive_group()
+    output.add_argument("--jsonl", action="store_const", dest="output", const="jsonl", help="one JSON object per match")
+    output.add_argument("--json", action="store_const", dest="output", const="json", help="one JSON array of matches")
+    p.set_defaults(output="text")
+    p.add_argument("--limit", type=_int_between(1), metavar="N", help="stop after N matches (default: search.max_results)")
+    p.add_argument("--config", type=Path, metavar="FILE", help="TOML settings file")
     p.set_defaults(func=run)
 
 
+def _int_between(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high], with a message saying the allowed range."""
+    allowed = f"an integer from {low} to {high}" if high is not None else f"an integer of at least {low}"
+
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {value!r}") from None
+        if n < low or (high is not None and n > high):
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {n}")
+        return n
+
+    return parse
+
+
 def run(args: argparse.Namespace) -> int:
-    print("codepager: 'search' is not available yet", file=sys.stderr)
+    try:
+        settings = load_settings(args.config)
+        location = resolve_search_path(args.path, settings.server.roots)
+        request = SearchRequest(
+            mode=args.mode,
+            query=args.pattern,
+            root=str(location.root),
+            path=location.sub,
+            include=args.glob,
+            exclude=args.exclude,
+            ignore_case=args.ignore_case,
+            fixed_string=args.fixed_strings,
+            whole_word=args.word_regexp,
+            multiline=args.multiline,
+            context_lines=args.context,
+            max_results=args.limit or settings.search.max_results,
+        )
+        result = SearchEngine(settings.engine_config()).search(request)
+    except NotImplementedError:
+        return _fail(f"{args.mode.value} search is not available yet; use regex search (the default)")
+    except (SearchError, FileNotFoundError, ValueError) as exc:  # ValueError: pydantic validation
+        return _fail(str(exc))
+    _write(result.matches, args.output, request.context_lines > 0, sys.stdout)
+    for warning in result.warnings:
+        print(f"codepager: warning: {warning}", file=sys.stderr)
+    if result.truncated:
+        print(
+            f"codepager: showing the first {len(result.matches)} of {result.total_count} matches; "
+            "raise --limit or narrow the search to see more",
+            file=sys.stderr,
+        )
+    return 0 if result.matches else 1
+
+
+def _fail(message: str) -> int:
+    print(f"codepager: {message}", file=sys.stderr)
     return 2
+
+
+def _write(matches: list[Match], output: str, context: bool, out: TextIO) -> None:
+    if output == "jsonl":
+        out.writelines(json.dumps(m.to_dict(), ensure_ascii=False) + "\n" for m in matches)
+    elif output == "json":
+        json.dump([m.to_dict() for m in matches], out, ensure_ascii=False)
+        out.write("\n")
+    else:
+        out.writelines(_grep_lines(matches, context))
+
+
+def _grep_lines(matches: list[Match], context: bool) -> Iterator[str]:
+    """grep's text layout. Neighbouring matches share context lines (one's "after" is the
+    next one's "before"), so each line is printed once, and `--` separates groups that are
+    not contiguous, as grep does when context is asked for."""
+    last_path: str | None = None
+    last_line = 0
+    for m in matches:
+        path = m.path
+        if path != last_path:
+            last_line = 0
+        first = m.line_start - len(m.context_before)
+        if context and last_path is not None and (path != last_path or first > last_line + 1):
+            yield "--\n"
+        for number, text in enumerate(m.context_before, first):
+            if number > last_line:
+                yield f"{path}-{number}-{text}\n"
+        for number, text in enumerate(m.content.split("\n"), m.line_start):
+            yield f"{path}:{number}:{text}\n"
+        last_line = m.line_end
+        for number, text in enumerate(m.context_after, m.line_end + 1):
+            yield f"{path}-{number}-{text}\n"
+            last_line = number
+        last_path = path

@@ -1,0 +1,136 @@
+"""Regex search benchmark: our full-result `regex_search` against `rg --json` and a naive walk.
+
+Side by side in one run, interleaved per repetition so that machine load hits all three alike,
+on the standard library of the running interpreter (`Path(os.__file__).parent`, without its
+`site-packages` unless --with-site-packages), all three skipping the same default excludes:
+
+- `rg --json`: `rg --json -g '!node_modules' ... -g '!site-packages' PATTERN DIR`, its output read fully through a
+  pipe and thrown away: the floor for any consumer of ripgrep's JSON;
+- ours: `regex_search` with max_results high enough to return every match (parsed, sorted,
+  `Match` objects built);
+- naive: `os.walk` + Python `re` over every text file, line by line.
+
+Target (issue 2): ours <= 1.5x the wall time of `rg --json`.
+
+Run: .venv/bin/python benchmarks/regex.py [--repeats 7] [--naive-repeats 3] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from search_engine.config import EngineConfig  # noqa: E402
+from search_engine.models import SearchRequest  # noqa: E402
+from search_engine.regex import regex_search  # noqa: E402
+from search_engine.ripgrep import rg_path  # noqa: E402
+
+TARGET = 1.5
+PATTERNS: tuple[tuple[str, str, bool], ...] = (
+    ("common regex", r"def \w+", False),
+    ("literal", "import", True),
+    ("rare", "NotImplementedError", False),
+    ("none", "zq_no_such_identifier_xj", False),
+)
+
+
+def rg_json(directory: Path, pattern: str, fixed: bool, excludes: list[str]) -> int:
+    """Run rg --json, read its output fully, return the bytes read."""
+    args = [rg_path(), "--json", *(a for g in excludes for a in ("-g", "!" + g))]
+    args += ["-F"] if fixed else []
+    proc = subprocess.Popen([*args, "-e", pattern, str(directory)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    total = 0
+    while chunk := proc.stdout.read1(1 << 20):
+        total += len(chunk)
+    proc.wait()
+    return total
+
+
+def rg_match_count(directory: Path, pattern: str, fixed: bool, excludes: list[str]) -> int:
+    args = [rg_path(), "--json", *(a for g in excludes for a in ("-g", "!" + g)), *(["-F"] if fixed else [])]
+    out = subprocess.run([*args, "-e", pattern, str(directory)], capture_output=True, check=False).stdout
+    return out.count(b'{"type":"match"')
+
+
+def ours(directory: Path, pattern: str, fixed: bool, excludes: list[str]) -> int:
+    request = SearchRequest(query=pattern, root=str(directory), fixed_string=fixed, exclude=excludes, max_results=10**9)
+    return len(regex_search(request, EngineConfig(timeout_s=600)).matches)
+
+
+def naive(directory: Path, pattern: str, fixed: bool, excludes: list[str]) -> int:
+    """What a straightforward pure-Python grep does: walk, read, decode, search each line."""
+    regex = re.compile(re.escape(pattern) if fixed else pattern)
+    found = []
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in excludes]
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            if b"\0" in data:
+                continue
+            for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+                if regex.search(line):
+                    found.append((path, number, line))
+    return len(found)
+
+
+def timed(fn: Callable[[], int]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, default=Path(os.__file__).parent)
+    parser.add_argument("--with-site-packages", action="store_true")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--naive-repeats", type=int, default=3)
+    args = parser.parse_args()
+    directory = args.dir.resolve()
+    # rg gets our default excludes too, so that all three search exactly the same files.
+    excludes = [*EngineConfig().default_excludes, *([] if args.with_site_packages else ["site-packages"])]
+    print(f"dir: {directory}; rg: {rg_path()}; repeats {args.repeats} (naive {args.naive_repeats})")
+    print(f"rg command: rg --json {' '.join('-g !' + g for g in excludes)} PATTERN DIR\n")
+    print("| pattern | matches | rg --json | ours | ours / rg | naive re | naive / rg |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    worst = 0.0
+    for label, pattern, fixed in PATTERNS:
+        expected = rg_match_count(directory, pattern, fixed, excludes)
+        got = ours(directory, pattern, fixed, excludes)  # also warms the page cache
+        times: dict[str, list[float]] = {"rg": [], "ours": [], "naive": []}
+        for i in range(args.repeats):
+            times["rg"].append(timed(lambda: rg_json(directory, pattern, fixed, excludes)))
+            times["ours"].append(timed(lambda: ours(directory, pattern, fixed, excludes)))
+            if i < args.naive_repeats:
+                times["naive"].append(timed(lambda: naive(directory, pattern, fixed, excludes)))
+        rg_s, ours_s, naive_s = (statistics.median(times[k]) for k in ("rg", "ours", "naive"))
+        ratio = ours_s / rg_s
+        worst = max(worst, ratio)
+        shown = f"`{pattern}`" + (" (-F)" if fixed else "")
+        count = f"{got}" if got == expected else f"{got} (rg: {expected})"
+        print(
+            f"| {label}: {shown} | {count} | {rg_s * 1000:.0f} ms | {ours_s * 1000:.0f} ms | "
+            f"**{ratio:.2f}x** | {naive_s * 1000:.0f} ms | {naive_s / rg_s:.1f}x |"
+        )
+    verdict = "met" if worst <= TARGET else "MISSED"
+    print(f"\nworst ours/rg ratio: {worst:.2f}x (target <= {TARGET}x: {verdict})")
+    return 0 if worst <= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
