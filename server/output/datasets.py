@@ -1,7 +1,7 @@
 """Read-only SQL over offloaded results (`analyze-with-duckdb`) and their listing.
 
 Each offloaded file is visible as a view `dataset_<id>` whose rows are the file's records (the
-header line filtered out, header-only columns dropped). The SQL comes from an agent, so it is
+header line filtered out, only the records' own keys as columns). The SQL comes from an agent, so it is
 treated as untrusted:
 - DuckDB's own parser (`duckdb.extract_statements`) must find exactly one statement, of type
   SELECT (which covers WITH, FROM-first, VALUES, DESCRIBE, SHOW, SUMMARIZE) or a plain EXPLAIN
@@ -272,7 +272,8 @@ class Datasets:
 
     @staticmethod
     def _view_sql(path: Path, header: dict[str, Any]) -> str:
-        """SELECT over the file's records: header row filtered, header-only columns excluded."""
+        """SELECT over the file's records: the header row filtered out, and only the records' own
+        keys as columns, in their order (the header's keys would otherwise show up as columns)."""
         record_keys = header.get("record_keys") or []
         if not header.get("count"):
             return "SELECT NULL AS empty WHERE false"
@@ -283,6 +284,5 @@ class Datasets:
                 f"format='newline_delimited') WHERE json_extract_string(json, '$.type') {not_header}"
             )
         source = f"read_json({_quote_literal(str(path))}, format='newline_delimited', sample_size=-1)"
-        header_only = [k for k in header if k not in record_keys]
-        exclude = f" EXCLUDE ({', '.join(map(_quote_ident, header_only))})" if header_only else ""
-        return f'SELECT *{exclude} FROM {source} WHERE "type" {not_header}'
+        columns = ", ".join(map(_quote_ident, record_keys))
+        return f'SELECT {columns} FROM {source} WHERE "type" {not_header}'

@@ -167,7 +167,7 @@ def apply_jq(
             f.write(dumps_bytes(list(records)))
         # `ulimit -v` through /bin/sh rather than preexec_fn, which is unsafe in a threaded server.
         limit_kb = str(memory_mb * 1024)
-        argv = ["/bin/sh", "-c", 'ulimit -v "$1" || exit 125; shift; exec "$@"', "sh", limit_kb, jq, "-c", "-f", filter_file]
+        argv = ["/bin/sh", "-c", 'ulimit -v "$1" || exit 125; unset PWD; shift; exec "$@"', "sh", limit_kb, jq, "-c", "-f", filter_file]
         with open(input_file, "rb") as stdin, tempfile.TemporaryFile() as stderr:
             proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, cwd=work, env={})
             out = _read_capped(proc, timeout_s, max_output_bytes)

@@ -1,0 +1,84 @@
+"""Builders for the output-layer tests: real match records (made by the server's own
+`match_record`), pages over them, a layer on a temporary directory, and a page walker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from search_engine.models import Match, MatchType
+from server.output import ListPage, OffloadStore, OutputLayer, Rendered, RenderOptions
+from server.records import match_record
+from server.settings import OffloadSettings
+
+LANGUAGES = {".py": "python", ".go": "go", ".rs": "rust"}
+
+
+def make_records(
+    n: int,
+    *,
+    scored: bool = False,
+    content_chars: int = 60,
+    files: int = 7,
+    context: bool = False,
+    text: str = "needle",
+) -> list[dict[str, Any]]:
+    """`n` match records in the inline shape, spread over `files` files of three languages."""
+    out = []
+    for i in range(n):
+        suffix = list(LANGUAGES)[i % files % 3]
+        body = f"{text} {i} " + "x" * content_chars
+        m = Match(
+            path=f"src/pkg{i % files}/mod{i % files}{suffix}",
+            line_start=i + 1,
+            line_end=i + 1,
+            byte_start=i * 100,
+            byte_end=i * 100 + len(body),
+            content=body,
+            type=MatchType.SEMANTIC if scored else MatchType.REGEX,
+            language=LANGUAGES[suffix],
+            score=round(1 - i / (n + 1), 6) if scored else None,
+            context_before=("before",) if context else (),
+            context_after=("after",) if context else (),
+        )
+        out.append(match_record(m))
+    return out
+
+
+def cursor_for(offset: int) -> str:
+    return f"offset:{offset}"
+
+
+def offset_of(cursor: str) -> int:
+    return int(cursor.split(":", 1)[1])
+
+
+def make_page(records: list[Any], page_size: int | None = None, offset: int = 0) -> ListPage:
+    return ListPage(
+        items=records,
+        offset=offset,
+        page_size=page_size,
+        search_block={"query": "needle", "mode": "regex", "parameters": {}},
+        metadata_block={"search_time_ms": 1.0, "cache": "miss"},
+        cursor_for=cursor_for,
+    )
+
+
+def make_layer(output_dir: Path, **settings: Any) -> OutputLayer:
+    offload = OffloadSettings(output_dir=output_dir, **settings)
+    return OutputLayer(offload, OffloadStore(offload.output_dir, retention_hours=offload.retention_hours))
+
+
+def options(**kw: Any) -> RenderOptions:
+    kw.setdefault("tool", "regex_search")
+    kw.setdefault("query", "needle")
+    return RenderOptions(**kw)
+
+
+def walk(layer: OutputLayer, records: list[Any], page_size: int, opts: RenderOptions) -> list[Rendered]:
+    """Render page after page, following each response's next_cursor to the end."""
+    rendered = [layer.render(make_page(records, page_size), opts)]
+    while (cursor := rendered[-1].structured["pagination"]["next_cursor"]) is not None:
+        rendered.append(layer.render(make_page(records, page_size, offset_of(cursor)), opts))
+        assert len(rendered) <= len(records) + 1, "walk does not advance"
+    return rendered

@@ -1,0 +1,188 @@
+"""analyze-with-duckdb's engine: real DuckDB over real offloaded files; every statement that is
+not a single read-only query is refused, and the connection cannot reach other files."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from server.output import (
+    DatasetNotFoundError,
+    Datasets,
+    InvalidDatasetIdError,
+    OffloadStore,
+    SqlExecutionError,
+    SqlRejectedError,
+    SqlTimeoutError,
+)
+from tests.output_helpers import make_layer, make_records, options
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> OffloadStore:
+    return OffloadStore(tmp_path / "out")
+
+
+@pytest.fixture
+def records() -> list[dict]:
+    return make_records(60, scored=True, context=True)
+
+
+@pytest.fixture
+def dataset(store: OffloadStore, records: list[dict]) -> str:
+    return store.write(tool="semantic_search", query="parse config", records=records, page=1, next_cursor="c").id
+
+
+def test_view_rows_are_the_records_without_the_header(store: OffloadStore, dataset: str, records: list[dict]) -> None:
+    ds = Datasets(store)
+    result = ds.query(f"SELECT * FROM dataset_{dataset}")
+    assert result.columns == ["file", "match", "type", "context"]  # no header-only columns
+    assert result.rows == records and not result.truncated and result.datasets == [dataset]
+    per_file = ds.query(
+        f"SELECT file.path AS path, count(*) AS n, max(match.score) AS best FROM dataset_{dataset.lower()} "
+        "GROUP BY ALL ORDER BY path"
+    ).rows
+    assert {r["path"]: r["n"] for r in per_file} == dict(Counter(r["file"]["path"] for r in records))
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "WITH t AS (SELECT * FROM dataset) SELECT count(*) AS n FROM t",
+        "FROM dataset SELECT count(*) AS n",
+        "DESCRIBE dataset",
+        "SUMMARIZE dataset",
+        "SHOW TABLES",
+        "EXPLAIN SELECT * FROM dataset",
+        "SELECT 1 AS n UNION ALL SELECT 2",
+        "  select count(*) as n from dataset ;  ",
+    ],
+)
+def test_read_only_statement_kinds_are_accepted(store: OffloadStore, dataset: str, sql: str) -> None:
+    assert Datasets(store).query(sql, dataset_id=dataset).rows
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("INSERT INTO dataset VALUES (1)", "INSERT"),
+        ("CREATE TABLE t AS SELECT 1", "CREATE"),
+        ("UPDATE dataset SET type = 'x'", "UPDATE"),
+        ("DELETE FROM dataset", "DELETE"),
+        ("DROP VIEW dataset", "DROP"),
+        ("COPY (SELECT 1) TO '/tmp/codepager-copy.csv'", "COPY"),
+        ("ATTACH '/tmp/codepager-attach.db' AS x", "ATTACH"),
+        ("DETACH x", "DETACH"),
+        ("PRAGMA version", "PRAGMA"),
+        ("SET threads = 4", "SET"),
+        ("RESET threads", "SET"),
+        ("LOAD httpfs", "LOAD"),
+        ("INSTALL httpfs", "LOAD"),
+        ("CALL pragma_version()", "CALL"),
+        ("EXPORT DATABASE '/tmp/codepager-export'", "EXPORT"),
+        ("CHECKPOINT", "CALL"),
+        ("SELECT 1; SELECT 2", "exactly one statement"),
+        ("SELECT 1; DROP VIEW dataset", "exactly one statement"),
+        ("EXPLAIN ANALYZE COPY (SELECT 1) TO '/tmp/codepager-x.csv'", "COPY"),
+        ("SELEKT 1", "does not parse"),
+        ("   ", "empty"),
+    ],
+)
+def test_other_statements_are_refused(store: OffloadStore, dataset: str, sql: str, message: str) -> None:
+    with pytest.raises(SqlRejectedError, match=message):
+        Datasets(store).query(sql, dataset_id=dataset)
+    assert not Path("/tmp/codepager-copy.csv").exists() and not Path("/tmp/codepager-attach.db").exists()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT * FROM read_text('/etc/hostname')",
+        "SELECT * FROM glob('/etc/*')",
+        "SELECT * FROM read_json('https://example.com/x.json')",
+        "SELECT * FROM query('SELECT * FROM read_csv(''/etc/passwd'')')",
+    ],
+)
+def test_no_other_file_or_network_access(store: OffloadStore, dataset: str, sql: str) -> None:
+    with pytest.raises(SqlExecutionError, match="disabled|Permission"):
+        Datasets(store).query(sql, dataset_id=dataset)
+
+
+def test_other_offloaded_files_are_reachable_only_as_views(store: OffloadStore, dataset: str) -> None:
+    other = store.write(tool="t", query="q", records=make_records(3))
+    ds = Datasets(store)
+    with pytest.raises(SqlExecutionError, match="disabled|Permission"):
+        ds.query(f"SELECT * FROM read_json('{other.path}')", dataset_id=dataset)
+    joined = ds.query(f"SELECT count(*) AS n FROM dataset_{other.id} JOIN dataset USING (type)", dataset_id=dataset)
+    assert joined.rows == [{"n": 0}]  # regex vs semantic matches: real join, no rows in common
+
+
+def test_unknown_and_invalid_datasets(store: OffloadStore, dataset: str) -> None:
+    ds = Datasets(store)
+    with pytest.raises(DatasetNotFoundError, match="run the search again"):
+        ds.query("SELECT * FROM dataset_01ARZ3NDEKTSV4RRFFQ69G5FAV")
+    with pytest.raises(InvalidDatasetIdError):
+        ds.query("SELECT 1", dataset_id="../../etc/passwd")
+    with pytest.raises(SqlExecutionError, match="no_such_column"):
+        ds.query("SELECT no_such_column FROM dataset", dataset_id=dataset)
+
+
+def test_values_come_back_as_json(store: OffloadStore) -> None:
+    row = Datasets(store).query(
+        "SELECT 1.50::DECIMAL(10,2) AS d, TIMESTAMPTZ '2024-01-02 03:04:05+00' AS t, DATE '2024-01-02' AS day, "
+        "'nan'::DOUBLE AS nan, 'ab'::BLOB AS b, [1, 2] AS l, {'k': 1} AS s, 2::HUGEINT ** 70 AS big, "
+        "INTERVAL 90 SECOND AS i, 1 AS dup, 2 AS dup"
+    ).rows[0]
+    json.dumps(row, allow_nan=False)
+    assert row["d"] == 1.5 and row["t"].startswith("2024-01-02") and row["day"] == "2024-01-02"
+    assert row["nan"] == "nan" and row["b"] == "6162" and row["l"] == [1, 2] and row["s"] == {"k": 1}
+    assert row["i"] == 90.0 and (row["dup"], row["dup_2"]) == (1, 2)
+
+
+def test_non_object_and_empty_datasets(store: OffloadStore) -> None:
+    ds = Datasets(store)
+    scalars = store.write(tool="t", query="q", records=["a", "b", 3])
+    assert [r["value"] for r in ds.query("SELECT value FROM dataset", dataset_id=scalars.id).rows] == ['"a"', '"b"', "3"]
+    empty = store.write(tool="t", query="q", records=[])
+    assert ds.query("SELECT count(*) AS n FROM dataset", dataset_id=empty.id).rows == [{"n": 0}]
+
+
+def test_limits_time_and_rows(store: OffloadStore) -> None:
+    with pytest.raises(SqlTimeoutError, match="longer than 0.3 s"):
+        Datasets(store, timeout_s=0.3).query("SELECT count(*) FROM range(100000000000) a, range(10) b")
+    result = Datasets(store, max_rows=1000).query("SELECT range AS i FROM range(5000)")
+    assert len(result.rows) == 1000 and result.truncated
+    page = result.to_page()
+    assert page.counts()["truncated"] and "first 1000 rows" in page.metadata()["warnings"][0]
+
+
+def test_a_huge_select_goes_through_the_output_layer_and_is_offloaded(tmp_path: Path, store: OffloadStore) -> None:
+    ds = Datasets(store)
+    result = ds.query("SELECT range AS i, repeat('x', 50) AS pad FROM range(20000)")
+    layer = make_layer(store.output_dir)
+    r = layer.render(result.to_page(), options(tool="analyze-with-duckdb", query=result.sql, records_key="rows"))
+    assert r.mode == "file_ref" and r.structured["results"]["total_count"] == 20000
+    again = ds.query(f"SELECT count(*) AS n, sum(i) AS s FROM dataset_{r.file_ref.id}")
+    assert again.rows == [{"n": 20000, "s": sum(range(20000))}]
+
+
+def test_list_datasets_with_filter(store: OffloadStore, dataset: str) -> None:
+    store.write(tool="regex_search", query="TODO", records=make_records(4))
+    ds = Datasets(store)
+    listed = ds.list()
+    assert [d.tool for d in listed] == ["regex_search", "semantic_search"]  # newest first
+    info = ds.list("PARSE")[0].to_dict()
+    assert info == {
+        "id": dataset,
+        "view": f"dataset_{dataset}",
+        "tool": "semantic_search",
+        "query": "parse config",
+        "created": info["created"],
+        "rows": 60,
+        "size_bytes": store.path_of(dataset).stat().st_size,
+    }
+    assert ds.list("regex")[0].query == "TODO" and ds.list("nothing-like-this") == []

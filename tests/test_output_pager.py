@@ -1,0 +1,36 @@
+"""The output layer over the real paging stack: ripgrep results kept by the session Pager, wrapped
+by the server's SearchResponse, cut by the layer to a small budget and walked by cursor to the
+end: every match exactly once, in the engine's order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from search_engine.engine import SearchEngine
+from search_engine.models import SearchRequest
+from server.output import estimate_tokens
+from server.records import match_record
+from server.response import SearchResponse
+from sessions import CursorCodec, MemoryStore, Pager
+from tests.output_helpers import make_layer, options
+
+
+def test_cut_pages_of_a_real_search_walk_losslessly(code_tree: Path, tmp_path: Path) -> None:
+    engine = SearchEngine()
+    request = SearchRequest(query="needle", root=str(code_tree))
+    expected = [match_record(m, snippet_length=500) for m in engine.search(request).matches]
+    assert len(expected) == 240
+
+    pager = Pager(engine, MemoryStore(sweep_interval_s=None), CursorCodec("output-layer-test-secret-0123456789"))
+    layer = make_layer(tmp_path / "out")
+    opts = options(max_output_tokens=1500)
+    seen: list[dict] = []
+    rendered = layer.render(SearchResponse(pager.first_page(request, 100)), opts)
+    while True:
+        assert rendered.mode == "inline" and estimate_tokens(rendered.text) <= 1500
+        seen += rendered.structured["results"]["matches"]
+        cursor = rendered.structured["pagination"]["next_cursor"]
+        if cursor is None:
+            break
+        rendered = layer.render(SearchResponse(pager.next_page(cursor)), opts)
+    assert seen == expected

@@ -1,0 +1,61 @@
+"""The small pieces under the output layer: the one token estimator, JSON text, schema
+inference and record shrinking."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from server.output import estimate_tokens
+from server.output.jsontext import byte_size, dumps, dumps_bytes
+from server.output.schema import infer_schema, leaf_fields
+from server.output.shrink import clip_strings, shrink_to_fit
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [("", 0), ("a", 1), ("abcd", 1), ("abcde", 2), ("é", 1), ("abcdé", 2), ("日本語", 3), ("ab日本", 3), ("\udcff", 1)],
+)
+def test_estimate_tokens(text: str, tokens: int) -> None:
+    assert estimate_tokens(text) == tokens
+
+
+def test_json_text_is_compact_unescaped_and_always_valid() -> None:
+    assert dumps({"a": [1, 2], "b": "é"}) == '{"a":[1,2],"b":"é"}'
+    assert dumps({"n": float("nan"), "big": 2**70}) == '{"n":null,"big":1180591620717411303424}'
+    text = dumps({"content": "bad \udcff byte", "é": 1})
+    assert text == '{"content":"bad \\udcff byte","é":1}'
+    assert json.loads(text) == {"content": "bad \udcff byte", "é": 1}
+    assert dumps_bytes({"content": "x\udcff"}).decode("utf-8") == dumps({"content": "x\udcff"})
+    assert byte_size("é") == 2 and byte_size("ab") == 2
+    with pytest.raises(TypeError):
+        dumps({"x": object()})
+
+
+def test_schema_describes_optional_keys_and_mixed_types() -> None:
+    schema = infer_schema([{"a": 1, "b": "x", "c": [{"d": None}]}, {"a": 2.5, "c": []}])
+    assert schema["type"] == "object" and schema["required"] == ["a", "c"]
+    assert schema["properties"]["a"] == {"type": "number"}
+    assert schema["properties"]["c"]["items"]["properties"]["d"] == {"type": "null"}
+    assert leaf_fields(schema) == ["a", "b", "c[].d"]
+    assert infer_schema(["x", 1])["type"] == ["integer", "string"]
+
+
+def test_shrink_cuts_the_largest_fields_first_and_marks_them() -> None:
+    record = {"small": "keep me", "big": "y" * 50_000, "lines": ["z" * 100] * 300}
+    shrunk, changed = shrink_to_fit(record, 2000, 10**6)
+    assert changed and estimate_tokens(dumps(shrunk)) <= 2000
+    assert shrunk["small"] == "keep me" and record["big"] == "y" * 50_000  # input untouched
+    assert "…[cut " in shrunk["big"] or shrunk["lines"][-1].startswith("…[cut ")
+    assert shrink_to_fit({"a": "b"}, 100, 100) == ({"a": "b"}, False)
+    root, _ = shrink_to_fit("q" * 10_000, 200, 10**6)
+    assert root.startswith("qqq") and "…[cut " in root and estimate_tokens(dumps(root)) <= 200
+    by_bytes, _ = shrink_to_fit({"t": "é" * 5000}, 10**6, 2000)
+    assert byte_size(dumps(by_bytes)) <= 2000
+
+
+def test_clip_strings_bounds_every_string() -> None:
+    clipped = clip_strings({"a": ["x" * 500, "short"], "b": 3}, 10)
+    assert clipped["a"][0].startswith("x" * 10) and "cut 490 chars" in clipped["a"][0]
+    assert clipped["a"][1] == "short" and clipped["b"] == 3
