@@ -45,7 +45,8 @@ class IndexSettings(BaseModel):
 
 
 class SessionSettings(BaseModel):
-    backend: str = Field("memory", description="'memory' or a redis:// URL.")
+    backend: str = Field("memory", description="'memory', or a redis:// (rediss://, unix://) URL shared by replicas.")
+    namespace: str = Field("default", description="Redis key prefix codepager:<namespace>:; replicas sharing sessions use the same one.")
     ttl_s: float = Field(300.0, gt=0, description="Sliding time-to-live of a cached result list.")
     max_sessions: int = Field(100, ge=1)
     max_memory_mb: float = Field(256.0, gt=0)

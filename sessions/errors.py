@@ -68,3 +68,10 @@ class CursorGenerationError(CursorError):
             f"The results behind this cursor have changed ({detail}), so continuing could skip or "
             f"repeat results. Restart the search without a cursor; results may have shifted."
         )
+
+
+class SessionStoreUnavailableError(RuntimeError):
+    """The shared session backend (Redis) did not answer.
+
+    Not a cursor refusal: the call was fine and will work again once the backend is back (the
+    store reconnects by itself), so the server reports it as a retryable tool error."""

@@ -31,3 +31,13 @@ def write_code_tree(root: Path, files: int = 12, hits_per_file: int = 20) -> Pat
 @pytest.fixture
 def code_tree(tmp_path: Path) -> Path:
     return write_code_tree(tmp_path / "repo")
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory):
+    """One real redis-server for the whole run (tests isolate themselves by key namespace)."""
+    from tests.redis_server import RedisServer
+
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()

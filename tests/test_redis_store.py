@@ -1,0 +1,138 @@
+"""What only the Redis backend has to prove (the shared contract is in
+test_session_store_contract.py): keys namespaced and compact, expiry done by Redis itself,
+replicas staying coherent despite their local caches, damaged blobs, and Redis going away and
+coming back. Real redis-server throughout."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import replace
+
+import pytest
+import redis
+
+from search_engine.models import SearchResult
+from sessions import Session
+from sessions.errors import SessionStoreUnavailableError
+from sessions.redis_store import RedisStore, encode_session, redacted
+from tests.redis_server import RedisServer
+from tests.session_fakes import make_matches, request_for
+
+
+def session(query: str = "needle", n: int = 10) -> Session:
+    matches = make_matches(n, query)
+    return Session.create(request_for(query), SearchResult(matches, len(matches)))
+
+
+def same(got: Session | None, expected: Session) -> bool:
+    """Equal but for last_access, which every read sets."""
+    return got is not None and replace(got, last_access=0) == replace(expected, last_access=0)
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def raw(redis_server) -> redis.Redis:
+    client = redis.Redis.from_url(redis_server.url)
+    yield client
+    client.close()
+
+
+def test_keys_are_namespaced_compact_and_expire_in_redis(redis_server, raw, namespace) -> None:
+    with RedisStore(redis_server.url, namespace=namespace, ttl_s=30) as store:
+        s = session(n=2000)
+        assert store.put(s)
+        keys = {k.decode() for k in raw.keys("*") if namespace in k.decode()}
+        assert all(k.startswith(f"codepager:{namespace}:") for k in keys)
+        blob = raw.get(f"codepager:{namespace}:s:{s.id}")
+        assert blob is not None and len(blob) * 5 < s.size  # msgpack + zlib: compact
+        assert 29_000 < raw.pttl(f"codepager:{namespace}:s:{s.id}") <= 30_000
+        store.get(s.id)
+        # Every piece of bookkeeping carries the TTL too, except the counters.
+        keys = {k.decode() for k in raw.keys(f"codepager:{namespace}:*")}
+        assert {k for k in keys if raw.pttl(k) == -1} == {f"codepager:{namespace}:stats"}
+        assert len(keys) == 9  # blob, lru, atime, size, keyof, index, bytes, seq, stats
+
+
+def test_redis_itself_slides_and_applies_the_ttl(redis_server, raw, namespace) -> None:
+    """Real clock, real Redis expiry: an access re-arms PX; an idle namespace disappears."""
+    with RedisStore(redis_server.url, namespace=namespace, ttl_s=1.0) as store:
+        s = session()
+        store.put(s)
+        time.sleep(0.6)
+        blob_key = f"codepager:{namespace}:s:{s.id}"
+        assert raw.pttl(blob_key) < 600
+        assert same(store.get(s.id), s)
+        assert raw.pttl(blob_key) > 800  # re-armed by the access
+        time.sleep(1.3)
+        assert raw.exists(blob_key) == 0  # Redis dropped it without any call from us
+        assert [k for k in raw.keys(f"codepager:{namespace}:*") if not k.endswith(b":stats")] == []
+        assert store.get(s.id) is None
+
+
+def test_replicas_share_sessions_and_local_copies_never_outlive_redis(redis_server, namespace) -> None:
+    with RedisStore(redis_server.url, namespace=namespace, max_sessions=2) as a, \
+            RedisStore(redis_server.url, namespace=namespace, max_sessions=2) as b:  # fmt: skip
+        s = session("shared", 50)
+        a.put(s)
+        assert same(b.get(s.id), s) and same(b.find(s.key), s)
+        assert a.get(s.id) is s  # served from a's decoded copy once Redis confirms it is live
+        b.put(session("x"))
+        b.get(s.id)  # s is now more recent than x
+        b.put(session("y"))  # evicts x, not s
+        assert same(a.get(s.id), s)
+        b.delete(s.id)
+        assert a.get(s.id) is None and a.find(s.key) is None  # a's local copy does not resurrect it
+
+
+def test_an_unreadable_blob_is_a_miss_and_is_dropped(redis_server, raw, namespace, caplog) -> None:
+    with RedisStore(redis_server.url, namespace=namespace) as writer, \
+            RedisStore(redis_server.url, namespace=namespace) as reader:  # fmt: skip
+        s = session()
+        writer.put(s)
+        raw.set(f"codepager:{namespace}:s:{s.id}", b"\x07garbage", keepttl=True)
+        with caplog.at_level(logging.WARNING, logger="sessions.redis_store"):
+            assert reader.get(s.id) is None
+        assert "unreadable session" in caplog.text
+        assert reader.stats().sessions == 0
+
+
+def test_refuses_bad_configuration(redis_server) -> None:
+    with pytest.raises(ValueError, match="namespace"):
+        RedisStore(redis_server.url, namespace="has space")
+    with pytest.raises(ValueError, match="positive"):
+        RedisStore(redis_server.url, max_sessions=0)
+    with pytest.raises(ValueError, match="Redis URL"):
+        RedisStore("http://127.0.0.1:1/0")
+    assert redacted("redis://user:hunter2@db:6379/1") == "redis://user:***@db:6379/1"
+
+
+def test_redis_down_is_a_clear_error_and_recovers_when_it_returns(tmp_path, namespace) -> None:
+    server = RedisServer(tmp_path / "redis").start()
+    try:
+        store = RedisStore(server.url, namespace=namespace, socket_timeout_s=1.0)
+        s = session()
+        store.put(s)
+        server.stop()
+        for call in (lambda: store.get(s.id), lambda: store.put(session("b")), store.stats):
+            with pytest.raises(SessionStoreUnavailableError, match=f"session store unavailable: Redis at {server.url}"):
+                call()
+        server.start()  # same port, empty (no persistence): the old session is gone, the store works
+        assert store.get(s.id) is None
+        assert store.put(s) and same(store.get(s.id), s)
+        store.close()
+    finally:
+        server.stop()
+
+
+def test_blob_size_is_what_the_budget_counts(redis_server, namespace) -> None:
+    with RedisStore(redis_server.url, namespace=namespace) as store:
+        s = session(n=300)
+        expected = len(encode_session(s))
+        store.put(s)
+        assert store.stats().bytes == expected
