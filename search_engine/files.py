@@ -8,7 +8,10 @@ ripgrep walk flags from `selection_args`:
   `.gitignore` still says what is generated), `.ignore`, `.rgignore`; hidden files and
   symlinks skipped;
 - the caller's include globs, then the default excludes and the caller's exclude globs (later
-  globs win in ripgrep, so an exclude always beats an include);
+  globs win in ripgrep, so an exclude always beats an include). Globs are ripgrep's `--glob`,
+  kept as they are for parity with rg: gitignore syntax relative to the root, and an include
+  glob also re-admits a file that an ignore file or hiding would skip (the way to search an
+  ignored file on purpose), though not the inside of a directory those rules pruned;
 - files over `EngineConfig.max_file_size` skipped;
 - binary files skipped. rg decides that itself while searching (a NUL byte in what it reads;
   see `regex.py`); `discover` cannot afford to read whole files on every incremental pass, so

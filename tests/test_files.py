@@ -1,0 +1,167 @@
+"""File discovery: the one rule set both regex search and semantic indexing obey, checked on
+real trees with the real rg, and checked against what regex search actually searches."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from search_engine.config import EngineConfig
+from search_engine.errors import InvalidQueryError
+from search_engine.files import BINARY_SNIFF_BYTES, discover
+from search_engine.models import SearchRequest
+from search_engine.paths import SearchLocation
+from search_engine.regex import regex_search
+
+MARK = "MARKER"
+
+
+def put(root: Path, rel: str, text: str = f"{MARK}\n") -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """Every kind of file discovery must keep or drop; not a git checkout on purpose."""
+    root = tmp_path / "tree"
+    for rel in (
+        "main.py",
+        "src/app.py",
+        "src/deep/util.go",
+        "docs/guide.md",
+        "keep.log.txt",
+    ):
+        put(root, rel)
+    put(root, ".gitignore", "*.log\n/generated/\n")
+    put(root, "app.log")
+    put(root, "generated/out.py")
+    put(root, "src/.gitignore", "secret.py\n!keep_secret.py\n")
+    put(root, "src/secret.py")
+    put(root, "src/keep_secret.py")
+    put(root, ".ignore", "scratch/\n")
+    put(root, "scratch/tmp.py")
+    put(root, ".hidden.py")
+    put(root, ".config/settings.toml")
+    put(root, "node_modules/lib/index.js")
+    put(root, "build/out.js")
+    put(root, "pkg/__pycache__/mod.py")
+    put(root, "web/app.min.js")
+    put(root, "package-lock.json")
+    put(root, "Cargo.lock")
+    (root / "binary.dat").write_bytes(b"\0\1\2" + MARK.encode() + b"\n")
+    (root / "big.txt").write_text(MARK + "\n" + "x" * (EngineConfig().max_file_size + 10))
+    return root
+
+
+EXPECTED = ["docs/guide.md", "keep.log.txt", "main.py", "src/app.py", "src/deep/util.go", "src/keep_secret.py"]
+
+
+def test_default_rules(tree: Path) -> None:
+    assert [f.path for f in discover(SearchLocation(tree, None))] == EXPECTED
+
+
+def test_regex_search_sees_exactly_the_discovered_files(tree: Path) -> None:
+    result = regex_search(SearchRequest(query=MARK, root=str(tree)), EngineConfig())
+    assert sorted({m.path for m in result.matches}) == [f.path for f in discover(SearchLocation(tree, None))]
+
+
+def test_size_and_mtime_for_incremental_indexing(tree: Path) -> None:
+    found = {f.path: f for f in discover(SearchLocation(tree, None))}
+    st = (tree / "main.py").stat()
+    main = found["main.py"]
+    assert (main.size, main.mtime_ns) == (st.st_size, st.st_mtime_ns)
+    assert main.os_path == tree / "main.py"
+
+
+def test_include_and_exclude_globs(tree: Path) -> None:
+    loc = SearchLocation(tree, None)
+    assert [f.path for f in discover(loc, include=["*.md", "src/deep/*"])] == ["docs/guide.md", "src/deep/util.go"]
+    assert [f.path for f in discover(loc, exclude=["*.md", "deep"])] == [
+        "keep.log.txt",
+        "main.py",
+        "src/app.py",
+        "src/keep_secret.py",
+    ]
+
+
+def test_include_glob_readmits_ignored_files_like_rg(tree: Path) -> None:
+    """rg's --glob overrides ignore files and hiding (how one searches an ignored file on
+    purpose); directories pruned by them stay pruned, and excludes still win."""
+    loc = SearchLocation(tree, None)
+    assert [f.path for f in discover(loc, include=["*.py"])] == [
+        ".hidden.py",
+        "main.py",
+        "src/app.py",
+        "src/keep_secret.py",
+        "src/secret.py",
+    ]
+    assert [f.path for f in discover(loc, include=["*.py"], exclude=["src/**", ".*"])] == ["main.py"]
+
+
+def test_sub_path_keeps_root_ignore_rules(tree: Path) -> None:
+    assert [f.path for f in discover(SearchLocation(tree, "src"))] == [
+        "src/app.py",
+        "src/deep/util.go",
+        "src/keep_secret.py",
+    ]
+
+
+def test_configured_size_limit_and_excludes(tree: Path) -> None:
+    small = EngineConfig(max_file_size=3)
+    assert discover(SearchLocation(tree, None), config=small) == []
+    no_defaults = EngineConfig(default_excludes=(), max_file_size=10 * 1024 * 1024)
+    paths = [f.path for f in discover(SearchLocation(tree, None), config=no_defaults)]
+    assert {"node_modules/lib/index.js", "build/out.js", "package-lock.json", "big.txt"} <= set(paths)
+
+
+def test_binary_sniff_window(tmp_path: Path) -> None:
+    late = b"text\n" * (BINARY_SNIFF_BYTES // 5 + 10) + b"\0"
+    (tmp_path / "late_nul.txt").write_bytes(late)
+    (tmp_path / "early_nul.txt").write_bytes(b"text\n" * 100 + b"\0" + b"text\n")
+    (tmp_path / "utf16.txt").write_text("hello", encoding="utf-16")
+    (tmp_path / "empty.txt").write_bytes(b"")
+    assert [f.path for f in discover(SearchLocation(tmp_path, None))] == ["empty.txt", "late_nul.txt"]
+
+
+def test_symlinks_are_not_followed(tmp_path: Path) -> None:
+    outside = put(tmp_path, "outside/secret.txt")
+    root = tmp_path / "root"
+    put(root, "real/a.txt")
+    (root / "link_out.txt").symlink_to(outside)
+    (root / "link_dir").symlink_to(root / "real")
+    (root / "link_out_dir").symlink_to(outside.parent)
+    assert [f.path for f in discover(SearchLocation(root, None))] == ["real/a.txt"]
+
+
+def test_non_utf8_file_name(tmp_path: Path) -> None:
+    raw = os.path.join(os.fsencode(tmp_path), b"caf\xe9.py")
+    with open(raw, "wb") as f:
+        f.write(b"MARKER\n")
+    put(tmp_path, "ok.py")
+    found = discover(SearchLocation(tmp_path, None))
+    assert [f.path for f in found] == ["caf\\xe9.py", "ok.py"]
+    assert found[0].os_path.read_bytes() == b"MARKER\n"
+    result = regex_search(SearchRequest(query=MARK, root=str(tmp_path)), EngineConfig())
+    assert [m.path for m in result.matches] == ["caf\\xe9.py", "ok.py"]
+
+
+def test_sorted_and_repeatable(tmp_path: Path) -> None:
+    for i in range(60):
+        put(tmp_path, f"d{i % 7}/f{i:02d}.py")
+    runs = [[f.path for f in discover(SearchLocation(tmp_path, None))] for _ in range(3)]
+    assert runs[0] == sorted(runs[0]) and len(runs[0]) == 60
+    assert runs[0] == runs[1] == runs[2]
+
+
+def test_bad_glob_is_refused(tree: Path) -> None:
+    with pytest.raises(InvalidQueryError, match="invalid glob"):
+        discover(SearchLocation(tree, None), include=["src/[a-"])
+
+
+def test_empty_directory(tmp_path: Path) -> None:
+    assert discover(SearchLocation(tmp_path, None)) == []
