@@ -344,12 +344,7 @@ _CARET = re.compile(r"^\s*\^+\s*$")
 
 
 def _raise_if_bad_pattern(stderr: str, pattern: str) -> None:
-    """Turn rg's pattern complaints into InvalidQueryError, with the position when rg shows one.
-
-    rg prints the compiled regex (it wraps the pattern, e.g. `(?:PATTERN)`) with a caret line
-    under the offending part; the offset of the pattern inside the printed line maps the caret
-    back to a position in what the caller typed.
-    """
+    """Turn rg's pattern complaints into InvalidQueryError, with the position when known."""
     if 'the literal "\\n" is not allowed' in stderr:
         raise InvalidQueryError(
             "the pattern contains a line break, which only multiline search can match; "
@@ -359,17 +354,60 @@ def _raise_if_bad_pattern(stderr: str, pattern: str) -> None:
         return
     lines = stderr.splitlines()
     reason = next((ln.removeprefix("error: ") for ln in lines if ln.startswith("error: ")), "invalid regex")
-    position = None
-    for i, line in enumerate(lines[1:], start=1):
-        if _CARET.match(line):
-            shown = lines[i - 1]
-            at = shown.find(pattern) if pattern else -1
-            if at >= 0:
-                position = min(max(line.index("^") - at, 0), max(len(pattern) - 1, 0))
-            break
+    position = _caret_position(lines, pattern)
+    if position is None:
+        position = _unbalanced_at(pattern)
     where = f" at position {position}" if position is not None else ""
     raise InvalidQueryError(
         f"invalid regex{where}: {reason} (pattern {pattern!r}); escape special characters "
         "with a backslash or search literally with fixed_string (-F)",
         position=position,
     )
+
+
+def _caret_position(lines: list[str], pattern: str) -> int | None:
+    """Where rg's caret line points inside `pattern`, or None if it points elsewhere.
+
+    rg prints the regex it compiled, which wraps the pattern (`(?:PATTERN)`), with a caret
+    line under the offending part; the offset of the pattern inside the printed line maps the
+    caret back. The wrapper itself takes the blame for unbalanced groups (the pattern's `(`
+    is closed by the wrapper's `)`): then the caret lies outside the pattern and None is
+    returned.
+    """
+    for shown, caret in zip(lines, lines[1:]):
+        if _CARET.match(caret):
+            at = shown.find(pattern) if pattern else -1
+            position = caret.index("^") - at
+            return position if at >= 0 and 0 <= position < len(pattern) else None
+    return None
+
+
+def _unbalanced_at(pattern: str) -> int | None:
+    """Position of the first unopened `)`, else the last unclosed `(`, else a trailing lone
+    backslash: the culprits rg blames on its own wrapper. Escapes and classes are skipped."""
+    opened: list[int] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            if i == len(pattern) - 1:
+                return i
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            # a `]` right after `[` or `[^` is a literal, not the end of the class
+            i += 1
+            i += pattern.startswith("^", i)
+            i += pattern.startswith("]", i)
+            in_class = True
+            continue
+        elif char == "(":
+            opened.append(i)
+        elif char == ")":
+            if not opened:
+                return i
+            opened.pop()
+        i += 1
+    return opened[-1] if opened else None
