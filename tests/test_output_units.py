@@ -8,7 +8,7 @@ import json
 import pytest
 
 from server.output import estimate_tokens
-from server.output.jsontext import byte_size, dumps, dumps_bytes
+from server.output.jsontext import byte_size, dumps, dumps_bytes, dumps_lines
 from server.output.schema import infer_schema, leaf_fields
 from server.output.shrink import clip_strings, shrink_to_fit
 
@@ -28,6 +28,8 @@ def test_json_text_is_compact_unescaped_and_always_valid() -> None:
     assert text == '{"content":"bad \\udcff byte","é":1}'
     assert json.loads(text) == {"content": "bad \udcff byte", "é": 1}
     assert dumps_bytes({"content": "x\udcff"}).decode("utf-8") == dumps({"content": "x\udcff"})
+    assert dumps_lines([{"a": "é"}, 2]) == '{"a":"é"}\n2\n'.encode()
+    assert dumps_lines(iter([{"a": "x\udcff"}, 2])) == b'{"a":"x\\udcff"}\n2\n'
     assert byte_size("é") == 2 and byte_size("ab") == 2
     with pytest.raises(TypeError):
         dumps({"x": object()})

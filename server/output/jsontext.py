@@ -15,6 +15,7 @@ valid Unicode and valid JSON (that path refuses NaN rather than write invalid JS
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -33,6 +34,15 @@ def dumps_bytes(value: Any) -> bytes:
         return _ENCODER.encode(value)
     except UnicodeEncodeError:
         return _stdlib_dumps(value).encode("utf-8")
+
+
+def dumps_lines(values: Iterable[Any]) -> bytes:
+    """JSON Lines: `dumps_bytes` of each value, each followed by a newline (one C call)."""
+    values = values if isinstance(values, Sequence) else list(values)
+    try:
+        return _ENCODER.encode_lines(values)
+    except UnicodeEncodeError:
+        return b"".join([dumps_bytes(v) + b"\n" for v in values])
 
 
 def dumps(value: Any) -> str:

@@ -34,7 +34,7 @@ from typing import Any
 
 from ulid import ULID
 
-from server.output.jsontext import dumps_bytes
+from server.output.jsontext import dumps_bytes, dumps_lines
 from server.output.tokens import estimate_tokens
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ class OffloadStore:
         """Write `records` as one JSONL file; raises OffloadError (never a bare OSError)."""
         tool_part = safe_tool_name(tool)
         dataset_id = str(ULID())
-        body = b"".join([dumps_bytes(r) + b"\n" for r in records])
+        body = dumps_lines(records)
         estimated = estimate_tokens(body.decode("utf-8"))
         header = {
             "type": HEADER_TYPE,
@@ -367,8 +367,8 @@ class OffloadStore:
 
 def _top_level_keys(records: Sequence[Any]) -> list[str]:
     """Union of the records' top-level keys in first-seen order (used to build SQL views)."""
-    keys: dict[str, None] = {}
+    keys: dict[str, Any] = {}
     for r in records:
-        if isinstance(r, dict):
-            keys.update(dict.fromkeys(r))
+        if type(r) is dict:
+            keys.update(r)  # C-level key merge; the values are never read
     return list(keys)

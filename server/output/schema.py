@@ -41,9 +41,13 @@ class _Shape:
         self.types.add(kind)
         if kind == "object":
             self.objects += 1
+            counts, properties = self.key_counts, self.properties
             for key, sub in value.items():
-                self.key_counts[key] = self.key_counts.get(key, 0) + 1
-                self.properties.setdefault(key, _Shape()).add(sub)
+                counts[key] = counts.get(key, 0) + 1
+                shape = properties.get(key)
+                if shape is None:
+                    shape = properties[key] = _Shape()
+                shape.add(sub)
         elif kind == "array":
             if self.items is None:
                 self.items = _Shape()

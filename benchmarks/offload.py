@@ -1,0 +1,129 @@
+"""Offload benchmark: writing a page to a JSONL file with its file_ref descriptor.
+
+Measured side by side, on the same match records (made by the server's own `match_record`):
+- codepager: `OutputLayer.render(page, output_mode=file_ref)`, the whole path a tool call
+  takes: JSONL with header, 0600 temp file + atomic rename, descriptor (schema, summary, jq
+  recipes, guidance) and the response JSON;
+- its two halves: `OffloadStore.write` alone and `build_file_ref` alone;
+- peer: the naive hand-rolled offload (`json.dumps` per record into a plain `open()` file, no
+  header, no descriptor, no atomic rename), the floor any offload pays.
+Target (issue 6): a 100 KB page with its descriptor in a few milliseconds (reference ~2.8 ms).
+
+Run: .venv/bin/python benchmarks/offload.py [--repeats 300] [--big-repeats 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from search_engine.models import Match, MatchType  # noqa: E402
+from server.output import ListPage, OffloadStore, OutputLayer, RenderOptions  # noqa: E402
+from server.output.descriptor import build_file_ref  # noqa: E402
+from server.records import match_record  # noqa: E402
+from server.settings import OffloadSettings  # noqa: E402
+
+
+def make_records(target_bytes: int) -> list[dict]:
+    """Regex-match records of realistic code lines until their JSONL reaches `target_bytes`."""
+    records, size, i = [], 0, 0
+    while size < target_bytes:
+        line = f"    result = handler_{i}(request, timeout={i % 30}, retries=3)  # route /api/v{i % 7}/items/{i}"
+        m = Match(
+            path=f"src/service_{i % 40:02d}/handlers_{i % 9}.py",
+            line_start=10 + i,
+            line_end=10 + i,
+            byte_start=400 + 90 * i,
+            byte_end=400 + 90 * i + len(line),
+            content=line,
+            type=MatchType.REGEX,
+            language="python",
+            context_before=(f"def route_{i}(request):",),
+            context_after=("    return result",),
+        )
+        record = match_record(m)
+        records.append(record)
+        size += len(json.dumps(record, separators=(",", ":"))) + 1
+        i += 1
+    return records
+
+
+def median_ms(fn: Callable[[], object], repeats: int, reset: Callable[[], object]) -> float:
+    samples = []
+    for i in range(repeats):
+        if i % 25 == 0:
+            reset()  # keep the directory small; outside the timed region
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - t0)
+    reset()
+    return statistics.median(samples) / 1e6
+
+
+def naive_offload(directory: Path, records: list[dict], counter: list[int]) -> None:
+    counter[0] += 1
+    with open(directory / f"naive-{counter[0]}.jsonl", "w", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record) + "\n")
+
+
+def measure(label: str, records: list[dict], repeats: int, work: Path) -> list[str]:
+    out_dir = work / label
+    naive_dir = work / f"{label}-naive"
+    naive_dir.mkdir()
+    settings = OffloadSettings(output_dir=out_dir)
+    store = OffloadStore(out_dir)
+    layer = OutputLayer(settings, store)
+    page = ListPage(records, search_block={"query": "handler_", "mode": "regex", "parameters": {}})
+    options = RenderOptions(tool="regex_search", query="handler_", output_mode="file_ref")
+    counter = [0]
+
+    def reset() -> None:
+        store.cleanup(max_age_days=0)
+        for p in naive_dir.iterdir():
+            p.unlink()
+
+    rendered = layer.render(page, options)
+    size = rendered.file_ref.size_bytes
+    offloaded = store.write(tool="regex_search", query="handler_", records=records)
+
+    full = median_ms(lambda: layer.render(page, options), repeats, reset)
+    write = median_ms(lambda: store.write(tool="regex_search", query="handler_", records=records), repeats, reset)
+    offloaded = store.write(tool="regex_search", query="handler_", records=records)
+    descriptor = median_ms(
+        lambda: build_file_ref(offloaded, records, has_more=False, retention_hours=24), repeats, lambda: None
+    )
+    naive = median_ms(lambda: naive_offload(naive_dir, records, counter), repeats, reset)
+    return [
+        f"| {label} page ({len(records)} records, {size / 1e6:.2f} MB file) | {full:.2f} ms | {write:.2f} ms "
+        f"| {descriptor:.2f} ms | {naive:.2f} ms | {full / naive:.2f}x |",
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=300, help="runs of the 100 KB page")
+    parser.add_argument("--big-repeats", type=int, default=15, help="runs of the 10 MB page")
+    args = parser.parse_args()
+    rows = [
+        "| page | codepager render (file + descriptor + response) | of which OffloadStore.write "
+        "| of which build_file_ref | naive json.dumps + open() | codepager / naive |",
+        "|---|---|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory(prefix="codepager-bench-") as tmp:
+        rows += measure("100 KB", make_records(100_000), args.repeats, Path(tmp))
+        rows += measure("10 MB", make_records(10_000_000), args.big_repeats, Path(tmp))
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
