@@ -15,12 +15,14 @@ from fastmcp import FastMCP
 
 from search_engine.engine import SearchEngine
 from server import __version__
+from server.auth import http_auth
 from server.errors import ErrorMiddleware
 from server.rendering import Renderer
 from server.services import Services
-from server.settings import Settings
+from server.settings import SessionSettings, Settings
 from server.tools.search import register_search_tools
-from sessions import CursorCodec, MemoryStore, Pager, load_or_create_key
+from sessions import CursorCodec, MemoryStore, Pager, SessionStore, load_or_create_key
+from sessions.errors import SessionStoreUnavailableError
 
 log = logging.getLogger("codepager")
 
@@ -32,6 +34,38 @@ INSTRUCTIONS = (
 )
 
 
+def session_store(sess: SessionSettings) -> SessionStore:
+    """The configured backend: in-process by default, Redis (shared by replicas) for a URL.
+
+    An unreachable Redis does not stop start-up: the server answers what it can, paging calls
+    report "session store unavailable" until Redis is back, then recover on their own."""
+    max_bytes = int(sess.max_memory_mb * 1024 * 1024)
+    if sess.backend == "memory":
+        return MemoryStore(
+            ttl_s=sess.ttl_s,
+            max_sessions=sess.max_sessions,
+            max_bytes=max_bytes,
+            sweep_interval_s=sess.sweep_interval_s,
+        )
+    if not sess.backend.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError(f"sessions.backend must be 'memory' or a redis://host:port/db URL, got {sess.backend!r}")
+    from sessions.redis_store import RedisStore
+
+    store = RedisStore(
+        sess.backend, namespace=sess.namespace, ttl_s=sess.ttl_s, max_sessions=sess.max_sessions, max_bytes=max_bytes
+    )
+    if sess.secret_key is None:
+        log.warning(
+            "sessions.backend is Redis but sessions.secret_key is unset: replicas on other machines "
+            "will refuse each other's cursors; give all replicas the same secret_key"
+        )
+    try:
+        store.ping()
+    except SessionStoreUnavailableError as exc:
+        log.warning("%s", exc)
+    return store
+
+
 def build_services(settings: Settings) -> Services:
     roots = [Path(r).resolve() for r in settings.server.roots]
     for root in roots:
@@ -39,12 +73,7 @@ def build_services(settings: Settings) -> Services:
             raise ValueError(f"root is not a directory: {root}")
     engine = SearchEngine(settings.engine_config())
     sess = settings.sessions
-    store = MemoryStore(
-        ttl_s=sess.ttl_s,
-        max_sessions=sess.max_sessions,
-        max_bytes=int(sess.max_memory_mb * 1024 * 1024),
-        sweep_interval_s=sess.sweep_interval_s,
-    )
+    store = session_store(sess)
     key = sess.secret_key or load_or_create_key(settings.index.cache_dir)
     codec = CursorCodec(key, max_age_s=sess.cursor_max_age_s)
     pager = Pager(
@@ -67,7 +96,13 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
         finally:
             services.pager.store.close()
 
-    app = FastMCP("codepager", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
+    app = FastMCP(
+        "codepager",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        auth=http_auth(settings.server),
+    )
     app.add_middleware(ErrorMiddleware())
     register_search_tools(app, services)
     return app

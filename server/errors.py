@@ -8,8 +8,9 @@ Two kinds of failure, two channels:
   bodies raise `InvalidParamsError` (a `ToolError`, which fastmcp re-raises untouched) and
   `ErrorMiddleware` turns it into an `MCPError` on the wire.
 * **Tool errors** (`isError: true` result): the call was well-formed but the search cannot be
-  done — an invalid regex, a path outside the roots, a timeout, an index still building. The
-  result carries a structured `error` object (code, message, hint) so an agent can act on it.
+  done — an invalid regex, a path outside the roots, a timeout, an index still building, the
+  shared session store (Redis) unreachable. The result carries a structured `error` object
+  (code, message, hint) so an agent can act on it.
 
 Every message says what to do next.
 """
@@ -36,7 +37,7 @@ from search_engine.errors import (
     SearchError,
     SearchTimeoutError,
 )
-from sessions.errors import CursorError
+from sessions.errors import CursorError, SessionStoreUnavailableError
 
 P = ParamSpec("P")
 
@@ -50,8 +51,10 @@ class InvalidParamsError(ToolError):
         self.data = data
 
 
-def _error_code(exc: SearchError) -> tuple[str, str]:
+def _error_code(exc: SearchError | SessionStoreUnavailableError) -> tuple[str, str]:
     """(code, hint) for a tool error: a stable machine-readable name and the next step."""
+    if isinstance(exc, SessionStoreUnavailableError):
+        return "session_store_unavailable", "retry the same call in a few seconds; the cursor stays valid"
     if isinstance(exc, InvalidQueryError):
         return "invalid_query", "fix the pattern or query and call again without a cursor"
     if isinstance(exc, PathError):
@@ -65,7 +68,7 @@ def _error_code(exc: SearchError) -> tuple[str, str]:
     return "search_failed", "adjust the request and try again"
 
 
-def error_result(exc: SearchError) -> ToolResult:
+def error_result(exc: SearchError | SessionStoreUnavailableError) -> ToolResult:
     """An `isError` result whose structuredContent says what went wrong and what to do."""
     code, hint = _error_code(exc)
     error: dict[str, Any] = {"code": code, "message": str(exc), "hint": hint}
@@ -91,7 +94,7 @@ def tool_errors(fn: Callable[P, Awaitable[ToolResult]]) -> Callable[P, Awaitable
             return await fn(*args, **kwargs)
         except CursorError as exc:
             raise InvalidParamsError(str(exc), {"reason": type(exc).__name__}) from exc
-        except SearchError as exc:
+        except (SearchError, SessionStoreUnavailableError) as exc:
             return error_result(exc)
 
     return wrapper

@@ -1,0 +1,64 @@
+"""`codepager serve --transport http` as a subprocess on a free loopback port, for tests and
+benchmarks that need real replicas (start, kill mid-walk, restart on the same port)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.redis_server import free_port
+from tests.server_helpers import codepager_cmd
+
+
+class HttpServer:
+    def __init__(self, root: Path, env: dict[str, str], extra_args: list[str] | None = None) -> None:
+        self.root = root
+        self.env = env
+        self.extra_args = extra_args or []
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 90) -> HttpServer:
+        cmd, args = codepager_cmd()
+        self.proc = subprocess.Popen(
+            [cmd, *args, "serve", "--root", str(self.root), "--transport", "http", "--port", str(self.port),
+             *self.extra_args],
+            env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                assert self.proc.stderr is not None
+                raise RuntimeError(f"server exited: {self.proc.stderr.read().decode()}")
+            try:
+                httpx.get(self.url, timeout=1)
+                return self
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"server did not listen on {self.url} within {timeout_s} s") from None
+                time.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown handlers run, as when a replica crashes."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+    def stop(self) -> str:
+        """SIGTERM and wait; returns what the server wrote to stderr."""
+        if self.proc is None:
+            return ""
+        self.proc.terminate()
+        try:
+            _, err = self.proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        self.proc = None
+        return err.decode(errors="replace")

@@ -1,0 +1,94 @@
+"""Many replicas, one Redis: two real `codepager serve --transport http` processes sharing one
+redis-server and one secret serve one page walk between them, survive one of them crashing
+mid-walk, and ride out Redis itself going away and coming back."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastmcp import Client
+
+from tests.http_server import HttpServer
+from tests.redis_server import RedisServer
+from tests.server_helpers import serve_env, structured
+from tests.test_server_wire import cli_full_list
+
+
+def replica_env(tmp: Path, redis_url: str) -> dict[str, str]:
+    env = serve_env(tmp)
+    env["CODEPAGER_SESSIONS__BACKEND"] = redis_url
+    env["CODEPAGER_SESSIONS__NAMESPACE"] = f"t{uuid.uuid4().hex[:12]}"
+    return env
+
+
+async def call(server: HttpServer, args: dict[str, Any]) -> Any:
+    """One call on a fresh connection, as an agent reconnecting between pages would."""
+    async with Client(server.url) as client:
+        return await client.call_tool("regex_search", args, raise_on_error=False)
+
+
+def positions(responses: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    return [(m["file"]["path"], m["match"]["line_number"]) for r in responses for m in r["results"]["matches"]]
+
+
+async def test_two_replicas_share_a_walk_and_a_crashed_replica_loses_nothing(code_tree, tmp_path, redis_server):
+    env = replica_env(tmp_path, redis_server.url)
+    a, b = HttpServer(code_tree, env).start(), HttpServer(code_tree, env).start()
+    try:
+        responses = [structured(await call(a, {"pattern": "needle", "page_size": 30}))]
+        order = [b, a, b, "kill a", b, "restart a", a, b, a]
+        for step in order:
+            if step == "kill a":
+                a.kill()
+                continue
+            if step == "restart a":
+                a.start()
+                continue
+            cursor = responses[-1]["pagination"]["next_cursor"]
+            if cursor is None:
+                break
+            responses.append(structured(await call(step, {"cursor": cursor})))
+        assert responses[-1]["pagination"]["next_cursor"] is None
+        # Every page after the first came from the session in Redis, whichever replica served it:
+        # nothing was re-searched, nothing restored.
+        assert [r["metadata"]["cache"] for r in responses] == ["miss"] + ["hit"] * (len(responses) - 1)
+        assert positions(responses) == cli_full_list(code_tree, "needle")
+    finally:
+        a.stop()
+        b.stop()
+
+
+async def test_redis_down_mid_walk_is_a_clear_error_and_paging_recovers(code_tree, tmp_path):
+    redis_srv = RedisServer(tmp_path / "redis").start()
+    server = HttpServer(code_tree, replica_env(tmp_path, redis_srv.url)).start()
+    try:
+        first = structured(await call(server, {"pattern": "needle", "page_size": 100}))
+        cursor = first["pagination"]["next_cursor"]
+        redis_srv.stop()
+        for args in ({"cursor": cursor}, {"pattern": "needle_3"}):
+            result = await call(server, args)
+            assert result.is_error
+            error = result.structured_content["error"]
+            assert error["code"] == "session_store_unavailable"
+            assert error["message"].startswith(f"session store unavailable: Redis at {redis_srv.url}")
+            assert "retry" in error["hint"]
+        redis_srv.start()  # empty (no persistence): the cursor's session is rebuilt, proven identical
+        rest = [structured(await call(server, {"cursor": cursor}))]
+        assert rest[0]["metadata"]["cache"] == "restored"
+        while (nxt := rest[-1]["pagination"]["next_cursor"]) is not None:
+            rest.append(structured(await call(server, {"cursor": nxt})))
+        assert positions([first, *rest]) == cli_full_list(code_tree, "needle")
+    finally:
+        server.stop()
+        redis_srv.stop()
+
+
+def test_an_unknown_backend_is_refused_at_start(tmp_path):
+    from server.app import session_store
+    from server.settings import SessionSettings
+
+    with pytest.raises(ValueError, match="must be 'memory' or a redis://"):
+        session_store(SessionSettings(backend="memcached://x"))
