@@ -132,11 +132,15 @@ def test_unknown_and_invalid_datasets(store: OffloadStore, dataset: str) -> None
 
 
 def test_values_come_back_as_json(store: OffloadStore) -> None:
-    row = Datasets(store).query(
-        "SELECT 1.50::DECIMAL(10,2) AS d, TIMESTAMPTZ '2024-01-02 03:04:05+00' AS t, DATE '2024-01-02' AS day, "
-        "'nan'::DOUBLE AS nan, 'ab'::BLOB AS b, [1, 2] AS l, {'k': 1} AS s, 2::HUGEINT ** 70 AS big, "
-        "INTERVAL 90 SECOND AS i, 1 AS dup, 2 AS dup"
-    ).rows[0]
+    row = (
+        Datasets(store)
+        .query(
+            "SELECT 1.50::DECIMAL(10,2) AS d, TIMESTAMPTZ '2024-01-02 03:04:05+00' AS t, DATE '2024-01-02' AS day, "
+            "'nan'::DOUBLE AS nan, 'ab'::BLOB AS b, [1, 2] AS l, {'k': 1} AS s, 2::HUGEINT ** 70 AS big, "
+            "INTERVAL 90 SECOND AS i, 1 AS dup, 2 AS dup"
+        )
+        .rows[0]
+    )
     json.dumps(row, allow_nan=False)
     assert row["d"] == 1.5 and row["t"].startswith("2024-01-02") and row["day"] == "2024-01-02"
     assert row["nan"] == "nan" and row["b"] == "6162" and row["l"] == [1, 2] and row["s"] == {"k": 1}
@@ -146,7 +150,11 @@ def test_values_come_back_as_json(store: OffloadStore) -> None:
 def test_non_object_and_empty_datasets(store: OffloadStore) -> None:
     ds = Datasets(store)
     scalars = store.write(tool="t", query="q", records=["a", "b", 3])
-    assert [r["value"] for r in ds.query("SELECT value FROM dataset", dataset_id=scalars.id).rows] == ['"a"', '"b"', "3"]
+    assert [r["value"] for r in ds.query("SELECT value FROM dataset", dataset_id=scalars.id).rows] == [
+        '"a"',
+        '"b"',
+        "3",
+    ]
     empty = store.write(tool="t", query="q", records=[])
     assert ds.query("SELECT count(*) AS n FROM dataset", dataset_id=empty.id).rows == [{"n": 0}]
 

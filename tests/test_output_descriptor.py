@@ -138,13 +138,29 @@ def test_descriptor_contents(tmp_path: Path) -> None:
     records[0]["match"]["content"] = "needle " + "z" * 5000
     fr = _descriptor(tmp_path, records, page_size=20)
     assert set(fr) == {
-        "id", "path", "uri", "size_bytes", "line_count", "fields", "line_schema", "summary", "jq_recipes", "guidance",
+        "id",
+        "path",
+        "uri",
+        "size_bytes",
+        "line_count",
+        "fields",
+        "line_schema",
+        "summary",
+        "jq_recipes",
+        "guidance",
     }
     path = Path(fr["path"])
     assert fr["size_bytes"] == path.stat().st_size and fr["line_count"] == 21 == len(path.read_text().splitlines())
     assert fr["uri"] == f"codepager://results/{fr['id']}"
-    assert {"file.path", "file.language", "match.content", "match.score", "match.span.line_start",
-            "context.before[]", "type"} <= set(fr["fields"])
+    assert {
+        "file.path",
+        "file.language",
+        "match.content",
+        "match.score",
+        "match.span.line_start",
+        "context.before[]",
+        "type",
+    } <= set(fr["fields"])
     schema = fr["line_schema"]
     assert schema["type"] == "object" and set(schema["required"]) == {"file", "match", "type", "context"}
     assert schema["properties"]["match"]["properties"]["score"]["type"] == "number"

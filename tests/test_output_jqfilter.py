@@ -58,7 +58,13 @@ def test_reaching_outside_the_records_is_refused(expression: str) -> None:
 
 @pytest.mark.parametrize(
     "expression",
-    ["map(.env)", '.[] | select(.match.content | test("env|input"))', '"env: \\(.[0].type)"', "# env\n.", 'map(."env")'],
+    [
+        "map(.env)",
+        '.[] | select(.match.content | test("env|input"))',
+        '"env: \\(.[0].type)"',
+        "# env\n.",
+        'map(."env")',
+    ],
 )
 def test_the_same_words_as_data_or_field_names_are_fine(expression: str) -> None:
     check_expression(expression)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from server.output import MIN_OUTPUT_TOKENS, OffloadStore, OutputLayer, OutputMode, estimate_tokens
+from server.output import MIN_OUTPUT_TOKENS, Datasets, OffloadStore, OutputLayer, OutputMode, estimate_tokens
 from server.output.jsontext import byte_size
 from server.output.modes import Ceiling, select_mode
 from server.settings import OffloadSettings
@@ -108,6 +108,7 @@ def test_file_ref_mode_always_offloads_and_keeps_the_envelope(tmp_path: Path) ->
     assert lines[0]["type"] == "codepager_header" and lines[0]["next_cursor"] == "offset:5"
     assert lines[1:] == records[:5]
     assert r.file_ref is not None and r.file_ref.uri == f"codepager://results/{r.file_ref.id}"
+    assert r.file_ref.name == Path(results["file_ref"]["path"]).name
 
 
 def test_auto_offloads_a_big_page_and_the_file_holds_exactly_the_inline_records(tmp_path: Path) -> None:
@@ -275,7 +276,13 @@ def test_a_write_failing_midway_leaves_no_file_and_falls_back(tmp_path: Path) ->
     assert list((tmp_path / "out").iterdir()) == []
 
 
-def test_layer_reads_the_ceiling_from_settings(tmp_path: Path) -> None:
-    s = OffloadSettings(output_dir=tmp_path, max_tokens=1234, max_bytes=5678)
-    layer = OutputLayer(s, OffloadStore(tmp_path))
-    assert layer.ceiling == Ceiling(1234, 5678)
+def test_everything_is_built_from_settings(tmp_path: Path) -> None:
+    s = OffloadSettings(
+        output_dir=tmp_path, max_tokens=1234, max_bytes=5678, retention_hours=2, sweep_interval_s=7,
+        duckdb_memory_limit="64MB", duckdb_threads=2, duckdb_timeout_s=3, duckdb_max_rows=9,
+    )  # fmt: skip
+    store = OffloadStore.from_settings(s)
+    assert (store.output_dir, store.retention_s, store.sweep_interval_s) == (tmp_path, 7200, 7)
+    assert OutputLayer(s, store).ceiling == Ceiling(1234, 5678)
+    ds = Datasets.from_settings(store, s)
+    assert (ds.memory_limit, ds.threads, ds.timeout_s, ds.max_rows) == ("64MB", 2, 3, 9)

@@ -115,8 +115,16 @@ def test_read_whole_and_line_ranges(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["../../etc/passwd", "01ARZ3NDEKTSV4RRFFQ69G5FA", "01ARZ3NDEKTSV4RRFFQ69G5FAVX", "01arz3ndektsv4rrffq69g5fav",
-     "01ARZ3NDEKTSV4RRFFQ69G5FA/", "*", "", "01ARZ3NDEKTSV4RRFFQ69G5FIL"],
+    [
+        "../../etc/passwd",
+        "01ARZ3NDEKTSV4RRFFQ69G5FA",
+        "01ARZ3NDEKTSV4RRFFQ69G5FAVX",
+        "01arz3ndektsv4rrffq69g5fav",
+        "01ARZ3NDEKTSV4RRFFQ69G5FA/",
+        "*",
+        "",
+        "01ARZ3NDEKTSV4RRFFQ69G5FIL",
+    ],
 )
 def test_ids_must_be_ulids(tmp_path: Path, bad: str) -> None:
     store = OffloadStore(tmp_path)

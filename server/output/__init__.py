@@ -14,7 +14,7 @@ from server.output.datasets import (
     SqlRejectedError,
     SqlTimeoutError,
 )
-from server.output.descriptor import LINES_URI, RESULTS_URI, FileRef
+from server.output.descriptor import JSONL_MIME_TYPE, LINES_URI, RESULTS_URI, FileRef
 from server.output.jqfilter import JqFilterError, JqTimeoutError, apply_jq
 from server.output.layer import OutputLayer, Rendered, RenderOptions
 from server.output.modes import MIN_OUTPUT_TOKENS, OutputMode
@@ -30,6 +30,7 @@ from server.output.stats import compute_stats
 from server.output.tokens import estimate_tokens
 
 __all__ = [
+    "JSONL_MIME_TYPE",
     "LINES_URI",
     "MIN_OUTPUT_TOKENS",
     "RESULTS_URI",

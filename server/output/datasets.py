@@ -32,6 +32,7 @@ import duckdb
 
 from server.output.offload import HEADER_TYPE, ULID_PATTERN, DatasetNotFoundError, OffloadStore, check_id
 from server.output.pages import ListPage
+from server.settings import OffloadSettings
 
 _VIEW_REF = re.compile(rf"\bdataset_({ULID_PATTERN})\b", re.IGNORECASE)
 _EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(?:ANALY[SZ]E\s+)?", re.IGNORECASE)
@@ -180,6 +181,16 @@ class Datasets:
         self.timeout_s = timeout_s
         self.max_rows = max_rows
 
+    @classmethod
+    def from_settings(cls, store: OffloadStore, settings: OffloadSettings) -> Datasets:
+        return cls(
+            store,
+            memory_limit=settings.duckdb_memory_limit,
+            threads=settings.duckdb_threads,
+            timeout_s=settings.duckdb_timeout_s,
+            max_rows=settings.duckdb_max_rows,
+        )
+
     def list(self, filter: str | None = None) -> list[DatasetInfo]:
         """Offloaded results, newest first; `filter` matches id, tool or query (case-insensitive)."""
         needle = (filter or "").lower()
@@ -227,7 +238,7 @@ class Datasets:
         finally:
             con.close()
         truncated = len(raw) > self.max_rows
-        rows = [dict(zip(columns, map(_jsonable, row))) for row in raw[: self.max_rows]]
+        rows = [dict(zip(columns, map(_jsonable, row), strict=True)) for row in raw[: self.max_rows]]
         return QueryResult(
             sql=statement.strip(),
             columns=columns,

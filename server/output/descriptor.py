@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 from server.output.offload import OffloadedFile
@@ -19,6 +20,7 @@ from server.output.shrink import clip_strings
 from server.output.stats import Stats, compute_stats
 
 RESULTS_URI = "codepager://results/{id}"
+JSONL_MIME_TYPE = "application/x-ndjson"
 LINES_URI = "codepager://results/{id}/lines/{start}-{end}"
 #: Strings in the sample record are clipped so the descriptor stays small whatever the data.
 SAMPLE_MAX_CHARS = 200
@@ -40,6 +42,11 @@ class FileRef:
     summary: dict[str, Any]
     jq_recipes: list[Recipe]
     guidance: str
+
+    @property
+    def name(self) -> str:
+        """The file's name, for a resource_link content block."""
+        return PurePath(self.path).name
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,8 +77,7 @@ def _summary(records: Sequence[Any], stats: Stats) -> dict[str, Any]:
 def _guidance(f: OffloadedFile, *, has_more: bool, retention_hours: float, sql_tool: str | None) -> str:
     parts = [
         f"This page ({f.line_count - 1} records) is in {f.path} as JSON Lines.",
-        "Line 1 is a header (tool, query, count, next_cursor), not a result: skip it "
-        "(tail -n +2 FILE | jq ...).",
+        "Line 1 is a header (tool, query, count, next_cursor), not a result: skip it (tail -n +2 FILE | jq ...).",
         "Every other line is one result exactly as inline output shows it (see line_schema);",
         "the jq_recipes run as they are.",
         f"Without a shell, read it over MCP: {results_uri(f.id)} (whole file) or "
@@ -80,9 +86,7 @@ def _guidance(f: OffloadedFile, *, has_more: bool, retention_hours: float, sql_t
     if sql_tool:
         parts.append(f"For SQL, call {sql_tool} with dataset_id={f.id} (view dataset_{f.id}).")
     parts.append(
-        "Next page: call the same tool with cursor = pagination.next_cursor."
-        if has_more
-        else "This is the last page."
+        "Next page: call the same tool with cursor = pagination.next_cursor." if has_more else "This is the last page."
     )
     parts.append(f"The file is deleted after {retention_hours:g} h.")
     return " ".join(parts)

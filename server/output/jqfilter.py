@@ -56,6 +56,9 @@ DEFAULT_MEMORY_MB = 512
 DEFAULT_MAX_OUTPUT_BYTES = 64 << 20
 MAX_EXPRESSION_CHARS = 10_000
 
+#: Runs argv[2:] under an address-space limit (argv[1], KiB). Through /bin/sh rather than
+#: preexec_fn, which is unsafe in a threaded server; PWD is the one variable sh would add.
+_SANDBOX = 'ulimit -v "$1" || exit 125; unset PWD; shift; exec "$@"'
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -108,7 +111,9 @@ def _code_identifiers(expression: str) -> list[str]:
             if open_interpolations and depth == open_interpolations[-1]:
                 open_interpolations.pop()
                 i, entered = _skip_string(expression, i)
-        elif (m := _IDENT.match(expression, i)) and not (i and (expression[i - 1].isalnum() or expression[i - 1] == "_")):
+        elif (m := _IDENT.match(expression, i)) and not (
+            i and (expression[i - 1].isalnum() or expression[i - 1] == "_")
+        ):
             if expression[i - 1 : i] != ".":
                 out.append(m.group(0).rsplit("::", 1)[-1])
             i = m.end()
@@ -132,7 +137,9 @@ def check_expression(expression: str) -> None:
         raise JqFilterError(f"jq_filter is longer than {MAX_EXPRESSION_CHARS} characters")
     for name in _code_identifiers(expression):
         if name in FORBIDDEN_VARIABLES or name.startswith("__"):
-            raise JqFilterError(f"jq_filter may not use ${name}: filters cannot read the environment or source locations")
+            raise JqFilterError(
+                f"jq_filter may not use ${name}: filters cannot read the environment or source locations"
+            )
         if name in FORBIDDEN_NAMES:
             raise JqFilterError(
                 f"jq_filter may not use {name!r}: filters see only the result list (no environment, files, "
@@ -165,9 +172,7 @@ def apply_jq(
         input_file = os.path.join(work, "input.json")
         with open(input_file, "wb") as f:
             f.write(dumps_bytes(list(records)))
-        # `ulimit -v` through /bin/sh rather than preexec_fn, which is unsafe in a threaded server.
-        limit_kb = str(memory_mb * 1024)
-        argv = ["/bin/sh", "-c", 'ulimit -v "$1" || exit 125; unset PWD; shift; exec "$@"', "sh", limit_kb, jq, "-c", "-f", filter_file]
+        argv = ["/bin/sh", "-c", _SANDBOX, "sh", str(memory_mb * 1024), jq, "-c", "-f", filter_file]
         with open(input_file, "rb") as stdin, tempfile.TemporaryFile() as stderr:
             proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, cwd=work, env={})
             out = _read_capped(proc, timeout_s, max_output_bytes)
@@ -182,6 +187,9 @@ def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int
     """Everything the process writes to stdout, killing it on timeout or when over the cap."""
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout_s
+    too_slow = JqTimeoutError(
+        f"jq_filter ran longer than {timeout_s:g} s and was stopped; simplify it or filter less data"
+    )
     chunks: list[bytes] = []
     size = 0
     with selectors.DefaultSelector() as sel:
@@ -190,9 +198,7 @@ def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise JqTimeoutError(
-                        f"jq_filter ran longer than {timeout_s:g} s and was stopped; simplify it or filter less data"
-                    )
+                    raise too_slow
                 if not sel.select(remaining):
                     continue
                 chunk = os.read(proc.stdout.fileno(), 1 << 16)
@@ -200,11 +206,12 @@ def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int
                     break
                 size += len(chunk)
                 if size > max_bytes:
-                    raise JqFilterError(
-                        f"jq_filter produced more than {max_bytes >> 20} MiB of output and was stopped"
-                    )
+                    raise JqFilterError(f"jq_filter produced more than {max_bytes >> 20} MiB of output and was stopped")
                 chunks.append(chunk)
-            proc.wait(max(0.1, deadline - time.monotonic()))
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise too_slow from None
         except BaseException:
             proc.kill()
             proc.wait()
@@ -217,7 +224,7 @@ def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int
 def _explain_failure(stderr: str, returncode: int, memory_mb: int) -> str:
     if "compile error" in stderr or "syntax error" in stderr:
         return f"jq_filter does not compile: {stderr}"
-    if returncode < 0 or "Out of memory" in stderr or "memory" in stderr.lower():
+    if returncode < 0 or "cannot allocate memory" in stderr or "Out of memory" in stderr:
         return f"jq_filter failed (exit {returncode}), probably over its {memory_mb} MiB memory limit: {stderr}"
     return f"jq_filter failed at run time: {stderr or f'exit status {returncode}'}"
 

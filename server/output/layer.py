@@ -73,7 +73,9 @@ class Rendered:
 class OutputLayer:
     """Renders pages for the search tools, the SQL tool and the proxy alike."""
 
-    def __init__(self, settings: OffloadSettings, store: OffloadStore, *, sql_tool: str | None = "analyze-with-duckdb") -> None:
+    def __init__(
+        self, settings: OffloadSettings, store: OffloadStore, *, sql_tool: str | None = "analyze-with-duckdb"
+    ) -> None:
         self.ceiling = Ceiling(tokens=settings.max_tokens, bytes=settings.max_bytes)
         self.retention_hours = settings.retention_hours
         self.store = store
@@ -111,7 +113,11 @@ class OutputLayer:
             return self._cut_to_fit(page, stats, options, ceiling, why=f"the page could not be offloaded ({exc})")
         counts = page.counts()
         file_ref = build_file_ref(
-            offloaded, records, has_more=counts["has_more"], retention_hours=self.retention_hours, sql_tool=self.sql_tool
+            offloaded,
+            records,
+            has_more=counts["has_more"],
+            retention_hours=self.retention_hours,
+            sql_tool=self.sql_tool,
         )
         results: dict[str, Any] = {"mode": "file_ref"}
         if stats is not None:
@@ -164,7 +170,8 @@ class OutputLayer:
     def _cut_reason(options: RenderOptions, ceiling: Ceiling) -> str:
         if options.max_output_tokens is not None and options.max_output_tokens <= ceiling.tokens:
             return f"max_output_tokens={options.max_output_tokens}"
-        return f"output_mode={options.output_mode.value} and the page is over {ceiling.tokens} tokens / {ceiling.bytes} bytes"
+        over = f"{ceiling.tokens} tokens / {ceiling.bytes} bytes"
+        return f"output_mode={options.output_mode.value} and the page is over {over}"
 
     @staticmethod
     def _cut_warning(kept: int, total: int, next_cursor: str | None, why: str) -> str:

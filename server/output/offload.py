@@ -36,6 +36,7 @@ from ulid import ULID
 
 from server.output.jsontext import dumps_bytes, dumps_lines
 from server.output.tokens import estimate_tokens
+from server.settings import OffloadSettings
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,12 @@ class OffloadStore:
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
 
+    @classmethod
+    def from_settings(cls, settings: OffloadSettings) -> OffloadStore:
+        return cls(
+            settings.output_dir, retention_hours=settings.retention_hours, sweep_interval_s=settings.sweep_interval_s
+        )
+
     # -- writing -----------------------------------------------------------------------------
 
     def write(
@@ -198,7 +205,8 @@ class OffloadStore:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as exc:
             raise OffloadError(
-                f"cannot open offload.output_dir {path}: {exc.strerror or exc} (it must be a real directory, not a symlink)"
+                f"cannot open offload.output_dir {path}: {exc.strerror or exc} "
+                "(it must be a real directory, not a symlink)"
             ) from exc
         owner = os.fstat(fd).st_uid
         if owner != os.geteuid():

@@ -83,11 +83,18 @@ def match_recipes(path: str, records: Sequence[Any], stats: Stats) -> list[Recip
         ),
         Recipe(
             "Count matches per file, most first",
-            _jq(path, "group_by(.file.path) | map({path: .[0].file.path, count: length}) | sort_by(-.count) | .[]", "-s", "-c"),
+            _jq(
+                path,
+                "group_by(.file.path) | map({path: .[0].file.path, count: length}) | sort_by(-.count) | .[]",
+                "-s",
+                "-c",
+            ),
         ),
         Recipe(
             "Count matches per language",
-            _jq(path, "group_by(.file.language) | map({language: .[0].file.language, count: length}) | .[]", "-s", "-c"),
+            _jq(
+                path, "group_by(.file.language) | map({language: .[0].file.language, count: length}) | .[]", "-s", "-c"
+            ),
         ),
         Recipe("Show the first match in full (record k is on line k+1)", f"sed -n 2p {shlex.quote(path)} | jq ."),
     ]
@@ -97,7 +104,8 @@ def match_recipes(path: str, records: Sequence[Any], stats: Stats) -> list[Recip
                 "Top 10 matches by score",
                 _jq(
                     path,
-                    "sort_by(-(.match.score // 0)) | .[:10] | .[] | {path: .file.path, line: .match.span.line_start, score: .match.score}",
+                    "sort_by(-(.match.score // 0)) | .[:10] | .[]"
+                    " | {path: .file.path, line: .match.span.line_start, score: .match.score}",
                     "-s",
                     "-c",
                 ),

@@ -62,9 +62,7 @@ class Stats:
             "file_count": self.file_count,
             "top_files": [{"path": p, "count": c} for p, c in self.top_files],
             "languages": self.languages,
-            "score_range": None
-            if self.score_min is None
-            else {"min": self.score_min, "max": self.score_max},
+            "score_range": None if self.score_min is None else {"min": self.score_min, "max": self.score_max},
         }
 
 
