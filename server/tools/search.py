@@ -164,6 +164,12 @@ async def run_search(
     pager = services.pager
     if cursor is not None:
         page = await anyio.to_thread.run_sync(lambda: pager.next_page(cursor, page_size, expected_request=request))
+        if f"{page.request.mode.value}_search" != tool:
+            # Authentic, but it pages another tool's search: answering would mislabel the results.
+            raise InvalidParamsError(
+                f"this cursor pages a {page.request.mode.value}_search; pass it back to that tool, "
+                f"or call {tool} without a cursor"
+            )
     else:
         assert request is not None
         page = await anyio.to_thread.run_sync(lambda: pager.first_page(request, page_size, view=jq_filter))

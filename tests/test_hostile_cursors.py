@@ -1,0 +1,129 @@
+"""Hostile cursors through the real MCP path (in-memory fastmcp Client): random strings,
+truncations, re-encodings, cursors replayed with another search, signed with another secret,
+dated far in the future, of the wrong JSON type. Every one is JSON-RPC -32602 with a message
+that says what to do, never a crash, and the server keeps paging correctly afterwards."""
+
+from __future__ import annotations
+
+import base64
+import time
+import urllib.parse
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from server.app import build_app
+from sessions import CursorCodec
+from tests.conftest import write_code_tree
+from tests.hostile_helpers import SyncClient
+from tests.server_helpers import SECRET, make_settings, structured
+
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cursors")
+    sync = SyncClient(build_app(make_settings(write_code_tree(tmp / "repo"), tmp)))
+    yield sync
+    sync.close()
+
+
+@pytest.fixture(scope="module")
+def cursor(client) -> str:
+    first = structured(client.call("regex_search", {"pattern": "needle", "page_size": 10}))
+    return first["pagination"]["next_cursor"]
+
+
+def still_serves(client: SyncClient, cursor: str) -> None:
+    page = structured(client.call("regex_search", {"cursor": cursor}))
+    assert page["pagination"]["offset"] == 10 and page["results"]["count"] == 10
+
+
+def test_every_truncation_is_refused(client, cursor):
+    for n in sorted({0, 1, 2, len(cursor) // 3, len(cursor) // 2, len(cursor) - 2, len(cursor) - 1}):
+        client.refused("regex_search", {"cursor": cursor[:n]} if n else {"cursor": ""})
+    still_serves(client, cursor)
+
+
+def test_re_encodings_are_refused(client, cursor):
+    padded = ".".join(seg + "=" * (-len(seg) % 4) for seg in cursor.split("."))
+    standard = cursor.replace("-", "+").replace("_", "/")
+    body = cursor.lstrip(".").split(".")[0]
+    raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+    variants = {
+        "padded": padded,
+        "standard base64": standard if standard != cursor else cursor + "+",
+        "url-quoted twice": urllib.parse.quote(urllib.parse.quote(cursor + "=")),
+        "json-quoted": f'"{cursor}"',
+        "whitespace": f" {cursor}\n",
+        "re-encoded payload": cursor.replace(body, base64.b64encode(raw).decode(), 1),
+        "doubled": cursor + cursor,
+        "upper-cased": cursor.upper(),
+    }
+    for name, variant in variants.items():
+        assert variant != cursor, name
+        message = client.refused("regex_search", {"cursor": variant})
+        assert "cursor" in message.lower(), name
+    still_serves(client, cursor)
+
+
+def test_cursor_replayed_with_another_search_is_refused(client, cursor):
+    message = client.refused("regex_search", {"cursor": cursor, "pattern": "return"})
+    assert "differ" in message
+    other = structured(client.call("regex_search", {"pattern": "return", "page_size": 5}))["pagination"]["next_cursor"]
+    client.refused("regex_search", {"cursor": other, "pattern": "needle"})
+
+
+def test_cursor_signed_with_another_secret_is_refused(client, cursor):
+    from sessions.cursor import SEARCH_KIND
+
+    state = CursorCodec(SECRET).decode(cursor, kind=SEARCH_KIND)
+    foreign = CursorCodec("another-server-secret-0123456789").encode(state)
+    assert "different server key" in client.refused("regex_search", {"cursor": foreign})
+
+
+@pytest.mark.parametrize("skew_s", [10**6, 10**9, -(10**6)])
+def test_far_future_and_ancient_timestamps_are_refused(client, cursor, skew_s):
+    from sessions.cursor import SEARCH_KIND
+
+    state = CursorCodec(SECRET).decode(cursor, kind=SEARCH_KIND)
+    shifted = CursorCodec(SECRET, clock=lambda: time.time() + skew_s).encode(state)
+    assert "expired" in client.refused("regex_search", {"cursor": shifted})
+
+
+@pytest.mark.parametrize("value", [0, 12, -1, 1.5, True, [], ["a"], {}, {"cursor": "x"}, "\x00" * 8, "é" * 50])
+def test_cursors_of_the_wrong_type_or_alphabet_are_refused(client, value):
+    client.refused("regex_search", {"cursor": value})
+
+
+def test_a_megabyte_cursor_is_refused(client, cursor):
+    client.refused("regex_search", {"cursor": "A" * 1_000_000})
+    client.refused("regex_search", {"cursor": cursor + "." + "A" * 1_000_000})
+    still_serves(client, cursor)
+
+
+@FUZZ
+@given(junk=st.text(max_size=300))
+def test_fuzz_random_strings(client, junk):
+    client.refused("regex_search", {"cursor": junk})
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_mutated_cursors(client, cursor, data):
+    """One edit anywhere in a genuine cursor: replace, insert or delete a character."""
+    i = data.draw(st.integers(0, len(cursor) - 1))
+    char = data.draw(st.characters(codec="ascii") | st.sampled_from("-_.=+/"))
+    mutated = data.draw(
+        st.sampled_from([cursor[:i] + char + cursor[i + 1 :], cursor[:i] + char + cursor[i:], cursor[:i] + cursor[i + 1 :]])
+    )
+    if mutated == cursor:
+        return
+    client.refused("regex_search", {"cursor": mutated})
+
+
+@pytest.mark.parametrize("tool", ["semantic_search", "hybrid_search"])
+def test_a_regex_cursor_is_not_accepted_by_another_tool(client, cursor, tool):
+    client.refused(tool, {"cursor": cursor})
