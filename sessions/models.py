@@ -164,6 +164,8 @@ class Page:
     page_time_ms: float
     warnings: list[str] = field(default_factory=list)
     _cursor_at: Callable[[int], str] | None = field(default=None, repr=False, compare=False)
+    #: The session's whole list (shared, not copied): what stats over "all results" read.
+    result: SearchResult | None = field(default=None, repr=False, compare=False)
 
     @property
     def current_page(self) -> int:

@@ -197,6 +197,7 @@ class Pager:
             page_time_ms=(time.perf_counter() - started) * 1000,
             warnings=list(result.warnings),
             _cursor_at=cursor_at,
+            result=result,
         )
 
 
