@@ -7,6 +7,8 @@ returning multi-byte text), each variant a real subprocess behind a real `fastmc
 - chunked: `ChunkedStdioTransport`   <->  `run_chunked_stdio` at the default 60 KiB limit
 - chunked, unsplit: the chunked transports with a limit above the message, so it travels as one
   plain line: isolates the cost of framing from the rest of the two transports' plumbing.
+- plain server, chunked client: fastmcp's plain server read by our client (the interop case):
+  isolates the client's line reader, the main difference between the first two.
 
 All clients connect first (process start-up is not measured); then each round times one call
 per variant in turn, so machine noise hits every variant alike. Reports the median per
@@ -50,6 +52,7 @@ def variants() -> dict[str, Callable[[], ClientTransport]]:
             sys.executable, [*FIXTURE, "chunked", str(UNSPLIT_LIMIT)], cwd=str(ROOT),
             framing=FramingOptions(chunk_limit=UNSPLIT_LIMIT),
         ),
+        "plain server, chunked client": lambda: ChunkedStdioTransport(sys.executable, [*FIXTURE, "plain"], cwd=str(ROOT)),
     }
 
 

@@ -119,6 +119,12 @@ def test_message_with_raw_newline_is_refused() -> None:
         encode_message('{"a":\n1}', 100)
 
 
+def test_a_trailing_line_newline_ends_the_line_and_is_not_data() -> None:
+    assert encode_message('{"a":1}\n', 100) == [b'{"a":1}\n']
+    lines = encode_message('{"a":"abcdefgh"}\n', 8)
+    assert b"".join(parse_frame(line[:-1]).data for line in lines) == b'{"a":"abcdefgh"}'
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [({"chunk_limit": 3}, "at least 4 bytes"), ({"timeout_s": 0}, "timeout"), ({"max_buffered_bytes": 0}, "cap")],

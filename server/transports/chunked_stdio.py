@@ -48,7 +48,7 @@ class _FrameWriter:
 
     async def write(self, line: str) -> None:
         # One write per message: its frames go out back to back in a single thread hop.
-        await self._wire.write(self._framing.encode(line.removesuffix("\n")))
+        await self._wire.write(self._framing.encode(line))
 
     async def flush(self) -> None:
         await self._wire.flush()

@@ -82,24 +82,26 @@ class FramingOptions:
         return b"".join(encode_message(message, self.chunk_limit))
 
 
-def split_utf8(data: bytes, limit: int) -> list[bytes]:
+def split_utf8(data: bytes | memoryview, limit: int) -> list[memoryview]:
     """Cut `data` into slices of at most `limit` bytes, never inside a multi-byte character.
 
     A cut that would land on a continuation byte (0b10xxxxxx) moves back to the start of that
     character, so each slice of valid UTF-8 decodes on its own. Bytes that are not UTF-8 have
-    no boundary to respect and are cut at the limit.
+    no boundary to respect and are cut at the limit. The slices are views: a 10 MB message is
+    not copied to be cut.
     """
     validate_chunk_limit(limit)
-    slices: list[bytes] = []
+    view = memoryview(data)
+    slices: list[memoryview] = []
     start = 0
-    while start < len(data):
-        end = min(start + limit, len(data))
+    while start < len(view):
+        end = min(start + limit, len(view))
         cut = end
-        while start < cut < len(data) and data[cut] & 0xC0 == 0x80:
+        while start < cut < len(view) and view[cut] & 0xC0 == 0x80:
             cut -= 1
         if cut == start:
             cut = end
-        slices.append(data[start:cut])
+        slices.append(view[start:cut])
         start = cut
     return slices
 
@@ -108,17 +110,19 @@ def encode_message(message: str, chunk_limit: int = DEFAULT_CHUNK_LIMIT) -> list
     """Return the newline-terminated lines that carry one JSON message on the wire.
 
     At or under `chunk_limit` bytes the message is one plain line; above it, one frame per
-    slice under a fresh UUID4.
+    slice under a fresh UUID4. `message` may already end with its line's newline (mcp's stdio
+    server hands its writer `json + "\n"`): accepting it spares a copy of a large string.
     """
     data = message.encode("utf-8")
-    if b"\n" in data:
+    size = len(data) - 1 if data.endswith(b"\n") else len(data)
+    if data.find(b"\n", 0, size) != -1:
         raise ValueError("a JSON-RPC message on stdio must not contain a raw newline; serialize it compactly")
-    if len(data) <= validate_chunk_limit(chunk_limit):
-        return [data + b"\n"]
-    slices = split_utf8(data, chunk_limit)
-    message_id = uuid.uuid4()
+    if size <= validate_chunk_limit(chunk_limit):
+        return [data if size < len(data) else data + b"\n"]
+    slices = split_utf8(memoryview(data)[:size], chunk_limit)
+    message_id = str(uuid.uuid4()).encode()
     total = len(slices)
-    return [b"%s:%d:%d:%s\n" % (str(message_id).encode(), index, total, piece) for index, piece in enumerate(slices)]
+    return [b"%s:%d:%d:%s\n" % (message_id, index, total, piece) for index, piece in enumerate(slices)]
 
 
 class FrameRejected(ValueError):
