@@ -23,6 +23,7 @@ from pathlib import PurePosixPath
 from rapidfuzz import fuzz, process
 
 from search_engine.chunks import Chunk
+from search_engine.priors import PROSE_LANGUAGES
 
 # `def name`, `class Name`, `func (r *T) Name`, `pub fn name`, `export default function name`,
 # `interface Name`, ... at the start of a line: the common shapes of a definition across the
@@ -44,11 +45,11 @@ _SYMBOL_QUERY_RE = re.compile(r"^[^\W\d]\w*(?:(?:\.|::|->|#)[^\W\d]\w*)*$")
 _CODE_WORD_RE = re.compile(r"\b(?:[A-Za-z]+[a-z0-9][A-Z]\w*|[A-Z]{2,}[a-z]\w*|[A-Za-z]\w*_\w+)\b")
 _QUALIFIER_RE = re.compile(r"\.|::|->|#")
 
-# Scores of the kinds of match, best first. A case-exact name beats one equal after
-# normalization (`Field` over `field`); a fuzzy match is scaled by its rapidfuzz ratio.
+# Scores of the tiers of match (see `SymbolIndex.match`); a fuzzy match is also scaled by its
+# rapidfuzz ratio, and kept below a file named after the symbol (see `search_engine.hybrid`).
 EXACT = 1.0
 NORMALIZED = 0.9
-FUZZY_WEIGHT = 0.6
+FUZZY_WEIGHT = 0.3
 FUZZY_CUTOFF = 85.0  # rapidfuzz ratio (0-100) below which a name is not considered a match
 MIN_FUZZY_LEN = 5  # shorter names match too many others at any cutoff
 # A definition in a file named after the symbol (`tokenizer.py` for `Tokenizer`) is usually the
@@ -108,29 +109,42 @@ class SymbolIndex:
     def match(self, query: str) -> dict[int, float]:
         """Chunks defining an identifier the query names, with a match score in (0, ~1.1].
 
+        Matching is tiered per identifier: definitions spelled exactly as asked win; only when
+        there are none do case/underscore variants count, and only when there are none of
+        those either (and the whole query is the identifier) do fuzzy near-misses. So
+        `Tokenizer` does not pull in every `tokenizer` attribute when a class exists, yet
+        `client_session` still finds `ClientSession` and `TCPConector` finds `TCPConnector`.
         Empty when the query names no identifier or none is defined here."""
         ids = query_identifiers(query)
         scores: dict[int, float] = {}
         for name in ids.names:
             for candidate in _candidates(name):
-                self._score_name(candidate, scores, fuzzy=ids.whole)
+                for chunk, score in self._match_name(candidate, fuzzy=ids.whole).items():
+                    if score > scores.get(chunk, 0.0):
+                        scores[chunk] = score
         return scores
 
-    def _score_name(self, name: str, scores: dict[int, float], fuzzy: bool) -> None:
+    def _match_name(self, name: str, fuzzy: bool) -> dict[int, float]:
         key = normalize(name)
-        hits: list[tuple[str, float]] = [(key, 1.0)]
-        if fuzzy and len(key) >= MIN_FUZZY_LEN:
-            for other, ratio, _ in process.extract(
-                key, self._keys, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=10
-            ):
-                if other != key:
-                    hits.append((other, FUZZY_WEIGHT * ratio / 100.0))
-        for other, quality in hits:
-            for d in self._by_key.get(other, ()):
-                base = quality if quality < 1.0 else (EXACT if d.name == name else NORMALIZED)
-                score = base * d.factor + (STEM_BONUS if d.stem_match else 0.0)
-                if score > scores.get(d.chunk, 0.0):
-                    scores[d.chunk] = score
+        found = self._by_key.get(key, [])
+        exact = [d for d in found if d.name == name]
+        if exact or found:
+            return _scored(exact or found, EXACT if exact else NORMALIZED)
+        if not fuzzy or len(key) < MIN_FUZZY_LEN:
+            return {}
+        scores: dict[int, float] = {}
+        for other, ratio, _ in process.extract(key, self._keys, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=10):
+            for chunk, score in _scored(self._by_key[other], FUZZY_WEIGHT * ratio / 100.0).items():
+                scores[chunk] = max(score, scores.get(chunk, 0.0))
+        return scores
+
+
+def _scored(definitions: list[_Definition], base: float) -> dict[int, float]:
+    scores: dict[int, float] = {}
+    for d in definitions:
+        score = base * d.factor + (STEM_BONUS if d.stem_match else 0.0)
+        scores[d.chunk] = max(score, scores.get(d.chunk, 0.0))
+    return scores
 
 
 def _candidates(name: str) -> list[str]:
@@ -141,15 +155,17 @@ def _candidates(name: str) -> list[str]:
 
 
 def _defined_names(chunk: Chunk) -> dict[str, float]:
-    """Names a chunk defines, each with its evidence factor."""
+    """Names a chunk defines, each with its evidence factor. Prose (a README's code sample)
+    shows how names are used, not where they are defined, so only its symbol counts."""
     names: dict[str, float] = {}
-    for name in _ASSIGNMENT_RE.findall(chunk.content):
-        names[name] = ASSIGNMENT_FACTOR
-    for name in _DEFINITION_RE.findall(chunk.content):
-        names[name] = 1.0
-    if chunk.symbol:
-        names[chunk.symbol] = 1.0
-        names[chunk.symbol.rsplit(".", 1)[-1]] = 1.0
+    if chunk.language not in PROSE_LANGUAGES:
+        for name in _ASSIGNMENT_RE.findall(chunk.content):
+            names[name] = ASSIGNMENT_FACTOR
+        for name in _DEFINITION_RE.findall(chunk.content):
+            names[name] = 1.0
+        if chunk.symbol:
+            names[chunk.symbol] = 1.0
+            names[chunk.symbol.rsplit(".", 1)[-1]] = 1.0
     return names
 
 

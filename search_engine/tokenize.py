@@ -7,6 +7,10 @@ into its parts; everything is lowercased. The whole form keeps exact identifier 
 Paths carry meaning too (`web_urldispatcher.py` is about URL dispatching), so a chunk's file
 stem and nearby directory names are tokenized the same way and added to its document.
 
+Words are reduced to their Snowball stem (`parsed`/`parsing` -> `pars`, `quantization`/
+`quantize` -> `quantiz`) so a question's inflection need not match the code's; a compound
+identifier's whole form is kept unstemmed, since it is a name, not a word.
+
 Queries additionally drop English stopwords: they carry no signal in a question like "how is
 the retry logic handled" yet would otherwise match every docstring.
 """
@@ -16,6 +20,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import PurePosixPath
+
+import Stemmer
 
 from search_engine.errors import InvalidQueryError
 
@@ -43,22 +49,27 @@ STOPWORDS: frozenset[str] = frozenset(
 )
 
 
+_STEMMER = Stemmer.Stemmer("english")
+
+
 @lru_cache(maxsize=65536)
 def split_identifier(word: str) -> tuple[str, ...]:
-    """The tokens of one identifier: its whole form, then its parts if it has several.
+    """The tokens of one identifier: its whole form, then its stemmed parts if it has several.
 
     The whole form is lowercased with underscores removed, so `read_chunk_size`,
     `ReadChunkSize` and `readChunkSize` are one token: naming conventions differ between
     languages and between a query and the code. `ClientSession` -> (clientsession, client,
-    session); `http2` -> (http2, http). Cached: code repeats its identifiers a lot.
+    session); `parse_headers` -> (parseheaders, pars, header); a plain word is just its stem
+    (`parsing` -> pars). Cached: code repeats its identifiers a lot.
     """
     whole = word.replace("_", "").lower()
     parts = [p for piece in word.split("_") if piece for p in _word_parts(piece)]
     parts = [p for p in parts if len(p) >= MIN_TOKEN_LEN and not p.isdigit()]
-    tokens = [whole] if len(whole) >= MIN_TOKEN_LEN else []
-    if len(parts) > 1 or (parts and parts[0] != whole):
-        tokens.extend(p for p in parts if p != whole)
-    return tuple(tokens)
+    if len(parts) <= 1 and (not parts or parts[0] == whole):
+        return (_STEMMER.stemWord(whole),) if len(whole) >= MIN_TOKEN_LEN else ()
+    stems = dict.fromkeys(_STEMMER.stemWords(parts))
+    stems.pop(whole, None)
+    return (whole, *stems)
 
 
 def _word_parts(piece: str) -> list[str]:
@@ -89,17 +100,13 @@ def path_tokens(path: str) -> list[str]:
 
 
 def query_terms(query: str) -> list[str]:
-    """The lexical terms of a query: tokenized like code, English stopwords removed.
-
-    Only free-standing stopwords are dropped: inside an identifier the whole identifier stays
-    (`is_valid` gives `isvalid` and `valid`).
-    """
+    """The lexical terms of a query: tokenized like code, free-standing English stopwords
+    removed (checked before stemming: `does` is a stopword, its stem `doe` is not a word).
+    Inside an identifier nothing is dropped: `is_valid` is a name."""
     terms: list[str] = []
     for word in _IDENTIFIER_RE.findall(query):
-        tokens = split_identifier(word)
-        if len(tokens) == 1 and tokens[0] in STOPWORDS:
-            continue
-        terms.extend(t for t in tokens if t not in STOPWORDS or t == tokens[0])
+        if word.lower() not in STOPWORDS:
+            terms.extend(split_identifier(word))
     return terms
 
 

@@ -1,0 +1,181 @@
+"""Hybrid ranking: fuse what the words, the meaning and the names of a query say.
+
+Signals, each turned into reciprocal-rank contributions 1/(k + rank) (k = 60, the usual RRF
+constant) so that scores of different scales can be added:
+
+- per chunk: BM25 (`lexical`) and cosine similarity of embeddings (`semantic`), weighted by
+  `alpha` — more lexical for a bare identifier, balanced for a question;
+- `symbol`: chunks that *define* an identifier the query names (see `search_engine.symbols`),
+  added on top, strongly for a bare identifier;
+- per file, credited to the file's best chunk: BM25 over the whole file, the cosine with the
+  file's mean vector, how many query words its path carries, and how many of its chunks
+  scored at all. Results are judged by whether the right file comes first, and a module that
+  matches a question as a whole usually beats a stray function elsewhere that matches it
+  best in isolation.
+
+Then path priors scale down tests, shims, examples and prose (`search_engine.priors`), and a
+greedy selection halves the score of each further chunk from an already chosen file, so the
+first results cover several files instead of ten slices of one.
+
+The weights were set on the retrieval benchmark (benchmarks/retrieval.py; numbers in
+docs/benchmarks.md), preferring round values and changes that help every category over ones
+that fit single queries.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from search_engine.corpus import Corpus
+from search_engine.hits import Hit
+from search_engine.priors import PathPriors
+from search_engine.symbols import query_identifiers
+
+RRF_K = 60
+# Candidates taken from each ranked list before fusing; more only adds noise at the bottom.
+CANDIDATES = 100
+# Weight of the semantic list against the lexical one (1 - alpha).
+ALPHA_SYMBOL = 0.3
+ALPHA_NATURAL = 0.5
+# Symbol-definition boost, in units of the best fused score so far.
+SYMBOL_WEIGHT_WHOLE = 3.0
+SYMBOL_WEIGHT_EMBEDDED = 1.5
+# File-level signals, in RRF units (file lexical/semantic) or units of the best score (path,
+# coherence).
+FILE_LEXICAL_WEIGHT = 1.0
+FILE_SEMANTIC_WEIGHT = 1.0
+PATH_WEIGHT = 1.0
+PATH_MIN_SHARE = 0.1
+COHERENCE_WEIGHT = 0.2
+# Each further chunk from an already selected file keeps this fraction of its score.
+SATURATION = 0.5
+
+
+def reciprocal_ranks(values: np.ndarray, candidates: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top `n` of `candidates` by `values` (descending, positive values only) and their
+    RRF contributions 1/(RRF_K + rank)."""
+    if len(candidates) == 0:
+        return candidates, np.zeros(0)
+    vals = values[candidates]
+    if len(candidates) > n:
+        part = np.argpartition(-vals, n)[:n]
+        top = part[np.argsort(-vals[part], kind="stable")]
+    else:
+        top = np.argsort(-vals, kind="stable")
+    top = top[vals[top] > 0]
+    return candidates[top], 1.0 / (RRF_K + np.arange(1, len(top) + 1))
+
+
+def hybrid_search(
+    corpus: Corpus,
+    query: str,
+    terms: list[str],
+    query_vector: np.ndarray,
+    allowed: np.ndarray,
+    top_k: int,
+) -> list[Hit]:
+    """The `top_k` best chunks for a query among those `allowed` (a boolean mask over the
+    corpus: path filters are applied before ranking, never to its output)."""
+    allowed_ids = np.flatnonzero(allowed)
+    if len(allowed_ids) == 0:
+        return []
+    identifiers = query_identifiers(query)
+    alpha = ALPHA_SYMBOL if identifiers.whole else ALPHA_NATURAL
+    n_cand = max(CANDIDATES, 2 * top_k)
+    fused = np.zeros(len(corpus.chunks))
+    ranks: dict[int, dict[str, int]] = {}
+
+    semantic = corpus.vectors @ query_vector
+    # Cosines are shifted to be positive so `reciprocal_ranks` keeps every candidate.
+    for name, values, weight in (
+        ("lexical", corpus.lexical.scores(terms), 1.0 - alpha),
+        ("semantic", semantic + 2.0, alpha),
+    ):
+        order, contrib = reciprocal_ranks(values, allowed_ids, n_cand)
+        fused[order] += weight * contrib
+        for r, i in enumerate(order.tolist(), 1):
+            ranks.setdefault(i, {})[name] = r
+    unit = fused.max() if fused.any() else 1.0 / (RRF_K + 1)
+
+    symbol_hits = [(i, s) for i, s in corpus.symbols.match(query).items() if allowed[i]]
+    symbol_weight = SYMBOL_WEIGHT_WHOLE if identifiers.whole else SYMBOL_WEIGHT_EMBEDDED
+    for r, (i, s) in enumerate(sorted(symbol_hits, key=lambda h: (-h[1], h[0])), 1):
+        fused[i] += symbol_weight * s * unit
+        ranks.setdefault(i, {})["symbol"] = r
+
+    _add_file_signals(corpus, identifiers.names if identifiers.whole else (), terms, query_vector,
+                      alpha, allowed, allowed_ids, fused, semantic, unit)
+
+    candidates = np.flatnonzero(fused)
+    priors = PathPriors.for_query(query)
+    for i in candidates.tolist():
+        chunk = corpus.chunks[i]
+        fused[i] *= priors.factor(chunk.path, chunk.language)
+    return _select(corpus, candidates, fused, ranks, top_k)
+
+
+def _add_file_signals(
+    corpus: Corpus,
+    symbol_names: tuple[str, ...],
+    terms: list[str],
+    query_vector: np.ndarray,
+    alpha: float,
+    allowed: np.ndarray,
+    allowed_ids: np.ndarray,
+    fused: np.ndarray,
+    semantic: np.ndarray,
+    unit: float,
+) -> None:
+    """Score files as wholes and credit each file's score to its best allowed chunk."""
+    files_allowed = np.unique(corpus.file_of[allowed_ids])
+    file_score = np.zeros(len(corpus.files))
+    for values, weight in (
+        (corpus.lexical.file_scores(terms), FILE_LEXICAL_WEIGHT * (1.0 - alpha)),
+        (corpus.file_vectors @ query_vector + 2.0, FILE_SEMANTIC_WEIGHT * alpha),
+    ):
+        order, contrib = reciprocal_ranks(values, files_allowed, CANDIDATES)
+        file_score[order] += weight * contrib
+    if symbol_names:
+        for name in symbol_names:
+            for f in corpus.files_named(name):
+                file_score[f] += PATH_WEIGHT * unit
+    else:
+        for f, share in corpus.path_match(terms).items():
+            if share >= PATH_MIN_SHARE:
+                file_score[f] += PATH_WEIGHT * share * unit
+    candidates = np.flatnonzero(fused)
+    if len(candidates):
+        file_sum = np.bincount(corpus.file_of[candidates], weights=fused[candidates], minlength=len(corpus.files))
+        file_score += COHERENCE_WEIGHT * unit * file_sum / file_sum.max()
+    for f in np.flatnonzero(file_score).tolist():
+        members = corpus.file_chunks[f]
+        members = members[allowed[members]]
+        if len(members):
+            best = members[np.lexsort((-semantic[members], -fused[members]))[0]]
+            fused[best] += file_score[f]
+
+
+def _select(corpus: Corpus, candidates: np.ndarray, fused: np.ndarray,
+            ranks: dict[int, dict[str, int]], top_k: int) -> list[Hit]:
+    """Greedy top-k with per-file saturation: a file's n-th chosen chunk counts SATURATION**n.
+
+    Candidates are visited best first; once k are held and the next raw score cannot beat the
+    weakest held one even undecayed, nothing later can either."""
+    order = candidates[np.argsort(-fused[candidates], kind="stable")]
+    held: list[tuple[float, int]] = []
+    per_file: dict[int, int] = {}
+    floor = -np.inf
+    for i in order.tolist():
+        raw = float(fused[i])
+        if len(held) >= top_k and raw <= floor:
+            break
+        f = int(corpus.file_of[i])
+        seen = per_file.get(f, 0)
+        held.append((raw * SATURATION**seen, i))
+        per_file[f] = seen + 1
+        if len(held) >= top_k:
+            floor = sorted(s for s, _ in held)[-top_k]
+    held.sort(key=lambda h: (-h[0], h[1]))
+    held = held[:top_k]
+    best = held[0][0] if held else 1.0
+    return [Hit(i, s / best, ranks.get(i, {})) for s, i in held]

@@ -1,0 +1,131 @@
+"""Semantic and hybrid search over one index generation: from a `SearchRequest` to matches.
+
+The engine keeps one `Ranker` per root and index generation, so everything derived from the
+index (the `Corpus`: per-file structures, symbol table, path vocabulary) is built once and
+every query only pays for scoring. Path filters (sub-path, include and exclude globs) become a
+mask over chunks *before* ranking: top-k is taken among allowed chunks, never cut afterwards,
+so a filter never leaves a page short. Globs are resolved by the same ripgrep file selection
+that regex search uses (`search_engine.files.discover`), so `--glob '*.py'` means the same
+thing in every mode; the result is cached per filter for the life of the generation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from cachetools import LRUCache
+
+from search_engine.chunks import Chunk
+from search_engine.config import EngineConfig
+from search_engine.corpus import Corpus
+from search_engine.files import discover
+from search_engine.hits import Hit
+from search_engine.hybrid import hybrid_search
+from search_engine.lexical import LexicalIndex
+from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
+from search_engine.paths import SearchLocation
+from search_engine.semantic import semantic_search
+from search_engine.tokenize import validate_query
+
+# Distinct filter combinations remembered per generation (each is one boolean per chunk).
+_FILTER_CACHE_SIZE = 64
+
+
+class IndexView(Protocol):
+    """What ranking reads from a built index (see `search_engine.index`). `chunks`, the rows
+    of `vectors` (L2-normalized, float32) and the lexical index's documents are aligned."""
+
+    @property
+    def chunks(self) -> Sequence[Chunk]: ...
+
+    @property
+    def vectors(self) -> np.ndarray: ...
+
+    @property
+    def lexical(self) -> LexicalIndex: ...
+
+    @property
+    def generation(self) -> int: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+class Ranker:
+    """Runs semantic and hybrid requests against one index generation."""
+
+    def __init__(self, index: IndexView, config: EngineConfig | None = None) -> None:
+        self._index = index
+        self._config = config or EngineConfig()
+        self.corpus = Corpus.build(index.chunks, index.vectors, index.lexical)
+        self._masks: LRUCache[tuple[str, str | None, tuple[str, ...], tuple[str, ...]], np.ndarray] = LRUCache(
+            _FILTER_CACHE_SIZE
+        )
+
+    @property
+    def generation(self) -> int:
+        return self._index.generation
+
+    def search(self, request: SearchRequest) -> SearchResult:
+        """Rank the index's chunks for a semantic or hybrid `request`.
+
+        Raises InvalidQueryError for an empty or stopword-only query (before any work)."""
+        started = time.perf_counter()
+        terms = validate_query(request.query)
+        allowed = self.allowed(request)
+        query_vector = self._index.embed_query(request.query)
+        if request.mode is SearchMode.SEMANTIC:
+            hits = semantic_search(self.corpus.vectors, query_vector, allowed, request.top_k, request.threshold)
+            kind = MatchType.SEMANTIC
+        elif request.mode is SearchMode.HYBRID:
+            hits = hybrid_search(self.corpus, request.query, terms, query_vector, allowed, request.top_k)
+            if request.threshold is not None:
+                hits = [h for h in hits if h.score >= request.threshold]
+            kind = MatchType.HYBRID
+        else:
+            raise ValueError(f"Ranker handles semantic and hybrid searches, not {request.mode.value}")
+        matches = [self._match(hit, kind) for hit in hits]
+        return SearchResult(
+            matches=matches,
+            total_count=len(matches),
+            index_generation=self.generation,
+            search_time_ms=(time.perf_counter() - started) * 1000,
+        )
+
+    def allowed(self, request: SearchRequest) -> np.ndarray:
+        """Boolean mask of the chunks the request's sub-path and globs let through."""
+        if request.path is None and not request.include and not request.exclude:
+            return np.ones(len(self.corpus.chunks), dtype=bool)
+        key = (request.root, request.path, request.include, request.exclude)
+        mask = self._masks.get(key)
+        if mask is None:
+            mask = self._file_mask(request)[self.corpus.file_of]
+            self._masks[key] = mask
+        return mask
+
+    def _file_mask(self, request: SearchRequest) -> np.ndarray:
+        files = self.corpus.files
+        if not request.include and not request.exclude:
+            sub = request.path.strip("/") if request.path else ""
+            return np.fromiter((p == sub or p.startswith(sub + "/") for p in files), dtype=bool, count=len(files))
+        location = SearchLocation(Path(request.root), request.path)
+        selected = {f.path for f in discover(location, request.include, request.exclude, self._config)}
+        return np.fromiter((p in selected for p in files), dtype=bool, count=len(files))
+
+    def _match(self, hit: Hit, kind: MatchType) -> Match:
+        chunk = self.corpus.chunks[hit.chunk]
+        return Match(
+            path=chunk.path,
+            line_start=chunk.line_start,
+            line_end=chunk.line_end,
+            byte_start=chunk.byte_start,
+            byte_end=chunk.byte_end,
+            content=chunk.content,
+            type=kind,
+            language=chunk.language,
+            score=round(hit.score, 6),
+            ranks=dict(hit.ranks) if kind is MatchType.HYBRID else None,
+        )
