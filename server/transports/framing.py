@@ -39,6 +39,8 @@ MIN_CHUNK_LIMIT = 4
 """The longest UTF-8 sequence is 4 bytes; a smaller limit could not hold every character."""
 
 _MAX_TOMBSTONES = 4096
+"""Ids of dropped messages remembered so their late frames are ignored; bounded so a peer that
+keeps abandoning messages cannot grow the set without end."""
 
 _FRAME_HEADER = re.compile(
     rb"(?P<id>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
