@@ -186,7 +186,7 @@ class OutputLayer:
         self, page: PageView, stats: Stats | None, options: RenderOptions, ceiling: Ceiling, *, why: str
     ) -> Rendered:
         """The largest lossless prefix of `page` whose whole response fits `ceiling`."""
-        total = len(page.records())
+        total = page.counts()["count"]
         best: tuple[dict[str, Any], str, list[str]] | None = None
         lo, hi = 1, total - 1
         while lo <= hi:
