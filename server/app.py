@@ -17,9 +17,12 @@ from search_engine.engine import SearchEngine
 from server import __version__
 from server.auth import http_auth
 from server.errors import ErrorMiddleware
+from server.jq_view import jq_view
+from server.output import Datasets, OffloadStore, OutputLayer
 from server.rendering import Renderer
 from server.services import Services
 from server.settings import SessionSettings, Settings
+from server.tools.results import register_results_resources, register_results_tools
 from server.tools.search import register_search_tools
 from sessions import CursorCodec, MemoryStore, Pager, SessionStore, load_or_create_key
 from sessions.errors import SessionStoreUnavailableError
@@ -82,8 +85,18 @@ def build_services(settings: Settings) -> Services:
         codec,
         default_page_size=settings.search.default_page_size,
         max_page_size=settings.search.max_page_size,
+        view_fn=jq_view(settings.offload),
     )
-    return Services(settings=settings, roots=roots, engine=engine, pager=pager, renderer=Renderer())
+    offload = OffloadStore.from_settings(settings.offload)
+    return Services(
+        settings=settings,
+        roots=roots,
+        engine=engine,
+        pager=pager,
+        offload=offload,
+        datasets=Datasets.from_settings(offload, settings.offload),
+        renderer=Renderer(OutputLayer(settings.offload, offload)),
+    )
 
 
 def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
@@ -91,9 +104,11 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastMCP) -> AsyncIterator[dict[str, object]]:
+        services.offload.start_sweeper()
         try:
             yield {}
         finally:
+            services.offload.close()
             services.pager.store.close()
 
     app = FastMCP(
@@ -105,4 +120,6 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
     )
     app.add_middleware(ErrorMiddleware())
     register_search_tools(app, services)
+    register_results_tools(app, services.offload, services.datasets, services.renderer)
+    register_results_resources(app, services.offload)
     return app

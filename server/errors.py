@@ -37,6 +37,15 @@ from search_engine.errors import (
     SearchError,
     SearchTimeoutError,
 )
+from server.output import (
+    DatasetNotFoundError,
+    InvalidDatasetIdError,
+    JqFilterError,
+    JqTimeoutError,
+    SqlExecutionError,
+    SqlRejectedError,
+    SqlTimeoutError,
+)
 from sessions.errors import CursorError, SessionStoreUnavailableError
 
 P = ParamSpec("P")
@@ -51,26 +60,29 @@ class InvalidParamsError(ToolError):
         self.data = data
 
 
-def _error_code(exc: SearchError | SessionStoreUnavailableError) -> tuple[str, str]:
-    """(code, hint) for a tool error: a stable machine-readable name and the next step."""
-    if isinstance(exc, SessionStoreUnavailableError):
-        return "session_store_unavailable", "retry the same call in a few seconds; the cursor stays valid"
-    if isinstance(exc, InvalidQueryError):
-        return "invalid_query", "fix the pattern or query and call again without a cursor"
-    if isinstance(exc, PathError):
-        return "invalid_path", "pass a path inside the server's roots (or omit `path`)"
-    if isinstance(exc, SearchTimeoutError):
-        return "timeout", "narrow the search with `path` or `include_patterns` and try again"
-    if isinstance(exc, IndexNotReadyError):
-        return "index_not_ready", "indexing is running in the background; retry in a few seconds, or use regex_search meanwhile"
-    if isinstance(exc, ModelLoadError):
-        return "model_unavailable", "check the index.model / index.profile settings; regex_search still works"
-    return "search_failed", "adjust the request and try again"
+#: Tool errors, most specific first: (exception type, stable code, what to do next).
+_TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
+    (SessionStoreUnavailableError, "session_store_unavailable", "retry the same call in a few seconds; the cursor stays valid"),
+    (InvalidQueryError, "invalid_query", "fix the pattern or query and call again without a cursor"),
+    (PathError, "invalid_path", "pass a path inside the server's roots (or omit `path`)"),
+    (SearchTimeoutError, "timeout", "narrow the search with `path` or `include_patterns` and try again"),
+    (IndexNotReadyError, "index_not_ready", "indexing is running in the background; retry in a few seconds, or use regex_search meanwhile"),
+    (ModelLoadError, "model_unavailable", "check the index.model / index.profile settings; regex_search still works"),
+    (JqTimeoutError, "jq_timeout", "simplify the jq_filter (it ran past its time limit) or page without it"),
+    (JqFilterError, "invalid_jq_filter", "fix the jq_filter: it must map the array of match objects to an array of match objects, e.g. map(select(...))"),
+    (SqlRejectedError, "sql_rejected", "send one read-only statement (SELECT, WITH, DESCRIBE, SUMMARIZE, SHOW, EXPLAIN) over dataset_<id> views"),
+    (SqlTimeoutError, "sql_timeout", "add filters or LIMIT, or aggregate, and try again"),
+    (SqlExecutionError, "sql_failed", "check table and column names with list-saved-datasets and DESCRIBE dataset_<id>"),
+    (InvalidDatasetIdError, "invalid_dataset_id", "pass an id exactly as list-saved-datasets shows it"),
+    (DatasetNotFoundError, "dataset_not_found", "the dataset expired or was removed; run the search again to recreate it"),
+    (SearchError, "search_failed", "adjust the request and try again"),
+)
+HANDLED_ERRORS = tuple(t for t, _, _ in _TOOL_ERRORS)
 
 
-def error_result(exc: SearchError | SessionStoreUnavailableError) -> ToolResult:
+def error_result(exc: Exception) -> ToolResult:
     """An `isError` result whose structuredContent says what went wrong and what to do."""
-    code, hint = _error_code(exc)
+    code, hint = next((c, h) for t, c, h in _TOOL_ERRORS if isinstance(exc, t))
     error: dict[str, Any] = {"code": code, "message": str(exc), "hint": hint}
     if isinstance(exc, InvalidQueryError) and exc.position is not None:
         error["position"] = exc.position
@@ -85,7 +97,7 @@ def error_result(exc: SearchError | SessionStoreUnavailableError) -> ToolResult:
 
 
 def tool_errors(fn: Callable[P, Awaitable[ToolResult]]) -> Callable[P, Awaitable[ToolResult]]:
-    """Wrap a tool body: cursor refusals and bad values become -32602, search failures an
+    """Wrap a tool body: cursor refusals become -32602, the failures in `_TOOL_ERRORS` an
     `isError` result. Anything else is a bug and is left for fastmcp to report."""
 
     @functools.wraps(fn)
@@ -94,7 +106,7 @@ def tool_errors(fn: Callable[P, Awaitable[ToolResult]]) -> Callable[P, Awaitable
             return await fn(*args, **kwargs)
         except CursorError as exc:
             raise InvalidParamsError(str(exc), {"reason": type(exc).__name__}) from exc
-        except (SearchError, SessionStoreUnavailableError) as exc:
+        except HANDLED_ERRORS as exc:
             return error_result(exc)
 
     return wrapper

@@ -8,6 +8,7 @@ cuts lossless: it delegates to `Page.cut`, whose next cursor resumes at the firs
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,10 +21,10 @@ _IDENTITY_FIELDS = {"query", "mode", "root"}
 
 
 def search_block(request: SearchRequest, view: str | None) -> dict[str, Any]:
+    # Defaults left out: the agent sent them or can read them in the tool schema, and every
+    # page repeats this block.
     params = {
-        k: v
-        for k, v in request.model_dump(mode="json").items()
-        if k not in _IDENTITY_FIELDS and v not in (None, [], ())
+        k: v for k, v in request.model_dump(mode="json", exclude_defaults=True).items() if k not in _IDENTITY_FIELDS
     }
     if view:
         params["jq_filter"] = view
@@ -49,6 +50,11 @@ class SearchResponse:
             match_record(m, include_snippet=self.options.include_snippet, snippet_length=self.options.snippet_length)
             for m in self.page.matches
         ]
+
+    def stats_records(self) -> Iterator[dict[str, Any]]:
+        """Every match of the search (not just this page), for stats_only / stats_first."""
+        matches = self.page.result.matches if self.page.result is not None else self.page.matches
+        return (match_record(m, include_snippet=False) for m in matches)
 
     def cut(self, n: int) -> SearchResponse:
         return replace(self, page=self.page.cut(n))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from search_engine.engine import SearchEngine
+from server.output import Datasets, OffloadStore
 from server.rendering import Renderer
 from server.settings import Settings
 from sessions import Pager
@@ -18,4 +19,6 @@ class Services:
     roots: list[Path]
     engine: SearchEngine
     pager: Pager
+    offload: OffloadStore
+    datasets: Datasets
     renderer: Renderer

@@ -39,8 +39,17 @@ async def walk(client: Client, tool: str, args: dict[str, Any]) -> tuple[list[di
     responses = [structured(await client.call_tool(tool, args))]
     while (cursor := responses[-1]["pagination"]["next_cursor"]) is not None:
         responses.append(structured(await client.call_tool(tool, {"cursor": cursor})))
-    matches = [m for r in responses for m in r["results"]["matches"]]
+    matches = [m for r in responses for m in page_matches(r)]
     return matches, responses
+
+
+def page_matches(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """A page's matches, inline or read back from its offloaded JSONL file (after the header)."""
+    results = response["results"]
+    if results["mode"] == "file_ref":
+        lines = Path(results["file_ref"]["path"]).read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines[1:]]
+    return results["matches"]
 
 
 def serve_env(tmp: Path) -> dict[str, str]:

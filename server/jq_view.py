@@ -1,0 +1,30 @@
+"""`jq_filter` as a session view: the filter runs over the search's full list of match records
+and what it keeps becomes a result list of its own, with its own session and cursors (the
+Pager re-applies it when it restores a session from a cursor)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from search_engine.models import SearchResult
+from server.output import JqFilterError, apply_jq
+from server.records import match_from_record, match_record
+from server.settings import OffloadSettings
+
+
+def jq_view(settings: OffloadSettings) -> Callable[[SearchResult, str], SearchResult]:
+    def view(result: SearchResult, expression: str) -> SearchResult:
+        records = [match_record(m) for m in result.matches]
+        kept = apply_jq(records, expression, timeout_s=settings.jq_timeout_s, memory_mb=settings.jq_memory_mb)
+        try:
+            matches = [match_from_record(r) for r in kept]
+        except ValueError as exc:
+            raise JqFilterError(
+                f"jq_filter must keep match objects (filter, sort or slice them), but it produced something else: {exc}. "
+                "To reshape results, use output_mode=file_ref and run jq on the file instead"
+            ) from None
+        warning = f"jq_filter kept {len(matches)} of {len(result.matches)} matches"
+        return replace(result, matches=matches, warnings=[*result.warnings, warning])
+
+    return view

@@ -1,0 +1,77 @@
+"""Tools and resources over offloaded results: read them over MCP, query them with SQL, list and
+clean them up. Shared by the search server and the proxy, which offload through the same store."""
+
+from typing import Annotated
+
+import anyio
+from fastmcp import FastMCP
+from fastmcp.tools.base import ToolResult
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from server.errors import tool_errors
+from server.output import LINES_URI, RESULTS_URI, Datasets, OffloadStore
+from server.rendering import OutputOptions, Renderer, json_result
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+def register_results_resources(app: FastMCP, store: OffloadStore) -> None:
+    @app.resource(RESULTS_URI, name="offloaded-results", mime_type="application/x-ndjson",
+                  description="A whole offloaded page: line 1 is a header, then one match per line.")
+    def whole(id: str) -> str:
+        return store.read_whole(id)
+
+    @app.resource(LINES_URI, name="offloaded-results-lines", mime_type="application/x-ndjson",
+                  description="Lines start..end (1-based, inclusive; line 1 is the header) of an offloaded page.")
+    def lines(id: str, start: int, end: int) -> str:
+        return store.read_lines(id, start, end)
+
+
+def register_results_tools(app: FastMCP, store: OffloadStore, datasets: Datasets, renderer: Renderer) -> None:
+    @app.tool(
+        name="analyze-with-duckdb",
+        description=(
+            "Read-only SQL (DuckDB) over offloaded results. Each offloaded file is a view "
+            "dataset_<id> (ids from results.file_ref.id or list-saved-datasets); with dataset_id "
+            "it is also the view `dataset`. One SELECT/WITH/DESCRIBE/SUMMARIZE/SHOW/EXPLAIN "
+            "statement per call. Rows come back paged like search results; a large result is "
+            "offloaded to a file."
+        ),
+        annotations=READ_ONLY,
+    )
+    @tool_errors
+    async def analyze_with_duckdb(
+        query: Annotated[str, Field(description="one read-only SQL statement")],
+        dataset_id: Annotated[str | None, Field(description="make this dataset available as `dataset`")] = None,
+        output_mode: Annotated[str, Field(pattern="^(auto|inline|file_ref|legacy)$")] = "auto",
+    ) -> ToolResult:
+        result = await anyio.to_thread.run_sync(lambda: datasets.query(query, dataset_id))
+        page = result.to_page()
+        return await anyio.to_thread.run_sync(
+            lambda: renderer.render(page, OutputOptions(output_mode), tool="analyze-with-duckdb", query=query, records_key="rows")
+        )
+
+    @app.tool(
+        name="list-saved-datasets",
+        description="List offloaded results (id, tool, query, created, rows, size), newest first. "
+        "`filter` matches id, tool or query text.",
+        annotations=READ_ONLY,
+    )
+    @tool_errors
+    async def list_saved_datasets(filter: str | None = None) -> ToolResult:
+        infos = await anyio.to_thread.run_sync(lambda: datasets.list(filter))
+        return json_result({"datasets": [i.to_dict() for i in infos], "count": len(infos)})
+
+    @app.tool(
+        name="cleanup_temp_files",
+        description="Delete offloaded result files older than max_age_days (default: the retention "
+        "setting). Only codepager's own files in its output folder are ever touched.",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False),
+    )
+    @tool_errors
+    async def cleanup_temp_files(
+        max_age_days: Annotated[float | None, Field(ge=0, description="0 removes all of them")] = None,
+    ) -> ToolResult:
+        report = await anyio.to_thread.run_sync(lambda: store.cleanup(max_age_days))
+        return json_result(report.to_dict())

@@ -1,0 +1,164 @@
+"""The output layer as agents meet it through the search tools: modes, lossless cuts, offloaded
+files read back over MCP, stats, jq_filter, SQL and cleanup."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+
+from server.app import build_app
+from server.output import estimate_tokens
+from tests.server_helpers import make_settings, structured, walk
+
+
+@pytest.fixture
+def wide_tree(tmp_path: Path) -> Path:
+    """300 matches with ~300-char lines: about 25k tokens over the whole list."""
+    root = tmp_path / "wide"
+    root.mkdir()
+    for i in range(6):
+        body = "\n".join(f"hit_{i}_{j} = '{'x' * 280}'" for j in range(50))
+        (root / f"f{i}.py").write_text(body + "\n")
+    return root
+
+
+def app_for(root: Path, tmp: Path, max_tokens: int = 4000):
+    return build_app(make_settings(root, tmp, offload={"max_tokens": max_tokens}))
+
+
+def ids(matches):
+    return [(m["file"]["path"], m["match"]["span"]["line_start"]) for m in matches]
+
+
+async def test_auto_offloads_a_page_over_the_ceiling_and_the_file_reads_back(wide_tree, tmp_path):
+    async with Client(app_for(wide_tree, tmp_path)) as c:
+        small = structured(await c.call_tool("regex_search", {"pattern": "hit_0_1\\b"}))
+        assert small["results"]["mode"] == "inline"
+
+        result = await c.call_tool("regex_search", {"pattern": "hit_", "page_size": 100})
+        body = structured(result)
+        assert body["results"]["mode"] == "file_ref" and body["results"]["count"] == 100
+        ref = body["results"]["file_ref"]
+        assert len(result.content[0].text) < 4000 * 4  # the descriptor itself fits the ceiling
+        link = result.content[1]
+        assert link.type == "resource_link" and link.uri == ref["uri"]
+
+        path = Path(ref["path"])
+        lines = path.read_text().splitlines()
+        assert json.loads(lines[0])["type"] == "codepager_header" and len(lines) == 101
+        assert ref["line_count"] == 101 and ref["size_bytes"] == path.stat().st_size
+        assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+        whole = await c.read_resource(ref["uri"])
+        assert whole[0].text.splitlines() == lines
+        part = await c.read_resource(f"{ref['uri']}/lines/2-3")
+        assert [json.loads(x) for x in part[0].text.splitlines()] == [json.loads(x) for x in lines[1:3]]
+
+        # The first recipe runs with the real jq against the real file.
+        recipe = ref["jq_recipes"][0]["command"]
+        out = subprocess.run(recipe, shell=True, capture_output=True, text=True, check=True)
+        assert out.stdout.strip()
+
+        # next_cursor still pages on, and nothing is lost across file_ref and inline pages.
+        first_ids = ids([json.loads(x) for x in lines[1:]])
+        rest, _ = await walk(c, "regex_search", {"cursor": body["pagination"]["next_cursor"]})
+        everything = first_ids + ids(rest)
+        assert len(everything) == len(set(everything)) == 300
+
+
+async def test_inline_mode_cuts_losslessly(wide_tree, tmp_path):
+    async with Client(app_for(wide_tree, tmp_path)) as c:
+        pages, cursor = [], None
+        args = {"pattern": "hit_", "page_size": 100, "output_mode": "inline"}
+        while True:
+            result = await c.call_tool("regex_search", {"cursor": cursor, "output_mode": "inline"} if cursor else args)
+            body = structured(result)
+            assert body["results"]["mode"] == "inline"
+            assert estimate_tokens(result.content[0].text) <= 4000
+            pages.append(body)
+            cursor = body["pagination"]["next_cursor"]
+            if cursor is None:
+                break
+        cut = [p for p in pages if p["results"]["count"] < 100 and p["pagination"]["next_cursor"]]
+        assert cut and all(p["results"]["truncated"] for p in cut)
+        assert any("cut" in w for w in cut[0]["metadata"]["warnings"])
+        got = ids([m for p in pages for m in p["results"]["matches"]])
+        assert len(got) == len(set(got)) == 300
+
+
+async def test_max_output_tokens_and_legacy_and_file_ref_modes(wide_tree, tmp_path):
+    async with Client(app_for(wide_tree, tmp_path, max_tokens=20_000)) as c:
+        result = await c.call_tool("regex_search", {"pattern": "hit_", "max_output_tokens": 1000})
+        body = structured(result)
+        assert 0 < body["results"]["count"] < 50 and estimate_tokens(result.content[0].text) <= 1000
+
+        legacy = await c.call_tool("regex_search", {"pattern": "hit_1_", "output_mode": "legacy", "page_size": 5})
+        assert legacy.structured_content is None
+        array = json.loads(legacy.content[0].text)
+        assert isinstance(array, list) and len(array) == 5 and array[0]["type"] == "regex_match"
+
+        forced = structured(await c.call_tool("regex_search", {"pattern": "hit_1_1\\b", "output_mode": "file_ref"}))
+        assert forced["results"]["mode"] == "file_ref" and forced["results"]["count"] == 1
+
+
+async def test_stats_only_covers_the_whole_search(wide_tree, tmp_path):
+    async with Client(app_for(wide_tree, tmp_path)) as c:
+        body = structured(await c.call_tool("regex_search", {"pattern": "hit_", "stats_only": True, "page_size": 10}))
+        stats = body["results"]["stats"]
+        assert body["results"]["total_count"] == 300
+        assert json.dumps(stats).count("f0.py") >= 1 and "matches" not in body["results"]
+        both = structured(await c.call_tool("regex_search", {"pattern": "hit_", "stats_first": True, "page_size": 10}))
+        assert both["results"]["stats"] and both["results"]["count"] == 10
+
+
+async def test_jq_filter_gets_its_own_session_and_refuses_escapes(code_tree, tmp_path):
+    async with Client(build_app(make_settings(code_tree, tmp_path))) as c:
+        expr = 'map(select(.file.path | startswith("lib/")))'
+        matches, responses = await walk(c, "regex_search", {"pattern": "needle", "jq_filter": expr, "page_size": 50})
+        assert len(matches) == 120 and all(m["file"]["path"].startswith("lib/") for m in matches)
+        assert responses[0]["search"]["parameters"]["jq_filter"] == expr
+
+        for bad in ("$ENV", "env.HOME", 'input_filename', "map(.file.path)", "map(("):
+            r = await c.call_tool("regex_search", {"pattern": "needle", "jq_filter": bad}, raise_on_error=False)
+            assert r.is_error and r.structured_content["error"]["code"] == "invalid_jq_filter", bad
+
+
+async def test_sql_over_offloaded_results_list_and_cleanup(wide_tree, tmp_path):
+    async with Client(app_for(wide_tree, tmp_path)) as c:
+        body = structured(await c.call_tool("regex_search", {"pattern": "hit_", "page_size": 100, "output_mode": "file_ref"}))
+        dataset = body["results"]["file_ref"]["id"]
+
+        listed = structured(await c.call_tool("list-saved-datasets", {}))
+        assert [d["id"] for d in listed["datasets"]] == [dataset]
+
+        sql = f'SELECT "file".path AS path, count(*) AS n FROM dataset_{dataset} GROUP BY 1 ORDER BY 1'
+        rows = structured(await c.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
+        assert rows == [{"path": "f0.py", "n": 50}, {"path": "f1.py", "n": 50}]
+
+        refused = await c.call_tool("analyze-with-duckdb", {"query": f"DROP VIEW dataset_{dataset}"}, raise_on_error=False)
+        assert refused.is_error and refused.structured_content["error"]["code"] == "sql_rejected"
+        escape = await c.call_tool("analyze-with-duckdb", {"query": "SELECT * FROM read_csv('/etc/passwd')"}, raise_on_error=False)
+        assert escape.is_error
+
+        foreign = tmp_path / "offload" / "keep-me.txt"
+        foreign.write_text("not ours")
+        report = structured(await c.call_tool("cleanup_temp_files", {"max_age_days": 0}))
+        assert report["removed_count"] == 1 and report["freed_bytes"] > 0
+        assert foreign.exists()
+        assert structured(await c.call_tool("list-saved-datasets", {}))["count"] == 0
+
+
+async def test_unwritable_offload_dir_falls_back_to_a_cut_inline_page(wide_tree, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the output folder should be")
+    settings = make_settings(wide_tree, tmp_path, offload={"max_tokens": 4000, "output_dir": blocker / "out"})
+    async with Client(build_app(settings)) as c:
+        body = structured(await c.call_tool("regex_search", {"pattern": "hit_", "page_size": 100}))
+        assert body["results"]["mode"] == "inline" and body["results"]["truncated"]
+        assert any("could not be offloaded" in w for w in body["metadata"]["warnings"])
+        rest, _ = await walk(c, "regex_search", {"cursor": body["pagination"]["next_cursor"]})
+        assert len(ids(body["results"]["matches"]) + ids(rest)) == 300
