@@ -1,0 +1,257 @@
+"""`codepager search`: parity with ripgrep itself on a generated tree and on a real package,
+grep-like output, JSON output, exit statuses, and the refusal of paths outside the root."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import fastmcp
+import pytest
+
+from search_engine.engine import SearchEngine
+from search_engine.models import SearchMode, SearchRequest, SearchResult
+from search_engine.ripgrep import rg_path
+from server.cli import main
+
+CODEPAGER = Path(sys.executable).parent / "codepager"
+FASTMCP_DIR = Path(fastmcp.__file__).parent
+
+Hits = set[tuple[str, int]]
+
+
+def rg_hits(root: Path, rg_flags: list[str], pattern: str) -> Hits:
+    """(path, line) of every match event of a plain `rg --json`, run the way a person would."""
+    env = {k: v for k, v in os.environ.items() if k != "RIPGREP_CONFIG_PATH"}
+    out = subprocess.run(
+        [rg_path(), "--json", *rg_flags, "-e", pattern],
+        cwd=root,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        check=False,
+    ).stdout
+    hits = set()
+    for line in out.splitlines():
+        event = json.loads(line)
+        if event["type"] == "match":
+            hits.add((event["data"]["path"]["text"], event["data"]["line_number"]))
+    return hits
+
+
+def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    status = main(argv)
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def cli_hits(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Hits:
+    status, out, err = cli(["search", "--jsonl", "--limit", "1000000", *argv], capsys)
+    assert status in (0, 1), err
+    return {(m["path"], m["line_start"]) for m in map(json.loads, out.splitlines())}
+
+
+@pytest.fixture(scope="module")
+def parity_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A git checkout with nested ignores, several languages, unicode and multi-line defs."""
+    root = tmp_path_factory.mktemp("parity")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    files = {
+        ".gitignore": "*.log\nout/\n",
+        "app.log": "def logged(): TODO\n",
+        "out/gen.py": "def generated(): pass\n",
+        "pkg/.gitignore": "private_*.py\n",
+        "pkg/private_x.py": "def hidden_by_nested_ignore(): pass\n",
+        "docs/guide.md": "# Search guide\nThe search finds a.b( and getters.\nTODO: more\n",
+        "docs/ünïcode.md": "Ünïcode line with search ☃ and get\n",
+    }
+    for i in range(30):
+        body = []
+        for j in range(12):
+            body.append(f"def handler_{i}_{j}(request, get=None):")
+            body.append(f"    # todo: handle {j}" if j % 3 else f"    # FIXME case {j}")
+            body.append(f"    value = a.b(request)  # getter {j}")
+            body.append("def multi(\n    arg,\n):" if j % 5 == 0 else f"import mod_{j}")
+        files[f"pkg/sub{i % 4}/module_{i:02d}.py"] = "\n".join(body) + "\n"
+        files[f"web/comp_{i:02d}.ts"] = f"export function get{i}() {{ return search('{i}'); }}\n"
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+PARITY_CASES = [
+    # (codepager flags, equivalent rg flags, pattern)
+    ([], [], r"def \w+"),
+    (["-i"], ["-i"], "todo|fixme"),
+    (["-F"], ["-F"], "a.b("),
+    (["-w"], ["-w"], "get"),
+    (["-U"], ["-U"], r"def \w+\(\n\s+\w+"),
+    (["--glob", "*.py"], ["-g", "*.py"], "import"),
+    (["--exclude", "docs/**"], ["-g", "!docs/**"], "search"),
+    (["-i", "-w", "--glob", "*.md"], ["-i", "-w", "-g", "*.md"], "search"),
+]
+
+
+@pytest.mark.parametrize(("ours", "theirs", "pattern"), PARITY_CASES)
+def test_parity_with_rg_on_generated_tree(
+    parity_tree: Path, ours: list[str], theirs: list[str], pattern: str, capsys, monkeypatch
+) -> None:
+    monkeypatch.chdir(parity_tree)
+    expected = rg_hits(parity_tree, theirs, pattern)
+    assert expected, "a parity case must match something"
+    assert cli_hits([*ours, pattern], capsys) == expected
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs", "pattern"),
+    [
+        ([], [], r"def \w+"),
+        (["-i"], ["-i"], "context"),
+        (["-F", "-w"], ["-F", "-w"], "self.name"),
+        (["-U"], ["-U"], r"async def \w+\(\n\s+self"),
+        (["--glob", "*.py", "--exclude", "client/**"], ["-g", "*.py", "-g", "!client/**"], "import"),
+    ],
+)
+def test_parity_with_rg_on_the_fastmcp_package(ours: list[str], theirs: list[str], pattern: str, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(FASTMCP_DIR)
+    expected = rg_hits(FASTMCP_DIR, theirs, pattern)
+    assert expected
+    assert cli_hits([*ours, pattern], capsys) == expected
+
+
+def test_parity_through_the_installed_command(parity_tree: Path) -> None:
+    done = subprocess.run(
+        [str(CODEPAGER), "search", "--jsonl", "-i", "todo|fixme"],
+        cwd=parity_tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    got = {(m["path"], m["line_start"]) for m in map(json.loads, done.stdout.splitlines())}
+    assert got == rg_hits(parity_tree, ["-i"], "todo|fixme")
+
+
+def test_text_output_is_rg_and_grep_layout(parity_tree: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(parity_tree)
+    status, out, _ = cli(["search", "-C", "2", "FIXME", "pkg/sub1"], capsys)
+    expected = subprocess.run(
+        [rg_path(), "--no-config", "--sort", "path", "-n", "-H", "--no-heading", "-C", "2", "FIXME", "pkg/sub1"],
+        cwd=parity_tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert status == 0
+    assert out == expected
+    assert "--\n" in out and ".py-1-def handler" in out  # context lines and group separators
+
+
+def test_json_outputs(parity_tree: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(parity_tree)
+    _, jsonl, _ = cli(["search", "--jsonl", "Search guide"], capsys)
+    _, array, _ = cli(["search", "--json", "Search guide"], capsys)
+    [match] = [json.loads(line) for line in jsonl.splitlines()]
+    assert json.loads(array) == [match]
+    assert match == {
+        "path": "docs/guide.md",
+        "line_start": 1,
+        "line_end": 1,
+        "byte_start": 2,
+        "byte_end": 14,
+        "content": "# Search guide",
+        "type": "regex_match",
+        "language": "markdown",
+        "score": None,
+        "context_before": [],
+        "context_after": [],
+        "ranks": None,
+    }
+
+
+def test_exit_status_follows_grep(parity_tree: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(parity_tree)
+    assert cli(["search", "handler_3_4"], capsys)[0] == 0
+    assert cli(["search", "no_such_thing_anywhere"], capsys) == (1, "", "")
+    status, out, err = cli(["search", "a{2,1}"], capsys)
+    assert (status, out) == (2, "")
+    assert "invalid regex at position 1" in err
+
+
+@pytest.mark.parametrize(("flag", "mode"), [("--sem", SearchMode.SEMANTIC), ("--hybrid", SearchMode.HYBRID)])
+def test_modes_reach_the_engine_and_a_missing_one_is_a_clear_error(
+    parity_tree: Path, flag: str, mode: SearchMode, capsys, monkeypatch
+) -> None:
+    """The CLI builds the request and calls the engine for every mode (no mode-specific code),
+    so an engine without that mode yet (NotImplementedError) is reported, not a traceback."""
+    seen: list[SearchRequest] = []
+
+    def without_mode(self: SearchEngine, request: SearchRequest) -> SearchResult:
+        seen.append(request)
+        raise NotImplementedError
+
+    monkeypatch.setattr(SearchEngine, "search", without_mode)
+    monkeypatch.chdir(parity_tree)
+    status, out, err = cli(["search", flag, "where are requests handled", "pkg"], capsys)
+    assert (status, out) == (2, "")
+    assert f"{mode.value} search is not available yet" in err
+    [request] = seen
+    assert (request.mode, request.query, request.root, request.path) == (mode, "where are requests handled", str(parity_tree), "pkg")
+
+
+def test_limit_reports_the_true_total(parity_tree: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(parity_tree)
+    status, out, err = cli(["search", "--limit", "5", r"def handler_\w+"], capsys)
+    assert status == 0 and len(out.splitlines()) == 5
+    assert "showing the first 5 of 360 matches" in err
+
+
+def test_config_file_is_honoured(parity_tree: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the configured root, not the current directory, is searched
+    config = tmp_path / "codepager.toml"
+    config.write_text(f'[server]\nroots = ["{parity_tree}"]\n[search]\nmax_results = 3\nmax_line_width = 40\n')
+    status, out, err = cli(["search", "--config", str(config), "--jsonl", "value = a"], capsys)
+    matches = [json.loads(line) for line in out.splitlines()]
+    assert status == 0 and len(matches) == 3 and "of 360 matches" in err
+    assert all(len(m["content"]) <= 42 for m in matches)
+    status, _, err = cli(["search", "--config", str(tmp_path / "missing.toml"), "x"], capsys)
+    assert status == 2 and "config file not found" in err
+
+
+def test_paths_outside_the_root_are_refused(tmp_path: Path, capsys, monkeypatch) -> None:
+    root = tmp_path / "root"
+    (root / "inside").mkdir(parents=True)
+    (root / "inside" / "a.txt").write_text("needle\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("needle\n")
+    (root / "link_out").symlink_to(outside)
+    (root / "file_link_out.txt").symlink_to(outside / "secret.txt")
+    monkeypatch.chdir(root)
+    assert cli(["search", "needle", "inside"], capsys)[:2] == (0, "inside/a.txt:1:needle\n")
+    for escape in ("..", "../outside", str(outside), "inside/../../outside", "link_out", "file_link_out.txt", "/"):
+        status, out, err = cli(["search", "needle", escape], capsys)
+        assert (status, out) == (2, ""), escape
+        assert "outside the allowed roots" in err, escape
+    status, _, err = cli(["search", "needle", "missing_dir"], capsys)
+    assert status == 2 and "does not exist" in err
+
+
+def test_non_utf8_names_and_lines_print(tmp_path: Path) -> None:
+    with open(os.path.join(os.fsencode(tmp_path), b"caf\xe9.txt"), "wb") as f:
+        f.write(b"needle \xff here\n")
+    done = subprocess.run([str(CODEPAGER), "search", "needle"], cwd=tmp_path, capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == "caf\\xe9.txt:1:needle \ufffd here\n"
+
+
+def test_bad_arguments_exit_2(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["search", "-C", "11", "x"])
+    assert exit_.value.code == 2
+    assert "from 0 to 10" in capsys.readouterr().err
