@@ -159,21 +159,21 @@ class OffloadStore:
             "next_cursor": next_cursor,
             "record_keys": _top_level_keys(records),
         }
-        data = dumps_bytes(header) + b"\n" + body
+        head = dumps_bytes(header) + b"\n"
         name = f"codepager-{tool_part}-{dataset_id}.jsonl"
-        self._write_atomically(name, data)
+        self._write_atomically(name, (head, body))
         self._maybe_sweep()
         return OffloadedFile(
             id=dataset_id,
             path=self.output_dir / name,
             tool=tool,
-            size_bytes=len(data),
+            size_bytes=len(head) + len(body),
             line_count=len(records) + 1,
             estimated_tokens=estimated,
             header=header,
         )
 
-    def _write_atomically(self, name: str, data: bytes) -> None:
+    def _write_atomically(self, name: str, chunks: tuple[bytes, ...]) -> None:
         temp = f".{name}.tmp"
         dir_fd = self._open_dir(create=True)
         try:
@@ -182,7 +182,7 @@ class OffloadStore:
                     temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd
                 )
                 with os.fdopen(fd, "wb") as f:
-                    f.write(data)
+                    f.writelines(chunks)
                 os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             except OSError as exc:
                 with contextlib.suppress(OSError):
