@@ -1,0 +1,300 @@
+"""Bringing a root's index up to date: the incremental update algorithm.
+
+One pass, under the writer lock:
+1. Load the live generation if it is compatible (same format, chunker, model); anything else
+   (no index, an older format, a damaged one, another model) means a full rebuild.
+2. Discover files exactly as regex search does (`search_engine.files.discover`).
+3. A file whose mtime and size match the index is unchanged: its chunks and vectors are
+   reused without reading it. Otherwise it is read and hashed; same digest (touched, or
+   checked out again) -> reused too; different -> re-chunked.
+4. Only chunks whose embedding text is new are embedded: an edit to one function of a large
+   file re-embeds that function, not the file.
+5. If nothing changed, the generation stays (touched files' new mtimes are recorded in place);
+   otherwise a new generation is published atomically (`search_engine.index_store`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from search_engine.chunking import CHUNKER_VERSION, chunk_file
+from search_engine.chunks import Chunk, content_hash
+from search_engine.config import EngineConfig
+from search_engine.embeddings import Embedder, chunk_text
+from search_engine.errors import IndexStoreError
+from search_engine.files import DiscoveredFile, discover
+from search_engine.index_store import FORMAT_VERSION, FileEntry, IndexStore, Manifest, Snapshot
+from search_engine.languages import language_for
+from search_engine.lexical import LEXICAL_VERSION, LexicalIndex
+from search_engine.paths import SearchLocation
+
+log = logging.getLogger(__name__)
+
+# (phase, done, total): phases are "scan", "chunk", "embed", "write".
+Progress = Callable[[str, int, int], None]
+
+EMBED_BATCH = 1024
+DEFAULT_LOCK_TIMEOUT_S = 600.0
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+@dataclass(slots=True)
+class UpdateStats:
+    """What one update did. `rebuilt` with `reason` when the old index could not be reused."""
+
+    generation: int
+    changed: bool
+    rebuilt: bool
+    reason: str | None
+    files: int
+    chunks: int
+    added: int = 0
+    modified: int = 0
+    deleted: int = 0
+    touched: int = 0
+    chunks_embedded: int = 0
+    seconds: float = 0.0
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _FileState:
+    """A discovered file and where its chunks come from: the old index (reuse) or `new`."""
+
+    file: DiscoveredFile
+    digest: str
+    reuse: FileEntry | None
+    new: list[Chunk] | None
+
+
+def update_index(
+    root: Path,
+    store: IndexStore,
+    embedder: Embedder,
+    config: EngineConfig,
+    *,
+    full: bool = False,
+    progress: Progress | None = None,
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+) -> UpdateStats:
+    """Bring the index of `root` up to date (or rebuild it with `full`)."""
+    started = time.perf_counter()
+    report = progress or (lambda phase, done, total: None)
+    with store.lock(lock_timeout_s):
+        old, reason = (None, "full rebuild requested") if full else _compatible(store, embedder.model_id, root)
+        phases: dict[str, float] = {}
+        t = time.perf_counter()
+        discovered = discover(SearchLocation(root, None), (), (), config)
+        report("scan", len(discovered), len(discovered))
+        states, stats = _classify(discovered, old, report)
+        phases["scan+chunk"] = time.perf_counter() - t
+        lexical_stale = old is not None and old.manifest.lexical_version != LEXICAL_VERSION
+        deleted = len(old.files) - sum(1 for s in states if s.file.path in old.files) if old else 0
+        stats.deleted = deleted
+        stats.rebuilt = old is None
+        stats.reason = reason
+        if old is not None and not (stats.added or stats.modified or deleted or lexical_stale):
+            if stats.touched:
+                store.refresh_files(_file_table(states, old))
+            stats.generation = old.manifest.generation
+            stats.files, stats.chunks = len(states), old.manifest.chunks
+            stats.seconds = time.perf_counter() - started
+            stats.phase_seconds = phases
+            return stats
+        t = time.perf_counter()
+        chunks, vectors, files, embedded = _assemble(states, old, embedder, report)
+        phases["embed"] = time.perf_counter() - t
+        t = time.perf_counter()
+        report("write", 0, 1)
+        lexical = LexicalIndex.build(chunks)
+        phases["lexical"] = time.perf_counter() - t
+        t = time.perf_counter()
+        generation = max(store.latest_generation(), old.manifest.generation if old else 0) + 1
+        manifest = Manifest(
+            format_version=FORMAT_VERSION,
+            chunker_version=CHUNKER_VERSION,
+            model_id=embedder.model_id,
+            lexical_version=LEXICAL_VERSION,
+            generation=generation,
+            root=str(root),
+            dim=int(vectors.shape[1]),
+            files=len(files),
+            chunks=len(chunks),
+            updated_at=time.time(),
+        )
+        store.publish(manifest, files, chunks, vectors, lexical)
+        report("write", 1, 1)
+        phases["write"] = time.perf_counter() - t
+        stats.generation, stats.changed = generation, True
+        stats.files, stats.chunks, stats.chunks_embedded = len(files), len(chunks), embedded
+        stats.seconds = time.perf_counter() - started
+        stats.phase_seconds = phases
+        return stats
+
+
+def _compatible(store: IndexStore, model_id: str, root: Path) -> tuple[Snapshot | None, str | None]:
+    """The live generation if it can be updated in place, else None and why not."""
+    try:
+        old = store.load()
+    except IndexStoreError as exc:
+        log.warning("%s", exc)
+        return None, str(exc)
+    if old is None:
+        return None, "no index yet"
+    m = old.manifest
+    if m.chunker_version != CHUNKER_VERSION:
+        return None, f"chunker changed ({m.chunker_version} -> {CHUNKER_VERSION})"
+    if m.model_id != model_id:
+        return None, f"embedding model changed ({m.model_id} -> {model_id})"
+    if m.root != str(root):
+        return None, f"index directory belonged to {m.root}"
+    return old, None
+
+
+def _classify(
+    discovered: list[DiscoveredFile], old: Snapshot | None, report: Progress
+) -> tuple[list[_FileState], UpdateStats]:
+    """Decide per file: reuse (unchanged or touched) or re-chunk (added or modified)."""
+    stats = UpdateStats(generation=0, changed=False, rebuilt=False, reason=None, files=0, chunks=0)
+    states: list[_FileState] = []
+    old_files = old.files if old else {}
+    total = len(discovered)
+    for i, f in enumerate(discovered):
+        entry = old_files.get(f.path)
+        if entry is not None and entry.mtime_ns == f.mtime_ns and entry.size == f.size:
+            states.append(_FileState(f, entry.digest, entry, None))
+            continue
+        data = _read(f.os_path)
+        if data is None:
+            continue  # vanished, unreadable or binary after all: not indexed
+        digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+        if entry is not None and entry.digest == digest:
+            states.append(_FileState(f, digest, entry, None))
+            stats.touched += 1
+            continue
+        states.append(_FileState(f, digest, None, chunk_file(f.path, data, language_for(f.path))))
+        if entry is None:
+            stats.added += 1
+        else:
+            stats.modified += 1
+        if i % 64 == 0:
+            report("chunk", i, total)
+    report("chunk", total, total)
+    return states, stats
+
+
+def _read(path: Path) -> bytes | None:
+    """A file's bytes, not following a symlink swapped in since discovery; None for a binary
+    file (discovery only sniffs the head) or one that cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    return None if b"\0" in data else data
+
+
+def _assemble(
+    states: list[_FileState], old: Snapshot | None, embedder: Embedder, report: Progress
+) -> tuple[list[Chunk], np.ndarray, dict[str, FileEntry], int]:
+    """The new chunk list (file order), its vectors and file table. Reused files keep their
+    rows; new chunks reuse any old vector with the same embedding text, the rest are
+    embedded in batches (each distinct text once)."""
+    old_rows = _old_rows_by_text(states, old)
+    pending: dict[str, int] = {}  # embedding-text key -> index into `texts`
+    texts: list[str] = []
+    chunks: list[Chunk] = []
+    sources: list[tuple[str, int]] = []  # per chunk: ("old", row) | ("new", text index)
+    files: dict[str, FileEntry] = {}
+    for s in states:
+        first = len(chunks)
+        if s.reuse is not None:
+            assert old is not None
+            rows = range(s.reuse.first, s.reuse.first + s.reuse.count)
+            chunks.extend(old.chunks[r] for r in rows)
+            sources.extend(("old", r) for r in rows)
+        else:
+            for c in s.new or ():
+                text = chunk_text(c)
+                key = content_hash(text)
+                chunks.append(c)
+                if key in old_rows:
+                    sources.append(("old", old_rows[key]))
+                    continue
+                if key not in pending:
+                    pending[key] = len(texts)
+                    texts.append(text)
+                sources.append(("new", pending[key]))
+        files[s.file.path] = FileEntry(s.file.mtime_ns, s.file.size, s.digest, first, len(chunks) - first)
+    fresh = _embed(embedder, texts, report)
+    if texts:
+        dim = fresh.shape[1]
+    elif old is not None and old.manifest.dim:
+        dim = old.manifest.dim
+    else:
+        dim = _dim(embedder)
+    vectors = np.empty((len(chunks), dim), dtype=np.float32)
+    if chunks:
+        kinds = np.fromiter((src == "new" for src, _ in sources), dtype=bool, count=len(sources))
+        idx = np.fromiter((i for _, i in sources), dtype=np.int64, count=len(sources))
+        if (~kinds).any():
+            assert old is not None
+            vectors[~kinds] = old.vectors[idx[~kinds]]
+        if kinds.any():
+            vectors[kinds] = fresh[idx[kinds]]
+    return chunks, vectors, files, len(texts)
+
+
+def _old_rows_by_text(states: list[_FileState], old: Snapshot | None) -> dict[str, int]:
+    """Old vectors of the files being re-chunked, by embedding-text key: an edit to one
+    function leaves its neighbours' chunks identical, and those keep their vectors."""
+    if old is None:
+        return {}
+    rows: dict[str, int] = {}
+    for s in states:
+        if s.new is None:
+            continue
+        entry = old.files.get(s.file.path)
+        if entry is None:
+            continue
+        for r in range(entry.first, entry.first + entry.count):
+            rows[content_hash(chunk_text(old.chunks[r]))] = r
+    return rows
+
+
+def _embed(embedder: Embedder, texts: list[str], report: Progress) -> np.ndarray:
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32)
+    parts = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        report("embed", start, len(texts))
+        parts.append(embedder.embed(texts[start:start + EMBED_BATCH]))
+    report("embed", len(texts), len(texts))
+    return np.concatenate(parts)
+
+
+def _dim(embedder: Embedder) -> int:
+    """The model's dimension when nothing was embedded (an empty tree): a query against the
+    empty index still needs vectors of the right width."""
+    return int(embedder.embed(["dimension probe"]).shape[1])
+
+
+def _file_table(states: list[_FileState], old: Snapshot) -> dict[str, FileEntry]:
+    """The live file table with touched files' new mtime and size (chunks unchanged)."""
+    table = dict(old.files)
+    for s in states:
+        if s.reuse is not None:
+            table[s.file.path] = FileEntry(s.file.mtime_ns, s.file.size, s.digest, s.reuse.first, s.reuse.count)
+    return table
