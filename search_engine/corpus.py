@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 import numpy as np
 
 from search_engine.chunks import Chunk
 from search_engine.lexical import LexicalIndex
+from search_engine.priors import PathPriors
 from search_engine.symbols import SymbolIndex, normalize
 from search_engine.tokenize import split_identifier
 
@@ -48,6 +49,8 @@ class Corpus:
     _path_words: dict[str, list[int]]
     _path_vocab: list[str]
     _file_stems: dict[str, list[int]]
+    _file_languages: list[str | None]
+    _priors: dict[PathPriors, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def build(cls, chunks: Sequence[Chunk], vectors: np.ndarray, lexical: LexicalIndex) -> Corpus:
@@ -67,10 +70,20 @@ class Corpus:
             for word in _path_words_of(path):
                 path_words.setdefault(word, []).append(f)
             stems.setdefault(normalize(PurePosixPath(path).stem).rstrip("s"), []).append(f)
+        languages = [chunks[int(m[0])].language if len(m) else None for m in file_chunks]
         return cls(
             chunks, vectors, lexical, SymbolIndex.build(chunks), files, file_of, file_chunks,
-            file_vectors, path_words, sorted(path_words), stems,
+            file_vectors, path_words, sorted(path_words), stems, languages,
         )
+
+    def file_priors(self, priors: PathPriors) -> np.ndarray:
+        """Each file's path-prior factor under `priors` (a handful of variants exist, each
+        computed once)."""
+        factors = self._priors.get(priors)
+        if factors is None:
+            factors = np.array([priors.factor(p, lang) for p, lang in zip(self.files, self._file_languages)])
+            self._priors[priors] = factors
+        return factors
 
     def path_match(self, terms: Sequence[str]) -> dict[int, float]:
         """Files whose name or directory carries the query's terms: file id -> the share of

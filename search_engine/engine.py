@@ -7,13 +7,32 @@ per-root index handles so a server process keeps one warm index per root.
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from search_engine.config import EngineConfig
 from search_engine.models import SearchMode, SearchRequest, SearchResult
+from search_engine.tokenize import validate_query
+
+if TYPE_CHECKING:
+    from search_engine.index import IndexManager
 
 
 class SearchEngine:
     def __init__(self, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
+        self._indexes: IndexManager | None = None
+
+    @property
+    def indexes(self) -> IndexManager:
+        """The per-root index cache, created on first use so regex-only processes never load
+        the embedding stack."""
+        if self._indexes is None:
+            from search_engine.index import IndexManager
+
+            self._indexes = IndexManager(self.config)
+        return self._indexes
 
     def generation(self, request: SearchRequest) -> int:
         """The index generation a search of `request` would see now (0 for regex: no index).
@@ -22,7 +41,7 @@ class SearchEngine:
         results may have shifted."""
         if request.mode is SearchMode.REGEX:
             return 0
-        raise NotImplementedError("semantic and hybrid search are not built yet")
+        return self.indexes.generation(Path(request.root))
 
     def search(self, request: SearchRequest) -> SearchResult:
         """Run `request` to completion. Deterministic for a given index generation."""
@@ -30,4 +49,13 @@ class SearchEngine:
             from search_engine.regex import regex_search
 
             return regex_search(request, self.config)
-        raise NotImplementedError("semantic and hybrid search are not built yet")
+        from search_engine.ranking import Ranker
+
+        validate_query(request.query)  # a bad query must not cost an index build first
+        started = time.perf_counter()
+        index = self.indexes.get(Path(request.root))
+        index_ms = (time.perf_counter() - started) * 1000
+        ranker = index.memo("ranker", lambda: Ranker(index, self.config))
+        result = ranker.search(request)
+        result.index_time_ms = index_ms
+        return result

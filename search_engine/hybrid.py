@@ -107,10 +107,7 @@ def hybrid_search(
                       alpha, allowed, allowed_ids, fused, semantic, unit)
 
     candidates = np.flatnonzero(fused)
-    priors = PathPriors.for_query(query)
-    for i in candidates.tolist():
-        chunk = corpus.chunks[i]
-        fused[i] *= priors.factor(chunk.path, chunk.language)
+    fused[candidates] *= corpus.file_priors(PathPriors.for_query(query))[corpus.file_of[candidates]]
     return _select(corpus, candidates, fused, ranks, top_k)
 
 
@@ -147,12 +144,19 @@ def _add_file_signals(
     if len(candidates):
         file_sum = np.bincount(corpus.file_of[candidates], weights=fused[candidates], minlength=len(corpus.files))
         file_score += COHERENCE_WEIGHT * unit * file_sum / file_sum.max()
-    for f in np.flatnonzero(file_score).tolist():
-        members = corpus.file_chunks[f]
-        members = members[allowed[members]]
-        if len(members):
-            best = members[np.lexsort((-semantic[members], -fused[members]))[0]]
-            fused[best] += file_score[f]
+    scored = np.flatnonzero(file_score)
+    if len(scored) == 0:
+        return
+    members = np.concatenate([corpus.file_chunks[f] for f in scored.tolist()])
+    members = members[allowed[members]]
+    files = corpus.file_of[members]
+    # Per file, the chunk with the best fused score (ties: the most similar): sort by file,
+    # then take each file's first row.
+    order = np.lexsort((-semantic[members], -fused[members], files))
+    members, files = members[order], files[order]
+    first = np.ones(len(members), dtype=bool)
+    first[1:] = files[1:] != files[:-1]
+    fused[members[first]] += file_score[files[first]]
 
 
 def _select(corpus: Corpus, candidates: np.ndarray, fused: np.ndarray,

@@ -7,6 +7,10 @@ mask over chunks *before* ranking: top-k is taken among allowed chunks, never cu
 so a filter never leaves a page short. Globs are resolved by the same ripgrep file selection
 that regex search uses (`search_engine.files.discover`), so `--glob '*.py'` means the same
 thing in every mode; the result is cached per filter for the life of the generation.
+
+Scoring runs with numpy's BLAS limited to one thread. A query's products are matrix-vector
+(chunks x dims): too small to gain from threads, and waking OpenBLAS's thread pool for each
+one cost 5-15 ms per query on a busy two-core machine against ~1.5 ms single-threaded.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Protocol
 
 import numpy as np
 from cachetools import LRUCache
+from threadpoolctl import ThreadpoolController
 
 from search_engine.chunks import Chunk
 from search_engine.config import EngineConfig
@@ -33,6 +38,7 @@ from search_engine.tokenize import validate_query
 
 # Distinct filter combinations remembered per generation (each is one boolean per chunk).
 _FILTER_CACHE_SIZE = 64
+_THREADPOOLS = ThreadpoolController()
 
 
 class IndexView(Protocol):
@@ -77,16 +83,17 @@ class Ranker:
         terms = validate_query(request.query)
         allowed = self.allowed(request)
         query_vector = self._index.embed_query(request.query)
-        if request.mode is SearchMode.SEMANTIC:
-            hits = semantic_search(self.corpus.vectors, query_vector, allowed, request.top_k, request.threshold)
-            kind = MatchType.SEMANTIC
-        elif request.mode is SearchMode.HYBRID:
-            hits = hybrid_search(self.corpus, request.query, terms, query_vector, allowed, request.top_k)
-            if request.threshold is not None:
-                hits = [h for h in hits if h.score >= request.threshold]
-            kind = MatchType.HYBRID
-        else:
-            raise ValueError(f"Ranker handles semantic and hybrid searches, not {request.mode.value}")
+        with _THREADPOOLS.limit(limits=1, user_api="blas"):
+            if request.mode is SearchMode.SEMANTIC:
+                hits = semantic_search(self.corpus.vectors, query_vector, allowed, request.top_k, request.threshold)
+                kind = MatchType.SEMANTIC
+            elif request.mode is SearchMode.HYBRID:
+                hits = hybrid_search(self.corpus, request.query, terms, query_vector, allowed, request.top_k)
+                if request.threshold is not None:
+                    hits = [h for h in hits if h.score >= request.threshold]
+                kind = MatchType.HYBRID
+            else:
+                raise ValueError(f"Ranker handles semantic and hybrid searches, not {request.mode.value}")
         matches = [self._match(hit, kind) for hit in hits]
         return SearchResult(
             matches=matches,

@@ -1,0 +1,228 @@
+"""Retrieval quality and speed of semantic and hybrid search, side by side with semble.
+
+Uses the shared benchmark kit (`/work/shared/bench`: 81 labelled queries over aiohttp,
+fastapi, model2vec and pydantic; file-level NDCG@10 by its own `score.py`). For each
+embedding profile it indexes the four corpora with the real index (`IndexManager`) and runs
+every query three ways:
+
+- `semantic`: the engine's semantic mode (cosine over chunk vectors);
+- `lexical`:  BM25 over chunks alone (the index's lexical index; an ablation, not a mode);
+- `hybrid`:   the engine's hybrid mode.
+
+Semble (PyPI `semble`, the peer) runs in its own virtualenv as a subprocess
+(`benchmarks/semble_worker.py`) on the same corpora with the same static model that
+codepager's `static` profile distilled from the packaged MiniLM, so the comparison is of
+ranking, not of models. Results go to one JSONL per system/profile/mode under `--out`;
+the table printed at the end is what docs/benchmarks.md ("Retrieval quality") records.
+
+Timings: cold index = a fresh index directory (the distilled model already on disk, as after
+the first run), the four repos one after the other; warm query p50 = `SearchEngine.search`
+end to end on a loaded index, each query timed `REPEATS` times after a first run.
+
+usage: python benchmarks/retrieval.py [--profiles static,minilm] [--corpora DIR]
+       [--cache DIR] [--out DIR] [--semble-python PATH] [--cold-minilm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from search_engine.config import EngineConfig  # noqa: E402
+from search_engine.embeddings import resolve_model  # noqa: E402
+from search_engine.engine import SearchEngine  # noqa: E402
+from search_engine.index import Index  # noqa: E402
+from search_engine.models import SearchMode, SearchRequest  # noqa: E402
+from search_engine.tokenize import query_terms  # noqa: E402
+
+BENCH = Path("/work/shared/bench")
+DEFAULT_CORPORA = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "codepager-bench"
+REPOS = ("aiohttp", "fastapi", "model2vec", "pydantic")
+CATEGORIES = ("symbol", "semantic", "architecture", "all")
+MODES = ("semantic", "lexical", "hybrid")
+TOP_K = 10
+REPEATS = 5
+
+
+@dataclass
+class Run:
+    """One system/profile: NDCG by mode and category, and its timings."""
+
+    name: str
+    ndcg: dict[str, dict[str, float]] = field(default_factory=dict)
+    index_s: float | None = None
+    index_note: str = ""
+    query_p50_ms: float | None = None
+    query_cpu_p50_ms: float | None = None
+    chunks: int | None = None
+
+
+def load_queries() -> list[tuple[str, dict]]:
+    return [
+        (repo, item)
+        for repo in REPOS
+        for item in json.loads((BENCH / "annotations" / f"{repo}.json").read_text())
+    ]
+
+
+def score(results: Path) -> dict[str, float]:
+    """NDCG@10 by category, from the kit's own scorer (never reimplemented here)."""
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "score.py"), str(results)], check=True, capture_output=True, text=True
+    ).stdout
+    table = {}
+    for line in out.splitlines():  # "semantic      n=  35  ndcg@10=0.738"
+        parts = line.split()
+        if parts and parts[-1].startswith("ndcg@"):
+            table[parts[0]] = float(parts[-1].split("=")[1])
+    return table
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def cold_index_seconds(profile: str, corpora: Path, models_from: Path) -> tuple[float, int]:
+    """Index the four corpora into a fresh cache dir (the distilled model linked in, as it is
+    after a first run) and return (seconds, chunks)."""
+    with tempfile.TemporaryDirectory(prefix="codepager-cold-") as tmp:
+        cache = Path(tmp)
+        if (models_from / "models").is_dir():
+            (cache / "models").symlink_to(models_from / "models")
+        engine = SearchEngine(EngineConfig(cache_dir=cache, embedding_profile=profile))
+        engine.indexes.embedder.embed(["warm up the model"])  # loading is not indexing
+        started = time.perf_counter()
+        chunks = sum(engine.indexes.update(corpora / repo).chunks for repo in REPOS)
+        return time.perf_counter() - started, chunks
+
+
+def lexical_ranking(index: Index, query: str) -> list[str]:
+    """Chunk paths by BM25 alone, best first (the lexical-only ablation)."""
+    scores = index.lexical.scores(query_terms(query))
+    order = np.argsort(-scores, kind="stable")[:TOP_K]
+    return [index.chunks[i].path for i in order if scores[i] > 0]
+
+
+def run_codepager(profile: str, args: argparse.Namespace) -> Run:
+    run = Run(f"codepager {profile}")
+    config = EngineConfig(cache_dir=args.cache, embedding_profile=profile)
+    engine = SearchEngine(config)
+    if profile == "static" or args.cold_minilm:
+        run.index_s, run.chunks = cold_index_seconds(profile, args.corpora, args.cache)
+        run.index_note = "cold"
+    started = time.perf_counter()
+    indexes = {repo: engine.indexes.get(args.corpora / repo) for repo in REPOS}
+    if run.index_s is None:
+        run.index_s = time.perf_counter() - started
+        run.index_note = "from the cached index (cold build not measured; --cold-minilm)"
+        run.chunks = sum(len(i.chunks) for i in indexes.values())
+    rows: dict[str, list[dict]] = {m: [] for m in MODES}
+    latencies: list[float] = []
+    cpu: list[float] = []
+    for repo, item in load_queries():
+        root = str((args.corpora / repo).resolve())
+        q = item["query"]
+        for mode in ("semantic", "hybrid"):
+            request = SearchRequest(mode=SearchMode(mode), query=q, root=root, top_k=TOP_K)
+            result = engine.search(request)
+            rows[mode].append({"repo": repo, "query": q, "results": [{"path": m.path} for m in result.matches]})
+            if mode == "hybrid":
+                for _ in range(REPEATS):
+                    t, c = time.perf_counter(), time.process_time()
+                    engine.search(request)
+                    latencies.append((time.perf_counter() - t) * 1000)
+                    cpu.append((time.process_time() - c) * 1000)
+        paths = lexical_ranking(indexes[repo], q)
+        rows["lexical"].append({"repo": repo, "query": q, "results": [{"path": p} for p in paths]})
+    for mode in MODES:
+        run.ndcg[mode] = score(write_jsonl(args.out / f"codepager-{profile}-{mode}.jsonl", rows[mode]))
+    run.query_p50_ms = statistics.median(latencies)
+    run.query_cpu_p50_ms = statistics.median(cpu)
+    return run
+
+
+def run_semble(args: argparse.Namespace) -> Run | None:
+    python = Path(args.semble_python)
+    if not python.exists():
+        print(f"semble: no interpreter at {python}; skipped (python3 -m venv /work/semble-venv && "
+              "/work/semble-venv/bin/pip install semble)", file=sys.stderr)
+        return None
+    model = Path(resolve_model(EngineConfig(cache_dir=args.cache, embedding_profile="static")).source)
+    out = args.out / "semble-hybrid.jsonl"
+    env = {**os.environ, "SEMBLE_MODEL_NAME": str(model), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [str(python), str(ROOT / "benchmarks" / "semble_worker.py"), str(args.corpora), str(BENCH / "annotations"),
+         str(out)],
+        check=True, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(),
+    )
+    timings = json.loads(proc.stdout.strip().splitlines()[-1])
+    run = Run("semble 0.7.0", index_s=timings["index_total_s"], index_note="cold",
+              query_p50_ms=timings["query_p50_ms"], query_cpu_p50_ms=timings["query_cpu_p50_ms"],
+              chunks=timings["chunks"])
+    run.ndcg["hybrid"] = score(out)
+    return run
+
+
+def table(runs: list[Run]) -> str:
+    lines = [
+        "| system | mode | symbol | semantic | architecture | all |",
+        "|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        for mode, cats in run.ndcg.items():
+            cells = " | ".join(f"{cats.get(c, 0.0):.3f}" for c in CATEGORIES)
+            lines.append(f"| {run.name} | {mode} | {cells} |")
+    lines += [
+        "",
+        "| system | index 4 repos (s) | chunks | warm query p50 wall (ms) | warm query p50 CPU (ms) |",
+        "|---|---|---|---|---|",
+    ]
+    for run in runs:
+        lines.append(
+            f"| {run.name} | {run.index_s:.1f} ({run.index_note}) | {run.chunks} | "
+            f"{run.query_p50_ms:.2f} | {run.query_cpu_p50_ms:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profiles", default="static,minilm")
+    ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CORPORA / "codepager",
+                    help="index cache kept between runs (minilm indexing is slow)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_CORPORA / "results")
+    ap.add_argument("--semble-python", default="/work/semble-venv/bin/python")
+    ap.add_argument("--cold-minilm", action="store_true", help="also time a cold minilm index (minutes)")
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    missing = [r for r in REPOS if not (args.corpora / r / r).is_dir()]
+    if missing:
+        print(f"corpora missing under {args.corpora}: {missing}; run {BENCH / 'fetch-corpora'}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs = [run_codepager(p, args) for p in args.profiles.split(",") if p]
+    semble = run_semble(args)
+    if semble is not None:
+        runs.append(semble)
+    print(table(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
