@@ -70,6 +70,21 @@ class SearchRequest(BaseModel):
             return (v,)
         return tuple(v)
 
+    @field_validator("query", "path", "include", "exclude")
+    @classmethod
+    def _passable_to_a_process(cls, v: Any) -> Any:
+        """Refuse text no command line or file name can carry (it would crash the search)."""
+        for text in v if isinstance(v, tuple) else (v,):
+            if text is None:
+                continue
+            if "\x00" in text:
+                raise ValueError("contains a NUL character, which no pattern or file name can hold")
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("contains an unpaired surrogate (invalid Unicode); send valid UTF-8 text") from None
+        return v
+
     @field_validator("path", mode="before")
     @classmethod
     def _empty_path_is_root(cls, v: Any) -> Any:

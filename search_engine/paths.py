@@ -56,11 +56,16 @@ def resolve_search_path(path: str | os.PathLike[str] | None, roots: list[Path]) 
         lexical = Path(os.path.normpath(candidate))
         if not any(_is_within(lexical, r) for r in resolved_roots):
             raise PathOutsideRootError(_outside_message(path, resolved_roots)) from None
-        raise PathNotFoundError(f"path does not exist: {path}") from None
-    except (OSError, RuntimeError) as exc:  # symlink loops, permission errors
-        raise PathNotFoundError(f"path cannot be resolved: {path} ({exc})") from None
+        raise PathNotFoundError(f"path does not exist: {_shown(path)}") from None
+    except (OSError, RuntimeError, ValueError) as exc:  # symlink loops, permissions, NUL, bad Unicode
+        raise PathNotFoundError(f"path cannot be resolved: {_shown(path)} ({_shown(exc)})") from None
     for root in resolved_roots:
         if _is_within(resolved, root):
+            if not (resolved.is_file() or resolved.is_dir()):
+                # A FIFO would block the search until its timeout; a device could be endless.
+                raise PathNotFoundError(
+                    f"path is not a regular file or directory: {_shown(path)} (FIFOs, sockets and devices cannot be searched)"
+                )
             rel = resolved.relative_to(root).as_posix()
             return SearchLocation(root, None if rel == "." else rel)
     raise PathOutsideRootError(_outside_message(path, resolved_roots))
@@ -68,4 +73,9 @@ def resolve_search_path(path: str | os.PathLike[str] | None, roots: list[Path]) 
 
 def _outside_message(path: object, roots: list[Path]) -> str:
     names = ", ".join(str(r) for r in roots)
-    return f"path {path!s} is outside the allowed roots ({names}); pass a path inside them or omit it"
+    return f"path {_shown(path)} is outside the allowed roots ({names}); pass a path inside them or omit it"
+
+
+def _shown(text: object) -> str:
+    """`text` safe to put in a message: undecodable bytes and lone surrogates as escapes."""
+    return str(text).encode("utf-8", "backslashreplace").decode("utf-8")

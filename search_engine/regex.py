@@ -350,6 +350,11 @@ def _raise_if_bad_pattern(stderr: str, pattern: str) -> None:
             "the pattern contains a line break, which only multiline search can match; "
             "enable multiline (-U) or remove the line break"
         )
+    if "exceeds size limit" in stderr:
+        raise InvalidQueryError(
+            f"the pattern compiles to more than ripgrep's size limit ({stderr.strip().removeprefix('rg: ')}); "
+            "use fewer or smaller repetitions (e.g. \\w{1000}) and alternatives, or split the search"
+        )
     if "regex parse error" not in stderr:
         return
     lines = stderr.splitlines()

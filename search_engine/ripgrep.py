@@ -12,6 +12,7 @@ directory is tried first and PATH second.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import shutil
@@ -68,13 +69,24 @@ class RipgrepRun:
         self.timed_out = False
         self._stderr = tempfile.TemporaryFile()
         self._stderr_text: str | None = None
-        self._proc = subprocess.Popen(
-            [rg_path(), *args],
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,  # without a path argument rg would otherwise read stdin
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-        )
+        try:
+            self._proc = subprocess.Popen(
+                [rg_path(), *args],
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,  # without a path argument rg would otherwise read stdin
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+            )
+        except OSError as exc:
+            self._stderr.close()
+            if exc.errno != errno.E2BIG:
+                raise
+            longest = max((len(os.fsencode(a)) for a in args), default=0)
+            raise InvalidQueryError(
+                f"the search is too long to hand to ripgrep (an argument of {longest // 1024} KiB; the "
+                "operating system allows about 128 KiB per argument): shorten the pattern, e.g. split "
+                "a long alternation into several searches"
+            ) from None
         assert self._proc.stdout is not None
         self._stdout = self._proc.stdout
         if F_SETPIPE_SZ is not None:

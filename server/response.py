@@ -27,8 +27,17 @@ def search_block(request: SearchRequest, view: str | None) -> dict[str, Any]:
         k: v for k, v in request.model_dump(mode="json", exclude_defaults=True).items() if k not in _IDENTITY_FIELDS
     }
     if view:
-        params["jq_filter"] = view
-    return {"query": request.query, "mode": request.mode.value, "parameters": params}
+        params["jq_filter"] = _echo(view)
+    return {"query": _echo(request.query), "mode": request.mode.value, "parameters": params}
+
+
+#: Longest query or filter text echoed back. The agent wrote it, and a 100 KB pattern repeated
+#: on every page would push even a one-match page over the size ceiling.
+_ECHO_CHARS = 300
+
+
+def _echo(text: str) -> str:
+    return text if len(text) <= _ECHO_CHARS else f"{text[:_ECHO_CHARS]}… ({len(text)} characters)"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import anyio
 from fastmcp import Context, FastMCP
 from fastmcp.tools.base import ToolResult
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from search_engine.models import MAX_CONTEXT_LINES, SearchMode, SearchRequest
 from search_engine.paths import resolve_search_path
@@ -146,7 +146,11 @@ def _request(
     if not query.strip():
         raise InvalidParamsError("the pattern/query is empty; pass something to search for")
     location = resolve_search_path(path, services.roots)
-    return SearchRequest(mode=mode, query=query, root=str(location.root), path=location.sub, **fields)
+    try:
+        return SearchRequest(mode=mode, query=query, root=str(location.root), path=location.sub, **fields)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))} {e['msg']}" for e in exc.errors())
+        raise InvalidParamsError(f"invalid search parameters: {problems}") from None
 
 
 async def run_search(

@@ -1,0 +1,99 @@
+"""Hostile patterns through the real MCP path: catastrophic backtracking (ripgrep's engine is
+linear-time; Python's backtracking `re` on the same input is shown not to finish), huge patterns,
+patterns the OS or rg cannot take, and patterns matching every line of a large tree (bounded by
+max_results and marked truncated)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from server.app import build_app
+from tests.hostile_helpers import SyncClient
+from tests.server_helpers import make_settings, structured
+
+EVIL_LINE = "a" * 5000 + "!"
+FILES, LINES = 100, 400  # 40,000 lines for the match-everything case
+MAX_RESULTS = 3000
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("patterns") / "repo"
+    (root / "big").mkdir(parents=True)
+    (root / "evil.txt").write_text(f"{EVIL_LINE}\n{'a' * 5000}\n")
+    for i in range(FILES):
+        (root / "big" / f"f{i:03d}.txt").write_text("".join(f"line {j} of file {i}\n" for j in range(LINES)))
+    return root
+
+
+@pytest.fixture(scope="module")
+def client(tree, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("patterns-settings")
+    sync = SyncClient(build_app(make_settings(tree, tmp, search={"max_results": MAX_RESULTS, "timeout_s": 60})))
+    yield sync
+    sync.close()
+
+
+def test_catastrophic_backtracking_pattern_completes(client, tree):
+    """`(a+)+$` against 5,000 a's and a '!': exponential for a backtracking engine. Python's
+    `re` is given 3 s in a subprocess and does not finish; the search answers, correctly."""
+    probe = "import re, sys; re.search(r'(a+)+$', sys.argv[1])"
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run([sys.executable, "-c", probe, EVIL_LINE], timeout=3)
+    body = structured(client.call("regex_search", {"pattern": "(a+)+$", "path": "evil.txt"}))
+    (m,) = body["results"]["matches"]  # only the second line (no '!') matches
+    assert m["match"]["line_number"] == 2
+    assert body["metadata"]["search_time_ms"] < 30_000  # generous: the point is it returns at all
+
+
+def test_a_100_kb_alternation_is_answered(client):
+    words = [f"word{i:05d}" for i in range(10_000)]
+    pattern = "|".join([*words, "line 7 of file 42"])
+    assert 100_000 < len(pattern) < 128 * 1024
+    result = client.call("regex_search", {"pattern": pattern, "page_size": 5})
+    body = structured(result)
+    assert [m["match"]["content"] for m in body["results"]["matches"]] == ["line 7 of file 42"]
+    # The pattern is not echoed back in full: the answer stays small.
+    assert len(result.content[0].text) < 5_000
+    assert body["search"]["query"].endswith(f"({len(pattern)} characters)")
+
+
+@pytest.mark.parametrize("size", [200 * 1024, 2 * 1024 * 1024])
+def test_a_pattern_too_long_for_the_command_line_is_a_clear_error(client, size):
+    result = client.call("regex_search", {"pattern": "x" * size}, raise_on_error=False)
+    assert result.is_error
+    error = result.structured_content["error"]
+    assert error["code"] == "invalid_query"
+    assert "too long" in error["message"]
+
+
+def test_a_pattern_whose_compiled_form_is_too_big_is_a_clear_error(client):
+    result = client.call("regex_search", {"pattern": r"\w{1000}{1000}"}, raise_on_error=False)
+    assert result.is_error
+    error = result.structured_content["error"]
+    assert error["code"] == "invalid_query" and "size limit" in error["message"]
+
+
+@pytest.mark.parametrize("pattern", ["a\x00b", "\ud800", "line\ud83d"], ids=["nul", "lone-surrogate", "half-pair"])
+def test_patterns_no_process_can_receive_are_refused_clearly(client, pattern):
+    message = client.refused("regex_search", {"pattern": pattern})
+    assert "NUL" in message or "surrogate" in message
+
+
+@pytest.mark.parametrize("field", ["include_patterns", "exclude_patterns"])
+def test_globs_no_process_can_receive_are_refused_clearly(client, field):
+    assert "NUL" in client.refused("regex_search", {"pattern": "x", field: ["*.py\x00"]})
+
+
+@pytest.mark.parametrize("pattern", [".", "^", "x*"], ids=["any-char", "line-start", "empty-match"])
+def test_matching_every_line_is_bounded_and_marked_truncated(client, pattern):
+    body = structured(client.call("regex_search", {"pattern": pattern, "path": "big", "page_size": 200}))
+    results = body["results"]
+    assert results["truncated"] is True
+    assert results["total_count"] == MAX_RESULTS  # the list pages walk: bounded
+    assert body["pagination"]["total_pages"] == MAX_RESULTS // 200
+    assert results["count"] == 200
