@@ -107,9 +107,9 @@ class Match:
 
     Treat it as immutable (derive changed copies with `dataclasses.replace`): the same objects
     sit in the session cache and in every page cut from it. It is not `frozen=True` only
-    because a frozen dataclass's `__init__` sets each field through `object.__setattr__`,
-    which made building matches 5x slower and regex search over a large tree about 1.4x
-    slower end to end (benchmarks/regex.py).
+    because a frozen dataclass's `__init__` sets each field through `object.__setattr__`:
+    measured on the 60,000 matches of a search over the standard library, the parse of rg's
+    output took 230 ms of CPU with a frozen `Match` against 100 ms without.
 
     Lines are 1-based and inclusive; bytes are 0-based offsets into the file, end-exclusive.
     For regex matches `content` is the (possibly width-cut) matching line(s); for semantic and
