@@ -1,0 +1,88 @@
+"""Code-aware tokenization: identifiers whole and split, stems, path tokens, query stopwords."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from search_engine.errors import InvalidQueryError
+from search_engine.tokenize import (
+    MIN_TOKEN_LEN,
+    path_tokens,
+    query_terms,
+    split_identifier,
+    tokenize_text,
+    validate_query,
+)
+
+
+@pytest.mark.parametrize(
+    ("word", "expected"),
+    [
+        ("ClientSession", ("clientsession", "client", "session")),
+        ("read_chunk_size", ("readchunksize", "read", "chunk", "size")),
+        ("XMLParser", ("xmlparser", "xml", "parser")),
+        ("getHTTPResponse", ("gethttpresponse", "get", "http", "respons")),
+        ("http2", ("http2", "http")),
+        ("parsing", ("pars",)),
+        ("__init__", ("init",)),
+    ],
+)
+def test_identifier_is_kept_whole_and_split_into_stemmed_parts(word: str, expected: tuple[str, ...]) -> None:
+    assert split_identifier(word) == expected
+
+
+def test_naming_conventions_share_the_whole_token() -> None:
+    wholes = {split_identifier(w)[0] for w in ("ReadChunkSize", "read_chunk_size", "readChunkSize", "READ_CHUNK_SIZE")}
+    assert wholes == {"readchunksize"}
+
+
+def test_single_characters_and_digits_are_not_tokens() -> None:
+    assert tokenize_text("x = y[0] + 42 * i") == []
+
+
+def test_inflections_meet_at_the_stem() -> None:
+    assert tokenize_text("parsed") == tokenize_text("parsing") == ["pars"]
+    assert tokenize_text("quantize") == tokenize_text("quantization")
+
+
+def test_non_ascii_identifiers_are_not_cut_by_ascii_case_rules() -> None:
+    assert split_identifier("größe_berechnen")[0] == "größeberechnen"
+    assert "größ" in " ".join(split_identifier("größe_berechnen"))
+
+
+def test_path_tokens_name_the_stem_and_nearby_directories_not_the_extension() -> None:
+    tokens = path_tokens("src/aiohttp/web_urldispatcher.py")
+    assert tokens[:2] == ["src", "aiohttp"]
+    assert {"weburldispatcher", "web", "urldispatch"} <= set(tokens)
+    assert "py" not in tokens
+    assert "deep" not in path_tokens("deep/er/still/mod.py")  # only the last two directories
+
+
+def test_query_terms_drop_free_standing_stopwords_only() -> None:
+    assert query_terms("how is the retry logic handled") == ["retri", "logic", "handl"]
+    assert "is" in query_terms("is_valid")  # inside an identifier nothing is dropped
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n\t"])
+def test_empty_query_is_refused_with_a_hint(query: str) -> None:
+    with pytest.raises(InvalidQueryError, match="empty"):
+        validate_query(query)
+
+
+@pytest.mark.parametrize("query", ["how is the", "what does it do?", "?!"])
+def test_query_of_only_stopwords_or_punctuation_is_refused(query: str) -> None:
+    with pytest.raises(InvalidQueryError, match="only stopwords"):
+        validate_query(query)
+
+
+def test_valid_query_returns_its_terms() -> None:
+    assert validate_query("ClientSession") == ["clientsession", "client", "session"]
+
+
+@given(st.text(max_size=200))
+def test_tokens_are_lowercase_and_long_enough_for_any_text(text: str) -> None:
+    for token in tokenize_text(text):
+        assert token == token.lower()
+        assert len(token) >= MIN_TOKEN_LEN - 1  # a stem may be one shorter than its word
