@@ -66,18 +66,25 @@ class Pager:
         self.max_page_size = max_page_size
         self.view_fn = view_fn
 
-    def first_page(self, request: SearchRequest, page_size: int | None = None, view: str | None = None) -> Page:
-        """Page 1 of `request` (optionally viewed), reusing a live identical session if any."""
+    def first_page(
+        self, request: SearchRequest, page_size: int | None = None, view: str | None = None, reuse: bool = True
+    ) -> Page:
+        """Page 1 of `request` (optionally viewed), reusing a live identical session if any.
+
+        `reuse=False` searches afresh even then. Use it for results no index generation
+        versions (regex reads the files as they are now): a cached list may predate an edit the
+        caller just made, and an agent re-running a search to check its edit must see it.
+        Cursors still walk the snapshot their own first page started."""
         started = time.perf_counter()
         size = self._page_size(page_size, self.default_page_size)
         if view is not None and self.view_fn is None:
             raise ValueError("a view was given but this pager has no view function configured")
         params_hash = request.params_hash()
         generation = self.engine.generation(request)
-        session = self.store.find(dedup_key(params_hash, generation, view))
+        session = self.store.find(dedup_key(params_hash, generation, view)) if reuse else None
         cache: CacheStatus = "hit"
         if session is None:
-            session, cache = self._new_session(request, params_hash, generation, view)
+            session, cache = self._new_session(request, params_hash, generation, view, reuse)
         return self._page(session, 0, size, cache, started)
 
     def next_page(
@@ -98,9 +105,9 @@ class Pager:
     # -- sessions -----------------------------------------------------------------------
 
     def _new_session(
-        self, request: SearchRequest, params_hash: str, generation: int, view: str | None
+        self, request: SearchRequest, params_hash: str, generation: int, view: str | None, reuse: bool = True
     ) -> tuple[Session, CacheStatus]:
-        base = self.store.find(dedup_key(params_hash, generation, None)) if view is not None else None
+        base = self.store.find(dedup_key(params_hash, generation, None)) if view is not None and reuse else None
         result = base.result if base is not None else self.engine.search(request)
         session = self._keep(Session.create(request, self._apply_view(result, view), view))
         return session, "hit" if base is not None else "miss"

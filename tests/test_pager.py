@@ -278,3 +278,17 @@ def test_real_regex_search_pages_and_restores(code_tree: Path) -> None:
     (code_tree / "lib" / "mod00.py").write_text("def needle_0_10(x): pass\n")
     with pytest.raises(CursorGenerationError):
         make_pager(engine).next_page(pages[1].next_cursor)
+
+
+def test_reuse_false_searches_afresh_but_cursors_keep_their_snapshot() -> None:
+    """Regex results have no index generation: a repeated first page must see edited files."""
+    engine = FakeEngine()
+    pager = make_pager(engine)
+    first = pager.first_page(request_for(), 50, reuse=False)
+    engine.edition = 1  # the files were edited
+    again = pager.first_page(request_for(), 50, reuse=False)
+    assert (again.cache, engine.calls) == ("miss", 2)
+    assert again.matches == engine.expected()[:50]
+    assert pager.next_page(first.next_cursor).matches == FakeEngine().expected()[50:100]
+    viewed = pager.first_page(request_for(), view="needle-e1-1", reuse=False)
+    assert (viewed.cache, engine.calls) == ("miss", 3)

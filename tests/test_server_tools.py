@@ -135,10 +135,17 @@ async def test_sub_path_and_globs(client):
     assert {m["file"]["path"] for m in body["results"]["matches"]} == {"pkg/mod01.py"}
 
 
-async def test_identical_search_reuses_the_session(client):
+async def test_a_repeated_regex_search_sees_files_edited_in_between(client, code_tree):
+    """Regex results are not versioned by an index, so a repeated first page searches again
+    (an agent re-running a search to check its edit must see the edit); cursors of the first
+    search keep walking their own snapshot."""
     a = structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 10}))
+    (code_tree / "lib" / "mod00.py").write_text("no more matches here\n")
     b = structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 10}))
-    assert a["metadata"]["cache"] == "miss" and b["metadata"]["cache"] == "hit"
+    assert a["metadata"]["cache"] == "miss" and b["metadata"]["cache"] == "miss"
+    assert (a["results"]["total_count"], b["results"]["total_count"]) == (240, 220)
+    a2 = structured(await client.call_tool("regex_search", {"cursor": a["pagination"]["next_cursor"]}))
+    assert a2["metadata"]["cache"] == "hit" and a2["results"]["total_count"] == 240
 
 
 async def test_cursor_survives_a_server_restart(settings):

@@ -176,6 +176,10 @@ async def run_search(
             )
     else:
         assert request is not None
-        page = await anyio.to_thread.run_sync(lambda: pager.first_page(request, page_size, view=jq_filter))
+        # Regex results are not versioned by an index: search the files as they are now.
+        fresh = request.mode is SearchMode.REGEX
+        page = await anyio.to_thread.run_sync(
+            lambda: pager.first_page(request, page_size, view=jq_filter, reuse=not fresh)
+        )
     response = SearchResponse(page, record_options)
     return await anyio.to_thread.run_sync(lambda: services.renderer.render(response, output_options, tool=tool))
