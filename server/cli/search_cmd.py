@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "examples:\n"
             "  codepager search 'def \\w+_page' src/\n"
             "  codepager search -i -C 2 --glob '*.py' todo\n"
-            "  codepager search -F 'a.b(c)' --jsonl | jq .path"
+            "  codepager search -F 'a.b(c)' --jsonl | jq .path\n"
+            "  codepager search --hybrid 'where are retries handled' --top-k 5"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -58,6 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     output.add_argument("--json", action="store_const", dest="output", const="json", help="one JSON array of matches")
     p.set_defaults(output="text")
     p.add_argument("--limit", type=_int_between(1), metavar="N", help="stop after N matches (default: search.max_results)")
+    p.add_argument("--top-k", type=_int_between(1), default=10, metavar="N", help="--sem/--hybrid: how many chunks to return (default: 10)")
+    p.add_argument("--threshold", type=float, metavar="X", help="--sem: minimum cosine similarity; --hybrid: minimum score relative to the best (0..1)")
     p.add_argument("--config", type=Path, metavar="FILE", help="TOML settings file")
     p.set_defaults(func=run)
 
@@ -95,10 +98,10 @@ def run(args: argparse.Namespace) -> int:
             multiline=args.multiline,
             context_lines=args.context,
             max_results=args.limit or settings.search.max_results,
+            top_k=args.top_k,
+            threshold=args.threshold,
         )
         result = SearchEngine(settings.engine_config()).search(request)
-    except NotImplementedError:
-        return _fail(f"{args.mode.value} search is not available yet; use regex search (the default)")
     except (SearchError, FileNotFoundError, ValueError) as exc:  # ValueError: pydantic validation
         return _fail(str(exc))
     _write(result.matches, args.output, request.context_lines > 0, sys.stdout)
