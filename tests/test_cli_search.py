@@ -184,24 +184,24 @@ def test_exit_status_follows_grep(parity_tree: Path, capsys, monkeypatch) -> Non
 
 
 @pytest.mark.parametrize(("flag", "mode"), [("--sem", SearchMode.SEMANTIC), ("--hybrid", SearchMode.HYBRID)])
-def test_modes_reach_the_engine_and_a_missing_one_is_a_clear_error(
+def test_semantic_modes_reach_the_engine_with_top_k_and_threshold(
     parity_tree: Path, flag: str, mode: SearchMode, capsys, monkeypatch
 ) -> None:
-    """The CLI builds the request and calls the engine for every mode (no mode-specific code),
-    so an engine without that mode yet (NotImplementedError) is reported, not a traceback."""
+    """The CLI builds the request and calls the engine for every mode (no mode-specific code);
+    --top-k and --threshold travel in the request."""
     seen: list[SearchRequest] = []
 
-    def without_mode(self: SearchEngine, request: SearchRequest) -> SearchResult:
+    def record(self: SearchEngine, request: SearchRequest) -> SearchResult:
         seen.append(request)
-        raise NotImplementedError
+        return SearchResult(matches=[], total_count=0)
 
-    monkeypatch.setattr(SearchEngine, "search", without_mode)
+    monkeypatch.setattr(SearchEngine, "search", record)
     monkeypatch.chdir(parity_tree)
-    status, out, err = cli(["search", flag, "where are requests handled", "pkg"], capsys)
-    assert (status, out) == (2, "")
-    assert f"{mode.value} search is not available yet" in err
+    status, out, err = cli(["search", flag, "where are requests handled", "pkg", "--top-k", "3", "--threshold", "0.5"], capsys)
+    assert (status, out, err) == (1, "", "")
     [request] = seen
     assert (request.mode, request.query, request.root, request.path) == (mode, "where are requests handled", str(parity_tree), "pkg")
+    assert (request.top_k, request.threshold) == (3, 0.5)
 
 
 def test_limit_reports_the_true_total(parity_tree: Path, capsys, monkeypatch) -> None:
