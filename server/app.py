@@ -19,9 +19,11 @@ from server.auth import http_auth
 from server.errors import ErrorMiddleware
 from server.jq_view import jq_view
 from server.output import Datasets, OffloadStore, OutputLayer
+from server.indexing import BackgroundIndexer
 from server.rendering import Renderer
 from server.services import Services
 from server.settings import SessionSettings, Settings
+from server.tools.index import register_index_tools
 from server.tools.results import register_results_resources, register_results_tools
 from server.tools.search import register_search_tools
 from sessions import CursorCodec, MemoryStore, Pager, SessionStore, load_or_create_key
@@ -96,6 +98,7 @@ def build_services(settings: Settings) -> Services:
         offload=offload,
         datasets=Datasets.from_settings(offload, settings.offload),
         renderer=Renderer(OutputLayer(settings.offload, offload)),
+        indexer=BackgroundIndexer(engine, settings.index.ready_wait_s),
     )
 
 
@@ -105,9 +108,12 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
     @contextlib.asynccontextmanager
     async def lifespan(_: FastMCP) -> AsyncIterator[dict[str, object]]:
         services.offload.start_sweeper()
+        if settings.index.index_on_start:
+            services.indexer.start(services.roots)
         try:
             yield {}
         finally:
+            services.indexer.close()
             services.offload.close()
             services.pager.store.close()
 
@@ -120,6 +126,7 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
     )
     app.add_middleware(ErrorMiddleware())
     register_search_tools(app, services)
+    register_index_tools(app, services)
     register_results_tools(app, services.offload, services.datasets, services.renderer)
     register_results_resources(app, services.offload)
     return app

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from search_engine.engine import SearchEngine
+from server.indexing import BackgroundIndexer
 from server.output import Datasets, OffloadStore
 from server.rendering import Renderer
 from server.settings import Settings
@@ -22,3 +23,4 @@ class Services:
     offload: OffloadStore
     datasets: Datasets
     renderer: Renderer
+    indexer: BackgroundIndexer

@@ -42,6 +42,7 @@ class IndexSettings(BaseModel):
     profile: Literal["static", "minilm"] = Field("static", description="Embedding profile (see docs/benchmarks.md for the measurement behind the default).")
     model: str | None = Field(None, description="Any sentence-transformers model name or local path; overrides the profile.")
     ready_wait_s: float = Field(10.0, ge=0, description="How long a semantic call waits for indexing before answering 'not ready'.")
+    index_on_start: bool = Field(True, description="Start indexing every root in the background when the server starts.")
 
 
 class SessionSettings(BaseModel):

@@ -18,7 +18,8 @@ SECRET = "test-secret-key"
 def make_settings(root: Path, tmp: Path, **sections: dict[str, Any]) -> Settings:
     overrides: dict[str, Any] = {
         "server": {"roots": [root]},
-        "index": {"cache_dir": tmp / "cache"},
+        # Regex tests must not pay for a background model load; semantic tests turn it on.
+        "index": {"cache_dir": tmp / "cache", "index_on_start": False},
         "sessions": {"secret_key": SECRET},
         "offload": {"output_dir": tmp / "offload"},
     }
@@ -58,6 +59,7 @@ def serve_env(tmp: Path) -> dict[str, str]:
     env.update(
         {
             "CODEPAGER_INDEX__CACHE_DIR": str(tmp / "cache"),
+            "CODEPAGER_INDEX__INDEX_ON_START": "false",
             "CODEPAGER_SESSIONS__SECRET_KEY": SECRET,
             "CODEPAGER_OFFLOAD__OUTPUT_DIR": str(tmp / "offload"),
             "HF_HUB_OFFLINE": "1",

@@ -15,5 +15,6 @@ def run_app(app: FastMCP, settings: ServerSettings) -> None:
         app.run("http", show_banner=False, host=settings.host, port=settings.port)
     else:
         from server.transports.chunked_stdio import run_chunked_stdio
+        from server.transports.framing import FramingOptions
 
-        anyio.run(run_chunked_stdio, app)
+        anyio.run(run_chunked_stdio, app, FramingOptions(chunk_limit=settings.chunk_limit))

@@ -1,0 +1,66 @@
+"""`index_status` and `reindex`: let an agent see and drive the semantic index of a root."""
+
+from typing import Annotated, Any
+
+from fastmcp import Context, FastMCP
+from fastmcp.tools.base import ToolResult
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from search_engine.errors import IndexNotReadyError
+from search_engine.paths import resolve_search_path
+from server.errors import tool_errors
+from server.indexing import RootState
+from server.rendering import json_result
+from server.services import Services
+
+PathArg = Annotated[str | None, Field(description="a root, or any path inside one (default: the first root)")]
+
+
+def register_index_tools(app: FastMCP, services: Services) -> None:
+    indexes = services.engine.indexes
+
+    def status(root: Any, state: RootState) -> dict[str, Any]:
+        s = indexes.status(root)
+        return {
+            "root": s.root,
+            "exists": s.exists,
+            "files": s.files,
+            "chunks": s.chunks,
+            "generation": s.generation,
+            "model": s.model_id or s.configured_model_id,
+            "size_bytes": s.size_bytes,
+            "updated_at": s.updated_at,
+            "stale_reason": s.stale_reason,
+            "building": not state.ready and state.error is None,
+            "progress": {"phase": state.phase, "done": state.done, "total": state.total},
+            "error": str(state.error) if state.error else None,
+        }
+
+    @app.tool(
+        name="index_status",
+        description="Status of the semantic index of a root: files, chunks, generation, model, and "
+        "whether it is building (with progress). Semantic and hybrid search need it ready.",
+        annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+    )
+    @tool_errors
+    async def index_status(path: PathArg = None) -> ToolResult:
+        root = resolve_search_path(path, services.roots).root
+        return json_result(status(root, services.indexer.state(root)))
+
+    @app.tool(
+        name="reindex",
+        description="Bring the semantic index of a root up to date (incremental: only changed files "
+        "are re-embedded), or rebuild it with full=true. Waits briefly with progress, then returns "
+        "the status; a long build continues in the background (poll index_status).",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
+    )
+    @tool_errors
+    async def reindex(ctx: Context, path: PathArg = None, full: bool = False) -> ToolResult:
+        root = resolve_search_path(path, services.roots).root
+        state = services.indexer.request(root, refresh=True, full=full)
+        try:
+            await services.indexer.wait(state, ctx)
+        except IndexNotReadyError:
+            pass  # still building: the status below says how far (a failure raises through)
+        return json_result(status(root, state))

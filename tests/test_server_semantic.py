@@ -1,0 +1,138 @@
+"""Semantic and hybrid search through the MCP tools, with the real packaged model (distilled to
+the static profile once per test run) and a real on-disk index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+
+from server.app import build_app
+from tests.server_helpers import make_settings, structured, walk
+
+CLIENT = '''
+class ClientSession:
+    """An HTTP client session holding a pool of keep-alive connections."""
+
+    def __init__(self, pool_size=10):
+        self.pool_size = pool_size
+
+    def close(self):
+        """Release every pooled connection."""
+        self.pool = None
+'''
+
+RETRY = '''
+import time
+
+
+def retry_with_backoff(fn, attempts=5, base_delay=0.1):
+    """Call fn until it succeeds, sleeping exponentially longer between failed attempts."""
+    for i in range(attempts):
+        try:
+            return fn()
+        except Exception:
+            time.sleep(base_delay * 2 ** i)
+    raise RuntimeError("gave up after retries")
+'''
+
+COOKIES = '''
+def parse_cookie_header(header):
+    """Split a Cookie request header into a dict of cookie name -> value."""
+    out = {}
+    for part in header.split(";"):
+        if "=" in part:
+            name, value = part.split("=", 1)
+            out[name.strip()] = value.strip()
+    return out
+'''
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "net").mkdir(parents=True)
+    (root / "net" / "client.py").write_text(CLIENT)
+    (root / "net" / "retry.py").write_text(RETRY)
+    (root / "web").mkdir()
+    (root / "web" / "cookies.py").write_text(COOKIES)
+    (root / "README.md").write_text("# demo\n\nA tiny HTTP toolkit: sessions, retries and cookies.\n")
+    return root
+
+
+def settings_for(root: Path, tmp: Path, cache: Path, **index):
+    return make_settings(root, tmp, index={"cache_dir": cache, "ready_wait_s": 120, **index})
+
+
+async def test_hybrid_finds_symbols_and_explains_why(repo, tmp_path, model_cache):
+    async with Client(build_app(settings_for(repo, tmp_path, model_cache))) as c:
+        body = structured(await c.call_tool("hybrid_search", {"query": "client_session", "top_k": 3}))
+        top = body["results"]["matches"][0]
+        assert top["file"]["path"] == "net/client.py" and top["type"] == "hybrid_match"
+        assert top["match"]["span"]["line_start"] == 2
+        assert "ClientSession" in top["match"]["content"]
+        assert set(top["match"]["ranks"]) >= {"lexical", "semantic"}
+        assert body["search"]["mode"] == "hybrid" and body["metadata"]["index"]["generation"] >= 1
+
+        nl = structured(await c.call_tool("semantic_search", {"query": "where do failed calls get retried", "top_k": 3}))
+        assert nl["results"]["matches"][0]["file"]["path"] == "net/retry.py"
+        assert nl["results"]["matches"][0]["type"] == "semantic_match"
+
+
+async def test_ranked_results_page_and_filter_before_top_k(repo, tmp_path, model_cache):
+    async with Client(build_app(settings_for(repo, tmp_path, model_cache))) as c:
+        matches, responses = await walk(c, "hybrid_search", {"query": "http session cookies", "top_k": 5, "page_size": 2})
+        assert len(responses) == len(range(0, len(matches), 2)) and len(matches) <= 5
+        keys = [(m["file"]["path"], m["match"]["span"]["line_start"]) for m in matches]
+        assert len(keys) == len(set(keys))
+        scores = [m["match"]["score"] for m in matches]
+        assert scores == sorted(scores, reverse=True)
+
+        only_web = structured(
+            await c.call_tool("hybrid_search", {"query": "client session pool", "top_k": 3, "include_patterns": ["web/**"]})
+        )
+        assert only_web["results"]["matches"]
+        assert {m["file"]["path"] for m in only_web["results"]["matches"]} == {"web/cookies.py"}
+
+
+async def test_index_status_and_reindex_pick_up_changes(repo, tmp_path, model_cache):
+    async with Client(build_app(settings_for(repo, tmp_path, model_cache))) as c:
+        await c.call_tool("hybrid_search", {"query": "cookies"})
+        status = structured(await c.call_tool("index_status", {}))
+        assert status["exists"] and status["files"] == 4 and status["chunks"] >= 4 and not status["building"]
+        generation = status["generation"]
+
+        (repo / "web" / "csrf.py").write_text('def verify_csrf_token(request):\n    """Reject forged cross-site form posts."""\n')
+        after = structured(await c.call_tool("reindex", {}))
+        assert after["generation"] == generation + 1 and after["files"] == 5
+        found = structured(await c.call_tool("hybrid_search", {"query": "verify_csrf_token", "top_k": 1}))
+        assert found["results"]["matches"][0]["file"]["path"] == "web/csrf.py"
+
+
+async def test_not_ready_answers_with_progress_then_succeeds(repo, tmp_path, model_cache):
+    settings = settings_for(repo, tmp_path, model_cache, ready_wait_s=0)
+    async with Client(build_app(settings)) as c:
+        early = await c.call_tool("semantic_search", {"query": "cookies"}, raise_on_error=False)
+        assert early.is_error
+        error = early.structured_content["error"]
+        assert error["code"] == "index_not_ready" and "retry" in error["hint"] and "progress" in error
+        # regex keeps working meanwhile
+        assert structured(await c.call_tool("regex_search", {"pattern": "cookie"}))["results"]["total_count"] > 0
+
+
+async def test_waiting_sends_progress_notifications(tmp_path, model_cache):
+    root = tmp_path / "bigger"
+    for i in range(150):
+        p = root / f"pkg{i % 10}" / f"mod{i}.py"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("\n".join(f"def handler_{i}_{j}(request):\n    return request.path + '{j}'\n" for j in range(20)))
+    notes: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        notes.append((progress, total, message))
+
+    async with Client(build_app(settings_for(root, tmp_path, model_cache))) as c:
+        result = await c.call_tool("semantic_search", {"query": "request path handler"}, progress_handler=on_progress)
+    assert structured(result)["results"]["count"] == 10
+    assert notes and all(m and m.startswith("indexing") for _, _, m in notes)
