@@ -20,7 +20,7 @@ the first run), the four repos one after the other; warm query p50 = `SearchEngi
 end to end on a loaded index, each query timed `REPEATS` times after a first run.
 
 usage: python benchmarks/retrieval.py [--profiles static,minilm] [--corpora DIR]
-       [--cache DIR] [--out DIR] [--semble-python PATH] [--cold-minilm]
+       [--cache DIR] [--out DIR] [--semble-python PATH] [--no-semble] [--cold-minilm]
 """
 
 from __future__ import annotations
@@ -208,6 +208,7 @@ def main() -> int:
                     help="index cache kept between runs (minilm indexing is slow)")
     ap.add_argument("--out", type=Path, default=DEFAULT_CORPORA / "results")
     ap.add_argument("--semble-python", default="/work/semble-venv/bin/python")
+    ap.add_argument("--no-semble", action="store_true", help="skip the peer (e.g. when re-running one profile)")
     ap.add_argument("--cold-minilm", action="store_true", help="also time a cold minilm index (minutes)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -217,7 +218,7 @@ def main() -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     runs = [run_codepager(p, args) for p in args.profiles.split(",") if p]
-    semble = run_semble(args)
+    semble = None if args.no_semble else run_semble(args)
     if semble is not None:
         runs.append(semble)
     print(table(runs))
