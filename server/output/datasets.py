@@ -1,8 +1,9 @@
-"""Read-only SQL over offloaded results (`analyze-with-duckdb`) and their listing.
+"""Read-only SQL over saved datasets (`analyze-with-duckdb`) and their listing.
 
-Each offloaded file is visible as a view `dataset_<id>` whose rows are the file's records (the
-header line filtered out, only the records' own keys as columns). The SQL comes from an agent, so it is
-treated as untrusted:
+Datasets come from one or more `DatasetSource`s (offloaded pages; the proxy's saved results).
+Each is visible as a view `dataset_<id>` whose rows are the file's records (an offloaded
+page's header line filtered out, only the records' own keys as columns). The SQL comes from an
+agent, so it is treated as untrusted:
 - DuckDB's own parser (`duckdb.extract_statements`) must find exactly one statement, of type
   SELECT (which covers WITH, FROM-first, VALUES, DESCRIBE, SHOW, SUMMARIZE) or a plain EXPLAIN
   of one; everything else (INSERT, COPY, ATTACH, PRAGMA, SET, LOAD/INSTALL, ...) is refused;
@@ -25,13 +26,21 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import duckdb
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from server.output.offload import HEADER_TYPE, ULID_PATTERN, DatasetNotFoundError, OffloadStore, check_id
+from server.output.offload import ULID_PATTERN, DatasetNotFoundError, OffloadStore, check_id
 from server.output.pages import ListPage
+from server.output.sources import (
+    DatasetFile,
+    DatasetInfo,
+    DatasetSource,
+    OffloadedResults,
+    quote_ident,
+    quote_literal,
+)
 from server.settings import OffloadSettings
 
 _VIEW_REF = re.compile(rf"\bdataset_({ULID_PATTERN})\b", re.IGNORECASE)
@@ -48,31 +57,6 @@ class SqlExecutionError(ValueError):
 
 class SqlTimeoutError(SqlExecutionError, TimeoutError):
     pass
-
-
-@dataclass(frozen=True, slots=True)
-class DatasetInfo:
-    id: str
-    tool: str
-    query: str
-    created: str
-    rows: int
-    size_bytes: int
-
-    @property
-    def view(self) -> str:
-        return f"dataset_{self.id}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "view": self.view,
-            "tool": self.tool,
-            "query": self.query,
-            "created": self.created,
-            "rows": self.rows,
-            "size_bytes": self.size_bytes,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,14 +115,6 @@ def _unique_columns(names: Sequence[str]) -> list[str]:
     return out
 
 
-def _quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _quote_literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def check_sql(sql: str) -> str:
     """The one read-only statement in `sql`, or SqlRejectedError saying what is allowed."""
     if not sql or not sql.strip():
@@ -163,19 +139,77 @@ def check_sql(sql: str) -> str:
     return statement.query
 
 
+def _instant(text: str, *, end_of_day: bool) -> dt.datetime:
+    """An ISO date or date-time as an aware UTC instant; a bare date bound is the start of that
+    day, or (for an upper bound) the start of the next one."""
+    value = dt.datetime.fromisoformat(text.strip())
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    if end_of_day and len(text.strip()) == 10:
+        value += dt.timedelta(days=1)
+    return value
+
+
+class DatasetFilter(BaseModel):
+    """What `list-saved-datasets` can narrow by (all optional, all must hold)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: str | None = Field(None, description="exact tool name that produced the dataset")
+    server: str | None = Field(None, description="exact name of the proxied server it came from")
+    date_from: str | None = Field(None, description="created at or after: ISO date (2025-01-31) or date-time")
+    date_to: str | None = Field(None, description="created at or before: ISO date (whole day included) or date-time")
+    text: str | None = Field(None, description="case-insensitive substring of id, tool, server or query")
+
+    @field_validator("date_from", "date_to")
+    @classmethod
+    def _iso(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                _instant(value, end_of_day=False)
+            except ValueError:
+                raise ValueError(f"{value!r} is not an ISO date like 2025-01-31 or date-time like 2025-01-31T12:00:00Z") from None
+        return value
+
+    def matches(self, info: DatasetInfo) -> bool:
+        if self.tool is not None and info.tool != self.tool:
+            return False
+        if self.server is not None and info.server != self.server:
+            return False
+        if self.text and self.text.lower() not in f"{info.id}\n{info.tool}\n{info.server or ''}\n{info.query}".lower():
+            return False
+        if self.date_from is None and self.date_to is None:
+            return True
+        try:
+            created = _instant(info.created, end_of_day=False)
+        except ValueError:
+            return False
+        if self.date_from is not None and created < _instant(self.date_from, end_of_day=False):
+            return False
+        if self.date_to is None:
+            return True
+        bound = _instant(self.date_to, end_of_day=True)
+        return created < bound if len(self.date_to.strip()) == 10 else created <= bound
+
+
 class Datasets:
-    """Lists offloaded results and runs read-only SQL over them."""
+    """Lists saved datasets from its sources and runs read-only SQL over them.
+
+    Sources are asked in order; an `OffloadStore` is accepted as the source of its own files."""
 
     def __init__(
         self,
-        store: OffloadStore,
-        *,
+        *sources: OffloadStore | DatasetSource,
         memory_limit: str = "512MB",
         threads: int = 1,
         timeout_s: float = 30.0,
         max_rows: int = 100_000,
     ) -> None:
-        self.store = store
+        if not sources:
+            raise ValueError("Datasets needs at least one source of datasets")
+        self.sources: list[DatasetSource] = [
+            OffloadedResults(s) if isinstance(s, OffloadStore) else s for s in sources
+        ]
         self.memory_limit = memory_limit
         self.threads = threads
         self.timeout_s = timeout_s
@@ -191,26 +225,28 @@ class Datasets:
             max_rows=settings.duckdb_max_rows,
         )
 
-    def list(self, filter: str | None = None) -> list[DatasetInfo]:
-        """Offloaded results, newest first; `filter` matches id, tool or query (case-insensitive)."""
-        needle = (filter or "").lower()
-        out = []
-        for f in reversed(self.store.files()):
+    def list(self, filter: str | DatasetFilter | None = None) -> list[DatasetInfo]:
+        """Datasets, newest first. A string `filter` matches id, tool, server or query text
+        (case-insensitive); a `DatasetFilter` narrows by tool, server and creation date too."""
+        wanted = DatasetFilter(text=filter) if isinstance(filter, str) or filter is None else filter
+        infos = [i for source in self.sources for i in source.infos() if wanted.matches(i)]
+        return sorted(infos, key=lambda i: i.id, reverse=True)  # ULIDs sort by creation time
+
+    def open(self, dataset_id: str) -> DatasetFile:
+        """The dataset with this id, from whichever source has it."""
+        check_id(dataset_id)
+        missing: list[DatasetNotFoundError] = []
+        for source in self.sources:
             try:
-                header = self.store.read_header(f.id)
-            except (OSError, LookupError):
-                continue  # removed or rewritten between listing and reading: not a dataset now
-            info = DatasetInfo(
-                id=f.id,
-                tool=str(header.get("tool", f.tool)),
-                query=str(header.get("query", "")),
-                created=str(header.get("timestamp", "")),
-                rows=int(header.get("count", 0)),
-                size_bytes=f.size_bytes,
-            )
-            if needle in f"{info.id}\n{info.tool}\n{info.query}".lower():
-                out.append(info)
-        return out
+                return source.open(dataset_id)
+            except DatasetNotFoundError as exc:
+                missing.append(exc)
+        if len(missing) == 1:
+            raise missing[0]
+        raise DatasetNotFoundError(
+            f"no dataset {dataset_id}: it expired or was removed (see list-saved-datasets); "
+            "call the tool that produced it again"
+        )
 
     def query(self, sql: str, dataset_id: str | None = None) -> QueryResult:
         """Run one read-only statement. With `dataset_id`, that dataset is also the view `dataset`."""
@@ -262,15 +298,14 @@ class Datasets:
         try:
             paths = []
             for dataset_id in ids:
-                path = self.store.path_of(dataset_id)
-                header = self.store.read_header(dataset_id)
-                view = self._view_sql(path, header)
-                con.execute(f"CREATE VIEW {_quote_ident('dataset_' + dataset_id)} AS {view}")
+                file = self.open(dataset_id)
+                view = file.view_sql()
+                con.execute(f"CREATE VIEW {quote_ident('dataset_' + dataset_id)} AS {view}")
                 if dataset_id == alias:
                     con.execute(f"CREATE VIEW dataset AS {view}")
-                paths.append(str(path))
+                paths.append(str(file.path))
             if paths:
-                con.execute(f"SET allowed_paths = [{', '.join(map(_quote_literal, paths))}]")
+                con.execute(f"SET allowed_paths = [{', '.join(map(quote_literal, paths))}]")
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
         except DatasetNotFoundError:
@@ -280,20 +315,3 @@ class Datasets:
             con.close()
             raise SqlExecutionError(f"could not open the dataset views: {exc}") from None
         return con
-
-    @staticmethod
-    def _view_sql(path: Path, header: dict[str, Any]) -> str:
-        """SELECT over the file's records: the header row filtered out, and only the records' own
-        keys as columns, in their order (the header's keys would otherwise show up as columns)."""
-        record_keys = header.get("record_keys") or []
-        if not header.get("count"):
-            return "SELECT NULL AS empty WHERE false"
-        not_header = f"IS DISTINCT FROM {_quote_literal(HEADER_TYPE)}"
-        if not record_keys:  # the records are not objects: one JSON column `value`
-            return (
-                f"SELECT json AS value FROM read_json_objects({_quote_literal(str(path))}, "
-                f"format='newline_delimited') WHERE json_extract_string(json, '$.type') {not_header}"
-            )
-        source = f"read_json({_quote_literal(str(path))}, format='newline_delimited', sample_size=-1)"
-        columns = ", ".join(map(_quote_ident, record_keys))
-        return f'SELECT {columns} FROM {source} WHERE "type" {not_header}'

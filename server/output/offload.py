@@ -11,6 +11,7 @@ Safety, because the default directory lives under the shared system temp dir:
 - a file is written under a temporary name and renamed, so a reader never sees a torn file;
 - cleanup only removes regular files whose name matches our pattern and which we own, never
   following symlinks, so a foreign file in the same directory is never touched.
+(The primitives are `server.output.private_files`, shared with the proxy's dataset store.)
 No fsync: these are disposable caches of results that can be recomputed, and a flush per page
 would cost more than the rest of the write.
 """
@@ -23,7 +24,6 @@ import json
 import logging
 import os
 import re
-import stat
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -35,6 +35,7 @@ from typing import Any
 from ulid import ULID
 
 from server.output.jsontext import dumps_bytes, dumps_lines
+from server.output.private_files import PrivateFileError, open_owned, open_private_dir, owned_files, write_atomically
 from server.output.tokens import estimate_tokens
 from server.settings import OffloadSettings
 
@@ -174,45 +175,20 @@ class OffloadStore:
         )
 
     def _write_atomically(self, name: str, chunks: tuple[bytes, ...]) -> None:
-        temp = f".{name}.tmp"
         dir_fd = self._open_dir(create=True)
         try:
-            try:
-                fd = os.open(
-                    temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd
-                )
-                with os.fdopen(fd, "wb") as f:
-                    f.writelines(chunks)
-                os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            except OSError as exc:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp, dir_fd=dir_fd)
-                raise OffloadError(f"could not write {self.output_dir / name}: {exc.strerror or exc}") from exc
+            write_atomically(dir_fd, name, chunks)
+        except PrivateFileError as exc:
+            raise OffloadError(f"{exc} in {self.output_dir}") from exc
         finally:
             os.close(dir_fd)
 
     def _open_dir(self, *, create: bool) -> int:
         """An O_NOFOLLOW descriptor of the output dir, after checking it is ours."""
-        path = self.output_dir
-        if create:
-            try:
-                path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            except FileExistsError:
-                raise OffloadError(f"offload.output_dir {path} exists and is not a directory") from None
-            except OSError as exc:
-                raise OffloadError(f"cannot create offload.output_dir {path}: {exc.strerror or exc}") from exc
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError as exc:
-            raise OffloadError(
-                f"cannot open offload.output_dir {path}: {exc.strerror or exc} "
-                "(it must be a real directory, not a symlink)"
-            ) from exc
-        owner = os.fstat(fd).st_uid
-        if owner != os.geteuid():
-            os.close(fd)
-            raise OffloadError(f"offload.output_dir {path} belongs to another user (uid {owner}); refusing to use it")
-        return fd
+            return open_private_dir(self.output_dir, create=create, label="offload.output_dir")
+        except PrivateFileError as exc:
+            raise OffloadError(str(exc)) from exc
 
     # -- finding and reading -------------------------------------------------------------------
 
@@ -222,7 +198,7 @@ class OffloadStore:
             return []
         found = [
             StoredFile(m["id"], m["tool"], Path(e.path), st.st_size, st.st_mtime)
-            for e, st, m in self._our_entries(_FILE_RE, self.output_dir)
+            for e, st, m in owned_files(_FILE_RE, self.output_dir)
         ]
         return sorted(found, key=lambda f: f.id)
 
@@ -269,14 +245,12 @@ class OffloadStore:
     def _open_file(self, dataset_id: str) -> Iterator[Any]:
         path = self.find(dataset_id).path
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with open_owned(path) as f:
+                yield f
         except FileNotFoundError:
             raise DatasetNotFoundError(f"result {dataset_id} was removed; run the search again") from None
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-                raise DatasetNotFoundError(f"result {dataset_id} is not a file codepager wrote")
-            yield f
+        except PermissionError:
+            raise DatasetNotFoundError(f"result {dataset_id} is not a file codepager wrote") from None
 
     # -- expiry --------------------------------------------------------------------------------
 
@@ -302,7 +276,7 @@ class OffloadStore:
                 return CleanupReport()
             try:
                 for pattern, min_age in ((_FILE_RE, max_age), (_TEMP_RE, max(max_age, _TEMP_GRACE_S))):
-                    for entry, st, _ in self._our_entries(pattern, dir_fd):
+                    for entry, st, _ in owned_files(pattern, dir_fd):
                         if now - st.st_mtime < min_age:
                             continue
                         try:
@@ -314,29 +288,6 @@ class OffloadStore:
             finally:
                 os.close(dir_fd)
         return CleanupReport(removed_count=len(removed), freed_bytes=freed, files=removed)
-
-    @staticmethod
-    def _our_entries(
-        pattern: re.Pattern[str], where: Path | int
-    ) -> Iterator[tuple[os.DirEntry[Any], os.stat_result, re.Match[str]]]:
-        """Entries of `where` (a path or directory descriptor) named like ours that are
-        regular files we own; symlinks are never followed."""
-        uid = os.geteuid()
-        try:
-            with os.scandir(where) as it:
-                entries = list(it)
-        except OSError:
-            return
-        for entry in entries:
-            m = pattern.match(entry.name)
-            if m is None:
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode) and st.st_uid == uid:
-                yield entry, st, m
 
     def _maybe_sweep(self) -> None:
         """Expire old files now and then as a side effect of writing (no sweeper needed)."""

@@ -1,0 +1,139 @@
+"""Where saved datasets come from, behind one small protocol, so SQL, listing and paging see
+them all alike.
+
+Two producers keep record files: the output layer offloads pages to JSONL files whose line 1
+is a header (`OffloadStore`), and the proxy saves large tool results as headerless JSONL with
+a metadata file next to it (`DatasetStore`). A `DatasetSource` lists its datasets
+(`infos()`) and opens one by id (`open()` -> `DatasetFile`); `DatasetFile` knows how to read
+its records and how DuckDB must view them, so `Datasets` never needs to know which producer
+wrote a file.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import msgspec
+
+from server.output.offload import HEADER_TYPE, DatasetNotFoundError, OffloadStore
+from server.output.private_files import open_owned
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetInfo:
+    """One line of `list-saved-datasets`. `server` is set for proxied results only (the search
+    server's own offloaded pages have none), and is then listed."""
+
+    id: str
+    tool: str
+    query: str
+    created: str
+    rows: int
+    size_bytes: int
+    server: str | None = None
+
+    @property
+    def view(self) -> str:
+        return f"dataset_{self.id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "view": self.view, "tool": self.tool}
+        if self.server is not None:
+            out["server"] = self.server
+        out.update(query=self.query, created=self.created, rows=self.rows, size_bytes=self.size_bytes)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetFile:
+    """A dataset's JSONL file and how to read it.
+
+    `header` is true for offloaded pages (line 1 is the codepager header, not a record);
+    `record_keys` are the records' top-level keys when known, which keeps header-only keys out
+    of the SQL view; without them every key in the file is a column.
+    """
+
+    id: str
+    path: Path
+    count: int
+    header: bool = False
+    record_keys: tuple[str, ...] = ()
+
+    def view_sql(self) -> str:
+        """SELECT over the file's records only, in the records' own key order."""
+        path = quote_literal(str(self.path))
+        if not self.count:
+            return "SELECT NULL AS empty WHERE false"
+        if not self.header:
+            return f"SELECT * FROM read_json({path}, format='newline_delimited', sample_size=-1)"
+        not_header = f"IS DISTINCT FROM {quote_literal(HEADER_TYPE)}"
+        if not self.record_keys:  # the records are not objects: one JSON column `value`
+            return (
+                f"SELECT json AS value FROM read_json_objects({path}, format='newline_delimited') "
+                f"WHERE json_extract_string(json, '$.type') {not_header}"
+            )
+        source = f"read_json({path}, format='newline_delimited', sample_size=-1)"
+        return f'SELECT {", ".join(map(quote_ident, self.record_keys))} FROM {source} WHERE "type" {not_header}'
+
+    def read(self, offset: int, limit: int) -> list[Any]:
+        """Records `offset`..`offset + limit` (0-based), decoded; fewer at the end of the file."""
+        skip = offset + (1 if self.header else 0)
+        try:
+            with open_owned(self.path) as f:
+                lines = list(itertools.islice(f, skip, skip + limit))
+        except (FileNotFoundError, PermissionError):
+            raise DatasetNotFoundError(f"dataset {self.id} was removed; recreate it") from None
+        return [msgspec.json.decode(line) for line in lines]
+
+
+class DatasetSource(Protocol):
+    """A producer's saved datasets. `open` raises DatasetNotFoundError for an id it lacks."""
+
+    def infos(self) -> list[DatasetInfo]: ...
+
+    def open(self, dataset_id: str) -> DatasetFile: ...
+
+
+class OffloadedResults:
+    """The offload store's files as datasets (their header line says what they hold)."""
+
+    def __init__(self, store: OffloadStore) -> None:
+        self.store = store
+
+    def infos(self) -> list[DatasetInfo]:
+        """Newest first."""
+        out = []
+        for f in reversed(self.store.files()):
+            try:
+                header = self.store.read_header(f.id)
+            except (OSError, LookupError):
+                continue  # removed or rewritten between listing and reading: not a dataset now
+            out.append(
+                DatasetInfo(
+                    id=f.id,
+                    tool=str(header.get("tool", f.tool)),
+                    query=str(header.get("query", "")),
+                    created=str(header.get("timestamp", "")),
+                    rows=int(header.get("count", 0)),
+                    size_bytes=f.size_bytes,
+                )
+            )
+        return out
+
+    def open(self, dataset_id: str) -> DatasetFile:
+        path = self.store.path_of(dataset_id)
+        header = self.store.read_header(dataset_id)
+        keys: Sequence[str] = header.get("record_keys") or ()
+        return DatasetFile(dataset_id, path, int(header.get("count", 0)), header=True, record_keys=tuple(keys))
