@@ -23,7 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec
 
-from fastmcp.exceptions import ToolError, ValidationError
+from fastmcp.exceptions import NotFoundError, ToolError, ValidationError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from mcp import MCPError
@@ -125,6 +125,12 @@ class ErrorMiddleware(Middleware):
             raise MCPError(
                 code=INVALID_PARAMS,
                 message=f"invalid arguments: {_first_line(exc)}; check the tool's input schema",
+            ) from exc
+        except NotFoundError as exc:
+            # The MCP spec lists an unknown tool as a protocol error (-32602); fastmcp would
+            # answer with an isError result instead.
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"{exc}: call tools/list for the tools this server offers"
             ) from exc
 
 

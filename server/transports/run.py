@@ -10,7 +10,9 @@ from server.settings import ServerSettings
 
 def run_app(app: FastMCP, settings: ServerSettings) -> None:
     if settings.transport == "stdio":
-        app.run("stdio", show_banner=False)
+        from server.transports.checked_stdio import run_checked_stdio
+
+        anyio.run(run_checked_stdio, app)
     elif settings.transport == "http":
         app.run("http", show_banner=False, host=settings.host, port=settings.port)
     else:
