@@ -45,7 +45,7 @@ _HEADING_BREAK_CHARS = MAX_CHARS // 3
 # A signature this short always joins the first piece of its body, even past MAX_CHARS:
 # alone it would be a chunk with a name and no content.
 _HEADER_SLACK = 300
-_WORD = re.compile(rb"\w")
+_WORD = re.compile(r"\w")
 _MD_HEADING = re.compile(rb"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 
 
@@ -105,10 +105,9 @@ def chunk_file(path: str, data: bytes, language: str | None) -> list[Chunk]:
 
 
 def _to_chunk(piece: _Piece, path: str, language: str | None, lines: _Lines) -> Chunk | None:
-    raw = lines.data[piece.start:piece.end]
-    if not _WORD.search(raw):
+    content = lines.data[piece.start:piece.end].decode("utf-8", "replace")
+    if not _WORD.search(content):
         return None  # a lone `}` or a blank run: nothing anyone could search for
-    content = raw.decode("utf-8", "replace")
     return Chunk(
         path=path,
         language=language,
@@ -392,6 +391,8 @@ def _text_windows(lines: _Lines, markdown: bool) -> list[_Piece]:
     if not lines.data.strip():
         return []
     last_row = lines.count - 1
+    while last_row > 0 and lines.start(last_row) == len(lines.data):
+        last_row -= 1  # the empty "line" after a final newline
     if not markdown:
         return [_Piece(s, e, "window", None) for s, e in _windows(lines, 0, last_row, WINDOW_OVERLAP_LINES)]
     headings: dict[int, str] = {}

@@ -201,7 +201,9 @@ class TransformerEmbedder:
                 "directory or a model already in the Hugging Face cache (nothing is downloaded)"
             ) from exc
         self.model_id = model_id
-        self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
+        # renamed in sentence-transformers 6; the old name still works on 3-5
+        dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self.dim = int(dimension() or 0)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

@@ -1,0 +1,378 @@
+"""The persistent index: real round-trips with the real static model, incremental updates
+(only what changed is embedded), generation bumps, rebuilds on version changes, crash safety
+and two processes updating at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from search_engine.chunking import chunk_file
+from search_engine.config import EngineConfig
+from search_engine.embeddings import LazyEmbedder
+from search_engine.index import IndexManager
+from search_engine.index_store import IndexStore, index_dir
+from search_engine.languages import language_for
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class CountingEmbedder:
+    """The real embedder, counting what it is asked to embed."""
+
+    def __init__(self, inner: LazyEmbedder, model_id: str | None = None) -> None:
+        self.inner = inner
+        self.model_id = model_id or inner.model_id
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+    def take(self) -> list[str]:
+        texts, self.texts = self.texts, []
+        return texts
+
+
+def write_repo(root: Path) -> Path:
+    files = {
+        "app/client.py": '''\
+            """HTTP client."""
+            import socket
+
+
+            class ClientSession:
+                """Keeps connections alive between requests."""
+
+                def close(self):
+                    """Close every pooled connection."""
+                    return None
+
+
+            def retry_with_backoff(call, attempts=3):
+                """Retry a failing call with exponential backoff."""
+                for attempt in range(attempts):
+                    try:
+                        return call()
+                    except OSError:
+                        continue
+            ''',
+        "app/render.py": '''\
+            def render_template(name, context):
+                """Render an HTML template with the given context."""
+                return name.format(**context)
+            ''',
+        "web/app.js": "export function startServer(port) {\n  return listen(port);\n}\n",
+        "README.md": "# Demo\n\nA tiny project for the index tests.\n",
+    }
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return write_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def counting(static_embedder: LazyEmbedder) -> CountingEmbedder:
+    return CountingEmbedder(static_embedder)
+
+
+@pytest.fixture
+def cache(tmp_path: Path, model_cache: Path) -> Path:
+    """A per-test cache dir sharing the session's distilled model (subprocesses find it)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "models").symlink_to(model_cache / "models", target_is_directory=True)
+    return cache
+
+
+@pytest.fixture
+def manager(cache: Path, counting: CountingEmbedder) -> IndexManager:
+    return IndexManager(EngineConfig(cache_dir=cache), embedder=counting, refresh_interval_s=0)
+
+
+def expected_chunks(root: Path) -> list[tuple[str, str]]:
+    out = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        out += [(c.path, c.content) for c in chunk_file(rel, path.read_bytes(), language_for(rel))]
+    return out
+
+
+def touch(path: Path) -> None:
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+
+def test_build_round_trips_chunks_and_vectors(repo: Path, manager: IndexManager, counting: CountingEmbedder) -> None:
+    stats = manager.update(repo)
+    assert (stats.generation, stats.changed, stats.rebuilt, stats.files) == (1, True, True, 4)
+    index = manager.get(repo)
+    assert index.generation == 1
+    assert [(c.path, c.content) for c in index.chunks] == expected_chunks(repo)
+    assert len(counting.take()) == len(index.chunks)
+    assert isinstance(index.vectors, np.memmap)
+    assert index.vectors.dtype == np.float32 and index.vectors.shape == (len(index.chunks), 256)
+    np.testing.assert_allclose(np.linalg.norm(index.vectors, axis=1), 1.0, rtol=1e-5)
+    assert index.lexical.size == len(index.chunks)
+    query = index.embed_query("retry a failing call with backoff")
+    best = index.chunks[int(np.argmax(index.vectors @ query))]
+    assert best.symbol == "retry_with_backoff"
+    # nothing is written inside the indexed tree
+    assert sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()) == [
+        "README.md", "app/client.py", "app/render.py", "web/app.js",
+    ]
+    assert index_dir(manager.config.cache_dir, repo).is_dir()
+
+
+def test_a_second_process_loads_the_same_index_without_embedding(repo: Path, manager: IndexManager, counting: CountingEmbedder, cache: Path) -> None:
+    manager.update(repo)
+    first = manager.get(repo)
+    counting.take()
+    other = IndexManager(EngineConfig(cache_dir=cache), embedder=counting)
+    again = other.get(repo)
+    assert counting.take() == []
+    assert again.generation == first.generation
+    assert again.chunks == first.chunks
+    np.testing.assert_array_equal(np.asarray(again.vectors), np.asarray(first.vectors))
+
+
+def test_incremental_updates_embed_only_what_changed(repo: Path, manager: IndexManager, counting: CountingEmbedder) -> None:
+    manager.update(repo)
+    counting.take()
+
+    stats = manager.update(repo)  # nothing changed
+    assert (stats.changed, stats.generation, counting.take()) == (False, 1, [])
+
+    touch(repo / "app/render.py")  # new mtime, same bytes
+    stats = manager.update(repo)
+    assert (stats.changed, stats.touched, stats.generation, counting.take()) == (False, 1, 1, [])
+    stats = manager.update(repo)  # the new mtime was recorded: not even re-hashed now
+    assert stats.touched == 0
+
+    client = repo / "app/client.py"
+    client.write_text(client.read_text().replace("Close every pooled connection.", "Close every pooled socket now."))
+    stats = manager.update(repo)
+    assert (stats.changed, stats.modified, stats.generation) == (True, 1, 2)
+    embedded = counting.take()
+    assert len(embedded) == 1 and "Close every pooled socket now." in embedded[0]
+
+    (repo / "web/app.js").unlink()
+    stats = manager.update(repo)
+    assert (stats.deleted, stats.generation, counting.take()) == (1, 3, [])
+
+    (repo / "app/new.py").write_text("def parse_csv(path):\n    return open(path).read().split(',')\n")
+    stats = manager.update(repo)
+    assert (stats.added, stats.generation) == (1, 4)
+    assert [t.endswith("return open(path).read().split(',')") for t in counting.take()] == [True]
+
+    index = manager.get(repo)
+    assert index.generation == 4
+    assert [(c.path, c.content) for c in index.chunks] == expected_chunks(repo)
+    # reused rows are the vectors a fresh build computes
+    fresh = CountingEmbedder(counting.inner)
+    rebuilt = IndexManager(EngineConfig(cache_dir=manager.config.cache_dir / "fresh"), embedder=fresh).get(repo)
+    np.testing.assert_allclose(np.asarray(index.vectors), np.asarray(rebuilt.vectors), atol=1e-6)
+
+
+def test_a_changed_model_rebuilds_everything(repo: Path, manager: IndexManager, counting: CountingEmbedder, cache: Path) -> None:
+    manager.update(repo)
+    total = len(counting.take())
+    other_model = CountingEmbedder(counting.inner, model_id="another-model")
+    stats = IndexManager(EngineConfig(cache_dir=cache), embedder=other_model).update(repo)
+    assert stats.rebuilt and "embedding model changed" in (stats.reason or "")
+    assert stats.generation == 2  # generations keep growing across rebuilds
+    assert len(other_model.take()) == total
+
+
+def test_an_index_from_an_older_version_is_rebuilt_not_fatal(repo: Path, manager: IndexManager, counting: CountingEmbedder) -> None:
+    manager.update(repo)
+    store = manager.store(repo)
+    manifest_path = store.directory / store.current_name() / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["format_version"] = 0
+    manifest_path.write_text(json.dumps(manifest))
+    assert manager.status(repo).stale_reason is not None
+    counting.take()
+    stats = manager.update(repo)
+    assert stats.rebuilt and "format 0" in (stats.reason or "")
+    assert stats.generation == 2 and len(counting.take()) == stats.chunks
+    assert manager.get(repo).generation == 2
+
+
+def test_a_damaged_index_is_rebuilt(repo: Path, manager: IndexManager) -> None:
+    manager.update(repo)
+    store = manager.store(repo)
+    (store.directory / store.current_name() / "chunks.msgpack").write_bytes(b"\x93garbage")
+    stats = manager.update(repo)
+    assert stats.rebuilt and "damaged" in (stats.reason or "")
+    assert len(manager.get(repo).chunks) == len(expected_chunks(repo))
+
+
+def test_a_chunker_version_change_rebuilds(repo: Path, manager: IndexManager, monkeypatch: pytest.MonkeyPatch) -> None:
+    import search_engine.indexing as indexing
+
+    manager.update(repo)
+    monkeypatch.setattr(indexing, "CHUNKER_VERSION", "next")
+    stats = manager.update(repo)
+    assert stats.rebuilt and "chunker changed" in (stats.reason or "")
+
+
+def test_empty_and_binary_only_trees_index_to_nothing(tmp_path: Path, manager: IndexManager) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    binary = tmp_path / "binary"
+    binary.mkdir()
+    (binary / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4)
+    (binary / "lib.so").write_bytes(b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 512)
+    for root in (empty, binary):
+        stats = manager.update(root)
+        assert (stats.files, stats.chunks, stats.generation) == (0, 0, 1)
+        index = manager.get(root)
+        assert index.chunks == [] and index.vectors.shape == (0, 256)
+        assert index.lexical.size == 0
+        assert index.embed_query("anything").shape == (256,)
+
+
+def test_a_file_that_fails_to_parse_is_indexed_as_windows(repo: Path, manager: IndexManager) -> None:
+    (repo / "broken.py").write_text("\n".join(f"))) ((( {i} ]]] :: <<<< @@ ???" for i in range(80)) + "\n")
+    manager.update(repo)
+    kinds = {c.kind for c in manager.get(repo).chunks if c.path == "broken.py"}
+    assert kinds == {"window"}
+
+
+def test_get_sees_other_processes_updates_and_caches_in_between(repo: Path, cache: Path, counting: CountingEmbedder) -> None:
+    reader = IndexManager(EngineConfig(cache_dir=cache), embedder=counting, refresh_interval_s=3600)
+    writer = IndexManager(EngineConfig(cache_dir=cache), embedder=counting, refresh_interval_s=0)
+    first = reader.get(repo)
+    assert reader.get(repo) is first  # within the interval: the warm handle
+    assert first.memo("answer", lambda: object()) is first.memo("answer", lambda: object())
+    (repo / "extra.py").write_text("def extra():\n    return 42\n")
+    assert reader.get(repo) is first  # no rescan within the interval...
+    writer.update(repo)
+    second = reader.get(repo)  # ...but another process's publish is noticed at once
+    assert second.generation == first.generation + 1
+    assert any(c.path == "extra.py" for c in second.chunks)
+    assert reader.generation(repo) == second.generation
+
+
+def test_status_reports_without_loading_a_model(repo: Path, tmp_path: Path, cache: Path, manager: IndexManager) -> None:
+    fresh = IndexManager(EngineConfig(cache_dir=tmp_path / "nocache"))
+    status = fresh.status(repo)
+    assert not status.exists and status.generation == 0
+    manager.update(repo)
+    status = IndexManager(EngineConfig(cache_dir=cache)).status(repo)
+    assert status.exists and status.stale_reason is None
+    assert (status.files, status.generation, status.dim) == (4, 1, 256)
+    assert status.chunks == len(expected_chunks(repo))
+    assert status.size_bytes > 0 and status.updated_at is not None
+    assert status.model_id == manager.embedder.model_id
+
+
+CRASHING_UPDATE = textwrap.dedent("""\
+    import os, sys
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[4])
+    import search_engine.index_store as store
+    from search_engine.config import EngineConfig
+    from search_engine.index import IndexManager
+
+    def die(*args, **kwargs):
+        os._exit(17)
+
+    if sys.argv[3] == "before-rename":  # new generation fully written, still under its temp name
+        store.os.rename = die
+    else:  # renamed into place, CURRENT not switched yet
+        store.IndexStore._point_current_at = die
+    IndexManager(EngineConfig(cache_dir=Path(sys.argv[1]))).update(Path(sys.argv[2]))
+""")
+
+
+@pytest.mark.parametrize("point", ["before-rename", "before-switch"])
+def test_a_writer_killed_mid_write_leaves_the_previous_generation_usable(
+    repo: Path, cache: Path, manager: IndexManager, point: str
+) -> None:
+    manager.update(repo)
+    before = manager.get(repo)
+    (repo / "app/render.py").write_text("def render_markdown(text):\n    return text\n")
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASHING_UPDATE, str(cache), str(repo), point, str(REPO)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 17, proc.stderr
+    store = manager.store(repo)
+    leftovers = sorted(os.listdir(store.directory))
+    assert any(n.startswith((".tmp-gen", "gen-00000002")) for n in leftovers)
+    snapshot = store.load()  # CURRENT still names the complete previous generation
+    assert snapshot is not None and snapshot.manifest.generation == 1
+    assert snapshot.chunks == before.chunks
+    stats = manager.update(repo)  # the next writer finishes the job and sweeps the debris
+    # a generation renamed into place but never made live still uses up its number
+    assert stats.changed and stats.generation == {"before-rename": 2, "before-switch": 3}[point]
+    assert not [n for n in os.listdir(store.directory) if n.startswith(".tmp-")]
+    assert any(c.symbol == "render_markdown" for c in manager.get(repo).chunks)
+
+
+CONCURRENT_UPDATE = textwrap.dedent("""\
+    import json, sys, time
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[5])
+    from search_engine.config import EngineConfig
+    from search_engine.index import IndexManager
+
+    cache, root, name, go = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
+    manager = IndexManager(EngineConfig(cache_dir=cache))
+    manager.embedder.load()
+    (go.parent / f"ready-{name}").touch()
+    while not go.exists():
+        time.sleep(0.01)
+    (root / f"{name}.py").write_text(f"def written_by_{name}():\\n    return '{name}'\\n")
+    stats = manager.update(root)
+    print(json.dumps({"generation": stats.generation, "changed": stats.changed}))
+""")
+
+
+def test_two_processes_updating_at_once_leave_a_consistent_index(repo: Path, cache: Path, manager: IndexManager, tmp_path: Path) -> None:
+    manager.update(repo)
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONCURRENT_UPDATE, str(cache), str(repo), name, str(go), str(REPO)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for name in ("alpha", "beta")
+    ]
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"ready-{n}").exists() for n in ("alpha", "beta")):
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+        time.sleep(0.05)
+    go.touch()
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
+    assert any(r["changed"] for r in results)
+    final = max(r["generation"] for r in results)
+    store = IndexStore(index_dir(cache, repo))
+    snapshot = store.load()
+    assert snapshot is not None and snapshot.manifest.generation == final
+    assert [(c.path, c.content) for c in snapshot.chunks] == expected_chunks(repo)
+    assert {"written_by_alpha", "written_by_beta"} <= {c.symbol for c in snapshot.chunks}
+    assert snapshot.vectors.shape[0] == len(snapshot.chunks)
+    assert not [n for n in os.listdir(store.directory) if n.startswith(".tmp-")]
+    assert manager.update(repo).changed is False  # both writes are in: nothing left to do
