@@ -41,3 +41,28 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory):
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache dir holding the static model, distilled for real (offline) from the packaged
+    MiniLM once per test run (~15 s). Tests index into their own cache dirs and share the model
+    through `static_embedder`, or link `model_cache / "models"` into theirs."""
+    from search_engine.config import EngineConfig
+    from search_engine.embeddings import ensure_static_model, resolve_model
+
+    cache = tmp_path_factory.mktemp("codepager-cache")
+    ensure_static_model(resolve_model(EngineConfig(cache_dir=cache)))
+    return cache
+
+
+@pytest.fixture(scope="session")
+def static_embedder(model_cache: Path):
+    """The default (static) embedder over the session's distilled model, loaded once."""
+    from search_engine.config import EngineConfig
+    from search_engine.embeddings import embedder_for
+
+    embedder = embedder_for(EngineConfig(cache_dir=model_cache))
+    embedder.load()
+    return embedder
+
