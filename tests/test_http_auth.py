@@ -115,3 +115,15 @@ def test_risky_setups_are_warned_about(caplog):
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 3
     assert "without --auth-token" in messages[0] and "ignored on stdio" in messages[1] and "only 5 characters" in messages[2]
+
+
+@pytest.mark.parametrize(
+    ("body", "codes"), [(b"not json", {-32700}), (b'{"jsonrpc":"2.0","id":1}', {-32600, -32602}), (b"[1,2]", {-32600, -32602})]
+)
+def test_malformed_json_rpc_over_http_is_a_json_rpc_error(guarded, body, codes):
+    """The SDK's HTTP transport answers these itself (400 + a JSON-RPC error body)."""
+    headers = {**HEADERS, "Authorization": f"Bearer {TOKEN}"}
+    response = httpx.post(guarded.url, content=body, headers=headers, timeout=10)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] in codes
+    assert httpx.post(guarded.url, json=INIT, headers=headers, timeout=10).status_code == 200
