@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -71,6 +72,20 @@ def session_store(sess: SessionSettings) -> SessionStore:
     return store
 
 
+def _cursor_key(cache_dir: Path) -> bytes:
+    """The kept cursor key, or, if the cache dir cannot hold it, one for this process only: an
+    unwritable cache dir must not stop the server (regex search needs no disk of its own)."""
+    try:
+        return load_or_create_key(cache_dir)
+    except OSError as exc:
+        log.warning(
+            "cannot keep the cursor signing key in %s (%s); using a key for this process only, so "
+            "cursors will not survive a restart. Make index.cache_dir writable or set sessions.secret_key.",
+            cache_dir, exc.strerror or exc,
+        )  # fmt: skip
+        return secrets.token_urlsafe(48).encode()
+
+
 def build_services(settings: Settings) -> Services:
     roots = [Path(r).resolve() for r in settings.server.roots]
     for root in roots:
@@ -79,7 +94,7 @@ def build_services(settings: Settings) -> Services:
     engine = SearchEngine(settings.engine_config())
     sess = settings.sessions
     store = session_store(sess)
-    key = sess.secret_key or load_or_create_key(settings.index.cache_dir)
+    key = sess.secret_key or _cursor_key(settings.index.cache_dir)
     codec = CursorCodec(key, max_age_s=sess.cursor_max_age_s)
     pager = Pager(
         engine,

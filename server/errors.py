@@ -31,6 +31,7 @@ from mcp_types import INVALID_PARAMS, TextContent
 
 from search_engine.errors import (
     IndexNotReadyError,
+    IndexStoreError,
     InvalidQueryError,
     ModelLoadError,
     PathError,
@@ -68,6 +69,7 @@ _TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
     (SearchTimeoutError, "timeout", "narrow the search with `path` or `include_patterns` and try again"),
     (IndexNotReadyError, "index_not_ready", "indexing is running in the background; retry in a few seconds, or use regex_search meanwhile"),
     (ModelLoadError, "model_unavailable", "check the index.model / index.profile settings; regex_search still works"),
+    (IndexStoreError, "index_unavailable", "make index.cache_dir writable (or point it elsewhere) and call reindex; regex_search still works"),
     (JqTimeoutError, "jq_timeout", "simplify the jq_filter (it ran past its time limit) or page without it"),
     (JqFilterError, "invalid_jq_filter", "fix the jq_filter: it must map the array of match objects to an array of match objects, e.g. map(select(...))"),
     (SqlRejectedError, "sql_rejected", "send one read-only statement (SELECT, WITH, DESCRIBE, SUMMARIZE, SHOW, EXPLAIN) over dataset_<id> views"),

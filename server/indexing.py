@@ -19,7 +19,7 @@ import anyio
 from fastmcp import Context
 
 from search_engine.engine import SearchEngine
-from search_engine.errors import IndexNotReadyError, SearchError
+from search_engine.errors import IndexNotReadyError, IndexStoreError, SearchError
 from search_engine.models import SearchRequest
 
 log = logging.getLogger("codepager.indexing")
@@ -91,6 +91,12 @@ class BackgroundIndexer:
             except SearchError as exc:
                 log.warning("indexing %s failed: %s", root, exc)
                 state.phase, state.error = "failed", exc
+            except OSError as exc:  # an environment fault (unwritable or full cache dir), not a bug
+                log.warning("indexing %s failed: %s", root, exc)
+                state.phase, state.error = "failed", IndexStoreError(
+                    f"the index cannot be written under index.cache_dir ({exc.strerror or exc}: "
+                    f"{exc.filename or ''}); semantic and hybrid search need a writable cache dir"
+                )
             except Exception as exc:  # a bug must not kill the worker for the other roots
                 log.exception("indexing %s failed", root)
                 state.phase, state.error = "failed", SearchError(f"indexing failed: {exc}")
