@@ -2,11 +2,13 @@
 
 `OutputLayer.render(page, RenderOptions(...))` turns one page into a response that fits:
 inline, file_ref (a JSONL file plus a descriptor), legacy, or stats. `OffloadStore` owns the
-files, `Datasets` the read-only SQL over them, `apply_jq` the sandboxed jq filter and
-`estimate_tokens` the one size estimate everything uses.
+files, `DatasetStore` the proxy's saved results, `Datasets` the read-only SQL over both,
+`apply_jq` the sandboxed jq filter and `estimate_tokens` the one size estimate everything uses.
 """
 
+from server.output.dataset_store import DatasetStore, DatasetWriteError
 from server.output.datasets import (
+    DatasetFilter,
     DatasetInfo,
     Datasets,
     QueryResult,
@@ -26,6 +28,7 @@ from server.output.offload import (
     OffloadStore,
 )
 from server.output.pages import ListPage, PageView
+from server.output.sources import DatasetFile, DatasetSource
 from server.output.stats import compute_stats
 from server.output.tokens import estimate_tokens
 
@@ -35,8 +38,13 @@ __all__ = [
     "MIN_OUTPUT_TOKENS",
     "RESULTS_URI",
     "CleanupReport",
+    "DatasetFile",
+    "DatasetFilter",
     "DatasetInfo",
     "DatasetNotFoundError",
+    "DatasetSource",
+    "DatasetStore",
+    "DatasetWriteError",
     "Datasets",
     "FileRef",
     "InvalidDatasetIdError",

@@ -1,0 +1,214 @@
+"""Saved datasets: large proxied tool results kept as JSONL records plus a metadata file.
+
+Layout, one folder per day:
+    <data_dir>/datasets/YYYY/MM/DD/dataset_<id>_data.jsonl      one record per line, no header
+    <data_dir>/datasets/YYYY/MM/DD/dataset_<id>_metadata.json   what it is (tool, server, schema, summary)
+
+Why this shape: unlike offloaded pages (disposable, in the temp dir, a day's retention) these
+are kept for weeks in the user's data dir and browsed by date, so the date is in the path.
+The id is a ULID, whose timestamp names the day folder, so a dataset is found from its id
+without a scan, and ids sort by creation time. The data file has no header line, so any JSONL
+tool (DuckDB, jq, pandas) reads it as is; what the header would say is in the metadata.
+
+Both files are written with `private_files` (0600, atomic rename); the metadata file is
+written last and is what makes a dataset exist, so a crash between the two leaves an orphan
+data file that retention removes, never a dataset without its description.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ulid import ULID
+
+from server.output.jsontext import dumps_bytes, dumps_lines
+from server.output.offload import ULID_PATTERN, CleanupReport, DatasetNotFoundError, check_id
+from server.output.private_files import (
+    PrivateFileError,
+    open_owned,
+    open_private_dir,
+    owned_files,
+    write_atomically,
+)
+from server.output.sources import DatasetFile, DatasetInfo
+from server.settings import ProxySettings
+
+LABEL = "proxy.data_dir"
+_NAME_RE = re.compile(rf"^dataset_(?P<id>{ULID_PATTERN})_(?:data\.jsonl|metadata\.json)$")
+_TEMP_RE = re.compile(rf"^\.dataset_(?P<id>{ULID_PATTERN})_(?:data\.jsonl|metadata\.json)\.tmp$")
+_YEAR, _TWO_DIGITS = re.compile(r"^\d{4}$"), re.compile(r"^\d{2}$")
+#: A temp file younger than this may still be being written; cleanup leaves it alone.
+_TEMP_GRACE_S = 600.0
+_MAX_METADATA_BYTES = 4 << 20
+
+
+class DatasetWriteError(RuntimeError):
+    """A dataset could not be saved; the proxy then answers inline, truncated, with a warning."""
+
+
+@dataclass(frozen=True, slots=True)
+class SavedDataset:
+    id: str
+    data_path: Path
+    metadata_path: Path
+    size_bytes: int
+    metadata: dict[str, Any]
+
+
+def created_at(dataset_id: str) -> datetime:
+    """When the dataset was saved: the ULID's own timestamp (UTC)."""
+    return ULID.from_str(dataset_id).datetime
+
+
+def iso_timestamp(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class DatasetStore:
+    """Writes, finds, lists and expires saved datasets under `<data_dir>/datasets`."""
+
+    def __init__(self, data_dir: Path, *, retention_days: float = 30.0) -> None:
+        self.root = Path(data_dir) / "datasets"
+        self.retention_days = retention_days
+
+    @classmethod
+    def from_settings(cls, settings: ProxySettings) -> DatasetStore:
+        return cls(settings.data_dir, retention_days=settings.cleanup_after_days)
+
+    @staticmethod
+    def new_id() -> str:
+        return str(ULID())
+
+    def day_dir(self, dataset_id: str) -> Path:
+        day = created_at(check_id(dataset_id))
+        return self.root / f"{day:%Y}" / f"{day:%m}" / f"{day:%d}"
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def save(self, dataset_id: str, records: Sequence[Any], description: dict[str, Any]) -> SavedDataset:
+        """Write `records` and their metadata (`description` plus what the store knows: id,
+        timestamp, record_count, data file and size). Raises DatasetWriteError."""
+        folder = self.day_dir(dataset_id)
+        data_name, meta_name = f"dataset_{dataset_id}_data.jsonl", f"dataset_{dataset_id}_metadata.json"
+        body = dumps_lines(records)
+        metadata = {
+            "id": dataset_id,
+            "timestamp": iso_timestamp(created_at(dataset_id)),
+            **description,
+            "record_count": len(records),
+            "data_file": data_name,
+            "size_bytes": len(body),
+        }
+        try:
+            dir_fd = open_private_dir(folder, create=True, label=LABEL)
+        except PrivateFileError as exc:
+            raise DatasetWriteError(str(exc)) from exc
+        try:
+            write_atomically(dir_fd, data_name, (body,))
+            try:
+                write_atomically(dir_fd, meta_name, (dumps_bytes(metadata),))
+            except PrivateFileError:
+                with contextlib.suppress(OSError):
+                    os.unlink(data_name, dir_fd=dir_fd)
+                raise
+        except PrivateFileError as exc:
+            raise DatasetWriteError(f"{exc} in {folder}") from exc
+        finally:
+            os.close(dir_fd)
+        return SavedDataset(dataset_id, folder / data_name, folder / meta_name, len(body), metadata)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def metadata(self, dataset_id: str) -> dict[str, Any]:
+        path = self.day_dir(dataset_id) / f"dataset_{dataset_id}_metadata.json"
+        try:
+            with open_owned(path) as f:
+                return json.loads(f.read(_MAX_METADATA_BYTES))
+        except (OSError, ValueError):
+            raise DatasetNotFoundError(
+                f"no saved dataset {dataset_id} in {self.root}: it expired (kept {self.retention_days:g} days) "
+                "or was removed; call the tool again to recreate it"
+            ) from None
+
+    def open(self, dataset_id: str) -> DatasetFile:
+        meta = self.metadata(dataset_id)
+        path = self.day_dir(dataset_id) / str(meta.get("data_file", f"dataset_{dataset_id}_data.jsonl"))
+        return DatasetFile(dataset_id, path, int(meta.get("record_count", 0)))
+
+    def infos(self) -> list[DatasetInfo]:
+        """Every saved dataset, newest first."""
+        out = []
+        for folder in self._day_dirs():
+            ids = sorted({m["id"] for e, _, m in owned_files(_NAME_RE, folder) if e.name.endswith(".json")}, reverse=True)
+            for dataset_id in ids:
+                try:
+                    meta = self.metadata(dataset_id)
+                except DatasetNotFoundError:
+                    continue  # removed between listing and reading
+                out.append(
+                    DatasetInfo(
+                        id=dataset_id,
+                        tool=str(meta.get("tool", "")),
+                        query=json.dumps(meta.get("arguments") or {}, ensure_ascii=False, separators=(",", ":")),
+                        created=str(meta.get("timestamp", "")),
+                        rows=int(meta.get("record_count", 0)),
+                        size_bytes=int(meta.get("size_bytes", 0)),
+                        server=str(meta.get("server", "")),
+                    )
+                )
+        return out
+
+    def _day_dirs(self) -> Iterator[Path]:
+        """YYYY/MM/DD folders under the root, newest first; links and other names are skipped."""
+        level: list[Path] = [self.root]
+        for pattern in (_YEAR, _TWO_DIGITS, _TWO_DIGITS):
+            level = [
+                Path(e.path)
+                for parent in level
+                for e in sorted(_scandir(parent), key=lambda e: e.name, reverse=True)
+                if pattern.match(e.name) and e.is_dir(follow_symlinks=False)
+            ]
+        yield from level
+
+    # -- expiry --------------------------------------------------------------------------------
+
+    def cleanup(self, max_age_days: float | None = None) -> CleanupReport:
+        """Remove datasets saved more than `max_age_days` ago (default: the retention period),
+        then the day, month and year folders left empty. Only our own files are touched."""
+        if max_age_days is not None and max_age_days < 0:
+            raise ValueError(f"max_age_days must be >= 0, got {max_age_days}")
+        age_s = (self.retention_days if max_age_days is None else max_age_days) * 86400.0
+        now = time.time()
+        removed: list[str] = []
+        freed = 0
+        for folder in list(self._day_dirs()):
+            for pattern, min_age in ((_NAME_RE, age_s), (_TEMP_RE, max(age_s, _TEMP_GRACE_S))):
+                for entry, st, m in owned_files(pattern, folder):
+                    if now - created_at(m["id"]).timestamp() < min_age:
+                        continue
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.path)
+                        removed.append(entry.path)
+                        freed += st.st_size
+            for empty in (folder, folder.parent, folder.parent.parent):
+                with contextlib.suppress(OSError):
+                    empty.rmdir()
+        return CleanupReport(removed_count=len(removed), freed_bytes=freed, files=removed)
+
+
+def _scandir(path: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(path) as it:
+            return list(it)
+    except OSError:
+        return []
+
