@@ -1,5 +1,6 @@
-"""Tools and resources over offloaded results: read them over MCP, query them with SQL, list and
-clean them up. Shared by the search server and the proxy, which offload through the same store."""
+"""Tools and resources over saved results: read offloaded pages over MCP, query any dataset with
+SQL, list and clean them up. Shared by the search server and the proxy (which registers the SQL
+tools over its own datasets too, but not the cleanup of temp files)."""
 
 from typing import Annotated
 
@@ -10,7 +11,7 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from server.errors import tool_errors
-from server.output import LINES_URI, RESULTS_URI, Datasets, OffloadStore
+from server.output import LINES_URI, RESULTS_URI, DatasetFilter, Datasets, OffloadStore
 from server.rendering import OutputOptions, Renderer, json_result
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -29,11 +30,16 @@ def register_results_resources(app: FastMCP, store: OffloadStore) -> None:
 
 
 def register_results_tools(app: FastMCP, store: OffloadStore, datasets: Datasets, renderer: Renderer) -> None:
+    register_sql_tools(app, datasets, renderer)
+    register_cleanup_tool(app, store)
+
+
+def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> None:
     @app.tool(
         name="analyze-with-duckdb",
         description=(
-            "Read-only SQL (DuckDB) over offloaded results. Each offloaded file is a view "
-            "dataset_<id> (ids from results.file_ref.id or list-saved-datasets); with dataset_id "
+            "Read-only SQL (DuckDB) over saved datasets: offloaded results and saved tool results. "
+            "Each is a view dataset_<id> (ids from results.file_ref.id, dataset.id or list-saved-datasets); with dataset_id "
             "it is also the view `dataset`. One SELECT/WITH/DESCRIBE/SUMMARIZE/SHOW/EXPLAIN "
             "statement per call. Rows come back paged like search results; a large result is "
             "offloaded to a file."
@@ -54,15 +60,18 @@ def register_results_tools(app: FastMCP, store: OffloadStore, datasets: Datasets
 
     @app.tool(
         name="list-saved-datasets",
-        description="List offloaded results (id, tool, query, created, rows, size), newest first. "
-        "`filter` matches id, tool or query text.",
+        description="List saved datasets (id, view, tool, server, query, created, rows, size), newest first. "
+        "`filter` is a text matched against id, tool, server and query, or an object narrowing by "
+        "tool, server, date_from and date_to (ISO dates).",
         annotations=READ_ONLY,
     )
     @tool_errors
-    async def list_saved_datasets(filter: str | None = None) -> ToolResult:
+    async def list_saved_datasets(filter: str | DatasetFilter | None = None) -> ToolResult:
         infos = await anyio.to_thread.run_sync(lambda: datasets.list(filter))
         return json_result({"datasets": [i.to_dict() for i in infos], "count": len(infos)})
 
+
+def register_cleanup_tool(app: FastMCP, store: OffloadStore) -> None:
     @app.tool(
         name="cleanup_temp_files",
         description="Delete offloaded result files older than max_age_days (default: the retention "

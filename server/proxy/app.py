@@ -1,0 +1,111 @@
+"""Builds the proxy: fastmcp's ProxyProvider per backend, the interceptor, the dataset tools.
+
+The client sees the backends' tools, resources and prompts (namespaced by server name when
+there are several), plus `analyze-with-duckdb`, `list-saved-datasets` and
+`read-dataset-page` over the saved datasets. The proxy's own tools win a name clash (fastmcp
+prefers local components over providers), so a backend that is itself a codepager server
+keeps its search tools and shares the SQL ones, which see the same default offload folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+
+import anyio
+from fastmcp import FastMCP
+from fastmcp.server.providers.proxy import ProxyMetadataMiddleware, ProxyProvider
+
+from server import __version__
+from server.auth import http_auth
+from server.errors import ErrorMiddleware
+from server.output import Datasets, DatasetStore, OffloadStore, OutputLayer
+from server.proxy.backends import Backend, ToolOwners
+from server.proxy.interceptor import LargeResultInterceptor
+from server.proxy.saver import ResultSaver
+from server.rendering import Renderer
+from server.settings import Settings
+from server.tools.dataset_pages import register_dataset_page_tool
+from server.tools.results import register_results_resources, register_sql_tools
+from sessions import CursorCodec, load_or_create_key
+
+log = logging.getLogger("codepager.proxy")
+
+PROXY_TOOLS = ("analyze-with-duckdb", "list-saved-datasets", "read-dataset-page")
+#: Retention runs at start-up and then this often; datasets live for days, so hourly is plenty.
+SWEEP_INTERVAL_S = 3600.0
+MANY_BACKENDS_INSTRUCTIONS = (
+    "This server proxies several MCP servers; each tool name starts with its server's name. "
+    "Tool results too large to send are saved as datasets: query them with analyze-with-duckdb, "
+    "page through them with read-dataset-page, list them with list-saved-datasets."
+)
+
+
+async def _sweep_forever(store: DatasetStore) -> None:
+    while True:
+        try:
+            report = await anyio.to_thread.run_sync(store.cleanup)
+        except Exception:  # a failed sweep must never take the proxy down
+            log.exception("dataset retention sweep of %s failed", store.root)
+        else:
+            if report.removed_count:
+                log.info("removed %d expired dataset files (%d bytes)", report.removed_count, report.freed_bytes)
+        await anyio.sleep(SWEEP_INTERVAL_S)
+
+
+def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
+    if not backends:
+        raise ValueError("the proxy needs at least one backend server")
+    proxy = settings.proxy
+    offload = OffloadStore.from_settings(settings.offload)
+    saved = DatasetStore.from_settings(proxy)
+    datasets = Datasets(
+        offload,
+        saved,
+        memory_limit=proxy.duckdb_memory_limit,
+        threads=proxy.duckdb_threads,
+        timeout_s=settings.offload.duckdb_timeout_s,
+        max_rows=settings.offload.duckdb_max_rows,
+    )
+    renderer = Renderer(OutputLayer(settings.offload, offload))
+    key = load_or_create_key(settings.index.cache_dir, settings.sessions.secret_key)
+    codec = CursorCodec(key, max_age_s=settings.sessions.cursor_max_age_s)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastMCP) -> AsyncIterator[dict[str, object]]:
+        # A plain task, not a task group: fastmcp may leave the lifespan from another task.
+        sweeper = asyncio.get_running_loop().create_task(_sweep_forever(saved))
+        offload.start_sweeper()
+        try:
+            yield {}
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+            offload.close()
+
+    app = FastMCP(
+        "codepager-proxy",
+        version=__version__,
+        instructions=MANY_BACKENDS_INSTRUCTIONS if len(backends) > 1 else None,
+        lifespan=lifespan,
+        auth=http_auth(settings.server),
+    )
+    app.add_middleware(ErrorMiddleware())
+    providers = [ProxyProvider(b.client_factory()) for b in backends]
+    for backend, provider in zip(backends, providers, strict=True):
+        app.add_provider(provider, namespace=backend.name if len(backends) > 1 else "")
+    if len(backends) == 1:  # forward the backend's instructions, as fastmcp's own proxy does
+        app.add_middleware(ProxyMetadataMiddleware(providers[0]))
+    saver = ResultSaver(saved, threshold_tokens=proxy.threshold_tokens, schema_sample_size=proxy.schema_sample_size)
+    app.add_middleware(
+        LargeResultInterceptor(
+            saver, ToolOwners(backends), threshold_tokens=proxy.threshold_tokens, excluded={*proxy.excluded_tools, *PROXY_TOOLS}
+        )
+    )
+    register_sql_tools(app, datasets, renderer)
+    register_dataset_page_tool(app, datasets, codec, renderer, max_output_tokens=proxy.threshold_tokens)
+    register_results_resources(app, offload)
+    return app

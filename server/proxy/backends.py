@@ -1,0 +1,111 @@
+"""The servers behind the proxy: from a command line or a standard `mcpServers` config, to the
+fastmcp clients that reach them.
+
+Two choices differ from fastmcp's `create_proxy` defaults, on purpose:
+- `create_proxy` makes the backend mirror the front connection's protocol era, pinning a
+  modern front's exact version without asking the backend; a handshake-only server (the npm
+  reference servers, most servers in the wild) then fails every call. Our clients negotiate
+  (`mode="auto"`: probe, fall back to the initialize handshake) once per backend session.
+- A stdio backend inherits the proxy's whole environment (plus the config's `env`): the proxy
+  stands in for the client that would have launched the server, and that client's
+  environment (API keys, PATH) is what the server expects.
+A stdio backend runs as one long-lived subprocess shared by all calls (fastmcp's keep-alive
+transport); when it dies, calls in flight fail and the next call starts a new one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+
+from fastmcp import Client
+from fastmcp.client.transports import ClientTransport, StdioTransport
+from fastmcp.mcp_config import MCPConfig, StdioMCPServer
+from fastmcp.server.providers.proxy import ProxyClient
+
+#: Launchers whose first plain argument, not themselves, names the server.
+_LAUNCHERS = frozenset({"npx", "bunx", "pnpx", "uvx", "pipx", "node", "deno", "bun", "python", "python3", "uv", "docker"})
+_LAUNCHER_WORDS = frozenset({"run", "exec", "x", "dlx", "-m"})
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One proxied server: its name (the tool namespace when there are several) and transport.
+    `timeout_s` bounds each call to it (None: wait as long as it takes)."""
+
+    name: str
+    transport: ClientTransport
+    timeout_s: float | None
+
+    def client_factory(self) -> Callable[[], Client]:
+        """A fresh client per call over the one shared transport (fastmcp's proxy pattern: no
+        request context leaks between concurrent calls, the subprocess is shared)."""
+        base = ProxyClient(self.transport, mode="auto", timeout=self.timeout_s)
+        return base.new
+
+
+def server_name(command: str, args: Sequence[str]) -> str:
+    """A readable name for a command: `npx -y @scope/server-x@1 DIR` -> `server-x`."""
+    words = [command, *args]
+    name = PurePath(command).name
+    if name in _LAUNCHERS:
+        name = next((w for w in words[1:] if not w.startswith("-") and w not in _LAUNCHER_WORDS), name)
+    name = name.rsplit("/", 1)[-1]
+    if "@" in name[1:]:
+        name = name[: name.index("@", 1)]
+    name = PurePath(name.lstrip("@")).stem if name.endswith((".py", ".js", ".mjs", ".ts")) else name.lstrip("@")
+    return name or "backend"
+
+
+def command_backend(command: Sequence[str], *, name: str | None = None, timeout_s: float | None = None) -> Backend:
+    """The backend `codepager proxy -- COMMAND ARGS...` runs."""
+    if not command:
+        raise ValueError("no backend command: use `codepager proxy -- COMMAND [ARGS...]` or --config mcp.json")
+    program, *args = command
+    transport = StdioTransport(program, list(args), env=dict(os.environ), keep_alive=True)
+    return Backend(name or server_name(program, args), transport, timeout_s)
+
+
+def config_backends(path: Path, *, timeout_s: float | None = None) -> list[Backend]:
+    """Every server in a standard `{"mcpServers": {...}}` file. A server's own `timeout`
+    (milliseconds, as in the format) wins over `timeout_s`."""
+    if not path.is_file():
+        raise FileNotFoundError(f"MCP config not found: {path}")
+    try:
+        config = MCPConfig.from_file(path)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not a valid mcpServers config: {exc}") from None
+    if not config.mcpServers:
+        raise ValueError(f"{path} defines no servers under mcpServers")
+    backends = []
+    for name, server in config.mcpServers.items():
+        timeout = server.timeout / 1000 if getattr(server, "timeout", None) else timeout_s
+        if type(server) is StdioMCPServer:
+            env = {**os.environ, **{k: str(v) for k, v in server.env.items()}}
+            transport: ClientTransport = StdioTransport(server.command, server.args, env=env, cwd=server.cwd, keep_alive=True)
+        else:
+            transport = server.to_transport()
+        backends.append(Backend(name, transport, timeout))
+    return backends
+
+
+class ToolOwners:
+    """Which backend a front-facing tool name belongs to, and its name there.
+
+    One backend: tools keep their names. Several: fastmcp prefixes each with its server's name
+    (`github_search`), so the longest matching `<server>_` prefix owns the tool."""
+
+    def __init__(self, backends: Sequence[Backend]) -> None:
+        self.names = [b.name for b in backends]
+        self.namespaced = len(backends) > 1
+
+    def owner(self, tool: str) -> tuple[str, str] | None:
+        """(server, backend tool name), or None for a name no backend can have."""
+        if not self.namespaced:
+            return (self.names[0], tool) if self.names else None
+        for server in sorted(self.names, key=len, reverse=True):
+            if tool.startswith(f"{server}_"):
+                return server, tool[len(server) + 1 :]
+        return None

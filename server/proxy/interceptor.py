@@ -1,0 +1,84 @@
+"""The proxy's one intervention: results over the threshold become datasets, nothing else changes.
+
+A result's size is estimated at one token per 3 bytes of its wire JSON: we cannot know what a
+backend sends (code, prose, base64, CJK), and 3 bytes per token is the cautious end of the
+usual range, so a result the agent would choke on is never let through. Under the threshold,
+an error result, an excluded tool, one of the proxy's own tools, or a result that is not
+text (images, audio, links) goes through untouched: content, structuredContent, isError and
+_meta exactly as the backend sent them.
+
+A backend tool that declares an output schema gets it widened in the tool list to also admit
+the proxy's answers, since MCP clients validate structuredContent against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import anyio
+import mcp_types as mt
+import pydantic_core
+from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
+from fastmcp.tools.base import InputRequiredToolResult, Tool, ToolResult
+
+from server.proxy.answer import widen_output_schema
+from server.proxy.backends import ToolOwners
+from server.proxy.extraction import extract_records
+from server.proxy.saver import ProxiedCall, ResultSaver
+
+BYTES_PER_TOKEN = 3
+
+
+def wire_size(result: ToolResult) -> int:
+    """Bytes of the result's content and structured content as JSON, as they travel."""
+    size = len(pydantic_core.to_json(result.content, exclude_none=True, by_alias=True))
+    if result.structured_content is not None:
+        size += len(pydantic_core.to_json(result.structured_content))
+    return size
+
+
+class LargeResultInterceptor(Middleware):
+    def __init__(self, saver: ResultSaver, owners: ToolOwners, *, threshold_tokens: int, excluded: Collection[str]) -> None:
+        self.saver = saver
+        self.owners = owners
+        self.max_bytes = threshold_tokens * BYTES_PER_TOKEN
+        self.excluded = frozenset(excluded)
+
+    def _owner(self, tool: str) -> tuple[str, str] | None:
+        """(server, backend tool) when calls to `tool` may be intercepted. An excluded tool may
+        be named as the client sees it or as its backend does."""
+        owner = self.owners.owner(tool)
+        if owner is None or tool in self.excluded or owner[1] in self.excluded:
+            return None
+        return owner
+
+    async def on_list_tools(
+        self, context: MiddlewareContext[mt.ListToolsRequest], call_next: CallNext[mt.ListToolsRequest, Sequence[Tool]]
+    ) -> Sequence[Tool]:
+        tools = await call_next(context)
+        return [
+            t.model_copy(update={"output_schema": widen_output_schema(t.output_schema)})
+            if t.output_schema is not None and self._owner(t.name) is not None
+            else t
+            for t in tools
+        ]
+
+    async def on_call_tool(
+        self, context: MiddlewareContext[mt.CallToolRequestParams], call_next: CallNext[mt.CallToolRequestParams, ToolResult]
+    ) -> Any:
+        result = await call_next(context)
+        # A multi-round-trip ask or a task acknowledgement carries no content to save.
+        if not isinstance(result, ToolResult) or isinstance(result, InputRequiredToolResult) or result.is_error:
+            return result
+        owner = self._owner(context.message.name)
+        if owner is None:
+            return result
+        size = wire_size(result)
+        if size <= self.max_bytes:
+            return result
+        extracted = await anyio.to_thread.run_sync(extract_records, result)
+        if extracted is None:
+            return result
+        call = ProxiedCall(tool=owner[1], server=owner[0], arguments=dict(context.message.arguments or {}), size_bytes=size)
+        return await anyio.to_thread.run_sync(self.saver.save, result, extracted, call)

@@ -1,0 +1,110 @@
+"""`read-dataset-page`: page through any saved dataset with signed cursors, like a search.
+
+For clients without a shell, or behind streamable HTTP, a dataset's file is out of reach;
+this tool walks its records instead. The cursor is the search cursor's codec with
+`kind="dataset"`: it names the dataset and the offset and is signed, so a cursor edited to
+point elsewhere, or one from a search, is refused as invalid params (-32602), and a cursor
+needs no server memory (datasets are immutable files, so there is no session to keep).
+Each page is rendered inline and cut, losslessly, to the size budget: the next cursor resumes
+at the first record left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, overload
+
+import anyio
+from fastmcp import FastMCP
+from fastmcp.tools.base import ToolResult
+from pydantic import Field
+
+from server.errors import tool_errors
+from server.output import MIN_OUTPUT_TOKENS, DatasetFile, Datasets, ListPage
+from server.rendering import OutputOptions, Renderer
+from server.tools.results import READ_ONLY
+from sessions import CursorCodec
+from sessions.cursor import CursorState
+from sessions.errors import CursorGenerationError, CursorParamsMismatchError
+
+DATASET_KIND = "dataset"
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+
+
+class _Window(Sequence[Any]):
+    """`total` records of which only `records` (starting at `start`) were read: ListPage can
+    slice the window and count the whole dataset without reading the rest of the file."""
+
+    def __init__(self, start: int, records: list[Any], total: int) -> None:
+        self.start, self.records, self.total = start, records, total
+
+    def __len__(self) -> int:
+        return self.total
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            start, stop, _ = index.indices(self.total)
+            return self.records[max(start - self.start, 0) : max(stop - self.start, 0)]
+        return self.records[index - self.start]
+
+
+def dataset_page(
+    datasets: Datasets, codec: CursorCodec, dataset_id: str, cursor: str | None, page_size: int | None
+) -> ListPage:
+    """The page of `dataset_id` at `cursor` (or its first page); raises CursorError on a cursor
+    that is not one of ours for this dataset."""
+    offset, size = 0, page_size or DEFAULT_PAGE_SIZE
+    state = codec.decode(cursor, kind=DATASET_KIND) if cursor is not None else None
+    if state is not None and state.session_id != dataset_id:
+        raise CursorParamsMismatchError()
+    file: DatasetFile = datasets.open(dataset_id)
+    if state is not None:
+        if state.total_count != file.count:
+            raise CursorGenerationError(f"dataset {dataset_id} now has {file.count} records, not {state.total_count}")
+        offset, size = state.offset, page_size or state.page_size
+
+    def cursor_for(next_offset: int) -> str:
+        return codec.encode(CursorState(dataset_id, next_offset, size, kind=DATASET_KIND, total_count=file.count))
+
+    return ListPage(
+        items=_Window(offset, file.read(offset, size), file.count),
+        offset=offset,
+        page_size=size,
+        cursor_for=cursor_for,
+        search_block={"dataset_id": dataset_id, "view": f"dataset_{dataset_id}", "mode": "dataset"},
+    )
+
+
+def register_dataset_page_tool(
+    app: FastMCP, datasets: Datasets, codec: CursorCodec, renderer: Renderer, *, max_output_tokens: int
+) -> None:
+    """`max_output_tokens` caps every page (at least MIN_OUTPUT_TOKENS, which the envelope needs)."""
+    budget = max(max_output_tokens, MIN_OUTPUT_TOKENS)
+
+    @app.tool(
+        name="read-dataset-page",
+        description=(
+            "Read a saved dataset (ids from list-saved-datasets or a saved result's dataset.id) page by page. "
+            "Returns results.records; pass pagination.next_cursor back as `cursor` (with the same dataset_id) "
+            "until it is null. Pages are cut to a size budget without losing records."
+        ),
+        annotations=READ_ONLY,
+    )
+    @tool_errors
+    async def read_dataset_page(
+        dataset_id: Annotated[str, Field(description="the dataset's id")],
+        cursor: Annotated[str | None, Field(description="pagination.next_cursor of the previous page")] = None,
+        page_size: Annotated[
+            int | None, Field(ge=1, le=MAX_PAGE_SIZE, description=f"records per page (default {DEFAULT_PAGE_SIZE})")
+        ] = None,
+    ) -> ToolResult:
+        page = await anyio.to_thread.run_sync(lambda: dataset_page(datasets, codec, dataset_id, cursor, page_size))
+        options = OutputOptions(output_mode="inline", max_output_tokens=budget)
+        return await anyio.to_thread.run_sync(
+            lambda: renderer.render(page, options, tool="read-dataset-page", query=dataset_id, records_key="records")
+        )

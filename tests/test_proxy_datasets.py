@@ -1,0 +1,282 @@
+"""The proxy's saving path without a network: records read out of real tool results, profiles
+(unions for mixed types, distinct values), the dated dataset store (layout, metadata, atomic
+files, retention that touches only its own files), SQL and listing over both kinds of dataset,
+and the answer's example SQL run for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from fastmcp.tools.base import ToolResult
+from mcp_types import ImageContent, TextContent
+from ulid import ULID
+
+from server.output import DatasetFilter, Datasets, DatasetStore, OffloadStore
+from server.output.profile import MAX_DISTINCT, profile_records
+from server.proxy.answer import example_sql
+from server.proxy.backends import ToolOwners, command_backend, server_name
+from server.proxy.extraction import extract_records
+from server.proxy.saver import ProxiedCall, ResultSaver
+from tests.proxy_backend import make_rows
+
+
+def text_result(text: str, structured: dict | None = None) -> ToolResult:
+    return ToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
+# -- extraction --------------------------------------------------------------------------------
+
+
+def test_a_json_array_in_text_is_one_record_per_element() -> None:
+    rows = make_rows(5)
+    found = extract_records(text_result(json.dumps(rows, indent=2)))
+    assert found is not None and found.records == rows
+    assert (found.format, found.records_from, found.envelope) == ("json_records", "text", None)
+
+
+def test_records_nested_one_and_two_levels_keep_their_envelope() -> None:
+    rows = make_rows(4)
+    one = extract_records(text_result(json.dumps({"total": 4, "tags": ["a"], "rows": rows})))
+    assert one is not None and one.records == rows and one.records_from == "text:rows"
+    assert one.envelope == {"total": 4, "tags": ["a"], "rows": "<4 records: saved in the dataset>"}
+    page = {"results": {"matches": rows, "count": 4}, "pagination": {"next_cursor": "abc"}}
+    two = extract_records(text_result("ignored", structured=page))
+    assert two is not None and two.records == rows and two.records_from == "structuredContent:results.matches"
+    assert two.envelope is not None and two.envelope["pagination"] == {"next_cursor": "abc"}
+
+
+def test_structured_content_wins_and_scalars_become_value_records() -> None:
+    found = extract_records(text_result("[1, 2]", structured={"result": [3, "x", None]}))
+    assert found is not None and found.records == [{"value": 3}, {"value": "x"}, {"value": None}]
+    assert found.records_from == "structuredContent:result"
+
+
+def test_anything_else_is_text_lines_and_non_text_results_are_left_alone() -> None:
+    found = extract_records(text_result("first\nsecond line\n", structured={"content": "first\nsecond line\n"}))
+    assert found is not None and found.format == "text_lines"
+    assert found.records == [{"line": 1, "text": "first"}, {"line": 2, "text": "second line"}]
+    not_records = extract_records(text_result('{"a": {"b": {"c": [1, 2]}}}'))  # three levels down: too deep
+    assert not_records is not None and not_records.format == "text_lines"
+    image = ToolResult(content=[ImageContent(type="image", data="aGk=", mime_type="image/png")])
+    assert extract_records(image) is None
+
+
+# -- profiles ----------------------------------------------------------------------------------
+
+
+def test_profile_reports_unions_optional_fields_and_distinct_values() -> None:
+    rows = make_rows(300, mixed=True)
+    for r in rows[::50]:
+        del r["note"]
+    profile = profile_records(rows, sample_size=100)
+    assert profile.fields == {"id": "integer", "kind": "string", "value": "integer | string", "note": "string"}
+    assert profile.optional == ["note"]
+    assert profile.distinct_values == {"kind": [{"value": "alpha", "count": 100}, {"value": "beta", "count": 100},
+                                                {"value": "gamma", "count": 100}]}  # fmt: skip
+    assert profile.sample_size == 100 and len(profile.sample_records) == 3
+
+
+def test_distinct_values_are_counted_over_every_record_not_just_the_sample() -> None:
+    rows = [{"status": "ok"} for _ in range(1000)]
+    rows[501]["status"] = "rare"  # never in an evenly spread sample of 10
+    profile = profile_records(rows, sample_size=10)
+    assert profile.distinct_values["status"] == [{"value": "ok", "count": 999}, {"value": "rare", "count": 1}]
+
+
+def test_high_cardinality_long_and_nested_fields_are_not_categories() -> None:
+    rows = [{"id": i, "name": f"n{i % (MAX_DISTINCT + 5)}", "blob": "x" * 500, "tags": ["a"], "flag": i % 2 == 0}
+            for i in range(200)]  # fmt: skip
+    profile = profile_records(rows, sample_size=100)
+    assert set(profile.distinct_values) == {"flag"}
+    assert profile.fields["tags"] == "array" and profile.fields["flag"] == "boolean"
+
+
+# -- the dataset store -------------------------------------------------------------------------
+
+
+def old_id(days: float) -> str:
+    return str(ULID.from_timestamp(time.time() - days * 86400))
+
+
+def test_layout_metadata_and_atomic_files(tmp_path: Path) -> None:
+    store = DatasetStore(tmp_path / "data")
+    dataset_id = store.new_id()
+    rows = make_rows(7)
+    saved = store.save(dataset_id, rows, {"tool": "t", "server": "s", "arguments": {"n": 7}})
+    day = ULID.from_str(dataset_id).datetime
+    folder = tmp_path / "data" / "datasets" / f"{day:%Y}" / f"{day:%m}" / f"{day:%d}"
+    assert saved.data_path == folder / f"dataset_{dataset_id}_data.jsonl"
+    assert saved.metadata_path == folder / f"dataset_{dataset_id}_metadata.json"
+    assert [json.loads(line) for line in saved.data_path.read_text().splitlines()] == rows
+    meta = json.loads(saved.metadata_path.read_text())
+    assert meta["id"] == dataset_id and meta["timestamp"].startswith(f"{day:%Y-%m-%d}") and meta["record_count"] == 7
+    assert meta["tool"] == "t" and meta["size_bytes"] == saved.data_path.stat().st_size
+    assert {p.name for p in folder.iterdir()} == {saved.data_path.name, saved.metadata_path.name}  # no temp files
+    assert oct(saved.data_path.stat().st_mode & 0o777) == "0o600" and oct(folder.stat().st_mode & 0o777) == "0o700"
+    assert store.open(dataset_id).read(2, 3) == rows[2:5]
+
+
+def test_concurrent_saves_get_unique_complete_datasets(tmp_path: Path) -> None:
+    store = DatasetStore(tmp_path / "data")
+    rows = make_rows(2000)
+    ids: list[str] = []
+
+    def save() -> None:
+        dataset_id = store.new_id()
+        store.save(dataset_id, rows, {"tool": "t", "server": "s"})
+        ids.append(dataset_id)
+
+    threads = [threading.Thread(target=save) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(ids)) == 8
+    for dataset_id in ids:
+        assert store.open(dataset_id).read(0, 5000) == rows
+
+
+def test_a_failed_write_raises_a_typed_error_and_leaves_nothing(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the data dir should be")
+    from server.output import DatasetWriteError
+
+    with pytest.raises(DatasetWriteError, match="not a directory|Not a directory"):
+        DatasetStore(blocker).save(DatasetStore.new_id(), [{"a": 1}], {})
+
+
+def test_retention_removes_only_old_datasets_of_ours_and_empty_day_folders(tmp_path: Path) -> None:
+    store = DatasetStore(tmp_path / "data", retention_days=30)
+    old, fresh = old_id(45), store.new_id()
+    for dataset_id in (old, fresh):
+        store.save(dataset_id, [{"a": 1}], {"tool": "t", "server": "s"})
+    old_folder = store.day_dir(old)
+    foreign = old_folder / "notes.txt"
+    foreign.write_text("not ours")
+    lookalike = store.day_dir(fresh) / f"dataset_{old}_data.jsonl.bak"
+    lookalike.write_text("not ours either")
+    report = store.cleanup()
+    assert report.removed_count == 2 and report.freed_bytes > 0
+    assert foreign.exists() and lookalike.exists() and store.open(fresh).count == 1
+    foreign.unlink()
+    assert store.cleanup(0).removed_count == 2  # everything of ours, now
+    assert not old_folder.exists() and lookalike.exists()
+
+
+# -- SQL and listing over both sources ------------------------------------------------------------
+
+
+@pytest.fixture
+def both(tmp_path: Path) -> tuple[Datasets, OffloadStore, DatasetStore]:
+    offload, saved = OffloadStore(tmp_path / "offload"), DatasetStore(tmp_path / "data")
+    return Datasets(offload, saved), offload, saved
+
+
+def test_sql_joins_an_offloaded_page_with_a_saved_result(both) -> None:
+    datasets, offload, saved = both
+    page = offload.write(tool="regex_search", query="q", records=[{"kind": "alpha", "n": 1}, {"kind": "beta", "n": 2}])
+    result_id = saved.new_id()
+    saved.save(result_id, make_rows(30), {"tool": "records", "server": "backend"})
+    sql = f"SELECT p.n, count(*) AS c FROM dataset_{page.id} p JOIN dataset_{result_id} r USING (kind) GROUP BY 1 ORDER BY 1"
+    assert datasets.query(sql).rows == [{"n": 1, "c": 10}, {"n": 2, "c": 10}]
+    assert datasets.query("SELECT count(*) AS c FROM dataset", dataset_id=result_id).rows == [{"c": 30}]
+
+
+def test_listing_filters_by_text_tool_server_and_date(both) -> None:
+    datasets, offload, saved = both
+    offload.write(tool="regex_search", query="needle", records=[{"a": 1}])
+    time.sleep(0.002)  # ids order by creation time to the millisecond
+    old, new = old_id(3), saved.new_id()
+    saved.save(old, [{"a": 1}], {"tool": "directory_tree", "server": "fs", "arguments": {"path": "/src"}})
+    saved.save(new, [{"a": 1}], {"tool": "query", "server": "db", "arguments": {"sql": "select"}})
+    assert [i.tool for i in datasets.list()] == ["query", "regex_search", "directory_tree"]  # newest first
+    assert [i.id for i in datasets.list(DatasetFilter(server="fs"))] == [old]
+    assert [i.id for i in datasets.list(DatasetFilter(tool="query"))] == [new]
+    assert [i.id for i in datasets.list("/src")] == [old]
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    assert {i.tool for i in datasets.list(DatasetFilter(date_from=today))} == {"regex_search", "query"}
+    assert [i.id for i in datasets.list(DatasetFilter(date_to=old_id_day(old)))] == [old]
+    assert datasets.list(DatasetFilter(date_from="2001-01-01T00:00:00Z", date_to="2001-12-31")) == []
+    info = next(i for i in datasets.list() if i.id == old).to_dict()
+    assert info["server"] == "fs" and json.loads(info["query"]) == {"path": "/src"}
+    with pytest.raises(ValueError, match="ISO date"):
+        DatasetFilter(date_from="last tuesday")
+
+
+def old_id_day(dataset_id: str) -> str:
+    return f"{ULID.from_str(dataset_id).datetime:%Y-%m-%d}"
+
+
+@pytest.mark.parametrize("records", [make_rows(300, mixed=True), [{"line": i, "text": f"INFO start {i}"} for i in range(1, 50)]])
+def test_every_example_query_runs(both, records) -> None:
+    datasets, _, saved = both
+    result = text_result(json.dumps(records) if "id" in records[0] else "\n".join(r["text"] for r in records))
+    extracted = extract_records(result)
+    assert extracted is not None
+    profile = profile_records(extracted.records, sample_size=100)
+    dataset_id = saved.new_id()
+    saved.save(dataset_id, extracted.records, {"tool": "t", "server": "s"})
+    queries = example_sql(f"dataset_{dataset_id}", extracted, profile)
+    assert len(queries) >= 3
+    for sql in queries:
+        assert datasets.query(sql).rows, sql
+
+
+# -- the saver never fails the call -------------------------------------------------------------
+
+
+def test_an_unwritable_data_dir_gives_a_truncated_inline_answer(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    saver = ResultSaver(DatasetStore(blocker / "data"), threshold_tokens=1000, schema_sample_size=100)
+    text = "\n".join(f"line {i} " + "z" * 50 for i in range(2000))
+    result = text_result(text)
+    extracted = extract_records(result)
+    assert extracted is not None
+    answer = saver.save(result, extracted, ProxiedCall("read_file", "fs", {"path": "/x"}, len(text)))
+    body = answer.structured_content
+    assert answer.is_error is False and body is not None and json.loads(answer.content[0].text) == body
+    assert body["intercepted"] == "truncated" and "could not be saved" in body["warning"]
+    assert text.startswith(body["text"]) and len(body["text"]) > 1500
+    assert len(answer.content[0].text.encode()) <= 1000 * 3  # the whole answer is under the threshold
+
+
+# -- backends ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        (["npx", "-y", "@modelcontextprotocol/server-filesystem", "/tmp"], "server-filesystem"),
+        (["npx", "@scope/server-x@1.2.3"], "server-x"),
+        (["python", "-m", "mcp_server_time"], "mcp_server_time"),
+        (["/usr/bin/python3", "tests/proxy_backend.py"], "proxy_backend"),
+        (["uvx", "mcp-server-git", "--repository", "."], "mcp-server-git"),
+        (["docker", "run", "-i", "--rm", "mcp/fetch"], "fetch"),
+        (["/opt/bin/codepager", "serve"], "codepager"),
+    ],
+)
+def test_server_names_from_commands(command: list[str], name: str) -> None:
+    assert server_name(command[0], command[1:]) == name
+
+
+def test_tool_owners_single_and_namespaced() -> None:
+    one = ToolOwners([command_backend(["srv"], name="fs")])
+    assert one.owner("read_file") == ("fs", "read_file")
+    many = ToolOwners([command_backend(["a"], name="git"), command_backend(["b"], name="git_hub")])
+    assert many.owner("git_hub_search") == ("git_hub", "search")
+    assert many.owner("git_log") == ("git", "log")
+    assert many.owner("analyze-with-duckdb") is None
+
+
+def test_a_command_backend_inherits_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv("CODEPAGER_TEST_TOKEN", "secret")
+    transport = command_backend(["server", "--flag"]).transport
+    assert transport.env is not None and transport.env["CODEPAGER_TEST_TOKEN"] == "secret"
+    assert (transport.command, transport.args) == ("server", ["--flag"])
+    assert os.environ["CODEPAGER_TEST_TOKEN"] == "secret"
