@@ -104,8 +104,10 @@ class LexicalIndex:
         return self._chunks.size
 
     @classmethod
-    def build(cls, chunks: Sequence[Chunk]) -> LexicalIndex:
-        chunk_docs = [lexical_document(c) for c in chunks]
+    def build(cls, chunks: Sequence[Chunk], documents: Sequence[list[str]] | None = None) -> LexicalIndex:
+        """`documents`, each chunk's `lexical_document`, may be passed by a caller that kept
+        them from an earlier build: an incremental update then tokenizes only new chunks."""
+        chunk_docs = list(documents) if documents is not None else [lexical_document(c) for c in chunks]
         file_docs: dict[str, list[str]] = {}
         for chunk, doc in zip(chunks, chunk_docs):
             file_docs.setdefault(chunk.path, []).extend(doc)
