@@ -77,13 +77,14 @@ class OffloadSettings(BaseModel):
 
 
 class ProxySettings(BaseModel):
-    threshold_tokens: int = Field(8192, ge=1)
-    excluded_tools: list[str] = Field(default_factory=list)
-    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("codepager", appauthor=False)))
-    cleanup_after_days: float = Field(30.0, gt=0)
-    schema_sample_size: int = Field(100, ge=1)
-    duckdb_memory_limit: str = "1GB"
+    threshold_tokens: int = Field(8192, ge=1, description="Proxied results estimated above this (at 3 bytes a token) are saved as datasets.")
+    excluded_tools: list[str] = Field(default_factory=list, description="Tools whose results always pass through (as the client or the backend names them).")
+    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("codepager", appauthor=False)), description="Saved datasets go to <data_dir>/datasets/YYYY/MM/DD/.")
+    cleanup_after_days: float = Field(30.0, gt=0, description="Saved datasets older than this are removed in the background.")
+    schema_sample_size: int = Field(100, ge=1, description="Records sampled to infer a saved dataset's field types.")
+    duckdb_memory_limit: str = Field("1GB", description="DuckDB memory_limit for analyze-with-duckdb on the proxy.")
     duckdb_threads: int = Field(2, ge=1)
+    call_timeout_s: float | None = Field(300.0, gt=0, description="A backend call running longer than this fails with a timeout error.")
 
 
 class ServerSettings(BaseModel):

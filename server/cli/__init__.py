@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from server import __version__
-from server.cli import config_cmd, index_cmd, search_cmd, serve_cmd
+from server.cli import config_cmd, index_cmd, proxy_cmd, search_cmd, serve_cmd
 
 EPILOG = """examples:
   codepager search 'def \\w+_page' src/          regex search, grep-like output
@@ -20,9 +20,11 @@ EPILOG = """examples:
   codepager search --hybrid "where are retries handled" --jsonl
   codepager index .                              build or update the semantic index
   codepager serve --root .                       MCP server over stdio
+  codepager proxy -- npx -y @modelcontextprotocol/server-filesystem .
+                                                 another MCP server, large results saved as datasets
 """
 
-_SUBCOMMANDS = (search_cmd, index_cmd, serve_cmd, config_cmd)
+_SUBCOMMANDS = (search_cmd, index_cmd, serve_cmd, proxy_cmd, config_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

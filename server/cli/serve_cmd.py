@@ -19,26 +19,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the MCP server")
     p.add_argument("--root", action="append", type=Path, dest="roots", metavar="DIR",
                    help="directory agents may search (repeatable; default: the current directory)")
+    add_transport_arguments(p)
+    p.add_argument("--config", type=Path, help="TOML settings file")
+    p.set_defaults(func=run)
+
+
+def add_transport_arguments(p: argparse.ArgumentParser) -> None:
+    """How an MCP server is served; shared by `serve` and `proxy`."""
     p.add_argument("--transport", choices=["stdio", "http", "chunked-stdio"], help="default: stdio")
     p.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="HTTP port (default 8765)")
     p.add_argument("--auth-token", help="require 'Authorization: Bearer TOKEN' on HTTP (or CODEPAGER_SERVER__AUTH_TOKEN)")
-    p.add_argument("--config", type=Path, help="TOML settings file")
     p.add_argument("--log-level", help="stderr log level (default WARNING)")
-    p.set_defaults(func=run)
 
 
-def server_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """Flags that were given, as a settings override (flags win over TOML and env)."""
-    server = {
-        "roots": [r.resolve() for r in args.roots] if args.roots else None,
+def transport_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The transport flags that were given, as `server` settings (flags win over TOML and env)."""
+    return {
         "transport": args.transport,
         "host": args.host,
         "port": args.port,
         "auth_token": args.auth_token,
         "log_level": args.log_level,
     }
-    return {"server": server}
+
+
+def server_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Flags that were given, as a settings override (flags win over TOML and env)."""
+    roots = [r.resolve() for r in args.roots] if args.roots else None
+    return {"server": {"roots": roots, **transport_overrides(args)}}
+
+
+def configure_logging(level: str) -> None:
+    """Logs go to stderr: on stdio, anything else on stdout would corrupt the JSON-RPC stream."""
+    logging.basicConfig(stream=sys.stderr, level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"codepager: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(stream=sys.stderr, level=settings.server.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.server.log_level)
     from server.app import build_app  # heavy imports only once the arguments are known good
 
     try:

@@ -1,0 +1,233 @@
+"""The proxy app end to end with a real backend: tests/proxy_backend.py running as a stdio
+subprocess behind `build_proxy_app`, driven by a real fastmcp client. Pass-through is exact,
+large results become datasets that SQL and read-dataset-page can read back, cursors are
+signed, backend errors, timeouts and crashes reach the client as errors (and a crashed backend
+is started again), and the proxy's own answers satisfy the backend's declared output schema."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from fastmcp import Client, FastMCP
+from fastmcp.client.transports import FastMCPTransport
+from mcp import MCPError
+from mcp_types import INVALID_PARAMS
+
+from server.proxy import Backend, build_proxy_app, command_backend
+from server.settings import Settings, load_settings
+from tests.proxy_backend import app as backend_app
+from tests.proxy_backend import make_rows
+from tests.server_helpers import SECRET, structured
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+BACKEND = [sys.executable, str(Path(__file__).with_name("proxy_backend.py"))]
+THRESHOLD = 2000
+#: Connection-level result metadata that every server stamps itself; not part of a result.
+CONNECTION_META = ("io.modelcontextprotocol/serverInfo",)
+
+
+def proxy_settings(tmp: Path, **proxy: Any) -> Settings:
+    return load_settings(
+        None,
+        {
+            "proxy": {"data_dir": tmp / "data", "threshold_tokens": THRESHOLD, **proxy},
+            "offload": {"output_dir": tmp / "offload"},
+            "index": {"cache_dir": tmp / "cache"},
+            "sessions": {"secret_key": SECRET},
+        },
+    )
+
+
+def wire(result: Any) -> dict[str, Any]:
+    """What a tool result is on the wire, minus the connection-level metadata."""
+    body = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    meta = {k: v for k, v in (body.pop("_meta", None) or {}).items() if k not in CONNECTION_META}
+    return {**body, "_meta": meta}
+
+
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("proxy")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(tmp: Path):
+    app = build_proxy_app(proxy_settings(tmp), [command_backend(BACKEND, name="tiny", timeout_s=3)])
+    async with Client(app) as c:
+        await c.list_tools()  # caches output schemas: the client now validates structured content
+        yield c
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def direct():
+    async with Client(command_backend(BACKEND).transport) as c:
+        yield c
+
+
+async def saved(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    body = structured(await client.call_tool(tool, args))
+    assert body["intercepted"] == "saved_as_dataset", body
+    return body
+
+
+async def test_small_results_and_errors_pass_through_exactly(client: Client, direct: Client) -> None:
+    for tool, args in (("small", {"name": "ünïcode"}), ("records", {"n": 3}), ("fail", {"message": "nope"})):
+        via_proxy = await client.call_tool_mcp(tool, args)
+        straight = await direct.call_tool_mcp(tool, args)
+        assert json.dumps(wire(via_proxy), sort_keys=True) == json.dumps(wire(straight), sort_keys=True), tool
+    small = await client.call_tool_mcp("small", {})
+    assert small.meta is not None and small.meta["backend"] == "proxy-test-backend"
+    pid = await client.call_tool("pid", {})  # fastmcp's wrapped scalar still parses on the client
+    assert isinstance(pid.data, int) and pid.structured_content == {"result": pid.data}
+
+
+async def test_intercepted_tools_are_listed_without_an_output_schema(client: Client, direct: Client) -> None:
+    proxied = {t.name: t for t in await client.list_tools()}
+    straight = {t.name: t for t in await direct.list_tools()}
+    assert straight["structured_records"].output_schema is not None
+    assert proxied["structured_records"].output_schema is None
+    assert proxied["structured_records"].input_schema == straight["structured_records"].input_schema
+
+
+async def test_a_large_json_result_is_saved_described_and_queryable(client: Client, tmp: Path) -> None:
+    body = await saved(client, "records", {"n": 3000, "mixed": True})
+    ds = body["dataset"]
+    assert ds["record_count"] == 3000 and ds["format"] == "json_records" and ds["server"] == "tiny"
+    assert ds["fields"]["value"] == "integer | string" and ds["estimated_tokens"] > THRESHOLD
+    assert ds["distinct_values"]["kind"] == [{"value": "alpha", "count": 1000}, {"value": "beta", "count": 1000},
+                                             {"value": "gamma", "count": 1000}]  # fmt: skip
+    assert len(json.dumps(body)) < THRESHOLD * 3  # the answer itself is small
+    data = Path(ds["data_path"])
+    meta = json.loads(Path(ds["metadata_path"]).read_text())
+    day = meta["timestamp"][:10].replace("-", "/")
+    assert data == tmp / "data" / "datasets" / day / f"dataset_{ds['id']}_data.jsonl"
+    assert [json.loads(line) for line in data.read_text().splitlines()] == make_rows(3000, mixed=True)
+    assert {"id", "timestamp", "tool", "server", "original_size", "record_count", "schema", "summary"} <= set(meta)
+    assert meta["summary"]["total_records"] == 3000 and meta["arguments"] == {"n": 3000, "mixed": True}
+    assert meta["schema"]["sampled_records"] == 100
+
+    sql = f"SELECT kind, count(*) AS n, sum(id) AS ids FROM {ds['table']} GROUP BY kind ORDER BY kind"
+    rows = structured(await client.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
+    truth = Counter(r["kind"] for r in make_rows(3000))
+    assert [(r["kind"], r["n"]) for r in rows] == sorted(truth.items())
+    assert sum(r["ids"] for r in rows) == sum(range(3000))
+    for example in body["example_sql"]:
+        assert structured(await client.call_tool("analyze-with-duckdb", {"query": example}))["results"]["rows"], example
+
+
+async def test_nested_structured_and_text_results(client: Client) -> None:
+    nested = (await saved(client, "nested_records", {"n": 800}))["dataset"]
+    assert nested["records_from"] == "text:rows" and nested["envelope"]["total"] == 800
+    # structured_records declares an output schema; the client validated the answer against it
+    shaped = (await saved(client, "structured_records", {"n": 800}))["dataset"]
+    assert shaped["records_from"] == "structuredContent:items" and shaped["record_count"] == 800
+    lines = await saved(client, "text", {"lines": 1400})
+    assert lines["dataset"]["format"] == "text_lines" and lines["dataset"]["record_count"] == 1400
+    sql = f"SELECT count(*) AS n FROM {lines['dataset']['table']} WHERE text LIKE 'ERROR%'"
+    rows = structured(await client.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
+    assert rows == [{"n": 1400 // 7}]
+
+
+async def test_read_dataset_page_walks_every_record_with_signed_cursors(client: Client) -> None:
+    dataset_id = (await saved(client, "records", {"n": 1500}))["dataset"]["id"]
+    records, cursor, pages = [], None, 0
+    while True:
+        args: dict[str, Any] = {"dataset_id": dataset_id, "page_size": 400}
+        if cursor:
+            args["cursor"] = cursor
+        result = await client.call_tool("read-dataset-page", args)
+        assert len(result.content[0].text) <= THRESHOLD * 4  # cut to the token budget, losslessly
+        page = structured(result)
+        records += page["results"]["records"]
+        pages += 1
+        cursor = page["pagination"]["next_cursor"]
+        if cursor is None:
+            break
+    assert records == make_rows(1500) and pages > 1500 // 400
+
+    first = structured(await client.call_tool("read-dataset-page", {"dataset_id": dataset_id, "page_size": 10}))
+    good = first["pagination"]["next_cursor"]
+    other_id = (await saved(client, "text", {"lines": 900}))["dataset"]["id"]
+    tampered = good[:-2] + ("AA" if not good.endswith("AA") else "BB")
+    for bad_args in ({"dataset_id": dataset_id, "cursor": tampered}, {"dataset_id": other_id, "cursor": good}):
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("read-dataset-page", bad_args)
+        assert refused.value.error.code == INVALID_PARAMS
+
+
+async def test_list_saved_datasets_filters(client: Client) -> None:
+    listed = structured(await client.call_tool("list-saved-datasets", {"filter": {"tool": "text", "server": "tiny"}}))
+    assert listed["count"] >= 1 and {d["tool"] for d in listed["datasets"]} == {"text"}
+    assert structured(await client.call_tool("list-saved-datasets", {"filter": {"server": "elsewhere"}}))["count"] == 0
+    with pytest.raises(MCPError) as bad:
+        await client.call_tool("list-saved-datasets", {"filter": {"date_from": "yesterday"}})
+    assert bad.value.error.code == INVALID_PARAMS
+
+
+async def test_concurrent_large_calls_each_get_their_own_complete_dataset(client: Client) -> None:
+    bodies = await asyncio.gather(*(saved(client, "records", {"n": 600 + i}) for i in range(6)))
+    ids = {b["dataset"]["id"] for b in bodies}
+    assert len(ids) == 6
+    for i, body in enumerate(bodies):
+        data = Path(body["dataset"]["data_path"])
+        assert len(data.read_text().splitlines()) == 600 + i
+        assert not list(data.parent.glob(".*.tmp"))
+
+
+async def test_timeouts_and_crashes_are_errors_and_a_crashed_backend_restarts(client: Client) -> None:
+    slow = await client.call_tool("slow", {"seconds": 20}, raise_on_error=False)
+    assert slow.is_error and "timed out" in slow.content[0].text
+    before = (await client.call_tool_mcp("pid", {})).structured_content
+    crashed = await client.call_tool("crash", {}, raise_on_error=False)
+    assert crashed.is_error
+    after = (await client.call_tool_mcp("pid", {})).structured_content
+    assert after != before
+    assert (await saved(client, "records", {"n": 700}))["dataset"]["record_count"] == 700
+
+
+def in_memory_proxy(tmp: Path, **proxy: Any) -> FastMCP:
+    return build_proxy_app(proxy_settings(tmp, **proxy), [Backend("tiny", FastMCPTransport(backend_app), None)])
+
+
+async def test_excluded_tools_are_never_intercepted(tmp_path: Path) -> None:
+    app = in_memory_proxy(tmp_path, excluded_tools=["records", "tiny_text"])
+    async with Client(app) as c:
+        big = await c.call_tool_mcp("records", {"n": 3000})
+        assert big.structured_content is None and len(json.loads(big.content[0].text)) == 3000
+        assert (await c.call_tool("text", {"lines": 1000})).structured_content["intercepted"] == "saved_as_dataset"
+
+
+async def test_several_backends_are_namespaced_and_each_named_in_its_datasets(tmp_path: Path) -> None:
+    backends = [Backend("one", FastMCPTransport(backend_app), None), Backend("two", FastMCPTransport(backend_app), None)]
+    app = build_proxy_app(proxy_settings(tmp_path, excluded_tools=["one_text"]), backends)
+    async with Client(app) as c:
+        names = {t.name for t in await c.list_tools()}
+        assert {"one_records", "two_records", "read-dataset-page"} <= names and "records" not in names
+        body = structured(await c.call_tool("two_records", {"n": 2000}))
+        assert (body["dataset"]["server"], body["dataset"]["tool"]) == ("two", "records")
+        excluded = await c.call_tool_mcp("one_text", {"lines": 2000})
+        assert excluded.content[0].text.startswith("INFO line 1") and len(excluded.content[0].text) > THRESHOLD * 3
+
+
+async def test_retention_runs_in_the_background_at_start(tmp_path: Path) -> None:
+    from ulid import ULID
+
+    from server.output import DatasetStore
+
+    store = DatasetStore(tmp_path / "data", retention_days=1)
+    old = str(ULID.from_timestamp(ULID().timestamp - 3 * 86400))
+    store.save(old, [{"a": 1}], {"tool": "t", "server": "s"})
+    app = in_memory_proxy(tmp_path, cleanup_after_days=1)
+    async with Client(app):
+        for _ in range(100):
+            if not store.day_dir(old).exists():
+                break
+            await asyncio.sleep(0.05)
+    assert not store.day_dir(old).exists()

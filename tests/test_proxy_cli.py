@@ -1,0 +1,74 @@
+"""`codepager proxy` as a command: argument errors, mcpServers configs, and a real
+`codepager proxy --config mcp.json` process proxying two servers under their own names."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
+
+from server.cli import main
+from server.proxy import config_backends
+from tests.server_helpers import codepager_cmd, serve_env, structured
+
+BACKEND = str(Path(__file__).with_name("proxy_backend.py"))
+
+
+def write_config(path: Path, **servers: dict) -> Path:
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["proxy"], "either `-- COMMAND"),
+        (["proxy", "--config", "x.json", "--", "server"], "either `-- COMMAND"),
+        (["proxy", "--config", "/nonexistent/mcp.json"], "MCP config not found"),
+        (["proxy", "--threshold-tokens", "0", "--", "server"], "threshold_tokens"),
+    ],
+)
+def test_bad_invocations_exit_2_with_a_reason(argv: list[str], message: str, capsys) -> None:
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_empty_or_malformed_config_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no servers"):
+        config_backends(write_config(tmp_path / "empty.json"))
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not a valid mcpServers config"):
+        config_backends(tmp_path / "bad.json")
+
+
+def test_config_servers_keep_their_names_env_and_timeouts(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("CODEPAGER_TEST_INHERITED", "yes")
+    config = write_config(
+        tmp_path / "mcp.json",
+        files={"command": "npx", "args": ["-y", "pkg"], "env": {"TOKEN": "t"}, "timeout": 1500},
+        remote={"url": "http://127.0.0.1:9/mcp"},
+    )
+    files, remote = config_backends(config, timeout_s=60)
+    assert (files.name, files.timeout_s, remote.name, remote.timeout_s) == ("files", 1.5, "remote", 60)
+    assert files.transport.env["TOKEN"] == "t" and files.transport.env["CODEPAGER_TEST_INHERITED"] == "yes"
+
+
+async def test_a_real_proxy_process_serves_two_configured_servers(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "mcp.json",
+        alpha={"command": sys.executable, "args": [BACKEND]},
+        beta={"command": sys.executable, "args": [BACKEND]},
+    )
+    cmd, args = codepager_cmd()
+    argv = [*args, "proxy", "--config", str(config), "--data-dir", str(tmp_path / "data"), "--threshold-tokens", "1000"]
+    async with Client(StdioTransport(cmd, argv, env=serve_env(tmp_path)), timeout=120, init_timeout=120) as c:
+        names = {t.name for t in await c.list_tools()}
+        assert {"alpha_records", "beta_records", "analyze-with-duckdb", "read-dataset-page"} <= names
+        body = structured(await c.call_tool("beta_records", {"n": 500}))
+        assert (body["dataset"]["server"], body["dataset"]["tool"], body["dataset"]["record_count"]) == ("beta", "records", 500)
+        assert (await c.call_tool("alpha_small", {})).structured_content["greeting"] == "hello world"
+    assert Path(body["dataset"]["data_path"]).is_relative_to(tmp_path / "data" / "datasets")
