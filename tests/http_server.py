@@ -4,6 +4,7 @@ benchmarks that need real replicas (start, kill mid-walk, restart on the same po
 from __future__ import annotations
 
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,19 +22,20 @@ class HttpServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.proc: subprocess.Popen[bytes] | None = None
+        # A file, not a pipe: a busy server's log lines would fill a pipe nobody reads and block it.
+        self._stderr = tempfile.TemporaryFile()
 
     def start(self, timeout_s: float = 90) -> HttpServer:
         cmd, args = codepager_cmd()
         self.proc = subprocess.Popen(
             [cmd, *args, "serve", "--root", str(self.root), "--transport", "http", "--port", str(self.port),
              *self.extra_args],
-            env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env=self.env, stdout=subprocess.DEVNULL, stderr=self._stderr,
         )  # fmt: skip
         deadline = time.monotonic() + timeout_s
         while True:
             if self.proc.poll() is not None:
-                assert self.proc.stderr is not None
-                raise RuntimeError(f"server exited: {self.proc.stderr.read().decode()}")
+                raise RuntimeError(f"server exited: {self.stderr()}")
             try:
                 httpx.get(self.url, timeout=1)
                 return self
@@ -52,13 +54,17 @@ class HttpServer:
 
     def stop(self) -> str:
         """SIGTERM and wait; returns what the server wrote to stderr."""
-        if self.proc is None:
-            return ""
-        self.proc.terminate()
-        try:
-            _, err = self.proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-        self.proc = None
-        return err.decode(errors="replace")
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+        return self.stderr()
+
+    def stderr(self) -> str:
+        """Everything the server processes (across restarts) wrote to stderr so far."""
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
