@@ -23,6 +23,7 @@ server starts without waiting for them.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import logging
 import os
@@ -152,6 +153,7 @@ _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _SEPARATORS = re.compile(r"[/_.\-\\]+")
 
 
+@functools.lru_cache(maxsize=8192)
 def _words(name: str) -> str:
     """`web_ws/ClientSession.close` -> `web ws Client Session close`: names as words, which a
     WordPiece vocabulary knows far better than glued identifiers."""

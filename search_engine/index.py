@@ -34,7 +34,7 @@ from search_engine.config import EngineConfig
 from search_engine.embeddings import Embedder, embedder_for
 from search_engine.errors import IndexStoreError
 from search_engine.index_store import FORMAT_VERSION, IndexStore, Snapshot, index_dir
-from search_engine.indexing import DEFAULT_LOCK_TIMEOUT_S, Progress, UpdateStats, update_index
+from search_engine.indexing import DEFAULT_LOCK_TIMEOUT_S, DocumentCache, Progress, UpdateStats, update_index
 from search_engine.lexical import LexicalIndex
 
 T = TypeVar("T")
@@ -114,6 +114,7 @@ class IndexManager:
         self.refresh_interval_s = refresh_interval_s
         self.lock_timeout_s = lock_timeout_s
         self._entries: dict[Path, _Entry] = {}
+        self._documents: dict[Path, DocumentCache] = {}
         self._root_locks: dict[Path, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -124,10 +125,7 @@ class IndexManager:
         """Bring the on-disk index of `root` up to date now."""
         root = Path(root).resolve()
         with self._root_lock(root):
-            return update_index(
-                root, self.store(root), self.embedder, self.config,
-                full=full, progress=progress, lock_timeout_s=self.lock_timeout_s,
-            )
+            return self._update(root, self.store(root), full=full, progress=progress)
 
     def get(self, root: Path) -> Index:
         """The current index of `root`, building or updating it first when due."""
@@ -139,7 +137,7 @@ class IndexManager:
             if entry is not None and fresh and store.current_name() == entry.directory_name:
                 return entry.index
             if not fresh:
-                update_index(root, store, self.embedder, self.config, lock_timeout_s=self.lock_timeout_s)
+                self._update(root, store)
             entry = self._load(root, store, entry)
             self._entries[root] = entry
             return entry.index
@@ -175,6 +173,13 @@ class IndexManager:
             size_bytes=store.size_on_disk(),
             updated_at=manifest.updated_at,
             stale_reason=stale,
+        )
+
+    def _update(self, root: Path, store: IndexStore, *, full: bool = False, progress: Progress | None = None) -> UpdateStats:
+        """Call with the root's lock held."""
+        return update_index(
+            root, store, self.embedder, self.config, full=full, progress=progress,
+            lock_timeout_s=self.lock_timeout_s, documents=self._documents.setdefault(root, {}),
         )
 
     def _load(self, root: Path, store: IndexStore, previous: _Entry | None) -> _Entry:

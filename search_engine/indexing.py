@@ -33,13 +33,15 @@ from search_engine.errors import IndexStoreError
 from search_engine.files import DiscoveredFile, discover
 from search_engine.index_store import FORMAT_VERSION, FileEntry, IndexStore, Manifest, Snapshot
 from search_engine.languages import language_for
-from search_engine.lexical import LEXICAL_VERSION, LexicalIndex
+from search_engine.lexical import LEXICAL_VERSION, LexicalIndex, lexical_document
 from search_engine.paths import SearchLocation
 
 log = logging.getLogger(__name__)
 
 # (phase, done, total): phases are "scan", "chunk", "embed", "write".
 Progress = Callable[[str, int, int], None]
+# (chunk path, content hash) -> the chunk's lexical document (`search_engine.lexical`).
+DocumentCache = dict[tuple[str, str], list[str]]
 
 EMBED_BATCH = 1024
 DEFAULT_LOCK_TIMEOUT_S = 600.0
@@ -84,8 +86,12 @@ def update_index(
     full: bool = False,
     progress: Progress | None = None,
     lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+    documents: DocumentCache | None = None,
 ) -> UpdateStats:
-    """Bring the index of `root` up to date (or rebuild it with `full`)."""
+    """Bring the index of `root` up to date (or rebuild it with `full`).
+
+    `documents` carries the chunks' lexical documents from one update of a root to the next
+    within a process, so an edit re-tokenizes only its own chunks."""
     started = time.perf_counter()
     report = progress or (lambda phase, done, total: None)
     with store.lock(lock_timeout_s):
@@ -114,7 +120,7 @@ def update_index(
         phases["embed"] = time.perf_counter() - t
         t = time.perf_counter()
         report("write", 0, 1)
-        lexical = LexicalIndex.build(chunks)
+        lexical = LexicalIndex.build(chunks, _lexical_documents(chunks, documents))
         phases["lexical"] = time.perf_counter() - t
         t = time.perf_counter()
         generation = max(store.latest_generation(), old.manifest.generation if old else 0) + 1
@@ -283,6 +289,25 @@ def _embed(embedder: Embedder, texts: list[str], report: Progress) -> np.ndarray
         parts.append(embedder.embed(texts[start:start + EMBED_BATCH]))
     report("embed", len(texts), len(texts))
     return np.concatenate(parts)
+
+
+def _lexical_documents(chunks: list[Chunk], cache: DocumentCache | None) -> list[list[str]]:
+    """Each chunk's lexical document, reused from `cache` where an earlier update made it;
+    `cache` is left holding exactly this generation's documents (it never grows stale)."""
+    if cache is None:
+        return [lexical_document(c) for c in chunks]
+    current: DocumentCache = {}
+    docs = []
+    for c in chunks:
+        key = (c.path, c.content_hash)
+        doc = cache.get(key)
+        if doc is None:
+            doc = lexical_document(c)
+        current[key] = doc
+        docs.append(doc)
+    cache.clear()
+    cache.update(current)
+    return docs
 
 
 def _dim(embedder: Embedder) -> int:

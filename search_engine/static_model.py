@@ -34,9 +34,9 @@ from tokenizers import Tokenizer
 
 from search_engine.errors import ModelLoadError
 
-# One BERT word inside a whitespace-free piece: a single ASCII punctuation character, or a run
-# of anything else.
-_WORD = re.compile(r"[!-/:-@\[-`{-~]|[^!-/:-@\[-`{-~]+")
+# One BERT word inside whitespace-free pieces joined by single spaces: a single ASCII
+# punctuation character or a run of anything else; the space is matched as a boundary.
+_WORD_OR_SPACE = re.compile(r" |[!-/:-@\[-`{-~]|[^\s!-/:-@\[-`{-~]+")
 
 
 class StaticModel:
@@ -56,7 +56,7 @@ class StaticModel:
         """(len(texts), dim) float32; each row the normalized mean of the text's token
         vectors (zeros for a text without tokens)."""
         pieces, texts_pieces = _incidence(list(map(str.split, texts)))
-        words, pieces_words = _incidence([_WORD.findall(p) for p in pieces])
+        words, pieces_words = _words_of(pieces)
         vocab = self._table.shape[0]
         tokens = self._tokens(words)
         words_tokens = _sparse(list(map(len, tokens)), list(chain.from_iterable(tokens)), vocab)
@@ -77,13 +77,33 @@ def _incidence(rows: list[list[str]]) -> tuple[list[str], sp.csr_matrix]:
     """The distinct strings of `rows` and the rows x distinct count matrix. Iteration stays
     in C (dict.fromkeys, map): this runs over every piece of every chunk."""
     flat = list(chain.from_iterable(rows))
-    ids: dict[str, int] = dict.fromkeys(flat, 0)
-    for i, key in enumerate(ids):
-        ids[key] = i
+    ids = _ids(flat)
     return list(ids), _sparse(list(map(len, rows)), list(map(ids.__getitem__, flat)), len(ids))
 
 
-def _sparse(lengths: list[int], columns: list[int], width: int) -> sp.csr_matrix:
+def _words_of(pieces: list[str]) -> tuple[list[str], sp.csr_matrix]:
+    """The distinct words of `pieces` and the pieces x words count matrix, from one regex
+    pass over the pieces joined by spaces (pieces hold no whitespace, so each space found is
+    a boundary): one call instead of one per piece."""
+    if not pieces:
+        return [], _sparse([], [], 0)
+    flat = _WORD_OR_SPACE.findall(" ".join(pieces))
+    ids = _ids(flat)
+    codes = np.fromiter(map(ids.__getitem__, flat), dtype=np.int64, count=len(flat))
+    boundary = codes == ids.get(" ", -1)
+    edges = np.concatenate(([-1], np.flatnonzero(boundary), [len(codes)]))
+    return list(ids), _sparse(np.diff(edges) - 1, codes[~boundary], len(ids))
+
+
+def _ids(strings: list[str]) -> dict[str, int]:
+    """Distinct strings numbered in order of first appearance."""
+    ids: dict[str, int] = dict.fromkeys(strings, 0)
+    for i, key in enumerate(ids):
+        ids[key] = i
+    return ids
+
+
+def _sparse(lengths: Sequence[int] | np.ndarray, columns: Sequence[int] | np.ndarray, width: int) -> sp.csr_matrix:
     """Sparse count matrix whose row r holds `lengths[r]` consecutive entries of `columns`."""
     indptr = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(np.asarray(lengths, dtype=np.int64), out=indptr[1:])

@@ -16,12 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import search_engine.indexing as indexing
 from search_engine.chunking import chunk_file
 from search_engine.config import EngineConfig
 from search_engine.embeddings import LazyEmbedder
 from search_engine.index import IndexManager
 from search_engine.index_store import IndexStore, index_dir
 from search_engine.languages import language_for
+from search_engine.lexical import lexical_document
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -151,7 +153,9 @@ def test_a_second_process_loads_the_same_index_without_embedding(repo: Path, man
     np.testing.assert_array_equal(np.asarray(again.vectors), np.asarray(first.vectors))
 
 
-def test_incremental_updates_embed_only_what_changed(repo: Path, manager: IndexManager, counting: CountingEmbedder) -> None:
+def test_incremental_updates_embed_only_what_changed(
+    repo: Path, manager: IndexManager, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
     manager.update(repo)
     counting.take()
 
@@ -166,10 +170,13 @@ def test_incremental_updates_embed_only_what_changed(repo: Path, manager: IndexM
 
     client = repo / "app/client.py"
     client.write_text(client.read_text().replace("Close every pooled connection.", "Close every pooled socket now."))
+    tokenized: list[str] = []
+    monkeypatch.setattr(indexing, "lexical_document", lambda c: tokenized.append(c.content) or lexical_document(c))
     stats = manager.update(repo)
     assert (stats.changed, stats.modified, stats.generation) == (True, 1, 2)
     embedded = counting.take()
     assert len(embedded) == 1 and "Close every pooled socket now." in embedded[0]
+    assert len(tokenized) == 1 and "Close every pooled socket now." in tokenized[0]  # lexical too
 
     (repo / "web/app.js").unlink()
     stats = manager.update(repo)
@@ -224,8 +231,6 @@ def test_a_damaged_index_is_rebuilt(repo: Path, manager: IndexManager) -> None:
 
 
 def test_a_chunker_version_change_rebuilds(repo: Path, manager: IndexManager, monkeypatch: pytest.MonkeyPatch) -> None:
-    import search_engine.indexing as indexing
-
     manager.update(repo)
     monkeypatch.setattr(indexing, "CHUNKER_VERSION", "next")
     stats = manager.update(repo)
