@@ -13,10 +13,12 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from search_engine.errors import SearchError
-from search_engine.index import IndexManager, IndexStatus
+
+if TYPE_CHECKING:
+    from search_engine.index import IndexStatus
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here: every other subcommand would otherwise pay for the index stack at start-up
+    from search_engine.index import IndexManager
     from server.settings import load_settings
 
     try:
