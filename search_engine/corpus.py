@@ -112,7 +112,7 @@ class Corpus:
 
 def _path_words_of(path: str) -> set[str]:
     """The words of a file's stem and its parent directory (`web_urldispatcher.py` ->
-    weburldispatch, web, urldispatch; plus the directory's words)."""
+    weburldispatcher, web, urldispatch; plus the directory's words)."""
     p = PurePosixPath(path)
     words = set(split_identifier(p.stem))
     if p.parent.name:

@@ -1,0 +1,211 @@
+"""Ranking sanity through the real engine: real chunker, real static model distilled from the
+packaged MiniLM, real persistent index, on a small repository whose right answers are known."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from search_engine.config import EngineConfig
+from search_engine.engine import SearchEngine
+from search_engine.errors import InvalidQueryError
+from search_engine.index_store import index_dir
+from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
+
+REPO = {
+    "net/client_session.py": '''
+"""The HTTP client session: one pool of connections shared by many requests."""
+
+
+class ClientSession:
+    """Sends HTTP requests and keeps their connections alive for reuse."""
+
+    def __init__(self, connector=None):
+        self._connector = connector
+
+    async def request(self, method, url):
+        conn = await self._connector.acquire(url)
+        return await conn.send(method, url)
+
+    async def close(self):
+        await self._connector.close()
+''',
+    "net/connector.py": '''
+class TCPConnector:
+    """A pool of TCP connections: acquire one per request, release it afterwards."""
+
+    def __init__(self, limit=100):
+        self.limit = limit
+        self._free = []
+
+    async def acquire(self, url):
+        return self._free.pop() if self._free else await self._connect(url)
+
+    def release(self, conn):
+        self._free.append(conn)
+''',
+    "net/retry.py": '''
+import random
+import time
+
+
+def retry_with_backoff(func, attempts=5, base_delay=0.1):
+    """Call func again after transient failures, sleeping exponentially longer each time."""
+    for attempt in range(attempts):
+        try:
+            return func()
+        except ConnectionError:
+            time.sleep(base_delay * 2 ** attempt + random.random() / 10)
+    return func()
+''',
+    "web/router.py": '''
+class UrlDispatcher:
+    """Maps URL paths to handler functions: routing and resource dispatching."""
+
+    def __init__(self):
+        self._routes = {}
+
+    def add_route(self, method, path, handler):
+        self._routes[(method, path)] = handler
+
+    def resolve(self, method, path):
+        return self._routes.get((method, path))
+''',
+    "web/templates.py": '''
+def render_template(name, context):
+    """Fill an HTML template with values from context."""
+    with open(name) as fh:
+        return fh.read().format(**context)
+''',
+    "tests/test_client_session.py": '''
+from net.client_session import ClientSession
+
+
+def test_client_session_closes():
+    session = ClientSession()
+    assert session is not None
+''',
+    "README.md": '''
+# netkit
+
+Create a `ClientSession` and call `request` to fetch a URL. Retries use exponential backoff.
+''',
+}
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ranking") / "repo"
+    for rel, text in REPO.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.lstrip())
+    return root.resolve()
+
+
+@pytest.fixture(scope="module")
+def engine(model_cache: Path) -> SearchEngine:
+    return SearchEngine(EngineConfig(cache_dir=model_cache))
+
+
+def _search(engine: SearchEngine, repo: Path, query: str, mode: SearchMode = SearchMode.HYBRID, **kw) -> SearchResult:
+    return engine.search(SearchRequest(mode=mode, query=query, root=str(repo), **kw))
+
+
+def _paths(result: SearchResult) -> list[str]:
+    return [m.path for m in result.matches]
+
+
+@pytest.mark.parametrize("query", ["ClientSession", "client_session", "ClientSesion"])
+def test_symbol_query_ranks_its_definition_first(engine: SearchEngine, repo: Path, query: str) -> None:
+    first = _search(engine, repo, query).matches[0]
+    assert first.path == "net/client_session.py"
+    assert "class ClientSession" in first.content
+
+
+@pytest.mark.parametrize(
+    ("query", "path"),
+    [
+        ("where are failed calls retried with exponential backoff", "net/retry.py"),
+        ("URL routing and resource dispatching", "web/router.py"),
+        ("connection pooling", "net/connector.py"),
+    ],
+)
+def test_natural_language_query_finds_the_right_file(engine: SearchEngine, repo: Path, query: str, path: str) -> None:
+    assert _paths(_search(engine, repo, query))[0] == path
+
+
+def test_tests_and_docs_rank_below_the_implementation(engine: SearchEngine, repo: Path) -> None:
+    paths = _paths(_search(engine, repo, "ClientSession"))
+    assert paths.index("net/client_session.py") < paths.index("tests/test_client_session.py")
+    assert paths.index("net/client_session.py") < paths.index("README.md")
+
+
+def test_asking_for_tests_lifts_their_penalty(engine: SearchEngine, repo: Path) -> None:
+    assert _paths(_search(engine, repo, "tests of closing a client session"))[0] == "tests/test_client_session.py"
+
+
+def test_filters_apply_before_top_k(engine: SearchEngine, repo: Path) -> None:
+    # The best match overall is in net/; restricted to web/, top-1 must still be a web/ file.
+    result = _search(engine, repo, "ClientSession", top_k=1, include=("web/**",))
+    assert _paths(result) and all(p.startswith("web/") for p in _paths(result))
+    under_net = _search(engine, repo, "URL routing", path="net", top_k=3)
+    assert len(under_net.matches) == 3 and all(p.startswith("net/") for p in _paths(under_net))
+    no_py = _search(engine, repo, "ClientSession", exclude=("*.py",))
+    assert _paths(no_py) == ["README.md"]
+
+
+def test_top_k_and_determinism(engine: SearchEngine, repo: Path) -> None:
+    first = _search(engine, repo, "http connections", top_k=3)
+    again = _search(engine, repo, "http connections", top_k=3)
+    assert len(first.matches) == 3
+    assert [m.to_dict() for m in first.matches] == [m.to_dict() for m in again.matches]
+
+
+def test_hybrid_matches_explain_themselves(engine: SearchEngine, repo: Path) -> None:
+    result = _search(engine, repo, "ClientSession")
+    assert result.index_generation >= 1
+    assert result.index_generation == engine.generation(SearchRequest(mode=SearchMode.HYBRID, query="x", root=str(repo)))
+    scores = [m.score for m in result.matches]
+    assert scores[0] == 1.0 and scores == sorted(scores, reverse=True)
+    for m in result.matches:
+        assert m.type is MatchType.HYBRID and m.ranks
+        assert set(m.ranks) <= {"lexical", "semantic", "symbol"}
+    assert result.matches[0].ranks.get("symbol") == 1
+
+
+def test_semantic_mode_is_plain_cosine_with_threshold(engine: SearchEngine, repo: Path) -> None:
+    result = _search(engine, repo, "sleep and try again after an error", SearchMode.SEMANTIC, top_k=20)
+    scores = [m.score for m in result.matches]
+    assert all(m.type is MatchType.SEMANTIC and m.ranks is None for m in result.matches)
+    assert scores == sorted(scores, reverse=True) and -1.0 <= scores[-1] <= scores[0] <= 1.0
+    cut = scores[len(scores) // 2]
+    above = _search(engine, repo, "sleep and try again after an error", SearchMode.SEMANTIC, top_k=20, threshold=cut)
+    assert 0 < len(above.matches) < len(result.matches) and all(m.score >= cut for m in above.matches)
+
+
+def test_match_spans_point_at_the_chunk_in_the_file(engine: SearchEngine, repo: Path) -> None:
+    for m in _search(engine, repo, "acquire a connection", top_k=5).matches:
+        data = (repo / m.path).read_bytes()
+        assert data[m.byte_start:m.byte_end].decode() == m.content
+        lines = data.decode().splitlines()
+        assert lines[m.line_start - 1] in m.content and lines[m.line_end - 1] in m.content
+
+
+@pytest.mark.parametrize(("query", "message"), [("", "empty"), ("   ", "empty"), ("how is the", "only stopwords")])
+def test_bad_query_is_refused_before_any_index_is_built(
+    engine: SearchEngine, tmp_path: Path, query: str, message: str
+) -> None:
+    untouched = tmp_path / "never-indexed"
+    untouched.mkdir()
+    (untouched / "a.py").write_text("def a():\n    return 1\n")
+    for mode in (SearchMode.SEMANTIC, SearchMode.HYBRID):
+        with pytest.raises(InvalidQueryError, match=message):
+            _search(engine, untouched, query, mode)
+    assert not index_dir(engine.config.cache_dir, untouched.resolve()).exists()
+
+
+def test_match_round_trips_through_dict(engine: SearchEngine, repo: Path) -> None:
+    m = _search(engine, repo, "ClientSession").matches[0]
+    assert Match.from_dict(m.to_dict()) == m
