@@ -17,7 +17,7 @@ from mcp_types import ImageContent, TextContent
 from ulid import ULID
 
 from server.output import DatasetFilter, Datasets, DatasetStore, OffloadStore
-from server.output.profile import MAX_DISTINCT, profile_records
+from server.output.profile import MAX_DISTINCT, as_object, profile_records
 from server.proxy.answer import example_sql
 from server.proxy.backends import ToolOwners, command_backend, server_name
 from server.proxy.extraction import extract_records
@@ -29,24 +29,29 @@ def text_result(text: str, structured: dict | None = None) -> ToolResult:
     return ToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
 
+def objects(records) -> list:
+    return [as_object(r) for r in records]
+
+
 # -- extraction --------------------------------------------------------------------------------
 
 
 def test_a_json_array_in_text_is_one_record_per_element() -> None:
     rows = make_rows(5)
     found = extract_records(text_result(json.dumps(rows, indent=2)))
-    assert found is not None and found.records == rows
+    assert found is not None and objects(found.records) == rows
+    assert all(b"\n" not in bytes(r) for r in found.records)  # compacted: each record is one JSONL line
     assert (found.format, found.records_from, found.envelope) == ("json_records", "text", None)
 
 
 def test_records_nested_one_and_two_levels_keep_their_envelope() -> None:
     rows = make_rows(4)
     one = extract_records(text_result(json.dumps({"total": 4, "tags": ["a"], "rows": rows})))
-    assert one is not None and one.records == rows and one.records_from == "text:rows"
+    assert one is not None and objects(one.records) == rows and one.records_from == "text:rows"
     assert one.envelope == {"total": 4, "tags": ["a"], "rows": "<4 records: saved in the dataset>"}
     page = {"results": {"matches": rows, "count": 4}, "pagination": {"next_cursor": "abc"}}
     two = extract_records(text_result("ignored", structured=page))
-    assert two is not None and two.records == rows and two.records_from == "structuredContent:results.matches"
+    assert two is not None and objects(two.records) == rows and two.records_from == "structuredContent:results.matches"
     assert two.envelope is not None and two.envelope["pagination"] == {"next_cursor": "abc"}
 
 
@@ -54,6 +59,8 @@ def test_structured_content_wins_and_scalars_become_value_records() -> None:
     found = extract_records(text_result("[1, 2]", structured={"result": [3, "x", None]}))
     assert found is not None and found.records == [{"value": 3}, {"value": "x"}, {"value": None}]
     assert found.records_from == "structuredContent:result"
+    raw = extract_records(text_result('[3, "x", {"a": 1}, [1]]'))
+    assert raw is not None and objects(raw.records) == [{"value": 3}, {"value": "x"}, {"a": 1}, {"value": [1]}]
 
 
 def test_anything_else_is_text_lines_and_non_text_results_are_left_alone() -> None:
@@ -81,11 +88,14 @@ def test_profile_reports_unions_optional_fields_and_distinct_values() -> None:
     assert profile.sample_size == 100 and len(profile.sample_records) == 3
 
 
-def test_distinct_values_are_counted_over_every_record_not_just_the_sample() -> None:
-    rows = [{"status": "ok"} for _ in range(1000)]
-    rows[501]["status"] = "rare"  # never in an evenly spread sample of 10
-    profile = profile_records(rows, sample_size=10)
+@pytest.mark.parametrize("raw", [False, True], ids=["objects", "raw-json"])
+def test_distinct_values_are_counted_over_every_record_not_just_the_sample(raw: bool) -> None:
+    rows = [{"status": "ok", "n": i} for i in range(1000)]
+    rows[501]["status"] = "rare"  # most likely not in a sample of 10: counted anyway
+    records = extract_records(text_result(json.dumps(rows))).records if raw else rows
+    profile = profile_records(records, sample_size=10)
     assert profile.distinct_values["status"] == [{"value": "ok", "count": 999}, {"value": "rare", "count": 1}]
+    assert profile.fields == {"status": "string", "n": "integer"} and profile.sample_records == rows[:3]
 
 
 def test_high_cardinality_long_and_nested_fields_are_not_categories() -> None:

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from server.output.schema import infer_schema
 from server.output.shrink import clip_strings
 
@@ -69,41 +71,58 @@ def _is_category(value: Any) -> bool:
     return value is None or type(value) in (bool, int, float) or (type(value) is str and len(value) <= MAX_CATEGORY_CHARS)
 
 
-def _distinct(records: Sequence[dict[str, Any]], probe: Sequence[dict[str, Any]], name: str) -> list[dict[str, Any]] | None:
-    """Value counts of `name` over all records, or None when it is not categorical."""
-    seen = {r.get(name) for r in probe if _is_category(r.get(name))}
-    if len(seen) > MAX_DISTINCT or any(not _is_category(r.get(name)) for r in probe):
-        return None
+def as_object(record: Any) -> Any:
+    """A record as Python data; raw JSON (`msgspec.Raw`, how the proxy holds large results
+    without building objects for them) is decoded."""
+    return msgspec.json.decode(record) if type(record) is msgspec.Raw else record
+
+
+def _columns(records: Sequence[Any], names: list[str]) -> dict[str, list[Any]]:
+    """Every record's values of the fields `names` (None where missing). Raw records are decoded,
+    in one C call, into structs of just those fields: msgspec skips the other fields without
+    building them."""
+    idents = [f"f{i}" for i in range(len(names))]
+    struct = msgspec.defstruct("Columns", [(i, Any, None) for i in idents], rename=dict(zip(idents, names, strict=True)))
+    if records and all(type(r) is msgspec.Raw for r in records):
+        rows = msgspec.json.Decoder(list[struct]).decode(b"[" + b",".join(records) + b"]")
+    else:
+        rows = [msgspec.json.decode(r, type=struct) if type(r) is msgspec.Raw else struct(*map(r.get, names)) for r in records]
+    return {name: [getattr(row, i) for row in rows] for i, name in zip(idents, names, strict=True)}
+
+
+def _counts(values: list[Any]) -> list[dict[str, Any]] | None:
+    """Value counts, most frequent first, or None when `values` are not categorical."""
     try:
-        counts = Counter(r.get(name) for r in records)
+        counts = Counter(values)
     except TypeError:  # an unhashable value outside the sample: a list or object, not a category
         return None
-    if len(counts) > MAX_DISTINCT or len(counts) >= len(records) or not all(map(_is_category, counts)):
+    if len(counts) > MAX_DISTINCT or len(counts) >= len(values) or not all(map(_is_category, counts)):
         return None
     ordered = sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))
     return [{"value": value, "count": count} for value, count in ordered]
 
 
-def profile_records(records: Sequence[dict[str, Any]], *, sample_size: int) -> Profile:
-    """The profile of `records`, a list of JSON objects."""
-    probe = sample(records, sample_size)
+def _looks_categorical(probe: Sequence[dict[str, Any]], name: str, schema: dict[str, Any]) -> bool:
+    kinds = schema.get("type", "null")
+    if not set([kinds] if isinstance(kinds, str) else kinds) <= _SCALARS:
+        return False
+    values = [r.get(name) for r in probe]
+    return all(map(_is_category, values)) and len(set(values)) <= MAX_DISTINCT
+
+
+def profile_records(records: Sequence[Any], *, sample_size: int) -> Profile:
+    """The profile of `records`, JSON objects as dicts or raw JSON."""
+    probe = [as_object(r) for r in sample(records, sample_size)]
     schema = infer_schema(probe, sample_size=sample_size)
     properties: dict[str, Any] = schema.get("properties", {})
     required = set(schema.get("required", []))
-    fields = {name: _type_name(sub) for name, sub in properties.items()}
-    distinct: dict[str, list[dict[str, Any]]] = {}
-    for name, sub in properties.items():
-        if len(distinct) == MAX_DISTINCT_FIELDS:
-            break
-        kinds = sub.get("type", "null")
-        if set([kinds] if isinstance(kinds, str) else kinds) <= _SCALARS:
-            values = _distinct(records, probe, name)
-            if values is not None:
-                distinct[name] = values
+    candidates = [n for n, sub in properties.items() if _looks_categorical(probe, n, sub)][:MAX_DISTINCT_FIELDS]
+    columns = _columns(records, candidates) if candidates else {}
+    distinct = {n: counted for n, values in columns.items() if (counted := _counts(values)) is not None}
     return Profile(
-        fields=fields,
+        fields={name: _type_name(sub) for name, sub in properties.items()},
         optional=[name for name in properties if name not in required],
         distinct_values=distinct,
-        sample_records=[clip_strings(r, SAMPLE_MAX_CHARS) for r in records[:SAMPLE_RECORDS]],
+        sample_records=[clip_strings(as_object(r), SAMPLE_MAX_CHARS) for r in records[:SAMPLE_RECORDS]],
         sample_size=len(probe),
     )

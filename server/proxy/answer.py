@@ -8,8 +8,8 @@ same JSON in a text block (clients differ in which they show).
 When the dataset cannot be written, the answer is the start of the result instead, cut to fit
 under the threshold, with a warning saying why; the call never fails because of the proxy.
 
-Both answers carry `"intercepted"`, which `ANSWER_SCHEMA` requires, so a backend tool's
-declared output schema can be widened to admit them (see `widen_output_schema`).
+Both answers carry `"intercepted"` (`saved_as_dataset` or `truncated`), so a client can tell
+them from the backend's own output at a glance.
 """
 
 from __future__ import annotations
@@ -25,21 +25,10 @@ from server.proxy.extraction import Extracted
 
 SAVED = "saved_as_dataset"
 TRUNCATED = "truncated"
-ANSWER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"intercepted": {"type": "string", "enum": [SAVED, TRUNCATED]}},
-    "required": ["intercepted"],
-}
 #: The envelope around nested records is kept small: it is context, not data.
 _ENVELOPE_TOKENS, _ENVELOPE_BYTES = 400, 3000
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _NUMERIC = ("integer", "number")
-
-
-def widen_output_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """A backend tool's output schema that also admits the proxy's own answers, so a client
-    validating structuredContent against it accepts them (MCP requires that it conforms)."""
-    return {"type": "object", "anyOf": [schema, ANSWER_SCHEMA]}
 
 
 def example_sql(table: str, extracted: Extracted, profile: Profile) -> list[str]:

@@ -10,12 +10,19 @@ A backend says nothing about the shape of its output, so the shape is read from 
   a large file read can still be grepped with SQL.
 Elements that are not objects become `{"value": ...}`, so every dataset is a table.
 
+JSON text is never decoded in full: it is split into its elements as raw JSON (`msgspec.Raw`,
+after one C pass removing newlines if it has any, so no record spans lines), which are
+written out as they are.
+Building Python objects for 50,000 records would cost more than everything else the proxy
+does with them; the profile decodes only a sample and the few categorical fields.
+
 Only results made of text can be turned into rows; one holding an image, audio, a binary
 resource or a link is passed through untouched by the caller.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,18 +30,24 @@ import msgspec
 from fastmcp.tools.base import ToolResult
 from mcp_types import EmbeddedResource, TextContent, TextResourceContents
 
+from server.output.profile import as_object
+
 RecordFormat = Literal["json_records", "text_lines"]
 #: How far below the top of a JSON object an array of records is looked for.
 MAX_DEPTH = 2
+_OPEN_ARRAY, _OPEN_OBJECT = ord("["), ord("{")
+_CONTAINER = list[msgspec.Raw] | dict[str, msgspec.Raw]
 
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
-    """`records_from` says where the records were found: `text` or `structuredContent`, plus
-    the key path of a nested array (`text:rows`). `envelope` is the object around a nested
-    array, with the array replaced by a note, so the answer keeps e.g. a total or a cursor."""
+    """`records` are JSON objects, as Python dicts (from structured content) or raw JSON
+    (from text). `records_from` says where they were found: `text` or `structuredContent`,
+    plus the key path of a nested array (`text:rows`). `envelope` is the object around a
+    nested array, with the array replaced by a note, so the answer keeps e.g. a total or a
+    cursor."""
 
-    records: list[dict[str, Any]]
+    records: Sequence[Any]
     format: RecordFormat
     records_from: str
     envelope: dict[str, Any] | None = None
@@ -54,49 +67,107 @@ def result_text(result: ToolResult) -> str | None:
     return "\n".join(parts)
 
 
-def _rank(items: list[Any]) -> tuple[bool, int]:
-    """Arrays of objects beat arrays of scalars; then the longer one wins."""
-    return all(type(x) is dict for x in items), len(items)
+# Values below are either Python data (structured content) or compact raw JSON (text); these
+# functions are all that tells them apart.
 
 
-def _find_array(value: Any, depth: int) -> tuple[list[Any], tuple[str, ...]] | None:
+class _AnyObject(msgspec.Struct):
+    """Matches any JSON object and decodes none of its fields."""
+
+
+_ALL_OBJECTS = msgspec.json.Decoder(list[_AnyObject])
+
+
+def _is_array(value: Any) -> bool:
+    return type(value) is list or (type(value) is msgspec.Raw and memoryview(value)[0] == _OPEN_ARRAY)
+
+
+def _is_object(value: Any) -> bool:
+    return type(value) is dict or (type(value) is msgspec.Raw and memoryview(value)[0] == _OPEN_OBJECT)
+
+
+def _open(value: Any) -> Any:
+    """A container's elements (list) or members (dict), raw values staying raw."""
+    return msgspec.json.decode(value, type=_CONTAINER) if type(value) is msgspec.Raw else value
+
+
+def _only_objects(array: Any) -> bool:
+    """Whether every element of `array` is an object; one C pass for raw JSON."""
+    if type(array) is list:
+        return all(type(x) is dict for x in array)
+    try:
+        _ALL_OBJECTS.decode(array)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
+def _as_record(item: Any) -> Any:
+    if _is_object(item):
+        return item
+    if type(item) is msgspec.Raw:
+        return msgspec.Raw(b'{"value":' + bytes(item) + b"}")
+    return {"value": item}
+
+
+@dataclass(frozen=True, slots=True)
+class _Array:
+    items: list[Any]
+    path: tuple[str, ...]
+    objects: bool
+
+    def rank(self) -> tuple[bool, int]:
+        """Arrays of objects beat arrays of scalars; then the longer one wins."""
+        return self.objects, len(self.items)
+
+
+def _find_array(value: Any, depth: int) -> _Array | None:
     """The best non-empty array in `value` (itself, or at most `depth` object levels down)."""
-    if type(value) is list:
-        return (value, ()) if value else None
-    if type(value) is not dict or depth == 0:
+    if _is_array(value):
+        items = _open(value)
+        return _Array(items, (), _only_objects(value)) if items else None
+    if not _is_object(value) or depth == 0:
         return None
-    best: tuple[list[Any], tuple[str, ...]] | None = None
-    for key, sub in value.items():
+    best: _Array | None = None
+    for key, sub in _open(value).items():
         found = _find_array(sub, depth - 1)
-        if found is not None and (best is None or _rank(found[0]) > _rank(best[0])):
-            best = (found[0], (str(key), *found[1]))
+        if found is not None and (best is None or found.rank() > best.rank()):
+            best = _Array(found.items, (str(key), *found.path), found.objects)
     return best
 
 
-def _without(value: dict[str, Any], path: tuple[str, ...], count: int) -> dict[str, Any]:
-    """A copy of `value` with the array at `path` replaced by a note saying where it went."""
+def _envelope(value: Any, path: tuple[str, ...], count: int) -> dict[str, Any]:
+    """`value` as Python data, with the array at `path` replaced by a note saying where it went."""
     head, *rest = path
-    out = dict(value)
-    out[head] = _without(value[head], tuple(rest), count) if rest else f"<{count} records: saved in the dataset>"
-    return out
+    members = _open(value)
+    out = {k: as_object(v) for k, v in members.items() if k != head}
+    out[head] = _envelope(members[head], tuple(rest), count) if rest else f"<{count} records: saved in the dataset>"
+    return {k: out[k] for k in members}  # the original key order
 
 
 def _from_json(value: Any, where: str) -> Extracted | None:
     found = _find_array(value, MAX_DEPTH)
     if found is None:
         return None
-    items, path = found
-    records = [x if type(x) is dict else {"value": x} for x in items]
-    if not path:
+    records = found.items if found.objects else list(map(_as_record, found.items))
+    if not found.path:
         return Extracted(records, "json_records", where)
-    return Extracted(records, "json_records", f"{where}:{'.'.join(path)}", _without(value, path, len(records)))
+    nested = f"{where}:{'.'.join(found.path)}"
+    return Extracted(records, "json_records", nested, _envelope(value, found.path, len(records)))
 
 
-def _parse(text: str) -> Any:
-    try:
-        return msgspec.json.decode(text)
-    except msgspec.DecodeError:
+def _json_text(text: str) -> msgspec.Raw | None:
+    """`text` as raw JSON when it looks like an array or object, without newlines (so that no
+    record spans lines in the JSONL file): reformatted only when it has any."""
+    if text.lstrip()[:1] not in ("[", "{"):
         return None
+    try:
+        data = text.encode()
+        if b"\n" in data or b"\r" in data:
+            data = msgspec.json.format(data, indent=-1)
+    except (msgspec.DecodeError, UnicodeEncodeError):  # not JSON after all, or lone surrogates
+        return None
+    return msgspec.Raw(data)
 
 
 def extract_records(result: ToolResult) -> Extracted | None:
@@ -108,7 +179,11 @@ def extract_records(result: ToolResult) -> Extracted | None:
         found = _from_json(result.structured_content, "structuredContent")
         if found is not None:
             return found
-    found = _from_json(_parse(text), "text") if text.lstrip()[:1] in ("[", "{") else None
+    raw = _json_text(text)
+    try:
+        found = _from_json(raw, "text") if raw is not None else None
+    except msgspec.DecodeError:  # looked like JSON, is not
+        found = None
     if found is not None:
         return found
     if not text and result.structured_content is not None:

@@ -1,14 +1,17 @@
 """The proxy's one intervention: results over the threshold become datasets, nothing else changes.
 
-A result's size is estimated at one token per 3 bytes of its wire JSON: we cannot know what a
+A result's size is estimated at one token per 3 bytes of its content (`wire_size`): we cannot know what a
 backend sends (code, prose, base64, CJK), and 3 bytes per token is the cautious end of the
 usual range, so a result the agent would choke on is never let through. Under the threshold,
 an error result, an excluded tool, one of the proxy's own tools, or a result that is not
 text (images, audio, links) goes through untouched: content, structuredContent, isError and
 _meta exactly as the backend sent them.
 
-A backend tool that declares an output schema gets it widened in the tool list to also admit
-the proxy's answers, since MCP clients validate structuredContent against it.
+A backend tool that may be intercepted is listed without its output schema: MCP clients check
+structuredContent against a declared schema, which the proxy's answer cannot match. (Widening
+the schema with `anyOf` was tried: it hides top-level markers such as fastmcp's
+`x-fastmcp-wrap-result` that clients key their parsing on, so untouched results then failed
+to parse. fastmcp's own response-limiting middleware drops the schema for the same reason.)
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import mcp_types as mt
 import pydantic_core
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import InputRequiredToolResult, Tool, ToolResult
+from mcp_types import TextContent
 
-from server.proxy.answer import widen_output_schema
+from server.output.jsontext import dumps_bytes
 from server.proxy.backends import ToolOwners
 from server.proxy.extraction import extract_records
 from server.proxy.saver import ProxiedCall, ResultSaver
@@ -31,10 +35,17 @@ BYTES_PER_TOKEN = 3
 
 
 def wire_size(result: ToolResult) -> int:
-    """Bytes of the result's content and structured content as JSON, as they travel."""
-    size = len(pydantic_core.to_json(result.content, exclude_none=True, by_alias=True))
+    """Bytes of the result's text and structured content (other blocks as their JSON): what the
+    agent would be handed. Text is measured, not serialized: escaping it to JSON would cost more
+    than the rest of a pass-through and say nothing about tokens."""
+    size = 0
+    for block in result.content:
+        if isinstance(block, TextContent):
+            size += len(block.text) if block.text.isascii() else len(block.text.encode("utf-8", "surrogatepass"))
+        else:
+            size += len(pydantic_core.to_json(block, exclude_none=True, by_alias=True))
     if result.structured_content is not None:
-        size += len(pydantic_core.to_json(result.structured_content))
+        size += len(dumps_bytes(result.structured_content))
     return size
 
 
@@ -58,7 +69,7 @@ class LargeResultInterceptor(Middleware):
     ) -> Sequence[Tool]:
         tools = await call_next(context)
         return [
-            t.model_copy(update={"output_schema": widen_output_schema(t.output_schema)})
+            t.model_copy(update={"output_schema": None})
             if t.output_schema is not None and self._owner(t.name) is not None
             else t
             for t in tools
