@@ -21,7 +21,7 @@ _TEST_PATH_RE = re.compile(
 )
 _SHIM_DIR_RE = re.compile(r"(?:^|/)(?:_?compat|legacy|deprecated|_?vendor(?:ed)?|third_party)(?:/|$)")
 _EXAMPLE_DIR_RE = re.compile(r"(?:^|/)(?:_?examples?|samples?|demos?|docs_src)(?:/|$)")
-_REEXPORT_NAMES = frozenset({"__init__.py", "index.js", "index.ts", "mod.rs", "package-info.java"})
+_REEXPORT_NAMES = frozenset({"__init__.py", "package-info.java"})
 PROSE_LANGUAGES = frozenset({"markdown", "rst", "text", "asciidoc"})
 
 _ASKS_FOR_TESTS_RE = re.compile(r"\b(?:tests?|testing|specs?|fixtures?|conftest)\b", re.IGNORECASE)

@@ -78,7 +78,10 @@ class Ranker:
     def search(self, request: SearchRequest) -> SearchResult:
         """Rank the index's chunks for a semantic or hybrid `request`.
 
-        Raises InvalidQueryError for an empty or stopword-only query (before any work)."""
+        `threshold` drops matches scoring below it: for semantic search the score is the
+        cosine similarity; for hybrid it is the fused score relative to the best match (1.0),
+        since fused reciprocal-rank sums have no absolute scale. Raises InvalidQueryError for
+        an empty or stopword-only query (before any work)."""
         started = time.perf_counter()
         terms = validate_query(request.query)
         allowed = self.allowed(request)
