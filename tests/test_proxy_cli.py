@@ -72,3 +72,16 @@ async def test_a_real_proxy_process_serves_two_configured_servers(tmp_path: Path
         assert (body["dataset"]["server"], body["dataset"]["tool"], body["dataset"]["record_count"]) == ("beta", "records", 500)
         assert (await c.call_tool("alpha_small", {})).structured_content["greeting"] == "hello world"
     assert Path(body["dataset"]["data_path"]).is_relative_to(tmp_path / "data" / "datasets")
+
+
+def test_flags_win_over_environment_over_toml(tmp_path: Path, monkeypatch) -> None:
+    from server.cli import build_parser
+    from server.cli.proxy_cmd import proxy_overrides
+    from server.settings import load_settings
+
+    toml = tmp_path / "codepager.toml"
+    toml.write_text('[proxy]\nthreshold_tokens = 111\ncleanup_after_days = 7\nexcluded_tools = ["a"]\n')
+    monkeypatch.setenv("CODEPAGER_PROXY__CLEANUP_AFTER_DAYS", "9")
+    args = build_parser().parse_args(["proxy", "--settings", str(toml), "--threshold-tokens", "222", "--", "srv"])
+    settings = load_settings(args.settings, proxy_overrides(args))
+    assert (settings.proxy.threshold_tokens, settings.proxy.cleanup_after_days, settings.proxy.excluded_tools) == (222, 9, ["a"])

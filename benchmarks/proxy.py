@@ -1,0 +1,172 @@
+"""Proxy benchmark: what `codepager proxy` costs on the way through, and when it intercepts.
+
+1. Pass-through latency, side by side on one small call (`small` of tests/proxy_backend.py,
+   a few hundred bytes with structured content and _meta), each path a real stdio process
+   driven by a fastmcp client, calls interleaved so load hits all paths alike:
+   - direct: the backend itself;
+   - fastmcp proxy: a bare fastmcp ProxyProvider in front of it (the floor of any proxy);
+   - codepager proxy: `codepager proxy -- python tests/proxy_backend.py`.
+   Reported: median and p90 per call, and the median added over direct.
+2. Interception of a 50,000-record result (issue 7's reference budget: 50-100 ms): the
+   interceptor's whole path in process (wire size, records out of the JSON text, profile,
+   JSONL + metadata written atomically, compact answer), and its parts. Also 50,000 lines
+   of plain text.
+
+Run: .venv/bin/python benchmarks/proxy.py [--calls 300] [--repeats 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fastmcp import Client  # noqa: E402
+from fastmcp.client.transports import StdioTransport  # noqa: E402
+from fastmcp.tools.base import ToolResult  # noqa: E402
+from mcp_types import TextContent  # noqa: E402
+
+from server.output import DatasetStore  # noqa: E402
+from server.output.profile import profile_records  # noqa: E402
+from server.proxy.extraction import extract_records  # noqa: E402
+from server.proxy.interceptor import wire_size  # noqa: E402
+from server.proxy.saver import ProxiedCall, ResultSaver  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+BACKEND = [sys.executable, str(ROOT / "tests" / "proxy_backend.py")]
+BARE_PROXY = f"""
+import sys
+from fastmcp import FastMCP
+from fastmcp.client.transports import StdioTransport
+from fastmcp.server.providers.proxy import ProxyClient, ProxyProvider
+app = FastMCP("bare-proxy")
+app.add_provider(ProxyProvider(ProxyClient(StdioTransport({BACKEND[0]!r}, [{BACKEND[1]!r}]), mode="auto").new))
+app.run("stdio", show_banner=False)
+"""
+
+
+def codepager() -> str:
+    return str(Path(sys.executable).parent / "codepager")
+
+
+async def pass_through(calls: int, data_dir: Path) -> dict[str, list[float]]:
+    paths = {
+        "direct": StdioTransport(BACKEND[0], BACKEND[1:]),
+        "fastmcp proxy": StdioTransport(sys.executable, ["-c", BARE_PROXY]),
+        "codepager proxy": StdioTransport(codepager(), ["proxy", "--data-dir", str(data_dir), "--", *BACKEND]),
+    }
+    clients = {name: Client(t, timeout=60, init_timeout=120) for name, t in paths.items()}
+    times: dict[str, list[float]] = {name: [] for name in paths}
+    for c in clients.values():
+        await c.__aenter__()
+    try:
+        for c in clients.values():  # warm up: tool lists cached, subprocesses started
+            for _ in range(5):
+                await c.call_tool_mcp("small", {"name": "bench"})
+        for _ in range(calls):
+            for name, c in clients.items():
+                t0 = time.perf_counter_ns()
+                result = await c.call_tool_mcp("small", {"name": "bench"})
+                times[name].append((time.perf_counter_ns() - t0) / 1e6)
+                assert result.structured_content == {"greeting": "hello bench", "unicode": "héllo ✓"}
+    finally:
+        for c in clients.values():
+            await c.__aexit__(None, None, None)
+    return times
+
+
+def rows(n: int) -> list[dict]:
+    """Records like a database tool returns: an id, categories, numbers, a timestamp, free text."""
+    statuses, regions = ("active", "suspended", "closed"), ("eu-west", "us-east", "ap-south", "sa-east")
+    return [
+        {
+            "id": i,
+            "customer": f"customer-{i % 9973}",
+            "status": statuses[i % 3],
+            "region": regions[i % 4],
+            "amount": round(i * 1.37 % 1000, 2),
+            "created_at": f"2025-{i % 12 + 1:02d}-{i % 28 + 1:02d}T10:{i % 60:02d}:00Z",
+            "note": f"order {i} shipped via carrier {i % 17}",
+        }
+        for i in range(n)
+    ]
+
+
+def median_ms(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
+    """Median (wall, CPU of this thread) in ms; CPU because the cores are shared with others."""
+    wall, cpu = [], []
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+        fn()
+        cpu.append(time.thread_time_ns() - c0)
+        wall.append(time.perf_counter_ns() - t0)
+    return statistics.median(wall) / 1e6, statistics.median(cpu) / 1e6
+
+
+def interception(repeats: int, data_dir: Path) -> list[tuple[str, float, float, int]]:
+    records = rows(50_000)
+    json_result = ToolResult(content=[TextContent(type="text", text=json.dumps(records))])
+    text = "\n".join(f"2025-06-01T10:00:{i % 60:02d}Z INFO worker-{i % 8} handled request {i} in {i % 250} ms"
+                     for i in range(50_000))  # fmt: skip
+    text_result = ToolResult(content=[TextContent(type="text", text=text)])
+    store = DatasetStore(data_dir)
+    saver = ResultSaver(store, threshold_tokens=8192, schema_sample_size=100)
+
+    def intercept(result: ToolResult) -> Callable[[], object]:
+        def run() -> object:
+            extracted = extract_records(result)
+            assert extracted is not None
+            answer = saver.save(result, extracted, ProxiedCall("query", "db", {"sql": "SELECT *"}, wire_size(result)))
+            assert answer.structured_content is not None and answer.structured_content["intercepted"] == "saved_as_dataset"
+            return answer
+
+        return run
+
+    extracted = extract_records(json_result)
+    assert extracted is not None
+    size = wire_size(json_result)
+    out = []
+    for label, fn in (
+        ("50,000 JSON records: whole interception", intercept(json_result)),
+        ("  wire size", lambda: wire_size(json_result)),
+        ("  records out of the JSON text", lambda: extract_records(json_result)),
+        ("  profile (schema sample + distinct values)", lambda: profile_records(extracted.records, sample_size=100)),
+        ("  JSONL + metadata written atomically", lambda: store.save(store.new_id(), extracted.records, {"tool": "q"})),
+        ("50,000 text lines: whole interception", intercept(text_result)),
+    ):
+        wall, cpu = median_ms(fn, repeats)
+        out.append((label, wall, cpu, size if label.startswith("50,000 JSON") else 0))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=15)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        times = asyncio.run(pass_through(args.calls, Path(tmp) / "pass"))
+        direct = statistics.median(times["direct"])
+        print(f"pass-through, small call, {args.calls} interleaved calls per path (ms):")
+        print("| path | median | p90 | added (median) |\n|---|---|---|---|")
+        for name, samples in times.items():
+            p90 = statistics.quantiles(samples, n=10)[-1]
+            med = statistics.median(samples)
+            print(f"| {name} | {med:.2f} | {p90:.2f} | {med - direct:+.2f} |")
+        print("\ninterception (median wall / CPU ms):")
+        print("| step | wall | CPU |\n|---|---|---|")
+        for label, wall, cpu, size in interception(args.repeats, Path(tmp) / "data"):
+            suffix = f" ({size / 1e6:.1f} MB on the wire)" if size else ""
+            print(f"| {label}{suffix} | {wall:.1f} | {cpu:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
