@@ -15,9 +15,7 @@ One pass, under the writer lock:
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,14 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
-from search_engine.chunking import CHUNKER_VERSION, chunk_file
+from search_engine.chunk_jobs import ChunkJob, chunk_files
+from search_engine.chunking import CHUNKER_VERSION
 from search_engine.chunks import Chunk, content_hash
 from search_engine.config import EngineConfig
 from search_engine.embeddings import Embedder, chunk_text
 from search_engine.errors import IndexStoreError
 from search_engine.files import DiscoveredFile, discover
 from search_engine.index_store import FORMAT_VERSION, FileEntry, IndexStore, Manifest, Snapshot
-from search_engine.languages import language_for
 from search_engine.lexical import LEXICAL_VERSION, LexicalIndex, lexical_document
 from search_engine.paths import SearchLocation
 
@@ -45,7 +43,6 @@ DocumentCache = dict[tuple[str, str], list[str]]
 
 EMBED_BATCH = 1024
 DEFAULT_LOCK_TIMEOUT_S = 600.0
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @dataclass(slots=True)
@@ -100,7 +97,8 @@ def update_index(
         t = time.perf_counter()
         discovered = discover(SearchLocation(root, None), (), (), config)
         report("scan", len(discovered), len(discovered))
-        states, stats = _classify(discovered, old, report)
+        documents = documents if documents is not None else {}
+        states, stats = _classify(discovered, old, report, documents)
         phases["scan+chunk"] = time.perf_counter() - t
         lexical_stale = old is not None and old.manifest.lexical_version != LEXICAL_VERSION
         deleted = len(old.files) - sum(1 for s in states if s.file.path in old.files) if old else 0
@@ -166,50 +164,41 @@ def _compatible(store: IndexStore, model_id: str, root: Path) -> tuple[Snapshot 
 
 
 def _classify(
-    discovered: list[DiscoveredFile], old: Snapshot | None, report: Progress
+    discovered: list[DiscoveredFile], old: Snapshot | None, report: Progress, documents: DocumentCache
 ) -> tuple[list[_FileState], UpdateStats]:
-    """Decide per file: reuse (unchanged or touched) or re-chunk (added or modified)."""
+    """Decide per file: reuse (unchanged or touched) or re-chunk (added or modified). New
+    chunks' lexical documents go into `documents`."""
     stats = UpdateStats(generation=0, changed=False, rebuilt=False, reason=None, files=0, chunks=0)
-    states: list[_FileState] = []
     old_files = old.files if old else {}
-    total = len(discovered)
-    for i, f in enumerate(discovered):
+    states: list[_FileState | None] = []
+    jobs: list[ChunkJob] = []
+    pending: list[int] = []
+    for f in discovered:
         entry = old_files.get(f.path)
         if entry is not None and entry.mtime_ns == f.mtime_ns and entry.size == f.size:
             states.append(_FileState(f, entry.digest, entry, None))
             continue
-        data = _read(f.os_path)
-        if data is None:
+        pending.append(len(states))
+        states.append(None)
+        jobs.append(ChunkJob(f.path, str(f.os_path), entry.digest if entry else None))
+    for slot, job, result in zip(pending, jobs, chunk_files(jobs, lambda d, t: report("chunk", d, t)), strict=True):
+        if result is None:
             continue  # vanished, unreadable or binary after all: not indexed
-        digest = hashlib.blake2b(data, digest_size=16).hexdigest()
-        if entry is not None and entry.digest == digest:
-            states.append(_FileState(f, digest, entry, None))
+        f = discovered[slot]
+        entry = old_files.get(f.path)
+        if result.chunks is None:
+            assert entry is not None
+            states[slot] = _FileState(f, result.digest, entry, None)
             stats.touched += 1
             continue
-        states.append(_FileState(f, digest, None, chunk_file(f.path, data, language_for(f.path))))
-        if entry is None:
+        states[slot] = _FileState(f, result.digest, None, result.chunks)
+        for chunk, doc in zip(result.chunks, result.documents or (), strict=True):
+            documents[(chunk.path, chunk.content_hash)] = doc
+        if job.known_digest is None:
             stats.added += 1
         else:
             stats.modified += 1
-        if i % 64 == 0:
-            report("chunk", i, total)
-    report("chunk", total, total)
-    return states, stats
-
-
-def _read(path: Path) -> bytes | None:
-    """A file's bytes, not following a symlink swapped in since discovery; None for a binary
-    file (discovery only sniffs the head) or one that cannot be read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    return None if b"\0" in data else data
+    return [s for s in states if s is not None], stats
 
 
 def _assemble(
@@ -291,11 +280,9 @@ def _embed(embedder: Embedder, texts: list[str], report: Progress) -> np.ndarray
     return np.concatenate(parts)
 
 
-def _lexical_documents(chunks: list[Chunk], cache: DocumentCache | None) -> list[list[str]]:
-    """Each chunk's lexical document, reused from `cache` where an earlier update made it;
-    `cache` is left holding exactly this generation's documents (it never grows stale)."""
-    if cache is None:
-        return [lexical_document(c) for c in chunks]
+def _lexical_documents(chunks: list[Chunk], cache: DocumentCache) -> list[list[str]]:
+    """Each chunk's lexical document, from `cache` where chunking or an earlier update made
+    it; `cache` is left holding exactly this generation's documents (it never grows stale)."""
     current: DocumentCache = {}
     docs = []
     for c in chunks:

@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import search_engine.chunk_jobs as chunk_jobs
 import search_engine.indexing as indexing
 from search_engine.chunking import chunk_file
+from search_engine.chunks import Chunk
 from search_engine.config import EngineConfig
 from search_engine.embeddings import LazyEmbedder
 from search_engine.index import IndexManager
@@ -171,12 +173,18 @@ def test_incremental_updates_embed_only_what_changed(
     client = repo / "app/client.py"
     client.write_text(client.read_text().replace("Close every pooled connection.", "Close every pooled socket now."))
     tokenized: list[str] = []
-    monkeypatch.setattr(indexing, "lexical_document", lambda c: tokenized.append(c.content) or lexical_document(c))
+
+    def counting_document(chunk: Chunk) -> list[str]:
+        tokenized.append(chunk.path)
+        return lexical_document(chunk)
+
+    monkeypatch.setattr(indexing, "lexical_document", counting_document)
+    monkeypatch.setattr(chunk_jobs, "lexical_document", counting_document)
     stats = manager.update(repo)
     assert (stats.changed, stats.modified, stats.generation) == (True, 1, 2)
     embedded = counting.take()
     assert len(embedded) == 1 and "Close every pooled socket now." in embedded[0]
-    assert len(tokenized) == 1 and "Close every pooled socket now." in tokenized[0]  # lexical too
+    assert set(tokenized) == {"app/client.py"}  # the other files' lexical documents are reused
 
     (repo / "web/app.js").unlink()
     stats = manager.update(repo)
