@@ -231,3 +231,11 @@ async def test_retention_runs_in_the_background_at_start(tmp_path: Path) -> None
                 break
             await asyncio.sleep(0.05)
     assert not store.day_dir(old).exists()
+
+
+async def test_a_backend_that_dies_at_start_does_not_stop_the_client_connecting(tmp_path: Path) -> None:
+    dead = command_backend([sys.executable, "-c", "raise SystemExit(1)"], name="dead", timeout_s=10)
+    async with Client(build_proxy_app(proxy_settings(tmp_path), [dead])) as c:
+        assert {t.name for t in await c.list_tools()} == {"analyze-with-duckdb", "list-saved-datasets", "read-dataset-page"}
+        with pytest.raises(Exception, match="Unknown tool"):
+            await c.call_tool("records", {"n": 1})

@@ -30,6 +30,7 @@ def write_config(path: Path, **servers: dict) -> Path:
         (["proxy", "--config", "x.json", "--", "server"], "either `-- COMMAND"),
         (["proxy", "--config", "/nonexistent/mcp.json"], "MCP config not found"),
         (["proxy", "--threshold-tokens", "0", "--", "server"], "threshold_tokens"),
+        (["proxy", "--", "/nonexistent/mcp-server", "--stdio"], "backend command not found"),
     ],
 )
 def test_bad_invocations_exit_2_with_a_reason(argv: list[str], message: str, capsys) -> None:
@@ -49,7 +50,7 @@ def test_config_servers_keep_their_names_env_and_timeouts(tmp_path: Path, monkey
     monkeypatch.setenv("CODEPAGER_TEST_INHERITED", "yes")
     config = write_config(
         tmp_path / "mcp.json",
-        files={"command": "npx", "args": ["-y", "pkg"], "env": {"TOKEN": "t"}, "timeout": 1500},
+        files={"command": sys.executable, "args": ["-m", "pkg"], "env": {"TOKEN": "t"}, "timeout": 1500},
         remote={"url": "http://127.0.0.1:9/mcp"},
     )
     files, remote = config_backends(config, timeout_s=60)

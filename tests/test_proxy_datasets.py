@@ -6,7 +6,7 @@ and the answer's example SQL run for real."""
 from __future__ import annotations
 
 import json
-import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -276,9 +276,9 @@ def test_server_names_from_commands(command: list[str], name: str) -> None:
 
 
 def test_tool_owners_single_and_namespaced() -> None:
-    one = ToolOwners([command_backend(["srv"], name="fs")])
+    one = ToolOwners([command_backend([sys.executable], name="fs")])
     assert one.owner("read_file") == ("fs", "read_file")
-    many = ToolOwners([command_backend(["a"], name="git"), command_backend(["b"], name="git_hub")])
+    many = ToolOwners([command_backend([sys.executable], name="git"), command_backend([sys.executable], name="git_hub")])
     assert many.owner("git_hub_search") == ("git_hub", "search")
     assert many.owner("git_log") == ("git", "log")
     assert many.owner("analyze-with-duckdb") is None
@@ -286,7 +286,8 @@ def test_tool_owners_single_and_namespaced() -> None:
 
 def test_a_command_backend_inherits_the_environment(monkeypatch) -> None:
     monkeypatch.setenv("CODEPAGER_TEST_TOKEN", "secret")
-    transport = command_backend(["server", "--flag"]).transport
+    transport = command_backend([sys.executable, "--flag"]).transport
     assert transport.env is not None and transport.env["CODEPAGER_TEST_TOKEN"] == "secret"
-    assert (transport.command, transport.args) == ("server", ["--flag"])
-    assert os.environ["CODEPAGER_TEST_TOKEN"] == "secret"
+    assert (transport.command, transport.args) == (sys.executable, ["--flag"])
+    with pytest.raises(ValueError, match="not found"):
+        command_backend(["no-such-mcp-server-anywhere"])

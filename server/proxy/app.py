@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import anyio
 from fastmcp import FastMCP
@@ -41,6 +42,21 @@ MANY_BACKENDS_INSTRUCTIONS = (
     "Tool results too large to send are saved as datasets: query them with analyze-with-duckdb, "
     "page through them with read-dataset-page, list them with list-saved-datasets."
 )
+
+
+class _BackendMetadata(ProxyMetadataMiddleware):
+    """Forwards the backend's instructions at connect time, as fastmcp's own proxy does, but a
+    backend that cannot be reached then must not stop the client from connecting (fastmcp
+    re-raises non-transport failures, e.g. a command that exits at once, and the client then
+    gets a confusing handshake error). Until the backend answers, its tools are simply not
+    listed; a stdio backend is tried again on every request."""
+
+    async def _read_upstream(self, client: Any, context: Any) -> Any:
+        try:
+            return await super()._read_upstream(client, context)
+        except Exception as exc:
+            log.warning("backend not reachable at connect time (its calls will fail until it is): %s", exc)
+            return None
 
 
 async def _sweep_forever(store: DatasetStore) -> None:
@@ -98,7 +114,7 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
     for backend, provider in zip(backends, providers, strict=True):
         app.add_provider(provider, namespace=backend.name if len(backends) > 1 else "")
     if len(backends) == 1:  # forward the backend's instructions, as fastmcp's own proxy does
-        app.add_middleware(ProxyMetadataMiddleware(providers[0]))
+        app.add_middleware(_BackendMetadata(providers[0]))
     saver = ResultSaver(saved, threshold_tokens=proxy.threshold_tokens, schema_sample_size=proxy.schema_sample_size)
     app.add_middleware(
         LargeResultInterceptor(

@@ -16,6 +16,7 @@ transport); when it dies, calls in flight fail and the next call starts a new on
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -59,13 +60,21 @@ def server_name(command: str, args: Sequence[str]) -> str:
     return name or "backend"
 
 
+def _stdio(command: str, args: Sequence[str], env: dict[str, str], cwd: str | None = None) -> StdioTransport:
+    """A stdio transport, after checking the command exists: a typo should stop the proxy at
+    start with its name, not surface later as a backend with no tools."""
+    program = os.path.join(cwd, command) if cwd and os.sep in command else command
+    if shutil.which(program, path=env.get("PATH")) is None:
+        raise ValueError(f"backend command not found or not executable: {command!r}")
+    return StdioTransport(command, list(args), env=env, cwd=cwd, keep_alive=True)
+
+
 def command_backend(command: Sequence[str], *, name: str | None = None, timeout_s: float | None = None) -> Backend:
     """The backend `codepager proxy -- COMMAND ARGS...` runs."""
     if not command:
         raise ValueError("no backend command: use `codepager proxy -- COMMAND [ARGS...]` or --config mcp.json")
     program, *args = command
-    transport = StdioTransport(program, list(args), env=dict(os.environ), keep_alive=True)
-    return Backend(name or server_name(program, args), transport, timeout_s)
+    return Backend(name or server_name(program, args), _stdio(program, args, dict(os.environ)), timeout_s)
 
 
 def config_backends(path: Path, *, timeout_s: float | None = None) -> list[Backend]:
@@ -84,7 +93,7 @@ def config_backends(path: Path, *, timeout_s: float | None = None) -> list[Backe
         timeout = server.timeout / 1000 if getattr(server, "timeout", None) else timeout_s
         if type(server) is StdioMCPServer:
             env = {**os.environ, **{k: str(v) for k, v in server.env.items()}}
-            transport: ClientTransport = StdioTransport(server.command, server.args, env=env, cwd=server.cwd, keep_alive=True)
+            transport: ClientTransport = _stdio(server.command, server.args, env, server.cwd)
         else:
             transport = server.to_transport()
         backends.append(Backend(name, transport, timeout))
