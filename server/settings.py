@@ -31,10 +31,10 @@ class SearchSettings(BaseModel):
     max_results: int = Field(10_000, ge=1, description="Stop collecting regex matches past this; the result is marked truncated.")
     max_line_width: int = Field(500, ge=40, description="Cut long lines to this many characters around the match.")
     max_file_size: int = Field(1024 * 1024, ge=1, description="Skip files larger than this (bytes).")
-    default_page_size: int = Field(50, ge=1)
-    max_page_size: int = Field(200, ge=1)
-    default_snippet_length: int = Field(500, ge=1)
-    max_snippet_length: int = Field(2000, ge=1)
+    default_page_size: int = Field(50, ge=1, description="Matches per page when a search call gives no page_size.")
+    max_page_size: int = Field(200, ge=1, description="Largest page_size a search call may ask for.")
+    default_snippet_length: int = Field(500, ge=1, description="Characters of each match's content shown when a call gives no snippet_length.")
+    max_snippet_length: int = Field(2000, ge=1, description="Largest snippet_length a search call may ask for.")
 
 
 class IndexSettings(BaseModel):
@@ -49,11 +49,11 @@ class SessionSettings(BaseModel):
     backend: str = Field("memory", description="'memory', or a redis:// (rediss://, unix://) URL shared by replicas.")
     namespace: str = Field("default", description="Redis key prefix codepager:<namespace>:; replicas sharing sessions use the same one.")
     ttl_s: float = Field(300.0, gt=0, description="Sliding time-to-live of a cached result list.")
-    max_sessions: int = Field(100, ge=1)
-    max_memory_mb: float = Field(256.0, gt=0)
-    sweep_interval_s: float = Field(60.0, gt=0)
+    max_sessions: int = Field(100, ge=1, description="Cached result lists kept; the least recently used is evicted first.")
+    max_memory_mb: float = Field(256.0, gt=0, description="Memory budget of the cached result lists (estimated); least recently used evicted first.")
+    sweep_interval_s: float = Field(60.0, gt=0, description="How often the memory backend frees expired sessions.")
     secret_key: str | None = Field(None, description="Cursor signing key; generated and kept in the cache dir when unset.")
-    cursor_max_age_s: float = Field(3600.0, gt=0)
+    cursor_max_age_s: float = Field(3600.0, gt=0, description="Cursors older than this are refused as expired (the search must be re-run).")
 
 
 def _default_offload_dir() -> Path:
@@ -63,15 +63,15 @@ def _default_offload_dir() -> Path:
 
 
 class OffloadSettings(BaseModel):
-    output_dir: Path = Field(default_factory=_default_offload_dir)
+    output_dir: Path = Field(default_factory=_default_offload_dir, description="Where offloaded pages (JSONL) are written; created 0700.")
     max_tokens: int = Field(20_000, ge=100, description="Page ceiling in estimated tokens; above it a page goes to a file.")
-    max_bytes: int = Field(1024 * 1024, ge=1024)
-    retention_hours: float = Field(24.0, gt=0)
+    max_bytes: int = Field(1024 * 1024, ge=1024, description="Page ceiling in bytes of JSON; above it (or max_tokens) a page goes to a file.")
+    retention_hours: float = Field(24.0, gt=0, description="Offloaded files older than this are deleted.")
     sweep_interval_s: float = Field(600.0, gt=0, description="How often expired offload files are swept.")
     jq_timeout_s: float = Field(5.0, gt=0, description="Kill a jq_filter after this many seconds.")
     jq_memory_mb: int = Field(512, ge=16, description="Address-space limit of a jq_filter process.")
     duckdb_memory_limit: str = Field("512MB", description="DuckDB memory_limit for analyze-with-duckdb.")
-    duckdb_threads: int = Field(1, ge=1)
+    duckdb_threads: int = Field(1, ge=1, description="DuckDB threads for analyze-with-duckdb.")
     duckdb_timeout_s: float = Field(30.0, gt=0, description="Interrupt an analyze-with-duckdb query after this long.")
     duckdb_max_rows: int = Field(100_000, ge=1, description="Rows kept from one SQL result; the rest is reported as truncated.")
 
@@ -83,17 +83,17 @@ class ProxySettings(BaseModel):
     cleanup_after_days: float = Field(30.0, gt=0, description="Saved datasets older than this are removed in the background.")
     schema_sample_size: int = Field(100, ge=1, description="Records sampled to infer a saved dataset's field types.")
     duckdb_memory_limit: str = Field("1GB", description="DuckDB memory_limit for analyze-with-duckdb on the proxy.")
-    duckdb_threads: int = Field(2, ge=1)
+    duckdb_threads: int = Field(2, ge=1, description="DuckDB threads for analyze-with-duckdb on the proxy.")
     call_timeout_s: float | None = Field(300.0, gt=0, description="A backend call running longer than this fails with a timeout error.")
 
 
 class ServerSettings(BaseModel):
-    roots: list[Path] = Field(default_factory=lambda: [Path.cwd()])
-    transport: Literal["stdio", "http", "chunked-stdio"] = "stdio"
-    host: str = "127.0.0.1"
-    port: int = Field(8765, ge=0, le=65535)
-    auth_token: str | None = None
-    log_level: str = "WARNING"
+    roots: list[Path] = Field(default_factory=lambda: [Path.cwd()], description="Directories the tools may search (`--root`, repeatable); paths outside them are refused.")
+    transport: Literal["stdio", "http", "chunked-stdio"] = Field("stdio", description="How the MCP server is served (see docs/transports.md).")
+    host: str = Field("127.0.0.1", description="HTTP bind address.")
+    port: int = Field(8765, ge=0, le=65535, description="HTTP port.")
+    auth_token: str | None = Field(None, description="When set, HTTP requests need `Authorization: Bearer <token>`.")
+    log_level: str = Field("WARNING", description="Log level; logs go to stderr only.")
     chunk_limit: int = Field(
         60 * 1024, ge=4,
         description="chunked-stdio: messages above this many bytes are split into frames of at most this much data.",

@@ -1,8 +1,8 @@
 """The proxy's one intervention: results over the threshold become datasets, nothing else changes.
 
-A result's size is estimated at one token per 3 bytes of its content (`wire_size`): we cannot know what a
-backend sends (code, prose, base64, CJK), and 3 bytes per token is the cautious end of the
-usual range, so a result the agent would choke on is never let through. Under the threshold,
+A result's size is estimated at one token per 3 bytes of its content (`wire_size`): we cannot
+know what a backend sends (code, prose, base64, CJK), and 3 bytes per token is the cautious end
+of the usual range, so a result the agent would choke on is never let through. Under the threshold,
 an error result, an excluded tool, one of the proxy's own tools, or a result that is not
 text (images, audio, links) goes through untouched: content, structuredContent, isError and
 _meta exactly as the backend sent them.
@@ -50,6 +50,8 @@ def wire_size(result: ToolResult) -> int:
 
 
 class LargeResultInterceptor(Middleware):
+    """fastmcp middleware on the proxy app: saves backend results over `threshold_tokens`."""
+
     def __init__(self, saver: ResultSaver, owners: ToolOwners, *, threshold_tokens: int, excluded: Collection[str]) -> None:
         self.saver = saver
         self.owners = owners
@@ -79,7 +81,8 @@ class LargeResultInterceptor(Middleware):
         self, context: MiddlewareContext[mt.CallToolRequestParams], call_next: CallNext[mt.CallToolRequestParams, ToolResult]
     ) -> Any:
         result = await call_next(context)
-        # A multi-round-trip ask or a task acknowledgement carries no content to save.
+        # A multi-round-trip ask or a task acknowledgement carries no content to save; an error
+        # is the backend's message to the agent and goes through as it is.
         if not isinstance(result, ToolResult) or isinstance(result, InputRequiredToolResult) or result.is_error:
             return result
         owner = self._owner(context.message.name)

@@ -10,10 +10,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 from fastmcp.tools.base import ToolResult
 
 from server.output.dataset_store import DatasetStore, DatasetWriteError
+from server.output.jsontext import dumps
 from server.output.profile import Profile, profile_records
 from server.output.shrink import clip_strings
 from server.proxy.answer import saved_answer, truncated_answer
@@ -29,7 +29,7 @@ _ARGUMENT_CHARS = 500
 @dataclass(frozen=True, slots=True)
 class ProxiedCall:
     """One intercepted call: the backend's tool name, its server, the arguments sent, and the
-    size of the result as it would have gone over the wire."""
+    size of the result (as `interceptor.wire_size` measures it)."""
 
     tool: str
     server: str
@@ -38,6 +38,8 @@ class ProxiedCall:
 
 
 class ResultSaver:
+    """Profiles and stores intercepted results and builds the client's answer for each."""
+
     def __init__(self, store: DatasetStore, *, threshold_tokens: int, schema_sample_size: int) -> None:
         self.store = store
         self.threshold_tokens = threshold_tokens
@@ -91,7 +93,7 @@ class ResultSaver:
     def _truncated(self, result: ToolResult, call: ProxiedCall, why: str) -> ToolResult:
         text = result_text(result) or ""
         if not text and result.structured_content is not None:
-            text = msgspec.json.encode(result.structured_content).decode()
+            text = dumps(result.structured_content)
         answer = truncated_answer(
             text, tool=call.tool, server=call.server, size_bytes=call.size_bytes, threshold_tokens=self.threshold_tokens, why=why
         )

@@ -56,7 +56,11 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
     )
     @tool_errors
-    async def reindex(ctx: Context, path: PathArg = None, full: bool = False) -> ToolResult:
+    async def reindex(
+        ctx: Context,
+        path: PathArg = None,
+        full: Annotated[bool, Field(description="rebuild from scratch instead of re-embedding only changed files")] = False,
+    ) -> ToolResult:
         root = resolve_search_path(path, services.roots).root
         state = services.indexer.request(root, refresh=True, full=full)
         try:

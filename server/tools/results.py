@@ -50,7 +50,10 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
     async def analyze_with_duckdb(
         query: Annotated[str, Field(description="one read-only SQL statement")],
         dataset_id: Annotated[str | None, Field(description="make this dataset available as `dataset`")] = None,
-        output_mode: Annotated[str, Field(pattern="^(auto|inline|file_ref|legacy)$")] = "auto",
+        output_mode: Annotated[
+            str,
+            Field(pattern="^(auto|inline|file_ref|legacy)$", description="as for the search tools: auto, inline, file_ref or legacy"),
+        ] = "auto",
     ) -> ToolResult:
         result = await anyio.to_thread.run_sync(lambda: datasets.query(query, dataset_id))
         page = result.to_page()
@@ -66,7 +69,12 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
         annotations=READ_ONLY,
     )
     @tool_errors
-    async def list_saved_datasets(filter: str | DatasetFilter | None = None) -> ToolResult:
+    async def list_saved_datasets(
+        filter: Annotated[
+            str | DatasetFilter | None,
+            Field(description="text matched against id, tool, server and query, or an object of tool, server, date_from, date_to, text"),
+        ] = None,
+    ) -> ToolResult:
         infos = await anyio.to_thread.run_sync(lambda: datasets.list(filter))
         return json_result({"datasets": [i.to_dict() for i in infos], "count": len(infos)})
 

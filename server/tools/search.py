@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError
 
 from search_engine.models import MAX_CONTEXT_LINES, SearchMode, SearchRequest
 from search_engine.paths import resolve_search_path
+from server.output import MIN_OUTPUT_TOKENS
 from server.errors import InvalidParamsError, tool_errors
 from server.rendering import OutputOptions
 from server.response import RecordOptions, SearchResponse
@@ -31,7 +32,8 @@ from server.tools.descriptions import (
     search_meta,
 )
 
-Globs = Annotated[list[str] | None, Field(description="Glob patterns, e.g. ['*.py', 'src/**']")]
+IncludeGlobs = Annotated[list[str] | None, Field(description="search only files matching these globs (ripgrep --glob syntax), e.g. ['*.py', 'src/**']")]
+ExcludeGlobs = Annotated[list[str] | None, Field(description="skip files matching these globs, e.g. ['tests/**']")]
 Cursor = Annotated[
     str | None,
     Field(description="next_cursor from the previous page; pass it back unchanged to get the next page"),
@@ -44,13 +46,19 @@ OutputMode = Annotated[
         pattern="^(auto|inline|file_ref|legacy)$",
     ),
 ]
+IncludeSnippet = Annotated[bool, Field(description="include each match's content; false sends spans only")]
+StatsOnly = Annotated[
+    bool,
+    Field(description="no matches, just stats of the whole result list (counts per file and language, score range); next_cursor pages from the start"),
+]
+StatsFirst = Annotated[bool, Field(description="the stats block as well as the page")]
 
 
 def register_search_tools(app: FastMCP, services: Services) -> None:
     s = services.settings.search
     PageSize = Annotated[int | None, Field(ge=1, le=s.max_page_size, description=f"matches per page (default {s.default_page_size}, max {s.max_page_size})")]
     SnippetLength = Annotated[int, Field(ge=1, le=s.max_snippet_length, description="cut each match's content to this many characters")]
-    MaxTokens = Annotated[int | None, Field(ge=100, description="cut the page to fit this many tokens; next_cursor continues losslessly")]
+    MaxTokens = Annotated[int | None, Field(ge=MIN_OUTPUT_TOKENS, description="cut the page to fit this many tokens; next_cursor continues losslessly")]
     JqFilter = Annotated[str | None, Field(description="jq expression over the full list of match objects, applied before paging, e.g. 'map(select(.file.path | test(\"tests/\") | not))'")]
     annotations = search_annotations()
     meta = search_meta(services.settings.offload.max_tokens)
@@ -61,21 +69,21 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
         ctx: Context,
         pattern: Annotated[str | None, Field(description="ripgrep regex (or literal with fixed_string); omit when passing cursor")] = None,
         path: Annotated[str | None, Field(description="file or directory inside the server's roots")] = None,
-        ignore_case: bool = False,
-        fixed_string: bool = False,
-        whole_word: bool = False,
-        multiline: bool = False,
-        include_patterns: Globs = None,
-        exclude_patterns: Globs = None,
-        context_lines: Annotated[int, Field(ge=0, le=MAX_CONTEXT_LINES)] = 0,
-        include_snippet: bool = True,
+        ignore_case: Annotated[bool, Field(description="match regardless of case")] = False,
+        fixed_string: Annotated[bool, Field(description="pattern is a literal string, not a regex")] = False,
+        whole_word: Annotated[bool, Field(description="match whole words only")] = False,
+        multiline: Annotated[bool, Field(description="let a match span several lines")] = False,
+        include_patterns: IncludeGlobs = None,
+        exclude_patterns: ExcludeGlobs = None,
+        context_lines: Annotated[int, Field(ge=0, le=MAX_CONTEXT_LINES, description="lines of context before and after each match")] = 0,
+        include_snippet: IncludeSnippet = True,
         snippet_length: SnippetLength = s.default_snippet_length,
         page_size: PageSize = None,
         cursor: Cursor = None,
         output_mode: OutputMode = "auto",
         max_output_tokens: MaxTokens = None,
-        stats_only: bool = False,
-        stats_first: bool = False,
+        stats_only: StatsOnly = False,
+        stats_first: StatsFirst = False,
         jq_filter: JqFilter = None,
     ) -> ToolResult:
         request = _request(
@@ -97,18 +105,18 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
             ctx: Context,
             query: Annotated[str | None, Field(description="natural language or identifiers; omit when passing cursor")] = None,
             path: Annotated[str | None, Field(description="file or directory inside the server's roots")] = None,
-            top_k: Annotated[int, Field(ge=1, le=s.max_results)] = 10,
+            top_k: Annotated[int, Field(ge=1, le=s.max_results, description="how many ranked matches to return in all (paged like any result list)")] = 10,
             threshold: Annotated[float | None, Field(description="drop matches scoring below this")] = None,
-            include_patterns: Globs = None,
-            exclude_patterns: Globs = None,
-            include_snippet: bool = True,
+            include_patterns: IncludeGlobs = None,
+            exclude_patterns: ExcludeGlobs = None,
+            include_snippet: IncludeSnippet = True,
             snippet_length: SnippetLength = s.default_snippet_length,
             page_size: PageSize = None,
             cursor: Cursor = None,
             output_mode: OutputMode = "auto",
             max_output_tokens: MaxTokens = None,
-            stats_only: bool = False,
-            stats_first: bool = False,
+            stats_only: StatsOnly = False,
+            stats_first: StatsFirst = False,
             jq_filter: JqFilter = None,
         ) -> ToolResult:
             request = _request(

@@ -1,0 +1,432 @@
+"""Capture real responses of every codepager MCP tool for docs/tools.md.
+
+Builds the real server (`server.app.build_app`) over a small sample repository, talks to it
+with a fastmcp `Client` in memory, and keeps what came back, trimmed for reading: long lists
+show their first items and say how many were left out, long strings are clipped, and the
+temporary directories are shown as `/home/me/toolkit` (the root), `/tmp/codepager-me` (the
+offload folder) and `/home/me/.cache/codepager`. Nothing else is edited: every example is a
+real answer of the current code.
+
+    .venv/bin/python docs/capture_examples.py                 # print the examples as markdown
+    .venv/bin/python docs/capture_examples.py --write docs/tools.md
+
+With --write, the fenced block after each `<!-- capture:NAME -->` marker in the file is
+replaced by the example NAME. `tests/test_docs.py` checks that the examples in docs/tools.md
+still have the shape the server answers with.
+
+Semantic and hybrid search need the static embedding model: the script links the one already
+distilled in the default cache dir (`~/.cache/codepager/models`), or distils it (~15 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from fastmcp import Client, FastMCP  # noqa: E402
+from mcp import MCPError  # noqa: E402
+
+from search_engine.config import default_cache_dir  # noqa: E402
+from server.app import build_app, build_services  # noqa: E402
+from server.errors import _TOOL_ERRORS  # noqa: E402
+from server.settings import Settings, load_settings  # noqa: E402
+from server.tools.dataset_pages import register_dataset_page_tool  # noqa: E402
+from sessions import CursorCodec  # noqa: E402
+
+SAMPLE: dict[str, str] = {
+    "net/client.py": '''\
+class ClientSession:
+    """An HTTP client session holding a pool of keep-alive connections."""
+
+    def __init__(self, pool_size=10):
+        self.pool_size = pool_size
+
+    def close(self):
+        """Release every pooled connection."""
+        self.pool = None
+''',
+    "net/retry.py": '''\
+import time
+
+
+def retry_with_backoff(fn, attempts=5, base_delay=0.1):
+    """Call fn until it succeeds, sleeping exponentially longer between failed attempts."""
+    for i in range(attempts):
+        try:
+            return fn()
+        except Exception:
+            time.sleep(base_delay * 2 ** i)
+    raise RuntimeError("gave up after retries")
+''',
+    "web/cookies.py": '''\
+def parse_cookie_header(header):
+    """Split a Cookie request header into a dict of cookie name -> value."""
+    out = {}
+    for part in header.split(";"):
+        if "=" in part:
+            name, value = part.split("=", 1)
+            out[name.strip()] = value.strip()
+    return out
+
+
+def format_cookie(name, value, max_age=None):
+    """Build one Set-Cookie header value."""
+    text = f"{name}={value}"
+    if max_age is not None:
+        text += f"; Max-Age={max_age}"
+    return text
+''',
+    "README.md": "# toolkit\n\nA tiny HTTP toolkit: sessions, retries and cookies.\n",
+}
+
+SHOWN_ROOT = "/home/me/toolkit"
+SHOWN_OFFLOAD = "/tmp/codepager-me"
+SHOWN_CACHE = "/home/me/.cache/codepager"
+LIST_ITEMS = 2
+STRING_CHARS = 160
+CURSOR_CHARS = 24
+#: Strings shown whole: what an agent is told to do is the point of the example.
+WHOLE_STRINGS = {"message", "hint", "guidance", "description"}
+
+
+def write_sample(root: Path) -> None:
+    for rel, text in SAMPLE.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def link_models(cache: Path) -> None:
+    """Reuse the distilled static model of the default cache dir, if there is one."""
+    models = default_cache_dir() / "models"
+    if models.is_dir() and not (cache / "models").exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / "models").symlink_to(models)
+
+
+# -- trimming ---------------------------------------------------------------------------------
+
+
+def trim(value: Any, key: str = "", items: int = LIST_ITEMS) -> Any:
+    """A shorter copy of a response for reading: lists cut to their first `items` (with a note
+    saying how many were left out), long strings and cursors clipped with an ellipsis."""
+    if isinstance(value, dict):
+        return {k: trim(v, k, items) for k, v in value.items()}
+    if isinstance(value, list):
+        kept = [trim(v, "", items) for v in value[:items]]
+        if len(value) > items:
+            kept.append(f"… {len(value) - items} more")
+        return kept
+    if isinstance(value, str):
+        if key in WHOLE_STRINGS:
+            return value
+        if key in ("next_cursor", "cursor") and len(value) > CURSOR_CHARS:
+            return value[: CURSOR_CHARS // 2] + "…" + value[-CURSOR_CHARS // 2 :]
+        return value if len(value) <= STRING_CHARS else value[:STRING_CHARS] + "…"
+    return value
+
+
+def trim_jsonl(text: str) -> list[Any]:
+    """A JSONL text as its trimmed records (one per line)."""
+    return [trim(json.loads(line), items=10) for line in text.splitlines() if line.strip()]
+
+
+def is_trim_note(value: Any) -> bool:
+    return isinstance(value, str) and re.fullmatch(r"… \d+ more", value) is not None
+
+
+class Shower:
+    """Replaces the run's temporary directories with the stable names the docs show."""
+
+    def __init__(self, root: Path, offload: Path, cache: Path) -> None:
+        self.pairs = [(str(root), SHOWN_ROOT), (str(offload), SHOWN_OFFLOAD), (str(cache), SHOWN_CACHE)]
+
+    def __call__(self, value: Any) -> Any:
+        text = json.dumps(value, ensure_ascii=False)
+        for real, shown in self.pairs:
+            text = text.replace(json.dumps(real)[1:-1], shown)
+        return json.loads(text)
+
+
+# -- capturing --------------------------------------------------------------------------------
+
+
+def body(result: Any) -> Any:
+    """structuredContent, or the text block's JSON when there is none (legacy mode)."""
+    if result.structured_content is not None:
+        return result.structured_content
+    return json.loads(result.content[0].text)
+
+
+async def call(client: Client, tool: str, args: dict[str, Any]) -> Any:
+    """The tool's answer; a JSON-RPC error becomes {"jsonrpc_error": {code, message, data}}."""
+    try:
+        result = await client.call_tool(tool, args, raise_on_error=False)
+    except MCPError as exc:
+        error = {"code": exc.error.code, "message": exc.error.message}
+        if exc.error.data is not None:
+            error["data"] = exc.error.data
+        return {"jsonrpc_error": error}
+    answer = body(result)
+    if result.is_error:
+        return {"isError": True, **answer}
+    return answer
+
+
+#: Tools whose parameter tables docs/tools.md shows (hybrid_search takes semantic_search's).
+DOCUMENTED_TOOLS = (
+    "regex_search", "semantic_search", "index_status", "reindex",
+    "analyze-with-duckdb", "list-saved-datasets", "cleanup_temp_files",
+)  # fmt: skip
+
+
+async def proxy_tool_schemas(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Input schemas of the tool only `codepager proxy` adds (read-dataset-page), registered
+    on an app of its own so no backend server is needed."""
+    services = build_services(settings)
+    app = FastMCP("proxy-tools")
+    register_dataset_page_tool(app, services.datasets, CursorCodec("docs-example-secret-key"), services.renderer,
+                               max_output_tokens=settings.proxy.threshold_tokens)
+    async with Client(app) as c:
+        return {t.name: t.input_schema for t in await c.list_tools()}
+
+
+def _type(schema: dict[str, Any]) -> str:
+    if "anyOf" in schema:
+        return " or ".join(_type(s) for s in schema["anyOf"] if s.get("type") != "null")
+    kind = schema.get("type", "any")
+    if kind == "array":
+        return f"{_type(schema.get('items', {}))}[]"
+    if kind == "object" and "properties" in schema:
+        return "object {" + ", ".join(schema["properties"]) + "}"
+    return str(kind)
+
+
+def _limits(schema: dict[str, Any]) -> str:
+    for option in schema.get("anyOf", [schema]):
+        low, high = option.get("minimum"), option.get("maximum")
+        if low is not None and high is not None:
+            return f"{low} – {high}"
+        if low is not None or high is not None:
+            return f"≥ {low}" if low is not None else f"≤ {high}"
+        if "pattern" in option:
+            return " / ".join(f"`{c}`" for c in re.sub(r"^\^\(|\)\$$", "", option["pattern"]).split("|"))
+    return ""
+
+
+def params_table(schema: dict[str, Any]) -> str:
+    """The parameters of a tool's input schema as a markdown table."""
+    required = set(schema.get("required", ()))
+    rows = ["| parameter | type | default | limits | description |", "|---|---|---|---|---|"]
+    for name, prop in schema["properties"].items():
+        if name in required:
+            default = "required"
+        elif prop.get("default") is None:
+            default = "–"
+        else:
+            default = f"`{json.dumps(prop['default'])}`"
+        description = (prop.get("description") or "").replace("|", "\\|")
+        rows.append(f"| `{name}` | {_type(prop)} | {default} | {_limits(prop)} | {description} |")
+    return "\n".join(rows)
+
+
+#: When each isError code happens, in words; `error_codes_table` fails on a code missing here.
+ERROR_CASES: dict[str, str] = {
+    "session_store_unavailable": "the shared session store (Redis) did not answer",
+    "invalid_query": "the regex does not compile, or the pattern/query is too long or unusable (`position` points at the problem)",
+    "invalid_path": "`path` does not exist, is not searchable, or is outside the roots",
+    "timeout": "the search ran longer than `search.timeout_s`",
+    "index_not_ready": "semantic/hybrid search waited `index.ready_wait_s` and the index is still building (`progress` says how far)",
+    "model_unavailable": "the embedding model cannot be loaded (it is never downloaded)",
+    "index_unavailable": "the index on disk cannot be read or written",
+    "jq_timeout": "`jq_filter` ran past `offload.jq_timeout_s`",
+    "invalid_jq_filter": "`jq_filter` was refused (reads the environment or files), does not compile, fails, or does not return match objects",
+    "sql_rejected": "not exactly one read-only statement",
+    "sql_timeout": "the SQL ran past `offload.duckdb_timeout_s`",
+    "sql_failed": "the SQL was accepted but failed (unknown table or column, type error, memory)",
+    "invalid_dataset_id": "`dataset_id` is not a 26-character id",
+    "dataset_not_found": "no saved dataset has this id (expired or removed)",
+    "search_failed": "any other search failure (e.g. ripgrep missing or failing)",
+}
+
+
+def error_codes_table() -> str:
+    """The isError codes of `server.errors`, in the order they are matched, as a markdown table."""
+    rows = ["| `error.code` | when | `error.hint` (what to do) |", "|---|---|---|"]
+    for _, code, hint in _TOOL_ERRORS:
+        shown = hint.replace("<", "&lt;").replace(">", "&gt;")  # not an HTML tag in a table
+        rows.append(f"| `{code}` | {ERROR_CASES[code]} | {shown} |")
+    return "\n".join(rows)
+
+
+def tamper(cursor: str) -> str:
+    middle = len(cursor) // 2
+    return cursor[:middle] + ("A" if cursor[middle] != "A" else "B") + cursor[middle + 1 :]
+
+
+async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
+    """Every example, keyed by the marker name docs/tools.md uses, untrimmed."""
+    settings = load_settings(
+        None,
+        {
+            "server": {"roots": [root]},
+            "index": {"cache_dir": cache, "ready_wait_s": 120},
+            "sessions": {"secret_key": "docs-example-secret-key"},
+            "offload": {"output_dir": work / "offload"},
+        },
+    )
+    out: dict[str, Any] = {"error_codes": error_codes_table()}
+    async with Client(build_app(settings)) as c:
+        tools = {t.name: t for t in await c.list_tools()}
+        regex_tool = tools["regex_search"]
+        assert regex_tool.annotations is not None
+        out["tools_list"] = {
+            "tools": list(tools),
+            "regex_search": {
+                "annotations": regex_tool.annotations.model_dump(exclude_none=True, by_alias=True),
+                "_meta": regex_tool.meta,
+            },
+        }
+        for name in DOCUMENTED_TOOLS:
+            out[f"params_{name}"] = params_table(tools[name].input_schema)
+        for name, schema in (await proxy_tool_schemas(settings)).items():
+            out[f"params_{name}"] = params_table(schema)
+        first = await call(c, "regex_search", {"pattern": r"def \w+", "page_size": 2, "context_lines": 1})
+        out["regex_page_1"] = first
+        cursor = first["pagination"]["next_cursor"]
+        out["regex_page_2"] = await call(c, "regex_search", {"cursor": cursor})
+        out["regex_cut"] = await call(c, "regex_search", {"pattern": r"def \w+", "context_lines": 3, "max_output_tokens": 400})
+        out["regex_stats_only"] = await call(c, "regex_search", {"pattern": r"def \w+", "stats_only": True})
+        out["regex_legacy"] = await call(c, "regex_search", {"pattern": "cookie", "ignore_case": True, "output_mode": "legacy", "include_snippet": False})
+        out["regex_file_ref"] = await call(c, "regex_search", {"pattern": r"def \w+", "output_mode": "file_ref"})
+        file_id = out["regex_file_ref"]["results"]["file_ref"]["id"]
+        lines = await c.read_resource(f"codepager://results/{file_id}/lines/1-2")
+        out["resource_lines"] = "".join(getattr(part, "text", "") for part in lines)
+        out["semantic_search"] = await call(c, "semantic_search", {"query": "wait longer after each failure", "top_k": 2})
+        out["hybrid_search"] = await call(c, "hybrid_search", {"query": "parse cookies from a request header", "top_k": 2})
+        out["index_status"] = await call(c, "index_status", {})
+        out["reindex"] = await call(c, "reindex", {"full": False})
+        out["sql"] = await call(
+            c, "analyze-with-duckdb",
+            {"query": "SELECT file.path AS path, count(*) AS n FROM dataset GROUP BY path ORDER BY n DESC", "dataset_id": file_id},
+        )  # fmt: skip
+        out["list_datasets"] = await call(c, "list-saved-datasets", {})
+        out["cleanup"] = await call(c, "cleanup_temp_files", {"max_age_days": 0})
+        out["error_tampered_cursor"] = await call(c, "regex_search", {"cursor": tamper(cursor)})
+        out["error_bad_argument"] = await call(c, "regex_search", {"pattern": "x", "page_size": 1000})
+        out["error_invalid_regex"] = await call(c, "regex_search", {"pattern": "def (unclosed"})
+        out["error_path_outside"] = await call(c, "regex_search", {"pattern": "x", "path": "/etc"})
+        out["error_sql_rejected"] = await call(c, "analyze-with-duckdb", {"query": "DROP TABLE x"})
+    return out
+
+
+def run_capture(cache: Path | None = None) -> dict[str, Any]:
+    """Capture in a temporary sample repository; examples trimmed and shown with stable paths."""
+    with tempfile.TemporaryDirectory(prefix="codepager-docs-") as tmp:
+        work = Path(tmp).resolve()
+        root = work / "toolkit"
+        write_sample(root)
+        if cache is None:
+            cache = work / "cache"
+            link_models(cache)
+        raw = asyncio.run(capture(root, work, cache))
+        show = Shower(root, work / "offload", cache)
+        examples = {}
+        for name, value in raw.items():
+            if name.startswith("params_") or name == "error_codes":
+                examples[name] = value
+            elif name == "resource_lines":
+                examples[name] = show(trim_jsonl(value))
+            else:
+                examples[name] = show(trim(value, items=len(value["tools"]) if name == "tools_list" else LIST_ITEMS))
+        return examples
+
+
+# -- the markdown -----------------------------------------------------------------------------
+
+MARKER = re.compile(r"<!-- capture:(?P<name>[a-z0-9_-]+) -->\n(?P<body>.*?)<!-- /capture -->", re.S)
+
+
+#: Examples shown as JSON Lines (one compact record per line) rather than indented JSON.
+JSONL_EXAMPLES = {"resource_lines"}
+
+
+def compact_json(value: Any, indent: int = 0, width: int = 96) -> str:
+    """Indented JSON whose small objects and lists stay on one line, so examples read short."""
+    flat = json.dumps(value, ensure_ascii=False)
+    if len(flat) + indent <= width or not isinstance(value, (dict, list)) or not value:
+        return flat
+    pad, inner = " " * indent, " " * (indent + 2)
+    if isinstance(value, dict):
+        items = [f"{inner}{json.dumps(k)}: {compact_json(v, indent + 2, width)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    items = [f"{inner}{compact_json(v, indent + 2, width)}" for v in value]
+    return "[\n" + ",\n".join(items) + f"\n{pad}]"
+
+
+def render(name: str, value: Any) -> str:
+    """The markdown of one example: a table as it is, JSON in a fenced block."""
+    if isinstance(value, str):
+        return value
+    if name in JSONL_EXAMPLES:
+        lines = "\n".join(json.dumps(v, ensure_ascii=False, separators=(",", ":")) for v in value)
+        return f"```jsonl\n{lines}\n```"
+    return f"```json\n{compact_json(value)}\n```"
+
+
+def marked(name: str, value: Any) -> str:
+    return f"<!-- capture:{name} -->\n{render(name, value)}\n<!-- /capture -->"
+
+
+def blocks_in(text: str) -> dict[str, str]:
+    """The captured blocks of a markdown file: name -> markdown between the markers."""
+    return {m["name"]: m["body"].rstrip("\n") for m in MARKER.finditer(text)}
+
+
+def write_into(path: Path, examples: dict[str, Any]) -> list[str]:
+    """Replace each marked block of `path` by its example; returns the markers without one."""
+    text = path.read_text(encoding="utf-8")
+    missing: list[str] = []
+
+    def replace(m: re.Match[str]) -> str:
+        if m["name"] not in examples:
+            missing.append(m["name"])
+            return m.group(0)
+        return marked(m["name"], examples[m["name"]])
+
+    path.write_text(MARKER.sub(replace, text), encoding="utf-8")
+    return missing
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--write", type=Path, metavar="MD", help="update the marked blocks of this file in place")
+    parser.add_argument("--cache", type=Path, help="index cache dir holding the distilled model (default: a temporary one)")
+    args = parser.parse_args()
+    examples = run_capture(args.cache)
+    if args.write:
+        missing = write_into(args.write, examples)
+        if missing:
+            print(f"no example for markers: {', '.join(missing)}", file=sys.stderr)
+            return 1
+        return 0
+    for name, value in examples.items():
+        print(marked(name, value) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
