@@ -49,41 +49,46 @@ from sessions import CursorCodec  # noqa: E402
 SAMPLE: dict[str, str] = {
     "net/client.py": '''\
 class ClientSession:
-    """An HTTP client session holding a pool of keep-alive connections."""
+    """Keeps a pool of open HTTP connections and reuses them between requests."""
 
     def __init__(self, pool_size=10):
         self.pool_size = pool_size
+        self.idle = []
 
     def close(self):
-        """Release every pooled connection."""
-        self.pool = None
+        """Drop the idle connections."""
+        self.idle.clear()
 ''',
     "net/retry.py": '''\
+import random
 import time
 
 
-def retry_with_backoff(fn, attempts=5, base_delay=0.1):
-    """Call fn until it succeeds, sleeping exponentially longer between failed attempts."""
-    for i in range(attempts):
+def retry_with_backoff(call, tries=4, first_pause=0.2):
+    """Run call(); after each failure wait twice as long as before (plus jitter), then retry."""
+    pause = first_pause
+    for attempt in range(1, tries + 1):
         try:
-            return fn()
-        except Exception:
-            time.sleep(base_delay * 2 ** i)
-    raise RuntimeError("gave up after retries")
+            return call()
+        except OSError:
+            if attempt == tries:
+                raise
+            time.sleep(pause + random.random() * pause / 10)
+            pause *= 2
 ''',
     "web/cookies.py": '''\
 def parse_cookie_header(header):
-    """Split a Cookie request header into a dict of cookie name -> value."""
-    out = {}
-    for part in header.split(";"):
-        if "=" in part:
-            name, value = part.split("=", 1)
-            out[name.strip()] = value.strip()
-    return out
+    """Turn a request's Cookie header ("a=1; b=2") into {"a": "1", "b": "2"}."""
+    jar = {}
+    for pair in header.split(";"):
+        key, sep, val = pair.strip().partition("=")
+        if sep:
+            jar[key] = val
+    return jar
 
 
 def format_cookie(name, value, max_age=None):
-    """Build one Set-Cookie header value."""
+    """One Set-Cookie header value."""
     text = f"{name}={value}"
     if max_age is not None:
         text += f"; Max-Age={max_age}"
