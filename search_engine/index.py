@@ -28,13 +28,19 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from search_engine.chunking import CHUNKER_VERSION
 from search_engine.chunks import Chunk
 from search_engine.config import EngineConfig
 from search_engine.embeddings import Embedder, embedder_for
 from search_engine.errors import IndexStoreError
-from search_engine.index_store import FORMAT_VERSION, IndexStore, Snapshot, index_dir
-from search_engine.indexing import DEFAULT_LOCK_TIMEOUT_S, DocumentCache, Progress, UpdateStats, update_index
+from search_engine.index_store import IndexStore, Snapshot, index_dir
+from search_engine.indexing import (
+    DEFAULT_LOCK_TIMEOUT_S,
+    DocumentCache,
+    Progress,
+    UpdateStats,
+    stale_reason,
+    update_index,
+)
 from search_engine.lexical import LexicalIndex
 
 T = TypeVar("T")
@@ -149,17 +155,14 @@ class IndexManager:
     def status(self, root: Path) -> IndexStatus:
         root = Path(root).resolve()
         store = self.store(root)
-        manifest = store.read_manifest()
         configured = self.embedder.model_id
+        try:
+            manifest = store.read_manifest()
+        except IndexStoreError as exc:
+            return IndexStatus(str(root), str(store.directory), True, configured_model_id=configured,
+                               size_bytes=store.size_on_disk(), stale_reason=str(exc))
         if manifest is None:
             return IndexStatus(str(root), str(store.directory), False, configured_model_id=configured)
-        stale = None
-        if manifest.format_version != FORMAT_VERSION:
-            stale = f"index format {manifest.format_version}, this version reads {FORMAT_VERSION}"
-        elif manifest.chunker_version != CHUNKER_VERSION:
-            stale = f"chunker {manifest.chunker_version}, this version chunks as {CHUNKER_VERSION}"
-        elif manifest.model_id != configured:
-            stale = f"built with {manifest.model_id}, configured {configured}"
         return IndexStatus(
             root=str(root),
             directory=str(store.directory),
@@ -172,7 +175,7 @@ class IndexManager:
             dim=manifest.dim,
             size_bytes=store.size_on_disk(),
             updated_at=manifest.updated_at,
-            stale_reason=stale,
+            stale_reason=stale_reason(manifest, configured, root),
         )
 
     def _update(self, root: Path, store: IndexStore, *, full: bool = False, progress: Progress | None = None) -> UpdateStats:

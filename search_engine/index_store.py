@@ -121,13 +121,16 @@ class IndexStore:
         return name if name.startswith(_GEN_PREFIX) and (self.directory / name).is_dir() else None
 
     def read_manifest(self) -> Manifest | None:
+        """The live generation's manifest without loading the rest (None: no index yet).
+        IndexStoreError if it cannot be read."""
         name = self.current_name()
         if name is None:
             return None
+        path = self.directory / name / _MANIFEST
         try:
-            return _manifest(json.loads((self.directory / name / _MANIFEST).read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError, KeyError):
-            return None
+            return _manifest(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise IndexStoreError(f"index manifest {path} is unreadable ({exc}); the next update rebuilds it") from exc
 
     def load(self) -> Snapshot | None:
         """The live generation, or None if there is none. IndexStoreError if it is damaged or

@@ -153,14 +153,22 @@ def _compatible(store: IndexStore, model_id: str, root: Path) -> tuple[Snapshot 
         return None, str(exc)
     if old is None:
         return None, "no index yet"
-    m = old.manifest
-    if m.chunker_version != CHUNKER_VERSION:
-        return None, f"chunker changed ({m.chunker_version} -> {CHUNKER_VERSION})"
-    if m.model_id != model_id:
-        return None, f"embedding model changed ({m.model_id} -> {model_id})"
-    if m.root != str(root):
-        return None, f"index directory belonged to {m.root}"
-    return old, None
+    reason = stale_reason(old.manifest, model_id, root)
+    return (None, reason) if reason else (old, None)
+
+
+def stale_reason(manifest: Manifest, model_id: str, root: Path) -> str | None:
+    """Why an index described by `manifest` must be rebuilt rather than updated (None: it
+    can be updated in place)."""
+    if manifest.format_version != FORMAT_VERSION:
+        return f"index format {manifest.format_version}, this version reads {FORMAT_VERSION}"
+    if manifest.chunker_version != CHUNKER_VERSION:
+        return f"chunker changed ({manifest.chunker_version} -> {CHUNKER_VERSION})"
+    if manifest.model_id != model_id:
+        return f"embedding model changed ({manifest.model_id} -> {model_id})"
+    if manifest.root != str(root):
+        return f"index directory belonged to {manifest.root}"
+    return None
 
 
 def _classify(

@@ -229,12 +229,16 @@ def test_an_index_from_an_older_version_is_rebuilt_not_fatal(repo: Path, manager
     assert manager.get(repo).generation == 2
 
 
-def test_a_damaged_index_is_rebuilt(repo: Path, manager: IndexManager) -> None:
+@pytest.mark.parametrize(("damaged", "reason"), [("chunks.msgpack", "damaged"), ("manifest.json", "damaged")])
+def test_a_damaged_index_is_rebuilt(repo: Path, manager: IndexManager, damaged: str, reason: str) -> None:
     manager.update(repo)
     store = manager.store(repo)
-    (store.directory / store.current_name() / "chunks.msgpack").write_bytes(b"\x93garbage")
+    (store.directory / store.current_name() / damaged).write_bytes(b"\x93garbage")
+    if damaged == "manifest.json":
+        status = manager.status(repo)
+        assert status.exists and "unreadable" in (status.stale_reason or "")
     stats = manager.update(repo)
-    assert stats.rebuilt and "damaged" in (stats.reason or "")
+    assert stats.rebuilt and reason in (stats.reason or "")
     assert len(manager.get(repo).chunks) == len(expected_chunks(repo))
 
 
