@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from server.cli.serve_cmd import add_transport_arguments, configure_logging, transport_overrides
-from server.settings import load_settings
+from server.cli.serve_cmd import add_transport_arguments, server_settings, transport_overrides
 
 EPILOG = """examples:
   codepager proxy -- npx -y @modelcontextprotocol/server-filesystem ~/src
@@ -71,12 +70,9 @@ def run(args: argparse.Namespace) -> int:
     if bool(command) == bool(args.mcp_config):
         print("codepager proxy: give either `-- COMMAND [ARGS...]` or --config mcp.json (one of them)", file=sys.stderr)
         return 2
-    try:
-        settings = load_settings(args.settings, proxy_overrides(args))
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"codepager: {exc}", file=sys.stderr)
+    settings = server_settings(args.settings, proxy_overrides(args))
+    if settings is None:
         return 2
-    configure_logging(settings.server.log_level)
     from server.proxy import build_proxy_app, command_backend, config_backends  # heavy imports after validation
 
     timeout = settings.proxy.call_timeout_s

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from server.settings import load_settings
+from server.settings import Settings, load_settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,18 +50,24 @@ def server_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {"server": {"roots": roots, **transport_overrides(args)}}
 
 
-def configure_logging(level: str) -> None:
-    """Logs go to stderr: on stdio, anything else on stdout would corrupt the JSON-RPC stream."""
-    logging.basicConfig(stream=sys.stderr, level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def server_settings(config: Path | None, overrides: dict[str, Any]) -> Settings | None:
+    """Settings for a server command, with logging set up; None after saying why they are bad.
+
+    Logs go to stderr: on stdio, anything else on stdout would corrupt the JSON-RPC stream."""
+    try:
+        settings = load_settings(config, overrides)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"codepager: {exc}", file=sys.stderr)
+        return None
+    logging.basicConfig(stream=sys.stderr, level=settings.server.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = load_settings(args.config, server_overrides(args))
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"codepager: {exc}", file=sys.stderr)
+    settings = server_settings(args.config, server_overrides(args))
+    if settings is None:
         return 2
-    configure_logging(settings.server.log_level)
     from server.app import build_app  # heavy imports only once the arguments are known good
 
     try:
