@@ -291,3 +291,26 @@ def test_a_command_backend_inherits_the_environment(monkeypatch) -> None:
     assert (transport.command, transport.args) == (sys.executable, ["--flag"])
     with pytest.raises(ValueError, match="not found"):
         command_backend(["no-such-mcp-server-anywhere"])
+
+
+def test_dataset_pages_walk_offloaded_pages_too(both) -> None:
+    from server.tools.dataset_pages import dataset_page
+    from sessions import CursorCodec
+    from sessions.cursor import CursorState
+    from sessions.errors import CursorMalformedError
+
+    datasets, offload, _ = both
+    records = make_rows(25)
+    page_id = offload.write(tool="regex_search", query="q", records=records).id
+    codec = CursorCodec("a-test-key-of-some-length")
+    seen, cursor = [], None
+    while True:
+        page = dataset_page(datasets, codec, page_id, cursor, 10)
+        seen += page.records()
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == records  # the header line is not a record
+    search_cursor = codec.encode(CursorState("session", 0, 10))  # a search's cursor
+    with pytest.raises(CursorMalformedError, match="pages a search"):
+        dataset_page(datasets, codec, page_id, search_cursor, 10)
