@@ -141,10 +141,13 @@ def _packaged_model_path() -> Path:
 
 
 def _offline() -> None:
-    """Forbid the Hugging Face libraries from touching the network, before they are imported."""
+    """Forbid the Hugging Face libraries from touching the network, before they are imported,
+    and keep their load reports and progress bars out of a CLI's or server's stderr."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 # --- chunk text ---------------------------------------------------------------------------
