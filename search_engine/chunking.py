@@ -16,8 +16,9 @@ The walk (one algorithm; the per-language vocabulary is in `search_engine.gramma
 - a single node too large for any of that (a huge literal) is cut into line windows.
 Files without a grammar (markdown, config, unknown) and files whose top level does not parse
 are cut into overlapping line windows; markdown windows break before headings and are named
-after them. Chunks never exceed `MAX_CHARS` except for one unbreakable line: bounded chunks
-keep embeddings focused (MiniLM reads ~256 tokens; a static model's mean just dilutes).
+after them. Chunks stay within `MAX_CHARS` (plus a short signature joined to its body, see
+`_HEADER_SLACK`): bounded chunks keep embeddings focused (MiniLM reads ~256 tokens; a static
+model's mean just dilutes). Only a single line longer than that is cut mid-line.
 """
 
 from __future__ import annotations
@@ -310,8 +311,7 @@ def _kind_name(kind: DefKind, in_class: bool) -> str:
 
 _BODY_TYPES = frozenset({
     "block", "class_body", "declaration_list", "field_declaration_list", "statement_block",
-    "compound_statement", "interface_body", "enum_body", "enum_variant_list",
-    "field_declaration_list", "constructor_body",
+    "compound_statement", "interface_body", "enum_body", "enum_variant_list", "constructor_body",
 })
 
 
