@@ -73,11 +73,15 @@ def test_fast_pooling_matches_model2vec(model_cache: Path, static_embedder: Lazy
         "naïve café — 日本語 text, with_under_scores and CamelCaseWords!",
         "x = {'a': [1, 2, 3]}  # comment",
         open(__file__, encoding="utf-8").read()[:400],
+        "SELECT * FROM users WHERE id = $1;",
+        "    indented\tand\ttabbed\r\nlines",
     ]
-    ours = static_embedder.embed(texts)
     theirs = reference.encode(texts)
     theirs = theirs / np.linalg.norm(theirs, axis=1, keepdims=True)
-    np.testing.assert_allclose((ours * theirs).sum(axis=1), 1.0, atol=1e-4)
+    batched = static_embedder.embed(texts)  # many texts: the sparse pooling
+    one_by_one = np.vstack([static_embedder.embed([t]) for t in texts])  # a query: direct
+    np.testing.assert_allclose((batched * theirs).sum(axis=1), 1.0, atol=1e-4)
+    np.testing.assert_allclose((one_by_one * theirs).sum(axis=1), 1.0, atol=1e-4)
 
 
 def test_a_second_process_waits_for_the_distiller_and_reuses_its_model(model_cache: Path, tmp_path: Path) -> None:
