@@ -87,6 +87,11 @@ def test_errors_exit_2_with_a_message(project: Path, config: Path, tmp_path: Pat
     assert code == 2 and "not a directory" in err
     code, _, err = run(capsys, str(project), "--config", str(tmp_path / "missing.toml"))
     assert code == 2 and "config file not found" in err
+    blocked = tmp_path / "blocked.toml"  # the cache dir is a file: nothing can be written
+    (tmp_path / "a-file").write_text("")
+    blocked.write_text(f'[index]\ncache_dir = "{tmp_path / "a-file"}"\n')
+    code, _, err = run(capsys, str(project), "--config", str(blocked))
+    assert code == 2 and "cannot write the index under index.cache_dir" in err
 
 
 def test_progress_bar_draws_phases_on_one_line() -> None:

@@ -64,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
     except SearchError as exc:
         print(f"codepager: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the cache dir cannot be created or written
+        print(f"codepager: cannot write the index under index.cache_dir: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(asdict(stats), indent=2))
     else:
