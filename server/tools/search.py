@@ -172,22 +172,25 @@ async def run_search(
     record_options: RecordOptions,
     output_options: OutputOptions,
 ) -> ToolResult:
-    """Page, then render. Paging runs in a worker thread: ripgrep and the index block."""
+    """Page, then render, in one worker-thread hop: ripgrep and the index block, and a cached
+    page is cheap enough that a second hop would be a measurable share of its latency."""
     pager = services.pager
-    if cursor is not None:
-        page = await anyio.to_thread.run_sync(lambda: pager.next_page(cursor, page_size, expected_request=request))
-        if f"{page.request.mode.value}_search" != tool:
-            # Authentic, but it pages another tool's search: answering would mislabel the results.
-            raise InvalidParamsError(
-                f"this cursor pages a {page.request.mode.value}_search; pass it back to that tool, "
-                f"or call {tool} without a cursor"
-            )
-    else:
-        assert request is not None
-        # Regex results are not versioned by an index: search the files as they are now.
-        fresh = request.mode is SearchMode.REGEX
-        page = await anyio.to_thread.run_sync(
-            lambda: pager.first_page(request, page_size, view=jq_filter, reuse=not fresh)
-        )
-    response = SearchResponse(page, record_options)
-    return await anyio.to_thread.run_sync(lambda: services.renderer.render(response, output_options, tool=tool))
+
+    def page_and_render() -> ToolResult:
+        if cursor is not None:
+            page = pager.next_page(cursor, page_size, expected_request=request)
+            if f"{page.request.mode.value}_search" != tool:
+                # Authentic, but it pages another tool's search: answering would mislabel the results.
+                raise InvalidParamsError(
+                    f"this cursor pages a {page.request.mode.value}_search; pass it back to that tool, "
+                    f"or call {tool} without a cursor"
+                )
+        else:
+            assert request is not None
+            # Regex results are not versioned by an index: search the files as they are now.
+            fresh = request.mode is SearchMode.REGEX
+            page = pager.first_page(request, page_size, view=jq_filter, reuse=not fresh)
+        response = SearchResponse(page, record_options)
+        return services.renderer.render(response, output_options, tool=tool, query=page.request.query)
+
+    return await anyio.to_thread.run_sync(page_and_render)
