@@ -95,7 +95,7 @@ def update_index(
         old, reason = (None, "full rebuild requested") if full else _compatible(store, embedder.model_id, root)
         phases: dict[str, float] = {}
         t = time.perf_counter()
-        discovered = discover(SearchLocation(root, None), (), (), config)
+        discovered = discover(SearchLocation(root, None), (), _cache_exclude(root, config), config)
         report("scan", len(discovered), len(discovered))
         documents = documents if documents is not None else {}
         states, stats = _classify(discovered, old, report, documents)
@@ -142,6 +142,16 @@ def update_index(
         stats.seconds = time.perf_counter() - started
         stats.phase_seconds = phases
         return stats
+
+
+def _cache_exclude(root: Path, config: EngineConfig) -> tuple[str, ...]:
+    """A glob keeping the cache dir out of the index when it is configured inside the root:
+    otherwise every update would index its own output and never settle."""
+    try:
+        inside = Path(config.cache_dir).resolve().relative_to(root)
+    except ValueError:
+        return ()
+    return (f"/{inside.as_posix()}/**",) if inside.parts else ()
 
 
 def _compatible(store: IndexStore, model_id: str, root: Path) -> tuple[Snapshot | None, str | None]:
