@@ -4,9 +4,10 @@
         ROOT                  the indexed root, for people looking at the cache
         CURRENT               name of the live generation directory ("gen-00000007")
         write.lock            held by whichever process is updating
-        gen-00000007/         one complete, immutable index generation:
+        gen-00000007/         one complete index generation, never modified except:
             manifest.json     versions, model, generation, counts, update time
             files.msgpack     per file: mtime_ns, size, content digest, its chunk range
+                              (replaced atomically when files were only touched)
             chunks.msgpack    chunk metadata and text, column by column
             vectors.npy       (chunks, dim) float32, L2-normalized, memory-mapped on load
             lexical/          the BM25 index (`search_engine.lexical`)
@@ -14,11 +15,12 @@
 Why generations: a writer builds a complete new directory under a temporary name, renames it
 into place and only then swaps `CURRENT` (an atomic rename too). A process killed at any
 point leaves `CURRENT` naming a complete generation, and readers never lock: they read
-`CURRENT`, then a directory nobody modifies. The previous generation is kept one round so a
+`CURRENT`, then a directory whose search data nobody modifies. The previous generation is kept one round so a
 reader that just resolved `CURRENT` can still open it; older ones and abandoned temporary
 directories are swept by the next writer, under the lock.
 
-The index lives in the user cache dir, never inside the searched tree.
+The index lives in the user cache dir, not inside the searched tree (a cache dir configured
+inside it is excluded from indexing).
 """
 
 from __future__ import annotations
