@@ -41,7 +41,9 @@ Progress = Callable[[str, int, int], None]
 # (chunk path, content hash) -> the chunk's lexical document (`search_engine.lexical`).
 DocumentCache = dict[tuple[str, str], list[str]]
 
-EMBED_BATCH = 1024
+# Texts per embedding call: large enough that the static model's per-batch word table pays
+# off (1,024 -> 4,096 saved ~15% of embedding CPU), small enough for a moving progress bar.
+EMBED_BATCH = 4096
 DEFAULT_LOCK_TIMEOUT_S = 600.0
 
 
