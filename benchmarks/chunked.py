@@ -36,6 +36,7 @@ from fastmcp.client.transports import ClientTransport, StdioTransport
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.report import Report, add_report_argument, emit  # noqa: E402
 from server.transports.chunked_client import ChunkedStdioTransport  # noqa: E402
 from server.transports.framing import FramingOptions  # noqa: E402
 from tests.chunked_server_fixture import blob_text  # noqa: E402
@@ -79,24 +80,43 @@ async def measure(size_chars: int, runs: int) -> dict[str, list[float]]:
     return timings
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=float, default=5.0, help="tool result size in MB of UTF-8 (default 5)")
-    parser.add_argument("--runs", type=int, default=9, help="timed calls per variant (default 9)")
-    args = parser.parse_args()
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--mb", type=float, default=5.0, help="tool result size in MB of UTF-8 (default 5)")
+    p.add_argument("--runs", type=int, default=9, help="timed calls per variant (default 9)")
+    add_report_argument(p)
+    return p
+
+
+def run(args: argparse.Namespace) -> Report:
     size_chars = chars_for_bytes(int(args.mb * 1_000_000))
     result_bytes = len(blob_text(size_chars).encode())
     timings = anyio.run(measure, size_chars, args.runs)
 
-    baseline = statistics.median(timings["plain stdio (fastmcp)"])
-    print(f"tool result: {result_bytes / 1e6:.2f} MB of UTF-8 ({size_chars} chars), {args.runs} runs per variant")
-    print("| transport | median | throughput (tool result) | vs plain |")
-    print("|---|---|---|---|")
-    for name, samples in timings.items():
-        median = statistics.median(samples)
-        print(f"| {name} | {median * 1000:.0f} ms | {result_bytes / median / 1e6:.1f} MB/s | {baseline / median:.2f}x |")
-    print(f"machine: {platform.system()} {platform.machine()}, Python {platform.python_version()}")
+    medians = {name: statistics.median(samples) for name, samples in timings.items()}
+    baseline = medians["plain stdio (fastmcp)"]
+    lines = [
+        f"tool result: {result_bytes / 1e6:.2f} MB of UTF-8 ({size_chars} chars), {args.runs} runs per variant\n",
+        "| transport | median | throughput (tool result) | vs plain |",
+        "|---|---|---|---|",
+        *(
+            f"| {name} | {median * 1000:.0f} ms | {result_bytes / median / 1e6:.1f} MB/s | {baseline / median:.2f}x |"
+            for name, median in medians.items()
+        ),
+        f"\nmachine: {platform.system()} {platform.machine()}, Python {platform.python_version()}",
+    ]
+    speedup = baseline / medians["chunked stdio, 60 KiB frames"]
+    return Report(
+        markdown="\n".join(lines),
+        headline=f"a {result_bytes / 1e6:.0f} MB tool result over chunked stdio (60 KiB frames) is {speedup:.2f}x as fast as fastmcp's plain stdio",
+        figures={"result_bytes": result_bytes, "median_s": medians, "chunked_vs_plain": speedup},
+    )
+
+
+def main() -> int:
+    args = parser().parse_args()
+    return emit(run(args), args)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # As a script, sys.path[0] is benchmarks/, whose regex.py would shadow the `regex` package.
 sys.path[0] = str(ROOT)
 
+from benchmarks.report import Report, add_report_argument, emit  # noqa: E402
 from search_engine.config import EngineConfig, default_cache_dir  # noqa: E402
 from search_engine.embeddings import ensure_static_model, resolve_model  # noqa: E402
 
@@ -122,17 +123,26 @@ def run_json(cmd: list[str], env: dict[str, str] | None = None) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
     ap.add_argument("--cache", type=Path, default=default_cache_dir(), help="where the distilled model is (or goes)")
     ap.add_argument("--semble-python", type=Path, default=Path("/work/semble-venv/bin/python"))
-    args = ap.parse_args()
+    add_report_argument(ap)
+    return ap
+
+
+def main() -> int:
+    args = parser().parse_args()
     missing = [r for r in REPOS if not (args.corpora / r).is_dir()]
     if missing:
         print(f"corpora missing under {args.corpora}: {missing}; run /work/shared/bench/fetch-corpora", file=sys.stderr)
         return 2
+    return emit(run(args), args)
+
+
+def run(args: argparse.Namespace) -> Report:
     spec = resolve_model(EngineConfig(cache_dir=args.cache))
     model_dir = ensure_static_model(spec)
     repos = ",".join(REPOS)
@@ -164,24 +174,23 @@ def main() -> int:
             subprocess.run([str(cli), "index", str(copy / repo), "--config", str(config)], check=True, capture_output=True)
         cold_process_s = time.perf_counter() - started
 
-    report(ours, theirs, incremental, cold_process_s)
-    return 0
+    return report(ours, theirs, incremental, cold_process_s)
 
 
-def report(ours: list[dict], theirs: list[dict], incremental: dict, cold_process_s: float) -> None:
+def report(ours: list[dict], theirs: list[dict], incremental: dict, cold_process_s: float) -> Report:
+    out: list[str] = []
     ours_total = statistics.median(o["total_s"] for o in ours)
     chunks = sum(ours[0]["repos"][r]["chunks"] for r in REPOS)
-    print("| system | cold index, 4 repos (median of %d) | chunks | chunks/s |" % len(ours))
-    print("|---|---|---|---|")
-    print(f"| codepager static | {ours_total:.2f} s | {chunks} | {chunks / ours_total:,.0f} |")
+    out.append("| system | cold index, 4 repos (median of %d) | chunks | chunks/s |" % len(ours))
+    out.append("|---|---|---|---|")
+    out.append(f"| codepager static | {ours_total:.2f} s | {chunks} | {chunks / ours_total:,.0f} |")
     if theirs:
         theirs_total = statistics.median(t["total_s"] for t in theirs)
         their_chunks = sum(theirs[0]["repos"][r]["chunks"] for r in REPOS)
-        print(f"| semble 0.7.0 | {theirs_total:.2f} s | {their_chunks} | {their_chunks / theirs_total:,.0f} |")
+        out.append(f"| semble 0.7.0 | {theirs_total:.2f} s | {their_chunks} | {their_chunks / theirs_total:,.0f} |")
         ratios = ", ".join(f"{o['total_s'] / t['total_s']:.2f}" for o, t in zip(ours, theirs))
-        print(f"\ncodepager / semble cold index time: {ours_total / theirs_total:.2f}x (per round: {ratios})")
-    print("\nper repo (codepager, median s):",
-          ", ".join(f"{r} {statistics.median(o['repos'][r]['seconds'] for o in ours):.2f}" for r in REPOS))
+        out.append(f"\ncodepager / semble cold index time: {ours_total / theirs_total:.2f}x (per round: {ratios})")
+    out.append("\nper repo (codepager, median s): " + ", ".join(f"{r} {statistics.median(o['repos'][r]['seconds'] for o in ours):.2f}" for r in REPOS))
     phases: dict[str, list[float]] = {}
     for o in ours:
         totals: dict[str, float] = {}
@@ -190,13 +199,21 @@ def report(ours: list[dict], theirs: list[dict], incremental: dict, cold_process
                 totals[phase] = totals.get(phase, 0.0) + s
         for phase, s in totals.items():
             phases.setdefault(phase, []).append(s)
-    print("phases (codepager, median s over 4 repos):",
-          ", ".join(f"{p} {statistics.median(v):.2f}" for p, v in phases.items()))
-    print("\n| incremental update (aiohttp, model loaded) | time | chunks embedded | generation |")
-    print("|---|---|---|---|")
+    out.append("phases (codepager, median s over 4 repos): " + ", ".join(f"{p} {statistics.median(v):.2f}" for p, v in phases.items()))
+    out.append("\n| incremental update (aiohttp, model loaded) | time | chunks embedded | generation |")
+    out.append("|---|---|---|---|")
     for label, row in incremental.items():
-        print(f"| {label} | {row['seconds'] * 1000:.0f} ms | {row['embedded']} | {row['generation']} |")
-    print(f"\ncold process: `codepager index` x 4 repos, imports and model load included: {cold_process_s:.2f} s")
+        out.append(f"| {label} | {row['seconds'] * 1000:.0f} ms | {row['embedded']} | {row['generation']} |")
+    out.append(f"\ncold process: `codepager index` x 4 repos, imports and model load included: {cold_process_s:.2f} s")
+    headline = f"codepager builds its index cold in {ours_total:.2f} s for the 4 benchmark repositories"
+    if theirs:
+        headline += f", {ours_total / theirs_total:.2f}x semble's time on the same model"
+    touched = incremental.get("touch one file", {}).get("seconds")
+    if touched is not None:
+        headline += f"; an update after touching one file takes {touched * 1000:.0f} ms"
+    figures = {"codepager_cold_s": ours_total, "semble_cold_s": theirs_total if theirs else None,
+               "incremental": incremental, "cold_process_s": cold_process_s}  # fmt: skip
+    return Report(markdown="\n".join(out), headline=headline, figures=figures)
 
 
 if __name__ == "__main__":

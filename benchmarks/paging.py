@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.report import Report, add_report_argument, emit, verdict  # noqa: E402
 from search_engine.config import EngineConfig  # noqa: E402
 from search_engine.engine import SearchEngine  # noqa: E402
 from search_engine.models import SearchRequest  # noqa: E402
@@ -53,14 +54,17 @@ def median_ms(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(samples) / 1e6
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", type=int, default=10_000)
-    parser.add_argument("--files", type=int, default=200)
-    parser.add_argument("--first-runs", type=int, default=9)
-    parser.add_argument("--repeats", type=int, default=300)
-    args = parser.parse_args()
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results", type=int, default=10_000)
+    p.add_argument("--files", type=int, default=200)
+    p.add_argument("--first-runs", type=int, default=9)
+    p.add_argument("--repeats", type=int, default=300)
+    add_report_argument(p)
+    return p
 
+
+def run(args: argparse.Namespace) -> Report:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "repo"
         make_tree(root, args.results, args.files)
@@ -92,16 +96,31 @@ def main() -> int:
         ("first page (runs the search)", first_ms),
         ("page N>1 from the session cache", cached_ms),
         ("page N>1 restored (session gone, search re-run)", restored_ms),
-        ("cursor sign + verify", sign_verify_ms),
+        (f"cursor sign + verify ({len(cursors[0])}-char cursor)", sign_verify_ms),
     ]
-    print(f"{args.results} results in {args.files} files, page size {PAGE_SIZE}, cursor {len(cursors[0])} chars\n")
-    print("| operation | median |\n|---|---|")
-    for name, ms in rows:
-        print(f"| {name} | {ms:.3f} ms |")
     ratio = first_ms / cached_ms
-    print(f"\ncached page is {ratio:.0f}x faster than the first page (target >= 50x)")
-    print(f"cursor sign+verify {sign_verify_ms * 1000:.0f} us (target well under 1 ms)")
-    return 0 if ratio >= 50 and sign_verify_ms < 1 else 1
+    met = ratio >= 50 and sign_verify_ms < 1
+    lines = [
+        f"{args.results} results in {args.files} files, page size {PAGE_SIZE}\n",
+        "| operation | median |",
+        "|---|---|",
+        *(f"| {name} | {ms:.3f} ms |" for name, ms in rows),
+        "",
+        f"- cached page vs first page: **{ratio:.0f}x** faster (target >= 50x)",
+        f"- cursor sign+verify: **{sign_verify_ms * 1000:.0f} µs** (target well under 1 ms)",
+    ]
+    return Report(
+        markdown="\n".join(lines),
+        headline=f"a cached page is {ratio:.0f}x faster than page 1 ({cached_ms:.3f} vs {first_ms:.1f} ms; target >= 50x: {verdict(met)})",
+        figures={"first_ms": first_ms, "cached_ms": cached_ms, "restored_ms": restored_ms,
+                 "sign_verify_ms": sign_verify_ms, "cached_speedup": ratio},
+        target_met=met,
+    )  # fmt: skip
+
+
+def main() -> int:
+    args = parser().parse_args()
+    return emit(run(args), args)
 
 
 if __name__ == "__main__":

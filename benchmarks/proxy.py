@@ -34,6 +34,7 @@ from fastmcp.client.transports import StdioTransport  # noqa: E402
 from fastmcp.tools.base import ToolResult  # noqa: E402
 from mcp_types import TextContent  # noqa: E402
 
+from benchmarks.report import Report, add_report_argument, emit  # noqa: E402
 from server.output import DatasetStore  # noqa: E402
 from server.output.profile import profile_records  # noqa: E402
 from server.proxy.extraction import extract_records  # noqa: E402
@@ -147,26 +148,45 @@ def interception(repeats: int, data_dir: Path) -> list[tuple[str, float, float, 
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--repeats", type=int, default=15)
-    args = parser.parse_args()
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--calls", type=int, default=300)
+    p.add_argument("--repeats", type=int, default=15)
+    add_report_argument(p)
+    return p
+
+
+def run(args: argparse.Namespace) -> Report:
     with tempfile.TemporaryDirectory() as tmp:
         times = asyncio.run(pass_through(args.calls, Path(tmp) / "pass"))
-        direct = statistics.median(times["direct"])
-        print(f"pass-through, small call, {args.calls} interleaved calls per path (ms):")
-        print("| path | median | p90 | added (median) |\n|---|---|---|---|")
-        for name, samples in times.items():
-            p90 = statistics.quantiles(samples, n=10)[-1]
-            med = statistics.median(samples)
-            print(f"| {name} | {med:.2f} | {p90:.2f} | {med - direct:+.2f} |")
-        print("\ninterception (median wall / CPU ms):")
-        print("| step | wall | CPU |\n|---|---|---|")
-        for label, wall, cpu, size in interception(args.repeats, Path(tmp) / "data"):
-            suffix = f" ({size / 1e6:.1f} MB on the wire)" if size else ""
-            print(f"| {label}{suffix} | {wall:.1f} | {cpu:.1f} |")
+        steps = interception(args.repeats, Path(tmp) / "data")
+    medians = {name: statistics.median(samples) for name, samples in times.items()}
+    direct = medians["direct"]
+    lines = [
+        f"pass-through, small call, {args.calls} interleaved calls per path (ms):",
+        "| path | median | p90 | added (median) |\n|---|---|---|---|",
+    ]
+    for name, samples in times.items():
+        p90 = statistics.quantiles(samples, n=10)[-1]
+        lines.append(f"| {name} | {medians[name]:.2f} | {p90:.2f} | {medians[name] - direct:+.2f} |")
+    lines += ["\ninterception (median wall / CPU ms):", "| step | wall | CPU |\n|---|---|---|"]
+    for label, wall, cpu, size in steps:
+        suffix = f" ({size / 1e6:.1f} MB on the wire)" if size else ""
+        lines.append(f"| {label}{suffix} | {wall:.1f} | {cpu:.1f} |")
+    ours, bare = medians["codepager proxy"], medians["fastmcp proxy"]
+    whole = next(cpu for label, _, cpu, _ in steps if label.startswith("50,000 JSON"))
+    headline = (
+        f"pass-through adds {ours - direct:+.1f} ms per call over calling the server directly, "
+        f"{ours / bare:.2f}x a bare fastmcp proxy; saving a 50,000-record result takes {whole:.0f} ms of CPU"
+    )
+    figures = {"median_ms": medians, "interception_cpu_ms": {label.strip(): cpu for label, _, cpu, _ in steps}}
+    return Report(markdown="\n".join(lines), headline=headline, figures=figures)
+
+
+def main() -> int:
+    args = parser().parse_args()
+    return emit(run(args), args)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -26,6 +26,7 @@ usage: python benchmarks/retrieval.py [--profiles static,minilm] [--corpora DIR]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -44,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # that transformers imports: search from the repository root instead.
 sys.path[0] = str(ROOT)
 
+from benchmarks.report import Report, add_report_argument, emit  # noqa: E402
 from search_engine.config import EngineConfig  # noqa: E402
 from search_engine.embeddings import resolve_model  # noqa: E402
 from search_engine.engine import SearchEngine  # noqa: E402
@@ -214,7 +216,28 @@ def table(runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
+def versus_peer(runs: list[Run]) -> list[str]:
+    """Each codepager profile against semble, measured in the same run: hybrid NDCG@10 over all
+    queries, cold index time and warm query latency, as ratios."""
+    peer = next((r for r in runs if r.name.startswith("semble")), None)
+    if peer is None:
+        return []
+    lines = []
+    for run in runs:
+        if run is peer or "hybrid" not in run.ndcg:
+            continue
+        ours, theirs = run.ndcg["hybrid"].get("all", 0.0), peer.ndcg["hybrid"].get("all", 0.0)
+        index = (f"cold index {run.index_s:.1f} s vs {peer.index_s:.1f} s ({run.index_s / peer.index_s:.2f}x)"
+                 if run.index_note == "cold" else f"index not timed cold ({run.index_note})")
+        lines.append(
+            f"- {run.name} vs {peer.name}: hybrid NDCG@10 {ours:.3f} vs {theirs:.3f} "
+            f"(**{ours / theirs:.2f}x**); {index}; warm query p50 {run.query_p50_ms:.1f} ms vs "
+            f"{peer.query_p50_ms:.1f} ms ({run.query_p50_ms / peer.query_p50_ms:.2f}x)"
+        )  # fmt: skip
+    return lines
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profiles", default="static,minilm")
     ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
@@ -224,19 +247,34 @@ def main() -> int:
     ap.add_argument("--semble-python", default="/work/semble-venv/bin/python")
     ap.add_argument("--no-semble", action="store_true", help="skip the peer (e.g. when re-running one profile)")
     ap.add_argument("--cold-minilm", action="store_true", help="also time a cold minilm index (minutes)")
-    args = ap.parse_args()
+    add_report_argument(ap)
+    return ap
+
+
+def run(args: argparse.Namespace) -> Report:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    missing = [r for r in REPOS if not (args.corpora / r / r).is_dir()]
-    if missing:
-        print(f"corpora missing under {args.corpora}: {missing}; run {BENCH / 'fetch-corpora'}", file=sys.stderr)
-        return 2
     args.out.mkdir(parents=True, exist_ok=True)
     runs = [run_codepager(p, args) for p in args.profiles.split(",") if p]
     semble = None if args.no_semble else run_semble(args)
     if semble is not None:
         runs.append(semble)
-    print(table(runs))
-    return 0
+    comparison = versus_peer(runs)
+    best = max(runs, key=lambda r: r.ndcg.get("hybrid", {}).get("all", 0.0))
+    headline = comparison[0][2:] if comparison else f"best hybrid NDCG@10: {best.name}"
+    return Report(
+        markdown="\n".join([table(runs), *([""] + comparison if comparison else [])]),
+        headline=headline.replace("**", ""),
+        figures={"runs": [dataclasses.asdict(r) for r in runs]},
+    )
+
+
+def main() -> int:
+    args = parser().parse_args()
+    missing = [r for r in REPOS if not (args.corpora / r / r).is_dir()]
+    if missing:
+        print(f"corpora missing under {args.corpora}: {missing}; run {BENCH / 'fetch-corpora'}", file=sys.stderr)
+        return 2
+    return emit(run(args), args)
 
 
 if __name__ == "__main__":

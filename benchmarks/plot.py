@@ -1,0 +1,79 @@
+"""NDCG@10 against cold index time, for codepager's embedding profiles and the peers.
+
+People compare code-search tools on these two axes at a glance: how good the ranking is and
+what it costs to get started. The points come from the retrieval benchmark's report
+(`figures["runs"]`, one entry per system), measured in the same run; a system whose index was
+not timed cold (e.g. minilm without `--cold-minilm`) has no honest x value and is listed
+under the chart instead of being placed on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+PLOT_NAME = "ndcg_vs_index_time.png"
+#: mode -> (marker, label offset in points): hybrid labels above their point, semantic below.
+MODES = (("hybrid", "o", (7, 3)), ("semantic", "s", (7, -16)))
+
+
+def points(runs: Sequence[dict[str, Any]]) -> tuple[list[tuple[str, str, float, float]], list[str]]:
+    """(system, mode, cold index seconds, NDCG@10 all) to plot, and the systems left out."""
+    plotted, left_out = [], []
+    for run in runs:
+        if run.get("index_note") != "cold" or run.get("index_s") is None:
+            left_out.append(f"{run['name']} ({run.get('index_note') or 'no index time'})")
+            continue
+        for mode, _, _ in MODES:
+            score = run.get("ndcg", {}).get(mode, {}).get("all")
+            if score is not None:
+                plotted.append((run["name"], mode, float(run["index_s"]), float(score)))
+    return plotted, left_out
+
+
+def plot_ndcg_vs_index_time(runs: Sequence[dict[str, Any]], out: Path, subtitle: str = "") -> list[str]:
+    """Write the chart to `out` (PNG); returns the systems left out (not timed cold)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, never a display
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    plotted, left_out = points(runs)
+    if not plotted:
+        raise ValueError("no system has both a cold index time and an NDCG@10 to plot")
+    systems = list(dict.fromkeys(name for name, *_ in plotted))
+    colours = {name: f"C{i}" for i, name in enumerate(systems)}
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    xs = [p[2] for p in plotted]
+    rightmost = max(xs) if len(set(xs)) > 1 else None
+    for mode, marker, (dx, dy) in MODES:
+        for name, m, seconds, score in plotted:
+            if m != mode:
+                continue
+            ax.scatter(seconds, score, color=colours[name], marker=marker, s=70, zorder=3)
+            left = seconds == rightmost  # label the rightmost points on their left, inside the axes
+            ax.annotate(f"{name} {mode}: {score:.3f}, {seconds:.1f} s", (seconds, score), textcoords="offset points",
+                        xytext=(-dx if left else dx, dy), ha="right" if left else "left", fontsize=8)  # fmt: skip
+    ax.set_xscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))
+    ax.xaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="x", which="minor", labelsize=7)
+    ax.set_xlabel("cold index time, 4 repositories (s, log scale)")
+    ax.set_ylabel("NDCG@10, all 81 queries")
+    ax.set_title("Retrieval quality against indexing cost" + (f"\n{subtitle}" if subtitle else ""), fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_xlim(min(xs) / 1.6, max(xs) * (1.6 if rightmost else 6))  # room for the labels
+    ys = [p[3] for p in plotted]
+    ax.set_ylim(max(0.0, min(ys) - 0.08), min(1.0, max(ys) + 0.06))
+    legend = [plt.Line2D([], [], color="grey", marker=mk, linestyle="", label=mode) for mode, mk, _ in MODES]
+    ax.legend(handles=legend, loc="lower right", fontsize=8)
+    if left_out:
+        fig.text(0.01, 0.01, "not timed cold: " + "; ".join(left_out), fontsize=7, color="grey")
+    fig.tight_layout()
+    fig.savefig(out, format="png")
+    plt.close(fig)
+    return left_out

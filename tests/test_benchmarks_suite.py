@@ -1,0 +1,142 @@
+"""`python -m benchmarks`: selection, running a real benchmark in its own process, rewriting
+only the generated blocks of the page, and the NDCG / index time chart.
+
+Timings are not asserted (speed belongs in the benchmarks themselves); what is asserted is
+that the runner collects what a benchmark reports and puts it where the page says."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import doc
+from benchmarks.__main__ import main
+from benchmarks.plot import plot_ndcg_vs_index_time, points
+from benchmarks.report import Report
+from benchmarks.suite import SUITE, Benchmark, command, run_one, select
+
+PAGE = """# Benchmarks
+
+Intro written by hand.
+
+## Paging
+
+What paging measures, by hand.
+
+<!-- bench:paging -->
+**Result:** old result
+
+Measured 2020-01-01, long ago.
+<!-- /bench:paging -->
+
+Notes by hand, kept.
+
+## Proxy
+
+Proxy prose.
+"""
+
+
+def test_every_benchmark_script_exists_and_the_long_ones_can_be_skipped():
+    assert {b.name for b in SUITE} >= {"regex", "paging", "offload", "mcp_roundtrip", "chunked", "proxy",
+                                       "indexing", "retrieval", "load"}  # fmt: skip
+    for bench in SUITE:
+        assert bench.path.is_file(), bench.script
+        assert command(bench).split()[1] == f"benchmarks/{bench.script}"
+    quick = select(None, [], no_long=True)
+    assert {b.name for b in quick}.isdisjoint({"retrieval", "load", "indexing"})
+    assert [b.name for b in select(["paging", "retrieval"], [], no_long=True)] == ["paging", "retrieval"]
+    assert "regex" not in {b.name for b in select(None, ["regex"], no_long=False)}
+    with pytest.raises(ValueError, match="unknown benchmark.*choose from"):
+        select(["nope"], [], no_long=False)
+
+
+def test_put_block_replaces_inserts_and_appends_without_touching_prose():
+    text = doc.put_block(PAGE, "paging", "Paging", "**Result:** new result\n\nMeasured 2026-01-02 now.\n")
+    assert "old result" not in text and "**Result:** new result" in text
+    assert "What paging measures, by hand." in text and "Notes by hand, kept." in text
+    text = doc.put_block(text, "proxy", "Proxy", "**Result:** proxy result\n")
+    assert re.search(r"## Proxy\n\nProxy prose.\n\n<!-- bench:proxy -->\n\*\*Result:\*\* proxy result\n<!-- /bench:proxy -->", text)
+    text = doc.put_block(text, "load", "Load", "**Result:** load result\n")
+    assert text.rstrip().endswith("## Load\n\n<!-- bench:load -->\n**Result:** load result\n<!-- /bench:load -->")
+    rows = doc.summary_table(text)
+    assert rows[2:] == [
+        "| [Paging](#paging) | new result | 2026-01-02 |",
+        "| [Proxy](#proxy) | proxy result | — |",
+        "| [Load](#load) | load result | — |",
+    ]
+    with_machine = doc.put_machine_block(text, "machine facts\n")
+    assert with_machine.startswith("# Benchmarks\n\n<!-- bench:machine -->\nmachine facts\n<!-- /bench:machine -->")
+    assert doc.put_machine_block(with_machine, "newer facts\n").count("<!-- bench:machine -->") == 1
+
+
+def test_machine_info_reads_this_machine():
+    machine = doc.machine_info(Path.cwd())
+    assert machine.cores >= 1 and machine.memory_gib > 0
+    assert re.match(r"\d+\.\d+", machine.rg), machine.rg
+    assert machine.python == f"{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}"
+
+
+def test_run_one_runs_a_real_benchmark_in_its_own_process():
+    bench = Benchmark("paging", "Paging", "paging.py", ("--results", "400", "--files", "8", "--first-runs", "2", "--repeats", "20"))
+    outcome = run_one(bench)
+    assert outcome.error is None and outcome.report is not None
+    assert "| page N>1 from the session cache |" in outcome.report.markdown
+    assert outcome.report.figures["cached_speedup"] > 1
+    assert outcome.command == command(bench)
+    assert "faster than page 1" in outcome.report.headline
+
+
+def test_a_script_without_a_report_is_shown_as_it_prints(tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text("print('| a | b |')\nprint('|---|---|')\nprint('| 1 | 2 |')\n")
+    outcome = run_one(Benchmark("plain", "Plain", str(script)))
+    assert outcome.report == Report(markdown="| a | b |\n|---|---|\n| 1 | 2 |", headline="see the table")
+    script.write_text("raise SystemExit('broken on purpose')\n")
+    failed = run_one(Benchmark("plain", "Plain", str(script)))
+    assert failed.report is None and "broken on purpose" in failed.error
+
+
+def test_suite_rewrites_only_its_blocks(tmp_path):
+    page = tmp_path / "benchmarks.md"
+    page.write_text(PAGE)
+    assert main(["--only", "paging", "--quick", "--doc", str(page)]) == 0
+    text = page.read_text()
+    assert "Notes by hand, kept." in text and "Proxy prose." in text and "old result" not in text
+    block = re.search(r"<!-- bench:paging -->\n(.*?)<!-- /bench:paging -->", text, re.S)[1]
+    assert "Command: `" in block and "benchmarks/paging.py --first-runs 3 --repeats 50`" in block
+    assert re.search(r"Measured \d{4}-\d\d-\d\d \d\d:\d\d UTC, load average [\d.]+ / [\d.]+ / [\d.]+", block)
+    machine = re.search(r"<!-- bench:machine -->\n(.*?)<!-- /bench:machine -->", text, re.S)[1]
+    assert "| CPU |" in machine and "| ripgrep |" in machine and "at the start" in machine
+    assert "| [Paging](#paging) | a cached page is" in machine
+    assert main(["--only", "nope", "--doc", str(page)]) == 2
+
+
+SAMPLE_RUNS = [
+    {"name": "codepager static", "index_s": 3.6, "index_note": "cold",
+     "ndcg": {"hybrid": {"all": 0.866}, "semantic": {"all": 0.79}, "lexical": {"all": 0.7}}},
+    {"name": "codepager minilm", "index_s": 1.2, "index_note": "loading the cached index",
+     "ndcg": {"hybrid": {"all": 0.88}, "semantic": {"all": 0.83}}},
+    {"name": "semble 0.7.0", "index_s": 5.4, "index_note": "cold", "ndcg": {"hybrid": {"all": 0.80}}},
+]  # fmt: skip
+
+
+def test_plot_places_cold_timed_systems_and_lists_the_others(tmp_path):
+    plotted, left_out = points(SAMPLE_RUNS)
+    assert sorted(plotted) == sorted([
+        ("codepager static", "hybrid", 3.6, 0.866), ("codepager static", "semantic", 3.6, 0.79),
+        ("semble 0.7.0", "hybrid", 5.4, 0.80),
+    ])  # fmt: skip
+    assert left_out == ["codepager minilm (loading the cached index)"]
+    out = tmp_path / "chart.png"
+    assert plot_ndcg_vs_index_time(SAMPLE_RUNS, out, subtitle="sample numbers") == left_out
+    import matplotlib.image
+
+    image = matplotlib.image.imread(out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert image.shape[0] > 300 and image.shape[1] > 500
+    with pytest.raises(ValueError, match="no system"):
+        plot_ndcg_vs_index_time(SAMPLE_RUNS[1:2], tmp_path / "none.png")
