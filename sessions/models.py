@@ -142,8 +142,9 @@ class Page:
 
     `total_count` is the length of the session's list (after the view); `search_total_count`
     and `truncated` are the search's own totals, which can be larger when the search stopped
-    at max_results. `current_page` is positional (`offset // page_size + 1`), so after a cut
-    the following page may report the same number: offsets, not page numbers, are the truth.
+    at max_results. After a lossless cut the following page starts mid-way through a page of
+    `page_size`: it is numbered as the next page, and `total_pages` counts what is left after
+    it, so the numbers stay consistent with `next_cursor` (offsets remain the truth).
     """
 
     matches: list[Match]
@@ -169,11 +170,16 @@ class Page:
 
     @property
     def current_page(self) -> int:
-        return self.offset // self.page_size + 1
+        """1-based and never decreasing along a walk; a page that starts mid-way through a page of
+        `page_size` (after a lossless cut) counts as the next one."""
+        return -(-self.offset // self.page_size) + 1
 
     @property
     def total_pages(self) -> int:
-        return max(1, math.ceil(self.total_count / self.page_size))
+        """This page's number plus the pages of `page_size` still left after it, so a cut page
+        that has a next cursor never claims to be the last."""
+        remaining = max(0, self.total_count - self.offset - len(self.matches))
+        return self.current_page + -(-remaining // self.page_size)
 
     def cut(self, n: int) -> Page:
         """The first `n` matches of this page, with a cursor that resumes at the first one left out.

@@ -56,15 +56,30 @@ def test_walking_with_random_cuts_and_restarts_yields_each_result_once(n: int, p
     page = pager.first_page(request_for(), page_size)
     seen: list[Match] = []
     zero_cuts = 0
+    cut_yet = False
+    last_page_number = 0
+    previous: list[Match] = []
     while True:
         assert page.offset == len(seen)
-        assert page.total_count == n and page.total_pages == max(1, math.ceil(n / page_size))
-        assert page.current_page == page.offset // page_size + 1
+        assert page.total_count == n
+        if not cut_yet:  # no cut so far: plain positional numbering
+            assert page.total_pages == max(1, math.ceil(n / page_size))
+            assert page.current_page == page.offset // page_size + 1
+        # Never decreasing (several cuts inside one page of page_size may share a number), and
+        # strictly increasing after a full page.
+        assert page.current_page >= last_page_number
+        assert page.current_page > last_page_number or len(previous) < page_size
+        last_page_number = page.current_page
+        remaining = n - page.offset - len(page.matches)
+        assert page.total_pages == page.current_page + math.ceil(remaining / page_size)
         k = data.draw(st.integers(0 if zero_cuts < 3 else min(1, len(page.matches)), len(page.matches)), label="cut")
         if k < len(page.matches):
             zero_cuts += k == 0
+            cut_yet = True
             page = page.cut(k)
+            assert page.total_pages > page.current_page  # a cut page is never the last
         assert page.has_more == (page.next_cursor is not None)
+        previous = page.matches
         seen.extend(page.matches)
         if page.next_cursor is None:
             break

@@ -85,6 +85,8 @@ async def test_inline_mode_cuts_losslessly(wide_tree, tmp_path):
                 break
         cut = [p for p in pages if p["results"]["count"] < 100 and p["pagination"]["next_cursor"]]
         assert cut and all(p["results"]["truncated"] for p in cut)
+        # A cut page with a next cursor never claims to be the last page.
+        assert all(p["pagination"]["total_pages"] > p["pagination"]["current_page"] for p in cut)
         assert any("cut" in w for w in cut[0]["metadata"]["warnings"])
         got = ids([m for p in pages for m in p["results"]["matches"]])
         assert len(got) == len(set(got)) == 300
