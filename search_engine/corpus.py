@@ -2,14 +2,13 @@
 
 The index stores chunks, their vectors and the lexical index; ranking also needs to reason
 about files (results are judged by whether the right *file* comes first, and a file's chunks
-vote together), about defined symbols and about the words in paths. Deriving those per query
-would cost more than the query itself, so a `Corpus` is built once per index generation
-(milliseconds per thousand chunks) and shared by every search of that generation.
+vote together), about defined symbols and about which files are named after a symbol.
+Deriving those per query would cost more than the query itself, so a `Corpus` is built once
+per index generation (milliseconds per thousand chunks) and shared by every search of it.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -20,13 +19,6 @@ from search_engine.chunks import Chunk
 from search_engine.lexical import LexicalIndex
 from search_engine.priors import PathPriors
 from search_engine.symbols import SymbolIndex, normalize
-from search_engine.tokenize import split_identifier
-
-# Two words "match" when they share a prefix of at least this many characters covering at least
-# `_PREFIX_SHARE` of the shorter one: `serializ`/`serial`, `websocket`/`websockets`. Stemming
-# already folds most inflections; this catches derived forms the stemmer keeps apart.
-_PREFIX_MIN = 4
-_PREFIX_SHARE = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +38,6 @@ class Corpus:
     file_of: np.ndarray
     file_chunks: list[np.ndarray]
     file_vectors: np.ndarray
-    _path_words: dict[str, list[int]]
-    _path_vocab: list[str]
     _file_stems: dict[str, list[int]]
     _file_languages: list[str | None]
     _priors: dict[PathPriors, np.ndarray] = field(default_factory=dict)
@@ -64,16 +54,13 @@ class Corpus:
         if len(chunks):
             np.add.at(file_vectors, file_of, vectors)
             file_vectors /= np.maximum(np.linalg.norm(file_vectors, axis=1, keepdims=True), 1e-9)
-        path_words: dict[str, list[int]] = {}
         stems: dict[str, list[int]] = {}
         for f, path in enumerate(files):
-            for word in _path_words_of(path):
-                path_words.setdefault(word, []).append(f)
             stems.setdefault(normalize(PurePosixPath(path).stem).rstrip("s"), []).append(f)
         languages = [chunks[int(m[0])].language if len(m) else None for m in file_chunks]
         return cls(
             chunks, vectors, lexical, SymbolIndex.build(chunks), files, file_of, file_chunks,
-            file_vectors, path_words, sorted(path_words), stems, languages,
+            file_vectors, stems, languages,
         )
 
     def file_priors(self, priors: PathPriors) -> np.ndarray:
@@ -85,45 +72,7 @@ class Corpus:
             self._priors[priors] = factors
         return factors
 
-    def path_match(self, terms: Sequence[str]) -> dict[int, float]:
-        """Files whose name or directory carries the query's terms: file id -> the share of
-        `terms` that match one of its path words (exactly or by a long common prefix)."""
-        if not terms:
-            return {}
-        hits: dict[int, int] = {}
-        for term in set(terms):
-            matched: set[int] = set()
-            lo = bisect.bisect_left(self._path_vocab, term[:_PREFIX_MIN])
-            for word in self._path_vocab[lo:]:
-                if not word.startswith(term[:_PREFIX_MIN]):
-                    break
-                if word == term or _share_prefix(word, term):
-                    matched.update(self._path_words[word])
-            for f in matched:
-                hits[f] = hits.get(f, 0) + 1
-        n = len(set(terms))
-        return {f: c / n for f, c in hits.items()}
-
     def files_named(self, name: str) -> list[int]:
         """Files whose stem is `name` (normalized, plural-insensitive): `tokenizer.py` for
         `Tokenizer`, `exceptions.py` for `exception`."""
         return self._file_stems.get(normalize(name).rstrip("s"), [])
-
-
-def _path_words_of(path: str) -> set[str]:
-    """The words of a file's stem and its parent directory (`web_urldispatcher.py` ->
-    weburldispatcher, web, urldispatch; plus the directory's words)."""
-    p = PurePosixPath(path)
-    words = set(split_identifier(p.stem))
-    if p.parent.name:
-        words.update(split_identifier(p.parent.name))
-    return words
-
-
-def _share_prefix(a: str, b: str) -> bool:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n >= _PREFIX_MIN and n >= _PREFIX_SHARE * min(len(a), len(b))

@@ -8,8 +8,10 @@ constant) so that scores of different scales can be added:
 - `symbol`: chunks that *define* an identifier the query names (see `search_engine.symbols`),
   added on top, strongly for a bare identifier;
 - per file, credited to the file's best chunk: BM25 over the whole file, the cosine with the
-  file's mean vector, how many query words its path carries, and how many of its chunks
-  scored at all. Results are judged by whether the right file comes first, and a module that
+  file's mean vector, whether the file is named after a queried symbol (`tokenizer.py` for
+  `Tokenizer`, even when the class is imported from elsewhere), and how many of its chunks
+  score well (above the median candidate: RRF scores are flat, so counting every candidate
+  would just favour long files). Results are judged by whether the right file comes first, and a module that
   matches a question as a whole usually beats a stray function elsewhere that matches it
   best in isolation.
 
@@ -40,12 +42,11 @@ ALPHA_NATURAL = 0.5
 # Symbol-definition boost, in units of the best fused score so far.
 SYMBOL_WEIGHT_WHOLE = 3.0
 SYMBOL_WEIGHT_EMBEDDED = 1.5
-# File-level signals, in RRF units (file lexical/semantic) or units of the best score (path,
-# coherence).
+# File-level signals, in RRF units (file lexical/semantic) or units of the best score (a file
+# named after the queried symbol, coherence).
 FILE_LEXICAL_WEIGHT = 1.0
 FILE_SEMANTIC_WEIGHT = 1.0
-PATH_WEIGHT = 1.0
-PATH_MIN_SHARE = 0.1
+FILE_NAMED_WEIGHT = 1.0
 COHERENCE_WEIGHT = 0.2
 # Each further chunk from an already selected file keeps this fraction of its score.
 SATURATION = 0.5
@@ -132,18 +133,15 @@ def _add_file_signals(
     ):
         order, contrib = reciprocal_ranks(values, files_allowed, CANDIDATES)
         file_score[order] += weight * contrib
-    if symbol_names:
-        for name in symbol_names:
-            for f in corpus.files_named(name):
-                file_score[f] += PATH_WEIGHT * unit
-    else:
-        for f, share in corpus.path_match(terms).items():
-            if share >= PATH_MIN_SHARE:
-                file_score[f] += PATH_WEIGHT * share * unit
+    for name in symbol_names:
+        for f in corpus.files_named(name):
+            file_score[f] += FILE_NAMED_WEIGHT * unit
     candidates = np.flatnonzero(fused)
     if len(candidates):
-        file_sum = np.bincount(corpus.file_of[candidates], weights=fused[candidates], minlength=len(corpus.files))
-        file_score += COHERENCE_WEIGHT * unit * file_sum / file_sum.max()
+        excess = np.maximum(fused[candidates] - np.median(fused[candidates]), 0.0)
+        file_sum = np.bincount(corpus.file_of[candidates], weights=excess, minlength=len(corpus.files))
+        if file_sum.max() > 0:
+            file_score += COHERENCE_WEIGHT * unit * file_sum / file_sum.max()
     scored = np.flatnonzero(file_score)
     if len(scored) == 0:
         return

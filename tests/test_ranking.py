@@ -15,7 +15,7 @@ from search_engine.models import Match, MatchType, SearchMode, SearchRequest, Se
 
 REPO = {
     "net/client_session.py": '''
-"""The HTTP client session: one pool of connections shared by many requests."""
+"""The HTTP client session: the object an application sends its requests through."""
 
 
 class ClientSession:
