@@ -52,7 +52,9 @@ class Corpus:
         file_chunks = [order[bounds[f]:bounds[f + 1]] for f in range(len(files))]
         file_vectors = np.zeros((len(files), vectors.shape[1] if vectors.ndim == 2 else 0), dtype=np.float32)
         if len(chunks):
-            np.add.at(file_vectors, file_of, vectors)
+            # Every file has at least one chunk (files come from chunk paths): reduceat's
+            # segments are never empty.
+            file_vectors = np.add.reduceat(np.asarray(vectors, dtype=np.float32)[order], bounds[:-1], axis=0)
             file_vectors /= np.maximum(np.linalg.norm(file_vectors, axis=1, keepdims=True), 1e-9)
         stems: dict[str, list[int]] = {}
         for f, path in enumerate(files):

@@ -99,8 +99,11 @@ class SymbolIndex:
     @classmethod
     def build(cls, chunks: Sequence[Chunk]) -> SymbolIndex:
         by_key: dict[str, list[_Definition]] = defaultdict(list)
+        stems: dict[str, str] = {}
         for i, chunk in enumerate(chunks):
-            stem = normalize(PurePosixPath(chunk.path).stem)
+            stem = stems.get(chunk.path)
+            if stem is None:
+                stem = stems[chunk.path] = normalize(PurePosixPath(chunk.path).stem)
             for name, factor in _defined_names(chunk).items():
                 key = normalize(name)
                 by_key[key].append(_Definition(i, name, factor, _stem_matches(stem, key)))

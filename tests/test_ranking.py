@@ -209,3 +209,12 @@ def test_bad_query_is_refused_before_any_index_is_built(
 def test_match_round_trips_through_dict(engine: SearchEngine, repo: Path) -> None:
     m = _search(engine, repo, "ClientSession").matches[0]
     assert Match.from_dict(m.to_dict()) == m
+
+
+@pytest.mark.parametrize("content", [None, b"\0\1\2" * 100])
+def test_empty_or_binary_only_repo_returns_no_matches(engine: SearchEngine, tmp_path: Path, content: bytes | None) -> None:
+    if content is not None:
+        (tmp_path / "blob.bin").write_bytes(content)
+    for mode in (SearchMode.SEMANTIC, SearchMode.HYBRID):
+        result = _search(engine, tmp_path.resolve(), "retry logic", mode)
+        assert result.matches == [] and result.total_count == 0
