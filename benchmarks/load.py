@@ -272,31 +272,40 @@ def offload_state(directory: Path) -> tuple[int, float]:
     return len(ages), max(ages, default=0.0)
 
 
-def run_soak(tmp: Path, searches: int) -> dict[str, Any]:
-    root = tmp / "soak-repo"
-    make_tree(root, files=400, seed=2)
-    limits = {
-        "sessions__max_sessions": str(SOAK_SESSIONS),
-        "sessions__max_memory_mb": str(SOAK_BUDGET_MB),
-        "offload__retention_hours": str(SOAK_RETENTION_S / 3600),
-        "offload__sweep_interval_s": str(SOAK_SWEEP_S),
-        "index__index_on_start": "false",
-    }
-    results: dict[str, Any] = {}
+SOAK_LIMITS = {
+    "sessions__max_sessions": str(SOAK_SESSIONS),
+    "sessions__max_memory_mb": str(SOAK_BUDGET_MB),
+    "offload__retention_hours": str(SOAK_RETENTION_S / 3600),
+    "offload__sweep_interval_s": str(SOAK_SWEEP_S),
+    "index__index_on_start": "false",
+}
 
-    # In-process sessions: RSS of the server against the budget.
+
+def soak_tree(tmp: Path) -> Path:
+    root = tmp / "soak-repo"
+    if not root.is_dir():
+        make_tree(root, files=400, seed=2)
+    return root
+
+
+def run_soak_memory(tmp: Path, searches: int) -> dict[str, Any]:
+    """In-process sessions: RSS of the server against the session budget."""
+    root, limits = soak_tree(tmp), SOAK_LIMITS
     mem_tmp = tmp / "soak-memory"
     server = HttpServer(root, base_env(mem_tmp, **limits)).start()
     samples: list[float] = []
     offload_max = [0, 0.0]
     baseline: list[float] = []
     start: list[float] = []
+    trajectory: list[int] = []
 
     def sample(i: int) -> None:
         if i == 0:
             start.append(rss_mb(server.proc.pid))
         if i == 100:
             baseline.append(rss_mb(server.proc.pid))
+        if i % 250 == 0:
+            trajectory.append(round(rss_mb(server.proc.pid)))
         if i % 10 == 0:
             samples.append(rss_mb(server.proc.pid))
             files, oldest = offload_state(mem_tmp / "offload")
@@ -314,8 +323,10 @@ def run_soak(tmp: Path, searches: int) -> dict[str, Any]:
     # sessions held afterwards must fit the budget (plus the stated allowance).
     base = start[0]
     peak = max(samples + [final])
-    results["memory"] = {
+    return {
         "searches": searches,
+        "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX", "glibc default"),
+        "rss_every_250_mb": trajectory,
         "errors": len(errors),
         "error_samples": errors[:5],
         "wall_s": round(wall, 1),
@@ -333,7 +344,10 @@ def run_soak(tmp: Path, searches: int) -> dict[str, Any]:
         "server_stderr_tracebacks": stderr.count("Traceback"),
     }
 
-    # Redis sessions: count and bytes read from Redis after every search.
+
+def run_soak_redis(tmp: Path, searches: int) -> dict[str, Any]:
+    """Redis sessions: count and bytes read from Redis after every search."""
+    root, limits = soak_tree(tmp), SOAK_LIMITS
     red_tmp = tmp / "soak-redis"
     redis_srv = RedisServer(red_tmp / "redis").start()
     namespace = f"soak{uuid.uuid4().hex[:8]}"
@@ -357,7 +371,7 @@ def run_soak(tmp: Path, searches: int) -> dict[str, Any]:
         stderr = server.stop()
         probe.close()
         redis_srv.stop()
-    results["redis"] = {
+    return {
         "searches": searches,
         "errors": len(errors),
         "error_samples": errors[:5],
@@ -372,7 +386,6 @@ def run_soak(tmp: Path, searches: int) -> dict[str, Any]:
         "server_rss_final_mb": round(rss, 1),
         "server_stderr_tracebacks": stderr.count("Traceback"),
     }
-    return results
 
 
 # -- faults ---------------------------------------------------------------------------------
@@ -465,7 +478,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--searches", type=int, default=20)
     parser.add_argument("--soak", type=int, default=2000)
-    parser.add_argument("--only", default="load,soak,faults")
+    parser.add_argument("--only", default="load,soak,faults", help="any of load, soak (= soak-memory,soak-redis), faults")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -475,9 +488,10 @@ def main() -> int:
         if "load" in only:
             results["load"] = run_load(tmp, args.clients, args.searches)
             print(json.dumps({"load": results["load"]}, indent=1), flush=True)
-        if "soak" in only:
-            results["soak"] = run_soak(tmp, args.soak)
-            print(json.dumps({"soak": results["soak"]}, indent=1), flush=True)
+        for name, run in (("soak-memory", run_soak_memory), ("soak-redis", run_soak_redis)):
+            if name in only or "soak" in only:
+                results[name] = run(tmp, args.soak)
+                print(json.dumps({name: results[name]}, indent=1), flush=True)
         if "faults" in only:
             results["faults"] = run_faults(tmp)
             print(json.dumps({"faults": results["faults"]}, indent=1), flush=True)
