@@ -5,8 +5,9 @@ normalized JSON and the params hash is taken over it, so two requests that mean 
 must serialize identically. Presentation options (snippet length, page size, output mode) are
 deliberately *not* part of it: changing them must not invalidate a cursor or split a cache entry.
 
-`Match` and `SearchResult` are plain dataclasses: they are built in hot loops (tens of thousands
-of ripgrep events) where pydantic validation would cost more than the search itself.
+`Match` is a frozen msgspec Struct and `SearchResult` a plain dataclass: matches are built in
+hot loops (tens of thousands of ripgrep events) where pydantic validation would cost more than
+the search itself.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_CONTEXT_LINES = 10
@@ -101,15 +103,16 @@ class SearchRequest(BaseModel):
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:24]
 
 
-@dataclass(slots=True)
-class Match:
+class Match(msgspec.Struct, frozen=True, gc=False):
     """One hit. `path` is relative to the request root, with forward slashes.
 
-    Treat it as immutable (derive changed copies with `dataclasses.replace`): the same objects
-    sit in the session cache and in every page cut from it. It is not `frozen=True` only
-    because a frozen dataclass's `__init__` sets each field through `object.__setattr__`:
-    measured on the 60,000 matches of a search over the standard library, the parse of rg's
-    output took 230 ms of CPU with a frozen `Match` against 100 ms without.
+    Immutable, because the same objects sit in the session cache and in every page cut from
+    it (derive changed copies with `msgspec.structs.replace`). A msgspec Struct rather than a
+    dataclass because it is built once per ripgrep event: its constructor runs in C, frozen
+    or not, and measured 0.32 µs against 0.55 µs for a slotted dataclass (a frozen dataclass
+    costs more still, setting each field through `object.__setattr__`). `gc=False`: a match
+    holds only strings, numbers, tuples of strings and a dict of ints, so it can never be
+    part of a reference cycle and the cyclic collector need not track 10^5 of them.
 
     Lines are 1-based and inclusive; bytes are 0-based offsets into the file, end-exclusive.
     For regex matches `content` is the (possibly width-cut) matching line(s); for semantic and

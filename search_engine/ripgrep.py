@@ -24,12 +24,22 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
 from search_engine.errors import InvalidQueryError, SearchError, SearchTimeoutError, ToolMissingError
 
 _EXE = "rg.exe" if os.name == "nt" else "rg"
-# A pipe holds 64 KiB on Linux, so larger reads would not return more. (Growing the pipe with
-# F_SETPIPE_SZ was measured: rg then runs ahead and competes with the parser, slower overall.)
 _READ_SIZE = 64 * 1024
+# rg's stdout pipe is grown from Linux's default 64 KiB to this (the unprivileged maximum):
+# rg's threads block whenever the pipe is full, leaving a core idle while the parser catches
+# up. Measured on 2 cores, searches of the standard library interleaved 15 times: `def \w+`
+# (60,000 matches) 1.84x -> 1.58x the wall time of `rg --json` alone, `import` 1.35x -> 1.14x.
+# Reads stay at 64 KiB: larger ones measured slower (the parser then waits for a big read
+# while rg could already be refilling the pipe).
+_PIPE_SIZE = 1024 * 1024
 
 
 @functools.cache
@@ -46,6 +56,18 @@ def rg_path() -> str:
         f"environment with `{sys.executable} -m pip install ripgrep==14.1.0`, or install the "
         "system package (e.g. `apt install ripgrep`, `brew install ripgrep`)."
     )
+
+
+def _grow_pipe(fd: int) -> None:
+    """Ask for a `_PIPE_SIZE` pipe buffer where the platform has the knob; a refusal (another
+    OS, a lowered `fs.pipe-max-size`, the user's pipe quota used up) only costs speed."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if set_size is None:
+        return
+    try:
+        fcntl.fcntl(fd, set_size, _PIPE_SIZE)
+    except OSError:
+        pass
 
 
 class RipgrepRun:
@@ -84,6 +106,7 @@ class RipgrepRun:
             ) from None
         assert self._proc.stdout is not None
         self._stdout = self._proc.stdout
+        _grow_pipe(self._stdout.fileno())
         self._timer = threading.Timer(timeout_s, self._expire)
         self._timer.daemon = True
         self._timer.start()

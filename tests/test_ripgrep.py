@@ -65,6 +65,17 @@ def test_records_are_whole_lines(tmp_path: Path) -> None:
     assert seen == 50_000
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="pipe sizes are a Linux knob")
+def test_rg_output_pipe_is_grown(tmp_path: Path) -> None:
+    # A bigger pipe lets rg's threads run ahead of the parser instead of idling a core.
+    import fcntl
+
+    (tmp_path / "a.txt").write_text("needle\n")
+    with RipgrepRun(["--no-config", "needle"], tmp_path, timeout_s=30) as run:
+        assert fcntl.fcntl(run._stdout.fileno(), fcntl.F_GETPIPE_SZ) == 1024 * 1024
+        assert b"".join(run.records()) == b"a.txt:needle\n"
+
+
 def test_timeout_kills_rg(tmp_path: Path) -> None:
     # rg blocks opening a FIFO nobody writes to: only the time limit can end this search.
     fifo = tmp_path / "fifo"
