@@ -10,6 +10,12 @@ thousands of events), so:
   forces rg onto one thread, which measured slower than sorting here (benchmarks/regex.py);
 - rg prints each file's events contiguously, so sorting is per file, and a file that cannot
   make the first `max_results` any more is only counted, never turned into `Match` objects.
+- the garbage collector is left alone. Pausing it around the parse (`gc.disable`, then
+  `gc.freeze`/`unfreeze` to age the new objects) once saved a quarter of the parse's CPU, but
+  the switch is process-wide: it raced between concurrent searches, and it moved every other
+  thread's young cyclic garbage into the oldest generation, where CPython's heuristics then
+  seldom collect it (the HTTP server grew ~25 KB per search). With `Match` and the event
+  structs untracked (`gc=False`) the pause no longer measured faster.
 
 Order is path (Python string order of the posix path), then position in the file. That order
 does not depend on thread timing, which is what makes results repeatable and cursors valid.
@@ -21,12 +27,9 @@ matches would make results vary between runs.
 
 from __future__ import annotations
 
-import gc
 import re
 import time
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -124,7 +127,7 @@ def regex_search(request: SearchRequest, config: EngineConfig) -> SearchResult:
     started = time.perf_counter()
     collector = _Collector(request.max_results)
     reader = _EventReader(request, config.max_line_width, collector)
-    with _gc_paused(), RipgrepRun(rg_args(request, config), Path(request.root), config.timeout_s) as run:
+    with RipgrepRun(rg_args(request, config), Path(request.root), config.timeout_s) as run:
         produced = False
         for buffer in run.records():
             produced = True
@@ -143,32 +146,6 @@ def regex_search(request: SearchRequest, config: EngineConfig) -> SearchResult:
         search_time_ms=(time.perf_counter() - started) * 1000,
         warnings=warnings,
     )
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Keep the cyclic garbage collector off the objects a parse allocates.
-
-    `Match` and the decoded event structs are untracked (`gc=False`), but every event still
-    brings a tracked list (its submatches) and every file a few more, and 10^5 of them trigger
-    young-generation collections that find nothing (nothing here forms cycles); pausing alone
-    only defers that work to one big collection at the end. So on the way out everything
-    young is moved straight to the oldest generation (`freeze` + `unfreeze`, the stdlib's way
-    to do that), where full collections see it as they would have anyway. Measured on the
-    60,000-match search over the standard library: parse CPU ~120 ms with the collector on,
-    ~75 ms paused. Skipped when the application froze objects itself (e.g. before forking
-    workers), not to undo that.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if gc.get_freeze_count() == 0:
-            gc.freeze()
-            gc.unfreeze()
-        if was_enabled:
-            gc.enable()
 
 
 class _File:
