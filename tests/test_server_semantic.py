@@ -136,3 +136,21 @@ async def test_waiting_sends_progress_notifications(tmp_path, model_cache):
         result = await c.call_tool("semantic_search", {"query": "request path handler"}, progress_handler=on_progress)
     assert structured(result)["results"]["count"] == 10
     assert notes and all(m and m.startswith("indexing") for _, _, m in notes)
+
+
+async def test_identical_searches_reuse_their_session_unless_regex(repo, tmp_path, model_cache):
+    # Index-backed results are pinned to a generation, so an identical search within the TTL is
+    # served from its session; regex results have nothing to pin them to, so a repeated regex
+    # searches the files as they are now (an agent greps again after editing, and must see it).
+    async with Client(build_app(settings_for(repo, tmp_path, model_cache))) as c:
+        args = {"query": "retry with backoff", "top_k": 3}
+        first = structured(await c.call_tool("hybrid_search", args))
+        again = structured(await c.call_tool("hybrid_search", {**args, "page_size": 1}))
+        assert (first["metadata"]["cache"], again["metadata"]["cache"]) == ("miss", "hit")
+        assert again["results"]["matches"] == first["results"]["matches"][:1]
+
+        before = structured(await c.call_tool("regex_search", {"pattern": "backoff"}))
+        (repo / "net" / "jitter.py").write_text("def backoff_with_jitter():\n    pass\n")
+        after = structured(await c.call_tool("regex_search", {"pattern": "backoff"}))
+        assert after["metadata"]["cache"] == "miss"
+        assert after["results"]["total_count"] == before["results"]["total_count"] + 1
