@@ -214,10 +214,10 @@ def test_limit_reports_the_true_total(parity_tree: Path, capsys, monkeypatch) ->
 def test_config_file_is_honoured(parity_tree: Path, tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # the configured root, not the current directory, is searched
     config = tmp_path / "codepager.toml"
-    config.write_text(f'[server]\nroots = ["{parity_tree}"]\n[search]\nmax_results = 3\nmax_line_width = 40\n')
+    config.write_text(f'[server]\nroots = ["{parity_tree}"]\n[search]\nmax_line_width = 40\n')
     status, out, err = cli(["search", "--config", str(config), "--jsonl", "value = a"], capsys)
     matches = [json.loads(line) for line in out.splitlines()]
-    assert status == 0 and len(matches) == 3 and "of 360 matches" in err
+    assert status == 0 and len(matches) == 360 and err == ""
     assert all(len(m["content"]) <= 42 for m in matches)
     status, _, err = cli(["search", "--config", str(tmp_path / "missing.toml"), "x"], capsys)
     assert status == 2 and "config file not found" in err
@@ -255,3 +255,71 @@ def test_bad_arguments_exit_2(capsys) -> None:
         main(["search", "-C", "11", "x"])
     assert exit_.value.code == 2
     assert "from 0 to 10" in capsys.readouterr().err
+
+
+def test_every_match_is_printed_without_a_limit(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The CLI is the full-results path: past the server's 10,000 cap, nothing is held back."""
+    (tmp_path / "many.txt").write_text("hit\n" * 12_345)
+    monkeypatch.chdir(tmp_path)
+    status, out, err = cli(["search", "hit"], capsys)
+    assert (status, len(out.splitlines()), err) == (0, 12_345, "")
+
+
+def test_options_may_follow_positionals(parity_tree: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(parity_tree)
+    before = cli(["search", "-i", "-w", "--jsonl", "search", "docs"], capsys)
+    after = cli(["search", "search", "-i", "docs", "-w", "--jsonl"], capsys)
+    assert before == after and before[0] == 0 and len(before[1].splitlines()) == 3
+
+
+def test_an_unusable_cache_dir_is_an_error_not_nothing_found(parity_tree: Path, tmp_path: Path) -> None:
+    """Exit 1 would tell a script "no match"; an OS error must be 2, with the reason."""
+    not_a_dir = tmp_path / "cache-is-a-file"
+    not_a_dir.write_text("")
+    env = {**os.environ, "CODEPAGER_INDEX__CACHE_DIR": str(not_a_dir)}
+    done = subprocess.run(
+        [str(CODEPAGER), "search", "--hybrid", "handler"], cwd=parity_tree, env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("codepager: ") and "Not a directory" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_version_and_help(capsys) -> None:
+    from server import __version__
+
+    for argv in (["--version"], ["--help"], ["search", "--help"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 0, argv
+    out = capsys.readouterr().out
+    assert f"codepager {__version__}\n" in out
+    assert "examples:" in out and "codepager search --hybrid" in out and "exit status: 0 if something matched" in out
+
+
+def test_hybrid_and_semantic_search_for_real(tmp_path: Path, model_cache: Path, capsys, monkeypatch) -> None:
+    """No stub: the CLI builds the index with the distilled model, ranks, and prints scores and
+    component ranks; the definition the question describes comes first."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "models").symlink_to(model_cache / "models", target_is_directory=True)
+    config = tmp_path / "codepager.toml"
+    config.write_text(f'[index]\ncache_dir = "{cache}"\n')
+    project = tmp_path / "project"
+    (project / "net").mkdir(parents=True)
+    (project / "net" / "retry.py").write_text(
+        "def retry_with_backoff(call, attempts=5):\n"
+        '    """Call again after a failure, waiting twice as long each time."""\n'
+        "    for attempt in range(attempts):\n        try:\n            return call()\n"
+        "        except ConnectionError:\n            time.sleep(2 ** attempt)\n"
+    )
+    (project / "render.py").write_text("def render_page(template, context):\n    return template.format(**context)\n")
+    (project / "notes.md").write_text("# Notes\n\nHow pages are rendered from templates.\n")
+    monkeypatch.chdir(project)
+    for flag, kind in (("--hybrid", "hybrid"), ("--sem", "semantic")):
+        status, out, _ = cli(["search", flag, "retry a failed call with backoff", "--config", str(config), "--jsonl", "--top-k", "2"], capsys)
+        matches = [json.loads(line) for line in out.splitlines()]
+        assert status == 0 and len(matches) == 2, flag
+        assert matches[0]["path"] == "net/retry.py" and matches[0]["type"] == f"{kind}_match"
+        assert matches[0]["score"] >= matches[1]["score"]
+        if kind == "hybrid":
+            assert matches[0]["ranks"], matches[0]

@@ -25,6 +25,7 @@ EPILOG = """examples:
 """
 
 _SUBCOMMANDS = (search_cmd, index_cmd, serve_cmd, proxy_cmd, config_cmd)
+_INTERMIXED = frozenset({"search", "index"})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,9 +42,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse `argv`, letting options follow positionals (`search def -i src/`) as grep does.
+
+    argparse cannot intermix through a subcommand, so a subcommand that can (no `--` remainder,
+    unlike `proxy`) parses its own arguments intermixed."""
+    if argv and argv[0] in _INTERMIXED:
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return commands.choices[argv[0]].parse_intermixed_args(argv[1:])
+    return parser.parse_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, list(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
@@ -55,6 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `codepager search ... | head` closes the pipe early; that is not an error.
         sys.stderr.close()
         return 0
+    except OSError as exc:
+        # An unusable cache or output dir, say: an error (2), never grep's "nothing found" (1).
+        print(f"codepager: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     output.add_argument("--jsonl", action="store_const", dest="output", const="jsonl", help="one JSON object per match")
     output.add_argument("--json", action="store_const", dest="output", const="json", help="one JSON array of matches")
     p.set_defaults(output="text")
-    p.add_argument("--limit", type=_int_between(1), metavar="N", help="stop after N matches (default: search.max_results)")
+    p.add_argument("--limit", type=_int_between(1), metavar="N", help="stop after N matches (default: print every match)")
     p.add_argument("--top-k", type=_int_between(1), default=10, metavar="N", help="--sem/--hybrid: how many chunks to return (default: 10)")
     p.add_argument("--threshold", type=float, metavar="X", help="--sem: minimum cosine similarity; --hybrid: minimum score relative to the best (0..1)")
     p.add_argument("--config", type=Path, metavar="FILE", help="TOML settings file")
@@ -97,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
             whole_word=args.word_regexp,
             multiline=args.multiline,
             context_lines=args.context,
-            max_results=args.limit or settings.search.max_results,
+            # The human path prints every match; `search.max_results` bounds what a server keeps.
+            max_results=args.limit or sys.maxsize,
             top_k=args.top_k,
             threshold=args.threshold,
         )
