@@ -28,7 +28,7 @@ _toml_path: contextvars.ContextVar[Path | None] = contextvars.ContextVar("codepa
 
 class SearchSettings(BaseModel):
     timeout_s: float = Field(30.0, gt=0, description="Kill a regex search after this many seconds.")
-    max_results: int = Field(10_000, ge=1, description="Stop collecting regex matches past this; the result is marked truncated.")
+    max_results: int = Field(10_000, ge=1, description="Stop collecting regex matches past this; the result is marked truncated. (The CLI prints every match unless given --limit.)")
     max_line_width: int = Field(500, ge=40, description="Cut long lines to this many characters around the match.")
     max_file_size: int = Field(1024 * 1024, ge=1, description="Skip files larger than this (bytes).")
     default_page_size: int = Field(50, ge=1, description="Matches per page when a search call gives no page_size.")
