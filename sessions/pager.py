@@ -92,15 +92,35 @@ class Pager:
     ) -> Page:
         """The page `cursor` points at. `page_size` overrides the cursor's; `expected_request`
         (search parameters the caller re-sent) must be the search the cursor belongs to."""
-        started = time.perf_counter()
+        return self.page_at(self.decode(cursor, expected_request), page_size)
+
+    def decode(self, cursor: str, expected_request: SearchRequest | None = None) -> CursorState:
+        """Verify `cursor` (see `next_page`) without serving it, so a caller can look at the
+        search it pages (`request_of`) first: refuse it, or wait for what a restore needs."""
         expected_hash = expected_request.params_hash() if expected_request is not None else None
-        state = self.codec.decode(cursor, kind=SEARCH_KIND, params_hash=expected_hash)
+        return self.codec.decode(cursor, kind=SEARCH_KIND, params_hash=expected_hash)
+
+    def page_at(self, state: CursorState, page_size: int | None = None) -> Page:
+        """The page a verified cursor points at, from its live session or restored."""
+        started = time.perf_counter()
         size = self._page_size(page_size, state.page_size)
         session = self.store.get(state.session_id)
         cache: CacheStatus = "hit"
         if session is None:
             session, cache = self._restore(state)
         return self._page(session, state.offset, size, cache, started)
+
+    @staticmethod
+    def request_of(state: CursorState) -> SearchRequest:
+        """The search a verified cursor pages, rebuilt from the parameters it carries."""
+        try:
+            return SearchRequest.model_validate_json(state.request_json)
+        except ValueError:
+            raise CursorMalformedError("its search cannot be rebuilt") from None
+
+    def is_live(self, state: CursorState) -> bool:
+        """Whether the cursor's session is still held, i.e. its page needs no search."""
+        return self.store.touch(state.session_id)
 
     # -- sessions -----------------------------------------------------------------------
 
@@ -121,10 +141,7 @@ class Pager:
         twin = self.store.find(dedup_key(state.params_hash, state.index_generation, state.view))
         if twin is not None and twin.digest == state.digest:
             return twin, "hit"
-        try:
-            request = SearchRequest.model_validate_json(state.request_json)
-        except ValueError:
-            raise CursorMalformedError("its search cannot be rebuilt") from None
+        request = self.request_of(state)
         generation = self.engine.generation(request)
         if generation != state.index_generation:
             raise CursorGenerationError(f"index generation {state.index_generation} is now {generation}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 from fastmcp import Client
 
@@ -136,6 +137,30 @@ async def test_waiting_sends_progress_notifications(tmp_path, model_cache):
         result = await c.call_tool("semantic_search", {"query": "request path handler"}, progress_handler=on_progress)
     assert structured(result)["results"]["count"] == 10
     assert notes and all(m and m.startswith("indexing") for _, _, m in notes)
+    # Once discovery has listed the files, each notification says how far out of how many.
+    counted = [(done, total) for done, total, _ in notes if total is not None]
+    assert counted and all(0 <= done <= total for done, total in counted)
+
+
+async def test_a_cursor_alone_waits_for_the_index_its_restore_needs(repo, tmp_path, model_cache):
+    """After a restart a semantic cursor must re-run its search on the index. While that index
+    is still being built the call answers 'not ready' in time (not block for the whole build
+    behind the indexer), and once it is ready the same cursor continues, restored."""
+    async with Client(build_app(settings_for(repo, tmp_path, model_cache))) as first:
+        page1 = structured(await first.call_tool("semantic_search", {"query": "retry a failed call", "top_k": 3, "page_size": 1}))
+        page2 = structured(await first.call_tool("semantic_search", {"cursor": page1["pagination"]["next_cursor"]}))
+    cursor = page1["pagination"]["next_cursor"]
+    async with Client(build_app(settings_for(repo, tmp_path, model_cache, ready_wait_s=0))) as restarted:
+        early = await restarted.call_tool("semantic_search", {"cursor": cursor}, raise_on_error=False)
+        assert early.is_error and early.structured_content["error"]["code"] == "index_not_ready"
+        for _ in range(600):
+            later = await restarted.call_tool("semantic_search", {"cursor": cursor}, raise_on_error=False)
+            if not later.is_error:
+                break
+            await anyio.sleep(0.1)
+        body = structured(later)
+        assert body["metadata"]["cache"] == "restored"
+        assert body["results"]["matches"] == page2["results"]["matches"]
 
 
 async def test_identical_searches_reuse_their_session_unless_regex(repo, tmp_path, model_cache):

@@ -123,8 +123,6 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
                 services, mode, query, path, cursor,
                 include=include_patterns, exclude=exclude_patterns, top_k=top_k, threshold=threshold,
             )  # fmt: skip
-            if request is not None:
-                await services.indexer.wait_ready(request, ctx)
             return await run_search(
                 services, ctx, name, request, cursor, page_size, jq_filter,
                 RecordOptions(include_snippet, snippet_length),
@@ -172,19 +170,28 @@ async def run_search(
     record_options: RecordOptions,
     output_options: OutputOptions,
 ) -> ToolResult:
-    """Page, then render, in one worker-thread hop: ripgrep and the index block, and a cached
-    page is cheap enough that a second hop would be a measurable share of its latency."""
+    """Check the cursor, wait for the index if the page needs it, then page and render in one
+    worker-thread hop: ripgrep and the index block, and a cached page is cheap enough that a
+    second hop would be a measurable share of its latency."""
     pager = services.pager
+    state = pager.decode(cursor, expected_request=request) if cursor is not None else None
+    searched = pager.request_of(state) if state is not None else request
+    assert searched is not None
+    if f"{searched.mode.value}_search" != tool:
+        # Authentic, but it pages another tool's search: answering would mislabel the results,
+        # and refusing before paging spares restoring that search only to refuse it.
+        raise InvalidParamsError(
+            f"this cursor pages a {searched.mode.value}_search; pass it back to that tool, "
+            f"or call {tool} without a cursor"
+        )
+    if searched.mode is not SearchMode.REGEX and (state is None or not await anyio.to_thread.run_sync(pager.is_live, state)):
+        # A first page, or a cursor whose session is gone (restart, eviction): either searches
+        # the index, so wait for it here, with progress, rather than block inside the search.
+        await services.indexer.wait_ready(searched, ctx)
 
     def page_and_render() -> ToolResult:
-        if cursor is not None:
-            page = pager.next_page(cursor, page_size, expected_request=request)
-            if f"{page.request.mode.value}_search" != tool:
-                # Authentic, but it pages another tool's search: answering would mislabel the results.
-                raise InvalidParamsError(
-                    f"this cursor pages a {page.request.mode.value}_search; pass it back to that tool, "
-                    f"or call {tool} without a cursor"
-                )
+        if state is not None:
+            page = pager.page_at(state, page_size)
         else:
             assert request is not None
             # Regex results are not versioned by an index: search the files as they are now.
