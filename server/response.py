@@ -90,6 +90,7 @@ class SearchResponse:
         return {
             "count": len(p.matches),
             "total_count": p.total_count,
+            "search_total_count": p.search_total_count,
             "has_more": p.has_more,
             "truncated": p.truncated,
         }
@@ -102,8 +103,19 @@ class SearchResponse:
             "page_time_ms": round(p.page_time_ms, 3),
             "cache": p.cache,
             "index": {"generation": p.index_generation},
-            "warnings": [*p.warnings, *self.warnings, *(extra_warnings or [])],
+            "warnings": [*p.warnings, *self._cut_warning(), *self.warnings, *(extra_warnings or [])],
         }
+
+    def _cut_warning(self) -> list[str]:
+        """The search found more than it keeps (search.max_results): say so on every page, with
+        the true total, since paging to the end will never reach the rest."""
+        p = self.page
+        if not p.truncated:
+            return []
+        return [
+            f"the search found {p.search_total_count:,} matches and keeps the first {p.request.max_results:,} "
+            "(search.max_results); narrow it with path, include_patterns or a more specific pattern to reach the rest"
+        ]
 
     def inline(self, extra_warnings: list[str] | None = None) -> dict[str, Any]:
         """The complete inline response."""

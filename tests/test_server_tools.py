@@ -182,3 +182,22 @@ def test_response_json_is_compact_and_utf8(settings, code_tree):
 
     text = asyncio.run(go())
     assert "世界" in text and json.loads(text)["results"]["count"] == 1
+
+
+async def test_a_search_cut_at_max_results_still_reports_its_true_total(code_tree, tmp_path):
+    """Pages walk the kept list (bounded), but the agent learns how many there really were and
+    how to reach them, on every page."""
+    async with Client(build_app(make_settings(code_tree, tmp_path, search={"max_results": 30}))) as c:
+        matches, responses = await walk(c, "regex_search", {"pattern": r"needle \d+", "page_size": 20})
+    assert len(matches) == 30 and len(responses) == 2
+    for body in responses:
+        results = body["results"]
+        assert (results["total_count"], results["search_total_count"], results["truncated"]) == (30, 240, True)
+        assert any("found 240 matches and keeps the first 30" in w for w in body["metadata"]["warnings"])
+
+
+async def test_an_uncut_search_has_no_cut_warning(client):
+    body = structured(await client.call_tool("regex_search", {"pattern": r"needle \d+"}))
+    results = body["results"]
+    assert (results["total_count"], results["search_total_count"], results["truncated"]) == (240, 240, False)
+    assert not any("search.max_results" in w for w in body["metadata"]["warnings"])
