@@ -94,7 +94,11 @@ def build_services(settings: Settings) -> Services:
     engine = SearchEngine(settings.engine_config())
     sess = settings.sessions
     store = session_store(sess)
-    key = sess.secret_key or _cursor_key(settings.index.cache_dir)
+    # A configured key is checked (empty refused, short warned about); else the kept one.
+    if sess.secret_key is not None:
+        key = load_or_create_key(settings.index.cache_dir, sess.secret_key)
+    else:
+        key = _cursor_key(settings.index.cache_dir)
     codec = CursorCodec(key, max_age_s=sess.cursor_max_age_s)
     pager = Pager(
         engine,

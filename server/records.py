@@ -17,8 +17,9 @@ CUT_MARK = "…"
 def cut_snippet(text: str, limit: int) -> str:
     """Cut `text` to at most `limit` characters, marking the cut.
 
-    Python strings index code points, so a cut never lands inside a UTF-8 sequence; a lone
-    high surrogate left at the edge (text decoded with surrogateescape) is dropped as well.
+    Python strings index code points, so a cut never lands inside a UTF-8 sequence. A high
+    surrogate left at the edge would be half of a UTF-16 pair (text decoded with
+    "surrogatepass"), which no JSON encoder can carry alone, so it is dropped too.
     """
     if len(text) <= limit:
         return text

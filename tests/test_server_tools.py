@@ -36,6 +36,8 @@ async def test_tools_are_listed_with_paging_guidance_and_annotations(client):
         assert "next_cursor" in tool.description and "cursor" in tool.input_schema["properties"]
         assert tool.annotations.read_only_hint is True
         assert tool.meta["anthropic/maxResultSizeChars"] == 20_000 * 4
+    for name in ("index_status", "reindex"):
+        assert tools[name].meta["anthropic/maxResultSizeChars"] == 20_000 * 4
 
 
 async def test_regex_walk_returns_every_match_once_in_order(client, settings, code_tree):
@@ -76,6 +78,17 @@ async def test_snippet_length_and_include_snippet(client):
     assert len(content) == 10 and content.endswith("…")
     body = structured(await client.call_tool("regex_search", {"pattern": "needle_3_4", "include_snippet": False}))
     assert "content" not in body["results"]["matches"][0]["match"]
+
+
+async def test_snippets_are_cut_between_characters_not_bytes(code_tree, tmp_path):
+    (code_tree / "unicode.txt").write_text("needle_ü " + "ü€😀" * 300 + "\n", encoding="utf-8")
+    async with Client(build_app(make_settings(code_tree, tmp_path))) as c:
+        for length in range(5, 16):
+            result = await c.call_tool("regex_search", {"pattern": "needle_ü", "snippet_length": length})
+            content = structured(result)["results"]["matches"][0]["match"]["content"]
+            assert len(content) == length and content.endswith("…")
+            assert content[:-1] == ("needle_ü " + "ü€😀" * 300)[: length - 1]
+            content.encode("utf-8")  # whole characters only: a split sequence could not encode
 
 
 async def _invalid_params(client, args, tool="regex_search") -> str:

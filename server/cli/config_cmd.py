@@ -1,4 +1,6 @@
-"""`codepager config`: print the effective settings (defaults < TOML < env < flags)."""
+"""`codepager config`: print the effective settings (defaults < TOML < env).
+
+Secrets are masked: the output is meant to be pasted into bug reports and chats."""
 
 from __future__ import annotations
 
@@ -7,7 +9,10 @@ import json
 import sys
 from pathlib import Path
 
-from server.settings import load_settings
+from server.settings import Settings, load_settings
+from sessions.redis_store import redacted
+
+MASK = "***"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,5 +27,15 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"codepager: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(settings.model_dump(mode="json"), indent=2))
+    print(json.dumps(masked(settings), indent=2))
     return 0
+
+
+def masked(settings: Settings) -> dict:
+    """The settings as JSON, with the cursor key, the HTTP token and any Redis password hidden."""
+    dumped = settings.model_dump(mode="json")
+    for section, key in (("sessions", "secret_key"), ("server", "auth_token")):
+        if dumped[section][key] is not None:
+            dumped[section][key] = MASK
+    dumped["sessions"]["backend"] = redacted(dumped["sessions"]["backend"])
+    return dumped

@@ -13,12 +13,14 @@ from server.errors import tool_errors
 from server.indexing import RootState
 from server.rendering import json_result
 from server.services import Services
+from server.tools.descriptions import search_meta
 
 PathArg = Annotated[str | None, Field(description="a root, or any path inside one (default: the first root)")]
 
 
 def register_index_tools(app: FastMCP, services: Services) -> None:
     indexes = services.engine.indexes
+    meta = search_meta(services.settings.offload.max_tokens)
 
     def status(root: Any, state: RootState) -> dict[str, Any]:
         s = indexes.status(root)
@@ -42,6 +44,7 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
         description="Status of the semantic index of a root: files, chunks, generation, model, and "
         "whether it is building (with progress). Semantic and hybrid search need it ready.",
         annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+        meta=meta,
     )
     @tool_errors
     async def index_status(path: PathArg = None) -> ToolResult:
@@ -54,6 +57,7 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
         "are re-embedded), or rebuild it with full=true. Waits briefly with progress, then returns "
         "the status; a long build continues in the background (poll index_status).",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
+        meta=meta,
     )
     @tool_errors
     async def reindex(

@@ -1,0 +1,52 @@
+"""`codepager config`: the effective settings, in the documented order of precedence, with
+secrets masked (the output gets pasted into bug reports)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from server.app import build_app
+from tests.server_helpers import make_settings
+
+CODEPAGER = Path(sys.executable).parent / "codepager"
+
+
+def effective(tmp_path: Path, toml: str, **env: str) -> dict:
+    config = tmp_path / "codepager.toml"
+    config.write_text(toml)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
+    done = subprocess.run(
+        [str(CODEPAGER), "config", "--config", str(config)], env={**clean, **env}, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_environment_beats_toml_which_beats_defaults(tmp_path: Path) -> None:
+    toml = "[search]\nmax_results = 500\ndefault_page_size = 25\n[sessions]\nttl_s = 60\n"
+    settings = effective(tmp_path, toml, CODEPAGER_SEARCH__MAX_RESULTS="700")
+    assert settings["search"]["max_results"] == 700  # env over TOML
+    assert settings["search"]["default_page_size"] == 25 and settings["sessions"]["ttl_s"] == 60  # TOML over defaults
+    assert settings["search"]["max_page_size"] == 200 and settings["offload"]["max_tokens"] == 20_000  # defaults
+
+
+def test_secrets_are_masked(tmp_path: Path) -> None:
+    toml = '[sessions]\nsecret_key = "a-very-long-secret-signing-key"\nbackend = "redis://:hunter2@localhost:6379/0"\n'
+    out = effective(tmp_path, toml, CODEPAGER_SERVER__AUTH_TOKEN="bearer-token-value")
+    assert out["sessions"]["secret_key"] == "***" and out["server"]["auth_token"] == "***"
+    assert out["sessions"]["backend"] == "redis://:***@localhost:6379/0"
+    text = json.dumps(out)
+    assert "a-very-long-secret" not in text and "hunter2" not in text and "bearer-token-value" not in text
+    unset = effective(tmp_path, "")
+    assert unset["sessions"]["secret_key"] is None and unset["server"]["auth_token"] is None
+
+
+def test_an_empty_configured_secret_key_is_refused(code_tree: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="secret_key is empty"):
+        build_app(make_settings(code_tree, tmp_path, sessions={"secret_key": "  "}))
