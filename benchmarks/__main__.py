@@ -5,8 +5,8 @@
     python -m benchmarks --only paging,offload
     python -m benchmarks --skip load --quick  # smaller runs, to try the runner itself
     python -m benchmarks --list               # names and exact commands, nothing run
-    python -m benchmarks --only retrieval --extra retrieval=--cold-minilm
-                                              # also time minilm cold, to place it on the chart (minutes)
+    python -m benchmarks --only retrieval --extra retrieval=--no-semble
+                                              # append arguments to one benchmark's command
 
 Each benchmark runs in its own process with the command its section shows. Its block in the
 page (result against its peer, command, date and load, tables) is replaced; blocks of
@@ -42,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-long", action="store_true", help="skip the long ones: " + ", ".join(b.name for b in SUITE if b.long))
     p.add_argument("--quick", action="store_true", help="fewer repetitions (figures are noisier; the page shows the command)")
     p.add_argument("--extra", action="append", default=[], metavar="NAME=ARGS",
-                   help="append ARGS to one benchmark's command, e.g. retrieval=--cold-minilm (repeatable)")
+                   help="append ARGS to one benchmark's command, e.g. retrieval=--no-semble (repeatable)")
     p.add_argument("--doc", type=Path, default=DEFAULT_DOC, help="page to update (default: docs/benchmarks.md)")
     p.add_argument("--no-write", action="store_true", help="run and print, but leave the page alone")
     p.add_argument("--list", action="store_true", help="list the benchmarks and their commands, run nothing")

@@ -3,8 +3,8 @@
 People compare code-search tools on these two axes at a glance: how good the ranking is and
 what it costs to get started. The points come from the retrieval benchmark's report
 (`figures["runs"]`, one entry per system), measured in the same run; a system whose index was
-not timed cold (e.g. minilm without `--cold-minilm`) has no honest x value and is listed
-under the chart instead of being placed on it.
+not timed cold (a report from an older run, say) has no honest x value and is listed under
+the chart instead of being placed on it.
 """
 
 from __future__ import annotations

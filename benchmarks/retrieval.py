@@ -15,12 +15,18 @@ codepager's `static` profile distilled from the packaged MiniLM, so the comparis
 ranking, not of models. Results go to one JSONL per system/profile/mode under `--out`;
 the table printed at the end is what docs/benchmarks.md ("Retrieval quality") records.
 
-Timings: cold index = a fresh index directory (the distilled model already on disk, as after
-the first run), the four repos one after the other; warm query p50 = `SearchEngine.search`
-end to end on a loaded index, each query timed `REPEATS` times after a first run.
+Timings: cold index = a fresh index directory (the model loaded and the distilled model already
+on disk, as after the first run), the four repos one after the other, for every profile (minilm
+takes minutes: when its kept index is missing the cold build goes straight into the cache, so it
+is paid once, not twice); warm query p50 = `SearchEngine.search` end to end on a loaded index,
+each query timed `REPEATS` times after a first run.
+
+The peer must be installed (once, from PyPI) for the side-by-side figures; without it the run
+fails unless `--no-semble` says to leave it out:
+    python3 -m venv /work/semble-venv && /work/semble-venv/bin/pip install semble==0.7.0
 
 usage: python benchmarks/retrieval.py [--profiles static,minilm] [--corpora DIR]
-       [--cache DIR] [--out DIR] [--semble-python PATH] [--no-semble] [--cold-minilm]
+       [--cache DIR] [--out DIR] [--semble-python PATH] [--no-semble]
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -100,12 +107,13 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def cold_index_seconds(profile: str, corpora: Path, models_from: Path) -> tuple[float, int]:
-    """Index the four corpora into a fresh cache dir (the distilled model linked in, as it is
-    after a first run) and return (seconds, chunks)."""
+def cold_index_seconds(profile: str, corpora: Path, models_from: Path, into: Path | None = None) -> tuple[float, int]:
+    """Index the four corpora into a cache dir holding no index of them and return (seconds,
+    chunks): `into` if given (it must have none yet), else a temporary one. The distilled
+    model is linked in, as it is after a first run, and loaded before the clock starts."""
     with tempfile.TemporaryDirectory(prefix="codepager-cold-") as tmp:
-        cache = Path(tmp)
-        if (models_from / "models").is_dir():
+        cache = into if into is not None else Path(tmp)
+        if (models_from / "models").is_dir() and not (cache / "models").exists():
             (cache / "models").symlink_to(models_from / "models")
         engine = SearchEngine(EngineConfig(cache_dir=cache, embedding_profile=profile))
         engine.indexes.embedder.embed(["warm up the model"])  # loading is not indexing
@@ -133,19 +141,17 @@ def lexical_ranking(index: Index, query: str) -> list[str]:
 
 
 def run_codepager(profile: str, args: argparse.Namespace) -> Run:
-    run = Run(f"codepager {profile}")
-    config = EngineConfig(cache_dir=_profile_cache(args.cache, profile), embedding_profile=profile)
-    engine = SearchEngine(config)
-    if profile == "static" or args.cold_minilm:
+    run = Run(f"codepager {profile}", index_note="cold")
+    profile_cache = _profile_cache(args.cache, profile)
+    engine = SearchEngine(EngineConfig(cache_dir=profile_cache, embedding_profile=profile))
+    kept = [engine.indexes.status(args.corpora / repo) for repo in REPOS]
+    if all(s.exists and s.stale_reason is None for s in kept):
         run.index_s, run.chunks = cold_index_seconds(profile, args.corpora, args.cache)
-        run.index_note = "cold"
-    cached = all(engine.indexes.status(args.corpora / repo).exists for repo in REPOS)
-    started = time.perf_counter()
+    else:  # nothing usable kept: the cold build is the one the queries below will use
+        for status in kept:
+            shutil.rmtree(status.directory, ignore_errors=True)
+        run.index_s, run.chunks = cold_index_seconds(profile, args.corpora, args.cache, into=profile_cache)
     indexes = {repo: engine.indexes.get(args.corpora / repo) for repo in REPOS}
-    if run.index_s is None:
-        run.index_s = time.perf_counter() - started
-        run.index_note = "loading the cached index" if cached else "built into the cache (model load included)"
-        run.chunks = sum(len(i.chunks) for i in indexes.values())
     rows: dict[str, list[dict]] = {m: [] for m in MODES}
     latencies: list[float] = []
     cpu: list[float] = []
@@ -171,12 +177,21 @@ def run_codepager(profile: str, args: argparse.Namespace) -> Run:
     return run
 
 
-def run_semble(args: argparse.Namespace) -> Run | None:
+def semble_python(args: argparse.Namespace) -> Path:
+    """The peer's interpreter; its absence stops the run at once rather than after minutes of
+    indexing, and never silently drops the comparison."""
     python = Path(args.semble_python)
     if not python.exists():
-        print(f"semble: no interpreter at {python}; skipped (python3 -m venv /work/semble-venv && "
-              "/work/semble-venv/bin/pip install semble)", file=sys.stderr)
-        return None
+        raise SystemExit(
+            f"semble (the peer) has no interpreter at {python}: install it with `python3 -m venv "
+            "/work/semble-venv && /work/semble-venv/bin/pip install semble==0.7.0`, pass "
+            "--semble-python, or run with --no-semble to leave the peer out"
+        )
+    return python
+
+
+def run_semble(args: argparse.Namespace) -> Run:
+    python = semble_python(args)
     model = Path(resolve_model(EngineConfig(cache_dir=args.cache, embedding_profile="static")).source)
     out = args.out / "semble-hybrid.jsonl"
     env = {**os.environ, "SEMBLE_MODEL_NAME": str(model), "HF_HUB_OFFLINE": "1"}
@@ -268,7 +283,6 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", type=Path, default=DEFAULT_CORPORA / "results")
     ap.add_argument("--semble-python", default="/work/semble-venv/bin/python")
     ap.add_argument("--no-semble", action="store_true", help="skip the peer (e.g. when re-running one profile)")
-    ap.add_argument("--cold-minilm", action="store_true", help="also time a cold minilm index (minutes)")
     add_report_argument(ap)
     return ap
 
@@ -276,10 +290,11 @@ def parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> Report:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args.out.mkdir(parents=True, exist_ok=True)
+    if not args.no_semble:
+        semble_python(args)
     runs = [run_codepager(p, args) for p in args.profiles.split(",") if p]
-    semble = None if args.no_semble else run_semble(args)
-    if semble is not None:
-        runs.append(semble)
+    if not args.no_semble:
+        runs.append(run_semble(args))
     comparison = versus_peer(runs)
     checks, met = targets(runs)
     best = max(runs, key=lambda r: r.ndcg.get("hybrid", {}).get("all", 0.0))
