@@ -60,3 +60,20 @@ class RedisServer:
             self.proc.kill()
             self.proc.wait(timeout=10)
         self.proc = None
+
+
+class ExternalRedis:
+    """A redis-server someone else runs (`.ci/run`); only its URL is used, as for `RedisServer`."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def check(self) -> ExternalRedis:
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=2)
+        try:
+            client.ping()
+        except redis.ConnectionError as exc:
+            raise RuntimeError(f"CODEPAGER_TEST_REDIS_URL={self.url} does not answer: {exc}") from None
+        finally:
+            client.close()
+        return self
