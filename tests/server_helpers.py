@@ -53,18 +53,23 @@ def page_matches(response: dict[str, Any]) -> list[dict[str, Any]]:
     return results["matches"]
 
 
-def serve_env(tmp: Path) -> dict[str, str]:
-    """Environment for a `codepager serve` subprocess: the test's cache, key and offload dir."""
-    env = dict(os.environ)
+def serve_env(tmp: Path, secret: str | None = SECRET, **settings: str) -> dict[str, str]:
+    """Environment for a `codepager serve` subprocess: the test's cache, key and offload dir.
+
+    `secret=None` configures no key (the server keeps its own in the cache dir); `settings`
+    are more overrides, `sessions__max_sessions="1"` -> CODEPAGER_SESSIONS__MAX_SESSIONS=1."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
     env.update(
         {
             "CODEPAGER_INDEX__CACHE_DIR": str(tmp / "cache"),
             "CODEPAGER_INDEX__INDEX_ON_START": "false",
-            "CODEPAGER_SESSIONS__SECRET_KEY": SECRET,
             "CODEPAGER_OFFLOAD__OUTPUT_DIR": str(tmp / "offload"),
             "HF_HUB_OFFLINE": "1",
         }
     )
+    if secret is not None:
+        env["CODEPAGER_SESSIONS__SECRET_KEY"] = secret
+    env.update({f"CODEPAGER_{name.upper()}": value for name, value in settings.items()})
     return env
 
 

@@ -3,25 +3,27 @@ streamable HTTP on a loopback port. Same fastmcp Client, real processes, real pi
 
 from __future__ import annotations
 
+import asyncio
 import json
-import socket
+import os
+import stat
 import subprocess
-import sys
-import time
 from pathlib import Path
+from typing import Any
 
-import httpx
 import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 from mcp import MCPError
 
+from tests.http_server import HttpServer
 from tests.server_helpers import codepager_cmd, serve_env, structured, walk
 
 
-def stdio_client(root: Path, tmp: Path) -> Client:
+def stdio_client(root: Path, tmp: Path, env: dict[str, str] | None = None) -> Client:
     cmd, args = codepager_cmd()
-    return Client(StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=serve_env(tmp), cwd=str(root)))
+    env = env if env is not None else serve_env(tmp)
+    return Client(StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(root)), timeout=120)
 
 
 def cli_full_list(root: Path, pattern: str) -> list[tuple[str, int]]:
@@ -36,6 +38,30 @@ async def test_stdio_paging_to_the_end_equals_the_cli(code_tree, tmp_path):
         matches, responses = await walk(client, "regex_search", {"pattern": "needle", "page_size": 50})
     assert len(responses) == 5
     assert [(m["file"]["path"], m["match"]["line_number"]) for m in matches] == cli_full_list(code_tree, "needle")
+
+
+# Four searches with different lists (12 to 240 matches) and page sizes (1 to 24 pages).
+CONCURRENT_SEARCHES = [("needle", 10), ("return", 25), (r"needle_\d+_1\d", 7), (r"module \d+", 1)]
+
+
+def locations(matches: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    return [(m["file"]["path"], m["match"]["line_number"]) for m in matches]
+
+
+async def walk_all_at_once(client: Client, rotate: int = 0) -> list[list[tuple[str, int]]]:
+    """Every search in CONCURRENT_SEARCHES walked to its end at the same time on `client`
+    (their page calls interleave), returned in CONCURRENT_SEARCHES order."""
+    order = CONCURRENT_SEARCHES[rotate:] + CONCURRENT_SEARCHES[:rotate]
+    walks = await asyncio.gather(*(walk(client, "regex_search", {"pattern": p, "page_size": n}) for p, n in order))
+    by_pattern = {p: locations(matches) for (p, _), (matches, _) in zip(order, walks, strict=True)}
+    return [by_pattern[p] for p, _ in CONCURRENT_SEARCHES]
+
+
+async def test_stdio_concurrent_walks_on_one_session_each_equal_the_cli(code_tree, tmp_path):
+    expected = [cli_full_list(code_tree, p) for p, _ in CONCURRENT_SEARCHES]
+    assert [len(e) for e in expected] == [240, 240, 120, 12]
+    async with stdio_client(code_tree, tmp_path) as client:
+        assert await walk_all_at_once(client) == expected
 
 
 async def test_stdio_tampered_cursor_is_minus_32602_on_the_wire(code_tree, tmp_path):
@@ -60,32 +86,11 @@ async def test_stdio_restart_between_pages_restores(code_tree, tmp_path):
     assert [(m["file"]["path"], m["match"]["line_number"]) for m in all_matches] == cli_full_list(code_tree, "needle")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def http_server(code_tree, tmp_path):
-    port = _free_port()
-    cmd, args = codepager_cmd()
-    proc = subprocess.Popen(
-        [cmd, *args, "serve", "--root", str(code_tree), "--transport", "http", "--port", str(port)],
-        env=serve_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {proc.stderr.read().decode()}")
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
-            break
-        except httpx.TransportError:
-            time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    proc.wait(timeout=10)
+    server = HttpServer(code_tree, serve_env(tmp_path)).start()
+    yield server.url
+    server.stop()
 
 
 async def test_streamable_http_paging(http_server, code_tree):
@@ -93,6 +98,19 @@ async def test_streamable_http_paging(http_server, code_tree):
         matches, responses = await walk(client, "regex_search", {"pattern": "needle", "page_size": 60})
     assert len(responses) == 4
     assert [(m["file"]["path"], m["match"]["line_number"]) for m in matches] == cli_full_list(code_tree, "needle")
+
+
+async def test_streamable_http_concurrent_clients_each_walk_to_the_cli_list(http_server, code_tree):
+    """Four clients, each on its own connection to one server, walk all the searches at once
+    (identical searches share a session while different ones page side by side)."""
+    expected = [cli_full_list(code_tree, p) for p, _ in CONCURRENT_SEARCHES]
+
+    async def one_client(n: int) -> list[list[tuple[str, int]]]:
+        async with Client(http_server, timeout=120) as client:
+            return await walk_all_at_once(client, rotate=n % len(CONCURRENT_SEARCHES))
+
+    for walked in await asyncio.gather(*(one_client(n) for n in range(4))):
+        assert walked == expected
 
 
 def test_stdout_carries_only_protocol(code_tree, tmp_path):
@@ -111,3 +129,80 @@ def test_stdout_carries_only_protocol(code_tree, tmp_path):
     for line in lines:
         assert json.loads(line)["jsonrpc"] == "2.0"
     assert any(json.loads(ln).get("id") == 1 and "result" in json.loads(ln) for ln in lines)
+
+
+def refused_on_the_wire(info: pytest.ExceptionInfo[MCPError], reason: str) -> str:
+    """Assert an MCPError is -32602 for `reason` and tells the agent to search again."""
+    error = info.value.error
+    assert error.code == -32602, (error.code, error.message)
+    assert error.data == {"reason": reason}, error.data
+    assert "search without a cursor" in error.message or "search again without a cursor" in error.message, error.message
+    return error.message
+
+
+def edit_a_matching_line(root: Path) -> None:
+    """Same number of matches, different content: only the result digest can tell."""
+    path = root / "lib" / "mod00.py"
+    path.write_text(path.read_text().replace("# needle 3\n", "# needle three\n"))
+
+
+@pytest.mark.parametrize("lost", ["evicted", "restarted"])
+async def test_a_cursor_over_edited_files_is_minus_32602_once_it_must_be_restored(code_tree, tmp_path, lost):
+    """The cursor's session is gone (evicted by another search in a one-session store, or the
+    server restarted), a matching file was edited: the restored list differs, so the cursor is
+    refused instead of silently skipping or repeating results."""
+    env = serve_env(tmp_path, sessions__max_sessions="1")
+    async with stdio_client(code_tree, tmp_path, env) as client:
+        first = structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 50}))
+        cursor = first["pagination"]["next_cursor"]
+        edit_a_matching_line(code_tree)
+        if lost == "evicted":
+            structured(await client.call_tool("regex_search", {"pattern": "return"}))
+            with pytest.raises(MCPError) as info:
+                await client.call_tool("regex_search", {"cursor": cursor})
+    if lost == "restarted":
+        async with stdio_client(code_tree, tmp_path, env) as client:
+            with pytest.raises(MCPError) as info:
+                await client.call_tool("regex_search", {"cursor": cursor})
+    assert "matching files were edited" in refused_on_the_wire(info, "CursorGenerationError")
+
+
+async def test_a_semantic_cursor_from_before_a_reindex_is_minus_32602_after_a_restart(code_tree, tmp_path, model_cache):
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "models").symlink_to(model_cache / "models", target_is_directory=True)
+    env = serve_env(tmp_path)
+    cmd, args = codepager_cmd()
+
+    def index() -> int:
+        out = subprocess.run([cmd, *args, "index", "--json", "--no-progress", str(code_tree)], env=env,
+                             capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
+        return json.loads(out.stdout)["generation"]
+
+    assert index() == 1
+    async with stdio_client(code_tree, tmp_path, env) as client:
+        first = structured(await client.call_tool("semantic_search", {"query": "add a number to x", "top_k": 20, "page_size": 5}))
+        cursor = first["pagination"]["next_cursor"]
+        assert cursor is not None and first["results"]["count"] == 5
+    edit_a_matching_line(code_tree)
+    assert index() == 2
+    async with stdio_client(code_tree, tmp_path, env) as client:
+        with pytest.raises(MCPError) as info:
+            await client.call_tool("semantic_search", {"cursor": cursor})
+    assert "index generation 1 is now 2" in refused_on_the_wire(info, "CursorGenerationError")
+
+
+async def test_without_a_configured_key_the_server_keeps_one_and_cursors_survive_a_restart(code_tree, tmp_path):
+    env = serve_env(tmp_path, secret=None)
+    key_file = tmp_path / "cache" / "cursor.key"
+    assert not key_file.exists()
+    async with stdio_client(code_tree, tmp_path, env) as client:
+        first = structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 100}))
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    key = key_file.read_bytes()
+    assert len(key.strip()) >= 32
+    async with stdio_client(code_tree, tmp_path, env) as client:  # a new process reads the kept key
+        rest, responses = await walk(client, "regex_search", {"cursor": first["pagination"]["next_cursor"]})
+    assert responses[0]["metadata"]["cache"] == "restored"
+    assert locations(first["results"]["matches"] + rest) == cli_full_list(code_tree, "needle")
+    assert key_file.read_bytes() == key
+    assert not [n for n in os.listdir(key_file.parent) if n.startswith(".cursor.key")]  # no temp file left
