@@ -98,6 +98,17 @@ class ServerSettings(BaseModel):
         60 * 1024, ge=4,
         description="chunked-stdio: messages above this many bytes are split into frames of at most this much data.",
     )
+    max_request_bytes: int = Field(
+        4 * 1024 * 1024, ge=1024,
+        description="Largest request accepted on every transport; a larger one gets JSON-RPC error -32600 (HTTP 413) and is never held whole. HTTP also keeps the MCP SDK's own 4 MiB cap.",
+    )
+    chunk_timeout_s: float = Field(
+        30.0, gt=0, description="chunked-stdio: an incomplete incoming message with no new frame for this long is dropped."
+    )
+    chunk_max_buffered_bytes: int = Field(
+        64 * 1024 * 1024, ge=1,
+        description="chunked-stdio: bytes all incomplete incoming messages may hold together; a frame past it drops its message.",
+    )
 
 
 class Settings(BaseSettings):

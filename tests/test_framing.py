@@ -141,6 +141,12 @@ def test_blank_lines_are_ignored_and_json_passes_with_whitespace() -> None:
     assert reassembler.feed(b'  [{"jsonrpc":"2.0"}]\n') == b'  [{"jsonrpc":"2.0"}]'
 
 
+def test_a_line_that_is_neither_json_nor_a_frame_passes_on_for_the_json_rpc_layer_to_answer() -> None:
+    reassembler = Reassembler(FramingOptions(max_message_bytes=20))
+    assert reassembler.feed(b"this is not json\n") == b"this is not json"
+    assert reassembler.feed(b"\xff\xfe{garbage") == b"\xff\xfe{garbage"
+
+
 def _rejected(caplog: pytest.LogCaptureFixture, needle: str) -> None:
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any(needle in message for message in errors), errors
@@ -153,8 +159,8 @@ MID = "0b6f0f4e-4a47-4d55-9b3f-2c9b4d3f6a10"
 @pytest.mark.parametrize(
     ("line", "needle"),
     [
-        (b"hello world", "malformed frame header"),
-        (b"not-a-uuid:0:2:abc", "malformed frame header"),
+        (b"0 hello world", "malformed frame header"),
+        (b"abc-not-a-uuid:0:2:abc", "malformed frame header"),
         (f"{MID}:x:2:abc".encode(), "malformed frame header"),
         (f"{MID}:0:2".encode(), "malformed frame header"),
         (f"{MID}:0:0:abc".encode(), "totalChunks must be at least 1"),

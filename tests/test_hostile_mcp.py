@@ -1,8 +1,10 @@
-"""Broken MCP traffic against a real `codepager serve` stdio process, driven with raw JSON lines
-(a client library would refuse to send most of these): not JSON, not JSON-RPC, batches, invalid
-UTF-8, lone surrogates, unknown methods and tools, wrong argument types, a 20 MB request. Each
-gets a proper JSON-RPC error (with the request's id when it has a readable one, so no client
-waits forever), and the same process answers a good call after every one of them."""
+"""Broken MCP traffic against a real `codepager serve` process, on plain stdio and on
+chunked-stdio, driven with raw JSON lines (a client library would refuse to send most of these):
+not JSON, not JSON-RPC, batches, invalid UTF-8, lone surrogates, unknown methods and tools, wrong
+argument types, requests over the size limit, and on chunked-stdio the same arriving as frames.
+Each gets a proper JSON-RPC error (with the request's id when it has a readable one, so no client
+waits forever), and the same process answers a good call after every one of them. An oversized
+line is discarded as it streams: the server's peak RSS does not grow by its size."""
 
 from __future__ import annotations
 
@@ -14,16 +16,22 @@ from typing import Any
 
 import pytest
 
+from server.transports.framing import encode_message
 from tests.server_helpers import codepager_cmd, serve_env
 
 GOOD_CALL = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "regex_search", "arguments": {"pattern": "needle"}}}
 
 
+MB = 1024 * 1024
+LIMIT = 4 * MB  # the default server.max_request_bytes
+
+
 class RawStdio:
-    def __init__(self, root: Path, tmp: Path) -> None:
+    def __init__(self, root: Path, tmp: Path, transport: str) -> None:
         cmd, args = codepager_cmd()
+        self.transport = transport
         self.proc = subprocess.Popen(
-            [cmd, *args, "serve", "--root", str(root)],
+            [cmd, *args, "serve", "--root", str(root), "--transport", transport],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=serve_env(tmp),
         )  # fmt: skip
         self.next_id = 1000
@@ -31,8 +39,23 @@ class RawStdio:
     def send(self, line: bytes | dict[str, Any]) -> None:
         assert self.proc.stdin is not None
         data = line if isinstance(line, bytes) else json.dumps(line).encode()
-        self.proc.stdin.write(data + b"\n")
+        self.proc.stdin.write(data if data.endswith(b"\n") else data + b"\n")
         self.proc.stdin.flush()
+
+    def answers_and_peak_rss_growth(self, line: bytes) -> tuple[list[dict[str, Any]], int]:
+        """Send `line` and then a good call; return the answers that came before the good
+        call's, and how far the server's peak RSS rose above its RSS at the start meanwhile."""
+        status = Path(f"/proc/{self.proc.pid}/status")
+        Path(f"/proc/{self.proc.pid}/clear_refs").write_text("5")  # reset the peak (VmHWM) to now
+        before = _kib(status, "VmRSS")
+        self.send(line)
+        self.next_id += 1
+        self.send({**GOOD_CALL, "id": self.next_id})
+        answers = []
+        while (answer := self.receive(timeout=120))["id"] != self.next_id:
+            answers.append(answer)
+        assert answer["result"]["structuredContent"]["results"]["count"] == 1
+        return answers, (_kib(status, "VmHWM") - before) * 1024
 
     def receive(self, timeout: float = 30) -> dict[str, Any]:
         assert self.proc.stdout is not None
@@ -52,13 +75,18 @@ class RawStdio:
         self.proc.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def _kib(status: Path, field: str) -> int:
+    line = next(line for line in status.read_text().splitlines() if line.startswith(field + ":"))
+    return int(line.split()[1])
+
+
+@pytest.fixture(scope="module", params=["stdio", "chunked-stdio"])
+def server(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("raw-mcp")
     root = tmp / "repo"
     root.mkdir()
     (root / "a.txt").write_text("needle\n")
-    raw = RawStdio(root, tmp)
+    raw = RawStdio(root, tmp, request.param)
     raw.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})  # fmt: skip
     assert raw.receive(timeout=90)["id"] == 1
@@ -105,13 +133,39 @@ def test_malformed_traffic_gets_a_json_rpc_error_and_the_server_keeps_serving(se
     server.good_call_works()
 
 
-def test_a_20_mb_request_is_answered_and_memory_is_handed_back(server):
-    server.send(json.loads(CALL.replace("ID", "20").replace("ARGS", '{"pattern":"x"}')) | {
-        "params": {"name": "regex_search", "arguments": {"pattern": "x" * (20 * 1024 * 1024)}}})  # fmt: skip
+def _big_call(request_id: int, size: int) -> bytes:
+    pattern = "x" * size
+    return CALL.replace("ID", str(request_id)).replace("ARGS", json.dumps({"pattern": pattern})).encode()
+
+
+def _assert_too_large(answer: dict[str, Any], request_id: int | None) -> None:
+    assert answer["id"] == request_id and answer["error"]["code"] == -32600, answer
+    message = answer["error"]["message"]
+    assert f"limit of {LIMIT} bytes" in message and "server.max_request_bytes" in message
+    assert len(json.dumps(answer)) < 5_000  # the request is not echoed back
+
+
+def test_a_20_mb_request_is_refused_with_its_id_without_being_held(server):
+    answers, growth = server.answers_and_peak_rss_growth(_big_call(20, 20 * MB))
+    assert len(answers) == 1
+    _assert_too_large(answers[0], 20)
+    assert growth < 10 * MB, f"peak RSS rose {growth / MB:.0f} MB for a 20 MB line"
+
+
+def test_a_100_mb_line_of_garbage_costs_no_memory(server):
+    answers, growth = server.answers_and_peak_rss_growth(b"x" * (100 * MB))
+    assert growth < 10 * MB, f"peak RSS rose {growth / MB:.0f} MB for a 100 MB line"
+    assert len(answers) == 1
+    _assert_too_large(answers[0], None)
+
+
+def test_a_request_just_under_the_limit_is_served(server):
+    # A pattern of 4 MiB minus the envelope: handled by the tool (a too-long pattern is its own error).
+    line = _big_call(21, LIMIT - 200)
+    assert len(line) <= LIMIT
+    server.send(line)
     answer = server.receive(timeout=60)
-    assert answer["id"] == 20 and answer["result"]["isError"] is True
-    assert answer["result"]["structuredContent"]["error"]["code"] == "invalid_query"
-    assert len(json.dumps(answer)) < 5_000  # the 20 MB pattern is not echoed back
+    assert answer["id"] == 21 and "result" in answer
     server.good_call_works()
 
 
@@ -120,3 +174,39 @@ def test_a_notification_that_is_not_valid_is_answered_with_a_null_id(server):
     answer = server.receive()
     assert answer["id"] is None and answer["error"]["code"] == -32600
     server.good_call_works()
+
+
+FRAMED = [
+    (b'{"jsonrpc":"2.0","id":2,' + b'"p":"' + b"y" * 10_000, -32700, None),
+    (b'{"jsonrpc":"2.0","id":4,"p":"' + b"y" * 10_000 + b'"}', -32600, 4),
+    (b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"' + b"y" * 10_000 + b'"}', -32600, 5),
+]
+
+
+@pytest.mark.parametrize(("message", "code", "request_id"), FRAMED, ids=["parse", "no-method", "bad-params"])
+def test_malformed_messages_arriving_as_frames_are_answered_too(server, message, code, request_id):
+    if server.transport != "chunked-stdio":
+        pytest.skip("frames are a chunked-stdio format")
+    server.send(b"".join(encode_message(message.decode(), 4096)))
+    answer = server.receive()
+    assert answer["id"] == request_id and answer["error"]["code"] == code
+    server.good_call_works()
+
+
+def test_a_framed_request_over_the_limit_is_refused_as_its_frames_pass_it(server):
+    if server.transport != "chunked-stdio":
+        pytest.skip("frames are a chunked-stdio format")
+    frames = encode_message(_big_call(22, 20 * MB).decode(), 60 * 1024)
+    server.send(b"".join(frames))
+    _assert_too_large(server.receive(timeout=60), 22)  # the id is read from the first frame
+    server.good_call_works()
+
+
+def test_one_over_long_frame_costs_no_memory_and_is_refused_with_its_id(server):
+    if server.transport != "chunked-stdio":
+        pytest.skip("frames are a chunked-stdio format")
+    frame = b"0b6f0f4e-4a47-4d55-9b3f-2c9b4d3f6a10:0:1:" + _big_call(23, 100 * MB)
+    answers, growth = server.answers_and_peak_rss_growth(frame)
+    assert len(answers) == 1
+    _assert_too_large(answers[0], 23)
+    assert growth < 10 * MB, f"peak RSS rose {growth / MB:.0f} MB for a 100 MB frame"

@@ -1,43 +1,51 @@
 """Plain stdio (`--transport stdio`, the default) that answers malformed input instead of
-dropping it.
+dropping it, and refuses requests over the size limit without holding them.
 
 The SDK's stdio server skips a line that is not a valid JSON-RPC message: it logs it and reads
 on. A client whose request was malformed (a lone surrogate in a string, a missing field, a
 batch) then waits for an answer that never comes. JSON-RPC 2.0 says such input gets an error
 response: -32700 when the line is not JSON, -32600 when it is JSON but not a valid message. The
 answer carries the request's id whenever one can be read, so the client stops waiting; else
-null. Everything else is the SDK's `stdio_server`, fed through a line filter, exactly as the
-chunked transport feeds it frames.
+null. A request over `server.max_request_bytes` gets -32600 too, its id read from its first
+bytes; the line is discarded as it streams (`wire.LineSplitter`), so a 1 GB line costs no more
+memory than the limit. Everything else is the SDK's `stdio_server`, fed through
+`CheckedMessages`; the chunked transport feeds it the same way, with reassembly in between.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, cast
+from typing import Any, BinaryIO, Literal, TextIO, cast
 
 import anyio
 import mcp_types as types
 from fastmcp import FastMCP
 from fastmcp.server.context import reset_transport, set_transport
-from mcp.server.stdio import _open_stdin_diversion, _UnownedTextWrapper, stdio_server
+from mcp.server.stdio import _claim_fd, _open_stdin_diversion, stdio_server
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from server.transports.chunked_stdio import _claim
+from server.transports.wire import READ_SIZE, TooLarge, bounded_lines, leading_fields
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+"""The MCP SDK's own cap on an HTTP request body, so every transport refuses the same requests."""
 
 _MAX_DETAIL = 200
 
 
-class _CheckedLines:
-    """What `stdio_server` iterates as its stdin: only lines that are valid messages. Others
-    are answered through `reply` (the connection's write stream, set once it exists)."""
+class CheckedMessages:
+    """What `stdio_server` iterates as its stdin: only messages that are valid JSON-RPC. Others,
+    and `TooLarge` refusals, are answered through the connection's write stream (`attach`)."""
 
-    def __init__(self, wire: anyio.AsyncFile[str]) -> None:
-        self._wire = wire
+    def __init__(self, messages: AsyncIterable[bytes | TooLarge]) -> None:
+        self._messages = messages
         self._ready = anyio.Event()
         self._write: WriteStream[SessionMessage] | None = None
 
@@ -46,20 +54,45 @@ class _CheckedLines:
         self._ready.set()
 
     async def __aiter__(self) -> AsyncIterator[str]:
-        async for line in self._wire:
-            if not line.strip():
-                continue
-            try:
-                message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                error = _unusable_id(line) if isinstance(message, types.JSONRPCNotification) else None
-            except ValidationError as exc:
-                error = refusal(line, exc)
-            if error is None:
-                yield line
-                continue
+        async for message in self._messages:
+            if isinstance(message, TooLarge):
+                logger.warning("refused a request of at least %d bytes (limit %d)", message.size, message.limit)
+                error: types.JSONRPCError | None = too_large(message)
+            else:
+                line = message.decode("utf-8", "replace")
+                if not line.strip():
+                    continue
+                error = check(line)
+                if error is None:
+                    yield line
+                    continue
             await self._ready.wait()
             assert self._write is not None
             await self._write.send(SessionMessage(error))
+
+
+def check(line: str) -> types.JSONRPCError | None:
+    """The JSON-RPC error answering `line`, or None when it is a message the SDK will handle."""
+    try:
+        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError as exc:
+        return refusal(line, exc)
+    return _unusable_id(line) if isinstance(message, types.JSONRPCNotification) else None
+
+
+def too_large(request: TooLarge) -> types.JSONRPCError:
+    """The -32600 answering a request refused for its size, with its id if its head shows it."""
+    request_id = leading_fields(request.head).get("id")
+    return _error(_usable(request_id), types.INVALID_REQUEST, too_large_text(request.size, request.limit))
+
+
+def too_large_text(size: int, limit: int) -> str:
+    """What a client is told about an oversized request, on every transport."""
+    return (
+        f"Invalid Request: the request is at least {size} bytes, over this server's limit of {limit} bytes "
+        "(server.max_request_bytes). Send a smaller request (e.g. a shorter pattern or fewer arguments), "
+        "or raise server.max_request_bytes in the server's settings."
+    )
 
 
 def refusal(line: str, exc: ValidationError) -> types.JSONRPCError:
@@ -68,9 +101,7 @@ def refusal(line: str, exc: ValidationError) -> types.JSONRPCError:
         message = json.loads(line)
     except (ValueError, RecursionError):
         return _error(None, types.PARSE_ERROR, "Parse error: the line is not JSON; send one JSON-RPC message per line")
-    request_id = message.get("id") if isinstance(message, dict) else None
-    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)) or not _encodable(request_id):
-        request_id = None
+    request_id = _usable(message.get("id") if isinstance(message, dict) else None)
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first["loc"]) or "message"
     detail = _safe(f"{where}: {first['msg']}")[:_MAX_DETAIL]
@@ -86,6 +117,13 @@ def _unusable_id(line: str) -> types.JSONRPCError | None:
     return _error(None, types.INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
 
 
+def _usable(request_id: object) -> int | str | None:
+    """`request_id` if a reply can carry it (a string or integer, encodable), else None."""
+    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)) or not _encodable(request_id):
+        return None
+    return request_id
+
+
 def _error(request_id: int | str | None, code: int, message: str) -> types.JSONRPCError:
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
 
@@ -99,26 +137,43 @@ def _safe(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def claim(
+    stack: AsyncExitStack, fd: int, stream: TextIO, mode: Literal["rb", "wb"], diversion: Callable[[], int]
+) -> BinaryIO:
+    """Take fd `fd` for the wire through the SDK's claim, released when `stack` closes."""
+    wire, release = _claim_fd(fd, stream, mode, diversion)
+    if release is not None:
+        stack.callback(release)
+    return wire
+
+
+async def read_chunks(wire: BinaryIO) -> AsyncIterator[bytes]:
+    """What arrives on `wire`, as it arrives (a thread hop per read, as the SDK's reader does)."""
+    stream = anyio.wrap_file(wire)
+    while chunk := await stream.read1(READ_SIZE):
+        yield chunk
+
+
 @asynccontextmanager
-async def checked_stdio_server() -> AsyncIterator[
-    tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]
-]:
-    """`stdio_server` on fds 0 and 1 with the malformed-line filter in front of it."""
+async def checked_stdio_server(
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
+    """`stdio_server` on fds 0 and 1 with the size-bounded, malformed-line filter in front of it."""
     async with AsyncExitStack() as stack:
-        stdin = _claim(stack, 0, sys.stdin, "rb", _open_stdin_diversion)
-        lines = _CheckedLines(anyio.wrap_file(_UnownedTextWrapper(stdin, encoding="utf-8", errors="replace")))
-        async with stdio_server(stdin=cast("anyio.AsyncFile[str]", lines)) as (read_stream, write_stream):
-            lines.attach(write_stream)
+        stdin = claim(stack, 0, sys.stdin, "rb", _open_stdin_diversion)
+        messages = CheckedMessages(bounded_lines(read_chunks(stdin), max_request_bytes))
+        async with stdio_server(stdin=cast("anyio.AsyncFile[str]", messages)) as (read_stream, write_stream):
+            messages.attach(write_stream)
             yield read_stream, write_stream
 
 
-async def run_checked_stdio(app: FastMCP[Any]) -> None:
+async def run_checked_stdio(app: FastMCP[Any], max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
     """Serve `app` on this process's stdin/stdout until stdin closes (what
     `FastMCP.run_stdio_async` does, with the checked line reader)."""
     token = set_transport("stdio")
     try:
         async with app._lifespan_manager():
-            async with checked_stdio_server() as (read_stream, write_stream):
+            async with checked_stdio_server(max_request_bytes) as (read_stream, write_stream):
                 lowlevel = app._mcp_server
                 await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
     finally:

@@ -30,7 +30,7 @@ from typing import TextIO
 
 import anyio
 import anyio.lowlevel
-from anyio.abc import ByteReceiveStream
+import mcp_types as types
 from fastmcp.client.transports.base import ClientTransport, SessionKwargs, TransportOptions
 from mcp import ClientSession, StdioServerParameters
 from mcp.client import stdio as sdk_stdio
@@ -38,26 +38,26 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 from typing_extensions import Unpack
 
+from server.transports.chunked_stdio import expire_idle_messages, reassembled
 from server.transports.framing import FramingOptions, Reassembler
+from server.transports.wire import TooLarge, leading_fields
 
 logger = logging.getLogger(__name__)
 
 
-async def _lines(stream: ByteReceiveStream) -> AsyncIterator[bytes]:
-    """Split a byte stream into lines, each without its newline.
-
-    Scans only newly received bytes, so a multi-megabyte plain line from a non-chunking peer
-    costs linear time rather than re-joining the whole buffer on every read.
-    """
-    pending = bytearray()
-    async for chunk in stream:
-        start = 0
-        while (newline := chunk.find(b"\n", start)) != -1:
-            pending += chunk[start:newline]
-            yield bytes(pending)
-            pending.clear()
-            start = newline + 1
-        pending += chunk[start:]
+def _unanswerable(response: TooLarge) -> SessionMessage | None:
+    """An error for the request whose response was refused for its size, so its caller fails
+    at once instead of waiting; None when the head does not show a response's id."""
+    fields = leading_fields(response.head)
+    request_id = fields.get("id")
+    if "method" in fields or isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+        return None
+    message = (
+        f"the server's response is at least {response.size} bytes, over this client's limit of "
+        f"{response.limit} bytes (FramingOptions.max_message_bytes); ask for less (a smaller page) or raise the limit"
+    )
+    error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=types.INTERNAL_ERROR, message=message))
+    return SessionMessage(error)
 
 
 @contextlib.asynccontextmanager
@@ -71,7 +71,9 @@ async def chunked_stdio_client(
 
     Outgoing messages above the chunk limit are framed, smaller ones go as plain lines;
     incoming lines of either kind are accepted, so this also talks to a plain stdio server
-    as long as we send nothing above the limit.
+    as long as we send nothing above the limit. An incoming message over
+    `framing.max_message_bytes` is discarded as it streams (never held whole) and its
+    request fails with an error rather than waiting forever.
     """
     framing = framing or FramingOptions()
     reassembler = Reassembler(framing)
@@ -96,12 +98,19 @@ async def chunked_stdio_client(
         try:
             async with read_stream_writer:
                 try:
-                    async for line in _lines(stdout):
-                        message = reassembler.feed(line)
-                        if message is None:
-                            continue
+                    async for message in reassembled(stdout, reassembler, framing.max_line_bytes):
+                        if isinstance(message, TooLarge):
+                            logger.error(
+                                "chunked stdio client: discarded a message of at least %d bytes (limit %d)",
+                                message.size, message.limit,
+                            )  # fmt: skip
+                            if (error := _unanswerable(message)) is None:
+                                continue
+                            parsed: SessionMessage | Exception = error
+                        else:
+                            parsed = sdk_stdio._parse_line(message.decode("utf-8", "replace"))
                         try:
-                            await read_stream_writer.send(sdk_stdio._parse_line(message.decode("utf-8", "replace")))
+                            await read_stream_writer.send(parsed)
                         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                             return
                 finally:
@@ -137,6 +146,7 @@ async def chunked_stdio_client(
     async with anyio.create_task_group() as tg:
         tg.start_soon(stdout_reader)
         tg.start_soon(stdin_writer)
+        tg.start_soon(expire_idle_messages, reassembler)
         try:
             yield read_stream, write_stream
         finally:

@@ -1,42 +1,47 @@
 """Serve a FastMCP app over stdin/stdout with chunked framing (`--transport chunked-stdio`).
 
-Everything but the line format is mcp's own stdio server: `mcp.server.stdio.stdio_server`
-accepts the stdin to iterate and the stdout to write, so we hand it a reader that yields whole
-messages out of the `Reassembler` and a writer that turns each outgoing JSON line into frames.
-Its memory streams, tasks and error handling stay the SDK's. Like the SDK we first claim fd 0
-and fd 1 (fd 1 then points at stderr), so a stray `print()` in a tool or library lands in the
-log instead of inside a frame. Logs go to stderr only; stdout carries nothing but the wire.
+Everything but the line format is plain checked stdio (`checked_stdio`): the SDK's
+`stdio_server` iterates a `CheckedMessages` (so malformed or oversized requests get the same
+JSON-RPC errors as on plain stdio), fed here by the `Reassembler` instead of straight from the
+lines, and writes to a writer that turns each outgoing JSON line into frames. Its memory
+streams, tasks and error handling stay the SDK's. Like the SDK we first claim fd 0 and fd 1
+(fd 1 then points at stderr), so a stray `print()` in a tool or library lands in the log
+instead of inside a frame. Logs go to stderr only; stdout carries nothing but the wire.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, BinaryIO, Literal, TextIO, cast
+from typing import Any, cast
 
 import anyio
 from fastmcp import FastMCP
 from fastmcp.server.context import reset_transport, set_transport
-from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _open_stdout_diversion, stdio_server
+from mcp.server.stdio import _open_stdin_diversion, _open_stdout_diversion, stdio_server
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
+from server.transports.checked_stdio import CheckedMessages, claim, read_chunks
 from server.transports.framing import FramingOptions, Reassembler
+from server.transports.wire import TooLarge, bounded_lines
 
 
-class _MessageReader:
-    """What `stdio_server` iterates as its stdin: whole JSON messages, one per step."""
+async def reassembled(
+    chunks: AsyncIterable[bytes], reassembler: Reassembler, max_line_bytes: int
+) -> AsyncIterator[bytes | TooLarge]:
+    """The whole messages (or size refusals) carried by a stream of plain lines and frames."""
+    async for line in bounded_lines(chunks, max_line_bytes):
+        message = reassembler.feed(line)
+        if message is not None:
+            yield message
 
-    def __init__(self, wire: anyio.AsyncFile[bytes], reassembler: Reassembler) -> None:
-        self._wire = wire
-        self._reassembler = reassembler
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for line in self._wire:
-            message = self._reassembler.feed(line)
-            if message is not None:
-                yield message
+async def expire_idle_messages(reassembler: Reassembler) -> None:
+    """Drop incomplete messages on time even when no line arrives (until cancelled)."""
+    while True:
+        await anyio.sleep(reassembler.expire())
 
 
 class _FrameWriter:
@@ -59,26 +64,24 @@ async def chunked_stdio_server(
     framing: FramingOptions | None = None,
 ) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
     """Yield the (read, write) stream pair of a chunked connection on fds 0 and 1, as
-    `stdio_server` does for plain stdio; the fds are claimed until the context exits."""
+    `stdio_server` does for plain stdio; the fds are claimed until the context exits.
+    `framing.max_message_bytes` is the request size limit."""
     framing = framing or FramingOptions()
+    reassembler = Reassembler(framing)
     async with AsyncExitStack() as stack:
-        stdin = _claim(stack, 0, sys.stdin, "rb", _open_stdin_diversion)
-        stdout = _claim(stack, 1, sys.stdout, "wb", _open_stdout_diversion)
+        stdin = claim(stack, 0, sys.stdin, "rb", _open_stdin_diversion)
+        stdout = claim(stack, 1, sys.stdout, "wb", _open_stdout_diversion)
+        messages = CheckedMessages(reassembled(read_chunks(stdin), reassembler, framing.max_line_bytes))
         # stdio_server only iterates its stdin and calls write/flush on its stdout.
-        reader = cast("anyio.AsyncFile[str]", _MessageReader(anyio.wrap_file(stdin), Reassembler(framing)))
         writer = cast("anyio.AsyncFile[str]", _FrameWriter(anyio.wrap_file(stdout), framing))
-        async with stdio_server(stdin=reader, stdout=writer) as streams:
-            yield streams
-
-
-def _claim(
-    stack: AsyncExitStack, fd: int, stream: TextIO, mode: Literal["rb", "wb"], diversion: Callable[[], int]
-) -> BinaryIO:
-    """Take fd `fd` for the wire through the SDK's claim, released when `stack` closes."""
-    wire, release = _claim_fd(fd, stream, mode, diversion)
-    if release is not None:
-        stack.callback(release)
-    return wire
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(expire_idle_messages, reassembler)
+            try:
+                async with stdio_server(stdin=cast("anyio.AsyncFile[str]", messages), stdout=writer) as streams:
+                    messages.attach(streams[1])
+                    yield streams
+            finally:
+                tg.cancel_scope.cancel()
 
 
 async def run_chunked_stdio(app: FastMCP[Any], framing: FramingOptions | None = None) -> None:

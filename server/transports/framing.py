@@ -26,6 +26,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from server.transports.wire import HEAD_BYTES, TooLarge
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_LIMIT = 60 * 1024
@@ -34,6 +36,9 @@ header and newline are added."""
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024
+
+MAX_FRAME_HEADER = 36 + 1 + 9 + 1 + 9 + 1
+"""The longest `{uuid}:{index}:{total}:` a frame can start with (the parser allows 9 digits)."""
 
 MIN_CHUNK_LIMIT = 4
 """The longest UTF-8 sequence is 4 bytes; a smaller limit could not hold every character."""
@@ -46,7 +51,7 @@ _FRAME_HEADER = re.compile(
     rb"(?P<id>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
     rb":(?P<index>[0-9]{1,9}):(?P<total>[0-9]{1,9}):"
 )
-_JSON_STARTS = (ord("{"), ord("["))
+_FRAME_STARTS = frozenset(b"0123456789abcdefABCDEF")
 _LEADING_WHITESPACE = b" \t\r"
 
 
@@ -64,13 +69,16 @@ class FramingOptions:
     """The knobs of one end of a chunked connection, checked once when built.
 
     `chunk_limit` is what this end sends (bytes of data per frame; a message at or under it
-    goes as one plain line); the other two bound what it will buffer from the peer, whose
-    frames may be of any size.
+    goes as one plain line); the others bound what it will buffer from the peer, whose
+    frames may be of any size: `max_message_bytes` for one message (a longer one is refused
+    as `TooLarge`, its lines never held whole), `max_buffered_bytes` for all incomplete
+    messages together, `timeout_s` of silence before an incomplete message is dropped.
     """
 
     chunk_limit: int = DEFAULT_CHUNK_LIMIT
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
+    max_message_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
 
     def __post_init__(self) -> None:
         validate_chunk_limit(self.chunk_limit)
@@ -78,6 +86,13 @@ class FramingOptions:
             raise ValueError(f"reassembly timeout must be positive, got {self.timeout_s}")
         if self.max_buffered_bytes < 1:
             raise ValueError(f"reassembly buffer cap must be at least 1 byte, got {self.max_buffered_bytes}")
+        if self.max_message_bytes < 1:
+            raise ValueError(f"message size cap must be at least 1 byte, got {self.max_message_bytes}")
+
+    @property
+    def max_line_bytes(self) -> int:
+        """The longest line worth holding: a whole message, or a frame carrying all of one."""
+        return self.max_message_bytes + MAX_FRAME_HEADER
 
     def encode(self, message: str) -> bytes:
         """The wire bytes of one message: frames back to back, so one write sends them all."""
@@ -169,22 +184,28 @@ class _Partial:
 class Reassembler:
     """Turn the lines of one incoming stream back into whole JSON messages.
 
-    Plain JSON lines pass straight through; frames are buffered per messageId, so frames of
-    several messages may interleave and chunks may come in any order. A bad line is refused
-    with a logged error and the stream goes on: the peer's other messages are not its fault.
+    Plain lines pass straight through; frames (lines starting with a hexadecimal digit) are
+    buffered per messageId, so frames of several messages may interleave and chunks may come in
+    any order. A plain line need not be JSON: judging it is the JSON-RPC layer's job, which
+    answers it as on plain stdio. A bad frame is refused with a logged error and the stream goes
+    on: the peer's other messages are not its fault.
 
-    Memory is bounded two ways (`FramingOptions`) so a broken or hostile peer cannot exhaust
-    it: a partial message idle for `timeout_s` is dropped (idle rather than age, so a large message that
-    arrives slowly but steadily is not cut off), and a frame that would push the total
-    buffered bytes over `max_buffered_bytes` drops its whole message. A dropped message's id
-    is remembered for a while so its late frames are discarded instead of starting a buffer
-    that could never complete. Expiry is checked whenever a line arrives.
+    Memory is bounded three ways (`FramingOptions`) so a broken or hostile peer cannot exhaust
+    it: a message over `max_message_bytes` is refused as `TooLarge` (a plain line, or a framed
+    message as soon as its chunks pass the cap; the caller answers it), a partial message idle
+    for `timeout_s` is dropped (idle rather than age, so a large message that arrives slowly
+    but steadily is not cut off), and a frame that would push the total buffered bytes over
+    `max_buffered_bytes` drops its whole message. A dropped message's id is remembered for a
+    while so its late frames are discarded instead of starting a buffer that could never
+    complete. Expiry runs whenever a line arrives and whenever the caller calls `expire`,
+    which an idle stream needs (see `chunked_stdio.expire_idle_messages`).
     """
 
     def __init__(self, options: FramingOptions | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         options = options or FramingOptions()
         self._timeout_s = options.timeout_s
         self._max_buffered_bytes = options.max_buffered_bytes
+        self._max_message_bytes = options.max_message_bytes
         self._clock = clock
         self._partials: dict[str, _Partial] = {}
         self._dropped: OrderedDict[str, float] = OrderedDict()
@@ -200,15 +221,20 @@ class Reassembler:
         """How many framed messages are waiting for more chunks."""
         return len(self._partials)
 
-    def feed(self, line: bytes) -> bytes | None:
-        """Take one line (with or without its newline); return a complete message or None."""
-        self._expire(self._clock())
+    def feed(self, line: bytes | TooLarge) -> bytes | TooLarge | None:
+        """Take one line (with or without its newline, or the `TooLarge` a `LineSplitter` made of
+        an over-long one); return a complete message, a refused one, or None."""
+        self.expire()
+        if isinstance(line, TooLarge):
+            return self._too_long(line)
         if line.endswith(b"\n"):
             line = line[:-1]
         content = line.lstrip(_LEADING_WHITESPACE)
         if not content:
             return None
-        if content[0] in _JSON_STARTS:
+        if content[0] not in _FRAME_STARTS:
+            if len(content) > self._max_message_bytes:
+                return TooLarge(len(content), self._max_message_bytes, content[:HEAD_BYTES])
             return line
         try:
             return self._accept(parse_frame(line))
@@ -216,7 +242,40 @@ class Reassembler:
             logger.error("chunked stdio: rejected a frame: %s", rejected)
             return None
 
-    def _accept(self, frame: Frame) -> bytes | None:
+    def expire(self) -> float:
+        """Drop partial messages idle for the timeout; return the seconds until the next one
+        could expire (the timeout itself when none is pending)."""
+        now = self._clock()
+        for message_id, partial in list(self._partials.items()):
+            if now - partial.last_seen >= self._timeout_s:
+                self._drop(message_id, f"no chunk arrived for {self._timeout_s:g} s", now)
+        while self._dropped and now - next(iter(self._dropped.values())) > self._timeout_s:
+            self._dropped.popitem(last=False)
+        oldest = min((partial.last_seen for partial in self._partials.values()), default=now)
+        return oldest + self._timeout_s - now
+
+    def _too_long(self, line: TooLarge) -> TooLarge | None:
+        """An over-long line, discarded as it streamed: a message too large, or a frame of one."""
+        content = line.head.lstrip(_LEADING_WHITESPACE)
+        if content[:1] and content[0] not in _FRAME_STARTS:
+            return TooLarge(line.size, self._max_message_bytes, content)
+        try:
+            frame = parse_frame(line.head)
+        except FrameRejected as rejected:
+            logger.error("chunked stdio: rejected an over-long line of %d bytes: %s", line.size, rejected)
+            return None
+        return self._refuse(frame, line.size)
+
+    def _refuse(self, frame: Frame, size: int) -> TooLarge | None:
+        """Drop `frame`'s message for passing the size cap; its first chunk, if seen, holds the id."""
+        if frame.message_id in self._dropped:
+            return None
+        partial = self._partials.get(frame.message_id)
+        first = frame.data if frame.index == 0 else (partial.chunks.get(0, b"") if partial is not None else b"")
+        self._drop(frame.message_id, f"it passed the cap of {self._max_message_bytes} bytes per message", self._clock())
+        return TooLarge(size, self._max_message_bytes, first[:HEAD_BYTES])
+
+    def _accept(self, frame: Frame) -> bytes | TooLarge | None:
         now = self._clock()
         if frame.message_id in self._dropped:
             logger.debug("chunked stdio: ignoring late chunk %d of dropped message %s", frame.index, frame.message_id)
@@ -233,6 +292,8 @@ class Reassembler:
             if known != frame.data:
                 raise FrameRejected(f"duplicate chunk {frame.index} of message {frame.message_id} with different data")
             return None
+        if partial.size + len(frame.data) > self._max_message_bytes:
+            return self._refuse(frame, partial.size + len(frame.data))
         if self._buffered_bytes + len(frame.data) > self._max_buffered_bytes:
             self._drop(
                 frame.message_id,
@@ -249,13 +310,6 @@ class Reassembler:
         del self._partials[frame.message_id]
         self._buffered_bytes -= partial.size
         return b"".join(partial.chunks[index] for index in range(partial.total))
-
-    def _expire(self, now: float) -> None:
-        for message_id, partial in list(self._partials.items()):
-            if now - partial.last_seen > self._timeout_s:
-                self._drop(message_id, f"no chunk arrived for {self._timeout_s:g} s", now)
-        while self._dropped and now - next(iter(self._dropped.values())) > self._timeout_s:
-            self._dropped.popitem(last=False)
 
     def _drop(self, message_id: str, reason: str, now: float) -> None:
         partial = self._partials.pop(message_id, None)
