@@ -1,6 +1,6 @@
 """Hostile cursors through the real MCP path (in-memory fastmcp Client): random strings,
 truncations, re-encodings, cursors replayed with another search, signed with another secret,
-dated far in the future, of the wrong JSON type. Every one is JSON-RPC -32602 with a message
+signed at any time from 1970 to the year 9999, of the wrong JSON type. Every one is JSON-RPC -32602 with a message
 that says what to do, never a crash, and the server keeps paging correctly afterwards."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import time
 import urllib.parse
 
 import pytest
+from fastmcp.exceptions import ToolError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,12 +21,16 @@ from tests.hostile_helpers import SyncClient
 from tests.server_helpers import SECRET, make_settings, structured
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+MAX_AGE_S = 3600
+# The last second datetime can hold (9999-12-31T23:59:59 UTC): cursors say when they were signed.
+LAST_DATETIME_S = 253_402_300_799
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cursors")
-    sync = SyncClient(build_app(make_settings(write_code_tree(tmp / "repo"), tmp)))
+    settings = make_settings(write_code_tree(tmp / "repo"), tmp, sessions={"cursor_max_age_s": MAX_AGE_S})
+    sync = SyncClient(build_app(settings))
     yield sync
     sync.close()
 
@@ -91,6 +96,46 @@ def test_far_future_and_ancient_timestamps_are_refused(client, cursor, skew_s):
     state = CursorCodec(SECRET).decode(cursor, kind=SEARCH_KIND)
     shifted = CursorCodec(SECRET, clock=lambda: time.time() + skew_s).encode(state)
     assert "expired" in client.refused("regex_search", {"cursor": shifted})
+
+
+def signed_at(cursor: str, skew_s: int) -> str:
+    """The genuine cursor's state signed with the right key, `skew_s` seconds from now."""
+    from sessions.cursor import SEARCH_KIND
+
+    state = CursorCodec(SECRET).decode(cursor, kind=SEARCH_KIND)
+    return CursorCodec(SECRET, clock=lambda: time.time() + skew_s).encode(state)
+
+
+# Signing times relative to now. A cursor is valid from 0 to MAX_AGE_S seconds old; the bands of
+# +-2 s around both edges are left out, as the wall clock moves while a call is served.
+SKEWS = st.one_of(
+    st.integers(1 - int(time.time()), -MAX_AGE_S - 3),  # from 1970-01-01T00:00:01 to just expired
+    st.integers(-MAX_AGE_S - 60, -MAX_AGE_S + 60).filter(lambda s: abs(s + MAX_AGE_S) > 2),  # around max age
+    st.integers(-MAX_AGE_S + 3, -2),  # valid
+    st.integers(2, LAST_DATETIME_S - int(time.time())),  # from just ahead to the year 9999
+)
+
+
+@FUZZ
+@given(skew_s=SKEWS)
+def test_fuzz_signing_times(client, cursor, skew_s):
+    """Authentic cursors signed at any time: older than the max age or dated in the future ->
+    -32602 saying it expired and why; otherwise the page is served."""
+    shifted = signed_at(cursor, skew_s)
+    if -MAX_AGE_S < skew_s < 0:
+        still_serves(client, shifted)
+        return
+    message = client.refused("regex_search", {"cursor": shifted})
+    assert "expired" in message and "without a cursor" in message
+    assert ("dated in the future" if skew_s > 0 else "s old") in message
+
+
+@pytest.mark.xfail(strict=True, raises=ToolError, reason="bug in sessions/cursor.py: past the year 9999 "
+                   "itsdangerous' timestamp_to_datetime raises ValueError/OSError out of CursorCodec.decode, "
+                   "which the agent sees as a masked tool error, not -32602")
+@pytest.mark.parametrize("skew_s", [LAST_DATETIME_S + 1, 10**12, 2**62], ids=["year-10000", "year-33658", "2**62"])
+def test_signing_times_past_the_year_9999_are_refused(client, cursor, skew_s):
+    client.refused("regex_search", {"cursor": signed_at(cursor, skew_s - int(time.time()))})
 
 
 @pytest.mark.parametrize("value", [0, 12, -1, 1.5, True, [], ["a"], {}, {"cursor": "x"}, "\x00" * 8, "é" * 50])
