@@ -5,8 +5,11 @@ max_results and marked truncated)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,6 +51,59 @@ def test_catastrophic_backtracking_pattern_completes(client, tree):
     (m,) = body["results"]["matches"]  # only the second line (no '!') matches
     assert m["match"]["line_number"] == 2
     assert body["metadata"]["search_time_ms"] < 30_000  # generous: the point is it returns at all
+
+
+# Nested and overlapping repetitions over a run of a's that the pattern cannot match. The
+# Unicode \b next to a non-ASCII letter keeps ripgrep off its literal and reverse-suffix
+# shortcuts (the plain `(a+)+$` is answered without looking at the run) and in its general
+# engine, so its time follows the input; a backtracking engine tries every split of the run.
+LINEAR_PATTERNS = [r"(a+)+\b\d", r"(a|aa)*\b\d"]
+RUN = 250_000  # ~50-500 ms of ripgrep per search at 1x and 4x on the 2-core VM
+
+
+def run_text(n: int) -> str:
+    return f"{'a' * n}é!\n" * 2
+
+
+def min_time(runs: int, timed: Callable[[], float]) -> float:
+    return min(timed() for _ in range(runs))
+
+
+def python_re_seconds(pattern: str, n: int) -> float:
+    text = run_text(n)
+    started = time.perf_counter()
+    assert re.search(pattern, text) is None
+    return time.perf_counter() - started
+
+
+@pytest.mark.parametrize("pattern", LINEAR_PATTERNS)
+def test_regex_time_grows_linearly_where_backtracking_explodes(tmp_path, pattern):
+    """4x the run costs the search under 8x the time (min of 3 runs, interleaved), while
+    Python's backtracking `re` takes far more than 8x longer for 8 more a's."""
+    backtracking = min_time(3, lambda: python_re_seconds(pattern, 20)) / min_time(3, lambda: python_re_seconds(pattern, 12))
+    assert backtracking > 8, backtracking
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    for size in (RUN, 4 * RUN):
+        (root / f"run{size}.txt").write_text(run_text(size))
+    settings = make_settings(root, tmp_path, search={"max_file_size": 16 * RUN, "timeout_s": 60})
+    sync = SyncClient(build_app(settings))
+
+    def search_ms(size: int) -> float:
+        body = structured(sync.call("regex_search", {"pattern": pattern, "path": f"run{size}.txt"}))
+        assert body["results"]["total_count"] == 0
+        return body["metadata"]["search_time_ms"]
+
+    try:
+        times: dict[int, list[float]] = {RUN: [], 4 * RUN: []}
+        for _ in range(3):
+            for size, seen in times.items():
+                seen.append(search_ms(size))
+    finally:
+        sync.close()
+    small, large = min(times[RUN]), min(times[4 * RUN])
+    assert large / small < 8, times
 
 
 def test_a_100_kb_alternation_is_answered(client):
