@@ -9,13 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
+from mcp import MCPError
 
+from server.settings import ServerSettings, load_settings
 from server.transports.chunked_client import ChunkedStdioTransport
-from server.transports.framing import DEFAULT_CHUNK_LIMIT, Reassembler, encode_message, parse_frame
+from server.transports.framing import DEFAULT_CHUNK_LIMIT, FramingOptions, Reassembler, encode_message, parse_frame
+from server.transports.run import framing_options
 from tests.chunked_server_fixture import blob_text
 from tests.server_helpers import codepager_cmd, serve_env, structured
 
@@ -107,7 +111,7 @@ async def test_server_refuses_bad_frames_and_keeps_serving() -> None:
         first = parse_frame(frames[0][:-1])
         await wire.send(
             frames[0],
-            b"not a frame at all",
+            b"deadbeef is not a frame",  # a hex digit first: a frame, refused (other lines go to JSON-RPC)
             f"{first.message_id}:0:{first.total}:".encode() + b"X" * len(first.data),  # duplicate, other data
             f"{first.message_id}:1:{first.total + 1}:zz".encode(),  # totalChunks changes
             f"{first.message_id}:{first.total}:{first.total}:zz".encode(),  # index out of range
@@ -164,3 +168,69 @@ async def test_codepager_serve_chunked_returns_a_five_megabyte_page_intact(tmp_p
     for match in matches:
         span = match["match"]["span"]
         assert match["match"]["content"] == lines[(match["file"]["path"], span["line_start"])]
+
+
+def test_reassembly_settings_default_to_30_s_and_64_mib_and_are_configurable(tmp_path: Path, monkeypatch) -> None:
+    defaults = framing_options(ServerSettings())
+    assert (defaults.timeout_s, defaults.max_buffered_bytes) == (30.0, 64 * 1024 * 1024)
+    assert (defaults.chunk_limit, defaults.max_message_bytes) == (DEFAULT_CHUNK_LIMIT, 4 * 1024 * 1024)
+    assert (defaults.timeout_s, defaults.max_buffered_bytes) == (FramingOptions().timeout_s, FramingOptions().max_buffered_bytes)
+    toml = tmp_path / "codepager.toml"
+    toml.write_text("[server]\nchunk_timeout_s = 2.5\nchunk_max_buffered_bytes = 1048576\n")
+    monkeypatch.setenv("CODEPAGER_SERVER__MAX_REQUEST_BYTES", "2097152")
+    configured = framing_options(load_settings(toml).server)
+    assert (configured.timeout_s, configured.max_buffered_bytes, configured.max_message_bytes) == (2.5, 2**20, 2**21)
+
+
+async def test_an_incomplete_message_is_dropped_on_an_idle_stream(tmp_path: Path) -> None:
+    """No traffic after the first frame: the configured 0.5 s timeout still drops the message."""
+    cmd, args = codepager_cmd()
+    env = serve_env(tmp_path, server__chunk_timeout_s="0.5")
+    serve = [cmd, *args, "serve", "--root", str(tmp_path), "--transport", "chunked-stdio"]
+    process = await anyio.open_process(serve, env=env)
+    async with process:
+        assert process.stdin is not None and process.stderr is not None
+        wire = _Wire(process)
+        frames = encode_message(_call(2, "regex_search", {"pattern": "x" * 500}), 128)
+        await wire.send(frames[0])
+        log = b""
+        with anyio.fail_after(30):
+            while b"dropped incomplete message" not in log:
+                log += await process.stderr.receive()
+        assert b"no chunk arrived for 0.5 s" in log
+        # Its late frames are ignored; the server goes on serving.
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        await wire.send(*frames[1:], _request(1, "initialize", init).encode())
+        answer, _ = await wire.answer(1)
+        assert answer["result"]["serverInfo"]["name"]
+        await process.stdin.aclose()
+        with anyio.fail_after(30):
+            await process.wait()
+
+
+@pytest.mark.parametrize("server", ["plain", "chunked"])
+async def test_client_discards_a_response_over_its_limit_and_fails_that_call(server: str) -> None:
+    """A plain server sends 3 MB as one line, a chunked one as frames: either way the client
+    never holds more than its limit, the call fails at once and the connection goes on."""
+    transport = ChunkedStdioTransport(sys.executable, [*FIXTURE, server], framing=FramingOptions(max_message_bytes=MB))
+    async with Client(transport) as client:
+        with anyio.fail_after(30), pytest.raises(MCPError, match=f"over this client's limit of {MB} bytes"):
+            await client.call_tool("blob", {"size": MB})
+        assert _text(await client.call_tool("blob", {"size": 1000})) == blob_text(1000)
+
+
+async def test_codepager_proxy_over_chunked_stdio_returns_a_large_result_intact(tmp_path: Path) -> None:
+    """`codepager proxy --transport chunked-stdio` in front of a plain stdio backend: a result
+    and a request far above the chunk limit cross the proxy intact, framed on the client side."""
+    cmd, args = codepager_cmd()
+    env = serve_env(tmp_path, proxy__threshold_tokens=str(10**9), proxy__data_dir=str(tmp_path / "data"))
+    proxy = [cmd, *args, "proxy", "--transport", "chunked-stdio", "--", sys.executable, *FIXTURE, "plain"]
+    received = tmp_path / "proxy-to-client.bin"
+    transport = ChunkedStdioTransport("/bin/sh", ["-c", '"$@" | tee "$0"', str(received), *proxy], env=env, cwd=str(ROOT))
+    async with Client(transport) as client:
+        assert _text(await client.call_tool("blob", {"size": 300_000})) == blob_text(300_000)
+        payload = blob_text(200_000)[::-1]
+        assert _text(await client.call_tool("echo", {"text": payload})) == payload
+    wire = received.read_bytes().splitlines()
+    assert max(len(line) for line in wire) < 64 * 1024
+    assert sum(1 for line in wire if not line.startswith(b"{")) > 300_000 // DEFAULT_CHUNK_LIMIT

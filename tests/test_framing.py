@@ -18,6 +18,7 @@ from server.transports.framing import (
     parse_frame,
     split_utf8,
 )
+from server.transports.wire import LineSplitter, TooLarge, leading_fields
 
 # Multi-byte heavy: 2-byte Latin, 3-byte CJK, 4-byte emoji, plus ASCII and escapes.
 MULTIBYTE = st.text(
@@ -251,3 +252,57 @@ def test_buffer_cap_drops_the_overflowing_message(caplog: pytest.LogCaptureFixtu
     assert reassembler.buffered_bytes == 16  # only the small message's first chunk is held
     assert [reassembler.feed(f) for f in small_frames[1:]][-1] == small.encode()
     assert reassembler.buffered_bytes == 0
+
+
+def test_expire_runs_without_a_line_and_says_when_to_look_again() -> None:
+    clock = _Clock()
+    reassembler = Reassembler(FramingOptions(timeout_s=30), clock=clock)
+    assert reassembler.expire() == 30  # nothing pending: check again after a full timeout
+    reassembler.feed(_frames(_message("never finished"), 8)[0])
+    clock.now += 20
+    assert reassembler.expire() == pytest.approx(10) and reassembler.pending_messages == 1
+    clock.now += 10
+    reassembler.expire()
+    assert reassembler.pending_messages == 0 and reassembler.buffered_bytes == 0
+
+
+def test_a_framed_message_over_the_message_cap_is_refused_with_its_first_chunk() -> None:
+    reassembler = Reassembler(FramingOptions(max_message_bytes=100))
+    message = _message("x" * 200, request_id=77)
+    results = [reassembler.feed(f) for f in _frames(message, 40)]
+    refused = [r for r in results if isinstance(r, TooLarge)]
+    assert len(refused) == 1 and refused[0].limit == 100 and 100 < refused[0].size <= 140
+    assert leading_fields(refused[0].head)["id"] == 77
+    assert reassembler.buffered_bytes == 0 and reassembler.pending_messages == 0  # the rest is ignored
+    plain = _message("y" * 200, request_id=78).encode()
+    assert reassembler.feed(plain) == TooLarge(len(plain), 100, plain)
+
+
+def test_line_splitter_never_holds_more_than_its_bound() -> None:
+    splitter = LineSplitter(1000)
+    lines: list[bytes | TooLarge] = []
+    big = b'{"jsonrpc":"2.0","id":"q1","method":"x","params":"' + b"y" * 64 * 1024
+    for _ in range(1600):  # a 100 MB line in 64 KiB reads
+        lines += splitter.feed(big if not lines and splitter.held_bytes == 0 else b"y" * 64 * 1024)
+        assert splitter.held_bytes <= 4096  # only the head is kept once the bound is passed
+    lines += splitter.feed(b'"}\n{"short":1}\npartial')
+    assert [type(line) for line in lines] == [TooLarge, bytes]
+    assert lines[0].size > 100 * 1000 * 1000 and lines[0].limit == 1000
+    assert leading_fields(lines[0].head) == {"jsonrpc": "2.0", "id": "q1", "method": "x", "params": ...}
+    assert lines[1] == b'{"short":1}'
+    assert splitter.close() == b"partial" and splitter.close() is None
+
+
+@pytest.mark.parametrize(
+    ("head", "fields"),
+    [
+        (b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"id":6', {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": ...}),
+        (b'{"method":"m","params":{"id":6,"s":"\\"id\\":7"},"id":"a"}', {"method": "m", "params": ..., "id": "a"}),
+        (b'{"params":{"a":"unterminated \\"id\\": 9', {"params": ...}),
+        (b'[{"id":1}]', {}),
+        (b"not json", {}),
+        (b'{"jsonrpc":"2.0","id":12', {"jsonrpc": "2.0", "id": ...}),  # 12 or 123...: unknown
+    ],
+)
+def test_leading_fields_reads_only_top_level_keys(head: bytes, fields: dict[str, object]) -> None:
+    assert leading_fields(head) == fields

@@ -127,3 +127,32 @@ def test_malformed_json_rpc_over_http_is_a_json_rpc_error(guarded, body, codes):
     assert response.status_code == 400
     assert response.json()["error"]["code"] in codes
     assert httpx.post(guarded.url, json=INIT, headers=headers, timeout=10).status_code == 200
+
+
+LIMIT = 4 * 1024 * 1024  # the default server.max_request_bytes
+
+
+def _over_the_limit(size: int):
+    """A streamed body (chunked transfer, no Content-Length) of `size` bytes."""
+    yield b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"regex_search","arguments":{"pattern":"'
+    for _ in range(size // 65536):
+        yield b"x" * 65536
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["content-length", "chunked-transfer"])
+def test_a_request_over_the_size_limit_gets_413_with_a_json_rpc_error(guarded, streamed):
+    headers = {**HEADERS, "Authorization": f"Bearer {TOKEN}"}
+    body = _over_the_limit(LIMIT + 65536)
+    content = body if streamed else b"".join(body)
+    response = httpx.post(guarded.url, content=content, headers=headers, timeout=30)
+    assert response.status_code == 413
+    error = response.json()["error"]
+    assert response.json()["id"] is None and error["code"] == -32600
+    assert f"limit of {LIMIT} bytes" in error["message"] and "server.max_request_bytes" in error["message"]
+    assert httpx.post(guarded.url, json=INIT, headers=headers, timeout=10).status_code == 200
+
+
+async def test_a_request_under_the_size_limit_is_served(guarded):
+    async with Client(guarded.url, auth=TOKEN) as client:
+        result = await client.call_tool("regex_search", {"pattern": "n" * (LIMIT // 2)}, raise_on_error=False)
+    assert result.is_error and structured(result)["error"]["code"] == "invalid_query"  # the tool's own refusal

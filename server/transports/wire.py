@@ -120,8 +120,12 @@ def leading_fields(head: bytes) -> dict[str, object]:
         elif depth == 1 and (colon := _KEY_COLON.match(text, token.end())) is not None:
             try:
                 key = json.loads(kind)
-                value, _ = json.JSONDecoder().raw_decode(text, colon.end())
+            except ValueError:  # an invalid escape in the key
+                continue
+            try:
+                value, end = json.JSONDecoder().raw_decode(text, colon.end())
             except ValueError:
-                value = ...
-            fields.setdefault(key, value if not isinstance(value, (dict, list)) else ...)
+                value, end = ..., 0
+            cut = end >= len(text)  # a number at the very end may go on past the head
+            fields.setdefault(key, ... if cut or isinstance(value, (dict, list)) else value)
     return fields
