@@ -1,6 +1,8 @@
-"""Opt-in transports beyond fastmcp's own: chunked stdio framing for very large messages.
+"""Transports beyond fastmcp's own, and the limits every transport enforces.
 
-`framing` is the pure wire format; `chunked_stdio.run_chunked_stdio` serves a FastMCP app with
-it (`codepager serve --transport chunked-stdio`); `chunked_client.ChunkedStdioTransport` is the
-matching client transport for `fastmcp.Client`. See docs/transports.md.
+`checked_stdio` is plain stdio that answers malformed or oversized requests (the default);
+`framing` is the pure chunked wire format, `chunked_stdio.run_chunked_stdio` serves a FastMCP
+app with it (`codepager serve --transport chunked-stdio`) and `chunked_client.ChunkedStdioTransport`
+is the matching client transport for `fastmcp.Client`; `wire` reads lines with a size bound;
+`http_limit` caps HTTP request bodies; `run` picks one from the settings. See docs/transports.md.
 """
