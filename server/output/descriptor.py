@@ -4,15 +4,20 @@ It answers, in one compact object: where the data is (path, MCP resource URIs), 
 what a line looks like (field list and JSON Schema), what is in it (summary with one sample
 record), how to query it (jq recipes with the real path, SQL view name) and how to continue
 (the next page's cursor stays in the response's `pagination`).
+
+Its size is bounded whatever the width of the records (`bounded`): the field list, the line
+schema and the sample cover the first `k` top-level fields, `k` the largest for which the
+caller's `fits` accepts the descriptor, and `fields_omitted` counts the rest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+from server.output.bounded import largest_fitting, omitted_fields_note, project
 from server.output.offload import OffloadedFile
 from server.output.recipes import Recipe, recipes_for
 from server.output.schema import infer_schema, leaf_fields
@@ -42,6 +47,7 @@ class FileRef:
     summary: dict[str, Any]
     jq_recipes: list[Recipe]
     guidance: str
+    fields_omitted: int = 0
 
     @property
     def name(self) -> str:
@@ -49,32 +55,49 @@ class FileRef:
         return PurePath(self.path).name
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "path": self.path,
             "uri": self.uri,
             "size_bytes": self.size_bytes,
             "line_count": self.line_count,
             "fields": self.fields,
-            "line_schema": self.line_schema,
-            "summary": self.summary,
-            "jq_recipes": [r.to_dict() for r in self.jq_recipes],
-            "guidance": self.guidance,
         }
+        if self.fields_omitted:
+            out["fields_omitted"] = self.fields_omitted
+        out.update(
+            line_schema=self.line_schema,
+            summary=self.summary,
+            jq_recipes=[r.to_dict() for r in self.jq_recipes],
+            guidance=self.guidance,
+        )
+        return out
 
 
-def _summary(records: Sequence[Any], stats: Stats) -> dict[str, Any]:
+def _summary(records: Sequence[Any], stats: Stats, names: Sequence[str]) -> dict[str, Any]:
     summary: dict[str, Any] = {"records": len(records)}
     if stats.top_files:
         summary["top_files"] = stats.to_dict()["top_files"]
         summary["languages"] = stats.languages
     if stats.score_min is not None:
         summary["score_range"] = {"min": stats.score_min, "max": stats.score_max}
-    summary["sample"] = clip_strings(records[0], SAMPLE_MAX_CHARS) if records else None
+    summary["sample"] = clip_strings(project(records[0], names), SAMPLE_MAX_CHARS) if records else None
     return summary
 
 
-def _guidance(f: OffloadedFile, *, has_more: bool, retention_hours: float, sql_tool: str | None) -> str:
+def _first_fields(schema: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """`schema` describing only the top-level properties `names`."""
+    if "properties" not in schema:
+        return schema
+    kept = set(names)
+    return {
+        **schema,
+        "properties": {k: v for k, v in schema["properties"].items() if k in kept},
+        "required": [k for k in schema.get("required", []) if k in kept],
+    }
+
+
+def _guidance(f: OffloadedFile, *, has_more: bool, retention_hours: float, sql_tool: str | None, omitted: int) -> str:
     parts = [
         f"This page ({f.line_count - 1} records) is in {f.path} as JSON Lines.",
         "Line 1 is a header (tool, query, count, next_cursor), not a result: skip it (tail -n +2 FILE | jq ...).",
@@ -83,6 +106,9 @@ def _guidance(f: OffloadedFile, *, has_more: bool, retention_hours: float, sql_t
         f"Without a shell, read it over MCP: {results_uri(f.id)} (whole file) or "
         f"{LINES_URI.format(id=f.id, start='START', end='END')} (1-based lines, header is line 1).",
     ]
+    if omitted:
+        note = omitted_fields_note(omitted, _all_fields(f.id, sql_tool))
+        parts.append(f"fields, line_schema and summary.sample cover the first fields only ({note}).")
     if sql_tool:
         parts.append(f"For SQL, call {sql_tool} with dataset_id={f.id} (view dataset_{f.id}).")
     parts.append(
@@ -92,6 +118,12 @@ def _guidance(f: OffloadedFile, *, has_more: bool, retention_hours: float, sql_t
     return " ".join(parts)
 
 
+def _all_fields(dataset_id: str, sql_tool: str | None) -> str:
+    """Where an agent sees every field of an offloaded page."""
+    keys = "the keys of any line (see jq_recipes)"
+    return f"DESCRIBE dataset_{dataset_id} via {sql_tool}, or {keys}" if sql_tool else keys
+
+
 def build_file_ref(
     offloaded: OffloadedFile,
     records: Sequence[Any],
@@ -99,20 +131,34 @@ def build_file_ref(
     has_more: bool,
     retention_hours: float,
     sql_tool: str | None = "analyze-with-duckdb",
+    fits: Callable[[FileRef], bool] = lambda _: True,
 ) -> FileRef:
-    """The descriptor of a file `OffloadStore.write` just wrote from `records`."""
+    """The descriptor of a file `OffloadStore.write` just wrote from `records`, covering as
+    many top-level fields as `fits` accepts (the fewest fields when none does)."""
     stats = compute_stats(records)
     schema = infer_schema(records)
+    names = list(schema.get("properties", {}))
     path = str(offloaded.path)
-    return FileRef(
-        id=offloaded.id,
-        path=path,
-        uri=results_uri(offloaded.id),
-        size_bytes=offloaded.size_bytes,
-        line_count=offloaded.line_count,
-        fields=leaf_fields(schema),
-        line_schema=schema,
-        summary=_summary(records, stats),
-        jq_recipes=recipes_for(path, records, stats),
-        guidance=_guidance(offloaded, has_more=has_more, retention_hours=retention_hours, sql_tool=sql_tool),
-    )
+    recipes = recipes_for(path, records, stats)
+
+    def build(k: int) -> FileRef:
+        kept = names[:k]
+        shown = _first_fields(schema, kept)
+        omitted = len(names) - k
+        return FileRef(
+            id=offloaded.id,
+            path=path,
+            uri=results_uri(offloaded.id),
+            size_bytes=offloaded.size_bytes,
+            line_count=offloaded.line_count,
+            fields=leaf_fields(shown),
+            line_schema=shown,
+            summary=_summary(records, stats, kept),
+            jq_recipes=recipes,
+            guidance=_guidance(
+                offloaded, has_more=has_more, retention_hours=retention_hours, sql_tool=sql_tool, omitted=omitted
+            ),
+            fields_omitted=omitted,
+        )
+
+    return largest_fitting(build, len(names), fits)[0]

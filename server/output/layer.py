@@ -5,7 +5,8 @@ Rules (issue 6), in the order they are applied:
   starts at this page's first record so the agent can still page through it.
 - `legacy`: the bare JSON array of records as text, no wrapper and no structured content.
 - `auto`: inline when the whole response fits the ceiling (tokens and bytes), else file_ref.
-  `inline` never offloads; `file_ref` always does.
+  `inline` never offloads; `file_ref` always does. The file_ref response fits the ceiling too:
+  its descriptor lists as many of the records' fields as fit (`descriptor`).
 - A response over the ceiling in inline mode (or over `max_output_tokens`) is cut to the
   largest prefix of the page that fits, found by binary search over `page.cut(n)` with the
   whole response measured each time; the cut is lossless because the cut page's cursor resumes
@@ -112,18 +113,23 @@ class OutputLayer:
         except OffloadError as exc:
             return self._cut_to_fit(page, stats, options, ceiling, why=f"the page could not be offloaded ({exc})")
         counts = page.counts()
+
+        def respond(ref: FileRef) -> dict[str, Any]:
+            results: dict[str, Any] = {"mode": "file_ref"}
+            if stats is not None:
+                results["stats"] = stats.to_dict()
+            results.update({"file_ref": ref.to_dict(), **counts})
+            return self._envelope(page, results, [])
+
         file_ref = build_file_ref(
             offloaded,
             records,
             has_more=counts["has_more"],
             retention_hours=self.retention_hours,
             sql_tool=self.sql_tool,
+            fits=lambda ref: ceiling.fits(dumps(respond(ref))),
         )
-        results: dict[str, Any] = {"mode": "file_ref"}
-        if stats is not None:
-            results["stats"] = stats.to_dict()
-        results.update({"file_ref": file_ref.to_dict(), **counts})
-        response = self._envelope(page, results, [])
+        response = respond(file_ref)
         return Rendered(response, dumps(response), OutputMode.FILE_REF.value, file_ref, ())
 
     # -- building responses ----------------------------------------------------------------------

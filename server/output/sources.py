@@ -72,19 +72,21 @@ class DatasetFile:
     record_keys: tuple[str, ...] = ()
 
     def view_sql(self) -> str:
-        """SELECT over the file's records only, in the records' own key order."""
+        """SELECT over the file's records only, in the records' own key order. Every key is a
+        column however many there are (DuckDB would otherwise read records of over 200 keys
+        as one MAP column, leaving nothing for DESCRIBE to show and no column to select)."""
         path = quote_literal(str(self.path))
         if not self.count:
             return "SELECT NULL AS empty WHERE false"
         if not self.header:
-            return f"SELECT * FROM read_json({path}, format='newline_delimited', sample_size=-1)"
+            return f"SELECT * FROM read_json({path}, format='newline_delimited', sample_size=-1, map_inference_threshold=-1)"
         not_header = f"IS DISTINCT FROM {quote_literal(HEADER_TYPE)}"
         if not self.record_keys:  # the records are not objects: one JSON column `value`
             return (
                 f"SELECT json AS value FROM read_json_objects({path}, format='newline_delimited') "
                 f"WHERE json_extract_string(json, '$.type') {not_header}"
             )
-        source = f"read_json({path}, format='newline_delimited', sample_size=-1)"
+        source = f"read_json({path}, format='newline_delimited', sample_size=-1, map_inference_threshold=-1)"
         return f'SELECT {", ".join(map(quote_ident, self.record_keys))} FROM {source} WHERE "type" {not_header}'
 
     def read(self, offset: int, limit: int) -> list[Any]:
