@@ -2,7 +2,7 @@
 
 Each tool produces one shape of result a proxied server can return: JSON records (bare, nested
 under a key, or as structured content), plain text, an error, a slow answer, structured
-content with a declared output schema, and a crash of the whole process.
+content with a declared output schema (also as one of an exact size), and a crash of the whole process.
 """
 
 from __future__ import annotations
@@ -86,6 +86,13 @@ async def slow(seconds: float = 5.0) -> str:
 def crash() -> str:
     """Kills this server process mid-call, like a backend that segfaults."""
     os._exit(3)
+
+
+@app.tool
+def padded(pad: int = 10) -> dict[str, str]:
+    """Structured content `{"data": "xx…"}` of `pad` x's, which fastmcp also sends as the same
+    JSON in a text block: a result of an exact size, counted once or twice."""
+    return {"data": "x" * pad}
 
 
 @app.tool

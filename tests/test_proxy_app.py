@@ -21,6 +21,8 @@ from mcp import MCPError
 from mcp_types import INVALID_PARAMS
 
 from server.proxy import Backend, build_proxy_app, command_backend
+from server.proxy.answer import answer_budget
+from server.proxy.size import BYTES_PER_TOKEN
 from server.settings import Settings, load_settings
 from tests.proxy_backend import app as backend_app
 from tests.proxy_backend import make_rows
@@ -28,7 +30,7 @@ from tests.server_helpers import SECRET, structured
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 BACKEND = [sys.executable, str(Path(__file__).with_name("proxy_backend.py"))]
-THRESHOLD = 2000
+THRESHOLD = 4000
 #: Connection-level result metadata that every server stamps itself; not part of a result.
 CONNECTION_META = ("io.modelcontextprotocol/serverInfo",)
 
@@ -50,6 +52,17 @@ def wire(result: Any) -> dict[str, Any]:
     body = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     meta = {k: v for k, v in (body.pop("_meta", None) or {}).items() if k not in CONNECTION_META}
     return {**body, "_meta": meta}
+
+
+def sizes(result: Any) -> tuple[int, int]:
+    """(bytes of the content blocks, of the structured content), as the proxy measures a result:
+    text as UTF-8, other blocks as their JSON."""
+    content = sum(
+        len(b.text.encode()) if b.type == "text" else len(b.model_dump_json(by_alias=True, exclude_none=True))
+        for b in result.content
+    )
+    structured_bytes = len(json.dumps(result.structured_content, separators=(",", ":"), ensure_ascii=False).encode())
+    return content, structured_bytes if result.structured_content is not None else 0
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +116,7 @@ async def test_a_large_json_result_is_saved_described_and_queryable(client: Clie
     assert ds["fields"]["value"] == "integer | string" and ds["estimated_tokens"] > THRESHOLD
     assert ds["distinct_values"]["kind"] == [{"value": "alpha", "count": 1000}, {"value": "beta", "count": 1000},
                                              {"value": "gamma", "count": 1000}]  # fmt: skip
-    assert len(json.dumps(body)) < THRESHOLD * 3  # the answer itself is small
+    assert len(json.dumps(body)) * 2 <= answer_budget(THRESHOLD)  # the answer itself is small, both copies
     data = Path(ds["data_path"])
     meta = json.loads(Path(ds["metadata_path"]).read_text())
     day = meta["timestamp"][:10].replace("-", "/")
@@ -120,6 +133,18 @@ async def test_a_large_json_result_is_saved_described_and_queryable(client: Clie
     assert sum(r["ids"] for r in rows) == sum(range(3000))
     for example in body["example_sql"]:
         assert structured(await client.call_tool("analyze-with-duckdb", {"query": example}))["results"]["rows"], example
+
+
+async def test_the_proxys_own_tools_answer_within_its_threshold(client: Client) -> None:
+    """analyze-with-duckdb gets the proxy's threshold (3 bytes a token), not the search server's
+    20,000-token ceiling: 300 rows (~30 KB) go to a file instead of being sent inline."""
+    table = (await saved(client, "records", {"n": 3000}))["dataset"]["table"]
+    result = await client.call_tool("analyze-with-duckdb", {"query": f"SELECT * FROM {table} ORDER BY id LIMIT 300"})
+    body = structured(result)
+    assert body["results"]["mode"] == "file_ref" and body["results"]["total_count"] == 300
+    assert max(sizes(result)) <= THRESHOLD * BYTES_PER_TOKEN
+    few = structured(await client.call_tool("analyze-with-duckdb", {"query": f"SELECT * FROM {table} LIMIT 20"}))
+    assert few["results"]["mode"] == "inline" and len(few["results"]["rows"]) == 20
 
 
 async def test_nested_structured_and_text_results(client: Client) -> None:
@@ -143,7 +168,7 @@ async def test_read_dataset_page_walks_every_record_with_signed_cursors(client: 
         if cursor:
             args["cursor"] = cursor
         result = await client.call_tool("read-dataset-page", args)
-        assert len(result.content[0].text) <= THRESHOLD * 4  # cut to the token budget, losslessly
+        assert max(sizes(result)) <= THRESHOLD * BYTES_PER_TOKEN  # cut to the proxy's threshold, losslessly
         page = structured(result)
         records += page["results"]["records"]
         pages += 1
@@ -194,6 +219,22 @@ async def test_timeouts_and_crashes_are_errors_and_a_crashed_backend_restarts(cl
 
 def in_memory_proxy(tmp: Path, **proxy: Any) -> FastMCP:
     return build_proxy_app(proxy_settings(tmp, **proxy), [Backend("tiny", FastMCPTransport(backend_app), None)])
+
+
+async def test_a_result_sent_as_text_and_structured_content_is_counted_once(tmp_path: Path) -> None:
+    """fastmcp sends the same JSON as text and as structuredContent: the threshold applies to it
+    once, so a result just under the threshold passes untouched and one just over is saved."""
+    threshold, overhead = 1000, len('{"data":""}')
+    just_under, just_over = threshold * BYTES_PER_TOKEN - overhead, threshold * BYTES_PER_TOKEN - overhead + 1
+    async with Client(in_memory_proxy(tmp_path, threshold_tokens=threshold)) as c, Client(backend_app) as direct:
+        under = await c.call_tool_mcp("padded", {"pad": just_under})
+        assert sizes(under) == (threshold * BYTES_PER_TOKEN,) * 2
+        straight = await direct.call_tool_mcp("padded", {"pad": just_under})
+        assert json.dumps(wire(under), sort_keys=True) == json.dumps(wire(straight), sort_keys=True)
+        over = structured(await c.call_tool("padded", {"pad": just_over}))
+        assert over["intercepted"] == "saved_as_dataset" and over["dataset"]["original_size_bytes"] == len(
+            straight.content[0].text
+        ) + 1
 
 
 async def test_excluded_tools_are_never_intercepted(tmp_path: Path) -> None:

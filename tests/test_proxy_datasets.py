@@ -18,10 +18,11 @@ from ulid import ULID
 
 from server.output import DatasetFilter, Datasets, DatasetStore, OffloadStore
 from server.output.profile import MAX_DISTINCT, as_object, profile_records
-from server.proxy.answer import example_sql
+from server.proxy.answer import answer_budget, example_sql
 from server.proxy.backends import ToolOwners, command_backend, server_name
 from server.proxy.extraction import extract_records
 from server.proxy.saver import ProxiedCall, ResultSaver
+from server.proxy.size import BYTES_PER_TOKEN, sent_size
 from tests.proxy_backend import make_rows
 
 
@@ -53,6 +54,12 @@ def test_records_nested_one_and_two_levels_keep_their_envelope() -> None:
     two = extract_records(text_result("ignored", structured=page))
     assert two is not None and objects(two.records) == rows and two.records_from == "structuredContent:results.matches"
     assert two.envelope is not None and two.envelope["pagination"] == {"next_cursor": "abc"}
+
+
+@pytest.mark.parametrize("text", [' [{"a": 0}, {"a": 1}]', '\n\t{"rows": [{"a": 0}, {"a": 1}]}\r\n '])
+def test_json_surrounded_by_whitespace_is_still_records(text: str) -> None:
+    found = extract_records(text_result(text))
+    assert found is not None and found.format == "json_records" and objects(found.records) == [{"a": 0}, {"a": 1}]
 
 
 def test_structured_content_wins_and_scalars_become_value_records() -> None:
@@ -240,11 +247,18 @@ def test_every_example_query_runs(both, records) -> None:
 # -- the saver never fails the call -------------------------------------------------------------
 
 
-def test_an_unwritable_data_dir_gives_a_truncated_inline_answer(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\n".join(f"line {i} " + "z" * 50 for i in range(2000)),
+        json.dumps([f'say "hi" to C:\\dir{i}\\' for i in range(3000)]),  # every character escapes again
+    ],
+    ids=["plain-text", "json-full-of-quotes-and-backslashes"],
+)
+def test_an_unwritable_data_dir_gives_a_truncated_inline_answer_within_the_threshold(tmp_path: Path, text: str) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     saver = ResultSaver(DatasetStore(blocker / "data"), threshold_tokens=1000, schema_sample_size=100)
-    text = "\n".join(f"line {i} " + "z" * 50 for i in range(2000))
     result = text_result(text)
     extracted = extract_records(result)
     assert extracted is not None
@@ -252,8 +266,77 @@ def test_an_unwritable_data_dir_gives_a_truncated_inline_answer(tmp_path: Path) 
     body = answer.structured_content
     assert answer.is_error is False and body is not None and json.loads(answer.content[0].text) == body
     assert body["intercepted"] == "truncated" and "could not be saved" in body["warning"]
-    assert text.startswith(body["text"]) and len(body["text"]) > 1500
-    assert len(answer.content[0].text.encode()) <= 1000 * 3  # the whole answer is under the threshold
+    assert text.startswith(body["text"]) and f"first {len(body['text']):,} of" in body["warning"]
+    # the whole answer, sent as text and as structuredContent, escaping included, is under the threshold
+    assert sent_size(answer) <= 1000 * BYTES_PER_TOKEN
+    assert len(body["text"]) > 1000 * BYTES_PER_TOKEN // 6  # and not cut much further than that needs
+
+
+def wide_rows(columns: int, rows: int) -> list[dict[str, str]]:
+    return [{f"col_{k:04d}": f"value {i} {k}" for k in range(columns)} for i in range(rows)]
+
+
+@pytest.mark.parametrize(("columns", "rows"), [(300, 200), (1500, 20)])
+def test_the_answer_for_wide_records_fits_its_budget_and_says_where_the_other_fields_are(
+    both, columns: int, rows: int
+) -> None:
+    datasets, _, saved = both
+    text = json.dumps(wide_rows(columns, rows))
+    result = text_result(text)
+    saver = ResultSaver(saved, threshold_tokens=8192, schema_sample_size=100)
+    answer = saver.save(result, extract_records(result), ProxiedCall("query", "db", {}, len(text)))
+    body = answer.structured_content
+    assert body is not None and json.loads(answer.content[0].text) == body
+    assert sent_size(answer) <= answer_budget(8192) <= 8192 * BYTES_PER_TOKEN // 2
+    ds = body["dataset"]
+    assert ds["record_count"] == rows and ds["table"] == f"dataset_{ds['id']}" and body["example_sql"]
+    listed = list(ds["fields"])
+    assert 10 < len(listed) < columns and listed == [f"col_{k:04d}" for k in range(len(listed))]  # the first ones
+    assert ds["more_fields"].startswith(f"and {columns - len(listed):,} more fields") and "DESCRIBE" in ds["more_fields"]
+    assert all(list(r) == listed for r in ds["sample_records"])
+    assert set(ds["distinct_values"]) <= set(listed)
+    for sql in body["example_sql"]:
+        assert datasets.query(sql).rows, sql
+    assert len(datasets.query(f"DESCRIBE {ds['table']}").rows) == columns  # where the rest are
+    meta = json.loads(Path(ds["metadata_path"]).read_text())
+    assert len(meta["schema"]["fields"]) == columns
+
+
+def test_narrow_records_are_described_in_full(both) -> None:
+    _, _, saved = both
+    text = json.dumps(make_rows(3000, mixed=True))
+    result = text_result(text)
+    answer = ResultSaver(saved, threshold_tokens=8192, schema_sample_size=100).save(
+        result, extract_records(result), ProxiedCall("records", "tiny", {}, len(text))
+    )
+    ds = answer.structured_content["dataset"]
+    assert list(ds["fields"]) == ["id", "kind", "value", "note"] and "more_fields" not in ds
+    assert ds["sample_records"] == make_rows(3, mixed=True) and set(ds["distinct_values"]) == {"kind"}
+
+
+def test_a_tiny_threshold_still_gets_the_floor_answer(both) -> None:
+    _, _, saved = both
+    text = json.dumps({"page": {f"k{i}": i for i in range(2000)}, "rows": wide_rows(50, 100)})
+    result = text_result(text)
+    answer = ResultSaver(saved, threshold_tokens=10, schema_sample_size=100).save(
+        result, extract_records(result), ProxiedCall("query", "db", {}, len(text))
+    )
+    body = answer.structured_content
+    assert body["intercepted"] == "saved_as_dataset" and sent_size(answer) < 2500
+    assert {"id", "table", "record_count", "data_path", "metadata_path"} <= set(body["dataset"])
+    assert body["example_sql"] == [f"SELECT * FROM {body['dataset']['table']} LIMIT 20", f"DESCRIBE {body['dataset']['table']}"]
+
+
+def test_an_envelope_too_wide_to_shrink_is_replaced_by_a_note(both) -> None:
+    _, _, saved = both
+    text = json.dumps({"page": {f"k{i}": i for i in range(2000)}, "rows": make_rows(3000)})
+    result = text_result(text)
+    answer = ResultSaver(saved, threshold_tokens=8192, schema_sample_size=100).save(
+        result, extract_records(result), ProxiedCall("query", "db", {}, len(text))
+    )
+    ds = answer.structured_content["dataset"]
+    assert ds["envelope"].startswith("<too large to show") and list(ds["fields"]) == ["id", "kind", "value", "note"]
+    assert sent_size(answer) <= answer_budget(8192)
 
 
 # -- backends ----------------------------------------------------------------------------------

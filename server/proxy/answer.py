@@ -3,10 +3,13 @@
 The answer must let an agent carry on without ever seeing the data: what was saved and where,
 how big it was, which fields it has and how the rows split over categorical ones, and SQL it
 can run as is (the real table name filled in). It travels as structuredContent and as the
-same JSON in a text block (clients differ in which they show).
+same JSON in a text block (clients differ in which they show), so both copies count against
+its budget: half the threshold (`answer_budget`). Records can have thousands of fields, so the
+answer describes as many as fit (`server.output.bounded`) and says where the rest are.
 
-When the dataset cannot be written, the answer is the start of the result instead, cut to fit
-under the threshold, with a warning saying why; the call never fails because of the proxy.
+When the dataset cannot be written, the answer is the start of the result instead, cut so the
+whole answer (both copies, JSON escaping included) fits the threshold, with a warning saying
+why; the call never fails because of the proxy.
 
 Both answers carry `"intercepted"` (`saved_as_dataset` or `truncated`), so a client can tell
 them from the backend's own output at a glance.
@@ -15,18 +18,30 @@ them from the backend's own output at a glance.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
+from fastmcp.tools.base import ToolResult
+
+from server.output.bounded import largest_fitting, omitted_fields_note, project
 from server.output.dataset_store import SavedDataset
+from server.output.jsontext import dumps_bytes
 from server.output.profile import Profile
-from server.output.shrink import shrink_to_fit
+from server.output.shrink import clip_strings, shrink_to_fit
 from server.output.sources import quote_ident
 from server.proxy.extraction import Extracted
+from server.proxy.size import BYTES_PER_TOKEN, sent_size
+from server.rendering import json_result
 
 SAVED = "saved_as_dataset"
 TRUNCATED = "truncated"
 #: The envelope around nested records is kept small: it is context, not data.
 _ENVELOPE_TOKENS, _ENVELOPE_BYTES = 400, 3000
+_ENVELOPE_NOTE = "<too large to show: see the metadata file (metadata_path)>"
+#: Names that come from the backend (tool, server, the records' key path) are clipped to this.
+_NAME_CHARS = 200
+#: The search word in the example SQL for text: a prefix matches wherever the word does.
+_WORD_CHARS = 40
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _NUMERIC = ("integer", "number")
 
@@ -36,7 +51,7 @@ def example_sql(table: str, extracted: Extracted, profile: Profile) -> list[str]
     queries = [f"SELECT * FROM {table} LIMIT 20"]
     if extracted.format == "text_lines":
         texts = [str(r.get("text", "")) for r in profile.sample_records]
-        word = next((m.group(0) for t in texts for m in _WORD.finditer(t)), "error")
+        word = next((m.group(0)[:_WORD_CHARS] for t in texts for m in _WORD.finditer(t)), "error")
         queries.append(f"SELECT line, text FROM {table} WHERE text ILIKE '%{word}%' ORDER BY line LIMIT 50")
         queries.append(f"SELECT count(*) AS lines, max(length(text)) AS longest FROM {table}")
         return queries
@@ -51,6 +66,24 @@ def example_sql(table: str, extracted: Extracted, profile: Profile) -> list[str]
     return queries
 
 
+def _profile_of(profile: Profile, names: Sequence[str]) -> Profile:
+    """`profile` covering only the fields `names`: the part of it an answer has room for."""
+    kept = set(names)
+    return Profile(
+        fields={n: profile.fields[n] for n in names},
+        optional=[n for n in profile.optional if n in kept],
+        distinct_values={n: v for n, v in profile.distinct_values.items() if n in kept},
+        sample_records=[project(r, kept) for r in profile.sample_records],
+        sample_size=profile.sample_size,
+    )
+
+
+def _envelope(extracted: Extracted) -> Any:
+    """The envelope, shrunk; a note instead when it cannot be (an object of many short members)."""
+    envelope = shrink_to_fit(extracted.envelope, _ENVELOPE_TOKENS, _ENVELOPE_BYTES)[0]
+    return envelope if len(dumps_bytes(envelope)) <= _ENVELOPE_BYTES else _ENVELOPE_NOTE
+
+
 def saved_answer(
     saved: SavedDataset,
     extracted: Extracted,
@@ -61,60 +94,99 @@ def saved_answer(
     size_bytes: int,
     threshold_tokens: int,
     retention_days: float,
-) -> dict[str, Any]:
+) -> ToolResult:
+    """The compact answer, within `answer_budget(threshold_tokens)` bytes (text and
+    structuredContent together). It describes the first `k` fields, `k` the most that fit, and
+    points to the rest; when not even the id, counts and paths fit with the envelope, the
+    message and the next steps, a floor of just those (id, table, record count, example SQL,
+    paths: about 1 KB a copy with data paths of ordinary length) is sent, which fits any
+    threshold from about 1,500 tokens up (the default is 8,192)."""
     table = f"dataset_{saved.id}"
     count = len(extracted.records)
+    estimated = size_bytes // BYTES_PER_TOKEN
+    tool, server = clip_strings(tool, _NAME_CHARS), clip_strings(server, _NAME_CHARS)
+    envelope = _envelope(extracted) if extracted.envelope is not None else None
     kind = "JSON records" if extracted.format == "json_records" else "lines of text"
-    dataset: dict[str, Any] = {
-        "id": saved.id,
-        "table": table,
-        "tool": tool,
-        "server": server,
-        "format": extracted.format,
-        "records_from": extracted.records_from,
-        "record_count": count,
-        "original_size_bytes": size_bytes,
-        "estimated_tokens": size_bytes // 3,
-        "fields": profile.fields,
-        "optional_fields": profile.optional,
-        "distinct_values": profile.distinct_values,
-        "sample_records": profile.sample_records,
-    }
-    if extracted.envelope is not None:
-        dataset["envelope"] = shrink_to_fit(extracted.envelope, _ENVELOPE_TOKENS, _ENVELOPE_BYTES)[0]
-    dataset.update(data_path=str(saved.data_path), metadata_path=str(saved.metadata_path))
-    return {
-        "intercepted": SAVED,
-        "message": (
-            f"{tool} ({server}) returned about {size_bytes // 3:,} tokens, over the proxy's "
-            f"{threshold_tokens:,}-token limit, so the result was saved as dataset {saved.id} "
-            f"({count:,} {kind}) instead of being sent."
-        ),
-        "dataset": dataset,
-        "example_sql": example_sql(table, extracted, profile),
-        "next_steps": (
+    names = list(profile.fields)
+    everything = f"the metadata file (metadata_path), or DESCRIBE {table} via analyze-with-duckdb"
+
+    def build(k: int, *, full: bool = True) -> ToolResult:
+        shown = _profile_of(profile, names[:k])
+        dataset: dict[str, Any] = {
+            "id": saved.id,
+            "table": table,
+            "tool": tool,
+            "server": server,
+            "format": extracted.format,
+            "records_from": clip_strings(extracted.records_from, _NAME_CHARS),
+            "record_count": count,
+            "original_size_bytes": size_bytes,
+            "estimated_tokens": estimated,
+        }
+        if full:
+            dataset["fields"] = shown.fields
+            if k < len(names):
+                dataset["more_fields"] = omitted_fields_note(len(names) - k, everything)
+            dataset.update(
+                optional_fields=shown.optional, distinct_values=shown.distinct_values, sample_records=shown.sample_records
+            )
+            if envelope is not None:
+                dataset["envelope"] = envelope
+        dataset.update(data_path=str(saved.data_path), metadata_path=str(saved.metadata_path))
+        answer: dict[str, Any] = {
+            "intercepted": SAVED,
+            "message": (
+                f"{tool} ({server}) returned about {estimated:,} tokens, over the proxy's "
+                f"{threshold_tokens:,}-token limit, so the result was saved as dataset {saved.id} "
+                f"({count:,} {kind}) instead of being sent."
+            ),
+            "dataset": dataset,
+            "example_sql": example_sql(table, extracted, shown),
+        }
+        answer["next_steps"] = (
             f"Query it with analyze-with-duckdb (query = SQL over table {table}, e.g. one of example_sql; "
             f"or pass dataset_id={saved.id} and use the table name `dataset`). Page through the records "
             f"with read-dataset-page(dataset_id={saved.id}). Or read data_path (JSON Lines, one record per "
             f"line) with your own tools. Datasets are kept {retention_days:g} days; list-saved-datasets lists them."
-        ),
-    }
+            if full
+            else f"Fields, types and values: {everything}. Records: read-dataset-page(dataset_id={saved.id})."
+        )
+        return json_result(answer)
+
+    budget = answer_budget(threshold_tokens)
+    answer, fits = largest_fitting(build, len(names), lambda result: sent_size(result) <= budget)
+    return answer if fits else build(0, full=False)
 
 
-def truncated_answer(text: str, *, tool: str, server: str, size_bytes: int, threshold_tokens: int, why: str) -> dict[str, Any]:
-    """The start of the result, cut to about `threshold_tokens`, with a warning saying why."""
-    budget = max(threshold_tokens * 3 - 1024, 256)
-    head = text.encode("utf-8")[:budget].decode("utf-8", "ignore")
-    return {
-        "intercepted": TRUNCATED,
-        "message": (
-            f"{tool} ({server}) returned about {size_bytes // 3:,} tokens, over the proxy's {threshold_tokens:,}-token limit."
-        ),
-        "warning": (
-            f"the result could not be saved as a dataset ({why}), so this is only its first "
-            f"{len(head):,} of {len(text):,} characters; narrow the call to get the rest"
-        ),
-        "original_size_bytes": size_bytes,
-        "estimated_tokens": size_bytes // 3,
-        "text": head,
-    }
+def answer_budget(threshold_tokens: int) -> int:
+    """Bytes the saved answer may take, text and structuredContent together: half the
+    threshold, so that however a client shows it, it stays well under what the proxy itself
+    would have intercepted."""
+    return threshold_tokens * BYTES_PER_TOKEN // 2
+
+
+def truncated_answer(text: str, *, tool: str, server: str, size_bytes: int, threshold_tokens: int, why: str) -> ToolResult:
+    """The longest start of the result whose whole answer (text and structuredContent together,
+    escaping included) fits in `threshold_tokens`, with a warning saying why."""
+    estimated = size_bytes // BYTES_PER_TOKEN
+    tool, server = clip_strings(tool, _NAME_CHARS), clip_strings(server, _NAME_CHARS)
+
+    def build(n: int) -> ToolResult:
+        return json_result(
+            {
+                "intercepted": TRUNCATED,
+                "message": (
+                    f"{tool} ({server}) returned about {estimated:,} tokens, over the proxy's {threshold_tokens:,}-token limit."
+                ),
+                "warning": (
+                    f"the result could not be saved as a dataset ({why}), so this is only its first "
+                    f"{n:,} of {len(text):,} characters; narrow the call to get the rest"
+                ),
+                "original_size_bytes": size_bytes,
+                "estimated_tokens": estimated,
+                "text": text[:n],
+            }
+        )
+
+    max_bytes = threshold_tokens * BYTES_PER_TOKEN
+    return largest_fitting(build, min(len(text), max_bytes), lambda result: sent_size(result) <= max_bytes)[0]

@@ -26,8 +26,9 @@ from server.output import Datasets, DatasetStore, OffloadStore, OutputLayer
 from server.proxy.backends import Backend, ToolOwners
 from server.proxy.interceptor import LargeResultInterceptor
 from server.proxy.saver import ResultSaver
+from server.proxy.size import BYTES_PER_TOKEN
 from server.rendering import Renderer
-from server.settings import Settings
+from server.settings import OffloadSettings, Settings
 from server.tools.dataset_pages import register_dataset_page_tool
 from server.tools.results import register_results_resources, register_sql_tools
 from sessions import CursorCodec, load_or_create_key
@@ -37,6 +38,8 @@ log = logging.getLogger("codepager.proxy")
 PROXY_TOOLS = ("analyze-with-duckdb", "list-saved-datasets", "read-dataset-page")
 #: Retention runs at start-up and then this often; datasets live for days, so hourly is plenty.
 SWEEP_INTERVAL_S = 3600.0
+#: Room left next to a page's text for the resource_link block a file_ref answer carries.
+LINK_BYTES = 512
 MANY_BACKENDS_INSTRUCTIONS = (
     "This server proxies several MCP servers; each tool name starts with its server's name. "
     "Tool results too large to send are saved as datasets: query them with analyze-with-duckdb, "
@@ -57,6 +60,15 @@ class _BackendMetadata(ProxyMetadataMiddleware):
         except Exception as exc:
             log.warning("backend not reachable at connect time (its calls will fail until it is): %s", exc)
             return None
+
+
+def own_tools_ceiling(settings: Settings) -> OffloadSettings:
+    """The offload settings for the proxy's own tools: their page ceiling is the proxy's
+    threshold by the proxy's estimate (3 bytes a token), not the search server's token ceiling,
+    so nothing the proxy answers itself is larger than what it would have intercepted. (Not
+    below 1 KB, the least a page envelope needs: a threshold under ~500 tokens is not met.)"""
+    limit = settings.proxy.threshold_tokens * BYTES_PER_TOKEN - LINK_BYTES
+    return settings.offload.model_copy(update={"max_bytes": max(min(settings.offload.max_bytes, limit), 1024)})
 
 
 async def _sweep_forever(store: DatasetStore) -> None:
@@ -85,7 +97,7 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
         timeout_s=settings.offload.duckdb_timeout_s,
         max_rows=settings.offload.duckdb_max_rows,
     )
-    renderer = Renderer(OutputLayer(settings.offload, offload))
+    renderer = Renderer(OutputLayer(own_tools_ceiling(settings), offload))
     key = load_or_create_key(settings.index.cache_dir, settings.sessions.secret_key)
     codec = CursorCodec(key, max_age_s=settings.sessions.cursor_max_age_s)
 

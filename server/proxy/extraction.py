@@ -159,7 +159,8 @@ def _from_json(value: Any, where: str) -> Extracted | None:
 def _json_text(text: str) -> msgspec.Raw | None:
     """`text` as raw JSON when it looks like an array or object, without newlines (so that no
     record spans lines in the JSONL file): reformatted only when it has any."""
-    if text.lstrip()[:1] not in ("[", "{"):
+    text = text.strip()  # JSON may be surrounded by whitespace; the record split must not see it
+    if text[:1] not in ("[", "{"):
         return None
     try:
         data = text.encode()

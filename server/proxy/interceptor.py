@@ -1,8 +1,8 @@
 """The proxy's one intervention: results over the threshold become datasets, nothing else changes.
 
-A result's size is estimated at one token per 3 bytes of its content (`wire_size`): we cannot
-know what a backend sends (code, prose, base64, CJK), and 3 bytes per token is the cautious end
-of the usual range, so a result the agent would choke on is never let through. Under the threshold,
+A result's size is estimated at one token per 3 bytes of what the agent is handed
+(`size.wire_size`: the larger of the content and the structured content, which fastmcp
+backends fill with the same JSON, so it is not counted twice). Under the threshold,
 an error result, an excluded tool, one of the proxy's own tools, or a result that is not
 text (images, audio, links) goes through untouched: content, structuredContent, isError and
 _meta exactly as the backend sent them.
@@ -21,32 +21,13 @@ from typing import Any
 
 import anyio
 import mcp_types as mt
-import pydantic_core
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import InputRequiredToolResult, Tool, ToolResult
-from mcp_types import TextContent
 
-from server.output.jsontext import dumps_bytes
 from server.proxy.backends import ToolOwners
 from server.proxy.extraction import extract_records
 from server.proxy.saver import ProxiedCall, ResultSaver
-
-BYTES_PER_TOKEN = 3
-
-
-def wire_size(result: ToolResult) -> int:
-    """Bytes of the result's text and structured content (other blocks as their JSON): what the
-    agent would be handed. Text is measured, not serialized: escaping it to JSON would cost more
-    than the rest of a pass-through and say nothing about tokens."""
-    size = 0
-    for block in result.content:
-        if isinstance(block, TextContent):
-            size += len(block.text) if block.text.isascii() else len(block.text.encode("utf-8", "surrogatepass"))
-        else:
-            size += len(pydantic_core.to_json(block, exclude_none=True, by_alias=True))
-    if result.structured_content is not None:
-        size += len(dumps_bytes(result.structured_content))
-    return size
+from server.proxy.size import BYTES_PER_TOKEN, wire_size
 
 
 class LargeResultInterceptor(Middleware):

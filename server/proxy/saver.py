@@ -18,7 +18,6 @@ from server.output.profile import Profile, profile_records
 from server.output.shrink import clip_strings
 from server.proxy.answer import saved_answer, truncated_answer
 from server.proxy.extraction import Extracted, result_text
-from server.rendering import json_result
 
 log = logging.getLogger(__name__)
 #: Arguments are kept in the metadata to tell datasets apart; long values (a file being
@@ -29,7 +28,7 @@ _ARGUMENT_CHARS = 500
 @dataclass(frozen=True, slots=True)
 class ProxiedCall:
     """One intercepted call: the backend's tool name, its server, the arguments sent, and the
-    size of the result (as `interceptor.wire_size` measures it)."""
+    size of the result (as `size.wire_size` measures it)."""
 
     tool: str
     server: str
@@ -60,7 +59,7 @@ class ResultSaver:
         except Exception as exc:  # see the docstring: never lose the backend's result to a proxy bug
             log.exception("saving the result of %s failed", call.tool)
             return self._truncated(result, call, f"internal error: {type(exc).__name__}")
-        answer = saved_answer(
+        return saved_answer(
             saved,
             extracted,
             profile,
@@ -70,7 +69,6 @@ class ResultSaver:
             threshold_tokens=self.threshold_tokens,
             retention_days=self.store.retention_days,
         )
-        return json_result(answer)
 
     @staticmethod
     def _description(extracted: Extracted, profile: Profile, call: ProxiedCall) -> dict[str, Any]:
@@ -94,7 +92,6 @@ class ResultSaver:
         text = result_text(result) or ""
         if not text and result.structured_content is not None:
             text = dumps(result.structured_content)
-        answer = truncated_answer(
+        return truncated_answer(
             text, tool=call.tool, server=call.server, size_bytes=call.size_bytes, threshold_tokens=self.threshold_tokens, why=why
         )
-        return json_result(answer)
