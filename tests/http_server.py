@@ -15,8 +15,12 @@ from tests.server_helpers import codepager_cmd
 
 
 class HttpServer:
-    def __init__(self, root: Path, env: dict[str, str], extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self, root: Path, env: dict[str, str], extra_args: list[str] | None = None, subcommand: list[str] | None = None
+    ) -> None:
+        """`subcommand` replaces `serve --root ROOT` (e.g. `["proxy"]`, with the backend in `extra_args`)."""
         self.root = root
+        self.subcommand = subcommand or ["serve", "--root", str(root)]
         self.env = env
         self.extra_args = extra_args or []
         self.port = free_port()
@@ -28,8 +32,7 @@ class HttpServer:
     def start(self, timeout_s: float = 90) -> HttpServer:
         cmd, args = codepager_cmd()
         self.proc = subprocess.Popen(
-            [cmd, *args, "serve", "--root", str(self.root), "--transport", "http", "--port", str(self.port),
-             *self.extra_args],
+            [cmd, *args, *self.subcommand, "--transport", "http", "--port", str(self.port), *self.extra_args],
             env=self.env, stdout=subprocess.DEVNULL, stderr=self._stderr,
         )  # fmt: skip
         deadline = time.monotonic() + timeout_s

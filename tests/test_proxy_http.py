@@ -1,0 +1,42 @@
+"""`codepager proxy --transport http` as a real process in front of the tiny test backend
+(tests/proxy_backend.py, a stdio subprocess of the proxy), driven by a fastmcp client over
+streamable HTTP: tools are listed, a large result is saved as a dataset that SQL reads back,
+and a small one passes through with its _meta intact."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from fastmcp import Client
+
+from tests.http_server import HttpServer
+from tests.proxy_backend import make_rows
+from tests.server_helpers import serve_env, structured
+
+BACKEND = str(Path(__file__).with_name("proxy_backend.py"))
+
+
+async def test_the_proxy_over_streamable_http(tmp_path: Path) -> None:
+    args = ["--data-dir", str(tmp_path / "data"), "--threshold-tokens", "2000", "--", sys.executable, BACKEND]
+    server = HttpServer(tmp_path, serve_env(tmp_path), extra_args=args, subcommand=["proxy"]).start()
+    try:
+        async with Client(server.url, timeout=60) as c:
+            names = {t.name for t in await c.list_tools()}
+            assert {"records", "small", "analyze-with-duckdb", "read-dataset-page", "list-saved-datasets"} <= names
+
+            body = structured(await c.call_tool("records", {"n": 2000}))
+            ds = body["dataset"]
+            assert body["intercepted"] == "saved_as_dataset" and ds["record_count"] == 2000
+            assert Path(ds["data_path"]).is_relative_to(tmp_path / "data" / "datasets")
+            sql = f"SELECT count(*) AS n, sum(id) AS ids FROM {ds['table']}"
+            rows = structured(await c.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
+            assert rows == [{"n": 2000, "ids": sum(r["id"] for r in make_rows(2000))}]
+
+            small = await c.call_tool_mcp("small", {"name": "http"})
+            assert small.content[0].text == "hello http"
+            assert small.structured_content == {"greeting": "hello http", "unicode": "héllo ✓"}
+            assert small.meta is not None and (small.meta["backend"], small.meta["n"]) == ("proxy-test-backend", 1)
+    finally:
+        log = server.stop()
+    assert "Traceback" not in log, log
