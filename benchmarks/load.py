@@ -6,11 +6,16 @@
   duplicates, as many matches as the first page announced). Reports errors and p50/p99.
 - soak: S searches with distinct parameters against a server with small limits (50 sessions,
   a 32 MB session budget, offload retention of 10 s), every 5th offloaded to a file. Samples
-  the server's RSS from /proc, and the offload dir; repeated with the Redis backend, where the
-  session count and stored bytes are read from Redis after every search.
+  the server's RSS from /proc, the offload dir, and its in-process session store (count and
+  bytes, read inside the server by a harness thread); repeated with the Redis backend, where
+  the session count and stored bytes are read from Redis after every search.
 - faults: SIGTERM and SIGKILL of a server in the middle of indexing an edited tree; then the
   index on disk must still be the last complete generation, and the next run must finish from
   it (re-embedding the edited files only, not rebuilding).
+
+Exits 1, naming each, if any walk failed or was incomplete, any bound did not hold (sessions,
+stored bytes, RSS, offload age), the index did not survive a signal intact, or a server wrote a
+traceback.
 
 Run: .venv/bin/python benchmarks/load.py [--clients 50] [--searches 20] [--soak 2000]
      [--only load,soak,faults] [--out results.json]
@@ -288,12 +293,52 @@ def soak_tree(tmp: Path) -> Path:
     return root
 
 
+# `codepager serve ...` with a thread that writes the session store's stats (now, and the
+# largest seen) to argv[1] every 20 ms: the in-process store can only be read from inside.
+SAMPLED_SERVE = """
+import json, os, sys, threading, time
+from dataclasses import asdict
+from server.app import build_app, build_services
+from server.cli import build_parser
+from server.cli.serve_cmd import server_overrides, server_settings
+from server.transports.run import run_app
+
+stats_path = sys.argv[1]
+args = build_parser().parse_args(sys.argv[2:])
+settings = server_settings(args.config, server_overrides(args))
+services = build_services(settings)
+
+def sample():
+    peak = {}
+    while True:
+        now = asdict(services.pager.store.stats())
+        peak = {k: max(v, peak.get(k, 0)) for k, v in now.items()}
+        with open(stats_path + ".tmp", "w") as f:
+            json.dump({"now": now, "max": peak}, f)
+        os.replace(stats_path + ".tmp", stats_path)
+        time.sleep(0.02)
+
+threading.Thread(target=sample, name="store-sampler", daemon=True).start()
+run_app(build_app(settings, services), settings.server)
+"""
+
+
+def store_stats(path: Path) -> dict[str, dict[str, int]]:
+    """The sampled server's latest {"now": stats, "max": largest so far} (see SAMPLED_SERVE)."""
+    return json.loads(path.read_text())
+
+
 def run_soak_memory(tmp: Path, searches: int) -> dict[str, Any]:
-    """In-process sessions: RSS of the server against the session budget."""
+    """In-process sessions: RSS of the server against the session budget, and the store's own
+    count and bytes against its limits."""
     root, limits = soak_tree(tmp), SOAK_LIMITS
     mem_tmp = tmp / "soak-memory"
-    server = HttpServer(root, base_env(mem_tmp, **limits)).start()
+    stats_path = mem_tmp / "store-stats.json"
+    mem_tmp.mkdir(parents=True, exist_ok=True)
+    harness = [sys.executable, "-c", SAMPLED_SERVE, str(stats_path)]
+    server = HttpServer(root, base_env(mem_tmp, **limits), program=harness).start()
     samples: list[float] = []
+    sessions_seen: list[int] = []
     offload_max = [0, 0.0]
     baseline: list[float] = []
     start: list[float] = []
@@ -308,6 +353,7 @@ def run_soak_memory(tmp: Path, searches: int) -> dict[str, Any]:
             trajectory.append(round(rss_mb(server.proc.pid)))
         if i % 10 == 0:
             samples.append(rss_mb(server.proc.pid))
+            sessions_seen.append(store_stats(stats_path)["now"]["sessions"])
             files, oldest = offload_state(mem_tmp / "offload")
             offload_max[0] = max(offload_max[0], files)
             offload_max[1] = max(offload_max[1], oldest)
@@ -317,6 +363,8 @@ def run_soak_memory(tmp: Path, searches: int) -> dict[str, Any]:
         errors = asyncio.run(soak_loop(server.url, searches, sample))
         wall = time.perf_counter() - started
         final = rss_mb(server.proc.pid)
+        time.sleep(0.1)  # a last sample after the last search
+        store = store_stats(stats_path)["max"]
     finally:
         stderr = server.stop()
     # The baseline is the server after one search: interpreter, libraries, caches. The
@@ -337,6 +385,13 @@ def run_soak_memory(tmp: Path, searches: int) -> dict[str, Any]:
         "session_budget_mb": SOAK_BUDGET_MB,
         "rss_allowance_mb": RSS_ALLOWANCE_MB,
         "rss_held": peak <= base + SOAK_BUDGET_MB + RSS_ALLOWANCE_MB,
+        "sessions_sampled": len(sessions_seen),
+        "sessions_max": store["sessions"],
+        "session_limit": SOAK_SESSIONS,
+        "stored_mb_max": round(store["bytes"] / 2**20, 2),
+        "stored_budget_mb": SOAK_BUDGET_MB,
+        "sessions_held": store["sessions"] <= SOAK_SESSIONS and store["bytes"] <= SOAK_BUDGET_MB * 2**20,
+        "evictions": store["evictions"],
         "offload_files_max": offload_max[0],
         "offload_oldest_s_max": round(offload_max[1], 1),
         "offload_bound_s": SOAK_RETENTION_S + SOAK_SWEEP_S + 5,
@@ -473,6 +528,33 @@ def run_faults(tmp: Path) -> dict[str, Any]:
     return {sig.name: interrupted_indexing(tmp, sig) for sig in (signal.SIGTERM, signal.SIGKILL)}
 
 
+# Per section: the result keys that must be true, and those that must be zero.
+MUST_HOLD: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "load": ((), ("errors", "server_stderr_tracebacks")),
+    "soak-memory": (("rss_held", "offload_held", "sessions_held"), ("errors", "server_stderr_tracebacks")),
+    "soak-redis": (("held",), ("errors", "server_stderr_tracebacks")),
+}
+FAULT_MUST_HOLD = ("index_intact", "resumed_incrementally")
+
+
+def failures(results: dict[str, Any]) -> list[str]:
+    """Every error, broken bound or incomplete walk in `results`, as one line each."""
+    found: list[str] = []
+    for section, (true_keys, zero_keys) in MUST_HOLD.items():
+        result = results.get(section)
+        if result is None:
+            continue
+        found += [f"{section}: {k} is false" for k in true_keys if not result[k]]
+        found += [f"{section}: {k} = {result[k]} {result.get('error_samples', '')}" for k in zero_keys if result[k]]
+    if "load" in results and results["load"]["complete_walks"] != results["load"]["searches"]:
+        found.append(f"load: {results['load']['complete_walks']} of {results['load']['searches']} walks complete")
+    for name, fault in results.get("faults", {}).items():
+        found += [f"faults {name}: {k} is false" for k in FAULT_MUST_HOLD if not fault[k]]
+        if fault["aborted_or_traceback"]:
+            found.append(f"faults {name}: the server aborted or wrote a traceback")
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=50)
@@ -499,7 +581,10 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1) + "\n")
-    return 0
+    failed = failures(results)
+    for failure in failed:
+        print(f"FAILED: {failure}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

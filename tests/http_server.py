@@ -16,10 +16,18 @@ from tests.server_helpers import codepager_cmd
 
 class HttpServer:
     def __init__(
-        self, root: Path, env: dict[str, str], extra_args: list[str] | None = None, subcommand: list[str] | None = None
+        self,
+        root: Path,
+        env: dict[str, str],
+        extra_args: list[str] | None = None,
+        subcommand: list[str] | None = None,
+        program: list[str] | None = None,
     ) -> None:
-        """`subcommand` replaces `serve --root ROOT` (e.g. `["proxy"]`, with the backend in `extra_args`)."""
+        """`subcommand` replaces `serve --root ROOT` (e.g. `["proxy"]`, with the backend in `extra_args`).
+        `program` runs in place of the `codepager` script, with the same arguments (the load
+        benchmark runs the server under a harness that samples its session store from inside)."""
         self.root = root
+        self.program = program
         self.subcommand = subcommand or ["serve", "--root", str(root)]
         self.env = env
         self.extra_args = extra_args or []
@@ -32,7 +40,7 @@ class HttpServer:
     def start(self, timeout_s: float = 90) -> HttpServer:
         cmd, args = codepager_cmd()
         self.proc = subprocess.Popen(
-            [cmd, *args, *self.subcommand, "--transport", "http", "--port", str(self.port), *self.extra_args],
+            [*(self.program or [cmd, *args]), *self.subcommand, "--transport", "http", "--port", str(self.port), *self.extra_args],
             env=self.env, stdout=subprocess.DEVNULL, stderr=self._stderr,
         )  # fmt: skip
         deadline = time.monotonic() + timeout_s
