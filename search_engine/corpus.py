@@ -5,20 +5,39 @@ about files (results are judged by whether the right *file* comes first, and a f
 vote together), about defined symbols and about which files are named after a symbol.
 Deriving those per query would cost more than the query itself, so a `Corpus` is built once
 per index generation (milliseconds per thousand chunks) and shared by every search of it.
+
+It also answers which files a query *names*: `Tokenizer` names `tokenizer.py`, and an agent
+that half-remembers a file types `web_urldispatcer`, `hlpers.py` or `client/sesion`. BM25 sees
+path words but not typos, so `FileNames` compares the query with the files' paths through
+rapidfuzz (exact spellings first, near misses only when nothing is named exactly).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 import numpy as np
+from rapidfuzz import fuzz, process
 
 from search_engine.chunks import Chunk
 from search_engine.lexical import LexicalIndex
 from search_engine.priors import PathPriors
-from search_engine.symbols import SymbolIndex, normalize
+from search_engine.symbols import MIN_FUZZY_LEN, SymbolIndex, normalize
+
+# A query that could name a file or a path: one token of word characters, dots, dashes and
+# slashes, with a letter somewhere (`web_urldispatcher`, `hlpers.py`, `client/sesion`).
+_PATH_QUERY_RE = re.compile(r"^[\w.\-/]*[^\W\d][\w.\-/]*$")
+# rapidfuzz ratio (0-100) a path must reach to count as named by a near miss: one wrong letter
+# in a six-letter stem (`hlpers` ~ `helpers`, 92) or a missing word prefix (`urldispatcher` ~
+# `web_urldispatcher`, 90) pass; words that merely share letters do not.
+PATH_FUZZY_CUTOFF = 85.0
+# Near misses kept per query: a typo should lift the file it was meant for, not a family.
+PATH_FUZZY_LIMIT = 3
+# Deepest partial path compared (`pkg/sub/dir/file.py`).
+MAX_PATH_DEPTH = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +57,7 @@ class Corpus:
     file_of: np.ndarray
     file_chunks: list[np.ndarray]
     file_vectors: np.ndarray
-    _file_stems: dict[str, list[int]]
+    names: FileNames
     _file_languages: list[str | None]
     _priors: dict[PathPriors, np.ndarray] = field(default_factory=dict)
 
@@ -56,13 +75,10 @@ class Corpus:
             # segments are never empty.
             file_vectors = np.add.reduceat(np.asarray(vectors, dtype=np.float32)[order], bounds[:-1], axis=0)
             file_vectors /= np.maximum(np.linalg.norm(file_vectors, axis=1, keepdims=True), 1e-9)
-        stems: dict[str, list[int]] = {}
-        for f, path in enumerate(files):
-            stems.setdefault(normalize(PurePosixPath(path).stem).rstrip("s"), []).append(f)
         languages = [chunks[int(m[0])].language if len(m) else None for m in file_chunks]
         return cls(
             chunks, vectors, lexical, SymbolIndex.build(chunks), files, file_of, file_chunks,
-            file_vectors, stems, languages,
+            file_vectors, FileNames(files), languages,
         )
 
     def file_priors(self, priors: PathPriors) -> np.ndarray:
@@ -74,7 +90,82 @@ class Corpus:
             self._priors[priors] = factors
         return factors
 
-    def files_named(self, name: str) -> list[int]:
-        """Files whose stem is `name` (normalized, plural-insensitive): `tokenizer.py` for
-        `Tokenizer`, `exceptions.py` for `exception`."""
-        return self._file_stems.get(normalize(name).rstrip("s"), [])
+
+@dataclass(frozen=True, slots=True)
+class NamedFiles:
+    """Files a query names, each with a score in (0, 1] (1.0 when spelled exactly, the rapidfuzz
+    ratio / 100 for a near miss). `explicit` when the query is unmistakably a path (it has a
+    slash or ends in an extension some file has), not an identifier that may also name a file."""
+
+    scores: dict[int, float]
+    explicit: bool
+
+
+class FileNames:
+    """Which files a path-like query names, exactly or fuzzily.
+
+    A query's last component is compared with file stems (plural-insensitive, case, `_` and `-`
+    ignored, so `Tokenizer` names `tokenizers.py`); with a slash, as many trailing directories
+    are compared too (`client/sesion` ~ `client/session.py`), and with a known extension the
+    extension must be there as well (`hlpers.py` names `helpers.py`, not `helpers.md`). The keys
+    per (depth, with extension) are built on first use and kept for the index generation.
+    """
+
+    def __init__(self, files: Sequence[str]) -> None:
+        self._paths = [PurePosixPath(p) for p in files]
+        self._suffixes = frozenset(p.suffix.lower() for p in self._paths if p.suffix)
+        self._keys: dict[tuple[int, bool], tuple[dict[str, list[int]], list[str]]] = {}
+
+    def match(self, query: str) -> NamedFiles:
+        """The files `query` names; empty for anything that is not a single path-like token.
+        Near misses are looked for only when no file is named exactly, so `Tokenizer` lifts
+        `tokenizer.py` and not also `tokenize.py`."""
+        text = query.strip()
+        if not _PATH_QUERY_RE.match(text):
+            return NamedFiles({}, False)
+        parts = [p for p in text.split("/") if p not in ("", ".", "..")][-MAX_PATH_DEPTH:]
+        if not parts:
+            return NamedFiles({}, False)
+        last = PurePosixPath(parts[-1])
+        suffix = last.suffix.lower() if last.suffix.lower() in self._suffixes and last.stem else ""
+        if suffix:
+            parts[-1] = last.stem
+        explicit = "/" in text or bool(suffix)
+        by_key, keys = self._keys_at(len(parts), bool(suffix))
+        key = _path_key(parts, suffix)
+        exact = by_key.get(key)
+        if exact:
+            return NamedFiles(dict.fromkeys(exact, 1.0), explicit)
+        if len(_path_key(parts, "")) < MIN_FUZZY_LEN:
+            return NamedFiles({}, explicit)
+        scores: dict[int, float] = {}
+        for other, ratio, _ in process.extract(
+            key, keys, scorer=fuzz.ratio, score_cutoff=PATH_FUZZY_CUTOFF, limit=PATH_FUZZY_LIMIT
+        ):
+            for f in by_key[other]:
+                scores[f] = max(ratio / 100.0, scores.get(f, 0.0))
+        return NamedFiles(scores, explicit)
+
+    def _keys_at(self, depth: int, with_suffix: bool) -> tuple[dict[str, list[int]], list[str]]:
+        """Each file's key over its last `depth` components (two threads racing here build the
+        same dict; either is kept)."""
+        cached = self._keys.get((depth, with_suffix))
+        if cached is None:
+            by_key: dict[str, list[int]] = {}
+            for f, path in enumerate(self._paths):
+                parts = [*path.parent.parts[-(depth - 1):], path.stem] if depth > 1 else [path.stem]
+                by_key.setdefault(_path_key(parts, path.suffix.lower() if with_suffix else ""), []).append(f)
+            cached = self._keys[(depth, with_suffix)] = (by_key, list(by_key))
+        return cached
+
+
+def _part_key(part: str) -> str:
+    return normalize(part).replace("-", "")
+
+
+def _path_key(parts: Sequence[str], suffix: str) -> str:
+    """Comparison key of a (partial) path: components normalized like identifiers, the stem
+    without a plural `s`, then the extension if one is compared (`web/Client_Sessions.py` ->
+    `web/clientsession.py`)."""
+    *dirs, stem = parts
+    return "/".join([*map(_part_key, dirs), _part_key(stem).rstrip("s")]) + suffix

@@ -8,12 +8,18 @@ constant) so that scores of different scales can be added:
 - `symbol`: chunks that *define* an identifier the query names (see `search_engine.symbols`),
   added on top, strongly for a bare identifier;
 - per file, credited to the file's best chunk: BM25 over the whole file, the cosine with the
-  file's mean vector, whether the file is named after a queried symbol (`tokenizer.py` for
-  `Tokenizer`, even when the class is imported from elsewhere), and how many of its chunks
-  score well (above the median candidate: RRF scores are flat, so counting every candidate
-  would just favour long files). Results are judged by whether the right file comes first, and a module that
-  matches a question as a whole usually beats a stray function elsewhere that matches it
-  best in isolation.
+  file's mean vector, whether the query names the file (`path`: `tokenizer.py` for
+  `Tokenizer` even when the class is imported from elsewhere; `web_urldispatcer`, `hlpers.py`
+  or `client/sesion` for the file they nearly spell, see `search_engine.corpus.FileNames`),
+  and how many of its chunks score well (above the median candidate: RRF scores are flat, so
+  counting every candidate would just favour long files). Results are judged by whether the
+  right file comes first, and a module that matches a question as a whole usually beats a
+  stray function elsewhere that matches it best in isolation.
+
+Every result's `ranks` says what put it there: its rank in each chunk list it is in
+(`lexical`, `semantic`, `symbol`) and, for the chunk a file's score was credited to, the
+file's rank in each file-level signal that scored it (`file_lexical`, `file_semantic`,
+`path`, `coherence`). Each candidate got its score from at least one of these.
 
 Then path priors scale down tests, shims, examples and prose (`search_engine.priors`), and a
 greedy selection halves the score of each further chunk from an already chosen file, so the
@@ -43,10 +49,13 @@ ALPHA_NATURAL = 0.5
 SYMBOL_WEIGHT_WHOLE = 3.0
 SYMBOL_WEIGHT_EMBEDDED = 1.5
 # File-level signals, in RRF units (file lexical/semantic) or units of the best score (a file
-# named after the queried symbol, coherence).
+# the query names, coherence). A query that is unmistakably a path (`hlpers.py`,
+# `client/sesion`) asks for that file as strongly as a bare identifier asks for its definition;
+# an identifier that also names a file (`Tokenizer`) leaves the lead to its definition.
 FILE_LEXICAL_WEIGHT = 1.0
 FILE_SEMANTIC_WEIGHT = 1.0
 FILE_NAMED_WEIGHT = 1.0
+PATH_WEIGHT_EXPLICIT = SYMBOL_WEIGHT_WHOLE
 COHERENCE_WEIGHT = 0.2
 # Each further chunk from an already selected file keeps this fraction of its score.
 SATURATION = 0.5
@@ -104,8 +113,7 @@ def hybrid_search(
         fused[i] += symbol_weight * s * unit
         ranks.setdefault(i, {})["symbol"] = r
 
-    _add_file_signals(corpus, identifiers.names if identifiers.whole else (), terms, query_vector,
-                      alpha, allowed, allowed_ids, fused, semantic, unit)
+    _add_file_signals(corpus, query, terms, query_vector, alpha, allowed, allowed_ids, fused, ranks, semantic, unit)
 
     candidates = np.flatnonzero(fused)
     fused[candidates] *= corpus.file_priors(PathPriors.for_query(query))[corpus.file_of[candidates]]
@@ -114,34 +122,54 @@ def hybrid_search(
 
 def _add_file_signals(
     corpus: Corpus,
-    symbol_names: tuple[str, ...],
+    query: str,
     terms: list[str],
     query_vector: np.ndarray,
     alpha: float,
     allowed: np.ndarray,
     allowed_ids: np.ndarray,
     fused: np.ndarray,
+    ranks: dict[int, dict[str, int]],
     semantic: np.ndarray,
     unit: float,
 ) -> None:
-    """Score files as wholes and credit each file's score to its best allowed chunk."""
+    """Score files as wholes and credit each file's score, and its ranks, to its best allowed
+    chunk."""
     files_allowed = np.unique(corpus.file_of[allowed_ids])
     file_score = np.zeros(len(corpus.files))
-    for values, weight in (
-        (corpus.lexical.file_scores(terms), FILE_LEXICAL_WEIGHT * (1.0 - alpha)),
-        (corpus.file_vectors @ query_vector + 2.0, FILE_SEMANTIC_WEIGHT * alpha),
+    file_ranks: dict[int, dict[str, int]] = {}
+
+    def add(name: str, files: np.ndarray, scores: np.ndarray) -> None:
+        """Add one signal's per-file scores (`files` best first) and their ranks; equal scores
+        share a rank (two files both named `helpers.py` are both first)."""
+        file_score[files] += scores
+        tied_ranks = np.searchsorted(-scores, -scores, side="left") + 1
+        for f, r in zip(files.tolist(), tied_ranks.tolist()):
+            file_ranks.setdefault(f, {})[name] = r
+
+    for name, values, weight in (
+        ("file_lexical", corpus.lexical.file_scores(terms), FILE_LEXICAL_WEIGHT * (1.0 - alpha)),
+        ("file_semantic", corpus.file_vectors @ query_vector + 2.0, FILE_SEMANTIC_WEIGHT * alpha),
     ):
         order, contrib = reciprocal_ranks(values, files_allowed, CANDIDATES)
-        file_score[order] += weight * contrib
-    for name in symbol_names:
-        for f in corpus.files_named(name):
-            file_score[f] += FILE_NAMED_WEIGHT * unit
+        add(name, order, weight * contrib)
+    named = corpus.names.match(query)
+    if named.scores:
+        path_weight = PATH_WEIGHT_EXPLICIT if named.explicit else FILE_NAMED_WEIGHT
+        named_ids = np.fromiter(named.scores, dtype=np.int64, count=len(named.scores))
+        closeness = np.fromiter(named.scores.values(), dtype=np.float64, count=len(named_ids))
+        keep = np.isin(named_ids, files_allowed)
+        named_ids, closeness = named_ids[keep], closeness[keep]
+        best_first = np.lexsort((named_ids, -closeness))
+        add("path", named_ids[best_first], path_weight * unit * closeness[best_first])
     candidates = np.flatnonzero(fused)
     if len(candidates):
         excess = np.maximum(fused[candidates] - np.median(fused[candidates]), 0.0)
         file_sum = np.bincount(corpus.file_of[candidates], weights=excess, minlength=len(corpus.files))
         if file_sum.max() > 0:
-            file_score += COHERENCE_WEIGHT * unit * file_sum / file_sum.max()
+            coherent = np.flatnonzero(file_sum)
+            coherent = coherent[np.argsort(-file_sum[coherent], kind="stable")]
+            add("coherence", coherent, COHERENCE_WEIGHT * unit * file_sum[coherent] / file_sum.max())
     scored = np.flatnonzero(file_score)
     if len(scored) == 0:
         return
@@ -154,7 +182,10 @@ def _add_file_signals(
     members, files = members[order], files[order]
     first = np.ones(len(members), dtype=bool)
     first[1:] = files[1:] != files[:-1]
-    fused[members[first]] += file_score[files[first]]
+    credited, credited_files = members[first], files[first]
+    fused[credited] += file_score[credited_files]
+    for i, f in zip(credited.tolist(), credited_files.tolist()):
+        ranks.setdefault(i, {}).update(file_ranks[f])
 
 
 def _select(corpus: Corpus, candidates: np.ndarray, fused: np.ndarray,

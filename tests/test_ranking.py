@@ -3,15 +3,21 @@ packaged MiniLM, real persistent index, on a small repository whose right answer
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from search_engine.config import EngineConfig
+from search_engine.corpus import Corpus, FileNames
 from search_engine.engine import SearchEngine
 from search_engine.errors import InvalidQueryError
+from search_engine.hybrid import hybrid_search
+from search_engine.index import Index
 from search_engine.index_store import index_dir
 from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
+from search_engine.tokenize import query_terms
 
 REPO = {
     "net/client_session.py": '''
@@ -94,14 +100,22 @@ Create a `ClientSession` and call `request` to fetch a URL. Retries use exponent
 }
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("ranking") / "repo"
-    for rel, text in REPO.items():
+# Every component a hybrid match's `ranks` may name: chunk lists, then file-level signals.
+COMPONENTS = {"lexical", "semantic", "symbol", "file_lexical", "file_semantic", "path", "coherence"}
+FILE_COMPONENTS = {"file_lexical", "file_semantic", "path", "coherence"}
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text.lstrip())
     return root.resolve()
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _write(tmp_path_factory.mktemp("ranking") / "repo", REPO)
 
 
 @pytest.fixture(scope="module")
@@ -171,8 +185,10 @@ def test_hybrid_matches_explain_themselves(engine: SearchEngine, repo: Path) -> 
     assert scores[0] == 1.0 and scores == sorted(scores, reverse=True)
     for m in result.matches:
         assert m.type is MatchType.HYBRID and m.ranks
-        assert set(m.ranks) <= {"lexical", "semantic", "symbol"}
+        assert set(m.ranks) <= COMPONENTS
     assert result.matches[0].ranks.get("symbol") == 1
+    # The definition's file is named after the symbol: the file-level signal shows.
+    assert result.matches[0].ranks.get("path") == 1
 
 
 def test_semantic_mode_is_plain_cosine_with_threshold(engine: SearchEngine, repo: Path) -> None:
@@ -218,3 +234,124 @@ def test_empty_or_binary_only_repo_returns_no_matches(engine: SearchEngine, tmp_
     for mode in (SearchMode.SEMANTIC, SearchMode.HYBRID):
         result = _search(engine, tmp_path.resolve(), "retry logic", mode)
         assert result.matches == [] and result.total_count == 0
+
+
+# Files an agent names by path, among filler modules about other things: >100 chunks, so
+# some chunks fall outside every chunk-level candidate list.
+_TOPICS = ("invoice", "ledger", "payroll", "tariff", "voucher", "rebate", "audit", "escrow")
+PATH_REPO = {
+    "web/web_urldispatcher.py": '''
+class UrlDispatcher:
+    """Maps URL paths to handler functions."""
+
+    def add_route(self, method, path, handler):
+        self._routes[(method, path)] = handler
+''',
+    # Distractors that share the targets' words (BM25 and embeddings like them too).
+    "web/web_url.py": '''
+def dispatch_url(url, dispatcher):
+    """Build the URL and dispatch it: the URL dispatcher resolves each web URL."""
+    return dispatcher.resolve(url)
+''',
+    "client/cookies.py": '''
+class SessionCookies:
+    """Cookies kept by the client session, per session and per host."""
+
+    def __init__(self, session):
+        self.session = session
+''',
+    "util/helpers.py": '''
+def parse_mimetype(value):
+    """Split a MIME type into its type, subtype and parameters."""
+    kind, _, params = value.partition(";")
+    return kind.strip(), params
+''',
+    "util/helpers.md": "# helpers\n\nNotes on the small parsing functions used everywhere.\n",
+    "client/session.py": '''
+class Session:
+    """Keeps cookies and default headers between requests."""
+
+    def __init__(self):
+        self.cookies = {}
+''',
+    **{
+        f"ledger/{topic}_{n}.py": "\n\n".join(
+            f"def {topic}_{n}_{k}(records):\n"
+            f"    \"\"\"Sum the {topic} records of batch {n}, step {k}, rounding each amount.\"\"\"\n"
+            + "".join(f"    total_{j} = sum(round(r.amount_{j}, 2) for r in records)\n" for j in range(12))
+            + "    return total_0\n"
+            for k in range(4)
+        )
+        for topic in _TOPICS
+        for n in range(4)
+    },
+}
+
+
+# As many results as the chunk-level lists can hold while leaving chunks out of them (they
+# take max(100, 2 * top_k) candidates each).
+TOP_K_ALL = 50
+
+
+@pytest.fixture(scope="module")
+def path_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _write(tmp_path_factory.mktemp("ranking") / "paths", PATH_REPO)
+
+
+@pytest.fixture(scope="module")
+def path_index(engine: SearchEngine, path_repo: Path) -> Index:
+    index = engine.indexes.get(path_repo)
+    assert len(index.chunks) > 120  # more than the chunk-level candidate lists hold
+    return index
+
+
+@pytest.mark.parametrize(
+    ("query", "path"),
+    [
+        ("web_urldispatcer", "web/web_urldispatcher.py"),  # a typo in the stem
+        ("urldispatcher", "web/web_urldispatcher.py"),  # part of the stem
+        ("client/sesion", "client/session.py"),  # a partial path with a slash
+        ("hlpers.py", "util/helpers.py"),  # a file name with its extension: not helpers.md
+        ("util/helpers.md", "util/helpers.md"),
+    ],
+)
+def test_a_query_naming_a_file_fuzzily_ranks_it_first(
+    engine: SearchEngine, path_repo: Path, query: str, path: str
+) -> None:
+    first = _search(engine, path_repo, query).matches[0]
+    assert first.path == path
+    assert first.ranks.get("path") == 1
+
+
+def _hybrid(corpus: Corpus, index: Index, query: str, top_k: int = 10) -> list[tuple[int, float, dict[str, int]]]:
+    hits = hybrid_search(corpus, query, query_terms(query), index.embed_query(query),
+                         np.ones(len(corpus.chunks), dtype=bool), top_k)
+    return [(h.chunk, h.score, h.ranks) for h in hits]
+
+
+@pytest.mark.parametrize("query", ["where are MIME types parsed", "how are URL routes added to handlers"])
+def test_natural_language_ranking_is_untouched_by_path_names(path_index: Index, query: str) -> None:
+    corpus = Corpus.build(path_index.chunks, path_index.vectors, path_index.lexical)
+    nameless = dataclasses.replace(corpus, names=FileNames([]))  # a corpus with no file to name
+    assert _hybrid(corpus, path_index, query) == _hybrid(nameless, path_index, query)
+    # ... while a query that names a file is changed by them (the comparison can fail).
+    assert _hybrid(corpus, path_index, "hlpers.py") != _hybrid(nameless, path_index, "hlpers.py")
+
+
+def test_every_hybrid_match_says_why_even_when_only_its_file_scored(path_index: Index) -> None:
+    corpus = Corpus.build(path_index.chunks, path_index.vectors, path_index.lexical)
+    target = corpus.files.index("util/helpers.py")
+    # A query vector pointing away from helpers.py: its chunk is last by cosine and outside
+    # the semantic candidates; `hlpers` matches no BM25 term and defines no symbol. Only the
+    # file-level signals (its name, the file lists) can lift it.
+    away = -corpus.file_vectors[target]
+    hits = hybrid_search(corpus, "hlpers.py", query_terms("hlpers.py"), away,
+                         np.ones(len(corpus.chunks), dtype=bool), TOP_K_ALL)
+    assert len(hits) == TOP_K_ALL and all(h.ranks and set(h.ranks) <= COMPONENTS for h in hits)
+    top = hits[0]
+    assert corpus.chunks[top.chunk].path == "util/helpers.py"
+    assert set(top.ranks) <= FILE_COMPONENTS and top.ranks["path"] == 1
+    # Every result of every kind of query, deep into the candidates, says why it is there.
+    for query in ("web_urldispatcer", "sum the ledger records", "UrlDispatcher", "Session"):
+        results = _hybrid(corpus, path_index, query, top_k=TOP_K_ALL)
+        assert results and all(ranks for _, _, ranks in results)
