@@ -1,7 +1,8 @@
 """Hostile cursors through the real MCP path (in-memory fastmcp Client): random strings,
 truncations, re-encodings, cursors replayed with another search, signed with another secret,
-signed at any time from 1970 to the year 9999, of the wrong JSON type. Every one is JSON-RPC -32602 with a message
-that says what to do, never a crash, and the server keeps paging correctly afterwards."""
+signed at any time from 1970 to the year 9999, of the wrong JSON type. Every one is JSON-RPC
+-32602 with a message that says what to do, never a crash, and the server keeps paging
+correctly afterwards."""
 
 from __future__ import annotations
 
