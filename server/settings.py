@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,7 +26,13 @@ from search_engine.config import EngineConfig, default_cache_dir
 _toml_path: contextvars.ContextVar[Path | None] = contextvars.ContextVar("codepager_toml", default=None)
 
 
-class SearchSettings(BaseModel):
+class _Section(BaseModel):
+    """A settings section: a misspelt key is an error, never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchSettings(_Section):
     timeout_s: float = Field(30.0, gt=0, description="Kill a regex search after this many seconds.")
     max_results: int = Field(10_000, ge=1, description="Stop collecting regex matches past this; the result is marked truncated. (The CLI prints every match unless given --limit.)")
     max_line_width: int = Field(500, ge=40, description="Cut long lines to this many characters around the match.")
@@ -37,7 +43,7 @@ class SearchSettings(BaseModel):
     max_snippet_length: int = Field(2000, ge=1, description="Largest snippet_length a search call may ask for.")
 
 
-class IndexSettings(BaseModel):
+class IndexSettings(_Section):
     cache_dir: Path = Field(default_factory=default_cache_dir, description="Where indexes, keys and distilled models live.")
     profile: Literal["static", "minilm"] = Field("static", description="Embedding profile (see docs/benchmarks.md for the measurement behind the default).")
     model: str | None = Field(None, description="Any sentence-transformers model name or local path; overrides the profile.")
@@ -45,7 +51,7 @@ class IndexSettings(BaseModel):
     index_on_start: bool = Field(True, description="Start indexing every root in the background when the server starts.")
 
 
-class SessionSettings(BaseModel):
+class SessionSettings(_Section):
     backend: str = Field("memory", description="'memory', or a redis:// (rediss://, unix://) URL shared by replicas.")
     namespace: str = Field("default", description="Redis key prefix codepager:<namespace>:; replicas sharing sessions use the same one.")
     ttl_s: float = Field(300.0, gt=0, description="Sliding time-to-live of a cached result list.")
@@ -62,7 +68,7 @@ def _default_offload_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"codepager-{getpass.getuser()}"
 
 
-class OffloadSettings(BaseModel):
+class OffloadSettings(_Section):
     output_dir: Path = Field(default_factory=_default_offload_dir, description="Where offloaded pages (JSONL) are written; created 0700.")
     max_tokens: int = Field(20_000, ge=100, description="Page ceiling in estimated tokens; above it a page goes to a file.")
     max_bytes: int = Field(1024 * 1024, ge=1024, description="Page ceiling in bytes of JSON; above it (or max_tokens) a page goes to a file.")
@@ -76,7 +82,7 @@ class OffloadSettings(BaseModel):
     duckdb_max_rows: int = Field(100_000, ge=1, description="Rows kept from one SQL result; the rest is reported as truncated.")
 
 
-class ProxySettings(BaseModel):
+class ProxySettings(_Section):
     threshold_tokens: int = Field(8192, ge=1, description="Proxied results estimated above this (at 3 bytes a token) are saved as datasets.")
     excluded_tools: list[str] = Field(default_factory=list, description="Tools whose results always pass through (as the client or the backend names them).")
     data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("codepager", appauthor=False)), description="Saved datasets go to <data_dir>/datasets/YYYY/MM/DD/.")
@@ -87,7 +93,7 @@ class ProxySettings(BaseModel):
     call_timeout_s: float | None = Field(300.0, gt=0, description="A backend call running longer than this fails with a timeout error.")
 
 
-class ServerSettings(BaseModel):
+class ServerSettings(_Section):
     roots: list[Path] = Field(default_factory=lambda: [Path.cwd()], description="Directories the tools may search (`--root`, repeatable); paths outside them are refused.")
     transport: Literal["stdio", "http", "chunked-stdio"] = Field("stdio", description="How the MCP server is served (see docs/transports.md).")
     host: str = Field("127.0.0.1", description="HTTP bind address.")

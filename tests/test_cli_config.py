@@ -50,3 +50,15 @@ def test_secrets_are_masked(tmp_path: Path) -> None:
 def test_an_empty_configured_secret_key_is_refused(code_tree: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="secret_key is empty"):
         build_app(make_settings(code_tree, tmp_path, sessions={"secret_key": "  "}))
+
+
+@pytest.mark.parametrize("source", ["toml", "env"])
+def test_a_misspelt_key_is_an_error_naming_it(tmp_path: Path, source: str) -> None:
+    config = tmp_path / "codepager.toml"
+    config.write_text("[search]\nmax_resultz = 5\n" if source == "toml" else "")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
+    if source == "env":
+        env["CODEPAGER_SEARCH__MAX_RESULTZ"] = "5"
+    done = subprocess.run([str(CODEPAGER), "config", "--config", str(config)], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "search.max_resultz" in done.stderr and "not permitted" in done.stderr
