@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from itsdangerous import BadData, BadSignature, SignatureExpired, TimestampSigner, URLSafeTimedSerializer
+from itsdangerous import BadData, BadSignature, TimestampSigner, URLSafeTimedSerializer
 from itsdangerous.encoding import base64_decode, base64_encode
 
 from sessions.errors import (
@@ -38,6 +38,9 @@ from sessions.errors import (
 CURSOR_VERSION = 1
 SEARCH_KIND = "search"
 DEFAULT_MAX_AGE_S = 3600.0
+#: How far in the future a cursor's stamp may be: replicas' clocks differ a little, and a cursor
+#: minted on one may page on another a moment later. Beyond it the stamp is forged or broken.
+CLOCK_SKEW_S = 5.0
 _SALT = "codepager.cursor"
 _SHAPE = re.compile(r"\.?[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
@@ -146,14 +149,17 @@ class CursorCodec:
         if not isinstance(token, str) or not _SHAPE.fullmatch(token) or not _is_canonical(token):
             raise CursorMalformedError("not a cursor string")
         try:
-            payload = self._serializer.loads(token, max_age=self.max_age_s)
-        except SignatureExpired as e:
-            age = self._clock() - e.date_signed.timestamp() if e.date_signed else -1.0
-            raise CursorExpiredError(age, self.max_age_s) from None
+            payload, signed_at = self._serializer.loads(token, return_timestamp=True)
         except BadSignature as e:
             raise self._signature_failure(e) from None
         except BadData:
             raise CursorMalformedError("unreadable payload") from None
+        except (ValueError, OverflowError, OSError):
+            # A stamp past what a datetime holds (after the year 9999): from the future.
+            raise CursorExpiredError(-1.0, self.max_age_s) from None
+        age = self._clock() - signed_at.timestamp()
+        if not -CLOCK_SKEW_S <= age <= self.max_age_s:
+            raise CursorExpiredError(age, self.max_age_s)
         state = _state_from_payload(payload)
         if state.kind != kind:
             raise CursorMalformedError(f"it pages a {state.kind}, not a {kind}")

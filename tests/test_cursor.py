@@ -159,3 +159,13 @@ def test_codec_refuses_bad_configuration(kw: dict[str, object]) -> None:
 def test_every_refusal_is_a_cursor_error_and_a_value_error() -> None:
     for cls in (CursorMalformedError, CursorSignatureError, CursorParamsMismatchError):
         assert issubclass(cls, CursorError) and issubclass(cls, ValueError)
+
+
+def test_a_few_seconds_of_clock_skew_between_replicas_is_tolerated() -> None:
+    clock = FakeClock()
+    token = CursorCodec(SECRET, clock=clock).encode(STATE)
+    clock.advance(-3)  # the replica reading it runs 3 s behind the one that minted it
+    assert CursorCodec(SECRET, clock=clock).decode(token) == STATE
+    clock.advance(-10)
+    with pytest.raises(CursorExpiredError, match="future"):
+        CursorCodec(SECRET, clock=clock).decode(token)
