@@ -9,7 +9,8 @@ from dataclasses import dataclass
 class Hit:
     """A chunk's index in the corpus, its score (a cosine for semantic search; for hybrid the
     fused score relative to the best, 1.0 first) and its rank in each component list it
-    appeared in (`lexical`, `semantic`, `symbol`), so a caller can see why it matched."""
+    appeared in (`lexical`, `semantic`, `symbol`, and the file-level `file_lexical`,
+    `file_semantic`, `path`, `coherence`), so a caller can see why it matched."""
 
     chunk: int
     score: float
