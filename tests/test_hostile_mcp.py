@@ -8,9 +8,11 @@ line is discarded as it streams: the server's peak RSS does not grow by its size
 
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,13 +82,14 @@ def _kib(status: Path, field: str) -> int:
     return int(line.split()[1])
 
 
-@pytest.fixture(scope="module", params=["stdio", "chunked-stdio"])
-def server(request, tmp_path_factory):
+@contextlib.contextmanager
+def raw_server(transport: str, tmp_path_factory) -> Iterator[RawStdio]:
+    """A real `codepager serve` over `transport`, initialized, checked to exit cleanly."""
     tmp = tmp_path_factory.mktemp("raw-mcp")
     root = tmp / "repo"
     root.mkdir()
     (root / "a.txt").write_text("needle\n")
-    raw = RawStdio(root, tmp, request.param)
+    raw = RawStdio(root, tmp, transport)
     raw.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})  # fmt: skip
     assert raw.receive(timeout=90)["id"] == 1
@@ -94,6 +97,19 @@ def server(request, tmp_path_factory):
     yield raw
     raw.close()
     assert raw.proc.returncode == 0
+
+
+@pytest.fixture(scope="module", params=["stdio", "chunked-stdio"])
+def server(request, tmp_path_factory):
+    with raw_server(request.param, tmp_path_factory) as raw:
+        yield raw
+
+
+@pytest.fixture(scope="module")
+def chunked_server(tmp_path_factory):
+    """For what only the chunked framing can carry (frames)."""
+    with raw_server("chunked-stdio", tmp_path_factory) as raw:
+        yield raw
 
 
 CALL = '{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":"regex_search","arguments":ARGS}}'
@@ -184,29 +200,23 @@ FRAMED = [
 
 
 @pytest.mark.parametrize(("message", "code", "request_id"), FRAMED, ids=["parse", "no-method", "bad-params"])
-def test_malformed_messages_arriving_as_frames_are_answered_too(server, message, code, request_id):
-    if server.transport != "chunked-stdio":
-        pytest.skip("frames are a chunked-stdio format")
-    server.send(b"".join(encode_message(message.decode(), 4096)))
-    answer = server.receive()
+def test_malformed_messages_arriving_as_frames_are_answered_too(chunked_server, message, code, request_id):
+    chunked_server.send(b"".join(encode_message(message.decode(), 4096)))
+    answer = chunked_server.receive()
     assert answer["id"] == request_id and answer["error"]["code"] == code
-    server.good_call_works()
+    chunked_server.good_call_works()
 
 
-def test_a_framed_request_over_the_limit_is_refused_as_its_frames_pass_it(server):
-    if server.transport != "chunked-stdio":
-        pytest.skip("frames are a chunked-stdio format")
+def test_a_framed_request_over_the_limit_is_refused_as_its_frames_pass_it(chunked_server):
     frames = encode_message(_big_call(22, 20 * MB).decode(), 60 * 1024)
-    server.send(b"".join(frames))
-    _assert_too_large(server.receive(timeout=60), 22)  # the id is read from the first frame
-    server.good_call_works()
+    chunked_server.send(b"".join(frames))
+    _assert_too_large(chunked_server.receive(timeout=60), 22)  # the id is read from the first frame
+    chunked_server.good_call_works()
 
 
-def test_one_over_long_frame_costs_no_memory_and_is_refused_with_its_id(server):
-    if server.transport != "chunked-stdio":
-        pytest.skip("frames are a chunked-stdio format")
+def test_one_over_long_frame_costs_no_memory_and_is_refused_with_its_id(chunked_server):
     frame = b"0b6f0f4e-4a47-4d55-9b3f-2c9b4d3f6a10:0:1:" + _big_call(23, 100 * MB)
-    answers, growth = server.answers_and_peak_rss_growth(frame)
+    answers, growth = chunked_server.answers_and_peak_rss_growth(frame)
     assert len(answers) == 1
     _assert_too_large(answers[0], 23)
     assert growth < 10 * MB, f"peak RSS rose {growth / MB:.0f} MB for a 100 MB frame"
