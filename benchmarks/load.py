@@ -30,7 +30,6 @@ import os
 import random
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
