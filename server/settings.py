@@ -75,7 +75,7 @@ class OffloadSettings(_Section):
     retention_hours: float = Field(24.0, gt=0, description="Offloaded files older than this are deleted.")
     sweep_interval_s: float = Field(600.0, gt=0, description="How often expired offload files are swept.")
     jq_timeout_s: float = Field(5.0, gt=0, description="Kill a jq_filter after this many seconds.")
-    jq_memory_mb: int = Field(512, ge=16, description="Address-space limit of a jq_filter process.")
+    jq_memory_mb: int = Field(512, ge=16, description="Memory (address space) a jq_filter may use on top of its worker process's own; the filter is stopped past it.")
     duckdb_memory_limit: str = Field("512MB", description="DuckDB memory_limit for analyze-with-duckdb.")
     duckdb_threads: int = Field(1, ge=1, description="DuckDB threads for analyze-with-duckdb.")
     duckdb_timeout_s: float = Field(30.0, gt=0, description="Interrupt an analyze-with-duckdb query after this long.")

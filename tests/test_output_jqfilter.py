@@ -1,9 +1,11 @@
-"""jq_filter: both filter styles work on real jq; anything that reaches outside the records is
-refused before jq runs; runaway filters are stopped by time, memory and output limits."""
+"""jq_filter: both filter styles work on libjq (the `jq` binding, in a child process; no jq
+program installed or on PATH); anything that reaches outside the records is refused before jq
+runs; runaway filters are stopped by time, memory and output limits."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -77,6 +79,26 @@ def test_even_a_name_the_check_missed_sees_an_empty_environment(monkeypatch: pyt
     monkeypatch.setattr("server.output.jqfilter.check_expression", lambda expression: None)
     assert apply_jq(RECORDS, "$ENV") == [{}]
     assert apply_jq(RECORDS, "env | length") == [0]
+
+
+def test_even_with_the_name_check_off_no_file_or_other_input_is_reachable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Defence in depth: libjq runs with no input file name, no further inputs and an empty
+    working directory, so a module next to the server (its cwd) cannot be included."""
+    monkeypatch.setattr("server.output.jqfilter.check_expression", lambda expression: None)
+    (tmp_path / "secret.jq").write_text('def leak: "s3cret";')
+    monkeypatch.chdir(tmp_path)
+    assert apply_jq(RECORDS, "input_filename") == [None]
+    assert apply_jq(RECORDS, "[inputs]") == []  # one array out: the array itself
+    for expression in ['include "secret"; leak', 'import "secret" as s; s::leak']:
+        with pytest.raises(JqFilterError, match="module not found"):
+            apply_jq(RECORDS, expression)
+
+
+def test_needs_no_jq_program_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "")
+    assert apply_jq(RECORDS, "map(.match.score) | max") == [max(r["match"]["score"] for r in RECORDS)]
 
 
 @pytest.mark.parametrize(

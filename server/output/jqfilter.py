@@ -6,9 +6,12 @@ code, with layered limits:
    $__loc__, input/inputs, debug/stderr, import/include, module metadata, search paths),
    looking inside string interpolations (`"\\(env)"`) but not inside plain strings or after a
    `.` (so `test("env")` and `.env` are fine);
-2. the real jq binary runs in a subprocess with an empty environment, an empty working
-   directory, the filter read from a file (so nothing is parsed as an option), an address
-   space limit and a wall-clock timeout after which the process is killed;
+2. libjq (the `jq` PyPI binding: no jq program needs to be installed) runs in a child Python
+   process (`jq_worker.py`, run as a script so it loads no server code) with an empty
+   environment, no inherited file descriptors, an empty working directory, the filter and the
+   input on stdin (so nothing is parsed as an option), an address-space limit it sets on
+   itself, and a wall-clock timeout after which it is killed: a runaway filter takes down the
+   child, never the server;
 3. output is read with a cap, so `range(1e9)` cannot fill the server's memory.
 
 The input is the list of records as one JSON array. Both styles work: a filter that yields one
@@ -22,14 +25,14 @@ import json
 import os
 import re
 import selectors
-import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from server.output import jq_worker
 from server.output.jsontext import dumps_bytes
 
 #: Builtins and keywords that read the environment, files, other inputs or write to stderr.
@@ -56,9 +59,9 @@ DEFAULT_MEMORY_MB = 512
 DEFAULT_MAX_OUTPUT_BYTES = 64 << 20
 MAX_EXPRESSION_CHARS = 10_000
 
-#: Runs argv[2:] under an address-space limit (argv[1], KiB). Through /bin/sh rather than
-#: preexec_fn, which is unsafe in a threaded server; PWD is the one variable sh would add.
-_SANDBOX = 'ulimit -v "$1" || exit 125; unset PWD; shift; exec "$@"'
+#: The child that runs libjq (see its docstring for the protocol): `python -I` ignores PYTHON*
+#: variables and the user's site directory, and puts no script directory on sys.path.
+_WORKER = jq_worker.__file__
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -147,13 +150,6 @@ def check_expression(expression: str) -> None:
             )
 
 
-def _jq_binary() -> str:
-    path = shutil.which("jq") or ("/usr/bin/jq" if Path("/usr/bin/jq").exists() else None)
-    if path is None:
-        raise JqFilterError("jq_filter needs the jq program, which is not installed on the server (apt-get install jq)")
-    return path
-
-
 def apply_jq(
     records: Sequence[Any],
     expression: str,
@@ -164,20 +160,19 @@ def apply_jq(
 ) -> list[Any]:
     """The values `expression` produces from `records` (see the module docstring for the shape)."""
     check_expression(expression)
-    jq = _jq_binary()
-    with tempfile.TemporaryDirectory(prefix="codepager-jq-") as work:
-        filter_file = os.path.join(work, "filter.jq")
-        with open(filter_file, "w", encoding="utf-8") as f:
-            f.write(expression)
-        input_file = os.path.join(work, "input.json")
-        with open(input_file, "wb") as f:
-            f.write(dumps_bytes(list(records)))
-        argv = ["/bin/sh", "-c", _SANDBOX, "sh", str(memory_mb * 1024), jq, "-c", "-f", filter_file]
-        with open(input_file, "rb") as stdin, tempfile.TemporaryFile() as stderr:
-            proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, cwd=work, env={})
-            out = _read_capped(proc, timeout_s, max_output_bytes)
-            stderr.seek(0)
-            err = stderr.read(4000).decode("utf-8", "replace").strip()
+    argv = [sys.executable, "-I", _WORKER, str(memory_mb << 20)]
+    with (
+        tempfile.TemporaryDirectory(prefix="codepager-jq-") as work,
+        tempfile.TemporaryFile() as stdin,
+        tempfile.TemporaryFile() as stderr,
+    ):
+        stdin.write(json.dumps(expression).encode("utf-8") + b"\n")
+        stdin.write(dumps_bytes(list(records)))
+        stdin.seek(0)
+        proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, cwd=work, env={})
+        out = _read_capped(proc, timeout_s, max_output_bytes)
+        stderr.seek(0)
+        err = stderr.read(4000).decode("utf-8", "replace").strip()
     if proc.returncode != 0:
         raise JqFilterError(_explain_failure(err, proc.returncode, memory_mb))
     return _collect(out)
@@ -222,9 +217,9 @@ def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int
 
 
 def _explain_failure(stderr: str, returncode: int, memory_mb: int) -> str:
-    if "compile error" in stderr or "syntax error" in stderr:
+    if returncode == jq_worker.COMPILE_ERROR:
         return f"jq_filter does not compile: {stderr}"
-    if returncode < 0 or "cannot allocate memory" in stderr or "Out of memory" in stderr:
+    if returncode < 0 or "cannot allocate memory" in stderr:
         return f"jq_filter failed (exit {returncode}), probably over its {memory_mb} MiB memory limit: {stderr}"
     return f"jq_filter failed at run time: {stderr or f'exit status {returncode}'}"
 
