@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -86,12 +85,23 @@ def test_demo_prints_what_the_readme_shows(demo):
         assert got == want
 
 
+def claude_argv(line: str, cwd: Path, env: dict[str, str]) -> list[str]:
+    """The arguments `claude` gets from the README's `claude mcp add ...` line, expanded by bash
+    in `cwd` with `env` exactly as in the user's shell (`claude` stubbed to print them)."""
+    stub = "claude() { printf '%s\\0' \"$@\"; }\n"
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", stub + line], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split("\0")[:-1]
+
+
 def serve_command(kind: str, body: str, cwd: Path, env: dict[str, str]) -> list[str]:
     """The server command line a client would launch from this README block."""
     if kind == "readme-mcp-command":
-        words = shlex.split(body.replace('"$PWD"', shlex.quote(str(cwd))))
-        assert words[:3] == ["claude", "mcp", "add"] and "--" in words
+        words = claude_argv(body, cwd, env)
+        assert words[:2] == ["mcp", "add"] and "--" in words
         argv = words[words.index("--") + 1 :]
+        assert Path(argv[0]).is_absolute(), "the README's command must record codepager's absolute path"
     else:
         server = json.loads(body)["mcpServers"]["codepager"]
         argv = [server["command"], *server["args"]]
