@@ -1,4 +1,4 @@
-"""Remembering things: the store of full result lists, signed cursors and paging.
+"""Remembering things: the store of full result lists, sealed cursors and paging.
 Knows nothing of MCP."""
 
 from sessions.cursor import CursorCodec, CursorState
@@ -9,6 +9,7 @@ from sessions.errors import (
     CursorMalformedError,
     CursorParamsMismatchError,
     CursorSignatureError,
+    CursorTooLargeError,
 )
 from sessions.keys import load_or_create_key
 from sessions.memory import MemoryStore
@@ -25,6 +26,7 @@ __all__ = [
     "CursorParamsMismatchError",
     "CursorSignatureError",
     "CursorState",
+    "CursorTooLargeError",
     "MemoryStore",
     "Page",
     "Pager",

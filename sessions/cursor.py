@@ -1,48 +1,46 @@
-"""Signed, opaque cursors: `CursorCodec.encode(CursorState) -> str` and back.
+"""Sealed, opaque cursors: `CursorCodec.encode(CursorState) -> str` and back.
 
-The string is itsdangerous' URL-safe timed format (zlib-compressed JSON payload, timestamp,
-HMAC-SHA256), so clients never parse it and any edit is caught. It carries everything needed to
-continue without server memory: the session id for the fast path, and the search-defining
-request plus a digest of the result list so a lost session can be rebuilt and proven identical.
+A cursor carries everything needed to continue without server memory: the session id for the
+fast path, and the search-defining request plus a digest of the result list so a lost session
+can be rebuilt and proven identical. That is a root path, a query and a session id: so it is
+sealed (AES-GCM, `sessions/sealing.py`), which both hides it from whoever sees the cursor
+(transcripts, logs) and authenticates it before anything reads it. The payload is compact JSON,
+raw-deflated when that is shorter (an agent pays tokens for every cursor it is handed), with
+the time it was issued; inflating is bounded by MAX_PAYLOAD_BYTES, which `encode` enforces, so
+not even a holder of the key can make a cursor that costs more to read.
 
 The codec is generic on purpose: `kind` says what the cursor walks ("search" here; proxy
 datasets reuse the codec with their own kind and leave search fields empty), and decoding
 checks the kind so one feature's cursor is never accepted by another.
-
-Why the extra checks around itsdangerous:
-- Its base64 decoding ignores stray characters and unused trailing bits, so two different
-  strings can verify as the same cursor. We accept only the exact canonical spelling.
-- HMAC alone cannot tell "tampered" from "signed with another key". The payload carries a
-  fingerprint of the key, readable without verifying, which separates the two cases.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
+import json
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from itsdangerous import BadData, BadSignature, TimestampSigner, URLSafeTimedSerializer
-from itsdangerous.encoding import base64_decode, base64_encode
-
 from sessions.errors import (
     CursorExpiredError,
     CursorMalformedError,
-    CursorParamsMismatchError,
-    CursorSignatureError,
+    CursorTooLargeError,
 )
+from sessions.sealing import Sealer
 
-CURSOR_VERSION = 1
+CURSOR_VERSION = 2
 SEARCH_KIND = "search"
 DEFAULT_MAX_AGE_S = 3600.0
 #: How far in the future a cursor's stamp may be: replicas' clocks differ a little, and a cursor
 #: minted on one may page on another a moment later. Beyond it the stamp is forged or broken.
 CLOCK_SKEW_S = 5.0
-_SALT = "codepager.cursor"
-_SHAPE = re.compile(r"\.?[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+#: The longest payload (JSON, before deflating) a cursor may carry: far above any real search
+#: (a regex argument is capped at ~128 KiB by the OS), and the bound on inflating one.
+MAX_PAYLOAD_BYTES = 1 << 20
+_RAW, _DEFLATED = 0, 1  # first byte of the sealed bytes: how the JSON after it is stored
+_DEFLATE_WBITS = -15  # raw deflate: the seal already guards integrity, so no zlib header or checksum
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,19 +91,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-class _ClockedSigner(TimestampSigner):
-    """TimestampSigner whose notion of "now" is injectable, so expiry is testable."""
-
-    def __init__(self, *args: Any, clock: Callable[[], float], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._clock = clock
-
-    def get_timestamp(self) -> int:
-        return int(self._clock())
-
-
 class CursorCodec:
-    """Signs and verifies cursors with one secret key.
+    """Seals and opens cursors with one secret key.
 
     `clock` returns wall-clock seconds (time.time): it stamps new cursors and judges their
     age against `max_age_s`.
@@ -123,77 +110,72 @@ class CursorCodec:
             raise ValueError(f"cursor max age must be positive, got {max_age_s}")
         key = secret_key.encode() if isinstance(secret_key, str) else secret_key
         self.max_age_s = max_age_s
-        self.key_id = hashlib.sha256(b"codepager-cursor-key-id:" + key).hexdigest()[:8]
         self._clock = clock
-        self._serializer = URLSafeTimedSerializer(
-            key,
-            salt=_SALT,
-            signer=_ClockedSigner,
-            signer_kwargs={"clock": clock, "digest_method": hashlib.sha256},
-        )
+        self._sealer = Sealer(key, max_plaintext=1 + MAX_PAYLOAD_BYTES)
+        self.key_id = self._sealer.key_id
 
     def encode(self, state: CursorState) -> str:
-        payload: dict[str, Any] = {"v": CURSOR_VERSION, "k": self.key_id}
+        """The cursor for `state`; CursorTooLargeError if its search is too big to carry."""
+        now = int(self._clock())
+        payload: dict[str, Any] = {"v": CURSOR_VERSION, "i": now}
         for name, wire in _WIRE_KEYS.items():
             value = getattr(state, name)
             if value != _FIELDS[name].default:
                 payload[wire] = value
-        return self._serializer.dumps(payload)
+        data = json.dumps(payload, separators=(",", ":")).encode()
+        if len(data) > MAX_PAYLOAD_BYTES:
+            raise CursorTooLargeError(len(data), MAX_PAYLOAD_BYTES)
+        packer = zlib.compressobj(wbits=_DEFLATE_WBITS)
+        deflated = packer.compress(data) + packer.flush()
+        packed = bytes([_DEFLATED]) + deflated if len(deflated) < len(data) else bytes([_RAW]) + data
+        return self._sealer.seal(packed, now)
 
-    def decode(self, token: str, *, kind: str = SEARCH_KIND, params_hash: str | None = None) -> CursorState:
-        """Verify `token` and return its state, or raise the `CursorError` naming the reason.
+    def decode(self, token: str, *, kind: str = SEARCH_KIND) -> CursorState:
+        """Open `token` and return its state, or raise the `CursorError` naming the reason.
 
-        `kind` must match the cursor's; `params_hash`, when the caller re-sent the search
-        parameters, must match the ones the cursor was issued for.
-        """
-        if not isinstance(token, str) or not _SHAPE.fullmatch(token) or not _is_canonical(token):
+        `kind` must match the cursor's."""
+        if not isinstance(token, str):
             raise CursorMalformedError("not a cursor string")
-        try:
-            payload, signed_at = self._serializer.loads(token, return_timestamp=True)
-        except BadSignature as e:
-            raise self._signature_failure(e) from None
-        except BadData:
-            raise CursorMalformedError("unreadable payload") from None
-        except (ValueError, OverflowError, OSError):
-            # A stamp past what a datetime holds (after the year 9999): from the future.
-            raise CursorExpiredError(-1.0, self.max_age_s) from None
-        age = self._clock() - signed_at.timestamp()
+        payload = _parse(self._sealer.open(token))
+        if payload.get("v") != CURSOR_VERSION:
+            raise CursorMalformedError("it was issued by an incompatible codepager version")
+        issued = payload.get("i")
+        if not isinstance(issued, int) or isinstance(issued, bool):
+            raise CursorMalformedError("no issue time")
+        age = self._clock() - issued
         if not -CLOCK_SKEW_S <= age <= self.max_age_s:
             raise CursorExpiredError(age, self.max_age_s)
         state = _state_from_payload(payload)
         if state.kind != kind:
             raise CursorMalformedError(f"it pages a {state.kind}, not a {kind}")
-        if params_hash is not None and params_hash != state.params_hash:
-            raise CursorParamsMismatchError()
         return state
 
-    def _signature_failure(self, error: BadSignature) -> CursorMalformedError | CursorSignatureError:
-        """Tampered, or signed by another key? Decide by the (unverified) key fingerprint."""
-        if error.payload is not None:
-            try:
-                payload = self._serializer.load_payload(error.payload)
-            except BadData:
-                payload = None
-            if isinstance(payload, dict) and payload.get("v") == CURSOR_VERSION:
-                key_id = payload.get("k")
-                if isinstance(key_id, str) and key_id != self.key_id:
-                    return CursorSignatureError()
-        return CursorMalformedError("signature check failed")
 
-
-def _is_canonical(token: str) -> bool:
-    """True if every base64 segment is spelled exactly as itsdangerous would spell it."""
+def _parse(packed: bytes) -> dict[str, Any]:
+    """The JSON payload of authenticated bytes, inflating at most MAX_PAYLOAD_BYTES."""
+    form, body = packed[:1], packed[1:]
+    if form == bytes([_RAW]):
+        data = body
+    elif form == bytes([_DEFLATED]):
+        inflater = zlib.decompressobj(wbits=_DEFLATE_WBITS)
+        try:
+            data = inflater.decompress(body, MAX_PAYLOAD_BYTES + 1)
+        except zlib.error:
+            raise CursorMalformedError("unreadable payload") from None
+        if len(data) > MAX_PAYLOAD_BYTES or not inflater.eof or inflater.unused_data:
+            raise CursorMalformedError("payload too large or incomplete")
+    else:
+        raise CursorMalformedError("unknown payload format")
     try:
-        return all(base64_encode(base64_decode(seg)).decode() == seg for seg in token.lstrip(".").split("."))
-    except BadData:
-        return False
-
-
-def _state_from_payload(payload: Any) -> CursorState:
+        payload = json.loads(data)
+    except ValueError:
+        raise CursorMalformedError("unreadable payload") from None
     if not isinstance(payload, dict):
         raise CursorMalformedError("unexpected payload")
-    if payload.get("v") != CURSOR_VERSION:
-        raise CursorMalformedError("it was issued by an incompatible codepager version")
+    return payload
+
+
+def _state_from_payload(payload: dict[str, Any]) -> CursorState:
     values: dict[str, Any] = {}
     for name, wire in _WIRE_KEYS.items():
         if wire not in payload:

@@ -26,15 +26,15 @@ class CursorMalformedError(CursorError):
 
 
 class CursorSignatureError(CursorError):
-    """Well formed and ours in shape, but signed with a different secret key.
+    """Well formed and ours in shape, but sealed with a different secret key.
 
     Happens when the server's key changed (key file deleted, another replica without a shared
-    `secret_key`). Distinguished from tampering by a key fingerprint the cursor carries.
+    `secret_key`). Distinguished from tampering by the key fingerprint the cursor carries in clear.
     """
 
     def __init__(self) -> None:
         super().__init__(
-            "This cursor was signed with a different server key (the key was rotated, or it "
+            "This cursor was sealed with a different server key (the key was rotated, or it "
             "comes from another server that does not share sessions.secret_key). " + RESTART_HINT
         )
 
@@ -50,13 +50,28 @@ class CursorExpiredError(CursorError):
 
 
 class CursorParamsMismatchError(CursorError):
-    """The caller re-sent search parameters that differ from the ones the cursor belongs to."""
+    """The caller re-sent a search parameter that differs from the search the cursor pages.
 
-    def __init__(self) -> None:
+    Names the parameter as the caller spelt it, but not the cursor's value: a cursor's
+    contents are sealed, and a refusal must not read them out to whoever holds it."""
+
+    def __init__(self, parameter: str) -> None:
+        self.parameter = parameter
         super().__init__(
-            "The search parameters sent with this cursor differ from the search that produced it. "
-            "Either send only the cursor (it remembers the search), or drop the cursor to start "
-            "the new search from its first page."
+            f"`{parameter}` sent with this cursor differs from the search that produced it. "
+            "Either send only the cursor (it remembers the search; page_size and the presentation "
+            "options may change), or drop the cursor to start the new search from its first page."
+        )
+
+
+class CursorTooLargeError(CursorError):
+    """The search is too big for a cursor to carry (its parameters are what a cursor holds)."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"This search is too large to page: its parameters take {size:,} bytes and a cursor "
+            f"carries at most {limit:,}. Shorten the query, path, globs or jq_filter, or split the "
+            "search into smaller ones."
         )
 
 

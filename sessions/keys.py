@@ -1,4 +1,4 @@
-"""Where the cursor signing key comes from.
+"""Where the cursor key (the secret cursors are sealed with) comes from.
 
 A configured key wins (replicas behind one load balancer must share it). Without one, a random
 key is generated on first start and kept in the cache dir, so cursors an agent holds survive a
@@ -21,13 +21,13 @@ log = logging.getLogger(__name__)
 
 
 def load_or_create_key(cache_dir: Path, configured: str | None = None) -> bytes:
-    """The signing key: `configured` if given, else the one kept in `cache_dir/cursor.key`."""
+    """The cursor key: `configured` if given, else the one kept in `cache_dir/cursor.key`."""
     if configured is not None:
         if not configured.strip():
             raise ValueError("sessions.secret_key is empty; set it to a long random string or unset it")
         if len(configured) < MIN_KEY_LENGTH:
             log.warning(
-                "sessions.secret_key is only %d characters; cursors signed with a short key are easier "
+                "sessions.secret_key is only %d characters; cursors sealed with a short key are easier "
                 "to forge. Use e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`",
                 len(configured),
             )

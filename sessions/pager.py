@@ -1,4 +1,4 @@
-"""Paging a search: run it once, keep the list as a session, walk it with signed cursors.
+"""Paging a search: run it once, keep the list as a session, walk it with sealed cursors.
 
 The only entry points the server calls are `first_page` and `next_page`. Three paths serve a
 page, reported as `Page.cache`:
@@ -87,18 +87,15 @@ class Pager:
             session, cache = self._new_session(request, params_hash, generation, view, reuse)
         return self._page(session, 0, size, cache, started)
 
-    def next_page(
-        self, cursor: str, page_size: int | None = None, expected_request: SearchRequest | None = None
-    ) -> Page:
-        """The page `cursor` points at. `page_size` overrides the cursor's; `expected_request`
-        (search parameters the caller re-sent) must be the search the cursor belongs to."""
-        return self.page_at(self.decode(cursor, expected_request), page_size)
+    def next_page(self, cursor: str, page_size: int | None = None) -> Page:
+        """The page `cursor` points at. `page_size` overrides the cursor's."""
+        return self.page_at(self.decode(cursor), page_size)
 
-    def decode(self, cursor: str, expected_request: SearchRequest | None = None) -> CursorState:
-        """Verify `cursor` (see `next_page`) without serving it, so a caller can look at the
-        search it pages (`request_of`) first: refuse it, or wait for what a restore needs."""
-        expected_hash = expected_request.params_hash() if expected_request is not None else None
-        return self.codec.decode(cursor, kind=SEARCH_KIND, params_hash=expected_hash)
+    def decode(self, cursor: str) -> CursorState:
+        """Verify `cursor` without serving it, so a caller can look at the search it pages
+        (`request_of`) first: check it against the roots and any parameters re-sent with it,
+        refuse it, or wait for what a restore needs."""
+        return self.codec.decode(cursor, kind=SEARCH_KIND)
 
     def page_at(self, state: CursorState, page_size: int | None = None) -> Page:
         """The page a verified cursor points at, from its live session or restored."""

@@ -1,12 +1,15 @@
 """Shared by the tests/test_hostile_*.py files: a synchronous handle on an in-memory fastmcp
-Client (so hypothesis, which drives plain functions, can fuzz the real MCP path), and the
-assertion that a call was refused as JSON-RPC -32602."""
+Client (so hypothesis, which drives plain functions, can fuzz the real MCP path), the
+assertion that a call was refused as JSON-RPC -32602 (sync and async), and the peak memory
+growth of a server process read from /proc."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 from collections.abc import Coroutine
+from pathlib import Path
+from types import TracebackType
 from typing import Any, TypeVar
 
 from fastmcp import Client, FastMCP
@@ -63,3 +66,50 @@ class SyncClient:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop.close()
+
+
+async def refused_async(client: Client, tool: str, args: dict[str, Any]) -> str:
+    """Assert the call on a connected (async) Client is refused with -32602; return the message."""
+    try:
+        await client.call_tool(tool, args)
+    except MCPError as exc:
+        assert exc.error.code == INVALID_PARAMS, (exc.error.code, exc.error.message)
+        return exc.error.message
+    raise AssertionError(f"{tool}({args!r:.200}) was not refused")
+
+
+def proc_status_kib(pid: int, field: str) -> int:
+    """One `Field:  N kB` line of /proc/PID/status (VmRSS, VmHWM, ...), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+class PeakRssGrowth:
+    """How far a process's peak resident memory (VmHWM) rises during a `with` block.
+
+    Entering resets the kernel's peak to the current RSS (5 -> /proc/PID/clear_refs), so a
+    peak the process reached earlier (start-up, a model load) cannot hide growth inside the
+    block; `before` and `after` are VmHWM at entry and exit, in KiB.
+
+        with PeakRssGrowth(server.proc.pid) as rss:
+            ...
+        assert rss.growth_bytes < 20 * 2**20
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.before = self.after = 0
+
+    def __enter__(self) -> PeakRssGrowth:
+        Path(f"/proc/{self.pid}/clear_refs").write_text("5")
+        self.before = proc_status_kib(self.pid, "VmHWM")
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.after = proc_status_kib(self.pid, "VmHWM")
+
+    @property
+    def growth_bytes(self) -> int:
+        return (self.after - self.before) * 1024

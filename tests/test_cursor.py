@@ -1,12 +1,18 @@
-"""CursorCodec: round trips, and one typed refusal per reason (tampering, other key, age,
-params, kind)."""
+"""CursorCodec: round trips, sealed (hidden and authenticated) payloads, bounded reading, and
+one typed refusal per reason (tampering, other key, age, kind, size)."""
 
 from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+import tracemalloc
+import zlib
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from itsdangerous.encoding import base64_decode
 
 from sessions import (
     CursorCodec,
@@ -16,7 +22,10 @@ from sessions import (
     CursorParamsMismatchError,
     CursorSignatureError,
     CursorState,
+    CursorTooLargeError,
 )
+from sessions.cursor import CURSOR_VERSION, MAX_PAYLOAD_BYTES
+from sessions.sealing import Sealer
 from tests.session_fakes import SECRET, FakeClock, request_for
 
 REQUEST = request_for("def \\w+_handler", include=["*.py"])
@@ -56,9 +65,33 @@ def test_any_state_round_trips(state: CursorState) -> None:
 
 
 def test_cursor_is_opaque_url_safe_text() -> None:
-    assert set(TOKEN) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
-    assert "handler" not in TOKEN and "api" not in TOKEN  # the payload is compressed
+    assert set(TOKEN) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
+    assert TOKEN.startswith(CODEC.key_id)  # the key id, in clear
     assert CODEC.decode(TOKEN) == STATE
+
+
+def test_the_payload_is_encrypted_not_just_compressed() -> None:
+    raw = base64.urlsafe_b64decode(TOKEN[8:] + "=" * (-len(TOKEN[8:]) % 4))
+    for start in range(len(raw)):
+        for wbits in (15, -15):
+            try:
+                text = zlib.decompressobj(wbits).decompress(raw[start:], 1 << 16)
+            except zlib.error:
+                continue
+            assert STATE.session_id.encode() not in text and b"handler" not in text
+    assert STATE.session_id.encode() not in raw and b"handler" not in raw
+
+
+def test_equal_states_seal_to_different_cursors() -> None:
+    """A fresh nonce per cursor: two cursors of one page say nothing about each other."""
+    assert CODEC.encode(STATE) != CODEC.encode(STATE)
+
+
+def test_a_round_trip_is_well_under_a_millisecond() -> None:
+    started = time.perf_counter()
+    for _ in range(200):
+        CODEC.decode(CODEC.encode(STATE))
+    assert (time.perf_counter() - started) / 200 < 1e-3
 
 
 _OTHER_CHARS = st.sampled_from(list("AaZz09-_.=+/~ é\n") + ["%2E"])
@@ -80,21 +113,32 @@ def test_any_mutation_of_a_cursor_is_rejected(data: st.DataObject) -> None:
         CODEC.decode(mutated)
 
 
+def _b64decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
 def test_equivalent_base64_spellings_are_rejected() -> None:
     """The last base64 character has unused low bits; a sloppy decoder accepts both spellings."""
-    signature = TOKEN.rsplit(".", 1)[1]
+    token = next(t for t in (CODEC.encode(STATE) for _ in range(20)) if len(t[8:]) % 4)
+    body = token[8:]
     twins = [
         c
         for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-        if c != signature[-1] and base64_decode(signature[:-1] + c) == base64_decode(signature)
+        if c != body[-1] and _b64decode(body[:-1] + c) == _b64decode(body)
     ]
-    assert twins, "test premise: the signature's last character has spare bits"
+    assert twins, "test premise: the last character has spare bits"
     for c in twins:
+        with pytest.raises(CursorMalformedError, match="canonical"):
+            CODEC.decode(token[:-1] + c)
+    for padded in (token + "=", token + "=" * (-len(body) % 4)):
         with pytest.raises(CursorMalformedError):
-            CODEC.decode(TOKEN[:-1] + c)
+            CODEC.decode(padded)
 
 
-@pytest.mark.parametrize("junk", ["", "abc", "a.b.c", "..", TOKEN + ".x", " " + TOKEN, TOKEN + "\n"])
+OLD_SIGNED = ".eJwdi9FuwyA.aR9zXA.hKgkqAKrG09gCmgVvEDN3xVZ5PXDxyPKQWh7bhhOJc"  # the format before sealing
+
+
+@pytest.mark.parametrize("junk", ["", "abc", "a.b.c", "..", TOKEN + ".x", " " + TOKEN, TOKEN + "\n", OLD_SIGNED, TOKEN[:40]])
 def test_junk_is_malformed_with_an_actionable_message(junk: str) -> None:
     with pytest.raises(CursorMalformedError, match="exactly as it was returned"):
         CODEC.decode(junk)
@@ -108,6 +152,13 @@ def test_non_string_is_malformed() -> None:
 def test_another_key_is_a_signature_error_not_tampering() -> None:
     with pytest.raises(CursorSignatureError, match="different server key"):
         CursorCodec("another-secret-key-abcdefghijklmnop").decode(TOKEN)
+
+
+def test_an_edited_key_id_is_not_mistaken_for_ours() -> None:
+    """The key id is bound to the ciphertext: our own id on another key's cursor is tampering."""
+    foreign = CursorCodec("another-secret-key-abcdefghijklmnop").encode(STATE)
+    with pytest.raises(CursorMalformedError, match="authentication failed"):
+        CODEC.decode(CODEC.key_id + foreign[8:])
 
 
 def test_same_key_in_a_new_codec_accepts_the_cursor() -> None:
@@ -134,11 +185,87 @@ def test_a_cursor_from_the_future_is_refused() -> None:
         CursorCodec(SECRET, clock=clock).decode(token)
 
 
-def test_re_sent_params_must_match() -> None:
-    assert CODEC.decode(TOKEN, params_hash=REQUEST.params_hash()) == STATE
-    other = request_for("def \\w+_handler", include=["*.ts"])
-    with pytest.raises(CursorParamsMismatchError, match="only the cursor"):
-        CODEC.decode(TOKEN, params_hash=other.params_hash())
+def test_a_params_mismatch_names_the_parameter_not_the_cursors_value() -> None:
+    message = str(CursorParamsMismatchError("include_patterns"))
+    assert "`include_patterns`" in message and "only the cursor" in message
+
+
+# -- bounded reading ---------------------------------------------------------------------------
+
+SEALER = Sealer(SECRET.encode(), max_plaintext=1 + MAX_PAYLOAD_BYTES)
+
+
+def sealed(plaintext: bytes) -> str:
+    """A cursor sealed with the codec's own key around arbitrary bytes (what only a holder of
+    the key could make)."""
+    return SEALER.seal(plaintext, int(time.time()))
+
+
+def deflated(data: bytes) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return packer.compress(data) + packer.flush()
+
+
+def test_an_authentic_deflate_bomb_is_inflated_no_further_than_the_payload_bound() -> None:
+    payload = b'{"v":2,"p":"' + b"A" * (64 * MAX_PAYLOAD_BYTES) + b'"}'
+    bomb = sealed(b"\x01" + deflated(payload))
+    del payload
+    assert len(bomb) < 120_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(CursorMalformedError, match="too large"):
+            CODEC.decode(bomb)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * MAX_PAYLOAD_BYTES, peak
+
+
+def _payload(**extra: object) -> bytes:
+    base = {"v": CURSOR_VERSION, "i": int(time.time()), "s": "x", "o": 0, "n": 1}
+    return json.dumps({**base, **extra}).encode()
+
+
+@pytest.mark.parametrize(
+    ("plaintext", "reason"),
+    [
+        (b"", "unknown payload format"),
+        (b"\x07" + _payload(), "unknown payload format"),
+        (b"\x01" + deflated(_payload())[:-3], "incomplete"),
+        (b"\x01" + deflated(_payload()) + b"trailing", "incomplete"),
+        (b"\x01not deflate at all", "unreadable"),
+        (b"\x00[1, 2]", "unexpected payload"),
+        (b"\x00{not json", "unreadable"),
+        (b"\x00" + _payload(v=1), "incompatible codepager version"),
+        (b"\x00" + _payload(i="yesterday"), "no issue time"),
+        (b"\x00" + _payload(o=-1), "out of range"),
+    ],
+)
+def test_authentic_but_broken_payloads_are_malformed(plaintext: bytes, reason: str) -> None:
+    with pytest.raises(CursorMalformedError, match=reason):
+        CODEC.decode(sealed(plaintext))
+
+
+def test_both_payload_forms_decode() -> None:
+    assert CODEC.decode(sealed(b"\x00" + _payload())).session_id == "x"
+    assert CODEC.decode(sealed(b"\x01" + deflated(_payload()))).session_id == "x"
+
+
+def test_a_cursor_longer_than_any_the_codec_makes_is_refused_unread() -> None:
+    too_long = TOKEN + "A" * SEALER.max_chars
+    with pytest.raises(CursorMalformedError, match=f"too long: {len(too_long):,} characters"):
+        CODEC.decode(too_long)
+
+
+def test_a_search_too_large_for_a_cursor_is_refused_when_minted() -> None:
+    huge = CursorState(session_id="s", offset=0, page_size=1, request_json="x" * MAX_PAYLOAD_BYTES)
+    with pytest.raises(CursorTooLargeError, match="too large to page") as err:
+        CODEC.encode(huge)
+    assert isinstance(err.value, CursorError)
+    noise = base64.b64encode(os.urandom(MAX_PAYLOAD_BYTES)).decode()[: MAX_PAYLOAD_BYTES - 200]  # incompressible
+    largest = CursorState(session_id="s", offset=0, page_size=1, request_json=noise)
+    token = CODEC.encode(largest)
+    assert len(token) <= SEALER.max_chars and CODEC.decode(token) == largest
 
 
 def test_kinds_do_not_mix() -> None:
@@ -157,7 +284,7 @@ def test_codec_refuses_bad_configuration(kw: dict[str, object]) -> None:
 
 
 def test_every_refusal_is_a_cursor_error_and_a_value_error() -> None:
-    for cls in (CursorMalformedError, CursorSignatureError, CursorParamsMismatchError):
+    for cls in (CursorMalformedError, CursorSignatureError, CursorParamsMismatchError, CursorTooLargeError):
         assert issubclass(cls, CursorError) and issubclass(cls, ValueError)
 
 

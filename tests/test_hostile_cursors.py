@@ -1,6 +1,6 @@
 """Hostile cursors through the real MCP path (in-memory fastmcp Client): random strings,
-truncations, re-encodings, cursors replayed with another search, signed with another secret,
-signed at any time from 1970 to the year 9999, of the wrong JSON type. Every one is JSON-RPC
+truncations, re-encodings, cursors replayed with another search, sealed with another secret,
+sealed at any time from 1970 past the year 9999, of the wrong JSON type. Every one is JSON-RPC
 -32602 with a message that says what to do, never a crash, and the server keeps paging
 correctly afterwards."""
 
@@ -54,17 +54,18 @@ def test_every_truncation_is_refused(client, cursor):
 
 
 def test_re_encodings_are_refused(client, cursor):
-    padded = ".".join(seg + "=" * (-len(seg) % 4) for seg in cursor.split("."))
-    standard = cursor.replace("-", "+").replace("_", "/")
-    body = cursor.lstrip(".").split(".")[0]
+    key_id, body = cursor[:8], cursor[8:]
     raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+    standard = cursor.replace("-", "+").replace("_", "/")
     variants = {
-        "padded": padded,
+        "padded": cursor + "=" * (-len(body) % 4 or 4),
         "standard base64": standard if standard != cursor else cursor + "+",
         "url-quoted twice": urllib.parse.quote(urllib.parse.quote(cursor + "=")),
         "json-quoted": f'"{cursor}"',
         "whitespace": f" {cursor}\n",
-        "re-encoded payload": cursor.replace(body, base64.b64encode(raw).decode(), 1),
+        "re-encoded body": key_id + base64.b64encode(raw).decode(),
+        "key id upper-cased": key_id.upper() + body if key_id.upper() != key_id else "G" + cursor[1:],
+        "dotted like the old format": f".{body}.{key_id}",
         "doubled": cursor + cursor,
         "upper-cased": cursor.upper(),
     }

@@ -17,7 +17,6 @@ from search_engine.models import Match, SearchRequest, SearchResult
 from sessions import (
     CursorCodec,
     CursorGenerationError,
-    CursorParamsMismatchError,
     CursorSignatureError,
     MemoryStore,
     Page,
@@ -179,12 +178,14 @@ def test_a_restore_refuses_when_the_results_changed(change, message: str) -> Non
         make_pager(engine).next_page(page1.next_cursor)
 
 
-def test_re_sent_search_params_must_match_the_cursor() -> None:
+def test_decode_hands_back_the_cursors_search_before_serving_it() -> None:
+    """The server checks that search (roots, re-sent parameters) before it pages."""
     pager = make_pager(FakeEngine())
-    page1 = pager.first_page(request_for(), 50)
-    assert pager.next_page(page1.next_cursor, expected_request=request_for()).offset == 50
-    with pytest.raises(CursorParamsMismatchError):
-        pager.next_page(page1.next_cursor, expected_request=request_for(ignore_case=True))
+    request = request_for(ignore_case=True)
+    page1 = pager.first_page(request, 50)
+    state = pager.decode(page1.next_cursor)
+    assert pager.request_of(state) == request and state.offset == 50
+    assert pager.page_at(state).offset == 50
 
 
 def test_page_size_limits_and_overrides() -> None:

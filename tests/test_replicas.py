@@ -1,6 +1,7 @@
 """Many replicas, one Redis: two real `codepager serve --transport http` processes sharing one
 redis-server and one secret serve one page walk between them, survive one of them crashing
-mid-walk, and ride out Redis itself going away and coming back."""
+mid-walk, and ride out Redis itself going away and coming back. A replica rooted elsewhere
+refuses a cursor even though it holds the cursor's session."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
+from tests.conftest import write_code_tree
+from tests.hostile_helpers import refused_async
 from tests.http_server import HttpServer
 from tests.redis_server import RedisServer
 from tests.server_helpers import serve_env, structured
@@ -84,6 +87,28 @@ async def test_redis_down_mid_walk_is_a_clear_error_and_paging_recovers(code_tre
     finally:
         server.stop()
         redis_srv.stop()
+
+
+async def test_a_replica_rooted_elsewhere_refuses_a_cursor_whose_session_it_shares(tmp_path, redis_server):
+    """Same secret, same Redis, other roots: the session behind the cursor is one Redis read away
+    on replica B, yet B must not page a search of a root it does not serve."""
+    env = replica_env(tmp_path, redis_server.url)
+    a_root = write_code_tree(tmp_path / "a")
+    b_root = tmp_path / "b"
+    b_root.mkdir()
+    (b_root / "other.py").write_text("needle = 'b'\n")
+    a, b = HttpServer(a_root, env).start(), HttpServer(b_root, env).start()
+    try:
+        first = structured(await call(a, {"pattern": "needle", "page_size": 30}))
+        cursor = first["pagination"]["next_cursor"]
+        async with Client(b.url) as client:
+            message = await refused_async(client, "regex_search", {"cursor": cursor})
+        assert "outside the allowed roots" in message and str(b_root.resolve()) in message
+        assert str(a_root.resolve()) not in message  # the cursor's own root stays sealed
+        assert structured(await call(a, {"cursor": cursor}))["metadata"]["cache"] == "hit"
+    finally:
+        a.stop()
+        b.stop()
 
 
 def test_an_unknown_backend_is_refused_at_start(tmp_path):

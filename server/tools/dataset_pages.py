@@ -1,10 +1,11 @@
-"""`read-dataset-page`: page through any saved dataset with signed cursors, like a search.
+"""`read-dataset-page`: page through any saved dataset with sealed cursors, like a search.
 
 For clients without a shell, or behind streamable HTTP, a dataset's file is out of reach;
 this tool walks its records instead. The cursor is the search cursor's codec with
-`kind="dataset"`: it names the dataset and the offset and is signed, so a cursor edited to
-point elsewhere, or one from a search, is refused as invalid params (-32602), and a cursor
-needs no server memory (datasets are immutable files, so there is no session to keep).
+`kind="dataset"`: it names the dataset and the offset and is sealed (authenticated before it is
+read, so a forged one costs nothing to refuse), so a cursor edited to point elsewhere, one from
+a search, or one sent with another `dataset_id` is refused as invalid params (-32602), and a
+cursor needs no server memory (datasets are immutable files, so there is no session to keep).
 Each page is rendered inline and cut, losslessly, to the size budget: the next cursor resumes
 at the first record left out.
 """
@@ -61,7 +62,7 @@ def dataset_page(
     offset, size = 0, page_size or DEFAULT_PAGE_SIZE
     state = codec.decode(cursor, kind=DATASET_KIND) if cursor is not None else None
     if state is not None and state.session_id != dataset_id:
-        raise CursorParamsMismatchError()
+        raise CursorParamsMismatchError("dataset_id")
     file: DatasetFile = datasets.open(dataset_id)
     if state is not None:
         if state.total_count != file.count:

@@ -5,18 +5,29 @@ Each is a thin adapter: validate arguments -> `SearchRequest` -> `Pager` -> outp
 ones differ, so the shared part is declared once as annotated types and handled by
 `run_search`.
 
+With a cursor, the search is the cursor's: it is checked against this server's roots (the key
+that sealed it may be shared by servers rooted elsewhere), and every search-defining argument
+the caller also sent must equal the cursor's (never silently ignored). Presentation options
+(page size, snippets, output mode, stats) may change from page to page.
+
 No `from __future__ import annotations` here: the parameter types are built at registration
 time from settings (page-size limits), and fastmcp must be able to evaluate them.
 """
 
 
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
 from fastmcp import Context, FastMCP
+from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from pydantic import Field, ValidationError
 
+from search_engine.errors import PathNotFoundError, PathOutsideRootError
 from search_engine.models import MAX_CONTEXT_LINES, SearchMode, SearchRequest
 from search_engine.paths import resolve_search_path
 from server.output import MIN_OUTPUT_TOKENS
@@ -31,6 +42,8 @@ from server.tools.descriptions import (
     search_annotations,
     search_meta,
 )
+from sessions.cursor import CursorState
+from sessions.errors import CursorParamsMismatchError
 
 IncludeGlobs = Annotated[list[str] | None, Field(description="search only files matching these globs (ripgrep --glob syntax), e.g. ['*.py', 'src/**']")]
 ExcludeGlobs = Annotated[list[str] | None, Field(description="skip files matching these globs, e.g. ['tests/**']")]
@@ -54,7 +67,42 @@ StatsOnly = Annotated[
 StatsFirst = Annotated[bool, Field(description="the stats block as well as the page")]
 
 
+#: Request fields named differently from the tool parameter that sets them.
+_REQUEST_FIELD = {"pattern": "query", "include_patterns": "include", "exclude_patterns": "exclude"}
+#: The names of the arguments the current tools/call carried (with a non-null value).
+_SENT: ContextVar[frozenset[str]] = ContextVar("codepager_sent_arguments", default=frozenset())
+
+
+class SentArguments(Middleware):
+    """Records which arguments a tools/call carried. In a tool body a parameter left out and one
+    sent at its default look the same, and only the ones sent must match a cursor's search. A
+    null counts as not sent: some clients send every optional parameter, unset ones as null."""
+
+    async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Callable[..., Any]) -> Any:
+        arguments = context.message.arguments or {}
+        token = _SENT.set(frozenset(name for name, value in arguments.items() if value is not None))
+        try:
+            return await call_next(context)
+        finally:
+            _SENT.reset(token)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchCall:
+    """What a search tool was asked: its mode, its search-defining arguments by parameter name
+    (the query under `pattern` or `query`, and `jq_filter`), and request fields the server fixes."""
+
+    mode: SearchMode
+    args: dict[str, Any]
+    fixed: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def query_param(self) -> str:
+        return "pattern" if self.mode is SearchMode.REGEX else "query"
+
+
 def register_search_tools(app: FastMCP, services: Services) -> None:
+    app.add_middleware(SentArguments())
     s = services.settings.search
     PageSize = Annotated[int | None, Field(ge=1, le=s.max_page_size, description=f"matches per page (default {s.default_page_size}, max {s.max_page_size})")]
     SnippetLength = Annotated[int, Field(ge=1, le=s.max_snippet_length, description="cut each match's content to this many characters")]
@@ -86,14 +134,13 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
         stats_first: StatsFirst = False,
         jq_filter: JqFilter = None,
     ) -> ToolResult:
-        request = _request(
-            services, SearchMode.REGEX, pattern, path, cursor,
-            include=include_patterns, exclude=exclude_patterns, ignore_case=ignore_case,
-            fixed_string=fixed_string, whole_word=whole_word, multiline=multiline,
-            context_lines=context_lines, max_results=s.max_results,
-        )  # fmt: skip
+        call = SearchCall(SearchMode.REGEX, {
+            "pattern": pattern, "path": path, "ignore_case": ignore_case, "fixed_string": fixed_string,
+            "whole_word": whole_word, "multiline": multiline, "include_patterns": include_patterns,
+            "exclude_patterns": exclude_patterns, "context_lines": context_lines, "jq_filter": jq_filter,
+        }, fixed={"max_results": s.max_results})  # fmt: skip
         return await run_search(
-            services, ctx, "regex_search", request, cursor, page_size, jq_filter,
+            services, ctx, "regex_search", call, cursor, page_size,
             RecordOptions(include_snippet, snippet_length),
             OutputOptions(output_mode, max_output_tokens, stats_only, stats_first),
         )  # fmt: skip
@@ -119,12 +166,12 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
             stats_first: StatsFirst = False,
             jq_filter: JqFilter = None,
         ) -> ToolResult:
-            request = _request(
-                services, mode, query, path, cursor,
-                include=include_patterns, exclude=exclude_patterns, top_k=top_k, threshold=threshold,
-            )  # fmt: skip
+            call = SearchCall(mode, {
+                "query": query, "path": path, "top_k": top_k, "threshold": threshold,
+                "include_patterns": include_patterns, "exclude_patterns": exclude_patterns, "jq_filter": jq_filter,
+            })  # fmt: skip
             return await run_search(
-                services, ctx, name, request, cursor, page_size, jq_filter,
+                services, ctx, name, call, cursor, page_size,
                 RecordOptions(include_snippet, snippet_length),
                 OutputOptions(output_mode, max_output_tokens, stats_only, stats_first),
             )  # fmt: skip
@@ -133,40 +180,70 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
     make_ranked_tool(SearchMode.HYBRID, "hybrid_search", HYBRID_DESCRIPTION)
 
 
-def _request(
-    services: Services,
-    mode: SearchMode,
-    query: str | None,
-    path: str | None,
-    cursor: str | None,
-    **fields: Any,
-) -> SearchRequest | None:
-    """Build the request the caller described, or None when it only sent a cursor.
-
-    With a cursor *and* a query, the request is still built: the pager checks that it is the
-    search the cursor belongs to (params mismatch -> -32602)."""
+def _request(services: Services, call: SearchCall) -> SearchRequest:
+    """The request for a first page (no cursor): the query is required, `path` must lie inside
+    the roots."""
+    query = call.args[call.query_param]
     if query is None:
-        if cursor is None:
-            raise InvalidParamsError(f"{'pattern' if mode is SearchMode.REGEX else 'query'} is required unless you pass a cursor")
-        return None
+        raise InvalidParamsError(f"{call.query_param} is required unless you pass a cursor")
     if not query.strip():
         raise InvalidParamsError("the pattern/query is empty; pass something to search for")
-    location = resolve_search_path(path, services.roots)
+    location = resolve_search_path(call.args["path"], services.roots)
+    fields = {
+        _REQUEST_FIELD.get(name, name): value
+        for name, value in call.args.items()
+        if name not in (call.query_param, "path", "jq_filter")
+    }
     try:
-        return SearchRequest(mode=mode, query=query, root=str(location.root), path=location.sub, **fields)
+        return SearchRequest(mode=call.mode, query=query, root=str(location.root), path=location.sub, **fields, **call.fixed)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))} {e['msg']}" for e in exc.errors())
         raise InvalidParamsError(f"invalid search parameters: {problems}") from None
+
+
+def _check_cursor_root(searched: SearchRequest, roots: list[Path]) -> None:
+    """Refuse a cursor whose search lies outside this server's roots, checked as a `path`
+    argument would be (symlinks resolved). The message names this server's roots, not the
+    cursor's: a cursor is sealed, and a refusal must not read it out to whoever holds it."""
+    root = Path(searched.root)
+    try:
+        resolve_search_path(root / searched.path if searched.path else root, roots)
+    except PathOutsideRootError:
+        names = ", ".join(str(Path(r).resolve()) for r in roots)
+        raise InvalidParamsError(
+            f"this cursor's search is outside the allowed roots ({names}); it was issued by a server "
+            "with other roots. Run the search again without a cursor, with a path inside them."
+        ) from None
+    except PathNotFoundError:
+        pass  # inside the roots but gone since: a live session still serves it, a restore refuses it
+
+
+def _check_sent_arguments(services: Services, call: SearchCall, state: CursorState, searched: SearchRequest) -> None:
+    """Every search-defining argument sent with the cursor must equal the cursor's search."""
+    sent = _SENT.get()
+    for name, value in call.args.items():
+        if name not in sent:
+            continue
+        if name == "path":
+            location = resolve_search_path(value, services.roots)
+            same = (str(location.root), location.sub) == (searched.root, searched.path)
+        elif name == "jq_filter":
+            same = value == state.view
+        elif name in ("include_patterns", "exclude_patterns"):
+            same = tuple(value) == getattr(searched, _REQUEST_FIELD[name])
+        else:
+            same = value == getattr(searched, _REQUEST_FIELD.get(name, name))
+        if not same:
+            raise CursorParamsMismatchError(name)
 
 
 async def run_search(
     services: Services,
     ctx: Context,
     tool: str,
-    request: SearchRequest | None,
+    call: SearchCall,
     cursor: str | None,
     page_size: int | None,
-    jq_filter: str | None,
     record_options: RecordOptions,
     output_options: OutputOptions,
 ) -> ToolResult:
@@ -174,16 +251,21 @@ async def run_search(
     worker-thread hop: ripgrep and the index block, and a cached page is cheap enough that a
     second hop would be a measurable share of its latency."""
     pager = services.pager
-    state = pager.decode(cursor, expected_request=request) if cursor is not None else None
-    searched = pager.request_of(state) if state is not None else request
-    assert searched is not None
-    if f"{searched.mode.value}_search" != tool:
-        # Authentic, but it pages another tool's search: answering would mislabel the results,
-        # and refusing before paging spares restoring that search only to refuse it.
-        raise InvalidParamsError(
-            f"this cursor pages a {searched.mode.value}_search; pass it back to that tool, "
-            f"or call {tool} without a cursor"
-        )
+    if cursor is None:
+        state, request = None, _request(services, call)
+        searched = request
+    else:
+        state, request = pager.decode(cursor), None
+        searched = pager.request_of(state)
+        if searched.mode is not call.mode:
+            # Authentic, but it pages another tool's search: answering would mislabel the results,
+            # and refusing before paging spares restoring that search only to refuse it.
+            raise InvalidParamsError(
+                f"this cursor pages a {searched.mode.value}_search; pass it back to that tool, "
+                f"or call {tool} without a cursor"
+            )
+        _check_cursor_root(searched, services.roots)
+        _check_sent_arguments(services, call, state, searched)
     if searched.mode is not SearchMode.REGEX and (state is None or not await anyio.to_thread.run_sync(pager.is_live, state)):
         # A first page, or a cursor whose session is gone (restart, eviction): either searches
         # the index, so wait for it here, with progress, rather than block inside the search.
@@ -196,7 +278,7 @@ async def run_search(
             assert request is not None
             # Regex results are not versioned by an index: search the files as they are now.
             fresh = request.mode is SearchMode.REGEX
-            page = pager.first_page(request, page_size, view=jq_filter, reuse=not fresh)
+            page = pager.first_page(request, page_size, view=call.args["jq_filter"], reuse=not fresh)
         response = SearchResponse(page, record_options)
         return services.renderer.render(response, output_options, tool=tool, query=page.request.query)
 
