@@ -113,7 +113,15 @@ class ServerSettings(_Section):
     )
     chunk_max_buffered_bytes: int = Field(
         64 * 1024 * 1024, ge=1,
-        description="chunked-stdio: bytes all incomplete incoming messages may hold together; a frame past it drops its message.",
+        description="chunked-stdio: bytes all incomplete incoming messages may hold together, each frame counting its data plus 128; a frame past it drops its message (answered -32600).",
+    )
+    chunk_max_partial_messages: int = Field(
+        64, ge=1,
+        description="chunked-stdio: incoming messages that may be incomplete at once; the first frame of one more is refused with -32600.",
+    )
+    chunk_max_frames_per_message: int = Field(
+        32 * 1024, ge=1,
+        description="chunked-stdio: most frames one incoming message may claim (totalChunks); a message claiming more is refused with -32600 at its first frame.",
     )
 
 

@@ -174,12 +174,19 @@ def test_reassembly_settings_default_to_30_s_and_64_mib_and_are_configurable(tmp
     defaults = framing_options(ServerSettings())
     assert (defaults.timeout_s, defaults.max_buffered_bytes) == (30.0, 64 * 1024 * 1024)
     assert (defaults.chunk_limit, defaults.max_message_bytes) == (DEFAULT_CHUNK_LIMIT, 4 * 1024 * 1024)
-    assert (defaults.timeout_s, defaults.max_buffered_bytes) == (FramingOptions().timeout_s, FramingOptions().max_buffered_bytes)
+    assert (defaults.max_partial_messages, defaults.max_frames_per_message) == (64, 32 * 1024)
+    library = FramingOptions()
+    assert (defaults.timeout_s, defaults.max_buffered_bytes) == (library.timeout_s, library.max_buffered_bytes)
+    assert (defaults.max_partial_messages, defaults.max_frames_per_message) == (
+        library.max_partial_messages, library.max_frames_per_message,
+    )  # fmt: skip
     toml = tmp_path / "codepager.toml"
-    toml.write_text("[server]\nchunk_timeout_s = 2.5\nchunk_max_buffered_bytes = 1048576\n")
+    toml.write_text("[server]\nchunk_timeout_s = 2.5\nchunk_max_buffered_bytes = 1048576\nchunk_max_partial_messages = 3\n")
     monkeypatch.setenv("CODEPAGER_SERVER__MAX_REQUEST_BYTES", "2097152")
+    monkeypatch.setenv("CODEPAGER_SERVER__CHUNK_MAX_FRAMES_PER_MESSAGE", "100")
     configured = framing_options(load_settings(toml).server)
     assert (configured.timeout_s, configured.max_buffered_bytes, configured.max_message_bytes) == (2.5, 2**20, 2**21)
+    assert (configured.max_partial_messages, configured.max_frames_per_message) == (3, 100)
 
 
 async def test_an_incomplete_message_is_dropped_on_an_idle_stream(tmp_path: Path) -> None:
@@ -234,3 +241,14 @@ async def test_codepager_proxy_over_chunked_stdio_returns_a_large_result_intact(
     wire = received.read_bytes().splitlines()
     assert max(len(line) for line in wire) < 64 * 1024
     assert sum(1 for line in wire if not line.startswith(b"{")) > 300_000 // DEFAULT_CHUNK_LIMIT
+
+
+async def test_client_refuses_a_response_in_more_frames_than_it_allows_and_fails_that_call() -> None:
+    """The reassembly caps bind the client too: a server framing at 100 bytes sends a 5,000-character
+    answer in over 100 frames; a client allowing 30 per message refuses it at its first frame,
+    the call fails at once with the reason, and the connection goes on."""
+    framing = FramingOptions(max_frames_per_message=30)
+    async with Client(ChunkedStdioTransport(sys.executable, [*FIXTURE, "chunked", "100"], framing=framing)) as client:
+        with anyio.fail_after(30), pytest.raises(MCPError, match="over the limit of 30 frames per message"):
+            await client.call_tool("blob", {"size": 5000})
+        assert _text(await client.call_tool("blob", {"size": 20})) == blob_text(20)

@@ -10,15 +10,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from server.transports import framing
 from server.transports.framing import (
     DEFAULT_CHUNK_LIMIT,
+    FRAME_OVERHEAD,
     FramingOptions,
     Reassembler,
     encode_message,
     parse_frame,
     split_utf8,
 )
-from server.transports.wire import LineSplitter, TooLarge, leading_fields
+from server.transports.wire import LineSplitter, Refused, TooLarge, leading_fields
 
 # Multi-byte heavy: 2-byte Latin, 3-byte CJK, 4-byte emoji, plus ASCII and escapes.
 MULTIBYTE = st.text(
@@ -128,7 +130,13 @@ def test_a_trailing_line_newline_ends_the_line_and_is_not_data() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"chunk_limit": 3}, "at least 4 bytes"), ({"timeout_s": 0}, "timeout"), ({"max_buffered_bytes": 0}, "cap")],
+    [
+        ({"chunk_limit": 3}, "at least 4 bytes"),
+        ({"timeout_s": 0}, "timeout"),
+        ({"max_buffered_bytes": 0}, "max_buffered_bytes must be at least 1"),
+        ({"max_partial_messages": 0}, "max_partial_messages must be at least 1"),
+        ({"max_frames_per_message": 0}, "max_frames_per_message must be at least 1"),
+    ],
 )
 def test_framing_options_are_validated(kwargs: dict[str, float], match: str) -> None:
     with pytest.raises(ValueError, match=match):
@@ -217,7 +225,7 @@ def test_idle_partial_message_is_dropped_after_timeout(caplog: pytest.LogCapture
     reassembler = Reassembler(FramingOptions(timeout_s=30), clock=clock)
     stale = _frames(_message("never finished"), 8)
     reassembler.feed(stale[0])
-    assert reassembler.pending_messages == 1 and reassembler.buffered_bytes == 8
+    assert reassembler.pending_messages == 1 and reassembler.buffered_bytes == 8 + FRAME_OVERHEAD
     clock.now += 30.5
     assert reassembler.feed(b'{"jsonrpc":"2.0","method":"ping"}') == b'{"jsonrpc":"2.0","method":"ping"}'
     _rejected(caplog, "no chunk arrived for 30 s")
@@ -240,16 +248,21 @@ def test_slow_but_steady_message_is_not_dropped() -> None:
     assert results[-1] == message.encode()
 
 
-def test_buffer_cap_drops_the_overflowing_message(caplog: pytest.LogCaptureFixture) -> None:
-    reassembler = Reassembler(FramingOptions(max_buffered_bytes=64))
-    small = _message("fits")  # ~45 bytes, framed at 16
-    big = _message("x" * 100)
+def test_buffer_cap_drops_the_overflowing_message_and_says_so_with_its_id(caplog: pytest.LogCaptureFixture) -> None:
+    cap = 4 * (16 + FRAME_OVERHEAD)  # four frames of 16 bytes
+    reassembler = Reassembler(FramingOptions(max_buffered_bytes=cap))
+    small = _message("fits")  # ~50 bytes, framed at 16: four frames
+    big = _message("x" * 100, request_id=41)
     small_frames, big_frames = _frames(small, 16), _frames(big, 16)
     reassembler.feed(small_frames[0])
     outcomes = [reassembler.feed(f) for f in big_frames]
-    assert outcomes == [None] * len(big_frames)
-    _rejected(caplog, "over its cap of 64 bytes")
-    assert reassembler.buffered_bytes == 16  # only the small message's first chunk is held
+    # The fourth frame held would pass the cap; the later ones are late frames, discarded quietly.
+    assert outcomes[:3] == [None] * 3 and outcomes[4:] == [None] * (len(big_frames) - 4)
+    refused = outcomes[3]
+    assert isinstance(refused, Refused) and f"over {cap} bytes" in refused.reason
+    assert leading_fields(refused.head)["id"] == 41
+    _rejected(caplog, f"over {cap} bytes")
+    assert reassembler.buffered_bytes == 16 + FRAME_OVERHEAD  # only the small message's first chunk is held
     assert [reassembler.feed(f) for f in small_frames[1:]][-1] == small.encode()
     assert reassembler.buffered_bytes == 0
 
@@ -263,6 +276,107 @@ def test_expire_runs_without_a_line_and_says_when_to_look_again() -> None:
     assert reassembler.expire() == pytest.approx(10) and reassembler.pending_messages == 1
     clock.now += 10
     reassembler.expire()
+    assert reassembler.pending_messages == 0 and reassembler.buffered_bytes == 0
+
+
+def _start(reassembler: Reassembler, total: int = 2, data: bytes = b"") -> str:
+    """Feed the first frame of a new message of `total` frames; return its id."""
+    message_id = str(uuid.uuid4())
+    assert reassembler.feed(f"{message_id}:0:{total}:".encode() + data) is None
+    return message_id
+
+
+def test_expiry_follows_last_activity_not_arrival() -> None:
+    clock = _Clock()
+    reassembler = Reassembler(FramingOptions(timeout_s=30), clock=clock)
+    first = _start(reassembler, total=3)
+    clock.now += 10
+    _start(reassembler)
+    clock.now += 10
+    _start(reassembler)
+    clock.now += 5  # the first message gets a chunk: it is now the most recently active
+    assert reassembler.feed(f"{first}:1:3:x".encode()) is None
+    assert reassembler.expire() == pytest.approx(15)  # the second expires first, at +10 +30
+    clock.now += 15
+    assert reassembler.expire() == pytest.approx(10) and reassembler.pending_messages == 2
+    clock.now += 10
+    assert reassembler.expire() == pytest.approx(5) and reassembler.pending_messages == 1
+    assert reassembler.feed(f"{first}:2:3:y".encode()) == b"xy"  # the first survived: it was active
+    assert reassembler.pending_messages == 0 and reassembler.expire() == 30
+
+
+class _WatchedPartial(framing._Partial):
+    """A partial message that counts how often its idle time is looked at."""
+
+    reads = 0
+
+    @property  # type: ignore[override]
+    def last_seen(self) -> float:
+        _WatchedPartial.reads += 1
+        return self._last_seen
+
+    @last_seen.setter
+    def last_seen(self, value: float) -> None:
+        self._last_seen = value
+
+
+def test_expiry_looks_only_at_what_expires(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With thousands of messages pending, each line costs O(1) expiry work, not a scan of all."""
+    monkeypatch.setattr(framing, "_Partial", _WatchedPartial)
+    clock = _Clock()
+    reassembler = Reassembler(FramingOptions(timeout_s=30, max_partial_messages=10_000), clock=clock)
+    for _ in range(5_000):
+        _start(reassembler)
+    _WatchedPartial.reads = 0
+    for _ in range(5_000):
+        assert reassembler.feed(b'{"jsonrpc":"2.0","method":"ping"}') is not None
+    per_lines = _WatchedPartial.reads
+    assert per_lines <= 2 * 5_000  # the oldest one's idle time, a constant number of times per line
+    clock.now += 30
+    reassembler.expire()  # now every one expires: each is looked at, once or twice
+    assert reassembler.pending_messages == 0 and 5_000 <= _WatchedPartial.reads - per_lines <= 2 * 5_000
+
+
+def test_incomplete_messages_at_once_are_capped_and_the_next_one_is_refused_with_its_id(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    reassembler = Reassembler(FramingOptions(max_partial_messages=2))
+    held = [_start(reassembler), _start(reassembler)]
+    refused = reassembler.feed(f"{MID}:0:2:".encode() + b'{"jsonrpc":"2.0","id":42,')
+    assert isinstance(refused, Refused) and "2 framed messages are already incomplete" in refused.reason
+    assert leading_fields(refused.head)["id"] == 42
+    _rejected(caplog, "2 framed messages are already incomplete")
+    assert reassembler.feed(f'{MID}:1:2:"method":"ping"}}'.encode()) is None  # its late frame: ignored
+    assert reassembler.pending_messages == 2
+    # A one-frame message never waits, so it passes at the cap; a completed one frees its place.
+    assert reassembler.feed(f"{uuid.uuid4()}:0:1:{{}}".encode()) == b"{}"
+    assert reassembler.feed(f"{held[0]}:1:2:{{}}".encode()) == b"{}"
+    _start(reassembler)
+    assert reassembler.pending_messages == 2
+
+
+def test_a_message_claiming_more_frames_than_allowed_is_refused_at_its_first_frame() -> None:
+    reassembler = Reassembler(FramingOptions(max_frames_per_message=4))
+    assert reassembler.feed(f"{uuid.uuid4()}:3:4:x".encode()) is None  # at the cap: accepted
+    refused = reassembler.feed(f"{MID}:0:5:".encode() + b'{"jsonrpc":"2.0","id":"five",')
+    assert isinstance(refused, Refused) and "claims 5 frames, over the limit of 4" in refused.reason
+    assert leading_fields(refused.head)["id"] == "five"
+    assert reassembler.feed(f"{MID}:1:5:x".encode()) is None and reassembler.pending_messages == 1
+    # The default cap: a claim of a billion frames is refused at once, nothing allocated for it.
+    reassembler = Reassembler()
+    refused = reassembler.feed(f"{MID}:5:999999999:".encode())
+    assert isinstance(refused, Refused) and refused.head == b""  # its first frame, with the id, not seen
+    assert reassembler.pending_messages == 0 and reassembler.buffered_bytes == 0
+
+
+def test_empty_frames_cost_their_overhead_against_the_buffer_cap() -> None:
+    head = b'{"jsonrpc":"2.0","id":43,'
+    reassembler = Reassembler(FramingOptions(max_buffered_bytes=len(head) + 10 * FRAME_OVERHEAD))
+    message_id = _start(reassembler, total=100, data=head)
+    outcomes = [reassembler.feed(f"{message_id}:{index}:100:".encode()) for index in range(1, 20)]
+    refused = outcomes[9]  # with the first and nine empty frames held, the next would pass the cap
+    assert outcomes[:9] == [None] * 9 and outcomes[10:] == [None] * 9
+    assert isinstance(refused, Refused) and leading_fields(refused.head)["id"] == 43
     assert reassembler.pending_messages == 0 and reassembler.buffered_bytes == 0
 
 

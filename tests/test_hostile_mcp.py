@@ -1,7 +1,8 @@
 """Broken MCP traffic against a real `codepager serve` process, on plain stdio and on
 chunked-stdio, driven with raw JSON lines (a client library would refuse to send most of these):
 not JSON, not JSON-RPC, batches, invalid UTF-8, lone surrogates, unknown methods and tools, wrong
-argument types, requests over the size limit, and on chunked-stdio the same arriving as frames.
+argument types, requests over the size limit, and on chunked-stdio the same arriving as frames,
+and floods of framed messages that never complete.
 Each gets a proper JSON-RPC error (with the request's id when it has a readable one, so no client
 waits forever), and the same process answers a good call after every one of them. An oversized
 line is discarded as it streams: the server's peak RSS does not grow by its size."""
@@ -10,8 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import select
+import queue
 import subprocess
+import threading
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,14 +33,22 @@ LIMIT = 4 * MB  # the default server.max_request_bytes
 
 
 class RawStdio:
-    def __init__(self, root: Path, tmp: Path, transport: str) -> None:
+    def __init__(self, root: Path, tmp: Path, transport: str, **settings: str) -> None:
         cmd, args = codepager_cmd()
         self.transport = transport
         self.proc = subprocess.Popen(
             [cmd, *args, "serve", "--root", str(root), "--transport", transport],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=serve_env(tmp),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=serve_env(tmp, **settings),
         )  # fmt: skip
         self.next_id = 1000
+        # Answers are read as they come, so a flood of them never fills the pipe and stalls the server.
+        self._answers: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._read_answers, name="raw-stdio-reader", daemon=True).start()
+
+    def _read_answers(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._answers.put(line)
 
     def send(self, line: bytes | dict[str, Any]) -> None:
         assert self.proc.stdin is not None
@@ -60,10 +72,10 @@ class RawStdio:
         return answers, (_kib(status, "VmHWM") - before) * 1024
 
     def receive(self, timeout: float = 30) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        assert ready, "no answer: the server dropped the message"
-        return json.loads(self.proc.stdout.readline())
+        try:
+            return json.loads(self._answers.get(timeout=timeout))
+        except queue.Empty:
+            raise AssertionError("no answer: the server dropped the message") from None
 
     def good_call_works(self) -> None:
         self.next_id += 1
@@ -83,13 +95,14 @@ def _kib(status: Path, field: str) -> int:
 
 
 @contextlib.contextmanager
-def raw_server(transport: str, tmp_path_factory) -> Iterator[RawStdio]:
-    """A real `codepager serve` over `transport`, initialized, checked to exit cleanly."""
+def raw_server(transport: str, tmp_path_factory, **settings: str) -> Iterator[RawStdio]:
+    """A real `codepager serve` over `transport` (with `settings` as in `serve_env`),
+    initialized, checked to exit cleanly."""
     tmp = tmp_path_factory.mktemp("raw-mcp")
     root = tmp / "repo"
     root.mkdir()
     (root / "a.txt").write_text("needle\n")
-    raw = RawStdio(root, tmp, transport)
+    raw = RawStdio(root, tmp, transport, **settings)
     raw.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})  # fmt: skip
     assert raw.receive(timeout=90)["id"] == 1
@@ -220,3 +233,68 @@ def test_one_over_long_frame_costs_no_memory_and_is_refused_with_its_id(chunked_
     assert len(answers) == 1
     _assert_too_large(answers[0], 23)
     assert growth < 10 * MB, f"peak RSS rose {growth / MB:.0f} MB for a 100 MB frame"
+
+
+MAX_PARTIAL = 64  # the default server.chunk_max_partial_messages
+
+
+def _frame(message_id: str, index: int, total: int, data: bytes = b"") -> bytes:
+    return f"{message_id}:{index}:{total}:".encode() + data + b"\n"
+
+
+def _assert_dropped(answer: dict[str, Any], request_id: int | None, reason: str) -> None:
+    assert answer["id"] == request_id and answer["error"]["code"] == -32600, answer
+    assert reason in answer["error"]["message"], answer
+
+
+def test_ten_thousand_incomplete_messages_neither_stall_the_server_nor_pile_up(chunked_server):
+    """10,000 first frames that never get their second: the server holds 64 of them and refuses
+    the rest at once (each answered -32600), and a ping sent behind them answers fast. Before,
+    every line scanned every incomplete message (a 32 s stall, then a 16 s ping) and all were held.
+    The bound is 5 s, not less: the ping queues behind the answers to the ~2,500 frames still in
+    the pipe when the flood's write returns, a thread hop each (0.4-1.9 s with 8 agents on 2 cores)."""
+    ids = [str(uuid.uuid4()) for _ in range(10_000)]
+    chunked_server.send(b"".join(_frame(message_id, 0, 2) for message_id in ids))
+    sent = time.monotonic()
+    chunked_server.send({"jsonrpc": "2.0", "id": 30, "method": "ping"})
+    refusals = []
+    while (answer := chunked_server.receive())["id"] != 30:
+        refusals.append(answer)
+    elapsed = time.monotonic() - sent
+    assert answer["result"] == {} and elapsed < 5, f"the ping took {elapsed:.1f} s"
+    assert len(refusals) == len(ids) - MAX_PARTIAL  # so at most 64 were ever held
+    for refusal in refusals:
+        _assert_dropped(refusal, None, f"{MAX_PARTIAL} framed messages are already incomplete")
+    # The 64 held are the first 64 and still complete; a refused one's late frame is ignored.
+    ping = '{"jsonrpc":"2.0","id":%d,"method":"ping"}'
+    chunked_server.send(b"".join(_frame(mid, 1, 2, (ping % (100 + i)).encode()) for i, mid in enumerate(ids[: MAX_PARTIAL + 1])))
+    answers = [chunked_server.receive() for _ in range(MAX_PARTIAL)]
+    assert sorted(answer["id"] for answer in answers) == list(range(100, 100 + MAX_PARTIAL))
+    chunked_server.good_call_works()  # and nothing was answered for the refused message's frame
+
+
+def test_a_message_claiming_a_billion_frames_is_refused_at_once_and_costs_no_memory(chunked_server):
+    """A header's totalChunks is a claim, never a size to allocate or wait for: over the frame
+    cap, the first frame drops the message (-32600 with the id its data shows) and the 300,000
+    empty frames after it are discarded. Before, they were all held (RSS grew by tens of MB)."""
+    message_id = str(uuid.uuid4())
+    head = b'{"jsonrpc":"2.0","id":31,"method":"tools/call","params":{"name":"regex_search","arguments":'
+    flood = _frame(message_id, 0, 999_999_999, head) + b"".join(_frame(message_id, i, 999_999_999) for i in range(1, 300_000))
+    answers, growth = chunked_server.answers_and_peak_rss_growth(flood)
+    assert len(answers) == 1, answers
+    _assert_dropped(answers[0], 31, "claims 999999999 frames")
+    assert growth < 10 * MB, f"peak RSS rose {growth / MB:.0f} MB for 300,000 empty frames"
+
+
+def test_empty_frames_are_paid_for_against_the_reassembly_buffer(tmp_path_factory):
+    """Each held frame counts its data plus a fixed overhead, so empty frames are not free: with
+    a 1 MiB buffer, a message within the frame cap fed only empty frames is dropped once the
+    buffer is spent, answered with its id. Before, empty frames counted 0 bytes and never did."""
+    with raw_server("chunked-stdio", tmp_path_factory, server__chunk_max_buffered_bytes=str(MB)) as raw:
+        message_id, total = str(uuid.uuid4()), 32_768
+        head = b'{"jsonrpc":"2.0","id":32,"method":"tools/call","params":{"name":"regex_search","arguments":'
+        flood = _frame(message_id, 0, total, head) + b"".join(_frame(message_id, i, total) for i in range(1, total - 1))
+        answers, growth = raw.answers_and_peak_rss_growth(flood)
+        assert len(answers) == 1, answers
+        _assert_dropped(answers[0], 32, f"over {MB} bytes")
+        assert growth < 10 * MB, f"peak RSS rose {growth / MB:.0f} MB"

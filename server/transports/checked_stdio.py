@@ -30,7 +30,7 @@ from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from server.transports.wire import READ_SIZE, TooLarge, bounded_lines, leading_fields
+from server.transports.wire import READ_SIZE, Refused, TooLarge, bounded_lines, leading_fields
 
 logger = logging.getLogger(__name__)
 
@@ -42,9 +42,10 @@ _MAX_DETAIL = 200
 
 class CheckedMessages:
     """What `stdio_server` iterates as its stdin: only messages that are valid JSON-RPC. Others,
-    and `TooLarge` refusals, are answered through the connection's write stream (`attach`)."""
+    and `TooLarge` and `Refused` refusals, are answered through the connection's write stream
+    (`attach`)."""
 
-    def __init__(self, messages: AsyncIterable[bytes | TooLarge]) -> None:
+    def __init__(self, messages: AsyncIterable[bytes | TooLarge | Refused]) -> None:
         self._messages = messages
         self._ready = anyio.Event()
         self._write: WriteStream[SessionMessage] | None = None
@@ -58,6 +59,8 @@ class CheckedMessages:
             if isinstance(message, TooLarge):
                 logger.warning("refused a request of at least %d bytes (limit %d)", message.size, message.limit)
                 error: types.JSONRPCError | None = too_large(message)
+            elif isinstance(message, Refused):  # the reassembler has logged why
+                error = refused(message)
             else:
                 line = message.decode("utf-8", "replace")
                 if not line.strip():
@@ -82,8 +85,17 @@ def check(line: str) -> types.JSONRPCError | None:
 
 def too_large(request: TooLarge) -> types.JSONRPCError:
     """The -32600 answering a request refused for its size, with its id if its head shows it."""
-    request_id = leading_fields(request.head).get("id")
-    return _error(_usable(request_id), types.INVALID_REQUEST, too_large_text(request.size, request.limit))
+    return _error(_head_id(request.head), types.INVALID_REQUEST, too_large_text(request.size, request.limit))
+
+
+def refused(request: Refused) -> types.JSONRPCError:
+    """The -32600 answering a framed request dropped for a reassembly limit, with its id if known."""
+    return _error(_head_id(request.head), types.INVALID_REQUEST, f"Invalid Request: {request.reason}")
+
+
+def _head_id(head: bytes) -> int | str | None:
+    """The id a refused request's first bytes show, if a reply can carry it."""
+    return _usable(leading_fields(head).get("id"))
 
 
 def too_large_text(size: int, limit: int) -> str:

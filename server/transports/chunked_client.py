@@ -40,22 +40,26 @@ from typing_extensions import Unpack
 
 from server.transports.chunked_stdio import expire_idle_messages, reassembled
 from server.transports.framing import FramingOptions, Reassembler
-from server.transports.wire import TooLarge, leading_fields
+from server.transports.wire import Refused, TooLarge, leading_fields
 
 logger = logging.getLogger(__name__)
 
 
-def _unanswerable(response: TooLarge) -> SessionMessage | None:
-    """An error for the request whose response was refused for its size, so its caller fails
-    at once instead of waiting; None when the head does not show a response's id."""
+def _unanswerable(response: TooLarge | Refused) -> SessionMessage | None:
+    """An error for the request whose response was refused (for its size or another reassembly
+    limit), so its caller fails at once instead of waiting; None when the head does not show a
+    response's id."""
     fields = leading_fields(response.head)
     request_id = fields.get("id")
     if "method" in fields or isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
         return None
-    message = (
-        f"the server's response is at least {response.size} bytes, over this client's limit of "
-        f"{response.limit} bytes (FramingOptions.max_message_bytes); ask for less (a smaller page) or raise the limit"
-    )
+    if isinstance(response, Refused):
+        message = f"this client refused the server's response: {response.reason} (see FramingOptions)"
+    else:
+        message = (
+            f"the server's response is at least {response.size} bytes, over this client's limit of "
+            f"{response.limit} bytes (FramingOptions.max_message_bytes); ask for less (a smaller page) or raise the limit"
+        )
     error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=types.INTERNAL_ERROR, message=message))
     return SessionMessage(error)
 
@@ -99,11 +103,12 @@ async def chunked_stdio_client(
             async with read_stream_writer:
                 try:
                     async for message in reassembled(stdout, reassembler, framing.max_line_bytes):
-                        if isinstance(message, TooLarge):
+                        if isinstance(message, TooLarge):  # a Refused one the reassembler has logged
                             logger.error(
                                 "chunked stdio client: discarded a message of at least %d bytes (limit %d)",
                                 message.size, message.limit,
                             )  # fmt: skip
+                        if isinstance(message, (TooLarge, Refused)):
                             if (error := _unanswerable(message)) is None:
                                 continue
                             parsed: SessionMessage | Exception = error

@@ -25,13 +25,13 @@ from mcp.shared.message import SessionMessage
 
 from server.transports.checked_stdio import CheckedMessages, claim, read_chunks
 from server.transports.framing import FramingOptions, Reassembler
-from server.transports.wire import TooLarge, bounded_lines
+from server.transports.wire import Refused, TooLarge, bounded_lines
 
 
 async def reassembled(
     chunks: AsyncIterable[bytes], reassembler: Reassembler, max_line_bytes: int
-) -> AsyncIterator[bytes | TooLarge]:
-    """The whole messages (or size refusals) carried by a stream of plain lines and frames."""
+) -> AsyncIterator[bytes | TooLarge | Refused]:
+    """The whole messages (or refusals) carried by a stream of plain lines and frames."""
     async for line in bounded_lines(chunks, max_line_bytes):
         message = reassembler.feed(line)
         if message is not None:

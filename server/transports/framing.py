@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from server.transports.wire import HEAD_BYTES, TooLarge
+from server.transports.wire import HEAD_BYTES, Refused, TooLarge
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,14 @@ header and newline are added."""
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_PARTIAL_MESSAGES = 64
+DEFAULT_MAX_FRAMES_PER_MESSAGE = 32 * 1024
+"""A whole 4 MiB request in frames averaging 128 bytes; the default 60 KiB frames need 70."""
+
+FRAME_OVERHEAD = 128
+"""What one held chunk costs beyond its data, counted against `max_buffered_bytes`: in CPython
+its dict slot, int key and bytes object take ~120 bytes, so a flood of empty frames is paid for
+instead of free."""
 
 MAX_FRAME_HEADER = 36 + 1 + 9 + 1 + 9 + 1
 """The longest `{uuid}:{index}:{total}:` a frame can start with (the parser allows 9 digits)."""
@@ -71,23 +79,26 @@ class FramingOptions:
     `chunk_limit` is what this end sends (bytes of data per frame; a message at or under it
     goes as one plain line); the others bound what it will buffer from the peer, whose
     frames may be of any size: `max_message_bytes` for one message (a longer one is refused
-    as `TooLarge`, its lines never held whole), `max_buffered_bytes` for all incomplete
-    messages together, `timeout_s` of silence before an incomplete message is dropped.
+    as `TooLarge`, its lines never held whole), `max_frames_per_message` for the frames one
+    message may claim, `max_partial_messages` for incomplete messages at once,
+    `max_buffered_bytes` for all incomplete messages together (each frame counting its data
+    plus `FRAME_OVERHEAD`), `timeout_s` of silence before an incomplete message is dropped.
     """
 
     chunk_limit: int = DEFAULT_CHUNK_LIMIT
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
     max_message_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
+    max_partial_messages: int = DEFAULT_MAX_PARTIAL_MESSAGES
+    max_frames_per_message: int = DEFAULT_MAX_FRAMES_PER_MESSAGE
 
     def __post_init__(self) -> None:
         validate_chunk_limit(self.chunk_limit)
         if self.timeout_s <= 0:
             raise ValueError(f"reassembly timeout must be positive, got {self.timeout_s}")
-        if self.max_buffered_bytes < 1:
-            raise ValueError(f"reassembly buffer cap must be at least 1 byte, got {self.max_buffered_bytes}")
-        if self.max_message_bytes < 1:
-            raise ValueError(f"message size cap must be at least 1 byte, got {self.max_message_bytes}")
+        for name in ("max_buffered_bytes", "max_message_bytes", "max_partial_messages", "max_frames_per_message"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
 
     @property
     def max_line_bytes(self) -> int:
@@ -180,6 +191,11 @@ class _Partial:
     chunks: dict[int, bytes] = field(default_factory=dict)
     size: int = 0
 
+    @property
+    def cost(self) -> int:
+        """What it counts against the reassembly buffer: its data and a fixed cost per chunk."""
+        return self.size + FRAME_OVERHEAD * len(self.chunks)
+
 
 class Reassembler:
     """Turn the lines of one incoming stream back into whole JSON messages.
@@ -190,30 +206,33 @@ class Reassembler:
     answers it as on plain stdio. A bad frame is refused with a logged error and the stream goes
     on: the peer's other messages are not its fault.
 
-    Memory is bounded three ways (`FramingOptions`) so a broken or hostile peer cannot exhaust
-    it: a message over `max_message_bytes` is refused as `TooLarge` (a plain line, or a framed
-    message as soon as its chunks pass the cap; the caller answers it), a partial message idle
-    for `timeout_s` is dropped (idle rather than age, so a large message that arrives slowly
-    but steadily is not cut off), and a frame that would push the total buffered bytes over
-    `max_buffered_bytes` drops its whole message. A dropped message's id is remembered for a
+    Memory is bounded by what arrived, never by what a header claims (`FramingOptions`), so a
+    broken or hostile peer cannot exhaust it: a message over `max_message_bytes` is refused as
+    `TooLarge` (a plain line, or a framed message as soon as its chunks pass the cap), and one
+    claiming more than `max_frames_per_message` frames, starting while `max_partial_messages`
+    are incomplete, or whose frame would push the buffer (data plus `FRAME_OVERHEAD` a chunk)
+    over `max_buffered_bytes`, is dropped as `Refused`; the caller answers both. A partial
+    message idle for `timeout_s` is dropped (idle rather than age, so a large message that
+    arrives slowly but steadily is not cut off). A dropped message's id is remembered for a
     while so its late frames are discarded instead of starting a buffer that could never
     complete. Expiry runs whenever a line arrives and whenever the caller calls `expire`,
-    which an idle stream needs (see `chunked_stdio.expire_idle_messages`).
+    which an idle stream needs (see `chunked_stdio.expire_idle_messages`); it costs O(1)
+    amortised, since the timeout is the same for every message and partials are kept in order
+    of last activity.
     """
 
     def __init__(self, options: FramingOptions | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         options = options or FramingOptions()
-        self._timeout_s = options.timeout_s
-        self._max_buffered_bytes = options.max_buffered_bytes
-        self._max_message_bytes = options.max_message_bytes
+        self._options = options
         self._clock = clock
-        self._partials: dict[str, _Partial] = {}
-        self._dropped: OrderedDict[str, float] = OrderedDict()
+        self._partials: OrderedDict[str, _Partial] = OrderedDict()  # least recently active first
+        self._dropped: OrderedDict[str, float] = OrderedDict()  # earliest dropped first
         self._buffered_bytes = 0
 
     @property
     def buffered_bytes(self) -> int:
-        """Bytes of data held for incomplete messages."""
+        """What incomplete messages count against `max_buffered_bytes`: their data plus
+        `FRAME_OVERHEAD` per chunk held."""
         return self._buffered_bytes
 
     @property
@@ -221,7 +240,7 @@ class Reassembler:
         """How many framed messages are waiting for more chunks."""
         return len(self._partials)
 
-    def feed(self, line: bytes | TooLarge) -> bytes | TooLarge | None:
+    def feed(self, line: bytes | TooLarge) -> bytes | TooLarge | Refused | None:
         """Take one line (with or without its newline, or the `TooLarge` a `LineSplitter` made of
         an over-long one); return a complete message, a refused one, or None."""
         self.expire()
@@ -233,8 +252,8 @@ class Reassembler:
         if not content:
             return None
         if content[0] not in _FRAME_STARTS:
-            if len(content) > self._max_message_bytes:
-                return TooLarge(len(content), self._max_message_bytes, content[:HEAD_BYTES])
+            if len(content) > self._options.max_message_bytes:
+                return TooLarge(len(content), self._options.max_message_bytes, content[:HEAD_BYTES])
             return line
         try:
             return self._accept(parse_frame(line))
@@ -244,78 +263,124 @@ class Reassembler:
 
     def expire(self) -> float:
         """Drop partial messages idle for the timeout; return the seconds until the next one
-        could expire (the timeout itself when none is pending)."""
+        could expire (the timeout itself when none is pending).
+
+        Only the messages that expire, and the first that does not, are looked at: `_partials`
+        is ordered by last activity and `_dropped` by time of drop."""
         now = self._clock()
-        for message_id, partial in list(self._partials.items()):
-            if now - partial.last_seen >= self._timeout_s:
-                self._drop(message_id, f"no chunk arrived for {self._timeout_s:g} s", now)
-        while self._dropped and now - next(iter(self._dropped.values())) > self._timeout_s:
+        timeout = self._options.timeout_s
+        while self._partials:
+            message_id, partial = next(iter(self._partials.items()))
+            if now - partial.last_seen < timeout:
+                break
+            self._drop(message_id, f"no chunk arrived for {timeout:g} s", now)
+        while self._dropped and now - next(iter(self._dropped.values())) > timeout:
             self._dropped.popitem(last=False)
-        oldest = min((partial.last_seen for partial in self._partials.values()), default=now)
-        return oldest + self._timeout_s - now
+        if not self._partials:
+            return timeout
+        return next(iter(self._partials.values())).last_seen + timeout - now
 
     def _too_long(self, line: TooLarge) -> TooLarge | None:
         """An over-long line, discarded as it streamed: a message too large, or a frame of one."""
         content = line.head.lstrip(_LEADING_WHITESPACE)
         if content[:1] and content[0] not in _FRAME_STARTS:
-            return TooLarge(line.size, self._max_message_bytes, content)
+            return TooLarge(line.size, self._options.max_message_bytes, content)
         try:
             frame = parse_frame(line.head)
         except FrameRejected as rejected:
             logger.error("chunked stdio: rejected an over-long line of %d bytes: %s", line.size, rejected)
             return None
-        return self._refuse(frame, line.size)
-
-    def _refuse(self, frame: Frame, size: int) -> TooLarge | None:
-        """Drop `frame`'s message for passing the size cap; its first chunk, if seen, holds the id."""
         if frame.message_id in self._dropped:
             return None
-        partial = self._partials.get(frame.message_id)
-        first = frame.data if frame.index == 0 else (partial.chunks.get(0, b"") if partial is not None else b"")
-        self._drop(frame.message_id, f"it passed the cap of {self._max_message_bytes} bytes per message", self._clock())
-        return TooLarge(size, self._max_message_bytes, first[:HEAD_BYTES])
+        return self._too_large(frame, line.size)
 
-    def _accept(self, frame: Frame) -> bytes | TooLarge | None:
+    def _too_large(self, frame: Frame, size: int) -> TooLarge:
+        """Drop `frame`'s message for passing the size cap, as a `TooLarge` of at least `size` bytes."""
+        limit = self._options.max_message_bytes
+        refusal = TooLarge(size, limit, self._head(frame))
+        self._drop(frame.message_id, f"it passed the cap of {limit} bytes per message", self._clock())
+        return refusal
+
+    def _refuse(self, frame: Frame, reason: str) -> Refused:
+        """Drop `frame`'s message for passing a reassembly limit other than its size."""
+        refusal = Refused(f"framed message dropped: {reason}", self._head(frame))
+        self._drop(frame.message_id, reason, self._clock())
+        return refusal
+
+    def _head(self, frame: Frame) -> bytes:
+        """The first bytes of `frame`'s message (where its id is), as far as its chunks from the
+        first on are known without a gap, `frame` included; at most `HEAD_BYTES`."""
+        partial = self._partials.get(frame.message_id)
+        chunks = partial.chunks if partial is not None else {}
+        head = b""
+        for index in range(frame.total):
+            data = frame.data if index == frame.index else chunks.get(index)
+            if data is None or len(head) >= HEAD_BYTES:
+                break
+            head += data[: HEAD_BYTES - len(head)]
+        return head
+
+    def _start_refusal(self, frame: Frame) -> str | None:
+        """Why a frame of a message not seen before may not start one (None: it may). Judged
+        on the claim only to refuse it: nothing is allocated by `totalChunks`."""
+        options = self._options
+        if frame.total > options.max_frames_per_message:
+            return (
+                f"it claims {frame.total} frames, over the limit of {options.max_frames_per_message} "
+                "frames per message; send it in fewer, larger frames"
+            )
+        if frame.total > 1 and len(self._partials) >= options.max_partial_messages:
+            return (
+                f"{options.max_partial_messages} framed messages are already incomplete, the most held at once; "
+                "send the rest of those before starting another"
+            )
+        return None
+
+    def _accept(self, frame: Frame) -> bytes | TooLarge | Refused | None:
         now = self._clock()
         if frame.message_id in self._dropped:
             logger.debug("chunked stdio: ignoring late chunk %d of dropped message %s", frame.index, frame.message_id)
             return None
         partial = self._partials.get(frame.message_id)
         if partial is None:
-            partial = self._partials[frame.message_id] = _Partial(total=frame.total, last_seen=now)
+            if (reason := self._start_refusal(frame)) is not None:
+                return self._refuse(frame, reason)
+            partial = _Partial(total=frame.total, last_seen=now)
         elif partial.total != frame.total:
             raise FrameRejected(
                 f"totalChunks changed from {partial.total} to {frame.total} within message {frame.message_id}"
             )
-        known = partial.chunks.get(frame.index)
-        if known is not None:
+        elif (known := partial.chunks.get(frame.index)) is not None:
             if known != frame.data:
                 raise FrameRejected(f"duplicate chunk {frame.index} of message {frame.message_id} with different data")
             return None
-        if partial.size + len(frame.data) > self._max_message_bytes:
-            return self._refuse(frame, partial.size + len(frame.data))
-        if self._buffered_bytes + len(frame.data) > self._max_buffered_bytes:
-            self._drop(
-                frame.message_id,
-                f"it would push the reassembly buffer over its cap of {self._max_buffered_bytes} bytes",
-                now,
+        if partial.size + len(frame.data) > self._options.max_message_bytes:
+            return self._too_large(frame, partial.size + len(frame.data))
+        cost = len(frame.data) + FRAME_OVERHEAD
+        if self._buffered_bytes + cost > self._options.max_buffered_bytes:
+            return self._refuse(
+                frame,
+                f"it would push the frames held for incomplete messages over {self._options.max_buffered_bytes} bytes "
+                f"(each counts its data plus {FRAME_OVERHEAD}); send the rest of earlier messages first, "
+                "or send this one in fewer, larger frames",
             )
-            return None
         partial.chunks[frame.index] = frame.data
         partial.size += len(frame.data)
         partial.last_seen = now
-        self._buffered_bytes += len(frame.data)
+        self._buffered_bytes += cost
         if len(partial.chunks) < partial.total:
+            self._partials[frame.message_id] = partial
+            self._partials.move_to_end(frame.message_id)
             return None
-        del self._partials[frame.message_id]
-        self._buffered_bytes -= partial.size
+        self._partials.pop(frame.message_id, None)
+        self._buffered_bytes -= partial.cost
         return b"".join(partial.chunks[index] for index in range(partial.total))
 
     def _drop(self, message_id: str, reason: str, now: float) -> None:
         partial = self._partials.pop(message_id, None)
         received = 0
         if partial is not None:
-            self._buffered_bytes -= partial.size
+            self._buffered_bytes -= partial.cost
             received = len(partial.chunks)
         total = f" of {partial.total}" if partial is not None else ""
         logger.error(

@@ -17,6 +17,8 @@ def framing_options(settings: ServerSettings) -> FramingOptions:
         timeout_s=settings.chunk_timeout_s,
         max_buffered_bytes=settings.chunk_max_buffered_bytes,
         max_message_bytes=settings.max_request_bytes,
+        max_partial_messages=settings.chunk_max_partial_messages,
+        max_frames_per_message=settings.chunk_max_frames_per_message,
     )
 
 

@@ -1,5 +1,5 @@
 """Line plumbing shared by every stdio transport and the chunked client: bounded line reading
-and what is known of a message refused for its size.
+and what is known of a message refused for its size (or, when framed, for another limit).
 
 Why bounded: a peer can send one line of any length. Buffering it whole before any size check
 would let a single 1 GB line take 1 GB (or more, once decoded) of memory. `LineSplitter`
@@ -31,6 +31,17 @@ class TooLarge:
 
     size: int
     limit: int
+    head: bytes
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A framed message dropped before it was complete for passing a reassembly limit other
+    than its size (frames per message, incomplete messages at once, buffered bytes): `reason`
+    says which and what to do instead; `head` is its first bytes, from which the sender's id
+    may be read (empty when its first chunk was never seen)."""
+
+    reason: str
     head: bytes
 
 
