@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 import anyio
 from fastmcp import FastMCP
@@ -45,18 +45,28 @@ async def expire_idle_messages(reassembler: Reassembler) -> None:
 
 
 class _FrameWriter:
-    """What `stdio_server` writes to as its stdout: each `json + "\\n"` leaves as frames."""
+    """What `stdio_server` writes to as its stdout: each `json + "\\n"` leaves as frames.
 
-    def __init__(self, wire: anyio.AsyncFile[bytes], framing: FramingOptions) -> None:
+    The SDK calls `write` then `flush` for every message; the frames are held until the flush,
+    which writes and flushes them in one thread hop instead of two, so a flood of small
+    answers (one per malformed line) costs half the hops."""
+
+    def __init__(self, wire: BinaryIO, framing: FramingOptions) -> None:
         self._wire = wire
         self._framing = framing
+        self._pending: list[bytes] = []
 
     async def write(self, line: str) -> None:
-        # One write per message: its frames go out back to back in a single thread hop.
-        await self._wire.write(self._framing.encode(line))
+        self._pending.append(self._framing.encode(line))
 
     async def flush(self) -> None:
-        await self._wire.flush()
+        data = b"".join(self._pending)
+        self._pending.clear()
+        await anyio.to_thread.run_sync(self._send, data)
+
+    def _send(self, data: bytes) -> None:
+        self._wire.write(data)
+        self._wire.flush()
 
 
 @asynccontextmanager
@@ -73,7 +83,7 @@ async def chunked_stdio_server(
         stdout = claim(stack, 1, sys.stdout, "wb", _open_stdout_diversion)
         messages = CheckedMessages(reassembled(read_chunks(stdin), reassembler, framing.max_line_bytes))
         # stdio_server only iterates its stdin and calls write/flush on its stdout.
-        writer = cast("anyio.AsyncFile[str]", _FrameWriter(anyio.wrap_file(stdout), framing))
+        writer = cast("anyio.AsyncFile[str]", _FrameWriter(stdout, framing))
         async with anyio.create_task_group() as tg:
             tg.start_soon(expire_idle_messages, reassembler)
             try:
