@@ -1,8 +1,10 @@
 """Reading, hashing and chunking the files an update must look at.
 
-One job per added or changed file: read it (without following a symlink swapped in since
-discovery), hash it, and unless its content is what the index already holds, chunk it and
-compute each chunk's lexical document, the other per-chunk CPU cost of a build.
+One job per added or changed file: read it beneath its root (`search_engine.beneath`: no
+symlink swapped in since discovery, for the file or any directory above it, can lead the read
+outside the root) and no more than `max_size` bytes of it, hash it, and unless its content is
+what the index already holds, chunk it and compute each chunk's lexical document, the other
+per-chunk CPU cost of a build.
 
 Chunking runs in the updating process. Worker processes were measured (a forkserver pool
 over the four benchmark corpora as one tree) and gained nothing on this two-core machine
@@ -13,24 +15,22 @@ multiprocessing caveats; tree-sitter holds the GIL, so threads cannot help eithe
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from search_engine.beneath import read_beneath
 from search_engine.chunking import chunk_file
 from search_engine.chunks import Chunk
+from search_engine.files import DiscoveredFile
 from search_engine.languages import language_for
 from search_engine.lexical import lexical_document
-
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @dataclass(frozen=True, slots=True)
 class ChunkJob:
     """A file to (re)read. `known_digest` is the indexed content's: equal -> not re-chunked."""
 
-    path: str
-    os_path: str
+    file: DiscoveredFile
     known_digest: str | None
 
 
@@ -44,39 +44,28 @@ class ChunkedFile:
     documents: list[list[str]] | None
 
 
-def chunk_files(jobs: list[ChunkJob], report: Callable[[int, int], None]) -> list[ChunkedFile | None]:
-    """One result per job, in order; None for a file that vanished, cannot be read or turns
+def chunk_files(
+    jobs: list[ChunkJob], max_size: int, report: Callable[[int, int], None]
+) -> list[ChunkedFile | None]:
+    """One result per job, in order; None for a file that vanished, cannot be read (now lies
+    through a symlink, is no longer a regular file), has grown over `max_size` bytes or turns
     out to be binary."""
     results = []
     for i, job in enumerate(jobs):
-        results.append(_run(job))
+        results.append(_run(job, max_size))
         if i % 64 == 0:
             report(i, len(jobs))
     report(len(jobs), len(jobs))
     return results
 
 
-def _run(job: ChunkJob) -> ChunkedFile | None:
-    data = _read(job.os_path)
-    if data is None:
+def _run(job: ChunkJob, max_size: int) -> ChunkedFile | None:
+    file = job.file
+    data = read_beneath(file.root, file.rel, max_size)
+    if data is None or b"\0" in data:  # binary after all: discovery only sniffs the head
         return None
     digest = hashlib.blake2b(data, digest_size=16).hexdigest()
     if digest == job.known_digest:
         return ChunkedFile(digest, None, None)
-    chunks = chunk_file(job.path, data, language_for(job.path))
+    chunks = chunk_file(file.path, data, language_for(file.path))
     return ChunkedFile(digest, chunks, [lexical_document(c) for c in chunks])
-
-
-def _read(path: str) -> bytes | None:
-    """A file's bytes, not following a symlink swapped in since discovery; None for a binary
-    file (discovery only sniffs the head) or one that cannot be read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    return None if b"\0" in data else data

@@ -31,24 +31,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from search_engine.beneath import open_beneath
 from search_engine.config import EngineConfig
+from search_engine.errors import PathNotFoundError
 from search_engine.paths import SearchLocation
 from search_engine.ripgrep import RipgrepRun
 
 BINARY_SNIFF_BYTES = 64 * 1024
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @dataclass(frozen=True, slots=True)
 class DiscoveredFile:
     """A searchable file. `path` is the display path (relative, posix) that matches carry;
-    `os_path` is the absolute path to open it by (exact bytes, even for non-UTF-8 names).
-    `size` and `mtime_ns` let an incremental indexer skip unchanged files."""
+    `rel` is the same path as the file system spells it (exact bytes, even for non-UTF-8
+    names), to open under `root` with `search_engine.beneath`. `size` and `mtime_ns` let an
+    incremental indexer skip unchanged files."""
 
     path: str
-    os_path: Path
+    root: Path
+    rel: str
     size: int
     mtime_ns: int
+
+    @property
+    def os_path(self) -> Path:
+        """The absolute path, for display and tests; reads go through `beneath`."""
+        return self.root / self.rel
 
 
 def selection_args(config: EngineConfig, include: Sequence[str], exclude: Sequence[str]) -> list[str]:
@@ -84,22 +92,22 @@ def discover(
     for raw in listing.split(b"\0"):
         if not raw:
             continue
-        os_path = location.root / os.fsdecode(raw)
-        described = _describe(os_path, config.max_file_size)
+        rel = os.fsdecode(raw)
+        described = _describe(location.root, rel, config.max_file_size)
         if described is not None:
-            found.append(DiscoveredFile(display_path(raw), os_path, *described))
+            found.append(DiscoveredFile(display_path(raw), location.root, rel, *described))
     found.sort(key=lambda f: f.path)
     return found
 
 
-def _describe(os_path: Path, max_size: int) -> tuple[int, int] | None:
+def _describe(root: Path, rel: str, max_size: int) -> tuple[int, int] | None:
     """(size, mtime_ns) of a regular, small enough, non-binary file; None to skip it.
 
-    Re-checked here because the tree may change between rg's walk and this call, and the file
-    is opened without following symlinks so a swapped-in link cannot lead outside the root.
+    Re-checked here because the tree may change between rg's walk and this call; opened
+    beneath the root, so a directory swapped for a link cannot lead outside it.
     """
     try:
-        fd = os.open(os_path, os.O_RDONLY | _O_NOFOLLOW)
+        fd = open_beneath(root, rel)
     except OSError:
         return None
     try:
@@ -113,3 +121,33 @@ def _describe(os_path: Path, max_size: int) -> tuple[int, int] | None:
         return None
     finally:
         os.close(fd)
+
+
+def explicit_file_warning(location: SearchLocation, max_size: int) -> str | None:
+    """Why the file a caller named cannot be searched: it is over `max_size` bytes (None when
+    it is not, or `location` is a directory or the whole root).
+
+    ripgrep applies `--max-filesize` only to files it finds by walking, never to a path on its
+    command line, so a named file is measured here, on a descriptor opened beneath the root.
+    A path that no longer opens that way (replaced by a symlink, removed) since it was
+    resolved is refused rather than handed to rg, which would follow the link.
+    """
+    if location.sub is None:
+        return None
+    try:
+        fd = open_beneath(location.root, location.sub)
+    except OSError as exc:
+        raise PathNotFoundError(
+            f"path {location.sub} no longer opens inside the root ({exc.strerror}): it was removed or "
+            "replaced by a symlink since it was checked; check the path and search again"
+        ) from None
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size <= max_size:
+        return None
+    return (
+        f"{location.sub} was not searched: it is {st.st_size:,} bytes, over search.max_file_size "
+        f"({max_size:,} bytes); raise search.max_file_size (CODEPAGER_SEARCH__MAX_FILE_SIZE) to search it"
+    )

@@ -100,7 +100,7 @@ def update_index(
         discovered = discover(SearchLocation(root, None), (), _cache_exclude(root, config), config)
         report("scan", len(discovered), len(discovered))
         documents = documents if documents is not None else {}
-        states, stats = _classify(discovered, old, report, documents)
+        states, stats = _classify(discovered, old, report, documents, config.max_file_size)
         phases["scan+chunk"] = time.perf_counter() - t
         lexical_stale = old is not None and old.manifest.lexical_version != LEXICAL_VERSION
         deleted = len(old.files) - sum(1 for s in states if s.file.path in old.files) if old else 0
@@ -184,10 +184,10 @@ def stale_reason(manifest: Manifest, model_id: str, root: Path) -> str | None:
 
 
 def _classify(
-    discovered: list[DiscoveredFile], old: Snapshot | None, report: Progress, documents: DocumentCache
+    discovered: list[DiscoveredFile], old: Snapshot | None, report: Progress, documents: DocumentCache, max_size: int
 ) -> tuple[list[_FileState], UpdateStats]:
-    """Decide per file: reuse (unchanged or touched) or re-chunk (added or modified). New
-    chunks' lexical documents go into `documents`."""
+    """Decide per file: reuse (unchanged or touched) or re-chunk (added or modified; read no
+    further than `max_size` bytes). New chunks' lexical documents go into `documents`."""
     stats = UpdateStats(generation=0, changed=False, rebuilt=False, reason=None, files=0, chunks=0)
     old_files = old.files if old else {}
     states: list[_FileState | None] = []
@@ -200,8 +200,9 @@ def _classify(
             continue
         pending.append(len(states))
         states.append(None)
-        jobs.append(ChunkJob(f.path, str(f.os_path), entry.digest if entry else None))
-    for slot, job, result in zip(pending, jobs, chunk_files(jobs, lambda d, t: report("chunk", d, t)), strict=True):
+        jobs.append(ChunkJob(f, entry.digest if entry else None))
+    chunked = chunk_files(jobs, max_size, lambda d, t: report("chunk", d, t))
+    for slot, job, result in zip(pending, jobs, chunked, strict=True):
         if result is None:
             continue  # vanished, unreadable or binary after all: not indexed
         f = discovered[slot]

@@ -36,9 +36,10 @@ import msgspec
 
 from search_engine.config import EngineConfig
 from search_engine.errors import InvalidQueryError, SearchError
-from search_engine.files import display_path, selection_args
+from search_engine.files import display_path, explicit_file_warning, selection_args
 from search_engine.languages import language_for
 from search_engine.models import Match, MatchType, SearchRequest, SearchResult
+from search_engine.paths import SearchLocation
 from search_engine.ripgrep import RipgrepRun
 
 ELLIPSIS = "…"
@@ -125,6 +126,9 @@ def regex_search(request: SearchRequest, config: EngineConfig) -> SearchResult:
     if not request.query:
         raise InvalidQueryError("the pattern is empty; pass a regex such as 'TODO' or 'def \\w+'")
     started = time.perf_counter()
+    oversized = explicit_file_warning(SearchLocation(Path(request.root), request.path), config.max_file_size)
+    if oversized is not None:
+        return SearchResult(matches=[], total_count=0, warnings=[oversized])
     collector = _Collector(request.max_results)
     reader = _EventReader(request, config.max_line_width, collector)
     with RipgrepRun(rg_args(request, config), Path(request.root), config.timeout_s) as run:

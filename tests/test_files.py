@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from search_engine.beneath import open_beneath, read_beneath
 from search_engine.config import EngineConfig
 from search_engine.errors import InvalidQueryError
 from search_engine.files import BINARY_SNIFF_BYTES, discover
@@ -165,3 +166,20 @@ def test_bad_glob_is_refused(tree: Path) -> None:
 
 def test_empty_directory(tmp_path: Path) -> None:
     assert discover(SearchLocation(tmp_path, None)) == []
+
+
+def test_reads_beneath_the_root_refuse_links_at_any_depth_and_never_block(tmp_path: Path) -> None:
+    """The one open every reader of a file inside a root uses: a link anywhere on the way is
+    refused, a FIFO is refused without waiting for a writer, and the size limit is exact."""
+    outside = put(tmp_path, "outside/sub/secret.txt")
+    root = tmp_path / "root"
+    put(root, "real/sub/a.txt", "x" * 10)
+    (root / "dir_link").symlink_to(outside.parent.parent, target_is_directory=True)
+    (root / "real" / "file_link.txt").symlink_to(outside)
+    os.mkfifo(root / "real" / "pipe")
+    assert read_beneath(root, "real/sub/a.txt", 10) == b"x" * 10
+    assert read_beneath(root, "real/sub/a.txt", 9) is None
+    for rel in ("dir_link/sub/secret.txt", "real/file_link.txt", "real/pipe", "real/../real/sub/a.txt", "/etc/passwd", "real//sub/a.txt"):
+        assert read_beneath(root, rel, 1 << 20) is None, rel
+    with pytest.raises(OSError):
+        open_beneath(root, "dir_link/sub/secret.txt")

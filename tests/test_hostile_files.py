@@ -156,3 +156,39 @@ def test_files_rewritten_and_deleted_during_searches(tmp_path):
     finally:
         stop.set()
         sync.close()
+
+
+async def test_a_file_named_in_path_is_held_to_max_file_size(tmp_path):
+    """ripgrep ignores --max-filesize for a path on its command line, so naming a file used to
+    search it whatever its size (a 300 MB one-line file cost 2.2 GB). On a real stdio server
+    with search.max_file_size = 100,000 bytes: a file of exactly that size is searched; one
+    byte more, or a 40 MB one-line file, is skipped with a warning saying how to raise the
+    limit, and the server's peak RSS does not grow with the file."""
+    limit = 100_000
+    root = tmp_path / "sized"
+    root.mkdir()
+    line = b"NEEDLE_HERE();"
+    (root / "at_limit.js").write_bytes(line + b"x" * (limit - len(line) - 1) + b"\n")
+    (root / "just_over.js").write_bytes(line + b"x" * (limit - len(line)) + b"\n")
+    with (root / "huge.min.js").open("wb") as f:
+        f.write(line)
+        for _ in range(40):
+            f.write(b"var a=function(b){return b+1};" * 34_000)
+    env = serve_env(tmp_path)
+    env["CODEPAGER_SEARCH__MAX_FILE_SIZE"] = str(limit)
+    cmd, args = codepager_cmd()
+    transport = StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(root))
+    async with Client(transport) as c:
+        at_limit = structured(await c.call_tool("regex_search", {"pattern": "NEEDLE_HERE", "path": "at_limit.js"}))
+        assert at_limit["results"]["count"] == 1
+        pid = _server_pid(root)
+        before_kb = _vm_hwm_kb(pid)
+        over = {}
+        for name in ("just_over.js", "huge.min.js"):
+            over[name] = structured(await c.call_tool("regex_search", {"pattern": "NEEDLE_HERE", "path": name}))
+        growth_mb = (_vm_hwm_kb(pid) - before_kb) / 1024
+    for name, body in over.items():
+        assert body["results"]["total_count"] == 0, name
+        warnings = body["metadata"]["warnings"]
+        assert any(name in w and "over search.max_file_size (100,000 bytes)" in w and "CODEPAGER_SEARCH__MAX_FILE_SIZE" in w for w in warnings), warnings
+    assert growth_mb < 10, f"peak RSS grew by {growth_mb:.0f} MB for files the limit excludes"

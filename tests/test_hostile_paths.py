@@ -4,14 +4,19 @@ names with newlines, colons and invalid UTF-8. Nothing outside the root is ever 
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
 
 from server.app import build_app
 from tests.hostile_helpers import SyncClient
-from tests.server_helpers import make_settings, structured
+from tests.server_helpers import codepager_cmd, make_settings, serve_env, structured
 
 DEPTH = 120  # directories: ~720 characters of path, deeper than any real repository
 
@@ -113,3 +118,52 @@ def test_paths_no_file_system_call_can_take_are_refused_clearly(client, path):
     error = tool_error(client, {"pattern": "needle", "path": path})
     assert error["code"] == "invalid_path"
     error["message"].encode("utf-8")  # the message itself is valid text on the wire
+
+
+async def _progress(client: Client) -> dict:
+    return structured(await client.call_tool("index_status", {}))["progress"]
+
+
+async def _wait_for_phase(client: Client, ready: Callable[[dict], bool], timeout_s: float = 300) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        progress = await _progress(client)
+        if ready(progress):
+            return progress
+        assert progress["phase"] not in ("ready", "failed"), progress
+        await asyncio.sleep(0.02)
+    raise TimeoutError("the build never reached the phase")
+
+
+async def test_a_directory_swapped_for_a_link_during_a_real_build_never_reaches_hybrid_search(tmp_path):
+    """The attack on a real `codepager serve`: while the index builds, swap `zzz/` (listed,
+    not read yet) for a link to an outside directory holding a file of the same name; once
+    the chunks are read, put the real directory back (same mtime and size, so a re-scan keeps
+    what was read). The outside file's content used to come back from hybrid_search."""
+    outside = tmp_path / "outside" / "zzz"
+    outside.mkdir(parents=True)
+    (outside / "leak.py").write_text("def leaked_credentials():\n    return 'OUTSIDE_SECRET_TOKEN'\n")
+    root = tmp_path / "repo"
+    for i in range(1500):  # read before zzz/: seconds of chunking, the window for the swap
+        path = root / "aaa" / f"m{i // 100}" / f"mod{i}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"def handler_{i}_{j}(request):\n    return request.value + {j}\n\n\n" for j in range(6)))
+    (root / "zzz").mkdir()
+    (root / "zzz" / "leak.py").write_text("def leaked_credentials():\n    return 'inside, harmless'\n")
+    env = serve_env(tmp_path, index__index_on_start="true")
+    cmd, args = codepager_cmd()
+    transport = StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(root))
+    async with Client(transport, timeout=120) as c:
+        # zzz/leak.py is the last file read; done is reported every 64 files
+        await _wait_for_phase(c, lambda p: p["phase"] == "chunk" and p["done"] + 64 < p["total"])
+        (root / "zzz").rename(root / ".zzz-real")
+        (root / "zzz").symlink_to(outside, target_is_directory=True)
+        after_swap = await _progress(c)
+        assert after_swap["phase"] == "chunk" and after_swap["done"] + 64 < after_swap["total"], "swapped too late"
+        await _wait_for_phase(c, lambda p: p["phase"] == "embed" or (p["phase"] == "write" and p["done"] == 0))
+        (root / "zzz").unlink()
+        (root / ".zzz-real").rename(root / "zzz")
+        body = structured(await c.call_tool("hybrid_search", {"query": "leaked_credentials OUTSIDE_SECRET_TOKEN", "path": "zzz", "top_k": 10}))
+    contents = [m["match"]["content"] for m in body["results"]["matches"]]
+    assert not any("OUTSIDE_SECRET_TOKEN" in text for text in contents), contents
+    assert any("inside, harmless" in text for text in contents), contents  # the file is searched, read from inside

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -96,11 +98,10 @@ def counting(static_embedder: LazyEmbedder) -> CountingEmbedder:
 
 
 @pytest.fixture
-def cache(tmp_path: Path, model_cache: Path) -> Path:
-    """A per-test cache dir sharing the session's distilled model (subprocesses find it)."""
+def cache(tmp_path: Path) -> Path:
+    """A per-test cache dir."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    (cache / "models").symlink_to(model_cache / "models", target_is_directory=True)
     return cache
 
 
@@ -402,3 +403,72 @@ def test_two_processes_updating_at_once_leave_a_consistent_index(repo: Path, cac
     assert snapshot.vectors.shape[0] == len(snapshot.chunks)
     assert not [n for n in os.listdir(store.directory) if n.startswith(".tmp-")]
     assert manager.update(repo).changed is False  # both writes are in: nothing left to do
+
+
+def published_chunks(manager: IndexManager, root: Path) -> list[Chunk]:
+    """The chunks of the live generation as stored (`manager.get` could update first)."""
+    snapshot = manager.store(root).load()
+    assert snapshot is not None
+    return snapshot.chunks
+
+
+def swap_during_chunking(swap: Callable[[], None]) -> tuple[Callable[[str, int, int], None], threading.Event]:
+    """A progress hook for `update_index` and an event set once `swap` ran.
+
+    At the first "chunk" report with files still to read, another thread runs `swap` while
+    the update waits for it: the tree changes after discovery listed its files and before the
+    rest are read, the window an attacker racing the build aims for."""
+    swapped = threading.Event()
+
+    def hook(phase: str, done: int, total: int) -> None:
+        if phase == "chunk" and done < total and not swapped.is_set():
+            worker = threading.Thread(target=lambda: (swap(), swapped.set()))
+            worker.start()
+            worker.join(30)
+
+    return hook, swapped
+
+
+@pytest.mark.parametrize("rel", ["pkg/leak.py", "pkg/deeper/still/leak.py"])
+def test_a_directory_swapped_for_a_symlink_mid_build_is_never_read_through(
+    tmp_path: Path, manager: IndexManager, rel: str
+) -> None:
+    """Discovery lists pkg/...; before it is read, pkg becomes a link to a directory outside
+    the root holding a file of the same name. O_NOFOLLOW on the last component alone used to
+    read the outside file into the index."""
+    outside = tmp_path / "outside"
+    (outside / rel).parent.mkdir(parents=True)
+    (outside / rel).write_text("def leaked():\n    return 'OUTSIDE_SECRET_TOKEN'\n")
+    root = tmp_path / "repo"
+    (root / rel).parent.mkdir(parents=True)
+    (root / rel).write_text("def harmless():\n    return 1\n")
+    (root / "a_first.py").write_text("def first():\n    return 0\n")
+
+    def swap() -> None:
+        shutil.rmtree(root / "pkg")
+        (root / "pkg").symlink_to(outside / "pkg", target_is_directory=True)
+
+    hook, swapped = swap_during_chunking(swap)
+    stats = manager.update(root, progress=hook)
+    assert swapped.is_set()
+    chunks = published_chunks(manager, root)  # what that update wrote, not a re-scan's
+    assert not any("OUTSIDE_SECRET_TOKEN" in c.content for c in chunks)
+    assert [c.path for c in chunks] == ["a_first.py"] and stats.files == 1
+
+
+def test_a_file_grown_over_max_file_size_mid_build_is_not_indexed(tmp_path: Path, cache: Path, counting: CountingEmbedder) -> None:
+    """Discovery saw a small file; it grows past search.max_file_size before it is read. The
+    read stops at the limit (plus one byte) and the file is left out, not indexed whole."""
+    manager = IndexManager(EngineConfig(cache_dir=cache, max_file_size=4096), embedder=counting, refresh_interval_s=0)
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "a_first.py").write_text("def first():\n    return 0\n")
+    (root / "grows.py").write_text("def small():\n    return 1\n")
+
+    def grow() -> None:
+        (root / "grows.py").write_text("".join(f"def grown_{i}():\n    return {i}\n" for i in range(5000)))
+
+    hook, swapped = swap_during_chunking(grow)
+    stats = manager.update(root, progress=hook)
+    assert swapped.is_set() and (root / "grows.py").stat().st_size > 4096
+    assert [c.path for c in published_chunks(manager, root)] == ["a_first.py"] and stats.files == 1
