@@ -3,7 +3,10 @@
 Every entry point (CLI, MCP tools, proxy) goes through `resolve_search_path`, so the rule
 "never outside the roots, not via `..`, not via a symlink" lives in one place. Symlinks are
 resolved before the containment check, which is what makes a link pointing out of the root a
-refusal rather than a leak.
+refusal rather than a leak. Containment is also checked before existence, and everything
+outside gets the same message, so errors reveal nothing about what lies outside the roots.
+(This runs when a search is asked for. Files are later opened beneath the root with
+`search_engine.beneath`, and a named path is re-checked that way just before ripgrep runs.)
 """
 
 from __future__ import annotations
@@ -49,26 +52,33 @@ def resolve_search_path(path: str | os.PathLike[str] | None, roots: list[Path]) 
     raw = Path(path)
     candidate = raw if raw.is_absolute() else resolved_roots[0] / raw
     try:
+        # Where the path points, decided before asking whether it exists: symlinks followed as
+        # far as they go, a missing or unreadable tail kept as written. Anything landing
+        # outside the roots gets one answer, so an error never tells what exists out there,
+        # what kind of thing it is, or where a link leads.
+        pointed = Path(os.path.realpath(candidate))
+    except ValueError as exc:  # NUL, unencodable text
+        raise PathNotFoundError(f"path cannot be resolved: {_shown(path)} ({_shown(exc)})") from None
+    root = next((r for r in resolved_roots if _is_within(pointed, r)), None)
+    if root is None:
+        raise PathOutsideRootError(_outside_message(path, resolved_roots))
+    try:
         resolved = candidate.resolve(strict=True)
     except FileNotFoundError:
-        # Report containment before existence so probing for files outside the roots
-        # learns nothing: a missing path outside the roots is still "outside".
-        lexical = Path(os.path.normpath(candidate))
-        if not any(_is_within(lexical, r) for r in resolved_roots):
-            raise PathOutsideRootError(_outside_message(path, resolved_roots)) from None
         raise PathNotFoundError(f"path does not exist: {_shown(path)}") from None
-    except (OSError, RuntimeError, ValueError) as exc:  # symlink loops, permissions, NUL, bad Unicode
-        raise PathNotFoundError(f"path cannot be resolved: {_shown(path)} ({_shown(exc)})") from None
-    for root in resolved_roots:
-        if _is_within(resolved, root):
-            if not (resolved.is_file() or resolved.is_dir()):
-                # A FIFO would block the search until its timeout; a device could be endless.
-                raise PathNotFoundError(
-                    f"path is not a regular file or directory: {_shown(path)} (FIFOs, sockets and devices cannot be searched)"
-                )
-            rel = resolved.relative_to(root).as_posix()
-            return SearchLocation(root, None if rel == "." else rel)
-    raise PathOutsideRootError(_outside_message(path, resolved_roots))
+    except OSError as exc:  # "Not a directory", permissions, loops (3.13+): inside the root
+        raise PathNotFoundError(f"path cannot be resolved: {_shown(path)} ({exc.strerror})") from None
+    except RuntimeError:  # pathlib's symlink loop error names the absolute path: not shown
+        raise PathNotFoundError(f"path cannot be resolved: {_shown(path)} (a symlink loop)") from None
+    if not _is_within(resolved, root):  # changed between the two looks: still never outside
+        raise PathOutsideRootError(_outside_message(path, resolved_roots))
+    if not (resolved.is_file() or resolved.is_dir()):
+        # A FIFO would block the search until its timeout; a device could be endless.
+        raise PathNotFoundError(
+            f"path is not a regular file or directory: {_shown(path)} (FIFOs, sockets and devices cannot be searched)"
+        )
+    rel = resolved.relative_to(root).as_posix()
+    return SearchLocation(root, None if rel == "." else rel)
 
 
 def _outside_message(path: object, roots: list[Path]) -> str:

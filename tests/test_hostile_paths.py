@@ -32,6 +32,8 @@ def tree(tmp_path_factory) -> Path:
     (root / "src" / "ok.py").write_text("needle = 1\n")
     (root / "link_out").symlink_to(outside, target_is_directory=True)
     (root / "secret_link.txt").symlink_to(outside / "secret.txt")
+    (root / "dangling_out").symlink_to(tmp / "no-such-target")
+    (outside / "loop").symlink_to(outside / "loop")
     (root / "zero").symlink_to("/dev/zero")
     (root / "urandom").symlink_to("/dev/urandom")
     os.mkfifo(root / "pipe")
@@ -76,6 +78,33 @@ def test_paths_that_leave_the_root_are_refused(client, tree, path):
     assert error["code"] == "invalid_path"
     assert "outside the allowed roots" in error["message"]
     assert "secret" not in error["message"].replace(path, "")  # nothing about the target leaks
+
+
+OUTSIDE_PROBES = [
+    "../outside/secret.txt",  # an existing file
+    "../outside",  # an existing directory
+    "../outside/does-not-exist",  # nothing there
+    "../outside/secret.txt/x",  # under a file: "Not a directory"
+    "/etc/passwd/x",
+    "../outside/loop/x",  # a symlink loop
+    "link_out/does-not-exist",  # through a link in the root
+    "secret_link.txt/x",
+    "dangling_out",  # a link in the root whose target does not exist
+    "/nonexistent/dir",
+]
+
+
+def test_every_path_outside_the_roots_gets_the_same_answer(client, tree):
+    """What exists outside the roots, and where a link points, must not be learnable from the
+    error: every probe gets the same answer but for the path itself, which is all it shows."""
+    answers = {}
+    for path in OUTSIDE_PROBES:
+        error = tool_error(client, {"pattern": "needle", "path": path})
+        answers[path] = {k: (v.replace(path, "<path>") if isinstance(v, str) else v) for k, v in error.items()}
+    assert len({repr(a) for a in answers.values()}) == 1, answers
+    answer = answers[OUTSIDE_PROBES[0]]
+    assert answer["code"] == "invalid_path" and "outside the allowed roots" in answer["message"]
+    assert str(tree.parent) not in answer["message"].replace(str(tree), "<root>")  # no link target
 
 
 def test_a_root_search_never_reads_through_links_or_devices(client, tree):
