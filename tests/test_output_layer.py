@@ -7,6 +7,7 @@ import json
 import os
 import resource
 import signal
+import stat
 from collections import Counter
 from pathlib import Path
 
@@ -286,3 +287,27 @@ def test_everything_is_built_from_settings(tmp_path: Path) -> None:
     assert OutputLayer(s, store).ceiling == Ceiling(1234, 5678)
     ds = Datasets.from_settings(store, s)
     assert (ds.memory_limit, ds.threads, ds.timeout_s, ds.max_rows) == ("64MB", 2, 3, 9)
+
+
+def test_an_output_dir_of_ours_open_to_others_is_made_0700(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A 0777 output dir used to be written into as it was, pages readable and replaceable by
+    any local user; it is ours, so it is tightened before the first write, with a warning."""
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    loose.chmod(0o777)
+    r = make_layer(loose, max_tokens=3000).render(make_page(make_records(200, content_chars=200)), options())
+    assert r.mode == "file_ref"
+    assert stat.S_IMODE(loose.stat().st_mode) == 0o700
+    assert any("was open to other users (mode 777); made it 0700" in m for m in caplog.messages)
+
+
+def test_a_shared_sticky_output_dir_is_refused_not_tightened(tmp_path: Path) -> None:
+    """A /tmp-like directory (1777) is shared by design: locking others out of it would break
+    them, and writing into it would expose the pages. Refused; pages fall back to inline."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    records = make_records(200, content_chars=200)
+    r = make_layer(shared, max_tokens=3000).render(make_page(records), options())
+    _assert_inline_fallback(r, records, 3000, "is a shared directory (mode 1777")
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777 and list(shared.iterdir()) == []

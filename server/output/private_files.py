@@ -3,7 +3,10 @@
 Offloaded pages live under the shared system temp dir and proxy datasets under the user's data
 dir; both hold other programs' output, so both are written the same careful way:
 - the directory is created 0700 and must be a real directory we own (a symlink or a directory
-  planted by another user is refused, never written into);
+  planted by another user is refused, never written into). One that already exists with
+  looser permissions (a 0777 left by a careless mkdir) is tightened to 0700 before use; a
+  shared directory (sticky bit, like /tmp itself) is refused instead, since tightening it
+  would lock every other user out of it;
 - a file is created 0600 with O_EXCL|O_NOFOLLOW relative to an open directory descriptor, so a
   swapped symlink cannot redirect the write, under a temporary name that is then renamed, so
   a reader never sees a torn file;
@@ -14,12 +17,16 @@ dir; both hold other programs' output, so both are written the same careful way:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+
+log = logging.getLogger(__name__)
 
 
 class PrivateFileError(RuntimeError):
@@ -44,11 +51,35 @@ def open_private_dir(path: Path, *, create: bool, label: str) -> int:
         raise PrivateFileError(
             f"cannot open {label} {path}: {exc.strerror or exc} (it must be a real directory, not a symlink)"
         ) from exc
-    owner = os.fstat(fd).st_uid
-    if owner != os.geteuid():
+    try:
+        _make_private(fd, path, label)
+    except BaseException:
         os.close(fd)
-        raise PrivateFileError(f"{label} {path} belongs to another user (uid {owner}); refusing to use it")
+        raise
     return fd
+
+
+def _make_private(fd: int, path: Path, label: str) -> None:
+    """Check the open directory `fd` is ours, and tighten it to 0700 if others may enter it."""
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid():
+        raise PrivateFileError(f"{label} {path} belongs to another user (uid {st.st_uid}); refusing to use it")
+    mode = stat.S_IMODE(st.st_mode)
+    if not mode & 0o077:
+        return
+    if mode & stat.S_ISVTX:
+        raise PrivateFileError(
+            f"{label} {path} is a shared directory (mode {mode:o}, sticky bit); point {label} at a "
+            "directory of its own inside it, which codepager creates 0700"
+        )
+    try:
+        os.fchmod(fd, 0o700)
+    except OSError as exc:
+        raise PrivateFileError(
+            f"{label} {path} is open to other users (mode {mode:o}) and could not be made 0700 "
+            f"({exc.strerror or exc}); refusing to use it"
+        ) from exc
+    log.warning("%s %s was open to other users (mode %o); made it 0700", label, path, mode)
 
 
 def write_atomically(dir_fd: int, name: str, chunks: Iterable[bytes]) -> None:
