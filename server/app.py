@@ -16,7 +16,6 @@ from fastmcp import FastMCP
 
 from search_engine.engine import SearchEngine
 from server import __version__
-from server.auth import http_auth
 from server.errors import ErrorMiddleware
 from server.jq_view import jq_view
 from server.output import Datasets, OffloadStore, OutputLayer
@@ -141,7 +140,6 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
         version=__version__,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
-        auth=http_auth(settings.server),
     )
     app.add_middleware(ErrorMiddleware())
     register_search_tools(app, services)

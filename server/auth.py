@@ -1,54 +1,87 @@
-"""Bearer-token auth for the HTTP transport, through fastmcp's own auth machinery.
+"""Bearer-token auth for the HTTP transport: one shared secret, checked on the headers.
 
-`--auth-token` (or `CODEPAGER_SERVER__AUTH_TOKEN`) is one shared secret, not an OAuth setup, so
-the verifier is a `TokenVerifier` that compares against it. fastmcp then installs its
-RequireAuthMiddleware on the MCP route: a request without `Authorization: Bearer <token>` (or with
-a wrong one) gets 401 before it reaches the server. stdio needs none of this: whoever can write
-to the process's stdin already runs as the user.
+`--auth-token` (or `CODEPAGER_SERVER__AUTH_TOKEN`) is one static secret, not an OAuth set-up,
+so it is checked by a small ASGI middleware of ours rather than fastmcp's auth providers. Two
+reasons. It runs before anything reads the request body (server/transports/run.py orders it
+ahead of the size cap), so a client without the token cannot make the server buffer anything;
+fastmcp's check sits on the MCP route, behind every app-level middleware. And its 401 says what
+is missing and how to pass it, where fastmcp's answers with an empty body, or with advice to
+"re-register" that fits OAuth clients only. stdio needs none of this: whoever can write to the
+process's stdin already runs as the user.
 
-Why not fastmcp's StaticTokenVerifier: it looks the token up in a dict, which is fine for its
-stated purpose (tests), but a secret should be compared in constant time.
+The token is compared in constant time (`hmac.compare_digest`), on the raw header bytes.
 """
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 
-from fastmcp.server.auth import AccessToken, TokenVerifier
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.settings import ServerSettings
+from server.transports.http_errors import refuse
+from server.transports.http_origin import is_loopback
 
 MIN_TOKEN_LENGTH = 16
-CLIENT_ID = "codepager-bearer"
+BEARER = b"bearer "
 
 log = logging.getLogger(__name__)
 
 
-class BearerTokenVerifier(TokenVerifier):
-    """Accepts exactly one token, compared in constant time."""
+class BearerTokenGuard:
+    """Answers 401 to every HTTP request without `Authorization: Bearer <the token>`."""
 
-    def __init__(self, token: str) -> None:
-        if not token or not token.strip():
-            raise ValueError("server.auth_token is empty; set it to a long random string or unset it")
-        super().__init__()
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
         self._token = token.encode()
 
-    async def verify_token(self, token: str) -> AccessToken | None:
-        if not hmac.compare_digest(token.encode(), self._token):
-            return None
-        return AccessToken(token=token, client_id=CLIENT_ID, scopes=[])
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = presented_token(scope)
+        if given is not None and hmac.compare_digest(given, self._token):
+            await self.app(scope, receive, send)
+            return
+        if given is None:
+            text, challenge = "Unauthorized: this server requires a bearer token.", b"Bearer"
+        else:
+            text, challenge = "Unauthorized: invalid token.", b'Bearer error="invalid_token"'
+        await refuse(send, 401, f"{text} {_how_to_pass_it(scope)}", [(b"www-authenticate", challenge)])
 
 
-def http_auth(settings: ServerSettings) -> BearerTokenVerifier | None:
-    """The auth provider for the configured transport, with warnings for risky set-ups."""
+def presented_token(scope: Scope) -> bytes | None:
+    """The token of the request's `Authorization: Bearer <token>` header, as raw bytes; None
+    when there is no such header, it has another scheme (Basic, ...), or the token is empty."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            token = value[len(BEARER):].strip() if value[: len(BEARER)].lower() == BEARER else b""
+            return token or None
+    return None
+
+
+def _how_to_pass_it(scope: Scope) -> str:
+    """The guidance every 401 carries. The URL is the one the client used (its Host was checked
+    by the Host/Origin guard before this runs)."""
+    url = f"{scope.get('scheme', 'http')}://{Headers(scope=scope).get('host', '<host>')}{scope.get('path', '/mcp')}"
+    return (
+        "Send the header `Authorization: Bearer <token>` with every request, where <token> is the value "
+        "the server was started with (--auth-token or CODEPAGER_SERVER__AUTH_TOKEN). For example: "
+        f'`claude mcp add --transport http codepager {url} --header "Authorization: Bearer <token>"`, '
+        f'or `curl -H "Authorization: Bearer <token>" ...`.'
+    )
+
+
+def bearer_token(settings: ServerSettings) -> str | None:
+    """The token HTTP requests must carry (None: no check), with warnings for risky set-ups."""
     if settings.transport != "http":
         if settings.auth_token:
             log.warning("server.auth_token only applies to --transport http; it is ignored on %s", settings.transport)
         return None
     if settings.auth_token is None:
-        if not _is_loopback(settings.host):
+        if not is_loopback(settings.host):
             log.warning(
                 "serving HTTP on %s without --auth-token: anyone who can reach this address can search "
                 "your code. Set --auth-token (or CODEPAGER_SERVER__AUTH_TOKEN), or bind 127.0.0.1.",
@@ -61,13 +94,5 @@ def http_auth(settings: ServerSettings) -> BearerTokenVerifier | None:
             "print(secrets.token_urlsafe(32))'`",
             len(settings.auth_token),
         )
-    return BearerTokenVerifier(settings.auth_token)
+    return settings.auth_token
 
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -98,8 +98,21 @@ class ServerSettings(_Section):
     transport: Literal["stdio", "http", "chunked-stdio"] = Field("stdio", description="How the MCP server is served (see docs/transports.md).")
     host: str = Field("127.0.0.1", description="HTTP bind address.")
     port: int = Field(8765, ge=0, le=65535, description="HTTP port.")
-    auth_token: str | None = Field(None, description="When set, HTTP requests need `Authorization: Bearer <token>`.")
-    log_level: str = Field("WARNING", description="Log level; logs go to stderr only.")
+    auth_token: str | None = Field(None, description="When set, HTTP requests need `Authorization: Bearer <token>`; checked on the headers, before any body is read.")
+    allowed_hosts: tuple[str, ...] = Field(
+        (),
+        description="HTTP: Host names answered besides localhost, loopback addresses and `host` (any port), e.g. the name a reverse proxy forwards; other Hosts get 403 (DNS-rebinding guard). `\"*\"` allows any.",
+    )
+    allowed_origins: tuple[str, ...] = Field(
+        (),
+        description="HTTP: browser origins (`scheme://host[:port]`) allowed besides pages on localhost, loopback addresses and `host`; a request with another Origin gets 403. Requests without Origin (non-browser clients) are not affected. `\"*\"` allows any.",
+    )
+    body_timeout_s: float = Field(
+        30.0, gt=0, description="HTTP: a request body that sends nothing for this many seconds is answered 408 and its connection closed."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
+        "WARNING", description="Log level of codepager, fastmcp and (on HTTP) uvicorn; logs go to stderr only."
+    )
     chunk_limit: int = Field(
         60 * 1024, ge=4,
         description="chunked-stdio: messages above this many bytes are split into frames of at most this much data.",
@@ -123,6 +136,39 @@ class ServerSettings(_Section):
         32 * 1024, ge=1,
         description="chunked-stdio: most frames one incoming message may claim (totalChunks); a message claiming more is refused with -32600 at its first frame.",
     )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_case_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("auth_token")
+    @classmethod
+    def _token_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("server.auth_token is empty; set it to a long random string or unset it")
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, entries: tuple[str, ...]) -> tuple[str, ...]:
+        from server.transports.http_origin import ANY, split_host
+
+        for entry in entries:
+            host = split_host(entry)
+            if entry != ANY and (host is None or host.port is not None or "/" in entry):
+                raise ValueError(f"server.allowed_hosts: {entry!r} is not a host name; give names like \"code.example.com\" or \"10.0.0.5\", without scheme or port (any port is accepted)")
+        return entries
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, entries: tuple[str, ...]) -> tuple[str, ...]:
+        from server.transports.http_origin import ANY, parse_origin
+
+        for entry in entries:
+            if entry != ANY and parse_origin(entry) is None:
+                raise ValueError(f"server.allowed_origins: {entry!r} is not an origin; give scheme://host[:port], like \"https://code.example.com\", without a path")
+        return entries
 
 
 class Settings(BaseSettings):

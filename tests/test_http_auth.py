@@ -1,28 +1,33 @@
-"""HTTP auth: loopback by default; with a token, fastmcp's auth middleware answers 401 to every
-request that lacks it, and real clients that pass it work normally."""
+"""HTTP auth and request bodies: loopback by default; with a token, every request that lacks it
+gets a 401 saying how to pass it, decided on the headers before any body byte is read; real
+clients that pass it work normally. A body is bounded in size (413) and in idle time (408)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import time
 
 import httpx
 import pytest
 from fastmcp import Client
 from mcp import MCPError
 
-from server.auth import BearerTokenVerifier, http_auth
+from server.auth import bearer_token
 from server.cli import serve_cmd
 from server.settings import ServerSettings, load_settings
-from tests.http_server import HttpServer
+from tests.http_server import (
+    INITIALIZE as INIT,
+    MCP_HEADERS as HEADERS,
+    HttpServer,
+    read_answer,
+    send_more_chunks,
+    unfinished_post,
+)
 from tests.server_helpers import serve_env, structured
 
 TOKEN = "test-token-0123456789abcdefghij"
-INIT = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
-}  # fmt: skip
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +61,27 @@ def test_binds_loopback_only_by_default(guarded):
 
 
 @pytest.mark.parametrize(
-    "headers", [{}, {"Authorization": "Bearer wrong-token"}, {"Authorization": f"Basic {TOKEN}"},
-                {"Authorization": f"Bearer {TOKEN}x"}, {"Authorization": "Bearer"}],
-    ids=["none", "wrong", "other-scheme", "longer", "empty"],
+    ("headers", "invalid"),
+    [({}, False), ({"Authorization": f"Basic {TOKEN}"}, False), ({"Authorization": "Bearer"}, False),
+     ({"Authorization": "Bearer wrong-token"}, True), ({"Authorization": f"Bearer {TOKEN}x"}, True),
+     ({"Authorization": f"Bearer {TOKEN[:-1]}"}, True), ({"Authorization": f"Bearer {TOKEN.upper()}"}, True),
+     ({"Authorization": "Bearer " + "é" * 10}, True)],
+    ids=["none", "other-scheme", "empty", "wrong", "longer", "shorter", "upper-case", "non-ascii"],
 )  # fmt: skip
-def test_requests_without_the_token_get_401(guarded, headers):
-    response = httpx.post(guarded.url, json=INIT, headers={**HEADERS, **headers}, timeout=10)
+def test_requests_without_the_token_get_401_saying_how_to_pass_it(guarded, headers, invalid):
+    encoded = {k: v.encode() for k, v in headers.items()}  # raw UTF-8 bytes, as a client would send them
+    response = httpx.post(guarded.url, json=INIT, headers={**HEADERS, **encoded}, timeout=10)
     assert response.status_code == 401
-    assert response.headers["www-authenticate"].lower().startswith("bearer")
+    body = response.json()
+    assert body["jsonrpc"] == "2.0" and body["id"] is None and body["error"]["code"] == -32600
+    message = body["error"]["message"]
+    assert ("invalid token" in message) == invalid and ("requires a bearer token" in message) != invalid
+    assert "Authorization: Bearer <token>" in message and "--auth-token" in message
+    assert f'claude mcp add --transport http codepager {guarded.url} --header "Authorization: Bearer <token>"' in message
+    challenge = response.headers["www-authenticate"]
+    assert challenge == ('Bearer error="invalid_token"' if invalid else "Bearer")
+    everything = (response.text + str(response.headers)).lower()
+    assert "oauth" not in everything and "register" not in everything
 
 
 def test_the_right_token_gets_through_on_raw_http(guarded):
@@ -78,10 +96,10 @@ async def test_fastmcp_client_with_the_token_searches(guarded):
     assert result["results"]["count"] == 5
 
 
-@pytest.mark.parametrize("auth", [None, "wrong-token-0123456789"])
-async def test_fastmcp_client_without_the_token_cannot_connect(guarded, auth):
-    """The client sees the 401 (shown above on raw HTTP) as a failed initialize."""
-    with pytest.raises(MCPError, match="error response"):
+@pytest.mark.parametrize(("auth", "told"), [(None, "requires a bearer token"), ("wrong-token-0123456789", "invalid token")])
+async def test_fastmcp_client_without_the_token_cannot_connect_and_is_told_why(guarded, auth, told):
+    """The client sees the 401 (shown above on raw HTTP) as a failed initialize, with its message."""
+    with pytest.raises(MCPError, match=f"{told}.*Authorization: Bearer <token>"):
         async with Client(guarded.url, auth=auth):
             pass
 
@@ -92,26 +110,20 @@ def test_the_flag_sets_the_token_and_beats_the_environment(monkeypatch):
     serve_cmd.register(parser.add_subparsers())
     args = parser.parse_args(["serve", "--transport", "http", "--auth-token", TOKEN])
     settings = load_settings(None, serve_cmd.server_overrides(args))
-    verifier = http_auth(settings.server)
-    assert isinstance(verifier, BearerTokenVerifier)
-    assert verifier._token == TOKEN.encode()
+    assert bearer_token(settings.server) == TOKEN
 
 
-async def test_verifier_accepts_exactly_the_token():
-    verifier = BearerTokenVerifier(TOKEN)
-    assert (await verifier.verify_token(TOKEN)) is not None
-    for bad in ("", TOKEN[:-1], TOKEN + " ", TOKEN.upper(), "é" * 10):
-        assert await verifier.verify_token(bad) is None
-    with pytest.raises(ValueError, match="empty"):
-        BearerTokenVerifier("  ")
+def test_a_blank_token_is_refused_at_start():
+    with pytest.raises(ValueError, match="auth_token is empty"):
+        ServerSettings(transport="http", auth_token="  ")
 
 
 def test_risky_setups_are_warned_about(caplog):
     with caplog.at_level(logging.WARNING, logger="server.auth"):
-        assert http_auth(ServerSettings(transport="http", host="0.0.0.0")) is None
-        assert http_auth(ServerSettings(transport="stdio", auth_token=TOKEN)) is None
-        assert http_auth(ServerSettings(transport="http", auth_token="short")) is not None
-        assert http_auth(ServerSettings(transport="http", host="::1")) is None
+        assert bearer_token(ServerSettings(transport="http", host="0.0.0.0")) is None
+        assert bearer_token(ServerSettings(transport="stdio", auth_token=TOKEN)) is None
+        assert bearer_token(ServerSettings(transport="http", auth_token="short")) == "short"
+        assert bearer_token(ServerSettings(transport="http", host="::1")) is None
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 3
     assert "without --auth-token" in messages[0] and "ignored on stdio" in messages[1] and "only 5 characters" in messages[2]
@@ -156,3 +168,79 @@ async def test_a_request_under_the_size_limit_is_served(guarded):
     async with Client(guarded.url, auth=TOKEN) as client:
         result = await client.call_tool("regex_search", {"pattern": "n" * (LIMIT // 2)}, raise_on_error=False)
     assert result.is_error and structured(result)["error"]["code"] == "invalid_query"  # the tool's own refusal
+
+
+MB = 1024 * 1024
+
+
+def test_unauthenticated_bodies_that_never_finish_get_401_at_once_and_hold_nothing(guarded):
+    """50 clients without the token each start a 4 MiB chunked body and never finish it. The
+    token is checked on the headers: each gets its 401 at once, its connection is closed, and
+    the server's memory does not grow by the bodies (it used to read them up to the size limit
+    first, +211 MB for as long as the clients kept their connections)."""
+    guarded.reset_peak_memory()
+    before = guarded.memory_kib("VmRSS")
+    clients = []
+    try:
+        for _ in range(50):
+            sock = unfinished_post(guarded.port, {}, b"x" * 65536)
+            clients.append(sock)
+            answer = read_answer(sock, timeout=10)
+            assert answer is not None, "no answer while the body was unfinished: the server is reading it"
+            assert answer.status == 401 and "requires a bearer token" in answer.json()["error"]["message"]
+            assert answer.closed
+            assert send_more_chunks(sock, 4 * MB - 2 * 65536) < 4 * MB - 2 * 65536  # nobody reads the rest
+        growth_mib = (guarded.memory_kib("VmHWM") - before) / 1024
+    finally:
+        for sock in clients:
+            sock.close()
+    assert growth_mib < 20, f"server peak RSS grew {growth_mib:.0f} MiB"
+    assert httpx.post(guarded.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"}, timeout=10).status_code == 200
+
+
+BODY_TIMEOUT_S = 1.5
+
+
+@pytest.fixture(scope="module")
+def impatient(tmp_path_factory):
+    """A token-guarded server that drops a body after BODY_TIMEOUT_S of silence."""
+    from tests.conftest import write_code_tree
+
+    tmp = tmp_path_factory.mktemp("body-timeout")
+    env = serve_env(tmp, server__auth_token=TOKEN, server__body_timeout_s=str(BODY_TIMEOUT_S))
+    server = HttpServer(write_code_tree(tmp / "repo"), env).start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("content_length", [None, 4 * MB - 1], ids=["chunked", "content-length"])
+def test_an_authenticated_body_that_stalls_is_dropped_after_the_body_timeout(impatient, content_length):
+    sock = unfinished_post(impatient.port, {"Authorization": f"Bearer {TOKEN}"}, b"x" * 65536, content_length)
+    try:
+        answer = read_answer(sock, timeout=BODY_TIMEOUT_S + 20)
+    finally:
+        sock.close()
+    assert answer is not None, "the stalled body was never dropped"
+    assert answer.status == 408 and answer.closed
+    assert BODY_TIMEOUT_S * 0.9 <= answer.seconds
+    error = answer.json()["error"]
+    assert error["code"] == -32600 and "server.body_timeout_s" in error["message"] and "65536 bytes received" in error["message"]
+    assert httpx.post(impatient.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"}, timeout=10).status_code == 200
+
+
+def test_a_slow_but_steady_body_is_not_cut_off(impatient):
+    """The timeout is idle time, not age: a body arriving in pieces, each within the timeout
+    but all together longer than it, is served."""
+    text = json.dumps(INIT).encode()
+    pieces = [text[i : i + 16] for i in range(0, len(text), 16)][:7] + [text[7 * 16 :]]
+    started = time.monotonic()
+
+    def slowly():
+        for piece in pieces:
+            time.sleep(BODY_TIMEOUT_S / 3)
+            yield piece
+
+    headers = {**HEADERS, "Authorization": f"Bearer {TOKEN}"}
+    response = httpx.post(impatient.url, content=slowly(), headers=headers, timeout=30)
+    assert time.monotonic() - started > BODY_TIMEOUT_S * 2
+    assert response.status_code == 200 and "protocolVersion" in response.text

@@ -1,7 +1,8 @@
 """`codepager proxy --transport http` as a real process in front of the tiny test backend
 (tests/proxy_backend.py, a stdio subprocess of the proxy), driven by a fastmcp client over
 streamable HTTP: tools are listed, a large result is saved as a dataset that SQL reads back,
-and a small one passes through with its _meta intact."""
+and a small one passes through with its _meta intact. A web page on another site (DNS
+rebinding) cannot use it to call the backend's tools."""
 
 from __future__ import annotations
 
@@ -10,16 +11,20 @@ from pathlib import Path
 
 from fastmcp import Client
 
-from tests.http_server import HttpServer
+from tests.http_server import HttpServer, rebinding_attack
 from tests.proxy_backend import make_rows
 from tests.server_helpers import serve_env, structured
 
 BACKEND = str(Path(__file__).with_name("proxy_backend.py"))
 
 
-async def test_the_proxy_over_streamable_http(tmp_path: Path) -> None:
+def proxy_server(tmp_path: Path) -> HttpServer:
     args = ["--data-dir", str(tmp_path / "data"), "--threshold-tokens", "2000", "--", sys.executable, BACKEND]
-    server = HttpServer(tmp_path, serve_env(tmp_path), extra_args=args, subcommand=["proxy"]).start()
+    return HttpServer(tmp_path, serve_env(tmp_path), extra_args=args, subcommand=["proxy"]).start()
+
+
+async def test_the_proxy_over_streamable_http(tmp_path: Path) -> None:
+    server = proxy_server(tmp_path)
     try:
         async with Client(server.url, timeout=60) as c:
             names = {t.name for t in await c.list_tools()}
@@ -37,6 +42,23 @@ async def test_the_proxy_over_streamable_http(tmp_path: Path) -> None:
             assert small.content[0].text == "hello http"
             assert small.structured_content == {"greeting": "hello http", "unicode": "héllo ✓"}
             assert small.meta is not None and (small.meta["backend"], small.meta["n"]) == ("proxy-test-backend", 1)
+    finally:
+        log = server.stop()
+    assert "Traceback" not in log, log
+
+
+def test_a_web_page_on_another_site_cannot_call_the_backend_through_the_proxy(tmp_path: Path) -> None:
+    server = proxy_server(tmp_path)
+    try:
+        foreign = f"attacker.example:{server.port}"
+        answers = rebinding_attack(server.url, foreign, f"http://{foreign}", "small", {"name": "rebinding"})
+        assert [a.status_code for a in answers] == [403], [a.text[:200] for a in answers]
+        error = answers[0].json()["error"]
+        assert error["code"] == -32600 and "server.allowed_hosts" in error["message"]
+        origin_only = rebinding_attack(server.url, f"127.0.0.1:{server.port}", f"http://{foreign}", "small", {"name": "x"})
+        assert [a.status_code for a in origin_only] == [403] and "server.allowed_origins" in origin_only[0].text
+        local = rebinding_attack(server.url, f"localhost:{server.port}", None, "small", {"name": "local"})
+        assert [a.status_code for a in local] == [200, 202, 200] and "hello local" in local[-1].text
     finally:
         log = server.stop()
     assert "Traceback" not in log, log

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import stat
 import subprocess
 from pathlib import Path
@@ -13,17 +14,10 @@ from typing import Any
 
 import pytest
 from fastmcp import Client
-from fastmcp.client.transports import StdioTransport
 from mcp import MCPError
 
 from tests.http_server import HttpServer
-from tests.server_helpers import codepager_cmd, serve_env, structured, walk
-
-
-def stdio_client(root: Path, tmp: Path, env: dict[str, str] | None = None) -> Client:
-    cmd, args = codepager_cmd()
-    env = env if env is not None else serve_env(tmp)
-    return Client(StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(root)), timeout=120)
+from tests.server_helpers import codepager_cmd, serve_env, stdio_client, structured, walk
 
 
 def cli_full_list(root: Path, pattern: str) -> list[tuple[str, int]]:
@@ -113,6 +107,26 @@ async def test_streamable_http_concurrent_clients_each_walk_to_the_cli_list(http
         assert walked == expected
 
 
+@pytest.mark.parametrize("level", [None, "info"], ids=["default", "info"])
+async def test_http_logs_at_the_configured_level(code_tree, tmp_path, level):
+    """uvicorn and fastmcp used to log INFO lines over HTTP whatever the level: at the default
+    (WARNING) a few requests print no INFO line; at `--log-level info`, uvicorn's access lines
+    and fastmcp's start-up line are there, on stderr."""
+    server = HttpServer(code_tree, serve_env(tmp_path), extra_args=["--log-level", level] if level else []).start()
+    try:
+        async with Client(server.url) as client:
+            await client.list_tools()
+            structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 5}))
+    finally:
+        log = server.stop()
+    info_lines = [line for line in log.splitlines() if re.search(r"\bINFO\b", line)]
+    if level is None:
+        assert info_lines == [], log
+    else:
+        assert any("uvicorn.access" in line and '"POST /mcp HTTP/1.1" 200' in line for line in info_lines), log
+        assert any("Starting MCP server" in line for line in info_lines), log
+
+
 def test_stdout_carries_only_protocol(code_tree, tmp_path):
     """Anything but JSON-RPC on stdout would corrupt a stdio session: send garbage, then a valid
     initialize, and check every stdout line parses as JSON-RPC."""
@@ -167,9 +181,8 @@ async def test_a_cursor_over_edited_files_is_minus_32602_once_it_must_be_restore
     assert "matching files were edited" in refused_on_the_wire(info, "CursorGenerationError")
 
 
-async def test_a_semantic_cursor_from_before_a_reindex_is_minus_32602_after_a_restart(code_tree, tmp_path, model_cache):
+async def test_a_semantic_cursor_from_before_a_reindex_is_minus_32602_after_a_restart(code_tree, tmp_path):
     (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "models").symlink_to(model_cache / "models", target_is_directory=True)
     env = serve_env(tmp_path)
     cmd, args = codepager_cmd()
 

@@ -59,8 +59,14 @@ def server_settings(config: Path | None, overrides: dict[str, Any]) -> Settings 
     except (FileNotFoundError, ValueError) as exc:
         print(f"codepager: {exc}", file=sys.stderr)
         return None
-    logging.basicConfig(stream=sys.stderr, level=settings.server.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = settings.server.log_level
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # fastmcp's loggers have their own stderr handler and do not propagate, so the root level does
+    # not reach them; importing fastmcp sets them to its own default, hence after the import.
+    # uvicorn's loggers get the level from run_app (server/transports/run.py).
+    from fastmcp.utilities.logging import configure_logging
+
+    configure_logging(level)
     return settings
 
 

@@ -20,7 +20,6 @@ from fastmcp import FastMCP
 from fastmcp.server.providers.proxy import ProxyMetadataMiddleware, ProxyProvider
 
 from server import __version__
-from server.auth import http_auth
 from server.errors import ErrorMiddleware
 from server.output import Datasets, DatasetStore, OffloadStore, OutputLayer
 from server.proxy.backends import Backend, ToolOwners
@@ -119,7 +118,6 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
         version=__version__,
         instructions=MANY_BACKENDS_INSTRUCTIONS if len(backends) > 1 else None,
         lifespan=lifespan,
-        auth=http_auth(settings.server),
     )
     app.add_middleware(ErrorMiddleware())
     providers = [ProxyProvider(b.client_factory()) for b in backends]

@@ -1,63 +1,78 @@
-"""A request size cap on streamable HTTP that answers in JSON-RPC (`server.max_request_bytes`).
+"""Bounds on an HTTP request body: its size (`server.max_request_bytes`) and how long it may stall
+(`server.body_timeout_s`), both answered in JSON-RPC.
 
 The MCP SDK already refuses bodies over 4 MiB, but with a plain-text 413 a JSON-RPC client
-cannot show, and at a size nobody can configure. This ASGI middleware sits in front of it: a
-POST whose Content-Length is over the limit is answered at once without reading the body; one
-without a Content-Length (chunked transfer) is read up to the limit and answered as soon as it
-passes it, so at most `limit` bytes are ever held. The answer is HTTP 413 with a JSON-RPC error
-body (-32600, null id: the body was not read) saying the limit and what to do, the same text
-stdio clients get. The SDK's own cap still applies inside, so a limit above 4 MiB has effect
-on stdio only.
+cannot show, and at a size nobody can configure; and neither it nor uvicorn limits how long a
+client may take to send a body, so a client that stops mid-body holds its buffer for as long as
+it keeps the connection open. This ASGI middleware sits in front of the SDK and reads every POST
+body itself before handing it on:
+
+- a Content-Length over the limit is answered 413 at once, without reading the body; a body
+  without one (chunked transfer) is read up to the limit and answered as soon as it passes it,
+  so at most `limit` bytes are ever held;
+- a body that sends nothing for `body_timeout_s` (idle time, not age: a large body arriving
+  slowly but steadily is not cut off) is answered 408 and its connection closed.
+
+It runs after the Host/Origin guard and the bearer-token check (server/transports/run.py), so
+nothing here is spent on a request that would be refused anyway. The SDK's own cap still
+applies inside, so a limit above 4 MiB has effect on stdio only.
 """
 
 from __future__ import annotations
 
-import json
-
-import mcp_types as types
+import anyio
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.transports.checked_stdio import too_large_text
+from server.transports.http_errors import refuse
 
 
-class RequestSizeLimit:
-    def __init__(self, app: ASGIApp, max_request_bytes: int) -> None:
+class RequestBodyLimits:
+    def __init__(self, app: ASGIApp, max_request_bytes: int, body_timeout_s: float) -> None:
         self.app = app
         self.limit = max_request_bytes
+        self.timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
         declared = Headers(scope=scope).get("content-length")
-        if declared is not None and declared.isdigit():
-            if int(declared) > self.limit:
-                await self._refuse(int(declared), send)
-            else:
-                await self.app(scope, receive, send)
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await refuse(send, 413, too_large_text(int(declared), self.limit))
             return
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away mid-body
-            body += message.get("body", b"")
-            if len(body) > self.limit:
-                await self._refuse(len(body), send)
-                return
-            if not message.get("more_body", False):
-                break
-        replayed: list[Message] = [{"type": "http.request", "body": bytes(body), "more_body": False}]
+        body = await self._read_body(receive, send)
+        if body is None:
+            return
+        replayed: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 
         async def replay() -> Message:
             return replayed.pop() if replayed else await receive()
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, size: int, send: Send) -> None:
-        error = {"code": types.INVALID_REQUEST, "message": too_large_text(size, self.limit)}
-        body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+    async def _read_body(self, receive: Receive, send: Send) -> bytes | None:
+        """The whole body, or None once the request was answered (or the client went away)."""
+        body = bytearray()
+        while True:
+            with anyio.move_on_after(self.timeout_s) as idle:
+                message = await receive()
+            if idle.cancelled_caught:
+                await refuse(send, 408, self._stalled_text(len(body)))
+                return None
+            if message["type"] != "http.request":
+                return None  # the client went away mid-body
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                await refuse(send, 413, too_large_text(len(body), self.limit))
+                return None
+            if not message.get("more_body", False):
+                return bytes(body)
+
+    def _stalled_text(self, received: int) -> str:
+        return (
+            f"Invalid Request: the request body stopped arriving ({received} bytes received, then nothing for "
+            f"{self.timeout_s:g} s, this server's server.body_timeout_s), so the request was dropped. "
+            "Send the whole body without pausing, or raise server.body_timeout_s in the server's settings."
+        )

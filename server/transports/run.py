@@ -6,6 +6,7 @@ import anyio
 from fastmcp import FastMCP
 from starlette.middleware import Middleware
 
+from server.auth import BearerTokenGuard, bearer_token
 from server.settings import ServerSettings
 from server.transports.framing import FramingOptions
 
@@ -23,16 +24,34 @@ def framing_options(settings: ServerSettings) -> FramingOptions:
 
 
 def run_app(app: FastMCP, settings: ServerSettings) -> None:
+    token = bearer_token(settings)  # warns about risky set-ups, on every transport
     if settings.transport == "stdio":
         from server.transports.checked_stdio import run_checked_stdio
 
         anyio.run(run_checked_stdio, app, settings.max_request_bytes)
     elif settings.transport == "http":
-        from server.transports.http_limit import RequestSizeLimit
-
-        limit = Middleware(RequestSizeLimit, max_request_bytes=settings.max_request_bytes)
-        app.run("http", show_banner=False, host=settings.host, port=settings.port, middleware=[limit])
+        app.run(
+            "http", show_banner=False, host=settings.host, port=settings.port, middleware=http_middleware(settings, token),
+            # uvicorn's loggers at the configured level, written through the root logger's stderr
+            # handler (serve_cmd) instead of uvicorn's own (which sends access lines to stdout).
+            log_level=settings.log_level, uvicorn_config={"log_config": None},
+        )  # fmt: skip
     else:
         from server.transports.chunked_stdio import run_chunked_stdio
 
         anyio.run(run_chunked_stdio, app, framing_options(settings))
+
+
+def http_middleware(settings: ServerSettings, token: str | None) -> list[Middleware]:
+    """The checks in front of the MCP endpoint, outermost first: the ones that need only the
+    headers (Host/Origin, then the token) answer before a single body byte is read, so a request
+    they refuse costs no memory; only then is the body read, bounded in size and idle time."""
+    from server.transports.http_limit import RequestBodyLimits
+    from server.transports.http_origin import HostOriginGuard
+
+    guard = Middleware(
+        HostOriginGuard, bind_host=settings.host, allowed_hosts=settings.allowed_hosts, allowed_origins=settings.allowed_origins
+    )
+    auth = [Middleware(BearerTokenGuard, token=token)] if token is not None else []
+    body = Middleware(RequestBodyLimits, max_request_bytes=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s)
+    return [guard, *auth, body]
