@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,16 @@ async def test_cursor_with_other_search_params_is_refused(client):
     # Re-sending the same parameters with the cursor is fine.
     again = structured(await client.call_tool("regex_search", {"cursor": cursor, "pattern": "needle"}))
     assert again["pagination"]["current_page"] == 2
+
+
+async def test_a_cursor_whose_folder_was_deleted_is_refused_not_served(client, code_tree):
+    """Fail closed: what can no longer be resolved cannot be shown to lie inside the roots, so
+    its cursor is refused (even though its session could still serve the page)."""
+    first = structured(await client.call_tool("regex_search", {"pattern": "needle", "path": "lib", "page_size": 10}))
+    cursor = first["pagination"]["next_cursor"]
+    shutil.rmtree(code_tree / "lib")
+    message = await _invalid_params(client, {"cursor": cursor})
+    assert "gone or unreadable" in message and "without a cursor" in message
 
 
 async def test_bad_arguments_are_invalid_params(client):

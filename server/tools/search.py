@@ -27,7 +27,7 @@ from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from pydantic import Field, ValidationError
 
-from search_engine.errors import PathNotFoundError, PathOutsideRootError
+from search_engine.errors import PathError, PathOutsideRootError
 from search_engine.models import MAX_CONTEXT_LINES, SearchMode, SearchRequest
 from search_engine.paths import resolve_search_path
 from server.output import MIN_OUTPUT_TOKENS
@@ -203,8 +203,10 @@ def _request(services: Services, call: SearchCall) -> SearchRequest:
 
 def _check_cursor_root(searched: SearchRequest, roots: list[Path]) -> None:
     """Refuse a cursor whose search lies outside this server's roots, checked as a `path`
-    argument would be (symlinks resolved). The message names this server's roots, not the
-    cursor's: a cursor is sealed, and a refusal must not read it out to whoever holds it."""
+    argument would be (symlinks resolved), or that can no longer be resolved at all (deleted
+    since): fail closed, never page what cannot be shown to lie inside. The messages name this
+    server's roots, not the cursor's: a cursor is sealed, and a refusal must not read it out to
+    whoever holds it."""
     root = Path(searched.root)
     try:
         resolve_search_path(root / searched.path if searched.path else root, roots)
@@ -214,8 +216,11 @@ def _check_cursor_root(searched: SearchRequest, roots: list[Path]) -> None:
             f"this cursor's search is outside the allowed roots ({names}); it was issued by a server "
             "with other roots. Run the search again without a cursor, with a path inside them."
         ) from None
-    except PathNotFoundError:
-        pass  # inside the roots but gone since: a live session still serves it, a restore refuses it
+    except PathError:
+        raise InvalidParamsError(
+            "the folder or file this cursor searches is gone or unreadable now; run the search again "
+            "without a cursor."
+        ) from None
 
 
 def _check_sent_arguments(services: Services, call: SearchCall, state: CursorState, searched: SearchRequest) -> None:
