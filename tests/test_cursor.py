@@ -87,13 +87,6 @@ def test_equal_states_seal_to_different_cursors() -> None:
     assert CODEC.encode(STATE) != CODEC.encode(STATE)
 
 
-def test_a_round_trip_is_well_under_a_millisecond() -> None:
-    started = time.perf_counter()
-    for _ in range(200):
-        CODEC.decode(CODEC.encode(STATE))
-    assert (time.perf_counter() - started) / 200 < 1e-3
-
-
 _OTHER_CHARS = st.sampled_from(list("AaZz09-_.=+/~ é\n") + ["%2E"])
 
 
