@@ -1,12 +1,13 @@
 """`codepager search`: the human path. Runs one search and prints every result, no paging.
 
-Output is grep-like so it composes with the usual tools: `path:line:text` for a match,
-`path-line-text` for a context line, `--` between separate context groups; `--jsonl` prints one
-`Match` object per line and `--json` one array. Exit status is grep's: 0 found, 1 nothing
-found, 2 error (message on stderr).
-
-The allowed root is `server.roots` (default: the current directory), and PATH must resolve
-inside it, exactly as for the MCP tools: the same `resolve_search_path` makes that rule.
+It behaves like rg where they overlap: any PATHs the user names are searched (several
+allowed, default the working directory; `server.roots` binds servers, not the user's own
+shell) and printed as rg prints them (`search_targets.py`). Output is grep-like so it
+composes with the usual tools: `path:line:text` for a match, `path-line-text` for a context
+line, `--` between separate context groups; `--jsonl` prints one `Match` object per line and
+`--json` one array, with the same paths. Exit status is rg's: 0 found, 1 nothing found, 2 on
+an error (message on stderr), including a PATH that does not exist (the others are still
+searched). An option that does not apply to the chosen mode is an error, not ignored.
 """
 
 from __future__ import annotations
@@ -18,22 +19,35 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
+import msgspec
+
 from search_engine.engine import SearchEngine
 from search_engine.errors import SearchError
-from search_engine.models import MAX_CONTEXT_LINES, Match, SearchMode, SearchRequest
-from search_engine.paths import resolve_search_path
+from search_engine.models import MAX_CONTEXT_LINES, Match, SearchMode, SearchRequest, SearchResult
+from server.cli.search_targets import MissingPathError, Target, resolve_target
 from server.settings import load_settings
+
+# (argparse dest, how the option is spelled): options that only one kind of search uses.
+_REGEX_ONLY = (
+    ("ignore_case", "-i/--ignore-case"),
+    ("fixed_strings", "-F/--fixed-strings"),
+    ("word_regexp", "-w/--word-regexp"),
+    ("multiline", "-U/--multiline"),
+    ("context", "-C/--context"),
+    ("limit", "--limit"),
+)
+_RANKED_ONLY = (("top_k", "--top-k"), ("threshold", "--threshold"))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "search",
         help="search a codebase and print every match (grep-like, or JSON)",
-        description="Search PATH (default: the current directory) and print every match.",
+        description="Search each PATH (default: the current directory) and print every match.",
         epilog=(
             "exit status: 0 if something matched, 1 if nothing did, 2 on error\n"
             "examples:\n"
-            "  codepager search 'def \\w+_page' src/\n"
+            "  codepager search 'def \\w+_page' src/ ../other-repo\n"
             "  codepager search -i -C 2 --glob '*.py' todo\n"
             "  codepager search -F 'a.b(c)' --jsonl | jq .path\n"
             "  codepager search --hybrid 'where are retries handled' --top-k 5"
@@ -41,25 +55,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("pattern", metavar="PATTERN", help="regex (ripgrep syntax), or a question with --sem/--hybrid")
-    p.add_argument("path", metavar="PATH", nargs="?", help="directory or file inside the allowed root")
+    p.add_argument("paths", metavar="PATH", nargs="*", help="directories or files to search (default: the current directory)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--regex", dest="mode", action="store_const", const=SearchMode.REGEX, help="regex search (default)")
     mode.add_argument("--sem", dest="mode", action="store_const", const=SearchMode.SEMANTIC, help="semantic search")
     mode.add_argument("--hybrid", dest="mode", action="store_const", const=SearchMode.HYBRID, help="hybrid search")
     p.set_defaults(mode=SearchMode.REGEX)
-    p.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive")
-    p.add_argument("-F", "--fixed-strings", action="store_true", help="PATTERN is a literal string, not a regex")
-    p.add_argument("-w", "--word-regexp", action="store_true", help="match whole words only")
-    p.add_argument("-U", "--multiline", action="store_true", help="let matches span lines")
-    p.add_argument("-C", "--context", type=_int_between(0, MAX_CONTEXT_LINES), default=0, metavar="N", help=f"lines of context (0..{MAX_CONTEXT_LINES})")
+    p.add_argument("-i", "--ignore-case", action="store_true", help="regex: case-insensitive")
+    p.add_argument("-F", "--fixed-strings", action="store_true", help="regex: PATTERN is a literal string")
+    p.add_argument("-w", "--word-regexp", action="store_true", help="regex: match whole words only")
+    p.add_argument("-U", "--multiline", action="store_true", help="regex: let matches span lines")
+    p.add_argument("-C", "--context", type=_int_between(0, MAX_CONTEXT_LINES), metavar="N", help=f"regex: lines of context (0..{MAX_CONTEXT_LINES})")
     p.add_argument("--glob", action="append", default=[], metavar="G", help="only files matching glob G (repeatable)")
     p.add_argument("--exclude", action="append", default=[], metavar="G", help="skip files matching glob G (repeatable)")
     output = p.add_mutually_exclusive_group()
     output.add_argument("--jsonl", action="store_const", dest="output", const="jsonl", help="one JSON object per match")
     output.add_argument("--json", action="store_const", dest="output", const="json", help="one JSON array of matches")
     p.set_defaults(output="text")
-    p.add_argument("--limit", type=_int_between(1), metavar="N", help="stop after N matches (default: print every match)")
-    p.add_argument("--top-k", type=_int_between(1), default=10, metavar="N", help="--sem/--hybrid: how many chunks to return (default: 10)")
+    p.add_argument("--limit", type=_int_between(1), metavar="N", help="regex: stop after N matches (default: print every match)")
+    p.add_argument("--top-k", type=_int_between(1), metavar="N", help="--sem/--hybrid: how many chunks to return per PATH (default: 10)")
     p.add_argument("--threshold", type=float, metavar="X", help="--sem: minimum cosine similarity; --hybrid: minimum score relative to the best (0..1)")
     p.add_argument("--config", type=Path, metavar="FILE", help="TOML settings file")
     p.set_defaults(func=run)
@@ -82,39 +96,76 @@ def _int_between(low: int, high: int | None = None) -> Callable[[str], int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    misused = _misused_option(args)
+    if misused:
+        return _fail(misused)
+    status = 0
+    targets: list[Target] = []
+    for given in args.paths or [None]:
+        try:
+            targets.append(resolve_target(given))
+        except MissingPathError as exc:  # like rg: say so, search the other paths, exit 2
+            print(f"codepager: {exc}", file=sys.stderr)
+            status = 2
     try:
         settings = load_settings(args.config)
-        location = resolve_search_path(args.path, settings.server.roots)
-        request = SearchRequest(
-            mode=args.mode,
-            query=args.pattern,
-            root=str(location.root),
-            path=location.sub,
-            include=args.glob,
-            exclude=args.exclude,
-            ignore_case=args.ignore_case,
-            fixed_string=args.fixed_strings,
-            whole_word=args.word_regexp,
-            multiline=args.multiline,
-            context_lines=args.context,
-            # The human path prints every match; `search.max_results` bounds what a server keeps.
-            max_results=args.limit or sys.maxsize,
-            top_k=args.top_k,
-            threshold=args.threshold,
-        )
-        result = SearchEngine(settings.engine_config()).search(request)
+        engine = SearchEngine(settings.engine_config())
+        found = [(target, _search(engine, target, args)) for target in targets]
     except (SearchError, FileNotFoundError, ValueError) as exc:  # ValueError: pydantic validation
         return _fail(str(exc))
-    _write(result.matches, args.output, request.context_lines > 0, sys.stdout)
-    for warning in result.warnings:
-        print(f"codepager: warning: {warning}", file=sys.stderr)
-    if result.truncated:
+    matches = [msgspec.structs.replace(m, path=t.shown(m.path)) for t, result in found for m in result.matches]
+    total = sum(result.total_count for _, result in found)
+    if args.limit is not None:
+        del matches[args.limit :]
+    with_name = len(args.paths) != 1 or not targets or not targets[0].is_file  # rg's rule
+    _write(matches, args.output, bool(args.context), with_name, sys.stdout)
+    for _, result in found:
+        for warning in result.warnings:
+            print(f"codepager: warning: {warning}", file=sys.stderr)
+    if total > len(matches):
         print(
-            f"codepager: showing the first {len(result.matches)} of {result.total_count} matches; "
+            f"codepager: showing the first {len(matches)} of {total} matches; "
             "raise --limit or narrow the search to see more",
             file=sys.stderr,
         )
-    return 0 if result.matches else 1
+    return status or (0 if matches else 1)
+
+
+def _misused_option(args: argparse.Namespace) -> str | None:
+    """Why an option given does not fit the mode (None: all fit). Ignoring it silently would
+    answer another question than the one asked."""
+    ranked = args.mode is not SearchMode.REGEX
+    for dest, spelled in _REGEX_ONLY if ranked else _RANKED_ONLY:
+        value = getattr(args, dest)
+        if value is None or value is False:  # not given (-C 0 is given)
+            continue
+        if ranked:
+            mode = "--sem" if args.mode is SearchMode.SEMANTIC else "--hybrid"
+            return f"{spelled} applies to regex search only, not {mode}; drop it"
+        return f"{spelled} applies to --sem and --hybrid only, not regex search; drop it or add --sem or --hybrid"
+    return None
+
+
+def _search(engine: SearchEngine, target: Target, args: argparse.Namespace) -> SearchResult:
+    """Run the search the options describe over one target."""
+    request = SearchRequest(
+        mode=args.mode,
+        query=args.pattern,
+        root=str(target.location.root),
+        path=target.location.sub,
+        include=args.glob,
+        exclude=args.exclude,
+        ignore_case=args.ignore_case,
+        fixed_string=args.fixed_strings,
+        whole_word=args.word_regexp,
+        multiline=args.multiline,
+        context_lines=args.context or 0,
+        # The human path prints every match; `search.max_results` bounds what a server keeps.
+        max_results=args.limit or sys.maxsize,
+        top_k=args.top_k or 10,
+        threshold=args.threshold,
+    )
+    return engine.search(request)
 
 
 def _fail(message: str) -> int:
@@ -122,36 +173,39 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _write(matches: list[Match], output: str, context: bool, out: TextIO) -> None:
+def _write(matches: list[Match], output: str, context: bool, with_name: bool, out: TextIO) -> None:
     if output == "jsonl":
         out.writelines(json.dumps(m.to_dict(), ensure_ascii=False) + "\n" for m in matches)
     elif output == "json":
         json.dump([m.to_dict() for m in matches], out, ensure_ascii=False)
         out.write("\n")
     else:
-        out.writelines(_grep_lines(matches, context))
+        out.writelines(_grep_lines(matches, context, with_name))
 
 
-def _grep_lines(matches: list[Match], context: bool) -> Iterator[str]:
+def _grep_lines(matches: list[Match], context: bool, with_name: bool) -> Iterator[str]:
     """grep's text layout. Neighbouring matches share context lines (one's "after" is the
     next one's "before"), so each line is printed once, and `--` separates groups that are
-    not contiguous, as grep does when context is asked for."""
+    not contiguous, as grep does when context is asked for. Without `with_name` (one file
+    named) lines start at the line number, as in rg and grep."""
     last_path: str | None = None
     last_line = 0
     for m in matches:
         path = m.path
         if path != last_path:
             last_line = 0
+        name = f"{path}:" if with_name else ""
+        near = f"{path}-" if with_name else ""
         first = m.line_start - len(m.context_before)
         if context and last_path is not None and (path != last_path or first > last_line + 1):
             yield "--\n"
         for number, text in enumerate(m.context_before, first):
             if number > last_line:
-                yield f"{path}-{number}-{text}\n"
+                yield f"{near}{number}-{text}\n"
         for number, text in enumerate(m.content.split("\n"), m.line_start):
-            yield f"{path}:{number}:{text}\n"
+            yield f"{name}{number}:{text}\n"
         last_line = m.line_end
         for number, text in enumerate(m.context_after, m.line_end + 1):
-            yield f"{path}-{number}-{text}\n"
+            yield f"{near}{number}-{text}\n"
             last_line = number
         last_path = path
