@@ -8,7 +8,7 @@ path and symbol precede the content in `chunk_text`; 0 embeds the bare content).
 deliberately the plainest possible, so the numbers isolate what chunking and chunk text do;
 hybrid ranking (`benchmarks/retrieval.py`) builds on top of the chosen values.
 
-usage: python benchmarks/chunk_ablation.py [--corpora DIR] [--cache DIR]
+usage: python benchmarks/chunk_ablation.py [--corpora DIR]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 import search_engine.chunking as chunking  # noqa: E402
 import search_engine.embeddings as embeddings  # noqa: E402
 from search_engine.chunk_jobs import ChunkJob, chunk_files  # noqa: E402
-from search_engine.config import EngineConfig, default_cache_dir  # noqa: E402
+from search_engine.config import EngineConfig  # noqa: E402
 from search_engine.files import discover  # noqa: E402
 from search_engine.paths import SearchLocation  # noqa: E402
 
@@ -76,9 +76,8 @@ def run(variant: tuple[int, int], corpora: Path, embedder: embeddings.LazyEmbedd
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
-    ap.add_argument("--cache", type=Path, default=default_cache_dir())
     args = ap.parse_args()
-    embedder = embeddings.embedder_for(EngineConfig(cache_dir=args.cache))
+    embedder = embeddings.embedder_for(EngineConfig())
     shipped = (chunking.MAX_CHARS, embeddings.NAME_WEIGHT)
     print("| MAX_CHARS | NAME_WEIGHT | symbol | semantic | architecture | all |")
     print("|---|---|---|---|---|---|")

@@ -6,7 +6,7 @@ incremental updates after touching or editing one file.
   already loaded (loading is not indexing; both sides warm it the same way). codepager runs
   its real `IndexManager.update` (discovery, chunking, embedding, lexical index, atomic
   write); semble 0.7.0 runs `SembleIndex.from_path` with a fresh cache, the same static model
-  (the one codepager's `static` profile distilled), in its own virtualenv. Each system runs
+  (the one codepager's `static` profile ships), in its own virtualenv. Each system runs
   in its own subprocess; rounds alternate between them so both see the same machine load;
   medians are reported.
 - Incremental (codepager): on a copy of the corpora, after a cold build, `update` after
@@ -15,8 +15,7 @@ incremental updates after touching or editing one file.
 - Cold process: `codepager index` on all four corpora from a shell, imports and model load
   included, as a person would run it.
 
-usage: python benchmarks/indexing.py [--rounds 3] [--corpora DIR] [--cache DIR]
-       [--semble-python PATH]
+usage: python benchmarks/indexing.py [--rounds 3] [--corpora DIR] [--semble-python PATH]
 """
 
 from __future__ import annotations
@@ -38,8 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
 from benchmarks.report import Report, add_report_argument, emit  # noqa: E402
-from search_engine.config import EngineConfig, default_cache_dir  # noqa: E402
-from search_engine.embeddings import ensure_static_model, resolve_model  # noqa: E402
+from search_engine.config import EngineConfig  # noqa: E402
+from search_engine.embeddings import resolve_model  # noqa: E402
 
 REPOS = ("aiohttp", "fastapi", "model2vec", "pydantic")
 DEFAULT_CORPORA = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "codepager-bench"
@@ -48,18 +47,17 @@ TOUCHED = "aiohttp/aiohttp/client.py"  # a large file (~1,500 lines): the worst 
 CODEPAGER_COLD = textwrap.dedent("""\
     import json, sys, tempfile, time
     from pathlib import Path
-    sys.path.insert(0, sys.argv[3])
+    sys.path.insert(0, sys.argv[2])
     from search_engine.config import EngineConfig
     from search_engine.index import IndexManager
 
-    corpora, models = Path(sys.argv[1]), Path(sys.argv[2])
+    corpora = Path(sys.argv[1])
     cache = Path(tempfile.mkdtemp(prefix="codepager-bench-"))
-    (cache / "models").symlink_to(models / "models")
     manager = IndexManager(EngineConfig(cache_dir=cache))
     manager.embedder.embed(["warm up"])
     out = {"repos": {}}
     started = time.perf_counter()
-    for repo in sys.argv[4].split(","):
+    for repo in sys.argv[3].split(","):
         stats = manager.update(corpora / repo)
         out["repos"][repo] = {"seconds": stats.seconds, "chunks": stats.chunks, "files": stats.files,
                               "phases": stats.phase_seconds}
@@ -127,7 +125,6 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
-    ap.add_argument("--cache", type=Path, default=default_cache_dir(), help="where the distilled model is (or goes)")
     ap.add_argument("--semble-python", type=Path, default=Path("/work/semble-venv/bin/python"))
     add_report_argument(ap)
     return ap
@@ -143,14 +140,13 @@ def main() -> int:
 
 
 def run(args: argparse.Namespace) -> Report:
-    spec = resolve_model(EngineConfig(cache_dir=args.cache))
-    model_dir = ensure_static_model(spec)
+    model_dir = resolve_model(EngineConfig()).source
     repos = ",".join(REPOS)
 
     ours: list[dict] = []
     theirs: list[dict] = []
     for r in range(args.rounds):
-        ours.append(run_json([sys.executable, "-c", CODEPAGER_COLD, str(args.corpora), str(args.cache), str(ROOT), repos]))
+        ours.append(run_json([sys.executable, "-c", CODEPAGER_COLD, str(args.corpora), str(ROOT), repos]))
         if args.semble_python.exists():
             env = {**os.environ, "SEMBLE_MODEL_NAME": str(model_dir), "HF_HUB_OFFLINE": "1"}
             theirs.append(run_json([str(args.semble_python), "-c", SEMBLE_COLD, str(args.corpora), repos], env))
@@ -163,7 +159,6 @@ def run(args: argparse.Namespace) -> Report:
             shutil.copytree(args.corpora / repo, copy / repo)
         cache = Path(tmp) / "cache"
         cache.mkdir()
-        (cache / "models").symlink_to(args.cache / "models")
         incremental = run_json([sys.executable, "-c", CODEPAGER_INCREMENTAL, str(copy), str(cache), str(ROOT), TOUCHED])
         shutil.rmtree(cache / "indexes")
         config = cache / "codepager.toml"

@@ -94,14 +94,6 @@ def base_env(tmp: Path, **settings: str) -> dict[str, str]:
     return env
 
 
-def share_model_cache(tmp: Path) -> None:
-    """Reuse an already distilled static model (saves ~15 s per fresh cache dir)."""
-    models = Path.home() / ".cache" / "codepager" / "models"
-    if models.is_dir():
-        (tmp / "cache").mkdir(parents=True, exist_ok=True)
-        (tmp / "cache" / "models").symlink_to(models)
-
-
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -190,7 +182,6 @@ async def one_client(url: str, client_no: int, searches: int, stats: LoadStats) 
 def run_load(tmp: Path, clients: int, searches: int) -> dict[str, Any]:
     root = tmp / "load-repo"
     make_tree(root, files=150)
-    share_model_cache(tmp)
     server = HttpServer(root, base_env(tmp, index__index_on_start="true")).start()
     try:
         index_s = asyncio.run(wait_index_ready(server.url))
@@ -482,7 +473,6 @@ def interrupted_indexing(tmp: Path, sig: signal.Signals) -> dict[str, Any]:
     work = tmp / f"fault-{sig.name.lower()}"
     root = work / "repo"
     make_tree(root, files=2500, seed=3)
-    share_model_cache(work)
     env = base_env(work)
     first = index_update(root, env)
     edited = 0

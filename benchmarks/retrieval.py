@@ -11,12 +11,12 @@ every query three ways:
 
 Semble (PyPI `semble`, the peer) runs in its own virtualenv as a subprocess
 (`benchmarks/semble_worker.py`) on the same corpora with the same static model that
-codepager's `static` profile distilled from the packaged MiniLM, so the comparison is of
+codepager's `static` profile ships (distilled from all-MiniLM-L6-v2), so the comparison is of
 ranking, not of models. Results go to one JSONL per system/profile/mode under `--out`;
 the table printed at the end is what docs/benchmarks.md ("Retrieval quality") records.
 
-Timings: cold index = a fresh index directory (the model loaded and the distilled model already
-on disk, as after the first run), the four repos one after the other, for every profile (minilm
+Timings: cold index = a fresh index directory (the model loaded before the clock starts), the
+four repos one after the other, for every profile (minilm
 takes minutes: when its kept index is missing the cold build goes straight into the cache, so it
 is paid once, not twice); warm query p50 = `SearchEngine.search` end to end on a loaded index,
 each query timed `REPEATS` times after a first run.
@@ -107,14 +107,12 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def cold_index_seconds(profile: str, corpora: Path, models_from: Path, into: Path | None = None) -> tuple[float, int]:
+def cold_index_seconds(profile: str, corpora: Path, into: Path | None = None) -> tuple[float, int]:
     """Index the four corpora into a cache dir holding no index of them and return (seconds,
-    chunks): `into` if given (it must have none yet), else a temporary one. The distilled
-    model is linked in, as it is after a first run, and loaded before the clock starts."""
+    chunks): `into` if given (it must have none yet), else a temporary one. The model is
+    loaded before the clock starts."""
     with tempfile.TemporaryDirectory(prefix="codepager-cold-") as tmp:
         cache = into if into is not None else Path(tmp)
-        if (models_from / "models").is_dir() and not (cache / "models").exists():
-            (cache / "models").symlink_to(models_from / "models")
         engine = SearchEngine(EngineConfig(cache_dir=cache, embedding_profile=profile))
         engine.indexes.embedder.embed(["warm up the model"])  # loading is not indexing
         started = time.perf_counter()
@@ -124,12 +122,9 @@ def cold_index_seconds(profile: str, corpora: Path, models_from: Path, into: Pat
 
 def _profile_cache(cache: Path, profile: str) -> Path:
     """One cache dir per profile (an index directory is per root, and switching the model
-    rebuilds it), sharing the distilled model of `cache/models`."""
+    rebuilds it)."""
     directory = cache / f"profile-{profile}"
     directory.mkdir(parents=True, exist_ok=True)
-    (cache / "models").mkdir(parents=True, exist_ok=True)
-    if not (directory / "models").exists():
-        (directory / "models").symlink_to(cache / "models")
     return directory
 
 
@@ -146,11 +141,11 @@ def run_codepager(profile: str, args: argparse.Namespace) -> Run:
     engine = SearchEngine(EngineConfig(cache_dir=profile_cache, embedding_profile=profile))
     kept = [engine.indexes.status(args.corpora / repo) for repo in REPOS]
     if all(s.exists and s.stale_reason is None for s in kept):
-        run.index_s, run.chunks = cold_index_seconds(profile, args.corpora, args.cache)
+        run.index_s, run.chunks = cold_index_seconds(profile, args.corpora)
     else:  # nothing usable kept: the cold build is the one the queries below will use
         for status in kept:
             shutil.rmtree(status.directory, ignore_errors=True)
-        run.index_s, run.chunks = cold_index_seconds(profile, args.corpora, args.cache, into=profile_cache)
+        run.index_s, run.chunks = cold_index_seconds(profile, args.corpora, into=profile_cache)
     indexes = {repo: engine.indexes.get(args.corpora / repo) for repo in REPOS}
     rows: dict[str, list[dict]] = {m: [] for m in MODES}
     latencies: list[float] = []
@@ -192,7 +187,7 @@ def semble_python(args: argparse.Namespace) -> Path:
 
 def run_semble(args: argparse.Namespace) -> Run:
     python = semble_python(args)
-    model = Path(resolve_model(EngineConfig(cache_dir=args.cache, embedding_profile="static")).source)
+    model = Path(resolve_model(EngineConfig(embedding_profile="static")).source)
     out = args.out / "semble-hybrid.jsonl"
     env = {**os.environ, "SEMBLE_MODEL_NAME": str(model), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(

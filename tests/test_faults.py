@@ -85,11 +85,10 @@ def test_an_unwritable_cache_dir_keeps_regex_working_and_semantic_says_why(tmp_p
 # -- indexing interrupted or racing edits ---------------------------------------------------
 
 
-def shared_model_cache(tmp: Path, model_cache: Path) -> Path:
-    """`tmp/cache`, sharing the session's distilled model (serve_env points servers at it)."""
+def cache_dir(tmp: Path) -> Path:
+    """`tmp/cache`, the cache dir serve_env points servers at."""
     cache = tmp / "cache"
     cache.mkdir()
-    (cache / "models").symlink_to(model_cache / "models", target_is_directory=True)
     return cache
 
 
@@ -129,12 +128,12 @@ def assert_index_matches_the_tree(snapshot: Snapshot | None, root: Path) -> None
 
 
 @pytest.mark.parametrize("before", ["no index", "generation 1"])
-def test_sigterm_mid_indexing_keeps_the_last_generation_and_the_next_run_finishes(tmp_path, model_cache, before):
+def test_sigterm_mid_indexing_keeps_the_last_generation_and_the_next_run_finishes(tmp_path, before):
     """`codepager serve` indexing on start gets SIGTERM between embedding batches: it exits
     promptly and cleanly, the index on disk is the previous generation (or none), and the next
     `codepager index` completes from it (re-embedding only the edited files)."""
     root = write_code_tree(tmp_path / "repo", files=1500, hits_per_file=20)  # 31,501 chunks
-    cache = shared_model_cache(tmp_path, model_cache)
+    cache = cache_dir(tmp_path)
     env = serve_env(tmp_path)
     edited = 0
     if before == "generation 1":
@@ -204,10 +203,10 @@ class TreeMutator(threading.Thread):
             time.sleep(self.rnd.uniform(0, 0.004))
 
 
-def test_files_changing_during_an_update_do_not_break_it_and_the_next_update_converges(tmp_path, model_cache, static_embedder):
+def test_files_changing_during_an_update_do_not_break_it_and_the_next_update_converges(tmp_path, static_embedder):
     root = write_code_tree(tmp_path / "repo", files=300, hits_per_file=20)
     (root / "new").mkdir()
-    cache = shared_model_cache(tmp_path, model_cache)
+    cache = cache_dir(tmp_path)
     manager = IndexManager(EngineConfig(cache_dir=cache), embedder=static_embedder, refresh_interval_s=0)
     manager.update(root)
     for path in root.rglob("mod*.py"):  # every file must be read again: a long update

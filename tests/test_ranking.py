@@ -1,5 +1,5 @@
-"""Ranking sanity through the real engine: real chunker, real static model distilled from the
-packaged MiniLM, real persistent index, on a small repository whose right answers are known."""
+"""Ranking sanity through the real engine: real chunker, the real shipped static model (distilled
+from all-MiniLM-L6-v2), real persistent index, on a small repository whose right answers are known."""
 
 from __future__ import annotations
 

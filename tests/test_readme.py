@@ -38,13 +38,12 @@ def test_the_install_block_stays_first():
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory, model_cache) -> dict[str, str]:
+def env(tmp_path_factory) -> dict[str, str]:
     """The user's environment as the README assumes it: `codepager` on PATH (the installed
     console script next to this interpreter), temp files and caches in this test's folders."""
     home = tmp_path_factory.mktemp("readme")
     cache = home / "cache"
     cache.mkdir()
-    (cache / "models").symlink_to(model_cache / "models")  # the distilled model, made once per run
     return {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",

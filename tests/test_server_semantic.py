@@ -1,5 +1,5 @@
-"""Semantic and hybrid search through the MCP tools, with the real packaged model (distilled to
-the static profile once per test run) and a real on-disk index."""
+"""Semantic and hybrid search through the MCP tools, with the real shipped static model and a
+real on-disk index."""
 
 from __future__ import annotations
 
