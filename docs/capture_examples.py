@@ -249,6 +249,7 @@ def params_table(schema: dict[str, Any]) -> str:
 
 
 #: When each isError code happens, in words; `error_codes_table` fails on a code missing here.
+    "sql_result_too_large": "with `output_mode=legacy`, the result is larger than one answer",
 ERROR_CASES: dict[str, str] = {
     "session_store_unavailable": "the shared session store (Redis) did not answer",
     "invalid_query": "the regex does not compile, or the pattern/query is too long or unusable (`position` points at the problem)",

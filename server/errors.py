@@ -45,6 +45,7 @@ from server.output import (
     JqTimeoutError,
     SqlExecutionError,
     SqlRejectedError,
+    SqlResultTooLargeError,
     SqlTimeoutError,
 )
 from sessions.errors import CursorError, SessionStoreUnavailableError
@@ -74,6 +75,7 @@ _TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
     (JqFilterError, "invalid_jq_filter", "fix the jq_filter: it must map the array of match objects to an array of match objects, e.g. map(select(...))"),
     (SqlRejectedError, "sql_rejected", "send one read-only statement (SELECT, WITH, DESCRIBE, SUMMARIZE, SHOW, EXPLAIN) over dataset_<id> views"),
     (SqlTimeoutError, "sql_timeout", "add filters or LIMIT, or aggregate, and try again"),
+    (SqlResultTooLargeError, "sql_result_too_large", "add LIMIT/OFFSET or select fewer columns, or call with output_mode=auto"),
     (SqlExecutionError, "sql_failed", "check table and column names with list-saved-datasets and DESCRIBE dataset_<id>"),
     (InvalidDatasetIdError, "invalid_dataset_id", "pass an id exactly as list-saved-datasets shows it"),
     (DatasetNotFoundError, "dataset_not_found", "the dataset expired or was removed; run the search again to recreate it"),

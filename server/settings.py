@@ -80,6 +80,10 @@ class OffloadSettings(_Section):
     duckdb_threads: int = Field(1, ge=1, description="DuckDB threads for analyze-with-duckdb.")
     duckdb_timeout_s: float = Field(30.0, gt=0, description="Interrupt an analyze-with-duckdb query after this long.")
     duckdb_max_rows: int = Field(100_000, ge=1, description="Rows kept from one SQL result; the rest is reported as truncated.")
+    duckdb_max_result_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024,
+        description="JSON bytes of one SQL result written to its offload file; the rows past it are left out and the answer says so.",
+    )
 
 
 class ProxySettings(_Section):

@@ -77,3 +77,34 @@ def codepager_cmd() -> tuple[str, list[str]]:
     """The installed console script next to this interpreter (what a client would launch)."""
     script = Path(sys.executable).parent / "codepager"
     return str(script), []
+
+
+def pid_with_args(*args: str) -> int:
+    """The running process whose command line holds every one of `args` (e.g. `serve` and the
+    test's own tmp path): how a test finds a server that a fastmcp transport started."""
+    wanted = [os.fsencode(a) for a in args]
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if all(w in argv for w in wanted):
+                return int(entry.name)
+    raise AssertionError(f"no process running with {args}")
+
+
+def _status_kib(pid: int, field: str) -> int:
+    line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith(field + ":"))
+    return int(line.split()[1])
+
+
+def reset_peak_rss(pid: int) -> int:
+    """Reset the process's peak RSS (VmHWM) to its RSS now, and return that RSS in bytes."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    return _status_kib(pid, "VmRSS") * 1024
+
+
+def peak_rss(pid: int) -> int:
+    """The process's peak RSS (VmHWM) in bytes since it started or `reset_peak_rss`."""
+    return _status_kib(pid, "VmHWM") * 1024

@@ -5,7 +5,6 @@ run. The server answers every call and never returns another file's bytes."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import threading
 from pathlib import Path
@@ -16,7 +15,7 @@ from fastmcp.client.transports import StdioTransport
 
 from server.app import build_app
 from tests.hostile_helpers import SyncClient
-from tests.server_helpers import codepager_cmd, make_settings, serve_env, structured
+from tests.server_helpers import codepager_cmd, make_settings, peak_rss, pid_with_args, serve_env, structured
 
 WIDTH = 200
 BIG = 50 * 1024 * 1024
@@ -62,25 +61,6 @@ def _write_minified(path: Path, needle_at: int) -> None:
         f.write(unit * ((BIG - needle_at) // len(unit)))
 
 
-def _vm_hwm_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmHWM")
-
-
-def _server_pid(root: Path) -> int:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"serve" in cmdline and os.fsencode(root) in cmdline:
-                return int(entry.name)
-    raise AssertionError("server process not found")
-
-
 async def test_a_50_mb_single_line_file_is_cut_to_width_with_bounded_memory(tmp_path):
     """One real stdio server with max_file_size raised so the file is searched at all (by
     default files over 1 MB are skipped). The match comes back cut to the line width, and the
@@ -96,10 +76,10 @@ async def test_a_50_mb_single_line_file_is_cut_to_width_with_bounded_memory(tmp_
     async with Client(transport) as c:
         warm = structured(await c.call_tool("regex_search", {"pattern": "NEEDLE_HERE", "path": "small.js"}))
         assert warm["results"]["count"] == 1
-        pid = _server_pid(root)
-        before_kb = _vm_hwm_kb(pid)
+        pid = pid_with_args("serve", str(root))
+        before = peak_rss(pid)
         body = structured(await c.call_tool("regex_search", {"pattern": "NEEDLE_HERE", "path": "app.min.js"}))
-        growth_mb = (_vm_hwm_kb(pid) - before_kb) / 1024
+        growth_mb = (peak_rss(pid) - before) / 2**20
     (m,) = body["results"]["matches"]
     content = m["match"]["content"]
     assert "NEEDLE_HERE" in content and len(content) <= WIDTH + 2
@@ -181,12 +161,12 @@ async def test_a_file_named_in_path_is_held_to_max_file_size(tmp_path):
     async with Client(transport) as c:
         at_limit = structured(await c.call_tool("regex_search", {"pattern": "NEEDLE_HERE", "path": "at_limit.js"}))
         assert at_limit["results"]["count"] == 1
-        pid = _server_pid(root)
-        before_kb = _vm_hwm_kb(pid)
+        pid = pid_with_args("serve", str(root))
+        before = peak_rss(pid)
         over = {}
         for name in ("just_over.js", "huge.min.js"):
             over[name] = structured(await c.call_tool("regex_search", {"pattern": "NEEDLE_HERE", "path": name}))
-        growth_mb = (_vm_hwm_kb(pid) - before_kb) / 1024
+        growth_mb = (peak_rss(pid) - before) / 2**20
     for name, body in over.items():
         assert body["results"]["total_count"] == 0, name
         warnings = body["metadata"]["warnings"]

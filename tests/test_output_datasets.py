@@ -166,6 +166,10 @@ def test_limits_time_and_rows(store: OffloadStore) -> None:
     assert len(result.rows) == 1000 and result.truncated
     page = result.to_page()
     assert page.counts()["truncated"] and "first 1000 rows" in page.metadata()["warnings"][0]
+    wide = Datasets(store, max_result_bytes=2048).query("SELECT repeat('x', 100) AS s FROM range(100)")
+    line = len(json.dumps({"s": "x" * 100}, separators=(",", ":"))) + 1
+    assert len(wide.rows) == 2048 // line and wide.truncated
+    assert "cut after 18 rows" in wide.warnings[0] and "duckdb_max_result_bytes" in wide.warnings[0]
 
 
 def test_a_huge_select_goes_through_the_output_layer_and_is_offloaded(tmp_path: Path, store: OffloadStore) -> None:

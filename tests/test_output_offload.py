@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from server.output import DatasetNotFoundError, InvalidDatasetIdError, OffloadError, OffloadStore, estimate_tokens
+from server.output.jsontext import dumps_bytes
 from tests.output_helpers import make_records
 
 NAME = re.compile(r"^codepager-(?P<tool>[A-Za-z0-9_.-]+)-(?P<id>[0-9A-HJKMNP-TV-Z]{26})\.jsonl$")
@@ -50,6 +51,23 @@ def test_file_format_header_then_one_record_per_line(tmp_path: Path) -> None:
     assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", header["timestamp"])
     assert [json.loads(line) for line in lines[1:]] == records
     assert "ünïcode" in lines[1]  # not \u-escaped
+
+
+def test_streamed_lines_make_the_same_file_as_records(tmp_path: Path) -> None:
+    """`write_lines` (records too many to hold, spooled) writes what `write` would, 0600, with
+    no spool left behind, however the lines fall across its copy chunks."""
+    store = OffloadStore(tmp_path / "out")
+    records = [{"i": i, "text": "ünïcode " * (i % 7) + "x" * 300_000 * (i % 5 == 0)} for i in range(40)]
+    whole = store.write(tool="analyze-with-duckdb", query="q", records=records)
+    lines = (dumps_bytes(r) for r in records)
+    streamed = store.write_lines(tool="analyze-with-duckdb", query="q", lines=lines, record_keys=["i", "text"])
+    assert streamed.path.read_bytes().split(b"\n", 1)[1] == whole.path.read_bytes().split(b"\n", 1)[1]
+    assert (streamed.header["count"], streamed.header["record_keys"]) == (whole.header["count"], whole.header["record_keys"])
+    # estimated a chunk at a time: each chunk rounds its ASCII quarter-tokens up once
+    assert 0 <= streamed.header["estimated_tokens"] - whole.header["estimated_tokens"] < 3
+    assert (streamed.line_count, streamed.size_bytes) == (41, streamed.path.stat().st_size)
+    assert stat.S_IMODE(streamed.path.stat().st_mode) == 0o600
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([whole.path.name, streamed.path.name])
 
 
 def test_permissions_dir_0700_files_0600_and_no_temp_left(tmp_path: Path) -> None:

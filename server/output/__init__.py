@@ -14,6 +14,7 @@ from server.output.datasets import (
     QueryResult,
     SqlExecutionError,
     SqlRejectedError,
+    SqlResultTooLargeError,
     SqlTimeoutError,
 )
 from server.output.descriptor import JSONL_MIME_TYPE, LINES_URI, RESULTS_URI, FileRef
@@ -61,6 +62,7 @@ __all__ = [
     "Rendered",
     "SqlExecutionError",
     "SqlRejectedError",
+    "SqlResultTooLargeError",
     "SqlTimeoutError",
     "apply_jq",
     "compute_stats",

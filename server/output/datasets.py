@@ -10,27 +10,34 @@ agent, so it is treated as untrusted:
 - every query runs on a fresh in-memory connection that can reach only the referenced files:
   their paths are allowed, then external access is disabled and the configuration locked, so
   `read_csv('/etc/passwd')`, `glob(...)`, extension loading and network reads all fail;
-- memory, threads, wall time and the number of rows returned are bounded.
-Rows come back as JSON-ready records so they go through the same output layer as search
-results: a huge SELECT is paged or offloaded like any other large answer.
+- memory, threads, wall time and the number of rows returned are bounded;
+- DuckDB spills to a temp dir of its own per query (0700, removed afterwards), never the
+  default `.tmp` in the server's working directory: DuckDB always lets SQL read its temp dir,
+  so a shared one would expose whatever else is in it.
+Rows are fetched in small batches (`QueryStream`), each turned into a JSON-ready record and its
+JSON line as it arrives, so a result is never held whole: `sql_answer` keeps what fits one
+answer and streams the rest to an offload file under `max_result_bytes`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 import re
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from server.output.jsontext import dumps_lines
 from server.output.offload import ULID_PATTERN, DatasetNotFoundError, OffloadStore, check_id
 from server.output.pages import ListPage
 from server.output.sources import (
@@ -45,6 +52,11 @@ from server.settings import OffloadSettings
 
 _VIEW_REF = re.compile(rf"\bdataset_({ULID_PATTERN})\b", re.IGNORECASE)
 _EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(?:ANALY[SZ]E\s+)?", re.IGNORECASE)
+#: Rows are fetched in batches of about this many bytes of JSON (the first batch is one row,
+#: then the size follows the rows seen so far), and never more rows than DuckDB's vector.
+BATCH_BYTES = 1 << 20
+MAX_BATCH_ROWS = 2048
+DEFAULT_MAX_RESULT_BYTES = 64 << 20
 
 
 class SqlRejectedError(ValueError):
@@ -59,6 +71,10 @@ class SqlTimeoutError(SqlExecutionError, TimeoutError):
     pass
 
 
+class SqlResultTooLargeError(SqlExecutionError):
+    """The result is over what the requested output mode can return whole."""
+
+
 @dataclass(frozen=True, slots=True)
 class QueryResult:
     sql: str
@@ -67,19 +83,123 @@ class QueryResult:
     truncated: bool
     elapsed_ms: float
     datasets: list[str]
+    warnings: list[str] = field(default_factory=list)
 
     def to_page(self, page_size: int | None = None) -> ListPage:
         """The rows as a page for `OutputLayer.render` (records_key="rows" reads best)."""
-        warnings = (
-            [f"only the first {len(self.rows)} rows were kept; add LIMIT/OFFSET or aggregate"] if self.truncated else []
-        )
         return ListPage(
             items=self.rows,
             page_size=page_size,
             search_block={"query": self.sql, "mode": "sql", "parameters": {"datasets": self.datasets}},
-            metadata_block={"query_time_ms": round(self.elapsed_ms, 3), "columns": self.columns, "warnings": warnings},
+            metadata_block={"query_time_ms": round(self.elapsed_ms, 3), "columns": self.columns, "warnings": self.warnings},
             source_truncated=self.truncated,
         )
+
+
+def max_rows_warning(max_rows: int) -> str:
+    return f"only the first {max_rows} rows were kept (offload.duckdb_max_rows); add LIMIT/OFFSET or aggregate"
+
+
+def result_bytes_warning(kept: int, max_bytes: int) -> str:
+    return (
+        f"the result was cut after {kept} rows: its JSON reached offload.duckdb_max_result_bytes "
+        f"({max_bytes} bytes); add LIMIT/OFFSET, select fewer or shorter columns (e.g. left(col, 200)), or aggregate"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One result row: the record and its JSON line (without the newline), encoded once."""
+
+    record: dict[str, Any]
+    line: bytes
+
+    @property
+    def size(self) -> int:
+        """Bytes the row takes in a JSONL file."""
+        return len(self.line) + 1
+
+
+class BoundedRows:
+    """`rows` up to `max_bytes` of JSON lines in all; afterwards `count` says how many passed
+    and `cut` whether any were left out."""
+
+    def __init__(self, rows: Iterable[Row], max_bytes: int) -> None:
+        self.rows, self.max_bytes = rows, max_bytes
+        self.count, self.cut = 0, False
+
+    def __iter__(self) -> Iterator[Row]:
+        size = 0
+        for row in self.rows:
+            size += row.size
+            if size > self.max_bytes:
+                self.cut = True
+                return
+            self.count += 1
+            yield row
+
+    def cuts(self) -> list[str]:
+        """The warning saying where the rows were cut, if they were."""
+        return [result_bytes_warning(self.count, self.max_bytes)] if self.cut else []
+
+
+class QueryStream:
+    """The rows of one running query, fetched in batches of about `BATCH_BYTES`.
+
+    A batch's size follows the rows seen so far, so wide rows come a few at a time and narrow
+    ones by the thousand; Python never holds more than one batch of what it has not handed
+    on. `rows()` stops after `max_rows` rows and then sets `truncated` if there were more.
+    Fetch errors are the query's errors: a timeout is SqlTimeoutError, the rest
+    SqlExecutionError."""
+
+    def __init__(self, sql: str, datasets: list[str], cursor: duckdb.DuckDBPyConnection, *, max_rows: int, timeout_s: float) -> None:
+        self.sql = sql
+        self.datasets = datasets
+        self.columns = _unique_columns([d[0] for d in cursor.description or []])
+        self.max_rows = max_rows
+        self.truncated = False
+        self._cursor = cursor
+        self._timeout_s = timeout_s
+        self._started = time.perf_counter()
+
+    @property
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self._started) * 1000
+
+    def rows(self) -> Iterator[Row]:
+        fetched, batch = 0, 1
+        while fetched < self.max_rows:
+            raw = self._fetch(min(batch, self.max_rows - fetched))
+            if not raw:
+                return
+            fetched += len(raw)
+            records = [dict(zip(self.columns, map(_jsonable, values), strict=True)) for values in raw]
+            body = dumps_lines(records)  # one C call; JSON escapes newlines, so a line is a record
+            yield from map(Row, records, body.split(b"\n"))
+            batch = max(1, min(MAX_BATCH_ROWS, BATCH_BYTES * len(raw) // len(body)))
+        self.truncated = bool(self._fetch(1))
+
+    def result(self, rows: list[dict[str, Any]], cuts: list[str]) -> QueryResult:
+        """`rows` of this query as a QueryResult; `cuts` say why rows were left out (the
+        max_rows cut, if any, is added)."""
+        if self.truncated:
+            cuts = [max_rows_warning(self.max_rows), *cuts]
+        return QueryResult(self.sql.strip(), self.columns, rows, bool(cuts), self.elapsed_ms, self.datasets, cuts)
+
+    def _fetch(self, n: int) -> list[tuple[Any, ...]]:
+        with sql_errors(self._timeout_s):
+            return self._cursor.fetchmany(n)
+
+
+@contextlib.contextmanager
+def sql_errors(timeout_s: float) -> Iterator[None]:
+    """DuckDB's errors as ours: an interrupt is the timeout, the rest a failed query."""
+    try:
+        yield
+    except duckdb.InterruptException:
+        raise SqlTimeoutError(f"query ran longer than {timeout_s:g} s and was stopped; add filters or LIMIT") from None
+    except duckdb.Error as exc:
+        raise SqlExecutionError(f"query failed: {exc}") from None
 
 
 def _jsonable(value: Any) -> Any:
@@ -204,6 +324,7 @@ class Datasets:
         threads: int = 1,
         timeout_s: float = 30.0,
         max_rows: int = 100_000,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> None:
         if not sources:
             raise ValueError("Datasets needs at least one source of datasets")
@@ -214,6 +335,7 @@ class Datasets:
         self.threads = threads
         self.timeout_s = timeout_s
         self.max_rows = max_rows
+        self.max_result_bytes = max_result_bytes
 
     @classmethod
     def from_settings(cls, store: OffloadStore, settings: OffloadSettings) -> Datasets:
@@ -223,6 +345,7 @@ class Datasets:
             threads=settings.duckdb_threads,
             timeout_s=settings.duckdb_timeout_s,
             max_rows=settings.duckdb_max_rows,
+            max_result_bytes=settings.duckdb_max_result_bytes,
         )
 
     def list(self, filter: str | DatasetFilter | None = None) -> list[DatasetInfo]:
@@ -248,49 +371,45 @@ class Datasets:
             "call the tool that produced it again"
         )
 
-    def query(self, sql: str, dataset_id: str | None = None) -> QueryResult:
-        """Run one read-only statement. With `dataset_id`, that dataset is also the view `dataset`."""
+    @contextlib.contextmanager
+    def stream(self, sql: str, dataset_id: str | None = None) -> Iterator[QueryStream]:
+        """Run one read-only statement and stream its rows; the connection, its temp dir and
+        the timeout last until the block ends. With `dataset_id`, that dataset is also the
+        view `dataset`."""
         statement = check_sql(sql)
         ids = list(dict.fromkeys(m.upper() for m in _VIEW_REF.findall(statement)))
         if dataset_id is not None:
             ids = [check_id(dataset_id), *(i for i in ids if i != dataset_id)]
-        started = time.perf_counter()
-        con = self._connect(ids, alias=dataset_id)
-        try:
+        with tempfile.TemporaryDirectory(prefix="codepager-duckdb-") as spill:
+            con = self._connect(ids, alias=dataset_id, temp_dir=spill)
             timer = threading.Timer(self.timeout_s, con.interrupt)
             timer.start()
             try:
-                cursor = con.execute(statement)
-                columns = _unique_columns([d[0] for d in cursor.description or []])
-                raw = cursor.fetchmany(self.max_rows + 1)
-            except duckdb.InterruptException:
-                raise SqlTimeoutError(
-                    f"query ran longer than {self.timeout_s:g} s and was stopped; add filters or LIMIT"
-                ) from None
-            except duckdb.Error as exc:
-                raise SqlExecutionError(f"query failed: {exc}") from None
+                with sql_errors(self.timeout_s):
+                    cursor = con.execute(statement)
+                yield QueryStream(statement, ids, cursor, max_rows=self.max_rows, timeout_s=self.timeout_s)
             finally:
                 timer.cancel()
-        finally:
-            con.close()
-        truncated = len(raw) > self.max_rows
-        rows = [dict(zip(columns, map(_jsonable, row), strict=True)) for row in raw[: self.max_rows]]
-        return QueryResult(
-            sql=statement.strip(),
-            columns=columns,
-            rows=rows,
-            truncated=truncated,
-            elapsed_ms=(time.perf_counter() - started) * 1000,
-            datasets=ids,
-        )
+                con.close()
 
-    def _connect(self, ids: list[str], *, alias: str | None) -> duckdb.DuckDBPyConnection:
-        """A fresh in-memory connection with views for `ids`, then sealed (see module doc)."""
+    def query(self, sql: str, dataset_id: str | None = None) -> QueryResult:
+        """Run one read-only statement and keep its rows, up to `max_rows` and `max_result_bytes`
+        of JSON (the answer then says it was cut)."""
+        with self.stream(sql, dataset_id) as stream:
+            kept = BoundedRows(stream.rows(), self.max_result_bytes)
+            rows = [row.record for row in kept]
+            return stream.result(rows, kept.cuts())
+
+    def _connect(self, ids: list[str], *, alias: str | None, temp_dir: str) -> duckdb.DuckDBPyConnection:
+        """A fresh in-memory connection with views for `ids`, then sealed (see module doc).
+        It spills to `temp_dir`, which SQL can read too (DuckDB allows its own temp dir), so
+        that must be a fresh private directory."""
         con = duckdb.connect(
             ":memory:",
             config={
                 "threads": self.threads,
                 "memory_limit": self.memory_limit,
+                "temp_directory": temp_dir,
                 "autoinstall_known_extensions": False,
                 "autoload_known_extensions": False,
             },

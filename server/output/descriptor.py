@@ -74,8 +74,9 @@ class FileRef:
         return out
 
 
-def _summary(records: Sequence[Any], stats: Stats, names: Sequence[str]) -> dict[str, Any]:
-    summary: dict[str, Any] = {"records": len(records)}
+def _summary(count: int, records: Sequence[Any], stats: Stats, names: Sequence[str]) -> dict[str, Any]:
+    """`count` records in the file, of which `records` (all, or a sample) were seen."""
+    summary: dict[str, Any] = {"records": count}
     if stats.top_files:
         summary["top_files"] = stats.to_dict()["top_files"]
         summary["languages"] = stats.languages
@@ -133,8 +134,9 @@ def build_file_ref(
     sql_tool: str | None = "analyze-with-duckdb",
     fits: Callable[[FileRef], bool] = lambda _: True,
 ) -> FileRef:
-    """The descriptor of a file `OffloadStore.write` just wrote from `records`, covering as
-    many top-level fields as `fits` accepts (the fewest fields when none does)."""
+    """The descriptor of a file `OffloadStore.write` just wrote from `records` (or of a larger
+    one, `records` its first lines), covering as many top-level fields as `fits` accepts (the
+    fewest fields when none does)."""
     stats = compute_stats(records)
     schema = infer_schema(records)
     names = list(schema.get("properties", {}))
@@ -153,7 +155,7 @@ def build_file_ref(
             line_count=offloaded.line_count,
             fields=leaf_fields(shown),
             line_schema=shown,
-            summary=_summary(records, stats, kept),
+            summary=_summary(offloaded.line_count - 1, records, stats, kept),
             jq_recipes=recipes,
             guidance=_guidance(
                 offloaded, has_more=has_more, retention_hours=retention_hours, sql_tool=sql_tool, omitted=omitted

@@ -26,7 +26,7 @@ from typing import Any
 from server.output.descriptor import FileRef, build_file_ref
 from server.output.jsontext import byte_size, dumps
 from server.output.modes import MIN_OUTPUT_TOKENS, Ceiling, OutputMode, select_mode
-from server.output.offload import OffloadError, OffloadStore
+from server.output.offload import OffloadedFile, OffloadError, OffloadStore
 from server.output.pages import PageView
 from server.output.shrink import shrink_to_fit
 from server.output.stats import Stats, compute_stats
@@ -112,6 +112,17 @@ class OutputLayer:
             )
         except OffloadError as exc:
             return self._cut_to_fit(page, stats, options, ceiling, why=f"the page could not be offloaded ({exc})")
+        return self._file_ref(page, records, offloaded, stats, ceiling)
+
+    def render_written(self, page: PageView, offloaded: OffloadedFile, options: RenderOptions) -> Rendered:
+        """The file_ref answer for records the caller already wrote to `offloaded` (a result
+        too large to hold, streamed to the file): `page` gives the counts and blocks of the
+        whole file, and its `records()` are the sample the descriptor is built from."""
+        return self._file_ref(page, page.records(), offloaded, None, self.ceiling.lowered_to(options.max_output_tokens))
+
+    def _file_ref(
+        self, page: PageView, records: list[Any], offloaded: OffloadedFile, stats: Stats | None, ceiling: Ceiling
+    ) -> Rendered:
         counts = page.counts()
 
         def respond(ref: FileRef) -> dict[str, Any]:

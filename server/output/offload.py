@@ -19,14 +19,16 @@ would cost more than the rest of the write.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import logging
 import os
 import re
+import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -51,6 +53,8 @@ _UNSAFE_TOOL_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 #: A temp file younger than this may still be being written by another thread; leave it.
 _TEMP_GRACE_S = 600.0
 _MAX_HEADER_BYTES = 1 << 20
+#: Bytes copied at a time from a spool into the offloaded file.
+_COPY_BYTES = 1 << 20
 
 
 class OffloadError(RuntimeError):
@@ -144,37 +148,66 @@ class OffloadStore:
         next_cursor: str | None = None,
     ) -> OffloadedFile:
         """Write `records` as one JSONL file; raises OffloadError (never a bare OSError)."""
-        tool_part = safe_tool_name(tool)
-        dataset_id = str(ULID())
         body = dumps_lines(records)
         estimated = estimate_tokens(body.decode("utf-8"))
-        header = {
+        header = self._header(tool, query, len(records), estimated, page, next_cursor, _top_level_keys(records))
+        return self._write_file(header, (body,), len(body))
+
+    def write_lines(self, *, tool: str, query: str, lines: Iterable[bytes], record_keys: list[str]) -> OffloadedFile:
+        """Write records that arrive as JSON lines (without newlines), without holding them.
+
+        For results too large to hold (a whole SQL result): the header, which needs their count,
+        comes first in the file, so they are spooled to an unnamed private temp file in the
+        output dir and copied after it. Raises OffloadError."""
+        os.close(self._open_dir(create=True))  # checked ours and private: the spool may go there
+        count = size = estimated = 0
+        try:
+            with tempfile.TemporaryFile(dir=self.output_dir) as spool:
+                for chunk in _joined(lines, _COPY_BYTES):  # estimated per chunk: within a token a MB
+                    spool.write(chunk)
+                    count, size = count + chunk.count(b"\n"), size + len(chunk)
+                    estimated += estimate_tokens(chunk.decode("utf-8"))
+                spool.seek(0)
+                header = self._header(tool, query, count, estimated, None, None, record_keys)
+                return self._write_file(header, iter(functools.partial(spool.read, _COPY_BYTES), b""), size)
+        except OSError as exc:
+            raise OffloadError(f"could not spool results in {self.output_dir}: {exc.strerror or exc}") from exc
+
+    @staticmethod
+    def _header(
+        tool: str, query: str, count: int, estimated: int, page: int | None, next_cursor: str | None, keys: list[str]
+    ) -> dict[str, Any]:
+        return {
             "type": HEADER_TYPE,
             "tool": tool,
             "query": query,
-            "count": len(records),
+            "count": count,
             "schema_version": SCHEMA_VERSION,
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "estimated_tokens": estimated,
             "page": page,
             "next_cursor": next_cursor,
-            "record_keys": _top_level_keys(records),
+            "record_keys": keys,
         }
+
+    def _write_file(self, header: dict[str, Any], body: Iterable[bytes], body_size: int) -> OffloadedFile:
+        """The header line then `body` as a new file named after a fresh id."""
+        dataset_id = str(ULID())
         head = dumps_bytes(header) + b"\n"
-        name = f"codepager-{tool_part}-{dataset_id}.jsonl"
-        self._write_atomically(name, (head, body))
+        name = f"codepager-{safe_tool_name(header['tool'])}-{dataset_id}.jsonl"
+        self._write_atomically(name, itertools.chain((head,), body))
         self._maybe_sweep()
         return OffloadedFile(
             id=dataset_id,
             path=self.output_dir / name,
-            tool=tool,
-            size_bytes=len(head) + len(body),
-            line_count=len(records) + 1,
-            estimated_tokens=estimated,
+            tool=header["tool"],
+            size_bytes=len(head) + body_size,
+            line_count=header["count"] + 1,
+            estimated_tokens=header["estimated_tokens"],
             header=header,
         )
 
-    def _write_atomically(self, name: str, chunks: tuple[bytes, ...]) -> None:
+    def _write_atomically(self, name: str, chunks: Iterable[bytes]) -> None:
         dir_fd = self._open_dir(create=True)
         try:
             write_atomically(dir_fd, name, chunks)
@@ -322,6 +355,19 @@ class OffloadStore:
         if self._sweeper is not None:
             self._sweeper.join(timeout=5)
             self._sweeper = None
+
+
+def _joined(lines: Iterable[bytes], size: int) -> Iterator[bytes]:
+    """`lines` joined into chunks of about `size` bytes, each line ending in a newline."""
+    buffer = bytearray()
+    for line in lines:
+        buffer += line
+        buffer += b"\n"
+        if len(buffer) >= size:
+            yield bytes(buffer)
+            buffer = bytearray()
+    if buffer:
+        yield bytes(buffer)
 
 
 def _top_level_keys(records: Sequence[Any]) -> list[str]:

@@ -95,6 +95,7 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
         threads=proxy.duckdb_threads,
         timeout_s=settings.offload.duckdb_timeout_s,
         max_rows=settings.offload.duckdb_max_rows,
+        max_result_bytes=settings.offload.duckdb_max_result_bytes,
     )
     renderer = Renderer(OutputLayer(own_tools_ceiling(settings), offload))
     key = load_or_create_key(settings.index.cache_dir, settings.sessions.secret_key)

@@ -11,8 +11,9 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from server.errors import tool_errors
-from server.output import LINES_URI, RESULTS_URI, DatasetFilter, Datasets, OffloadStore
-from server.rendering import OutputOptions, Renderer, json_result
+from server.output import LINES_URI, RESULTS_URI, DatasetFilter, Datasets, OffloadStore, RenderOptions
+from server.output.sql_answer import answer_query
+from server.rendering import Renderer, json_result, tool_result
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
@@ -42,7 +43,7 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
             "Each is a view dataset_<id> (ids from results.file_ref.id, dataset.id or list-saved-datasets); with dataset_id "
             "it is also the view `dataset`. One SELECT/WITH/DESCRIBE/SUMMARIZE/SHOW/EXPLAIN "
             "statement per call. Rows come back paged like search results; a large result is "
-            "offloaded to a file."
+            "written to a file (up to offload.duckdb_max_result_bytes; the answer says if rows were left out)."
         ),
         annotations=READ_ONLY,
     )
@@ -55,11 +56,9 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
             Field(pattern="^(auto|inline|file_ref|legacy)$", description="as for the search tools: auto, inline, file_ref or legacy"),
         ] = "auto",
     ) -> ToolResult:
-        result = await anyio.to_thread.run_sync(lambda: datasets.query(query, dataset_id))
-        page = result.to_page()
-        return await anyio.to_thread.run_sync(
-            lambda: renderer.render(page, OutputOptions(output_mode), tool="analyze-with-duckdb", query=query, records_key="rows")
-        )
+        options = RenderOptions(tool="analyze-with-duckdb", query=query, output_mode=output_mode, records_key="rows")
+        rendered = await anyio.to_thread.run_sync(lambda: answer_query(datasets, renderer.layer, query, dataset_id, options))
+        return tool_result(rendered)
 
     @app.tool(
         name="list-saved-datasets",

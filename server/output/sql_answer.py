@@ -1,0 +1,116 @@
+"""Answering `analyze-with-duckdb` without ever holding a whole result.
+
+One SELECT can produce gigabytes (`SELECT repeat('x', 100000) FROM range(100000)`), so its rows
+are taken from `Datasets.stream` as they come, one batch at a time:
+- the rows that fit one answer (the layer's byte ceiling) are kept; when the result ends
+  there, it is answered like any page (inline, or a file when over the token ceiling);
+- otherwise, in `auto` and `file_ref` mode, they and the rest are streamed to an offload file,
+  up to `Datasets.max_result_bytes` of JSON, and the answer is that file's descriptor, saying
+  where and why the result was cut. The file is a dataset like any other: SQL, read-dataset-page
+  and jq read it;
+- in `inline` mode (or with max_output_tokens) the rows read so far are answered, cut to fit,
+  and the answer says the result goes on and how to get the rest;
+- `legacy` (a bare array) has no room to say it was cut, so a result over the ceiling is
+  refused with what to do instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from server.output.datasets import BoundedRows, Datasets, QueryResult, QueryStream, Row, SqlResultTooLargeError
+from server.output.layer import OutputLayer, Rendered, RenderOptions
+from server.output.modes import OutputMode, select_mode
+from server.output.offload import OffloadError
+from server.output.pages import ListPage
+
+
+def answer_query(datasets: Datasets, layer: OutputLayer, sql: str, dataset_id: str | None, options: RenderOptions) -> Rendered:
+    """Run `sql` and answer it (see the module doc); raises the Sql*Error of a bad query."""
+    budget = answer_bytes(layer)
+    with datasets.stream(sql, dataset_id) as stream:
+        rows = stream.rows()
+        head, size = [], 0
+        for row in rows:
+            head.append(row)
+            size += row.size
+            if size > budget:
+                break
+        else:  # the whole result is at most one answer's size
+            return layer.render(stream.result([r.record for r in head], []).to_page(), options)
+        mode = select_mode(options.output_mode, fits=False, wants_small=options.max_output_tokens is not None)
+        if mode is OutputMode.LEGACY:
+            raise SqlResultTooLargeError(
+                f"the result is over {budget} bytes of JSON, more than output_mode=legacy can return "
+                "(a bare array has no room to say what was cut); add LIMIT/OFFSET or select fewer columns, or call "
+                "with output_mode=auto to have the whole result written to a file"
+            )
+        if mode is OutputMode.INLINE:
+            more = (
+                f"only the first {len(head)} rows were read: the result is larger than one answer ({budget} "
+                f"bytes); call with output_mode=auto to have it written to a file (up to {datasets.max_result_bytes} "
+                "bytes), or narrow it with LIMIT/OFFSET or fewer columns"
+            )
+            return layer.render(stream.result([r.record for r in head], [more]).to_page(), options)
+        return _written(stream, head, rows, datasets.max_result_bytes, layer, options)
+
+
+def answer_bytes(layer: OutputLayer) -> int:
+    """Bytes of rows past which a result cannot fit one answer: the byte ceiling, or the token
+    ceiling at its most generous (an ASCII character is a quarter token, any other at most 4
+    bytes a token)."""
+    return min(layer.ceiling.bytes, 4 * layer.ceiling.tokens)
+
+
+def _written(
+    stream: QueryStream, head: list[Row], rest: Iterator[Row], max_bytes: int, layer: OutputLayer, options: RenderOptions
+) -> Rendered:
+    """Stream the result to an offload file and answer with its descriptor; `head` (already
+    read) is also the sample the descriptor shows."""
+    kept = BoundedRows(itertools.chain(head, rest), max_bytes)
+    lines = (row.line for row in kept)
+    try:
+        offloaded = layer.store.write_lines(tool=options.tool, query=options.query, lines=lines, record_keys=stream.columns)
+    except OffloadError as exc:  # answered inline instead, cut to fit, by the layer
+        why = f"only the first {len(head)} rows were read: the result could not be written to a file ({exc})"
+        return layer.render(stream.result([r.record for r in head], [why]).to_page(), options)
+    sample = [r.record for r in head[: kept.count]]
+    return layer.render_written(WrittenPage(stream.result(sample, kept.cuts()), kept.count), offloaded, options)
+
+
+@dataclass(frozen=True)
+class WrittenPage:
+    """A whole result written to a file, as the one page the file_ref answer describes:
+    `count` rows, no cursor (the file is the rest); `result.rows` are its first rows, the
+    sample the descriptor shows, and `result` says why rows were left out, if any were."""
+
+    result: QueryResult
+    count: int
+    next_cursor: None = None
+
+    def records(self) -> list[dict[str, Any]]:
+        return list(self.result.rows)
+
+    def cut(self, n: int) -> ListPage:
+        return self._sample_page().cut(n)
+
+    def search(self) -> dict[str, Any]:
+        return self._sample_page().search()
+
+    def pagination(self) -> dict[str, Any]:
+        return {"next_cursor": None, "page_size": max(self.count, 1), "current_page": 1, "total_pages": 1, "offset": 0}
+
+    def counts(self) -> dict[str, Any]:
+        return {"count": self.count, "total_count": self.count, "has_more": False, "truncated": self.result.truncated}
+
+    def metadata(self, extra_warnings: list[str] | None = None) -> dict[str, Any]:
+        return self._sample_page().metadata(extra_warnings)
+
+    def stats_records(self) -> Iterable[Any]:
+        return self.result.rows
+
+    def _sample_page(self) -> ListPage:
+        return self.result.to_page()

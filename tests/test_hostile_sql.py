@@ -1,0 +1,114 @@
+"""Hostile SQL through `analyze-with-duckdb` on a real `codepager serve` process: a SELECT whose
+result is hundreds of megabytes is streamed to a file under a byte cap (the server's peak RSS
+stays small, the answer says what was cut, the rows kept are readable as a dataset), and SQL
+cannot read the files in the server's working directory that DuckDB would otherwise use as its
+temp dir, while queries that must spill to disk still work."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
+
+from server.output.datasets import DEFAULT_MAX_RESULT_BYTES
+from tests.server_helpers import codepager_cmd, peak_rss, pid_with_args, reset_peak_rss, serve_env, structured
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+MB = 1024 * 1024
+#: 30,000 rows of 10 KB: a 300 MB result (the issue's query had 8,000 rows of 100 KB; narrower
+#: rows keep DuckDB's own working set, one 2,048-row vector, small next to what is measured).
+WIDE_ROWS, WIDE_CHARS = 30_000, 10_000
+HUGE_SELECT = f"SELECT repeat('x', {WIDE_CHARS}) || i AS s FROM range({WIDE_ROWS}) t(i)"
+#: Sorting a million 130-byte rows needs far more than the memory limit below: DuckDB must spill.
+SPILLING_SORT = (
+    "SELECT count(*) AS n, min(s) AS first FROM "
+    "(SELECT md5(i::VARCHAR) || repeat('y', 100) AS s FROM range(1000000) t(i) ORDER BY s DESC LIMIT 999999)"
+)
+SECRET_TEXT = "planted-in-the-working-directory"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client, int, Path]]:
+    """One real stdio server, run (as MCP clients do) from a working directory that holds a
+    `.tmp` folder with a file in it: DuckDB's default temp dir. Its DuckDB memory limit is low
+    enough that a large sort has to spill."""
+    tmp = tmp_path_factory.mktemp("sql")
+    root, cwd = tmp / "repo", tmp / "cwd"
+    root.mkdir()
+    (root / "a.txt").write_text("needle\n")
+    (cwd / ".tmp").mkdir(parents=True)
+    (cwd / ".tmp" / "planted.txt").write_text(SECRET_TEXT + "\n")
+    (cwd / ".tmp" / "planted.csv").write_text(f"secret\n{SECRET_TEXT}\n")
+    env = serve_env(tmp, offload__duckdb_memory_limit="64MB")
+    cmd, args = codepager_cmd()
+    transport = StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(cwd))
+    async with Client(transport, timeout=300) as client:
+        warm = structured(await client.call_tool("analyze-with-duckdb", {"query": "SELECT 1 AS one"}))
+        assert warm["results"]["rows"] == [{"one": 1}]
+        yield client, pid_with_args("serve", str(root)), cwd
+
+
+async def test_a_300_mb_select_is_streamed_to_a_capped_file_with_bounded_memory(server) -> None:
+    client, pid, _ = server
+    before = reset_peak_rss(pid)
+    body = structured(await client.call_tool("analyze-with-duckdb", {"query": HUGE_SELECT}))
+    growth = peak_rss(pid) - before
+    assert growth < 150 * MB, f"peak RSS grew by {growth / MB:.0f} MB for a {WIDE_ROWS * WIDE_CHARS / MB:.0f} MB result"
+
+    results, warnings = body["results"], body["metadata"]["warnings"]
+    assert results["mode"] == "file_ref" and results["truncated"] is True
+    kept = results["count"]
+    assert 0 < kept < WIDE_ROWS and results["total_count"] == kept and results["has_more"] is False
+    assert any(f"cut after {kept} rows" in w and "duckdb_max_result_bytes" in w and "LIMIT" in w for w in warnings), warnings
+    ref = results["file_ref"]
+    assert ref["line_count"] == kept + 1 and DEFAULT_MAX_RESULT_BYTES - 2 * WIDE_CHARS < ref["size_bytes"] <= DEFAULT_MAX_RESULT_BYTES + 4096
+    with Path(ref["path"]).open() as f:
+        header = json.loads(f.readline())
+        rows = [json.loads(line)["s"] for line in f]
+    assert header["count"] == kept and header["record_keys"] == ["s"]
+    assert rows == ["x" * WIDE_CHARS + str(i) for i in range(kept)]  # the first rows, in order, whole
+
+    again = structured(await client.call_tool("analyze-with-duckdb", {"query": f"SELECT count(*) AS n, max(length(s)) AS w FROM dataset_{ref['id']}"}))
+    assert again["results"]["rows"] == [{"n": kept, "w": WIDE_CHARS + len(str(kept - 1))}]
+
+
+async def test_inline_and_legacy_say_the_result_goes_on(server) -> None:
+    client, _, _ = server
+    inline = structured(await client.call_tool("analyze-with-duckdb", {"query": HUGE_SELECT, "output_mode": "inline"}))
+    rows, warnings = inline["results"]["rows"], inline["metadata"]["warnings"]
+    assert inline["results"]["truncated"] is True and 0 < len(rows) < WIDE_ROWS
+    assert [r["s"] for r in rows] == ["x" * WIDE_CHARS + str(i) for i in range(len(rows))]
+    assert any("output_mode=auto" in w and "LIMIT" in w for w in warnings), warnings
+
+    legacy = await client.call_tool_mcp("analyze-with-duckdb", {"query": HUGE_SELECT, "output_mode": "legacy"})
+    assert legacy.is_error and legacy.structured_content["error"]["code"] == "sql_result_too_large"
+    assert "output_mode=auto" in legacy.structured_content["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT content FROM read_text('.tmp/planted.txt')",
+        "SELECT * FROM read_csv('.tmp/planted.csv')",
+        "SELECT content FROM read_text('{cwd}/.tmp/planted.txt')",
+        "SELECT * FROM glob('{cwd}/.tmp/*')",
+    ],
+)
+async def test_sql_cannot_read_the_working_directory_temp_dir(server, sql: str) -> None:
+    client, _, cwd = server
+    result = await client.call_tool_mcp("analyze-with-duckdb", {"query": sql.format(cwd=cwd)})
+    text = result.content[0].text
+    assert result.is_error and result.structured_content["error"]["code"] == "sql_failed", text
+    assert SECRET_TEXT not in text and "Permission" in text
+
+
+async def test_a_query_that_must_spill_still_runs(server) -> None:
+    client, _, cwd = server
+    body = structured(await client.call_tool("analyze-with-duckdb", {"query": SPILLING_SORT}))
+    assert body["results"]["rows"][0]["n"] == 999_999
+    assert sorted(p.name for p in (cwd / ".tmp").iterdir()) == ["planted.csv", "planted.txt"]  # nothing spilled here
