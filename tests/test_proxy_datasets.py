@@ -20,7 +20,7 @@ from server.output import DatasetFilter, Datasets, DatasetStore, OffloadStore
 from server.output.profile import MAX_DISTINCT, as_object, profile_records
 from server.proxy.answer import answer_budget, example_sql
 from server.proxy.backends import ToolOwners, command_backend, server_name
-from server.proxy.extraction import extract_records
+from server.proxy.extraction import MAX_NESTING, extract_records
 from server.proxy.saver import ProxiedCall, ResultSaver
 from server.proxy.size import BYTES_PER_TOKEN, sent_size
 from tests.proxy_backend import make_rows
@@ -78,6 +78,33 @@ def test_anything_else_is_text_lines_and_non_text_results_are_left_alone() -> No
     assert not_records is not None and not_records.format == "text_lines"
     image = ToolResult(content=[ImageContent(type="image", data="aGk=", mime_type="image/png")])
     assert extract_records(image) is None
+
+
+def nested_array(depth: int, inner: str = "1") -> str:
+    return "[" * depth + inner + "]" * depth
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        (f'[{{"a": {nested_array(MAX_NESTING - 2)}}}]', "json_records"),  # the array, the record, then the rest
+        (f'[{{"a": {nested_array(MAX_NESTING - 1)}}}]', "text_lines"),
+        ('[{"a": "' + "[{" * 5000 + '"}, {"a": "\\\"]]]"}]', "json_records"),  # brackets in strings do not count
+        (nested_array(5000), "text_lines"),
+        ('{"rows": [' + nested_array(5000, "{}") + "]}", "text_lines"),
+    ],
+)
+def test_json_nested_past_the_limit_is_kept_as_text_lines(text: str, kind: str) -> None:
+    found = extract_records(text_result(text))
+    assert found is not None and found.format == kind
+    if kind == "text_lines":
+        assert "\n".join(r["text"] for r in found.records) == text  # all of it, unchanged
+
+
+def test_structured_content_nested_past_the_limit_is_not_split() -> None:
+    deep = {"items": [{"a": json.loads(nested_array(MAX_NESTING))}]}
+    found = extract_records(text_result('[{"b": 1}]', structured=deep))
+    assert found is not None and found.records_from == "text" and objects(found.records) == [{"b": 1}]
 
 
 # -- profiles ----------------------------------------------------------------------------------

@@ -16,27 +16,44 @@ written out as they are.
 Building Python objects for 50,000 records would cost more than everything else the proxy
 does with them; the profile decodes only a sample and the few categorical fields.
 
+JSON nested deeper than `MAX_NESTING` levels is kept as text lines instead: every reader of a
+dataset walks JSON recursively (msgspec, the profile, DuckDB, which stops at 128 levels), so a
+5,000-deep result split into records would fail somewhere after the split and be lost. Its depth
+is measured without recursion, in C-speed passes over the bytes (`too_deep`).
+
 Only results made of text can be turned into rows; one holding an image, audio, a binary
 resource or a link is passed through untouched by the caller.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
+import numpy as np
 from fastmcp.tools.base import ToolResult
 from mcp_types import EmbeddedResource, TextContent, TextResourceContents
 
+from server.output.jsontext import dumps_bytes
 from server.output.profile import as_object
 
 RecordFormat = Literal["json_records", "text_lines"]
 #: How far below the top of a JSON object an array of records is looked for.
 MAX_DEPTH = 2
+#: Deeper JSON is saved as text lines: a record then stays readable by DuckDB (at most 128
+#: levels, a wrapping `{"value": ...}` included) and by every recursive decoder on the way.
+MAX_NESTING = 100
 _OPEN_ARRAY, _OPEN_OBJECT = ord("["), ord("{")
 _CONTAINER = list[msgspec.Raw] | dict[str, msgspec.Raw]
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+#: Bracket bytes as signed steps: 1 for an opening one, -1 (0xff as int8) for a closing one.
+_STEPS = bytes(1 if b in b"[{" else 0xFF for b in range(256))
+#: Steps summed per pass, bounding the temporary array (8 bytes a step).
+_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +68,23 @@ class Extracted:
     format: RecordFormat
     records_from: str
     envelope: dict[str, Any] | None = None
+
+
+def _deepest(data: bytes) -> int:
+    """The deepest bracket nesting in `data`, strings not told apart: a running sum of steps."""
+    steps = np.frombuffer(data.translate(_STEPS, _NOT_BRACKETS), np.int8)
+    deepest = level = 0
+    for start in range(0, len(steps), _BLOCK):
+        running = steps[start : start + _BLOCK].cumsum(dtype=np.int64) + level
+        deepest, level = max(deepest, int(running.max())), int(running[-1])
+    return deepest
+
+
+def too_deep(data: bytes) -> bool:
+    """Whether the JSON text `data` nests arrays and objects deeper than `MAX_NESTING`, found
+    without recursion. Brackets inside strings do not count, but removing strings costs a regex
+    pass, so it is done only when counting every bracket says the text might be too deep."""
+    return _deepest(data) > MAX_NESTING and _deepest(_STRING.sub(b"", data)) > MAX_NESTING
 
 
 def result_text(result: ToolResult) -> str | None:
@@ -164,6 +198,8 @@ def _json_text(text: str) -> msgspec.Raw | None:
         return None
     try:
         data = text.encode()
+        if too_deep(data):
+            return None
         if b"\n" in data or b"\r" in data:
             data = msgspec.json.format(data, indent=-1)
     except (msgspec.DecodeError, UnicodeEncodeError):  # not JSON after all, or lone surrogates
@@ -176,7 +212,7 @@ def extract_records(result: ToolResult) -> Extracted | None:
     text = result_text(result)
     if text is None:
         return None
-    if result.structured_content is not None:
+    if result.structured_content is not None and not too_deep(dumps_bytes(result.structured_content)):
         found = _from_json(result.structured_content, "structuredContent")
         if found is not None:
             return found
