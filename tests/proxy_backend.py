@@ -2,7 +2,8 @@
 
 Each tool produces one shape of result a proxied server can return: JSON records (bare, nested
 under a key, or as structured content), plain text, an error, a slow answer, structured
-content with a declared output schema (also as one of an exact size), and a crash of the whole process.
+content with a declared output schema (also as one of an exact size), a crash of the whole process,
+JSON nested thousands of levels deep, and one very long text line.
 """
 
 from __future__ import annotations
@@ -93,6 +94,21 @@ def padded(pad: int = 10) -> dict[str, str]:
     """Structured content `{"data": "xx…"}` of `pad` x's, which fastmcp also sends as the same
     JSON in a text block: a result of an exact size, counted once or twice."""
     return {"data": "x" * pad}
+
+
+@app.tool
+def deep(depth: int = 5000) -> ToolResult:
+    """A JSON array of two records whose first holds `depth` nested arrays, as text: deeper than
+    any recursive JSON walk can follow."""
+    nested = "[" * depth + '"bottom"' + "]" * depth
+    return ToolResult(content=[TextContent(type="text", text=f'[{{"nested":{nested}}},{{"id":2}}]')])
+
+
+@app.tool
+def long_text(mb: int = 30) -> ToolResult:
+    """`mb` megabytes of text on one line (one JSON-RPC line of that size on the wire), ending
+    in a marker so that losing its tail shows."""
+    return ToolResult(content=[TextContent(type="text", text="z" * (mb * 1024 * 1024) + " END")])
 
 
 @app.tool

@@ -75,12 +75,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from server.proxy import build_proxy_app, command_backend, config_backends  # heavy imports after validation
 
-    timeout = settings.proxy.call_timeout_s
+    timeout, largest = settings.proxy.call_timeout_s, settings.proxy.max_backend_message_bytes
     try:
         if args.mcp_config:
-            backends = config_backends(args.mcp_config, timeout_s=timeout)
+            backends = config_backends(args.mcp_config, timeout_s=timeout, max_message_bytes=largest)
         else:
-            backends = [command_backend(command, name=args.name, timeout_s=timeout)]
+            backends = [command_backend(command, name=args.name, timeout_s=timeout, max_message_bytes=largest)]
         app = build_proxy_app(settings, backends)
     except (FileNotFoundError, ValueError) as exc:
         print(f"codepager: {exc}", file=sys.stderr)

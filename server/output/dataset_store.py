@@ -39,7 +39,7 @@ from server.output.private_files import (
     owned_files,
     write_atomically,
 )
-from server.output.sources import DatasetFile, DatasetInfo
+from server.output.sources import DUCKDB_OBJECT_SIZE, DatasetFile, DatasetInfo
 from server.settings import ProxySettings
 
 LABEL = "proxy.data_dir"
@@ -49,6 +49,8 @@ _YEAR, _TWO_DIGITS = re.compile(r"^\d{4}$"), re.compile(r"^\d{2}$")
 #: A temp file younger than this may still be being written; cleanup leaves it alone.
 _TEMP_GRACE_S = 600.0
 _MAX_METADATA_BYTES = 4 << 20
+#: What a text result's records are (`{"line": 1, "text": "..."}`), so SQL need not infer it.
+TEXT_LINE_COLUMNS = (("line", "BIGINT"), ("text", "VARCHAR"))
 
 
 class DatasetWriteError(RuntimeError):
@@ -107,6 +109,7 @@ class DatasetStore:
             "record_count": len(records),
             "data_file": data_name,
             "size_bytes": len(body),
+            "max_record_bytes": _longest_line(body),
         }
         try:
             dir_fd = open_private_dir(folder, create=True, label=LABEL)
@@ -142,7 +145,9 @@ class DatasetStore:
     def open(self, dataset_id: str) -> DatasetFile:
         meta = self.metadata(dataset_id)
         path = self.day_dir(dataset_id) / str(meta.get("data_file", f"dataset_{dataset_id}_data.jsonl"))
-        return DatasetFile(dataset_id, path, int(meta.get("record_count", 0)))
+        columns = TEXT_LINE_COLUMNS if meta.get("format") == "text_lines" else ()
+        largest = int(meta.get("max_record_bytes", 0))
+        return DatasetFile(dataset_id, path, int(meta.get("record_count", 0)), columns=columns, max_record_bytes=largest)
 
     def infos(self) -> list[DatasetInfo]:
         """Every saved dataset, newest first."""
@@ -203,6 +208,12 @@ class DatasetStore:
                 with contextlib.suppress(OSError):
                     empty.rmdir()
         return CleanupReport(removed_count=len(removed), freed_bytes=freed, files=removed)
+
+
+def _longest_line(body: bytes) -> int:
+    """The longest line of `body`, when that can matter: only a body over DuckDB's 16 MB record
+    bound can hold a record over it (splitting copies the body, so smaller ones are not)."""
+    return max(map(len, body.split(b"\n"))) if len(body) > DUCKDB_OBJECT_SIZE else 0
 
 
 def _scandir(path: Path) -> list[os.DirEntry[str]]:

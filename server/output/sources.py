@@ -23,6 +23,10 @@ from server.output.offload import HEADER_TYPE, DatasetNotFoundError, OffloadStor
 from server.output.private_files import open_owned
 
 
+#: DuckDB's default `maximum_object_size` for read_json.
+DUCKDB_OBJECT_SIZE = 16 * 1024 * 1024
+
+
 def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -62,7 +66,11 @@ class DatasetFile:
 
     `header` is true for offloaded pages (line 1 is the codepager header, not a record);
     `record_keys` are the records' top-level keys when known, which keeps header-only keys out
-    of the SQL view; without them every key in the file is a column.
+    of the SQL view; without them every key in the file is a column. `columns` are the
+    records' DuckDB column types when the producer knows them (text lines): DuckDB then reads
+    them instead of inferring them, which costs seconds per megabyte of a long string.
+    `max_record_bytes`, when known, lets DuckDB read records over its 16 MB default (a proxied
+    reply can be one 50 MB line); DuckDB sizes its buffers by it, so it must be the real size.
     """
 
     id: str
@@ -70,6 +78,8 @@ class DatasetFile:
     count: int
     header: bool = False
     record_keys: tuple[str, ...] = ()
+    columns: tuple[tuple[str, str], ...] = ()
+    max_record_bytes: int = 0
 
     def view_sql(self) -> str:
         """SELECT over the file's records only, in the records' own key order. Every key is a
@@ -78,16 +88,26 @@ class DatasetFile:
         path = quote_literal(str(self.path))
         if not self.count:
             return "SELECT NULL AS empty WHERE false"
+        if self.columns:
+            types = ", ".join(f"{quote_literal(name)}: {quote_literal(kind)}" for name, kind in self.columns)
+            return f"SELECT * FROM read_json({path}, format='newline_delimited', columns={{{types}}}{self._object_size()})"
         if not self.header:
-            return f"SELECT * FROM read_json({path}, format='newline_delimited', sample_size=-1, map_inference_threshold=-1)"
+            return (
+                f"SELECT * FROM read_json({path}, format='newline_delimited', sample_size=-1, "
+                f"map_inference_threshold=-1{self._object_size()})"
+            )
         not_header = f"IS DISTINCT FROM {quote_literal(HEADER_TYPE)}"
         if not self.record_keys:  # the records are not objects: one JSON column `value`
             return (
                 f"SELECT json AS value FROM read_json_objects({path}, format='newline_delimited') "
                 f"WHERE json_extract_string(json, '$.type') {not_header}"
             )
-        source = f"read_json({path}, format='newline_delimited', sample_size=-1, map_inference_threshold=-1)"
+        source = f"read_json({path}, format='newline_delimited', sample_size=-1, map_inference_threshold=-1{self._object_size()})"
         return f'SELECT {", ".join(map(quote_ident, self.record_keys))} FROM {source} WHERE "type" {not_header}'
+
+    def _object_size(self) -> str:
+        """DuckDB refuses a record over 16 MB unless told a larger bound."""
+        return f", maximum_object_size={self.max_record_bytes + 1}" if self.max_record_bytes >= DUCKDB_OBJECT_SIZE else ""
 
     def read(self, offset: int, limit: int) -> list[Any]:
         """Records `offset`..`offset + limit` (0-based), decoded; fewer at the end of the file."""

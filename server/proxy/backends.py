@@ -10,7 +10,10 @@ Two choices differ from fastmcp's `create_proxy` defaults, on purpose:
   stands in for the client that would have launched the server, and that client's
   environment (API keys, PATH) is what the server expects.
 A stdio backend runs as one long-lived subprocess shared by all calls (fastmcp's keep-alive
-transport); when it dies, calls in flight fail and the next call starts a new one.
+transport); when it dies, calls in flight fail and the next call starts a new one. Its output
+is read by codepager's own linear, bounded line reader (`KeptStdioTransport`), not the SDK's,
+which takes minutes over one 50 MB reply line while the backend's channel stays busy; a reply
+over `max_message_bytes` fails its call with an error saying so and is never held whole.
 """
 
 from __future__ import annotations
@@ -18,13 +21,16 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePath
 
 from fastmcp import Client
-from fastmcp.client.transports import ClientTransport, StdioTransport
+from fastmcp.client.transports import ClientTransport
 from fastmcp.mcp_config import MCPConfig, StdioMCPServer
 from fastmcp.server.providers.proxy import ProxyClient
+
+from server.transports.chunked_client import PLAIN_STDIO, KeptStdioTransport
+from server.transports.framing import DEFAULT_MAX_BUFFERED_BYTES
 
 #: Launchers whose first plain argument, not themselves, names the server.
 _LAUNCHERS = frozenset({"npx", "bunx", "pnpx", "uvx", "pipx", "node", "deno", "bun", "python", "python3", "uv", "docker"})
@@ -60,26 +66,38 @@ def server_name(command: str, args: Sequence[str]) -> str:
     return name or "backend"
 
 
-def _stdio(command: str, args: Sequence[str], env: dict[str, str], cwd: str | None = None) -> StdioTransport:
+def _stdio(
+    command: str, args: Sequence[str], env: dict[str, str], max_message_bytes: int, cwd: str | None = None
+) -> KeptStdioTransport:
     """A stdio transport, after checking the command exists: a typo should stop the proxy at
     start with its name, not surface later as a backend with no tools."""
     program = os.path.join(cwd, command) if cwd and os.sep in command else command
     if shutil.which(program, path=env.get("PATH")) is None:
         raise ValueError(f"backend command not found or not executable: {command!r}")
-    return StdioTransport(command, list(args), env=env, cwd=cwd, keep_alive=True)
+    framing = replace(PLAIN_STDIO, max_message_bytes=max_message_bytes)
+    return KeptStdioTransport(command, list(args), env=env, cwd=cwd, framing=framing)
 
 
-def command_backend(command: Sequence[str], *, name: str | None = None, timeout_s: float | None = None) -> Backend:
+def command_backend(
+    command: Sequence[str],
+    *,
+    name: str | None = None,
+    timeout_s: float | None = None,
+    max_message_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+) -> Backend:
     """The backend `codepager proxy -- COMMAND ARGS...` runs."""
     if not command:
         raise ValueError("no backend command: use `codepager proxy -- COMMAND [ARGS...]` or --config mcp.json")
     program, *args = command
-    return Backend(name or server_name(program, args), _stdio(program, args, dict(os.environ)), timeout_s)
+    return Backend(name or server_name(program, args), _stdio(program, args, dict(os.environ), max_message_bytes), timeout_s)
 
 
-def config_backends(path: Path, *, timeout_s: float | None = None) -> list[Backend]:
+def config_backends(
+    path: Path, *, timeout_s: float | None = None, max_message_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
+) -> list[Backend]:
     """Every server in a standard `{"mcpServers": {...}}` file. A server's own `timeout`
-    (milliseconds, as in the format) wins over `timeout_s`."""
+    (milliseconds, as in the format) wins over `timeout_s`; `max_message_bytes` bounds a stdio
+    server's replies."""
     if not path.is_file():
         raise FileNotFoundError(f"MCP config not found: {path}")
     try:
@@ -93,7 +111,7 @@ def config_backends(path: Path, *, timeout_s: float | None = None) -> list[Backe
         timeout = server.timeout / 1000 if getattr(server, "timeout", None) else timeout_s
         if type(server) is StdioMCPServer:
             env = {**os.environ, **{k: str(v) for k, v in server.env.items()}}
-            transport: ClientTransport = _stdio(server.command, server.args, env, server.cwd)
+            transport: ClientTransport = _stdio(server.command, server.args, env, max_message_bytes, server.cwd)
         else:
             transport = server.to_transport()
         backends.append(Backend(name, transport, timeout))

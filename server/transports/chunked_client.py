@@ -18,10 +18,18 @@ Two layers, for two kinds of Python client:
 
 Spawning and stopping the server (own process group, close stdin, grace period, then kill the
 tree) is the SDK's `mcp.client.stdio` code, reused; only the line reader and writer differ.
+
+- `KeptStdioTransport(command, args, env=...)` is fastmcp's keep-alive `StdioTransport` (one
+  server process shared by every client, started again when it dies) over the same streams,
+  for any stdio server, framing or not: by default it never frames what it sends
+  (`PLAIN_STDIO`). The proxy reaches its stdio backends with it because the SDK's own reader
+  re-joins and re-splits everything buffered on every read, so one 50 MB reply line costs
+  minutes of CPU while the backend's channel stays busy; this reader is linear and bounded.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import sys
@@ -31,6 +39,7 @@ from typing import TextIO
 import anyio
 import anyio.lowlevel
 import mcp_types as types
+from fastmcp.client.transports import StdioTransport
 from fastmcp.client.transports.base import ClientTransport, SessionKwargs, TransportOptions
 from mcp import ClientSession, StdioServerParameters
 from mcp.client import stdio as sdk_stdio
@@ -43,6 +52,10 @@ from server.transports.framing import FramingOptions, Reassembler
 from server.transports.wire import Refused, TooLarge, leading_fields
 
 logger = logging.getLogger(__name__)
+
+PLAIN_STDIO = FramingOptions(chunk_limit=sys.maxsize)
+"""Framing that never frames: every message leaves as one plain line (for servers that speak
+plain stdio), while incoming lines are still read with the bounded reader."""
 
 
 def _unanswerable(response: TooLarge | Refused) -> SessionMessage | None:
@@ -201,3 +214,79 @@ class ChunkedStdioTransport(ClientTransport):
 
     def __repr__(self) -> str:
         return f"<ChunkedStdioTransport(command={self.server.command!r}, args={self.server.args!r})>"
+
+
+class KeptStdioTransport(StdioTransport):
+    """fastmcp's `StdioTransport` with `keep_alive` (see the module doc) whose session runs on
+    `chunked_stdio_client`: the server's output is read by the linear, bounded line reader,
+    and a reply over `framing.max_message_bytes` fails its call with an error saying so
+    instead of being held."""
+
+    def __init__(
+        self,
+        command: str,
+        args: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        framing: FramingOptions = PLAIN_STDIO,
+    ) -> None:
+        super().__init__(command, args, env=env, cwd=cwd, keep_alive=True)
+        self.framing = framing
+
+    async def connect(
+        self,
+        *,
+        transport_options: TransportOptions | None = None,
+        **session_kwargs: Unpack[SessionKwargs],
+    ) -> ClientSession | None:
+        """`StdioTransport.connect`, step for step (one session kept; rebuilt when idle for a
+        client with other options, refused while in use; started again once its process has
+        died), with the session started by `_keep_session` instead of over the SDK's reader."""
+        options = transport_options or TransportOptions()
+        async with self._connect_lock:
+            if self._connect_task is not None and self._session_options != options:
+                if self._active_sessions:
+                    raise RuntimeError(
+                        "this stdio transport has a live session built for other connection options that "
+                        "another client is using; give each client its own transport"
+                    )
+                await self.disconnect()
+            if self._connect_task is not None and (self._connect_task.done() or self._is_session_dead()):
+                await self.disconnect()
+            if self._connect_task is not None:
+                return self._session
+            self._session_options = options
+            session: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+            server = StdioServerParameters(command=self.command, args=self.args, env=self.env, cwd=self.cwd)
+            self._connect_task = asyncio.create_task(
+                _keep_session(server, self.framing, options, session_kwargs, session, self._ready_event, self._stop_event)
+            )
+            await self._ready_event.wait()
+            if self._connect_task.done() and (failure := self._connect_task.exception()) is not None:
+                raise failure
+            self._session = await session
+            return self._session
+
+
+async def _keep_session(
+    server: StdioServerParameters,
+    framing: FramingOptions,
+    options: TransportOptions,
+    session_kwargs: SessionKwargs,
+    session: asyncio.Future[ClientSession],
+    ready: anyio.Event,
+    stop: anyio.Event,
+) -> None:
+    """Hold one session to `server` open until `stop` is set. A task of its own, as in fastmcp:
+    the streams must be closed by the task that opened them, and it holds no reference to the
+    transport, whose `__del__` sets `stop`."""
+    try:
+        async with chunked_stdio_client(server, framing=framing) as (read_stream, write_stream):
+            async with options.session_class(read_stream, write_stream, **session_kwargs) as opened:
+                session.set_result(opened)
+                ready.set()
+                await stop.wait()
+    except Exception:
+        ready.set()  # connect() then raises this task's failure
+        raise
