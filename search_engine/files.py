@@ -129,8 +129,9 @@ def explicit_file_warning(location: SearchLocation, max_size: int) -> str | None
 
     ripgrep applies `--max-filesize` only to files it finds by walking, never to a path on its
     command line, so a named file is measured here, on a descriptor opened beneath the root.
-    A path that no longer opens that way (replaced by a symlink, removed) since it was
-    resolved is refused rather than handed to rg, which would follow the link.
+    A path that no longer opens that way (replaced by a symlink, removed) or is no longer a
+    file or directory since it was resolved raises PathNotFoundError rather than being handed
+    to rg, which would follow the link or wait on a FIFO.
     """
     if location.sub is None:
         return None
@@ -145,7 +146,11 @@ def explicit_file_warning(location: SearchLocation, max_size: int) -> str | None
         st = os.fstat(fd)
     finally:
         os.close(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_size <= max_size:
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    if not stat.S_ISREG(st.st_mode):  # swapped for a FIFO: rg would wait on it until its timeout
+        raise PathNotFoundError(f"path {location.sub} is no longer a regular file or directory; check it and search again")
+    if st.st_size <= max_size:
         return None
     return (
         f"{location.sub} was not searched: it is {st.st_size:,} bytes, over search.max_file_size "

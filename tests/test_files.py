@@ -4,13 +4,14 @@ real trees with the real rg, and checked against what regex search actually sear
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from search_engine.beneath import open_beneath, read_beneath
 from search_engine.config import EngineConfig
-from search_engine.errors import InvalidQueryError
+from search_engine.errors import InvalidQueryError, PathNotFoundError
 from search_engine.files import BINARY_SNIFF_BYTES, discover
 from search_engine.models import SearchRequest
 from search_engine.paths import SearchLocation
@@ -183,3 +184,19 @@ def test_reads_beneath_the_root_refuse_links_at_any_depth_and_never_block(tmp_pa
         assert read_beneath(root, rel, 1 << 20) is None, rel
     with pytest.raises(OSError):
         open_beneath(root, "dir_link/sub/secret.txt")
+
+
+@pytest.mark.parametrize("named", ["sub", "sub/a.txt"])
+def test_a_named_path_swapped_for_a_link_after_it_was_resolved_is_refused(tmp_path: Path, named: str) -> None:
+    """A request carries its path as resolved when it was asked (a cursor re-runs it later):
+    if `sub` has become a link out since, rg, which follows links named on its command line,
+    is never handed it."""
+    outside = put(tmp_path, "outside/a.txt", f"{MARK} outside\n")
+    root = tmp_path / "root"
+    put(root, "sub/a.txt")
+    request = SearchRequest(query=MARK, root=str(root), path=named)
+    assert [m.content for m in regex_search(request, EngineConfig()).matches] == [MARK]
+    shutil.rmtree(root / "sub")
+    (root / "sub").symlink_to(outside.parent, target_is_directory=True)
+    with pytest.raises(PathNotFoundError, match="no longer opens inside the root"):
+        regex_search(request, EngineConfig())
