@@ -13,9 +13,6 @@ real answer of the current code.
 With --write, the fenced block after each `<!-- capture:NAME -->` marker in the file is
 replaced by the example NAME. `tests/test_docs.py` checks that the examples in docs/tools.md
 still have the shape the server answers with.
-
-Semantic and hybrid search need the static embedding model: the script links the one already
-distilled in the default cache dir (`~/.cache/codepager/models`), or distils it (~15 s).
 """
 
 from __future__ import annotations
@@ -39,7 +36,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from fastmcp import Client, FastMCP  # noqa: E402
 from mcp import MCPError  # noqa: E402
 
-from search_engine.config import default_cache_dir  # noqa: E402
 from server.app import build_app, build_services  # noqa: E402
 from server.errors import _TOOL_ERRORS  # noqa: E402
 from server.settings import Settings, load_settings  # noqa: E402
@@ -112,14 +108,6 @@ def write_sample(root: Path) -> None:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-
-
-def link_models(cache: Path) -> None:
-    """Reuse the distilled static model of the default cache dir, if there is one."""
-    models = default_cache_dir() / "models"
-    if models.is_dir() and not (cache / "models").exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        (cache / "models").symlink_to(models)
 
 
 # -- trimming ---------------------------------------------------------------------------------
@@ -347,7 +335,6 @@ def run_capture(cache: Path | None = None) -> dict[str, Any]:
         write_sample(root)
         if cache is None:
             cache = work / "cache"
-            link_models(cache)
         raw = asyncio.run(capture(root, work, cache))
         show = Shower(root, work / "offload", cache)
         examples = {}
@@ -420,7 +407,7 @@ def write_into(path: Path, examples: dict[str, Any]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", type=Path, metavar="MD", help="update the marked blocks of this file in place")
-    parser.add_argument("--cache", type=Path, help="index cache dir holding the distilled model (default: a temporary one)")
+    parser.add_argument("--cache", type=Path, help="index cache dir (default: a temporary one)")
     args = parser.parse_args()
     examples = run_capture(args.cache)
     if args.write:

@@ -41,12 +41,17 @@ class ToolMissingError(SearchError, RuntimeError):
 
 
 class IndexNotReadyError(SearchError):
-    """Semantic/hybrid search asked before the index is built. Carries progress for the reply."""
+    """Semantic/hybrid search asked before the index is built. Carries progress for the reply:
+    the build's phase, its done/total, and an estimate of the seconds left (None: unknown)."""
 
-    def __init__(self, message: str, done: int = 0, total: int | None = None) -> None:
+    def __init__(
+        self, message: str, done: int = 0, total: int | None = None, *, phase: str | None = None, eta_s: float | None = None
+    ) -> None:
         super().__init__(message)
         self.done = done
         self.total = total
+        self.phase = phase
+        self.eta_s = eta_s
 
 
 class ModelLoadError(SearchError, RuntimeError):

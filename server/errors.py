@@ -68,7 +68,7 @@ _TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
     (InvalidQueryError, "invalid_query", "fix the pattern or query and call again without a cursor"),
     (PathError, "invalid_path", "pass a path inside the server's roots (or omit `path`)"),
     (SearchTimeoutError, "timeout", "narrow the search with `path` or `include_patterns` and try again"),
-    (IndexNotReadyError, "index_not_ready", "indexing is running in the background; retry in a few seconds, or use regex_search meanwhile"),
+    (IndexNotReadyError, "index_not_ready", "indexing is running in the background; retry after progress.eta_s seconds (or a few, if null), or use regex_search meanwhile"),
     (ModelLoadError, "model_unavailable", "check the index.model / index.profile settings; regex_search still works"),
     (IndexStoreError, "index_unavailable", "make index.cache_dir writable (or point it elsewhere) and call reindex; regex_search still works"),
     (JqTimeoutError, "jq_timeout", "simplify the jq_filter (it ran past its time limit) or page without it"),
@@ -91,7 +91,7 @@ def error_result(exc: Exception) -> ToolResult:
     if isinstance(exc, InvalidQueryError) and exc.position is not None:
         error["position"] = exc.position
     if isinstance(exc, IndexNotReadyError):
-        error["progress"] = {"done": exc.done, "total": exc.total}
+        error["progress"] = {"phase": exc.phase, "done": exc.done, "total": exc.total, "eta_s": exc.eta_s}
     payload = {"error": error}
     return ToolResult(
         content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],

@@ -1,9 +1,13 @@
 """Background indexing for the server, so start-up never waits for the model or the index.
 
-At start the server queues every root; one worker thread builds or updates them in turn (two
-cores: parallel builds would only fight). A semantic or hybrid call whose root is not ready
-waits up to `index.ready_wait_s`, sending MCP progress notifications with a total, then answers
-`index_not_ready` with how far indexing has got, so the agent can retry or use regex meanwhile.
+At start the server queues every root (unless `index.index_on_start` is off: then the first
+semantic or hybrid call, or `reindex`, queues it); one worker thread builds or updates them in
+turn (two cores: parallel builds would only fight). Each build goes through the phases of
+`PHASES`: loading the model, listing files, chunking, embedding, writing. A semantic or hybrid
+call whose root is not ready waits up to `index.ready_wait_s` (30 s: a small repository is
+indexed within it, so its first search just answers), sending an MCP progress notification
+whenever the build advances; past that it answers `index_not_ready` with the phase, how far it
+got and an estimate of the time left, so the agent can retry or use regex meanwhile.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -25,11 +30,25 @@ from search_engine.models import SearchRequest
 log = logging.getLogger("codepager.indexing")
 
 POLL_S = 0.25
+# A build's phases in order, each with its share of the overall progress (percent) sent to the
+# client: MCP wants a progress value that only grows, while done/total restart every phase.
+# The shares follow where a static-profile build spends its time (docs/benchmarks.md).
+PHASES: dict[str, tuple[float, float]] = {
+    "queued": (0.0, 0.0),
+    "model": (0.0, 5.0),
+    "scan": (5.0, 10.0),
+    "chunk": (10.0, 50.0),
+    "embed": (50.0, 90.0),
+    "write": (90.0, 100.0),
+}
+# Before this share of a build is done, an estimate of the time left is mostly noise.
+_MIN_PERCENT_FOR_ETA = 5.0
 
 
 @dataclass
 class RootState:
-    """What the worker has done for one root. `error` is set when the last build failed."""
+    """What the worker has done for one root: `phase` is "idle" (nothing asked yet), one of
+    `PHASES`, "ready" or "failed" (`error` set)."""
 
     phase: str = "queued"
     done: int = 0
@@ -37,12 +56,47 @@ class RootState:
     ready: bool = False
     error: SearchError | None = None
     started_at: float | None = None
+    phase_started_at: float | None = None
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
+
+    @property
+    def building(self) -> bool:
+        return self.phase in PHASES
+
+    def advance(self, phase: str, done: int, total: int) -> None:
+        """Record progress (the worker's `Progress` callback)."""
+        if phase != self.phase:
+            self.phase_started_at = self.clock()
+        self.phase, self.done, self.total = phase, done, total
+
+    def percent(self) -> float:
+        """Overall progress, 0-100, never decreasing while the phases run in order."""
+        low, high = PHASES.get(self.phase, (100.0, 100.0) if self.ready else (0.0, 0.0))
+        share = min(self.done / self.total, 1.0) if self.total else 0.0
+        return round(low + (high - low) * share, 1)
+
+    def describe(self) -> str:
+        """`embed 1200/3400`: the phase and its own count, for messages."""
+        return f"{self.phase} {self.done}/{self.total}" if self.total else self.phase
+
+    def eta_s(self) -> float | None:
+        """Seconds left, estimated: while embedding (the long phase, writing after it is
+        short) by its own rate, before it by the overall share done so far; None while there is
+        too little to go on."""
+        now = self.clock()
+        if self.phase == "embed" and self.done and self.phase_started_at is not None:
+            return (self.total - self.done) * (now - self.phase_started_at) / self.done
+        percent = self.percent()
+        if self.started_at is None or percent < _MIN_PERCENT_FOR_ETA:
+            return None
+        return (now - self.started_at) * (100.0 - percent) / percent
 
 
 class BackgroundIndexer:
-    def __init__(self, engine: SearchEngine, ready_wait_s: float) -> None:
+    def __init__(self, engine: SearchEngine, ready_wait_s: float, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine
         self.ready_wait_s = ready_wait_s
+        self.clock = clock
         self._states: dict[Path, RootState] = {}
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[Path, bool] | None] = queue.Queue()
@@ -57,8 +111,11 @@ class BackgroundIndexer:
             self._queue.put(None)
 
     def state(self, root: Path) -> RootState:
+        """The root's state, without queueing anything: "idle" if no build was ever asked for.
+        (Recording a placeholder here once made `request` believe the root was queued, so
+        with `index_on_start` off nothing ever built it.)"""
         with self._lock:
-            return self._states.setdefault(Path(root), RootState())
+            return self._states.get(Path(root)) or RootState(phase="idle", clock=self.clock)
 
     def request(self, root: Path, *, refresh: bool = False, full: bool = False) -> RootState:
         """Queue `root` for building unless it is already queued, building or ready (and no
@@ -66,9 +123,9 @@ class BackgroundIndexer:
         root = Path(root)
         with self._lock:
             state = self._states.get(root)
-            if state is not None and state.error is None and (not state.ready or not refresh):
+            if state is not None and (state.building or (state.ready and not refresh)):
                 return state  # queued, building, or ready and no refresh asked for
-            state = self._states[root] = RootState()
+            state = self._states[root] = RootState(clock=self.clock)
             self._queue.put((root, full))
             if self._worker is None:
                 self._worker = threading.Thread(target=self._run, name="codepager-indexer", daemon=True)
@@ -79,13 +136,14 @@ class BackgroundIndexer:
         while (item := self._queue.get()) is not None:
             root, full = item
             state = self.state(root)
-            state.started_at = time.monotonic()
-
-            def progress(phase: str, done: int, total: int, state: RootState = state) -> None:
-                state.phase, state.done, state.total = phase, done, total
-
+            state.started_at = self.clock()
             try:
-                self.engine.indexes.update(root, full=full, progress=progress)
+                # The model first, as a phase of its own: a transformer takes seconds to load,
+                # and the first query needs it even when the index is already up to date.
+                state.advance("model", 0, 1)
+                self.engine.indexes.embedder.load()
+                state.advance("scan", 0, 0)
+                self.engine.indexes.update(root, full=full, progress=state.advance)
                 self.engine.indexes.get(root)  # load it, so the first search is warm
                 state.phase, state.ready = "ready", True
             except SearchError as exc:
@@ -106,22 +164,33 @@ class BackgroundIndexer:
         await self.wait(self.request(Path(request.root)), ctx)
 
     async def wait(self, state: RootState, ctx: Context | None) -> None:
+        """Return once `state` is ready; raise its error, or IndexNotReadyError (with progress
+        and an estimate) after `ready_wait_s`. Sends a progress notification (overall percent
+        of 100, the phase and its done/total as the message) each time the build advances."""
         deadline = time.monotonic() + self.ready_wait_s
+        sent = -1.0
         while not state.ready:
             if state.error is not None:
                 raise state.error  # the next call re-queues the build (see `request`)
             if time.monotonic() >= deadline:
-                raise IndexNotReadyError(_not_ready_message(state), done=state.done, total=state.total or None)
-            if ctx is not None:  # the total is known once discovery has listed the files
-                await ctx.report_progress(state.done, state.total or None, f"indexing: {state.phase}")
+                raise _not_ready(state)
+            percent = state.percent()
+            if ctx is not None and percent > sent:
+                await ctx.report_progress(percent, 100, f"indexing: {state.describe()}")
+                sent = percent
             await anyio.sleep(POLL_S)
 
 
-def _not_ready_message(state: RootState) -> str:
-    if state.total:
-        pct = 100 * state.done / state.total
-        where = f"{state.phase}: {state.done}/{state.total} ({pct:.0f}%)"
-    else:
-        where = state.phase
-    elapsed = time.monotonic() - state.started_at if state.started_at else 0.0
-    return f"the semantic index is still being built ({where}, {elapsed:.0f} s so far); retry in a few seconds"
+def _not_ready(state: RootState) -> IndexNotReadyError:
+    where = state.describe()
+    elapsed = state.clock() - state.started_at if state.started_at is not None else 0.0
+    eta = state.eta_s()
+    later = f"retry in about {eta:.0f} s" if eta is not None else "retry in a few seconds"
+    message = (
+        f"the semantic index is still being built ({where}, {state.percent():.0f}% overall, "
+        f"{elapsed:.0f} s so far); {later}, or use regex_search meanwhile"
+    )
+    return IndexNotReadyError(
+        message, done=state.done, total=state.total or None, phase=state.phase,
+        eta_s=None if eta is None else round(eta, 1),
+    )

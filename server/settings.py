@@ -44,10 +44,10 @@ class SearchSettings(_Section):
 
 
 class IndexSettings(_Section):
-    cache_dir: Path = Field(default_factory=default_cache_dir, description="Where indexes, keys and distilled models live.")
+    cache_dir: Path = Field(default_factory=default_cache_dir, description="Where indexes and the cursor key live.")
     profile: Literal["static", "minilm"] = Field("static", description="Embedding profile (see docs/benchmarks.md for the measurement behind the default).")
     model: str | None = Field(None, description="Any sentence-transformers model name or local path; overrides the profile.")
-    ready_wait_s: float = Field(10.0, ge=0, description="How long a semantic call waits for indexing before answering 'not ready'.")
+    ready_wait_s: float = Field(30.0, ge=0, description="How long a semantic call waits for indexing (with progress notifications) before answering 'not ready' with an estimate of the time left.")
     index_on_start: bool = Field(True, description="Start indexing every root in the background when the server starts.")
 
 

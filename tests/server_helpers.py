@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
 
 from server.settings import Settings, load_settings
 
@@ -108,3 +109,12 @@ def reset_peak_rss(pid: int) -> int:
 def peak_rss(pid: int) -> int:
     """The process's peak RSS (VmHWM) in bytes since it started or `reset_peak_rss`."""
     return _status_kib(pid, "VmHWM") * 1024
+
+
+def stdio_client(root: Path, tmp: Path, env: dict[str, str] | None = None, *, log_file: Path | None = None) -> Client:
+    """A client of a real `codepager serve --root ROOT` subprocess over stdio (its stderr to
+    `log_file` when given)."""
+    cmd, args = codepager_cmd()
+    env = env if env is not None else serve_env(tmp)
+    transport = StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(root), log_file=log_file)
+    return Client(transport, timeout=120)

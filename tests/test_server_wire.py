@@ -14,17 +14,10 @@ from typing import Any
 
 import pytest
 from fastmcp import Client
-from fastmcp.client.transports import StdioTransport
 from mcp import MCPError
 
 from tests.http_server import HttpServer
-from tests.server_helpers import codepager_cmd, serve_env, structured, walk
-
-
-def stdio_client(root: Path, tmp: Path, env: dict[str, str] | None = None) -> Client:
-    cmd, args = codepager_cmd()
-    env = env if env is not None else serve_env(tmp)
-    return Client(StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(root)), timeout=120)
+from tests.server_helpers import codepager_cmd, serve_env, stdio_client, structured, walk
 
 
 def cli_full_list(root: Path, pattern: str) -> list[tuple[str, int]]:
@@ -188,9 +181,8 @@ async def test_a_cursor_over_edited_files_is_minus_32602_once_it_must_be_restore
     assert "matching files were edited" in refused_on_the_wire(info, "CursorGenerationError")
 
 
-async def test_a_semantic_cursor_from_before_a_reindex_is_minus_32602_after_a_restart(code_tree, tmp_path, model_cache):
+async def test_a_semantic_cursor_from_before_a_reindex_is_minus_32602_after_a_restart(code_tree, tmp_path):
     (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "models").symlink_to(model_cache / "models", target_is_directory=True)
     env = serve_env(tmp_path)
     cmd, args = codepager_cmd()
 

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 from server.settings import Settings, load_settings
-from sessions.redis_store import redacted
 
 MASK = "***"
 
@@ -33,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
 
 def masked(settings: Settings) -> dict:
     """The settings as JSON, with the cursor key, the HTTP token and any Redis password hidden."""
+    from sessions.redis_store import redacted  # here, not at the top: every command imports this module, and redis costs ~0.2 s
+
     dumped = settings.model_dump(mode="json")
     for section, key in (("sessions", "secret_key"), ("server", "auth_token")):
         if dumped[section][key] is not None:

@@ -1,0 +1,134 @@
+"""The first semantic search on a fresh install, through a real `codepager serve` subprocess:
+it waits for the index while sending progress that names each phase, answers within
+`index.ready_wait_s` for a small root, answers `index_not_ready` with an estimate for a long
+build, and `index_status` shows the phases. With `index.index_on_start` off, asking for the
+status first no longer strands the root unbuilt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from server.indexing import PHASES, RootState
+from tests.conftest import write_code_tree
+from tests.server_helpers import serve_env, stdio_client, structured
+
+Note = tuple[float, float | None, str | None]
+
+
+def phase_of(message: str | None) -> str:
+    """`indexing: embed 1200/3400` -> `embed`."""
+    assert message is not None and message.startswith("indexing: ")
+    return message.removeprefix("indexing: ").split()[0]
+
+
+async def test_first_hybrid_call_waits_with_phased_progress_and_answers(tmp_path: Path) -> None:
+    """The product's defaults (index on start, 30 s wait), a fresh cache dir: the first
+    hybrid call answers with results, after progress notifications whose value only grows
+    (as MCP requires) and whose messages name the phases. The server writes no progress bar
+    to its stderr (not a terminal)."""
+    root = write_code_tree(tmp_path / "repo", files=300)
+    env = serve_env(tmp_path, index__index_on_start="true")
+    notes: list[Note] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        notes.append((progress, total, message))
+
+    stderr = tmp_path / "serve.stderr"
+    async with stdio_client(root, tmp_path, env, log_file=stderr) as client:
+        result = await client.call_tool("hybrid_search", {"query": "needle 7", "top_k": 5}, progress_handler=on_progress)
+    body = structured(result)
+    assert body["results"]["count"] == 5
+    assert notes, "the first call waited for the index without a single progress notification"
+    values = [p for p, _, _ in notes]
+    assert values == sorted(values) and len(set(values)) == len(values) and all(t == 100 for _, t, _ in notes)
+    phases = [phase_of(m) for _, _, m in notes]
+    assert set(phases) <= set(PHASES) and len(set(phases)) >= 2
+    assert phases == sorted(phases, key=list(PHASES).index)  # in build order
+    log = stderr.read_text(errors="replace")
+    assert "\r" not in log and "it/s" not in log and "%|" not in log, log[-2000:]
+
+
+async def test_a_long_build_answers_not_ready_with_an_estimate_and_status_shows_each_phase(tmp_path: Path) -> None:
+    root = write_code_tree(tmp_path / "repo", files=1200)  # ~25k chunks: longer than the wait
+    env = serve_env(tmp_path, index__ready_wait_s="2")
+    async with stdio_client(root, tmp_path, env) as client:
+        early = await client.call_tool("hybrid_search", {"query": "needle"}, raise_on_error=False)
+        assert early.is_error
+        error = early.structured_content["error"]
+        assert error["code"] == "index_not_ready"
+        progress = error["progress"]
+        assert progress["phase"] in PHASES and progress["phase"] != "queued"
+        if progress["eta_s"] is not None:
+            assert progress["eta_s"] > 0 and f"retry in about {progress['eta_s']:.0f} s" in error["message"]
+        seen: list[str] = []
+        status: dict = {}
+        with anyio.fail_after(600):
+            while True:
+                status = structured(await client.call_tool("index_status", {}))
+                phase = status["progress"]["phase"]
+                if not seen or seen[-1] != phase:
+                    seen.append(phase)
+                if not status["building"]:
+                    break
+                await anyio.sleep(0.05)
+        assert seen[-1] == "ready" and status["exists"] and status["chunks"] > 20_000
+        assert {"chunk", "embed"} <= set(seen) and set(seen) <= {*PHASES, "ready"}
+        found = structured(await client.call_tool("hybrid_search", {"query": "needle_7_3", "top_k": 1}))
+        assert found["results"]["matches"][0]["file"]["path"] == "pkg/mod07.py"
+
+
+@pytest.mark.parametrize("then", ["reindex", "hybrid_search"])
+async def test_index_status_first_does_not_strand_the_root_when_indexing_on_start_is_off(tmp_path: Path, then: str) -> None:
+    """Security (availability): with `index_on_start=false`, calling `index_status` first used
+    to record the root as "queued" without queueing it; `reindex` then did nothing and semantic
+    and hybrid search answered `index_not_ready` for the server's whole life."""
+    root = write_code_tree(tmp_path / "repo")
+    env = serve_env(tmp_path, index__ready_wait_s="20")  # serve_env turns index_on_start off
+    async with stdio_client(root, tmp_path, env) as client:
+        before = structured(await client.call_tool("index_status", {}))
+        if then == "reindex":
+            after = structured(await client.call_tool("reindex", {}))
+            assert after["exists"] and after["generation"] == 1 and not after["building"]
+        else:
+            found = structured(await client.call_tool("hybrid_search", {"query": "needle_3_4", "top_k": 1}))
+            assert found["results"]["matches"][0]["file"]["path"] == "pkg/mod03.py"
+        status = structured(await client.call_tool("index_status", {}))
+        assert status["progress"]["phase"] == "ready" and status["files"] == 13
+    # and the first status said plainly that nothing had been asked for yet
+    assert before["progress"]["phase"] == "idle" and not before["building"] and not before["exists"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_only_grows_through_the_phases_and_the_estimate_follows_the_embedding_rate() -> None:
+    clock = Clock()
+    state = RootState(clock=clock)
+    state.started_at = clock.now
+    percents = [state.percent()]
+    for phase, done, total in [("model", 0, 1), ("scan", 0, 0), ("scan", 40, 40), ("chunk", 10, 40), ("chunk", 40, 40),
+                               ("embed", 0, 1000), ("embed", 250, 1000), ("write", 0, 1), ("write", 1, 1)]:  # fmt: skip
+        state.advance(phase, done, total)
+        percents.append(state.percent())
+    assert percents == sorted(percents) and percents[-1] == 100.0
+
+    state = RootState(clock=clock)
+    state.started_at = clock.now
+    state.advance("model", 0, 1)
+    assert state.eta_s() is None  # nothing to go on yet
+    state.advance("chunk", 20, 40)  # 30% overall after 6 s: ~14 s left by the overall share
+    clock.now += 6.0
+    assert state.eta_s() == pytest.approx(14.0)
+    state.advance("embed", 0, 1000)
+    clock.now += 10.0
+    state.advance("embed", 250, 1000)  # 25 chunks/s: 750 left take 30 s
+    assert state.eta_s() == pytest.approx(30.0)
+    assert state.describe() == "embed 250/1000" and state.building
