@@ -15,7 +15,7 @@ from fastmcp.client.transports import StdioTransport
 
 from server.app import build_app
 from tests.hostile_helpers import SyncClient
-from tests.server_helpers import codepager_cmd, make_settings, peak_rss, pid_with_args, serve_env, structured
+from tests.server_helpers import codepager_cmd, make_settings, peak_rss, pid_with_args, serve_env, stdio_client, structured
 
 WIDTH = 200
 BIG = 50 * 1024 * 1024
@@ -154,11 +154,7 @@ async def test_a_file_named_in_path_is_held_to_max_file_size(tmp_path):
         f.write(line)
         for _ in range(40):
             f.write(b"var a=function(b){return b+1};" * 34_000)
-    env = serve_env(tmp_path)
-    env["CODEPAGER_SEARCH__MAX_FILE_SIZE"] = str(limit)
-    cmd, args = codepager_cmd()
-    transport = StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(root))
-    async with Client(transport) as c:
+    async with stdio_client(root, tmp_path, serve_env(tmp_path, search__max_file_size=str(limit))) as c:
         at_limit = structured(await c.call_tool("regex_search", {"pattern": "NEEDLE_HERE", "path": "at_limit.js"}))
         assert at_limit["results"]["count"] == 1
         pid = pid_with_args("serve", str(root))

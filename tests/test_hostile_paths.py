@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 from fastmcp import Client
-from fastmcp.client.transports import StdioTransport
 
 from server.app import build_app
 from tests.hostile_helpers import SyncClient
-from tests.server_helpers import codepager_cmd, make_settings, serve_env, structured
+from tests.server_helpers import make_settings, serve_env, stdio_client, structured
 
 DEPTH = 120  # directories: ~720 characters of path, deeper than any real repository
 
@@ -179,10 +178,7 @@ async def test_a_directory_swapped_for_a_link_during_a_real_build_never_reaches_
         path.write_text("".join(f"def handler_{i}_{j}(request):\n    return request.value + {j}\n\n\n" for j in range(6)))
     (root / "zzz").mkdir()
     (root / "zzz" / "leak.py").write_text("def leaked_credentials():\n    return 'inside, harmless'\n")
-    env = serve_env(tmp_path, index__index_on_start="true")
-    cmd, args = codepager_cmd()
-    transport = StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(root))
-    async with Client(transport, timeout=120) as c:
+    async with stdio_client(root, tmp_path, serve_env(tmp_path, index__index_on_start="true")) as c:
         # zzz/leak.py is the last file read; done is reported every 64 files
         await _wait_for_phase(c, lambda p: p["phase"] == "chunk" and p["done"] + 64 < p["total"])
         (root / "zzz").rename(root / ".zzz-real")
