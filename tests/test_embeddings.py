@@ -52,7 +52,7 @@ def test_static_profile_is_the_model_shipped_in_the_package(tmp_path: Path) -> N
     files_digest = hashlib.sha256(json.dumps(manifest["files"], sort_keys=True).encode()).hexdigest()
     assert spec.model_id == f"static-minilm-{files_digest[:16]}/t1"
     size = sum(p.stat().st_size for p in STATIC_MODEL_DIR.iterdir())
-    assert size < 10 * 1024 * 1024  # a few MB: int8 rows
+    assert size < 17 * 1024 * 1024  # 29,525 float16 rows of 256 and the tokenizer
     assert not any(tmp_path.iterdir())  # nothing written to the cache dir
 
 
@@ -73,8 +73,9 @@ def test_static_vectors_are_normalized_and_mean_something(static_embedder: LazyE
 
 
 def test_fast_pooling_matches_model2vec(static_embedder: LazyEmbedder) -> None:
-    """The pooling is model2vec's mean of (weighted) token vectors, computed per distinct word;
-    model2vec itself reads the shipped directory (int8 rows, per-token scale as `weights`)."""
+    """The pooling is model2vec's mean of token vectors, computed per distinct word; model2vec
+    itself reads the shipped directory. (model2vec averages in the table's float16, ours in
+    float32: hence cosines within 1e-4, not closer.)"""
     from model2vec import StaticModel
 
     reference = StaticModel.from_pretrained(Path(static_embedder.spec.source), normalize=True)
@@ -92,8 +93,8 @@ def test_fast_pooling_matches_model2vec(static_embedder: LazyEmbedder) -> None:
     one_by_one = np.vstack([static_embedder.embed([t]) for t in texts])  # a query: direct
     assert not theirs[-1].any() and not batched[-1].any() and not one_by_one[-1].any()
     theirs = theirs[:-1] / np.linalg.norm(theirs[:-1], axis=1, keepdims=True)
-    np.testing.assert_allclose((batched[:-1] * theirs).sum(axis=1), 1.0, atol=1e-5)
-    np.testing.assert_allclose((one_by_one[:-1] * theirs).sum(axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose((batched[:-1] * theirs).sum(axis=1), 1.0, atol=1e-4)
+    np.testing.assert_allclose((one_by_one[:-1] * theirs).sum(axis=1), 1.0, atol=1e-4)
 
 
 def test_pooling_is_exact_for_any_batch_and_repeated_words(static_embedder: LazyEmbedder) -> None:
