@@ -237,7 +237,6 @@ def params_table(schema: dict[str, Any]) -> str:
 
 
 #: When each isError code happens, in words; `error_codes_table` fails on a code missing here.
-    "sql_result_too_large": "with `output_mode=legacy`, the result is larger than one answer",
 ERROR_CASES: dict[str, str] = {
     "session_store_unavailable": "the shared session store (Redis) did not answer",
     "invalid_query": "the regex does not compile, or the pattern/query is too long or unusable (`position` points at the problem)",
@@ -250,6 +249,7 @@ ERROR_CASES: dict[str, str] = {
     "invalid_jq_filter": "`jq_filter` was refused (reads the environment or files), does not compile, fails, or does not return match objects",
     "sql_rejected": "not exactly one read-only statement",
     "sql_timeout": "the SQL ran past `offload.duckdb_timeout_s`",
+    "sql_result_too_large": "with `output_mode=legacy`, the result is larger than one answer",
     "sql_failed": "the SQL was accepted but failed (unknown table or column, type error, memory)",
     "invalid_dataset_id": "`dataset_id` is not a 26-character id",
     "dataset_not_found": "no saved dataset has this id (expired or removed)",
