@@ -148,8 +148,11 @@ def explicit_file_warning(location: SearchLocation, max_size: int) -> str | None
         os.close(fd)
     if stat.S_ISDIR(st.st_mode):
         return None
-    if not stat.S_ISREG(st.st_mode):  # swapped for a FIFO: rg would wait on it until its timeout
-        raise PathNotFoundError(f"path {location.sub} is no longer a regular file or directory; check it and search again")
+    if not stat.S_ISREG(st.st_mode):  # a FIFO, socket or device: rg would wait on it until its timeout
+        raise PathNotFoundError(
+            f"path {location.sub} is not a regular file or directory (a FIFO, socket or device is never "
+            "searched); name a file or directory"
+        )
     if st.st_size <= max_size:
         return None
     return (

@@ -10,7 +10,7 @@ import pytest
 
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
-from search_engine.errors import InvalidQueryError, SearchTimeoutError
+from search_engine.errors import InvalidQueryError, PathNotFoundError, SearchTimeoutError
 from search_engine.models import MatchType, SearchRequest, SearchResult
 from search_engine.regex import ELLIPSIS, regex_search
 from tests.conftest import write_code_tree
@@ -233,10 +233,12 @@ def test_empty_pattern_is_refused(tmp_path: Path) -> None:
         search(tmp_path, "")
 
 
-def test_timeout_on_a_blocked_read_kills_rg(tmp_path: Path) -> None:
+def test_a_named_fifo_is_refused_before_rg_could_block_on_it(tmp_path: Path) -> None:
+    """rg named a FIFO would wait on it until the search timeout; it is refused up front, so no
+    rg starts and nothing waits (the timeout itself is test_timeout_on_a_big_search's)."""
     os.mkfifo(tmp_path / "fifo")
-    with pytest.raises(SearchTimeoutError, match="timeout_s"):
-        search(tmp_path, "x", EngineConfig(timeout_s=0.2), path="fifo")
+    with pytest.raises(PathNotFoundError, match="not a regular file or directory"):
+        search(tmp_path, "x", EngineConfig(timeout_s=30), path="fifo")
     assert rg_children_in(tmp_path) == []
 
 
