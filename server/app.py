@@ -78,7 +78,7 @@ def _cursor_key(cache_dir: Path) -> bytes:
         return load_or_create_key(cache_dir)
     except OSError as exc:
         log.warning(
-            "cannot keep the cursor signing key in %s (%s); using a key for this process only, so "
+            "cannot keep the cursor key in %s (%s); using a key for this process only, so "
             "cursors will not survive a restart. Make index.cache_dir writable or set sessions.secret_key.",
             cache_dir, exc.strerror or exc,
         )  # fmt: skip

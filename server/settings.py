@@ -58,7 +58,7 @@ class SessionSettings(_Section):
     max_sessions: int = Field(100, ge=1, description="Cached result lists kept; the least recently used is evicted first.")
     max_memory_mb: float = Field(256.0, gt=0, description="Memory budget of the cached result lists (estimated); least recently used evicted first.")
     sweep_interval_s: float = Field(60.0, gt=0, description="How often the memory backend frees expired sessions.")
-    secret_key: str | None = Field(None, description="Cursor signing key; generated and kept in the cache dir when unset.")
+    secret_key: str | None = Field(None, description="Secret the cursor sealing key is derived from (replicas share it); generated and kept in the cache dir when unset.")
     cursor_max_age_s: float = Field(3600.0, gt=0, description="Cursors older than this are refused as expired (the search must be re-run).")
 
 
@@ -102,7 +102,7 @@ class ProxySettings(_Section):
 
 
 class ServerSettings(_Section):
-    roots: list[Path] = Field(default_factory=lambda: [Path.cwd()], description="Directories the tools may search (`--root`, repeatable); paths outside them are refused.")
+    roots: list[Path] = Field(default_factory=lambda: [Path.cwd()], description="Directories the tools may search (`--root`, repeatable); paths outside them are refused. (`codepager search` in a shell searches whatever paths it is given.)")
     transport: Literal["stdio", "http", "chunked-stdio"] = Field("stdio", description="How the MCP server is served (see docs/transports.md).")
     host: str = Field("127.0.0.1", description="HTTP bind address.")
     port: int = Field(8765, ge=0, le=65535, description="HTTP port.")
