@@ -88,6 +88,7 @@ async def test_a_reply_over_the_limit_fails_its_call_and_the_next_call_works(pro
     assert result.is_error
     message = result.content[0].text
     assert f"over this client's limit of {MAX_BACKEND_MESSAGE} bytes" in message, message
+    assert "proxy.max_backend_message_bytes" in message, "the error names the setting to raise"
     assert (await client.call_tool("small", {"name": "after"})).content[0].text == "hello after"
 
 

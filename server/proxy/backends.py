@@ -74,7 +74,7 @@ def _stdio(
     program = os.path.join(cwd, command) if cwd and os.sep in command else command
     if shutil.which(program, path=env.get("PATH")) is None:
         raise ValueError(f"backend command not found or not executable: {command!r}")
-    framing = replace(PLAIN_STDIO, max_message_bytes=max_message_bytes)
+    framing = replace(PLAIN_STDIO, max_message_bytes=max_message_bytes, limit_setting="proxy.max_backend_message_bytes")
     return KeptStdioTransport(command, list(args), env=env, cwd=cwd, framing=framing)
 
 

@@ -58,7 +58,7 @@ PLAIN_STDIO = FramingOptions(chunk_limit=sys.maxsize)
 plain stdio), while incoming lines are still read with the bounded reader."""
 
 
-def _unanswerable(response: TooLarge | Refused) -> SessionMessage | None:
+def _unanswerable(response: TooLarge | Refused, limit_setting: str) -> SessionMessage | None:
     """An error for the request whose response was refused (for its size or another reassembly
     limit), so its caller fails at once instead of waiting; None when the head does not show a
     response's id."""
@@ -67,11 +67,11 @@ def _unanswerable(response: TooLarge | Refused) -> SessionMessage | None:
     if "method" in fields or isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
         return None
     if isinstance(response, Refused):
-        message = f"this client refused the server's response: {response.reason} (see FramingOptions)"
+        message = f"this client refused the server's response: {response.reason}"
     else:
         message = (
             f"the server's response is at least {response.size} bytes, over this client's limit of "
-            f"{response.limit} bytes (FramingOptions.max_message_bytes); ask for less (a smaller page) or raise the limit"
+            f"{response.limit} bytes ({limit_setting}); ask for less (a smaller page) or raise the limit"
         )
     error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=types.INTERNAL_ERROR, message=message))
     return SessionMessage(error)
@@ -122,7 +122,7 @@ async def chunked_stdio_client(
                                 message.size, message.limit,
                             )  # fmt: skip
                         if isinstance(message, (TooLarge, Refused)):
-                            if (error := _unanswerable(message)) is None:
+                            if (error := _unanswerable(message, framing.limit_setting)) is None:
                                 continue
                             parsed: SessionMessage | Exception = error
                         else:

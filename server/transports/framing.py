@@ -83,6 +83,7 @@ class FramingOptions:
     message may claim, `max_partial_messages` for incomplete messages at once,
     `max_buffered_bytes` for all incomplete messages together (each frame counting its data
     plus `FRAME_OVERHEAD`), `timeout_s` of silence before an incomplete message is dropped.
+    `limit_setting` names, in errors, the setting a user raises to accept larger messages.
     """
 
     chunk_limit: int = DEFAULT_CHUNK_LIMIT
@@ -91,6 +92,7 @@ class FramingOptions:
     max_message_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
     max_partial_messages: int = DEFAULT_MAX_PARTIAL_MESSAGES
     max_frames_per_message: int = DEFAULT_MAX_FRAMES_PER_MESSAGE
+    limit_setting: str = "FramingOptions.max_message_bytes"
 
     def __post_init__(self) -> None:
         validate_chunk_limit(self.chunk_limit)
