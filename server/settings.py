@@ -68,6 +68,16 @@ def _default_offload_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"codepager-{getpass.getuser()}"
 
 
+class ClientBudget(_Section):
+    """One client's limits (see `server.clients` for the built-in table); unset ones fall back to
+    the server default."""
+
+    max_tokens: int | None = Field(None, ge=256, description="Largest answer in estimated tokens.")
+    max_bytes: int | None = Field(None, ge=1024, description="Largest answer in bytes.")
+    max_lines: int | None = Field(None, ge=16, description="Largest text block in lines.")
+    reads: Literal["structured", "text", "both"] = Field("both", description="Which block of a result the client shows its model.")
+
+
 class OffloadSettings(_Section):
     output_dir: Path = Field(default_factory=_default_offload_dir, description="Where offloaded pages (JSONL) are written; created 0700.")
     max_tokens: int = Field(20_000, ge=100, description="Page ceiling in estimated tokens; above it a page goes to a file.")
@@ -80,6 +90,7 @@ class OffloadSettings(_Section):
     duckdb_threads: int = Field(1, ge=1, description="DuckDB threads for analyze-with-duckdb.")
     duckdb_timeout_s: float = Field(30.0, gt=0, description="Interrupt an analyze-with-duckdb query after this long.")
     duckdb_max_rows: int = Field(100_000, ge=1, description="Rows kept from one SQL result; the rest is reported as truncated.")
+    clients: dict[str, ClientBudget] = Field(default_factory=dict, description="Per-client page limits, keyed by a substring of the client's clientInfo.name; they override the built-in table (docs/tools.md, Client budgets).")
 
 
 class ProxySettings(_Section):
