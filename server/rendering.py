@@ -70,7 +70,9 @@ class Renderer:
         query: str,
         records_key: str = "matches",
         client: ClientProfile | None = None,
+        **presentation: Any,
     ) -> ToolResult:
+        """`page` as a ToolResult; `presentation` is passed on to `RenderOptions` (`present`, `text`)."""
         render_options = RenderOptions(
             tool=tool,
             query=query,
@@ -80,6 +82,7 @@ class Renderer:
             stats_first=options.stats_first,
             records_key=records_key,
             ceiling=client.ceiling if client is not None else None,
+            **presentation,
         )
         return tool_result(self.layer.render(page, render_options))
 
@@ -88,16 +91,13 @@ class Renderer:
         layout (the header alone for a client that shows only structuredContent); the page is
         cut to what `client` shows."""
         compact = response.options.detail is Detail.COMPACT
-        render_options = RenderOptions(
+        return self.render(
+            response,
+            options,
             tool=tool,
             query=response.page.request.query,
-            output_mode=options.output_mode,
-            max_output_tokens=options.max_output_tokens,
-            stats_only=options.stats_only,
-            stats_first=options.stats_first,
             records_key="files" if compact else "matches",
+            client=client,
             present=group_by_file if compact else None,
             text=lambda answer: page_text(tool, answer, with_matches=client.shows_text),
-            ceiling=client.ceiling,
         )
-        return tool_result(self.layer.render(response, render_options))

@@ -36,8 +36,10 @@ async def test_tools_are_listed_with_paging_guidance_and_annotations(client):
         assert "next_cursor" in tool.description and "cursor" in tool.input_schema["properties"]
         assert tool.annotations.read_only_hint is True
         assert tool.meta["anthropic/maxResultSizeChars"] == 20_000 * 4
+        assert tool.output_schema["required"] == ["search", "results", "pagination", "metadata"]
     for name in ("index_status", "reindex"):
-        assert tools[name].meta["anthropic/maxResultSizeChars"] == 20_000 * 4
+        # a status is a few hundred characters: no size hint, which tools/list would pay for
+        assert tools[name].meta is None and tools[name].output_schema["required"] == ["root", "building"]
 
 
 async def test_regex_walk_returns_every_match_once_in_order(client, settings, code_tree):
