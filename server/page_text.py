@@ -68,7 +68,7 @@ def header(tool: str, response: dict[str, Any], *, with_cursor: bool = True) -> 
     results = response.get("results", {})
     pagination = response.get("pagination", {})
     query = response.get("search", {}).get("query", "")
-    parts = [f"{tool} {query!r}: {results.get('count', 0)} of {results.get('total_count', 0)} matches"]
+    parts = [f"{tool} '{query}': {results.get('count', 0)} of {results.get('total_count', 0)} matches"]
     if pagination.get("total_pages", 1) > 1:
         parts.append(f"page {pagination.get('current_page')}/{pagination.get('total_pages')}")
     cursor = pagination.get("next_cursor")

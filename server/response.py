@@ -20,7 +20,7 @@ from sessions import Page
 _IDENTITY_FIELDS = {"query", "mode", "root"}
 
 
-def search_block(request: SearchRequest, view: str | None, detail: Detail = Detail.FULL) -> dict[str, Any]:
+def search_block(request: SearchRequest, view: str | None, detail: Detail) -> dict[str, Any]:
     # Defaults left out: the agent sent them or can read them in the tool schema, and every
     # page repeats this block (compact pages leave out an empty `parameters` too).
     params = {

@@ -118,7 +118,7 @@ async def test_text_block_is_rg_heading_output_with_a_header(code_tree, tmp_path
         result = await c.call_tool("regex_search", {"pattern": "needle_[12]_1?[0-9]\\b", "page_size": 40})
     body = structured(result)
     header, *lines = result.content[0].text.splitlines()
-    assert header == f"regex_search 'needle_[12]_1?[0-9]\\\\b': 40 of 40 matches, last page"
+    assert header == "regex_search 'needle_[12]_1?[0-9]\\b': 40 of 40 matches, last page"
     rg = subprocess.run(
         [rg_path(), "--no-config", "--sort", "path", "--heading", "-n", "needle_[12]_1?[0-9]\\b"],
         cwd=code_tree, capture_output=True, text=True, check=True,
