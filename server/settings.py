@@ -39,7 +39,8 @@ class SearchSettings(_Section):
     max_file_size: int = Field(1024 * 1024, ge=1, description="Skip files larger than this (bytes).")
     default_page_size: int = Field(50, ge=1, description="Matches per page when a search call gives no page_size.")
     max_page_size: int = Field(200, ge=1, description="Largest page_size a search call may ask for.")
-    default_snippet_length: int = Field(500, ge=1, description="Characters of each match's content shown when a call gives no snippet_length.")
+    default_snippet_length: int = Field(500, ge=1, description="Characters of each regex match's content shown when a call gives no snippet_length.")
+    default_ranked_snippet_length: int = Field(300, ge=1, description="The same for semantic and hybrid chunks (6-8 lines: enough to recognise the code, and more files fit a token budget).")
     max_snippet_length: int = Field(2000, ge=1, description="Largest snippet_length a search call may ask for.")
 
 

@@ -109,7 +109,7 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
             include_patterns: IncludeGlobs = None,
             exclude_patterns: ExcludeGlobs = None,
             include_snippet: bool = True,
-            snippet_length: SnippetLength = s.default_snippet_length,
+            snippet_length: SnippetLength = s.default_ranked_snippet_length,
             page_size: PageSize = None,
             cursor: Cursor = None,
             output_mode: OutputMode = "auto",
