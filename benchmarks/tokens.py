@@ -11,11 +11,19 @@ same 50 matches (`rg -n --sort path`: the first 50 lines, checked to be the same
 length of the compact JSON of structuredContent (what Claude Code and Codex show the model)
 divided by 50; the envelope (search, counts, pagination with its cursor, metadata) is included.
 
+With `--recall`, ranked answers that fit a budget: over the Python set (81 queries, 4 repos)
+and the multi-language set (150 queries, 8 repos) of the kit, the share of queries whose
+relevant file appears within the first 1k, 2k and 4k tokens (characters / 4) of the answer,
+for codepager's `hybrid_search` (its real compact page, snippets at the default 500
+characters) and semble's MCP `search` (its real JSON answer, 10-line snippets, run in its own
+virtualenv by `semble_answers_worker.py`), both with the same static model and TOP_K results.
+A file counts once the end of its first result is within the budget.
+
 Target (issue "answers that cost fewer tokens than grep"): the default page <= 1.0x `rg -n`
 (stretch 0.8x); text + structuredContent <= 1.3x structuredContent; tools/list <= 6,000
-characters.
+characters; recall at 1k tokens ahead of semble.
 
-Run: .venv/bin/python benchmarks/tokens.py [--corpora DIR]
+Run: .venv/bin/python benchmarks/tokens.py [--corpora DIR] [--recall [--no-semble]]
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -36,6 +45,8 @@ from fastmcp import Client  # noqa: E402
 from mcp_types import Implementation  # noqa: E402
 
 from benchmarks.report import Report, add_report_argument, emit, verdict  # noqa: E402
+from search_engine.config import EngineConfig  # noqa: E402
+from search_engine.embeddings import resolve_model  # noqa: E402
 from search_engine.ripgrep import rg_path  # noqa: E402
 from server.app import build_app  # noqa: E402
 from server.page_text import page_records  # noqa: E402
@@ -44,6 +55,14 @@ from server.proxy.backends import command_backend  # noqa: E402
 from server.settings import load_settings  # noqa: E402
 
 DEFAULT_CORPORA = Path.home() / ".cache" / "codepager-bench"
+BENCH = Path("/work/shared/bench")
+#: name -> (corpora folder, annotations folder); `multilang/unpack` unpacks the second set.
+RECALL_SETS = {
+    "python": (DEFAULT_CORPORA, BENCH / "annotations"),
+    "multilang": (Path.home() / ".cache" / "codepager-bench-multilang", BENCH / "multilang" / "annotations"),
+}
+BUDGETS = (1000, 2000, 4000)
+TOP_K = 40
 CORPORA = ("fastapi", "pydantic", "aiohttp")
 PATTERNS = ("def ", "import ", "return ")
 PAGE = 50
@@ -123,11 +142,80 @@ def listed_size(tools: list[Any]) -> int:
 async def tools_list_sizes(root: Path, work: Path) -> dict[str, int]:
     async with Client(build_app(settings_for(root, work))) as c:
         server = listed_size(list(await c.list_tools()))
-    backend = command_backend([sys.executable, "-m", "server.cli", "serve", "--root", str(root)], timeout_s=120)
+    backend = command_backend([str(Path(sys.executable).parent / "codepager"), "serve", "--root", str(root)], timeout_s=120)
     proxy = build_proxy_app(load_settings(None, {"proxy": {"data_dir": work / "data"}, "offload": {"output_dir": work / "offload"}}), [backend])
     async with Client(proxy, timeout=120, init_timeout=120) as c:
         injected = listed_size([t for t in await c.list_tools() if t.name in PROXY_TOOLS])
     return {"server": server, "proxy_injected": injected}
+
+
+def file_ends(page: dict[str, Any]) -> list[tuple[str, int]]:
+    """Each file of a compact ranked page, in order, with the offset in the page's compact JSON
+    at which its first result ends (the page opens with search, then results.mode, then files)."""
+    head = {"search": page["search"], "results": {"mode": page["results"]["mode"], "files": {}}}
+    shown: dict[str, Any] = head["results"]["files"]
+    ends = []
+    for path, entries in page["results"]["files"].items():
+        key, entry = next(iter(entries.items()))
+        shown[path] = {key: entry}
+        ends.append((path, len(compact(head)) - len("}}}")))
+        shown[path] = entries
+    return ends
+
+
+async def codepager_answers(corpora: Path, annotations: Path, cache: Path, work: Path) -> list[dict[str, Any]]:
+    rows = []
+    for ann in sorted(annotations.glob("*.json")):
+        settings = load_settings(None, {
+            "server": {"roots": [corpora / ann.stem]},
+            "index": {"cache_dir": cache, "ready_wait_s": 1800, "index_on_start": True, "profile": "static"},
+            "sessions": {"secret_key": "tokens-benchmark-secret-key-0123456789"},
+            "offload": {"output_dir": work / "offload"},
+        })  # fmt: skip
+        async with Client(build_app(settings), timeout=1800) as c:
+            for item in json.loads(ann.read_text()):
+                result = await c.call_tool("hybrid_search", {"query": item["query"], "top_k": TOP_K, "page_size": TOP_K})
+                page = result.structured_content
+                rows.append({"repo": ann.stem, "query": item["query"], "ends": file_ends(page), "chars": len(compact(page))})
+    return rows
+
+
+def semble_answers(corpora: Path, annotations: Path, cache: Path, work: Path, python: Path) -> list[dict[str, Any]]:
+    model = Path(resolve_model(EngineConfig(cache_dir=cache, embedding_profile="static")).source)
+    out = work / f"semble-{annotations.parent.name}.jsonl"
+    env = {**os.environ, "SEMBLE_MODEL_NAME": str(model), "HF_HUB_OFFLINE": "1"}
+    worker = Path(__file__).resolve().parent / "semble_answers_worker.py"
+    subprocess.run([str(python), str(worker), str(corpora), str(annotations), str(out), str(TOP_K)],
+                   check=True, env=env, cwd=tempfile.gettempdir(), capture_output=True)  # fmt: skip
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def recall_at(rows: list[dict[str, Any]], annotations: Path, budget_tokens: int) -> float:
+    """Share of queries with a relevant file whose first result ends within the budget."""
+    relevant = {(ann.stem, item["query"]): set(item["relevant"])
+                for ann in annotations.glob("*.json") for item in json.loads(ann.read_text())}  # fmt: skip
+    limit = budget_tokens * 4
+    found = sum(any(path in relevant[(r["repo"], r["query"])] and end <= limit for path, end in r["ends"]) for r in rows)
+    return found / len(relevant)
+
+
+def recall_table(results: dict[str, dict[str, list[float]]]) -> str:
+    lines = ["| set | system | " + " | ".join(f"{b // 1000}k tokens" for b in BUDGETS) + " |",
+             "|---" * (len(BUDGETS) + 2) + "|"]  # fmt: skip
+    for name, systems in results.items():
+        for system, shares in systems.items():
+            lines.append(f"| {name} | {system} | " + " | ".join(f"{x:.3f}" for x in shares) + " |")
+    return "\n".join(lines)
+
+
+def measure_recall(args: argparse.Namespace, work: Path) -> dict[str, dict[str, list[float]]]:
+    results: dict[str, dict[str, list[float]]] = {}
+    for name, (corpora, annotations) in RECALL_SETS.items():
+        systems = {"codepager hybrid": asyncio.run(codepager_answers(corpora, annotations, args.cache, work / name))}
+        if not args.no_semble:
+            systems["semble 0.7.0"] = semble_answers(corpora, annotations, args.cache, work, args.semble_python)
+        results[name] = {s: [recall_at(rows, annotations, b) for b in BUDGETS] for s, rows in systems.items()}
+    return results
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -151,6 +239,7 @@ def run(args: argparse.Namespace) -> Report:
         for name in args.names:
             rows += asyncio.run(measure_corpus(args.corpora / name, work / name))
         sizes = asyncio.run(tools_list_sizes(args.corpora / args.names[0], work / "list"))
+        recall = measure_recall(args, work) if args.recall else {}
     ratios = [r["compact (default)"] / r["rg -n"] for r in rows]
     worst, median = max(ratios), statistics.median(ratios)
     structured_clients = [r[f"wire {c}"] for r in rows for c in ("claude-code", "codex-mcp-client")]
@@ -173,13 +262,27 @@ def run(args: argparse.Namespace) -> Report:
         f"for {', '.join(PROXY_TOOLS)}",
     ])  # fmt: skip
     headline = f"default page {median:.2f}x rg -n chars per match (worst {worst:.2f}x); tools/list {sizes['server']:,} chars"
-    return Report(markdown, headline, {"rows": rows, "tools_list": sizes}, target_met=met)
+    if recall:
+        ahead = [s["codepager hybrid"][0] > s["semble 0.7.0"][0] for s in recall.values() if "semble 0.7.0" in s]
+        markdown += "\n\nRecall at a token budget (share of queries whose relevant file is within the first N tokens of the answer, top_k " + str(TOP_K) + "):\n\n" + recall_table(recall)
+        if ahead:
+            markdown += f"\n\n- ahead of semble at 1k tokens on {sum(ahead)} of {len(ahead)} sets: {verdict(all(ahead))}"
+            met = met and all(ahead)
+        python = recall.get("python", {})
+        if "semble 0.7.0" in python:
+            headline += f"; recall@1k tokens {python['codepager hybrid'][0]:.3f} vs semble {python['semble 0.7.0'][0]:.3f} (Python set)"
+    return Report(markdown, headline, {"rows": rows, "tools_list": sizes, "recall": recall}, target_met=met)
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA, help="fetch-corpora's folder")
     p.add_argument("--names", type=lambda v: v.split(","), default=list(CORPORA), metavar="A,B")
+    p.add_argument("--recall", action="store_true", help="also measure recall at 1k/2k/4k tokens (indexes 12 repos)")
+    p.add_argument("--cache", type=Path, default=DEFAULT_CORPORA / "codepager" / "profile-static",
+                   help="index cache holding the distilled static model (retrieval.py's)")
+    p.add_argument("--semble-python", type=Path, default=Path("/work/semble-venv/bin/python"))
+    p.add_argument("--no-semble", action="store_true", help="leave the peer out of the recall table")
     add_report_argument(p)
     return p
 
