@@ -155,7 +155,8 @@ def group_by_file(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]
     record without `path`, `line` and `end` (which the keys already say). Files keep the order
     of their first match; a ranked list that returns to a file adds to that file's group, so
     a page never names a path twice (every record keeps its score, so the ranking stays
-    readable). `records_of_groups` is the inverse.
+    readable). `records_of_groups` is the inverse. The engine never returns one location twice
+    (one record per line, one per chunk); a jq_filter that repeats a record is shown once.
     """
     files: dict[str, dict[str, Any]] = {}
     for record in records:
