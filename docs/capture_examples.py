@@ -332,7 +332,7 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
             async with Client(app, client_info=Implementation(name=client_name, version="1.0")) as named:
                 result = await named.call_tool("regex_search", {"pattern": r"def \w+", "page_size": 3})
             out[key] = shown_text(result.content[0].text)
-        out["regex_cut"] = await call(c, "regex_search", {"pattern": r"def \w+", "context_lines": 3, "max_output_tokens": 400})
+        out["regex_cut"] = await call(c, "regex_search", {"pattern": r"def \w+", "context_lines": 3, "max_output_tokens": 350})
         out["regex_stats_only"] = await call(c, "regex_search", {"pattern": r"def \w+", "stats_only": True})
         legacy = await c.call_tool("regex_search", {"pattern": "cookie", "ignore_case": True, "output_mode": "legacy", "include_snippet": False})
         out["regex_legacy"] = json.loads(legacy.content[0].text)

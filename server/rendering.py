@@ -99,5 +99,6 @@ class Renderer:
             records_key="files" if compact else "matches",
             client=client,
             present=group_by_file if compact else None,
+            uncut=frozenset({"path", "file"}),
             text=lambda answer: page_text(tool, answer, with_matches=client.shows_text),
         )

@@ -277,3 +277,18 @@ async def test_a_compact_page_costs_no_more_than_rg_n_on_real_code(tmp_path, pat
     rg_n = "".join(rg.splitlines(keepends=True)[:50])
     assert [f"{r['path']}:{r['line']}:{r['text']}" for r in page_matches(body)] == rg_n.splitlines()
     assert len(wire_json(body)) <= len(rg_n), (len(wire_json(body)), len(rg_n))
+
+
+async def test_a_match_too_big_for_the_budget_keeps_its_path_whole(code_tree, tmp_path):
+    """The last resort (one match over the limit) cuts its text, never the path it is grouped
+    under, even when the path alone is over the budget: a cut path would name no file."""
+    long_path = "/".join(["pkg", *(f"{i}" + "d" * 240 for i in range(5)), "m.py"])  # 1,200+ characters
+    (code_tree / long_path).parent.mkdir(parents=True)
+    (code_tree / long_path).write_text("giant = '" + "y" * 6000 + "'\n")
+    async with Client(build_app(make_settings(code_tree, tmp_path, search={"max_line_width": 8000}))) as c:
+        args = {"pattern": "giant", "max_output_tokens": 256, "snippet_length": 2000}
+        body = structured(await c.call_tool("regex_search", args))
+    ((path, entries),) = body["results"]["files"].items()
+    assert path == long_path and "…[cut " in entries["1"] and len(entries["1"]) < 1000
+    assert any("longest fields were cut" in w for w in body["metadata"]["warnings"])
+    assert any("still over the limit" in w for w in body["metadata"]["warnings"])

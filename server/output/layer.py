@@ -58,6 +58,8 @@ class RenderOptions:
     text: Callable[[dict[str, Any]], str] | None = None
     #: The client's ceiling, when known; None: the layer's default.
     ceiling: Ceiling | None = None
+    #: Top-level record fields a last-resort shrink never cuts (what identifies the record).
+    uncut: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "output_mode", OutputMode.parse(self.output_mode))
@@ -255,6 +257,7 @@ class OutputLayer:
                 records[0],
                 ceiling.tokens - estimate_tokens(probe),
                 ceiling.bytes - byte_size(probe),
+                uncut=options.uncut,
             )
             records = [record]
         response = self._inline(single, records, stats, options, warnings, cut=True)
