@@ -124,6 +124,7 @@ SUITE: tuple[Benchmark, ...] = (
     Benchmark("mcp_roundtrip", "MCP round trip", "mcp_roundtrip.py", quick_args=("--repeats", "10")),
     Benchmark("chunked", "Chunked stdio", "chunked.py", quick_args=("--runs", "2")),
     Benchmark("proxy", "Proxy", "proxy.py", quick_args=("--calls", "30", "--repeats", "3")),
+    Benchmark("tokens", "Answer size", "tokens.py", ("--recall",), quick_args=("--names", "fastapi"), timeout_s=2400),
     Benchmark("indexing", "Indexing", "indexing.py", long=True),
     Benchmark("chunk_ablation", "Chunk size and chunk text", "chunk_ablation.py", long=True, collect=collect_ablation),
     Benchmark("retrieval", "Retrieval quality", "retrieval.py", long=True, timeout_s=1500),

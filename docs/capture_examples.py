@@ -35,11 +35,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from fastmcp import Client, FastMCP  # noqa: E402
 from mcp import MCPError  # noqa: E402
+from mcp_types import Implementation  # noqa: E402
 
 from server.app import build_app, build_services  # noqa: E402
 from server.errors import _TOOL_ERRORS  # noqa: E402
 from server.settings import Settings, load_settings  # noqa: E402
 from server.tools.dataset_pages import register_dataset_page_tool  # noqa: E402
+from server.tools.schemas import SHARED_OPTIONS, compact_schema  # noqa: E402
 from sessions import CursorCodec  # noqa: E402
 
 SAMPLE: dict[str, str] = {
@@ -158,10 +160,16 @@ class Shower:
 
 
 def body(result: Any) -> Any:
-    """structuredContent, or the text block's JSON when there is none (legacy mode)."""
+    """structuredContent, or the text block's JSON when there is none."""
     if result.structured_content is not None:
         return result.structured_content
     return json.loads(result.content[0].text)
+
+
+def shown_text(text: str) -> str:
+    """A text block as the docs show it: fenced, the next cursor clipped like JSON cursors."""
+    text = re.sub(r"next_cursor=(\S{%d})\S+(\S{%d})" % (CURSOR_CHARS // 2, CURSOR_CHARS // 2), r"next_cursor=\1…\2", text)
+    return f"```text\n{text.rstrip()}\n```"
 
 
 async def call(client: Client, tool: str, args: dict[str, Any]) -> Any:
@@ -217,6 +225,8 @@ def _limits(schema: dict[str, Any]) -> str:
             return f"≥ {low}" if low is not None else f"≤ {high}"
         if "pattern" in option:
             return " / ".join(f"`{c}`" for c in re.sub(r"^\^\(|\)\$$", "", option["pattern"]).split("|"))
+        if "enum" in option:
+            return " / ".join(f"`{c}`" for c in option["enum"])
     return ""
 
 
@@ -283,7 +293,8 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
         },
     )
     out: dict[str, Any] = {"error_codes": error_codes_table()}
-    async with Client(build_app(settings)) as c:
+    app = build_app(settings)
+    async with Client(app) as c:
         tools = {t.name: t for t in await c.list_tools()}
         regex_tool = tools["regex_search"]
         assert regex_tool.annotations is not None
@@ -298,13 +309,22 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
             out[f"params_{name}"] = params_table(tools[name].input_schema)
         for name, schema in (await proxy_tool_schemas(settings)).items():
             out[f"params_{name}"] = params_table(schema)
-        first = await call(c, "regex_search", {"pattern": r"def \w+", "page_size": 2, "context_lines": 1})
+        shared = compact_schema((await app.get_tool("regex_search")).parameters)["properties"]
+        out["params_shared_options"] = params_table({"properties": {k: shared[k] for k in SHARED_OPTIONS}})
+        first = await call(c, "regex_search", {"pattern": r"def \w+", "page_size": 3})
         out["regex_page_1"] = first
         cursor = first["pagination"]["next_cursor"]
         out["regex_page_2"] = await call(c, "regex_search", {"cursor": cursor})
-        out["regex_cut"] = await call(c, "regex_search", {"pattern": r"def \w+", "context_lines": 3, "max_output_tokens": 400})
+        out["regex_context"] = await call(c, "regex_search", {"pattern": r"def \w+", "page_size": 2, "context_lines": 1})
+        out["regex_full"] = await call(c, "regex_search", {"pattern": r"def \w+", "page_size": 2, "context_lines": 1, "detail": "full"})
+        for client_name, key in (("cursor-vscode", "text_for_text_clients"), ("claude-code", "text_for_claude_code")):
+            async with Client(app, client_info=Implementation(name=client_name, version="1.0")) as named:
+                result = await named.call_tool("regex_search", {"pattern": r"def \w+", "page_size": 3})
+            out[key] = shown_text(result.content[0].text)
+        out["regex_cut"] = await call(c, "regex_search", {"pattern": r"def \w+", "context_lines": 3, "max_output_tokens": 350})
         out["regex_stats_only"] = await call(c, "regex_search", {"pattern": r"def \w+", "stats_only": True})
-        out["regex_legacy"] = await call(c, "regex_search", {"pattern": "cookie", "ignore_case": True, "output_mode": "legacy", "include_snippet": False})
+        legacy = await c.call_tool("regex_search", {"pattern": "cookie", "ignore_case": True, "output_mode": "legacy", "include_snippet": False})
+        out["regex_legacy"] = json.loads(legacy.content[0].text)
         out["regex_file_ref"] = await call(c, "regex_search", {"pattern": r"def \w+", "output_mode": "file_ref"})
         file_id = out["regex_file_ref"]["results"]["file_ref"]["id"]
         lines = await c.read_resource(f"codepager://results/{file_id}/lines/1-2")
@@ -315,7 +335,7 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
         out["reindex"] = await call(c, "reindex", {"full": False})
         out["sql"] = await call(
             c, "analyze-with-duckdb",
-            {"query": "SELECT file.path AS path, count(*) AS n FROM dataset GROUP BY path ORDER BY n DESC", "dataset_id": file_id},
+            {"query": "SELECT path, count(*) AS n, min(line) AS first FROM dataset GROUP BY path ORDER BY n DESC", "dataset_id": file_id},
         )  # fmt: skip
         out["list_datasets"] = await call(c, "list-saved-datasets", {})
         out["cleanup"] = await call(c, "cleanup_temp_files", {"max_age_days": 0})
@@ -339,7 +359,7 @@ def run_capture(cache: Path | None = None) -> dict[str, Any]:
         show = Shower(root, work / "offload", cache)
         examples = {}
         for name, value in raw.items():
-            if name.startswith("params_") or name == "error_codes":
+            if name.startswith(("params_", "text_")) or name == "error_codes":
                 examples[name] = value
             elif name == "resource_lines":
                 examples[name] = show(trim_jsonl(value))

@@ -37,6 +37,7 @@ MACHINE_DEFAULTS: dict[tuple[str, str], str] = {
     ("offload", "output_dir"): "`codepager-<user>` in the system temp dir, e.g. `/tmp/codepager-alice`",
     ("proxy", "data_dir"): "the user data dir: `~/.local/share/codepager` on Linux",
     ("proxy", "excluded_tools"): "`[]`",
+    ("offload", "clients"): "`{}` (the built-in table of [tools.md](tools.md#client-budgets))",
 }
 
 #: Subcommands whose flags set settings; the flag's argparse `dest` is the setting's key.

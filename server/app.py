@@ -25,6 +25,7 @@ from server.services import Services
 from server.settings import SessionSettings, Settings
 from server.tools.index import register_index_tools
 from server.tools.results import register_results_resources, register_results_tools
+from server.tools.schemas import CompactSchemas
 from server.tools.search import register_search_tools
 from sessions import CursorCodec, MemoryStore, Pager, SessionStore, load_or_create_key
 from sessions.errors import SessionStoreUnavailableError
@@ -35,8 +36,21 @@ INSTRUCTIONS = (
     "codepager searches the codebase under its roots. Use hybrid_search to find code by name or "
     "meaning, regex_search for exact patterns. Results are paged: pass pagination.next_cursor "
     "back as `cursor` until it is null. Large pages arrive as a JSONL file described in "
-    "results.file_ref."
+    "results.file_ref. Options of every search tool (none changes a cursor): "
+    "include_snippet=false (locations only), snippet_length=N (cut each text), "
+    "output_mode=auto|inline|file_ref|legacy (auto: a file when too big; inline: cut the page "
+    "instead; legacy: a bare JSON array), max_output_tokens=N (cut the page to N tokens), "
+    "stats_only=true (counts per file instead of matches), stats_first=true (counts and "
+    "matches), jq_filter='<jq>' (over the list of full match objects, before paging), "
+    "detail=full (one object per match with byte span, language, ranks)."
 )
+
+
+#: The tools this server defines (their listed input schemas are compacted, `CompactSchemas`).
+OWN_TOOLS = (
+    "regex_search", "semantic_search", "hybrid_search", "index_status", "reindex",
+    "analyze-with-duckdb", "list-saved-datasets", "cleanup_temp_files",
+)  # fmt: skip
 
 
 def session_store(sess: SessionSettings) -> SessionStore:
@@ -146,4 +160,5 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
     register_index_tools(app, services)
     register_results_tools(app, services.offload, services.datasets, services.renderer)
     register_results_resources(app, services.offload)
+    app.add_transform(CompactSchemas(OWN_TOOLS, search_tools=OWN_TOOLS[:3]))
     return app

@@ -1,17 +1,43 @@
-"""The wire shape of one match: how a `Match` looks to an agent, inline or in an offloaded file.
+"""The wire shape of one match: how a `Match` looks to an agent, inline, in an offloaded file,
+in a saved dataset or printed by `codepager search --json/--jsonl`.
 
-One function makes the record and one reads it back, so inline pages, JSONL files, `legacy`
-output and `jq_filter` all agree on the shape. Snippet cutting is presentation: it happens here,
-never in the engine, so changing `snippet_length` does not change the search (or its cursor).
+There is one printer per detail level (`match_record`), so every sink of the same detail level
+shows the same object:
+
+- `compact` (the default): `{"path", "line", "end"?, "text"?, "score"?, "before"?, "after"?}`.
+  Only what an agent can use and cannot derive: no byte offsets, language or match type (the
+  tool name says it), no duplicate line number, scores rounded to 4 significant digits, no
+  hybrid component ranks. `end` appears only when the match spans lines. On an inline page the
+  records are grouped by file (`group_by_file`), so each path is written once.
+- `full`: the seed-compatible shape (`file`, `match.span`, `type`, `context`, `ranks`), which
+  `jq_filter` works on and `output_mode=legacy` prints.
+
+`match_from_record` reads a full record back (for `jq_filter`). Snippet cutting is
+presentation: it happens here, never in the engine, so changing `snippet_length` does not change
+the search (or its cursor).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from enum import Enum
 from typing import Any
 
 from search_engine.models import Match, MatchType
 
 CUT_MARK = "…"
+
+
+class Detail(str, Enum):
+    """How much of each match an answer carries (presentation only: never part of a cursor)."""
+
+    COMPACT = "compact"
+    FULL = "full"
+
+
+def round_score(score: float) -> float:
+    """4 significant digits: enough to order hybrid scores (RRF units, ~0.03) and cosines alike."""
+    return float(f"{score:.4g}")
 
 
 def cut_snippet(text: str, limit: int) -> str:
@@ -29,8 +55,36 @@ def cut_snippet(text: str, limit: int) -> str:
     return head + CUT_MARK
 
 
-def match_record(m: Match, *, include_snippet: bool = True, snippet_length: int | None = None) -> dict[str, Any]:
-    """The inline JSON object for one match (issue 5's response shape)."""
+def match_record(
+    m: Match,
+    *,
+    detail: Detail = Detail.FULL,
+    include_snippet: bool = True,
+    snippet_length: int | None = None,
+) -> dict[str, Any]:
+    """The JSON object for one match at `detail` (see the module docstring for both shapes)."""
+    if detail is Detail.COMPACT:
+        return compact_record(m, include_snippet=include_snippet, snippet_length=snippet_length)
+    return full_record(m, include_snippet=include_snippet, snippet_length=snippet_length)
+
+
+def compact_record(m: Match, *, include_snippet: bool = True, snippet_length: int | None = None) -> dict[str, Any]:
+    record: dict[str, Any] = {"path": m.path, "line": m.line_start}
+    if m.line_end != m.line_start:
+        record["end"] = m.line_end
+    if include_snippet:
+        record["text"] = cut_snippet(m.content, snippet_length) if snippet_length else m.content
+    if m.score is not None:
+        record["score"] = round_score(m.score)
+    if m.context_before:
+        record["before"] = list(m.context_before)
+    if m.context_after:
+        record["after"] = list(m.context_after)
+    return record
+
+
+def full_record(m: Match, *, include_snippet: bool = True, snippet_length: int | None = None) -> dict[str, Any]:
+    """The seed-compatible object (`detail="full"`, `output_mode=legacy`, `jq_filter`'s input)."""
     body: dict[str, Any] = {
         "span": {
             "byte_start": m.byte_start,
@@ -85,3 +139,65 @@ def match_from_record(record: Any) -> Match:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"not a match object (missing or invalid {exc})") from None
+
+
+def line_key(record: dict[str, Any]) -> str:
+    """A compact record's key inside its file group: "12", or "12-30" for a match over lines."""
+    end = record.get("end")
+    return f"{record['line']}-{end}" if end is not None else str(record["line"])
+
+
+def group_by_file(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Compact records as an inline page shows them: `{path: {line_key: entry}}`.
+
+    The entry is the match's text alone when that is all it has (the common regex case, which
+    makes a match cost about what `rg -n` prints for it), `null` without a snippet, else the
+    record without `path`, `line` and `end` (which the keys already say). Files keep the order
+    of their first match; a ranked list that returns to a file adds to that file's group, so
+    a page never names a path twice (every record keeps its score, so the ranking stays
+    readable). `records_of_groups` is the inverse. The engine never returns one location twice
+    (one record per line, one per chunk); a jq_filter that repeats a record is shown once.
+    """
+    files: dict[str, dict[str, Any]] = {}
+    for record in records:
+        rest = {k: v for k, v in record.items() if k not in ("path", "line", "end")}
+        entry: Any = rest if set(rest) - {"text"} else rest.get("text")
+        files.setdefault(record["path"], {})[line_key(record)] = entry
+    return files
+
+
+def records_of_groups(files: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The compact records behind `group_by_file(...)`, file by file (the inverse, up to the
+    order of a ranked list that returned to a file)."""
+    out: list[dict[str, Any]] = []
+    for path, entries in files.items():
+        for key, entry in entries.items():
+            first, _, last = key.partition("-")
+            record: dict[str, Any] = {"path": path, "line": int(first)}
+            if last:
+                record["end"] = int(last)
+            if isinstance(entry, dict):
+                record.update(entry)
+            elif entry is not None:
+                record["text"] = entry
+            out.append(record)
+    return out
+
+
+def full_record_to_compact(record: dict[str, Any]) -> dict[str, Any]:
+    """The compact record of the same match as a full record (for the text block of a
+    `detail="full"` page, which prints compact records whatever the page's detail)."""
+    span = record["match"]["span"]
+    compact: dict[str, Any] = {"path": record["file"]["path"], "line": span["line_start"]}
+    if span["line_end"] != span["line_start"]:
+        compact["end"] = span["line_end"]
+    if "content" in record["match"]:
+        compact["text"] = record["match"]["content"]
+    if record["match"].get("score") is not None:
+        compact["score"] = round_score(record["match"]["score"])
+    context = record.get("context") or {}
+    if context.get("before"):
+        compact["before"] = list(context["before"])
+    if context.get("after"):
+        compact["after"] = list(context["after"])
+    return compact

@@ -13,22 +13,25 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from search_engine.models import SearchRequest
-from server.records import match_record
+from server.records import Detail, match_record
 from sessions import Page
 
 #: Request fields that are shown as the search's identity rather than under "parameters".
 _IDENTITY_FIELDS = {"query", "mode", "root"}
 
 
-def search_block(request: SearchRequest, view: str | None) -> dict[str, Any]:
+def search_block(request: SearchRequest, view: str | None, detail: Detail) -> dict[str, Any]:
     # Defaults left out: the agent sent them or can read them in the tool schema, and every
-    # page repeats this block.
+    # page repeats this block (compact pages leave out an empty `parameters` too).
     params = {
         k: v for k, v in request.model_dump(mode="json", exclude_defaults=True).items() if k not in _IDENTITY_FIELDS
     }
     if view:
         params["jq_filter"] = _echo(view)
-    return {"query": _echo(request.query), "mode": request.mode.value, "parameters": params}
+    block: dict[str, Any] = {"query": _echo(request.query), "mode": request.mode.value}
+    if params or detail is Detail.FULL:
+        block["parameters"] = params
+    return block
 
 
 #: Longest query or filter text echoed back. The agent wrote it, and a 100 KB pattern repeated
@@ -44,6 +47,7 @@ def _echo(text: str) -> str:
 class RecordOptions:
     include_snippet: bool = True
     snippet_length: int | None = 500
+    detail: Detail = Detail.COMPACT
 
 
 @dataclass
@@ -56,7 +60,12 @@ class SearchResponse:
 
     def records(self) -> list[dict[str, Any]]:
         return [
-            match_record(m, include_snippet=self.options.include_snippet, snippet_length=self.options.snippet_length)
+            match_record(
+                m,
+                detail=self.options.detail,
+                include_snippet=self.options.include_snippet,
+                snippet_length=self.options.snippet_length,
+            )
             for m in self.page.matches
         ]
 
@@ -72,8 +81,12 @@ class SearchResponse:
     def next_cursor(self) -> str | None:
         return self.page.next_cursor
 
+    @property
+    def compact(self) -> bool:
+        return self.options.detail is Detail.COMPACT
+
     def search(self) -> dict[str, Any]:
-        return search_block(self.page.request, self.page.view)
+        return search_block(self.page.request, self.page.view, self.options.detail)
 
     def pagination(self) -> dict[str, Any]:
         p = self.page
@@ -86,24 +99,32 @@ class SearchResponse:
         }
 
     def counts(self) -> dict[str, Any]:
+        """Compact pages carry `search_total_count` only when it says something new (a
+        jq_filter narrowed the list, or max_results cut it)."""
         p = self.page
-        return {
-            "count": len(p.matches),
-            "total_count": p.total_count,
-            "search_total_count": p.search_total_count,
-            "has_more": p.has_more,
-            "truncated": p.truncated,
-        }
+        counts: dict[str, Any] = {"count": len(p.matches), "total_count": p.total_count}
+        if not self.compact or p.search_total_count != p.total_count:
+            counts["search_total_count"] = p.search_total_count
+        counts.update(has_more=p.has_more, truncated=p.truncated)
+        return counts
 
     def metadata(self, extra_warnings: list[str] | None = None) -> dict[str, Any]:
+        """Compact pages keep what an agent acts on: where the list came from (`cache`), the
+        page's time, and warnings when there are any."""
         p = self.page
+        warnings = [*p.warnings, *self._cut_warning(), *self.warnings, *(extra_warnings or [])]
+        if self.compact:
+            compact: dict[str, Any] = {"cache": p.cache, "time_ms": round(p.page_time_ms, 1)}
+            if warnings:
+                compact["warnings"] = warnings
+            return compact
         return {
             "search_time_ms": round(p.search_time_ms, 3),
             "index_time_ms": round(p.index_time_ms, 3),
             "page_time_ms": round(p.page_time_ms, 3),
             "cache": p.cache,
             "index": {"generation": p.index_generation},
-            "warnings": [*p.warnings, *self._cut_warning(), *self.warnings, *(extra_warnings or [])],
+            "warnings": warnings,
         }
 
     def _cut_warning(self) -> list[str]:
@@ -116,12 +137,3 @@ class SearchResponse:
             f"the search found {p.search_total_count:,} matches and keeps the first {p.request.max_results:,} "
             "(search.max_results); narrow it with path, include_patterns or a more specific pattern to reach the rest"
         ]
-
-    def inline(self, extra_warnings: list[str] | None = None) -> dict[str, Any]:
-        """The complete inline response."""
-        return {
-            "search": self.search(),
-            "results": {"mode": "inline", "matches": self.records(), **self.counts()},
-            "pagination": self.pagination(),
-            "metadata": self.metadata(extra_warnings),
-        }

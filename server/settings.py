@@ -39,7 +39,8 @@ class SearchSettings(_Section):
     max_file_size: int = Field(1024 * 1024, ge=1, description="Skip files larger than this (bytes).")
     default_page_size: int = Field(50, ge=1, description="Matches per page when a search call gives no page_size.")
     max_page_size: int = Field(200, ge=1, description="Largest page_size a search call may ask for.")
-    default_snippet_length: int = Field(500, ge=1, description="Characters of each match's content shown when a call gives no snippet_length.")
+    default_snippet_length: int = Field(500, ge=1, description="Characters of each regex match's content shown when a call gives no snippet_length.")
+    default_ranked_snippet_length: int = Field(300, ge=1, description="The same for semantic and hybrid chunks (6-8 lines: enough to recognise the code, and more files fit a token budget).")
     max_snippet_length: int = Field(2000, ge=1, description="Largest snippet_length a search call may ask for.")
 
 
@@ -68,6 +69,16 @@ def _default_offload_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"codepager-{getpass.getuser()}"
 
 
+class ClientBudget(_Section):
+    """One client's limits (see `server.clients` for the built-in table); unset ones fall back to
+    the server default."""
+
+    max_tokens: int | None = Field(None, ge=256, description="Largest answer in estimated tokens.")
+    max_bytes: int | None = Field(None, ge=1024, description="Largest answer in bytes.")
+    max_lines: int | None = Field(None, ge=16, description="Largest text block in lines.")
+    reads: Literal["structured", "text", "both"] = Field("both", description="Which block of a result the client shows its model.")
+
+
 class OffloadSettings(_Section):
     output_dir: Path = Field(default_factory=_default_offload_dir, description="Where offloaded pages (JSONL) are written; created 0700.")
     max_tokens: int = Field(20_000, ge=100, description="Page ceiling in estimated tokens; above it a page goes to a file.")
@@ -84,6 +95,7 @@ class OffloadSettings(_Section):
         64 * 1024 * 1024, ge=1024,
         description="JSON bytes of one SQL result written to its offload file; the rows past it are left out and the answer says so.",
     )
+    clients: dict[str, ClientBudget] = Field(default_factory=dict, description="Per-client page limits, keyed by a substring of the client's clientInfo.name; they override the built-in table (docs/tools.md, Client budgets).")
 
 
 class ProxySettings(_Section):

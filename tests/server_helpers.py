@@ -11,6 +11,7 @@ from typing import Any
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
+from server.records import records_of_groups
 from server.settings import Settings, load_settings
 
 SECRET = "test-secret-key"
@@ -30,10 +31,20 @@ def make_settings(root: Path, tmp: Path, **sections: dict[str, Any]) -> Settings
 
 
 def structured(result: Any) -> dict[str, Any]:
-    """The structuredContent, after checking the text block carries the same JSON."""
-    assert result.structured_content is not None
-    assert json.loads(result.content[0].text) == result.structured_content
-    return result.structured_content
+    """The structuredContent, after checking the text block: the same JSON, or for a search page
+    the grep-like text whose header gives the counts and the next cursor."""
+    body = result.structured_content
+    assert body is not None
+    text = result.content[0].text
+    try:
+        assert json.loads(text) == body
+    except json.JSONDecodeError:
+        results, cursor = body["results"], body["pagination"]["next_cursor"]
+        head = text.splitlines()[0]
+        assert f"{results['count']} of {results['total_count']} matches" in head, head
+        more = (f"next_cursor={cursor}", "more: pagination.next_cursor") if cursor else ("last page",)
+        assert any(m in head for m in more), head
+    return body
 
 
 async def walk(client: Client, tool: str, args: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -46,11 +57,15 @@ async def walk(client: Client, tool: str, args: dict[str, Any]) -> tuple[list[di
 
 
 def page_matches(response: dict[str, Any]) -> list[dict[str, Any]]:
-    """A page's matches, inline or read back from its offloaded JSONL file (after the header)."""
+    """A page's match records, inline or read back from its offloaded JSONL file (after the
+    header): compact records (`{"path", "line", "text", ...}`) for a compact page, the full
+    objects for a `detail="full"` page."""
     results = response["results"]
     if results["mode"] == "file_ref":
         lines = Path(results["file_ref"]["path"]).read_text(encoding="utf-8").splitlines()
         return [json.loads(line) for line in lines[1:]]
+    if "files" in results:
+        return records_of_groups(results["files"])
     return results["matches"]
 
 

@@ -21,7 +21,7 @@ from server.transports.chunked_client import ChunkedStdioTransport
 from server.transports.framing import DEFAULT_CHUNK_LIMIT, FramingOptions, Reassembler, encode_message, parse_frame
 from server.transports.run import framing_options
 from tests.chunked_server_fixture import blob_text
-from tests.server_helpers import codepager_cmd, serve_env, structured
+from tests.server_helpers import codepager_cmd, page_matches, serve_env, structured
 
 FIXTURE = ["-m", "tests.chunked_server_fixture"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,15 +159,15 @@ async def test_codepager_serve_chunked_returns_a_five_megabyte_page_intact(tmp_p
         result = await client.call_tool(
             "regex_search", {"pattern": "needle", "page_size": 4000, "output_mode": "inline"}
         )
-    assert len(result.content[0].text.encode()) > 5 * MB
+    answer = json.dumps(result.structured_content, ensure_ascii=False) + result.content[0].text  # both blocks
+    assert len(answer.encode()) > 5 * MB
     wire = received.read_bytes().splitlines()
     assert max(len(line) for line in wire) < 64 * 1024
     assert sum(1 for line in wire if not line.startswith(b"{")) > 5 * MB // DEFAULT_CHUNK_LIMIT
-    matches = structured(result)["results"]["matches"]
+    matches = page_matches(structured(result))
     assert len(matches) == len(lines) == 4000
     for match in matches:
-        span = match["match"]["span"]
-        assert match["match"]["content"] == lines[(match["file"]["path"], span["line_start"])]
+        assert match["text"] == lines[(match["path"], match["line"])]
 
 
 def test_reassembly_settings_default_to_30_s_and_64_mib_and_are_configurable(tmp_path: Path, monkeypatch) -> None:

@@ -52,7 +52,7 @@ def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 def cli_hits(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Hits:
     status, out, err = cli(["search", "--jsonl", "--limit", "1000000", *argv], capsys)
     assert status in (0, 1), err
-    return {(m["path"], m["line_start"]) for m in map(json.loads, out.splitlines())}
+    return {(m["path"], m["line"]) for m in map(json.loads, out.splitlines())}
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +134,7 @@ def test_parity_through_the_installed_command(parity_tree: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    got = {(m["path"], m["line_start"]) for m in map(json.loads, done.stdout.splitlines())}
+    got = {(m["path"], m["line"]) for m in map(json.loads, done.stdout.splitlines())}
     assert got == rg_hits(parity_tree, ["-i"], "todo|fixme")
 
 
@@ -159,19 +159,16 @@ def test_json_outputs(parity_tree: Path, capsys, monkeypatch) -> None:
     _, array, _ = cli(["search", "--json", "Search guide"], capsys)
     [match] = [json.loads(line) for line in jsonl.splitlines()]
     assert json.loads(array) == [match]
-    assert match == {
-        "path": "docs/guide.md",
-        "line_start": 1,
-        "line_end": 1,
-        "byte_start": 2,
-        "byte_end": 14,
-        "content": "# Search guide",
+    assert match == {"path": "docs/guide.md", "line": 1, "text": "# Search guide"}
+    _, full, _ = cli(["search", "--jsonl", "--detail", "full", "Search guide"], capsys)
+    assert json.loads(full) == {
+        "file": {"path": "docs/guide.md", "language": "markdown"},
+        "match": {
+            "span": {"byte_start": 2, "byte_end": 14, "line_start": 1, "line_end": 1},
+            "content": "# Search guide",
+            "line_number": 1,
+        },
         "type": "regex_match",
-        "language": "markdown",
-        "score": None,
-        "context_before": [],
-        "context_after": [],
-        "ranks": None,
     }
 
 
@@ -221,7 +218,7 @@ def test_config_file_is_honoured_but_not_its_roots(parity_tree: Path, tmp_path: 
     status, out, err = cli(["search", "--config", str(config), "--jsonl", "value = a"], capsys)
     matches = [json.loads(line) for line in out.splitlines()]
     assert status == 0 and len(matches) == 360 and err == ""
-    assert all(len(m["content"]) <= 42 for m in matches)
+    assert all(len(m["text"]) <= 42 for m in matches)
     status, _, err = cli(["search", "--config", str(tmp_path / "missing.toml"), "x"], capsys)
     assert status == 2 and "config file not found" in err
 
@@ -375,10 +372,17 @@ def test_hybrid_and_semantic_search_for_real(tmp_path: Path, capsys, monkeypatch
     (project / "notes.md").write_text("# Notes\n\nHow pages are rendered from templates.\n")
     monkeypatch.chdir(project)
     for flag, kind in (("--hybrid", "hybrid"), ("--sem", "semantic")):
-        status, out, _ = cli(["search", flag, "retry a failed call with backoff", "--config", str(config), "--jsonl", "--top-k", "2"], capsys)
+        argv = ["search", flag, "retry a failed call with backoff", "--config", str(config), "--jsonl", "--top-k", "2"]
+        status, out, _ = cli([*argv, "--detail", "full"], capsys)
         matches = [json.loads(line) for line in out.splitlines()]
         assert status == 0 and len(matches) == 2, flag
-        assert matches[0]["path"] == "net/retry.py" and matches[0]["type"] == f"{kind}_match"
-        assert matches[0]["score"] >= matches[1]["score"]
+        assert matches[0]["file"]["path"] == "net/retry.py" and matches[0]["type"] == f"{kind}_match"
+        assert matches[0]["match"]["score"] >= matches[1]["match"]["score"]
         if kind == "hybrid":
-            assert matches[0]["ranks"], matches[0]
+            assert matches[0]["match"]["ranks"], matches[0]
+        _, compact_out, _ = cli(argv, capsys)
+        compact = [json.loads(line) for line in compact_out.splitlines()]
+        assert [(c["path"], c["line"], c["end"]) for c in compact] == [
+            (m["file"]["path"], m["match"]["span"]["line_start"], m["match"]["span"]["line_end"]) for m in matches
+        ]
+        assert "ranks" not in compact[0] and compact[0]["score"] >= compact[1]["score"]

@@ -200,6 +200,7 @@ async def test_equal_search_parameters_and_presentation_options_are_accepted_wit
         presented = structured(await c.call_tool("regex_search", {
             "cursor": cursor, "page_size": 5, "include_snippet": False, "snippet_length": 20, "output_mode": "inline",
             "max_output_tokens": 2000, "stats_first": True, "include_patterns": None, "jq_filter": None,
+            "detail": "full",
         }))  # fmt: skip
     assert same["pagination"]["offset"] == partial["pagination"]["offset"] == presented["pagination"]["offset"] == 10
     assert same["results"]["count"] == 10 and presented["results"]["count"] == 5

@@ -33,7 +33,7 @@ from server.app import build_app
 from tests.conftest import write_code_tree
 from tests.hostile_helpers import SyncClient
 from tests.http_server import HttpServer
-from tests.server_helpers import codepager_cmd, make_settings, serve_env, structured
+from tests.server_helpers import codepager_cmd, make_settings, serve_env, page_matches, structured
 
 
 @pytest.fixture
@@ -50,12 +50,12 @@ def test_an_unwritable_offload_dir_falls_back_to_inline_pages_that_lose_nothing(
         body = structured(sync.call("regex_search", {"pattern": "needle", "output_mode": "file_ref", "page_size": 100}))
         assert body["results"]["mode"] == "inline"
         assert any("could not be offloaded" in w and "offload" in w for w in body["metadata"]["warnings"])
-        seen = body["results"]["matches"]
+        seen = page_matches(body)
         while (cursor := body["pagination"]["next_cursor"]) is not None:
             body = structured(sync.call("regex_search", {"cursor": cursor, "output_mode": "file_ref"}))
-            seen += body["results"]["matches"]
+            seen += page_matches(body)
         assert len(seen) == 240
-        assert len({(m["file"]["path"], m["match"]["line_number"]) for m in seen}) == 240
+        assert len({(m["path"], m["line"]) for m in seen}) == 240
     finally:
         sync.close()
 
@@ -69,7 +69,7 @@ def test_an_unwritable_cache_dir_keeps_regex_working_and_semantic_says_why(tmp_p
         assert "cursors will not survive a restart" in caplog.text
         walked = structured(sync.call("regex_search", {"pattern": "needle", "page_size": 200}))
         rest = structured(sync.call("regex_search", {"cursor": walked["pagination"]["next_cursor"]}))
-        assert len(walked["results"]["matches"]) + len(rest["results"]["matches"]) == 240
+        assert len(page_matches(walked)) + len(page_matches(rest)) == 240
 
         result = sync.call("hybrid_search", {"query": "needle function"}, raise_on_error=False)
         assert result.is_error
@@ -170,7 +170,7 @@ def test_sigterm_mid_indexing_keeps_the_last_generation_and_the_next_run_finishe
     found = subprocess.run([cmd, *pre, "search", "--hybrid", "needle_1234_7", "--jsonl", "--top-k", "3"], cwd=root,
                            env=env, capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
     top = json.loads(found.stdout.splitlines()[0])
-    assert top["path"] == "lib/mod1234.py" and "needle_1234_7" in top["content"]
+    assert top["path"] == "lib/mod1234.py" and "needle_1234_7" in top["text"]
 
 
 class TreeMutator(threading.Thread):

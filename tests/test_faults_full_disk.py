@@ -45,13 +45,14 @@ async def test_a_full_offload_disk_falls_back_to_inline_pages_that_lose_nothing(
     command, args = limited([script, *script_args, "serve", "--root", str(root)])
     transport = StdioTransport(command, args, env=serve_env(tmp_path), log_file=tmp_path / "server.log")
     async with Client(transport, timeout=120, init_timeout=120) as client:
-        args_ = {"pattern": "needle", "output_mode": "file_ref", "page_size": 100}
+        # detail=full: pages of the size this limit was chosen against (compact ones are smaller)
+        args_ = {"pattern": "needle", "output_mode": "file_ref", "page_size": 100, "detail": "full"}
         body = structured(await client.call_tool("regex_search", args_))
         assert body["results"]["mode"] == "inline"
         assert any("could not be offloaded" in w for w in body["metadata"]["warnings"]), body["metadata"]["warnings"]
         pages = [body]
         while (cursor := body["pagination"]["next_cursor"]) is not None:
-            body = structured(await client.call_tool("regex_search", {"cursor": cursor, "output_mode": "file_ref"}))
+            body = structured(await client.call_tool("regex_search", {"cursor": cursor, "output_mode": "file_ref", "detail": "full"}))
             pages.append(body)
     seen = [m for page in pages for m in page_matches(page)]
     assert len({(m["file"]["path"], m["match"]["line_number"]) for m in seen}) == len(seen) == 240

@@ -15,7 +15,7 @@ from fastmcp.client.transports import StdioTransport
 
 from server.app import build_app
 from tests.hostile_helpers import SyncClient
-from tests.server_helpers import codepager_cmd, make_settings, peak_rss, pid_with_args, serve_env, stdio_client, structured
+from tests.server_helpers import codepager_cmd, make_settings, page_matches, peak_rss, pid_with_args, serve_env, stdio_client, structured
 
 WIDTH = 200
 BIG = 50 * 1024 * 1024
@@ -40,16 +40,16 @@ def client(tree, tmp_path_factory):
 
 
 def matches(client: SyncClient, args: dict) -> list[dict]:
-    return structured(client.call("regex_search", {"page_size": 200, **args}))["results"]["matches"]
+    return page_matches(structured(client.call("regex_search", {"page_size": 200, **args})))
 
 
 def test_binary_files_contribute_nothing(client):
-    assert {m["file"]["path"] for m in matches(client, {"pattern": "needle"})} == {"latin1.txt", "ok.txt"}
+    assert {m["path"] for m in matches(client, {"pattern": "needle"})} == {"latin1.txt", "ok.txt"}
 
 
 def test_invalid_utf8_is_shown_with_replacement_characters(client):
     (m,) = matches(client, {"pattern": "needle caf"})
-    assert m["match"]["content"] == "needle caf\ufffd \ufffd\ufffd end"
+    assert m["text"] == "needle caf\ufffd \ufffd\ufffd end"
     json.dumps(m, ensure_ascii=False).encode("utf-8")  # valid text on the wire
 
 
@@ -78,9 +78,10 @@ async def test_a_50_mb_single_line_file_is_cut_to_width_with_bounded_memory(tmp_
         assert warm["results"]["count"] == 1
         pid = pid_with_args("serve", str(root))
         before = peak_rss(pid)
-        body = structured(await c.call_tool("regex_search", {"pattern": "NEEDLE_HERE", "path": "app.min.js"}))
+        args = {"pattern": "NEEDLE_HERE", "path": "app.min.js", "detail": "full"}
+        body = structured(await c.call_tool("regex_search", args))
         growth_mb = (peak_rss(pid) - before) / 2**20
-    (m,) = body["results"]["matches"]
+    (m,) = page_matches(body)
     content = m["match"]["content"]
     assert "NEEDLE_HERE" in content and len(content) <= WIDTH + 2
     assert content.startswith("…") and content.endswith("…")

@@ -15,7 +15,7 @@ from fastmcp import Client
 
 from server.app import build_app
 from tests.hostile_helpers import SyncClient
-from tests.server_helpers import make_settings, serve_env, stdio_client, structured
+from tests.server_helpers import make_settings, page_matches, serve_env, stdio_client, structured
 
 DEPTH = 120  # directories: ~720 characters of path, deeper than any real repository
 
@@ -63,7 +63,7 @@ def tool_error(client: SyncClient, args: dict) -> dict:
 def all_matches(client: SyncClient, args: dict) -> list[dict]:
     body = structured(client.call("regex_search", {"page_size": 200, **args}))
     assert body["pagination"]["next_cursor"] is None
-    return body["results"]["matches"]
+    return page_matches(body)
 
 
 @pytest.mark.parametrize(
@@ -109,8 +109,8 @@ def test_every_path_outside_the_roots_gets_the_same_answer(client, tree):
 def test_a_root_search_never_reads_through_links_or_devices(client, tree):
     """Links out, /dev/zero and a FIFO sit in the root: the search finishes and stays inside."""
     matches = all_matches(client, {"pattern": "needle"})
-    paths = {m["file"]["path"] for m in matches}
-    assert not any(m["match"]["content"].endswith("secret file") for m in matches)
+    paths = {m["path"] for m in matches}
+    assert not any(m["text"].endswith("secret file") for m in matches)
     assert not any(p.startswith(("link_out", "secret_link", "zero", "urandom", "pipe")) for p in paths)
     assert "src/ok.py" in paths
 
@@ -125,20 +125,20 @@ def test_a_fifo_named_directly_is_refused_not_waited_on(client):
 def test_a_very_deep_tree_is_searched_and_addressable(client):
     deep = "/".join(["d"] * DEPTH)
     (m,) = [m for m in all_matches(client, {"pattern": "at the bottom"})]
-    assert m["file"]["path"] == f"{deep}/bottom.py"
+    assert m["path"] == f"{deep}/bottom.py"
     (again,) = all_matches(client, {"pattern": "needle", "path": deep})
-    assert again["file"]["path"] == m["file"]["path"]
+    assert again["path"] == m["path"]
 
 
 def test_strange_file_names_are_reported_exactly_and_can_be_searched_again(client):
-    by_content = {m["match"]["content"]: m["file"]["path"] for m in all_matches(client, {"pattern": "name"})}
+    by_content = {m["text"]: m["path"] for m in all_matches(client, {"pattern": "name"})}
     assert by_content["needle after a newline name"] == "new\nline.py"
     assert by_content["needle in a colon name"] == "co:lon:1:2.py"
     # Not valid UTF-8: shown with escapes (the JSON stays valid UTF-8), never dropped.
     assert by_content["needle in a non-UTF-8 name"] == "bad\\xff\\xfename.py"
     for path in ("new\nline.py", "co:lon:1:2.py"):
         (m,) = all_matches(client, {"pattern": "needle", "path": path})
-        assert m["file"]["path"] == path
+        assert m["path"] == path
 
 
 @pytest.mark.parametrize("path", ["src\x00/ok.py", "src/\ud800", "\udcff"], ids=["nul", "surrogate", "escaped-byte"])

@@ -16,7 +16,7 @@ import pytest
 
 from server.app import build_app
 from tests.hostile_helpers import SyncClient
-from tests.server_helpers import make_settings, structured
+from tests.server_helpers import make_settings, page_matches, structured
 
 EVIL_LINE = "a" * 5000 + "!"
 FILES, LINES = 100, 400  # 40,000 lines for the match-everything case
@@ -47,8 +47,8 @@ def test_catastrophic_backtracking_pattern_completes(client, tree):
     probe = "import re, sys; re.search(r'(a+)+$', sys.argv[1])"
     with pytest.raises(subprocess.TimeoutExpired):
         subprocess.run([sys.executable, "-c", probe, EVIL_LINE], timeout=3)
-    body = structured(client.call("regex_search", {"pattern": "(a+)+$", "path": "evil.txt"}))
-    (m,) = body["results"]["matches"]  # only the second line (no '!') matches
+    body = structured(client.call("regex_search", {"pattern": "(a+)+$", "path": "evil.txt", "detail": "full"}))
+    (m,) = page_matches(body)  # only the second line (no '!') matches
     assert m["match"]["line_number"] == 2
     assert body["metadata"]["search_time_ms"] < 30_000  # generous: the point is it returns at all
 
@@ -91,7 +91,7 @@ def test_regex_time_grows_linearly_where_backtracking_explodes(tmp_path, pattern
     sync = SyncClient(build_app(settings))
 
     def search_ms(size: int) -> float:
-        body = structured(sync.call("regex_search", {"pattern": pattern, "path": f"run{size}.txt"}))
+        body = structured(sync.call("regex_search", {"pattern": pattern, "path": f"run{size}.txt", "detail": "full"}))
         assert body["results"]["total_count"] == 0
         return body["metadata"]["search_time_ms"]
 
@@ -112,7 +112,7 @@ def test_a_100_kb_alternation_is_answered(client):
     assert 100_000 < len(pattern) < 128 * 1024
     result = client.call("regex_search", {"pattern": pattern, "page_size": 5})
     body = structured(result)
-    assert [m["match"]["content"] for m in body["results"]["matches"]] == ["line 7 of file 42"]
+    assert [m["text"] for m in page_matches(body)] == ["line 7 of file 42"]
     # The pattern is not echoed back in full: the answer stays small.
     assert len(result.content[0].text) < 5_000
     assert body["search"]["query"].endswith(f"({len(pattern)} characters)")

@@ -123,8 +123,8 @@ def test_auto_offloads_a_big_page_and_the_file_holds_exactly_the_inline_records(
 def test_legacy_is_the_bare_array(tmp_path: Path) -> None:
     records = make_records(8)
     r = make_layer(tmp_path / "out").render(make_page(records, page_size=5), options(output_mode="legacy"))
-    assert r.structured is None and r.mode == "legacy"
-    assert json.loads(r.text) == records[:5]
+    assert r.mode == "legacy" and json.loads(r.text) == records[:5]
+    assert r.structured["results"]["matches"] == records[:5]  # structuredContent: the inline page
 
 
 def test_bad_options_are_refused_with_the_choices() -> None:

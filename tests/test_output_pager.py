@@ -9,7 +9,7 @@ from pathlib import Path
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchRequest
 from server.output import estimate_tokens
-from server.records import match_record
+from server.records import Detail, match_record
 from server.response import SearchResponse
 from sessions import CursorCodec, MemoryStore, Pager
 from tests.output_helpers import make_layer, options
@@ -18,7 +18,7 @@ from tests.output_helpers import make_layer, options
 def test_cut_pages_of_a_real_search_walk_losslessly(code_tree: Path, tmp_path: Path) -> None:
     engine = SearchEngine()
     request = SearchRequest(query="needle", root=str(code_tree))
-    expected = [match_record(m, snippet_length=500) for m in engine.search(request).matches]
+    expected = [match_record(m, detail=Detail.COMPACT, snippet_length=500) for m in engine.search(request).matches]
     assert len(expected) == 240
 
     pager = Pager(engine, MemoryStore(sweep_interval_s=None), CursorCodec("output-layer-test-secret-0123456789"))

@@ -115,11 +115,12 @@ async def test_codepager_serve_behind_the_proxy(tmp_path: Path) -> None:
         assert body["intercepted"] == "saved_as_dataset"
         ds = body["dataset"]
         assert ds["server"] == "codepager" and ds["record_count"] == 200
-        assert ds["records_from"].endswith("results.matches")
+        assert ds["records_from"] == "structuredContent:results.files"  # the flat match records, as offloaded
         saved = [json.loads(line) for line in Path(ds["data_path"]).read_text().splitlines()]
-        sql = f'SELECT count(DISTINCT "file".path) AS files, count(*) AS n FROM {ds["table"]}'
+        assert {"path", "line", "text", "before", "after"} <= set(saved[5])
+        sql = f'SELECT count(DISTINCT path) AS files, count(*) AS n FROM {ds["table"]}'
         rows = structured(await c.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
-        assert rows == [{"files": len({m["file"]["path"] for m in saved}), "n": 200}]
+        assert rows == [{"files": len({m["path"] for m in saved}), "n": 200}]
 
         envelope = ds["envelope"]  # the search envelope around the matches, cursor included
         total = envelope["results"]["total_count"]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
+from tests.server_helpers import page_matches
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"<!-- (readme-[a-z-]+) -->\n```\w*\n(.*?)```", re.S)
@@ -121,6 +122,6 @@ async def test_mcp_config_starts_a_server_that_answers_initialize(kind, demo, en
         tools = {t.name for t in await client.list_tools()}
         assert {"regex_search", "semantic_search", "hybrid_search"} <= tools
         page = (await client.call_tool("regex_search", {"pattern": r"def \w+"})).structured_content
-    hits = [f"{m['file']['path']}:{m['match']['line_number']}:{m['match']['content']}" for m in page["results"]["matches"]]
+    hits = [f"{m['path']}:{m['line']}:{m['text']}" for m in page_matches(page)]
     (_, cli_output), *_ = blocks("readme-output")  # `codepager search 'def \w+' .`, checked above
     assert hits == cli_output.splitlines()

@@ -16,7 +16,7 @@ from tests.conftest import write_code_tree
 from tests.hostile_helpers import refused_async
 from tests.http_server import HttpServer
 from tests.redis_server import RedisServer
-from tests.server_helpers import serve_env, structured
+from tests.server_helpers import serve_env, page_matches, structured
 from tests.test_server_wire import cli_full_list
 
 
@@ -34,7 +34,7 @@ async def call(server: HttpServer, args: dict[str, Any]) -> Any:
 
 
 def positions(responses: list[dict[str, Any]]) -> list[tuple[str, int]]:
-    return [(m["file"]["path"], m["match"]["line_number"]) for r in responses for m in r["results"]["matches"]]
+    return [(m["path"], m["line"]) for r in responses for m in page_matches(r)]
 
 
 async def test_two_replicas_share_a_walk_and_a_crashed_replica_loses_nothing(code_tree, tmp_path, redis_server):

@@ -12,7 +12,7 @@ from fastmcp import Client
 from server.app import build_app
 from server.output import estimate_tokens
 from tests.jq_recipes import run_recipe
-from tests.server_helpers import make_settings, structured, walk
+from tests.server_helpers import make_settings, page_matches, structured, walk
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def app_for(root: Path, tmp: Path, max_tokens: int = 4000):
 
 
 def ids(matches):
-    return [(m["file"]["path"], m["match"]["span"]["line_start"]) for m in matches]
+    return [(m["path"], m["line"]) for m in matches]
 
 
 async def test_auto_offloads_a_page_over_the_ceiling_and_the_file_reads_back(wide_tree, tmp_path):
@@ -87,7 +87,7 @@ async def test_inline_mode_cuts_losslessly(wide_tree, tmp_path):
         # A cut page with a next cursor never claims to be the last page.
         assert all(p["pagination"]["total_pages"] > p["pagination"]["current_page"] for p in cut)
         assert any("cut" in w for w in cut[0]["metadata"]["warnings"])
-        got = ids([m for p in pages for m in p["results"]["matches"]])
+        got = ids([m for p in pages for m in page_matches(p)])
         assert len(got) == len(set(got)) == 300
 
 
@@ -98,9 +98,10 @@ async def test_max_output_tokens_and_legacy_and_file_ref_modes(wide_tree, tmp_pa
         assert 0 < body["results"]["count"] < 50 and estimate_tokens(result.content[0].text) <= 1000
 
         legacy = await c.call_tool("regex_search", {"pattern": "hit_1_", "output_mode": "legacy", "page_size": 5})
-        assert legacy.structured_content is None
         array = json.loads(legacy.content[0].text)
         assert isinstance(array, list) and len(array) == 5 and array[0]["type"] == "regex_match"
+        # structuredContent (which the declared outputSchema requires) is the inline page of the same records
+        assert legacy.structured_content["results"]["matches"] == array
 
         forced = structured(await c.call_tool("regex_search", {"pattern": "hit_1_1\\b", "output_mode": "file_ref"}))
         assert forced["results"]["mode"] == "file_ref" and forced["results"]["count"] == 1
@@ -120,7 +121,7 @@ async def test_jq_filter_gets_its_own_session_and_refuses_escapes(code_tree, tmp
     async with Client(build_app(make_settings(code_tree, tmp_path))) as c:
         expr = 'map(select(.file.path | startswith("lib/")))'
         matches, responses = await walk(c, "regex_search", {"pattern": "needle", "jq_filter": expr, "page_size": 50})
-        assert len(matches) == 120 and all(m["file"]["path"].startswith("lib/") for m in matches)
+        assert len(matches) == 120 and all(m["path"].startswith("lib/") for m in matches)
         assert responses[0]["search"]["parameters"]["jq_filter"] == expr
 
         for bad in ("$ENV", "env.HOME", 'input_filename', "map(.file.path)", "map(("):
@@ -136,9 +137,17 @@ async def test_sql_over_offloaded_results_list_and_cleanup(wide_tree, tmp_path):
         listed = structured(await c.call_tool("list-saved-datasets", {}))
         assert [d["id"] for d in listed["datasets"]] == [dataset]
 
-        sql = f'SELECT "file".path AS path, count(*) AS n FROM dataset_{dataset} GROUP BY 1 ORDER BY 1'
+        sql = f"SELECT path, count(*) AS n, min(line) AS first FROM dataset_{dataset} GROUP BY 1 ORDER BY 1"
+        rows = structured(await c.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
+        assert rows == [{"path": "f0.py", "n": 50, "first": 1}, {"path": "f1.py", "n": 50, "first": 1}]
+        args = {"pattern": "hit_", "page_size": 100, "output_mode": "file_ref", "detail": "full"}
+        full = structured(await c.call_tool("regex_search", args))["results"]["file_ref"]["id"]
+        sql = f'SELECT "file".path AS path, count(*) AS n FROM dataset_{full} GROUP BY 1 ORDER BY 1'
         rows = structured(await c.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
         assert rows == [{"path": "f0.py", "n": 50}, {"path": "f1.py", "n": 50}]
+        await c.call_tool("cleanup_temp_files", {"max_age_days": 0})
+        body = structured(await c.call_tool("regex_search", {"pattern": "hit_", "page_size": 100, "output_mode": "file_ref"}))
+        dataset = body["results"]["file_ref"]["id"]
 
         refused = await c.call_tool("analyze-with-duckdb", {"query": f"DROP VIEW dataset_{dataset}"}, raise_on_error=False)
         assert refused.is_error and refused.structured_content["error"]["code"] == "sql_rejected"
@@ -162,4 +171,4 @@ async def test_unwritable_offload_dir_falls_back_to_a_cut_inline_page(wide_tree,
         assert body["results"]["mode"] == "inline" and body["results"]["truncated"]
         assert any("could not be offloaded" in w for w in body["metadata"]["warnings"])
         rest, _ = await walk(c, "regex_search", {"cursor": body["pagination"]["next_cursor"]})
-        assert len(ids(body["results"]["matches"]) + ids(rest)) == 300
+        assert len(ids(page_matches(body)) + ids(rest)) == 300

@@ -10,7 +10,7 @@ import pytest
 from fastmcp import Client
 
 from server.app import build_app
-from tests.server_helpers import make_settings, structured, walk
+from tests.server_helpers import make_settings, page_matches, structured, walk
 
 CLIENT = '''
 class ClientSession:
@@ -69,32 +69,38 @@ def settings_for(root: Path, tmp: Path, cache: Path, **index):
 async def test_hybrid_finds_symbols_and_explains_why(repo, tmp_path, model_cache):
     async with Client(build_app(settings_for(repo, tmp_path, model_cache))) as c:
         body = structured(await c.call_tool("hybrid_search", {"query": "client_session", "top_k": 3}))
-        top = body["results"]["matches"][0]
-        assert top["file"]["path"] == "net/client.py" and top["type"] == "hybrid_match"
-        assert top["match"]["span"]["line_start"] == 2
-        assert "ClientSession" in top["match"]["content"]
-        assert set(top["match"]["ranks"]) >= {"lexical", "semantic"}
-        assert body["search"]["mode"] == "hybrid" and body["metadata"]["index"]["generation"] >= 1
+        top = page_matches(body)[0]
+        assert top["path"] == "net/client.py" and top["line"] == 2 and top["end"] > 2
+        assert "ClientSession" in top["text"] and 0 < top["score"] and "ranks" not in top  # ranks on request
+        assert body["search"]["mode"] == "hybrid"
 
-        nl = structured(await c.call_tool("semantic_search", {"query": "where do failed calls get retried", "top_k": 3}))
-        assert nl["results"]["matches"][0]["file"]["path"] == "net/retry.py"
-        assert nl["results"]["matches"][0]["type"] == "semantic_match"
+        args = {"query": "client_session", "top_k": 3, "detail": "full"}
+        full = structured(await c.call_tool("hybrid_search", args))
+        top = full["results"]["matches"][0]
+        assert top["file"]["path"] == "net/client.py" and top["type"] == "hybrid_match"
+        assert top["match"]["span"]["line_start"] == 2 and "ClientSession" in top["match"]["content"]
+        assert set(top["match"]["ranks"]) >= {"lexical", "semantic"}
+        assert full["metadata"]["index"]["generation"] >= 1
+
+        nl = structured(await c.call_tool("semantic_search", {"query": "where do failed calls get retried", "top_k": 3, "detail": "full"}))
+        assert page_matches(nl)[0]["file"]["path"] == "net/retry.py"
+        assert page_matches(nl)[0]["type"] == "semantic_match"
 
 
 async def test_ranked_results_page_and_filter_before_top_k(repo, tmp_path, model_cache):
     async with Client(build_app(settings_for(repo, tmp_path, model_cache))) as c:
         matches, responses = await walk(c, "hybrid_search", {"query": "http session cookies", "top_k": 5, "page_size": 2})
         assert len(responses) == len(range(0, len(matches), 2)) and len(matches) <= 5
-        keys = [(m["file"]["path"], m["match"]["span"]["line_start"]) for m in matches]
+        keys = [(m["path"], m["line"]) for m in matches]
         assert len(keys) == len(set(keys))
-        scores = [m["match"]["score"] for m in matches]
+        scores = [m["score"] for m in matches]
         assert scores == sorted(scores, reverse=True)
 
         only_web = structured(
             await c.call_tool("hybrid_search", {"query": "client session pool", "top_k": 3, "include_patterns": ["web/**"]})
         )
-        assert only_web["results"]["matches"]
-        assert {m["file"]["path"] for m in only_web["results"]["matches"]} == {"web/cookies.py"}
+        assert page_matches(only_web)
+        assert {m["path"] for m in page_matches(only_web)} == {"web/cookies.py"}
 
 
 async def test_index_status_and_reindex_pick_up_changes(repo, tmp_path, model_cache):
@@ -108,7 +114,7 @@ async def test_index_status_and_reindex_pick_up_changes(repo, tmp_path, model_ca
         after = structured(await c.call_tool("reindex", {}))
         assert after["generation"] == generation + 1 and after["files"] == 5
         found = structured(await c.call_tool("hybrid_search", {"query": "verify_csrf_token", "top_k": 1}))
-        assert found["results"]["matches"][0]["file"]["path"] == "web/csrf.py"
+        assert page_matches(found)[0]["path"] == "web/csrf.py"
 
 
 async def test_not_ready_answers_with_progress_then_succeeds(repo, tmp_path, model_cache):
@@ -160,7 +166,7 @@ async def test_a_cursor_alone_waits_for_the_index_its_restore_needs(repo, tmp_pa
             await anyio.sleep(0.1)
         body = structured(later)
         assert body["metadata"]["cache"] == "restored"
-        assert body["results"]["matches"] == page2["results"]["matches"]
+        assert page_matches(body) == page_matches(page2)
 
 
 async def test_identical_searches_reuse_their_session_unless_regex(repo, tmp_path, model_cache):
@@ -172,7 +178,7 @@ async def test_identical_searches_reuse_their_session_unless_regex(repo, tmp_pat
         first = structured(await c.call_tool("hybrid_search", args))
         again = structured(await c.call_tool("hybrid_search", {**args, "page_size": 1}))
         assert (first["metadata"]["cache"], again["metadata"]["cache"]) == ("miss", "hit")
-        assert again["results"]["matches"] == first["results"]["matches"][:1]
+        assert page_matches(again) == page_matches(first)[:1]
 
         before = structured(await c.call_tool("regex_search", {"pattern": "backoff"}))
         (repo / "net" / "jitter.py").write_text("def backoff_with_jitter():\n    pass\n")

@@ -14,7 +14,7 @@ from mcp import MCPError
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchRequest
 from server.app import build_app
-from tests.server_helpers import make_settings, structured, walk
+from tests.server_helpers import make_settings, page_matches, structured, walk
 
 
 @pytest.fixture
@@ -37,8 +37,10 @@ async def test_tools_are_listed_with_paging_guidance_and_annotations(client):
         assert "next_cursor" in tool.description and "cursor" in tool.input_schema["properties"]
         assert tool.annotations.read_only_hint is True
         assert tool.meta["anthropic/maxResultSizeChars"] == 20_000 * 4
+        assert tool.output_schema["required"] == ["search", "results", "pagination", "metadata"]
     for name in ("index_status", "reindex"):
-        assert tools[name].meta["anthropic/maxResultSizeChars"] == 20_000 * 4
+        # a status is a few hundred characters: no size hint, which tools/list would pay for
+        assert tools[name].meta is None and tools[name].output_schema["required"] == ["root", "building"]
 
 
 async def test_regex_walk_returns_every_match_once_in_order(client, settings, code_tree):
@@ -46,7 +48,7 @@ async def test_regex_walk_returns_every_match_once_in_order(client, settings, co
     full = SearchEngine(settings.engine_config()).search(
         SearchRequest(query=r"needle \d+", root=str(code_tree.resolve()))
     )
-    assert [(m["file"]["path"], m["match"]["line_number"]) for m in matches] == [
+    assert [(m["path"], m["line"]) for m in matches] == [
         (m.path, m.line_start) for m in full.matches
     ]
     assert len(matches) == 12 * 20
@@ -57,11 +59,32 @@ async def test_regex_walk_returns_every_match_once_in_order(client, settings, co
     assert last["pagination"]["next_cursor"] is None
     assert first["metadata"]["cache"] == "miss"
     assert {r["metadata"]["cache"] for r in responses[1:]} == {"hit"}
-    assert first["search"] == {"query": r"needle \d+", "mode": "regex", "parameters": first["search"]["parameters"]}
+    assert first["search"] == {"query": r"needle \d+", "mode": "regex"}  # compact: no empty parameters
 
 
-async def test_match_shape(client):
+async def test_compact_page_groups_matches_by_file(client):
+    """The default page: each path once, `{line: text}` under it; no byte offsets, language,
+    type or duplicate line number; metadata without timing breakdowns or empty warnings."""
+    body = structured(await client.call_tool("regex_search", {"pattern": "needle_3_[45]\\b"}))
+    results = body["results"]
+    assert results["files"] == {"pkg/mod03.py": {"11": "def needle_3_4(x):  # needle 4", "13": "def needle_3_5(x):  # needle 5"}}
+    assert results["count"] == results["total_count"] == 2 and "search_total_count" not in results
+    assert set(body["metadata"]) == {"cache", "time_ms"}
+    assert set(body["pagination"]) == {"next_cursor", "page_size", "current_page", "total_pages", "offset"}
+
+
+async def test_compact_entries_carry_context_as_objects(client):
     body = structured(await client.call_tool("regex_search", {"pattern": "needle_3_4", "context_lines": 1}))
+    assert body["results"]["files"] == {
+        "pkg/mod03.py": {"11": {"text": "def needle_3_4(x):  # needle 4", "before": ["    return x + 3"], "after": ["    return x + 4"]}}
+    }
+    assert body["search"]["parameters"] == {"context_lines": 1}
+
+
+async def test_full_detail_match_shape(client):
+    """detail="full" keeps the seed-compatible objects, metadata and counts."""
+    args = {"pattern": "needle_3_4", "context_lines": 1, "detail": "full"}
+    body = structured(await client.call_tool("regex_search", args))
     (m,) = body["results"]["matches"]
     assert m["type"] == "regex_match"
     assert m["file"] == {"path": "pkg/mod03.py", "language": "python"}
@@ -70,15 +93,19 @@ async def test_match_shape(client):
     assert span["byte_end"] > span["byte_start"] >= 0
     assert m["match"]["content"].startswith("def needle_3_4(x)")
     assert m["context"] == {"before": ["    return x + 3"], "after": ["    return x + 4"]}
-    assert body["results"]["count"] == body["results"]["total_count"] == 1
+    assert body["results"]["count"] == body["results"]["total_count"] == body["results"]["search_total_count"] == 1
+    assert set(body["metadata"]) == {"search_time_ms", "index_time_ms", "page_time_ms", "cache", "index", "warnings"}
+    assert body["search"]["parameters"] == {"context_lines": 1}
 
 
 async def test_snippet_length_and_include_snippet(client):
     body = structured(await client.call_tool("regex_search", {"pattern": "needle_3_4", "snippet_length": 10}))
-    content = body["results"]["matches"][0]["match"]["content"]
+    content = page_matches(body)[0]["text"]
     assert len(content) == 10 and content.endswith("…")
     body = structured(await client.call_tool("regex_search", {"pattern": "needle_3_4", "include_snippet": False}))
-    assert "content" not in body["results"]["matches"][0]["match"]
+    assert body["results"]["files"] == {"pkg/mod03.py": {"11": None}}
+    full = structured(await client.call_tool("regex_search", {"pattern": "needle_3_4", "include_snippet": False, "detail": "full"}))
+    assert "content" not in full["results"]["matches"][0]["match"]
 
 
 async def test_snippets_are_cut_between_characters_not_bytes(code_tree, tmp_path):
@@ -86,7 +113,7 @@ async def test_snippets_are_cut_between_characters_not_bytes(code_tree, tmp_path
     async with Client(build_app(make_settings(code_tree, tmp_path))) as c:
         for length in range(5, 16):
             result = await c.call_tool("regex_search", {"pattern": "needle_ü", "snippet_length": length})
-            content = structured(result)["results"]["matches"][0]["match"]["content"]
+            content = page_matches(structured(result))[0]["text"]
             assert len(content) == length and content.endswith("…")
             assert content[:-1] == ("needle_ü " + "ü€😀" * 300)[: length - 1]
             content.encode("utf-8")  # whole characters only: a split sequence could not encode
@@ -152,11 +179,11 @@ async def test_search_failures_are_actionable_tool_errors(client, tmp_path):
 async def test_sub_path_and_globs(client):
     body = structured(await client.call_tool("regex_search", {"pattern": "needle", "path": "lib", "page_size": 200}))
     assert body["results"]["total_count"] == 6 * 20
-    assert all(m["file"]["path"].startswith("lib/") for m in body["results"]["matches"])
+    assert all(m["path"].startswith("lib/") for m in page_matches(body))
     body = structured(
         await client.call_tool("regex_search", {"pattern": "needle", "include_patterns": ["mod01.py"], "page_size": 200})
     )
-    assert {m["file"]["path"] for m in body["results"]["matches"]} == {"pkg/mod01.py"}
+    assert {m["path"] for m in page_matches(body)} == {"pkg/mod01.py"}
 
 
 async def test_a_repeated_regex_search_sees_files_edited_in_between(client, code_tree):
@@ -180,7 +207,7 @@ async def test_cursor_survives_a_server_restart(settings):
         assert second["metadata"]["cache"] == "restored"
         assert second["pagination"]["current_page"] == 2
         rest, _ = await walk(c2, "regex_search", {"cursor": second["pagination"]["next_cursor"]})
-    lines = [m["match"]["span"]["line_start"] for m in first["results"]["matches"] + second["results"]["matches"] + rest]
+    lines = [m["line"] for m in page_matches(first) + page_matches(second) + rest]
     assert len(lines) == 240
 
 
@@ -202,10 +229,12 @@ def test_response_json_is_compact_and_utf8(settings, code_tree):
     async def go():
         async with Client(build_app(settings)) as c:
             r = await c.call_tool("regex_search", {"pattern": "héllo"})
-            return r.content[0].text
+            legacy = await c.call_tool("regex_search", {"pattern": "héllo", "output_mode": "legacy"})
+            return r.content[0].text, legacy.content[0].text
 
-    text = asyncio.run(go())
-    assert "世界" in text and json.loads(text)["results"]["count"] == 1
+    text, legacy = asyncio.run(go())
+    assert text.splitlines()[1:] == ["uni.py", "1:needle = 'héllo 世界'"]  # grep-like, UTF-8 as is
+    assert "世界" in legacy and ", " not in legacy and json.loads(legacy)[0]["match"]["line_number"] == 1
 
 
 async def test_a_search_cut_at_max_results_still_reports_its_true_total(code_tree, tmp_path):
@@ -223,5 +252,5 @@ async def test_a_search_cut_at_max_results_still_reports_its_true_total(code_tre
 async def test_an_uncut_search_has_no_cut_warning(client):
     body = structured(await client.call_tool("regex_search", {"pattern": r"needle \d+"}))
     results = body["results"]
-    assert (results["total_count"], results["search_total_count"], results["truncated"]) == (240, 240, False)
-    assert not any("search.max_results" in w for w in body["metadata"]["warnings"])
+    assert (results["total_count"], results.get("search_total_count", 240), results["truncated"]) == (240, 240, False)
+    assert not any("search.max_results" in w for w in body["metadata"].get("warnings", []))

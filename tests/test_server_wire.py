@@ -17,21 +17,21 @@ from fastmcp import Client
 from mcp import MCPError
 
 from tests.http_server import HttpServer
-from tests.server_helpers import codepager_cmd, serve_env, stdio_client, structured, walk
+from tests.server_helpers import codepager_cmd, page_matches, serve_env, stdio_client, structured, walk
 
 
 def cli_full_list(root: Path, pattern: str) -> list[tuple[str, int]]:
     cmd, args = codepager_cmd()
     out = subprocess.run([cmd, *args, "search", "--jsonl", pattern], cwd=root, capture_output=True, text=True, check=True)
     rows = [json.loads(line) for line in out.stdout.splitlines()]
-    return [(r["path"], r["line_start"]) for r in rows]
+    return [(r["path"], r["line"]) for r in rows]
 
 
 async def test_stdio_paging_to_the_end_equals_the_cli(code_tree, tmp_path):
     async with stdio_client(code_tree, tmp_path) as client:
         matches, responses = await walk(client, "regex_search", {"pattern": "needle", "page_size": 50})
     assert len(responses) == 5
-    assert [(m["file"]["path"], m["match"]["line_number"]) for m in matches] == cli_full_list(code_tree, "needle")
+    assert [(m["path"], m["line"]) for m in matches] == cli_full_list(code_tree, "needle")
 
 
 # Four searches with different lists (12 to 240 matches) and page sizes (1 to 24 pages).
@@ -39,7 +39,7 @@ CONCURRENT_SEARCHES = [("needle", 10), ("return", 25), (r"needle_\d+_1\d", 7), (
 
 
 def locations(matches: list[dict[str, Any]]) -> list[tuple[str, int]]:
-    return [(m["file"]["path"], m["match"]["line_number"]) for m in matches]
+    return [(m["path"], m["line"]) for m in matches]
 
 
 async def walk_all_at_once(client: Client, rotate: int = 0) -> list[list[tuple[str, int]]]:
@@ -76,8 +76,8 @@ async def test_stdio_restart_between_pages_restores(code_tree, tmp_path):
     async with stdio_client(code_tree, tmp_path) as client:  # a new server process
         rest, responses = await walk(client, "regex_search", {"cursor": first["pagination"]["next_cursor"]})
     assert responses[0]["metadata"]["cache"] == "restored"
-    all_matches = first["results"]["matches"] + rest
-    assert [(m["file"]["path"], m["match"]["line_number"]) for m in all_matches] == cli_full_list(code_tree, "needle")
+    all_matches = page_matches(first) + rest
+    assert [(m["path"], m["line"]) for m in all_matches] == cli_full_list(code_tree, "needle")
 
 
 @pytest.fixture
@@ -91,7 +91,7 @@ async def test_streamable_http_paging(http_server, code_tree):
     async with Client(http_server) as client:
         matches, responses = await walk(client, "regex_search", {"pattern": "needle", "page_size": 60})
     assert len(responses) == 4
-    assert [(m["file"]["path"], m["match"]["line_number"]) for m in matches] == cli_full_list(code_tree, "needle")
+    assert [(m["path"], m["line"]) for m in matches] == cli_full_list(code_tree, "needle")
 
 
 async def test_streamable_http_concurrent_clients_each_walk_to_the_cli_list(http_server, code_tree):
@@ -216,6 +216,6 @@ async def test_without_a_configured_key_the_server_keeps_one_and_cursors_survive
     async with stdio_client(code_tree, tmp_path, env) as client:  # a new process reads the kept key
         rest, responses = await walk(client, "regex_search", {"cursor": first["pagination"]["next_cursor"]})
     assert responses[0]["metadata"]["cache"] == "restored"
-    assert locations(first["results"]["matches"] + rest) == cli_full_list(code_tree, "needle")
+    assert locations(page_matches(first) + rest) == cli_full_list(code_tree, "needle")
     assert key_file.read_bytes() == key
     assert not [n for n in os.listdir(key_file.parent) if n.startswith(".cursor.key")]  # no temp file left

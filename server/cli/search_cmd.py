@@ -4,10 +4,12 @@ It behaves like rg where they overlap: any PATHs the user names are searched (se
 allowed, default the working directory; `server.roots` binds servers, not the user's own
 shell) and printed as rg prints them (`search_targets.py`). Output is grep-like so it
 composes with the usual tools: `path:line:text` for a match, `path-line-text` for a context
-line, `--` between separate context groups; `--jsonl` prints one `Match` object per line and
-`--json` one array, with the same paths. Exit status is rg's: 0 found, 1 nothing found, 2 on
-an error (message on stderr), including a PATH that does not exist (the others are still
-searched). An option that does not apply to the chosen mode is an error, not ignored.
+line, `--` between separate context groups; `--jsonl` prints one match record per line and
+`--json` one array, with the same paths: the records an MCP page, an offloaded file and a
+saved dataset hold (`server.records`: compact, or the full shape with `--detail full`). Exit
+status is rg's: 0 found, 1 nothing found, 2 on an error (message on stderr), including a PATH
+that does not exist (the others are still searched). An option that does not apply to the
+chosen mode is an error, not ignored.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -25,6 +27,8 @@ from search_engine.engine import SearchEngine
 from search_engine.errors import SearchError
 from search_engine.models import MAX_CONTEXT_LINES, Match, SearchMode, SearchRequest, SearchResult
 from server.cli.search_targets import MissingPathError, Target, resolve_target
+from server.page_text import grep_lines
+from server.records import Detail, compact_record, match_record
 from server.settings import load_settings
 
 # (argparse dest, how the option is spelled): options that only one kind of search uses.
@@ -72,6 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     output.add_argument("--jsonl", action="store_const", dest="output", const="jsonl", help="one JSON object per match")
     output.add_argument("--json", action="store_const", dest="output", const="json", help="one JSON array of matches")
     p.set_defaults(output="text")
+    p.add_argument("--detail", choices=[d.value for d in Detail], default=Detail.COMPACT.value, help="--json/--jsonl: compact records (default) or the full shape with byte spans and ranks")
     p.add_argument("--limit", type=_int_between(1), metavar="N", help="regex: stop after N matches (default: print every match)")
     p.add_argument("--top-k", type=_int_between(1), metavar="N", help="--sem/--hybrid: how many chunks to return per PATH (default: 10)")
     p.add_argument("--threshold", type=float, metavar="X", help="--sem: minimum cosine similarity; --hybrid: minimum score relative to the best (0..1)")
@@ -118,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None:
         del matches[args.limit :]
     with_name = len(args.paths) != 1 or not targets or not targets[0].is_file  # rg's rule
-    _write(matches, args.output, bool(args.context), with_name, sys.stdout)
+    _write(matches, args.output, Detail(args.detail), bool(args.context), with_name, sys.stdout)
     for _, result in found:
         for warning in result.warnings:
             print(f"codepager: warning: {warning}", file=sys.stderr)
@@ -173,39 +178,13 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _write(matches: list[Match], output: str, context: bool, with_name: bool, out: TextIO) -> None:
+def _write(matches: list[Match], output: str, detail: Detail, context: bool, with_name: bool, out: TextIO) -> None:
+    if output == "text":
+        out.writelines(grep_lines((compact_record(m) for m in matches), context, with_name=with_name))
+        return
+    records = (match_record(m, detail=detail) for m in matches)
     if output == "jsonl":
-        out.writelines(json.dumps(m.to_dict(), ensure_ascii=False) + "\n" for m in matches)
-    elif output == "json":
-        json.dump([m.to_dict() for m in matches], out, ensure_ascii=False)
-        out.write("\n")
+        out.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     else:
-        out.writelines(_grep_lines(matches, context, with_name))
-
-
-def _grep_lines(matches: list[Match], context: bool, with_name: bool) -> Iterator[str]:
-    """grep's text layout. Neighbouring matches share context lines (one's "after" is the
-    next one's "before"), so each line is printed once, and `--` separates groups that are
-    not contiguous, as grep does when context is asked for. Without `with_name` (one file
-    named) lines start at the line number, as in rg and grep."""
-    last_path: str | None = None
-    last_line = 0
-    for m in matches:
-        path = m.path
-        if path != last_path:
-            last_line = 0
-        name = f"{path}:" if with_name else ""
-        near = f"{path}-" if with_name else ""
-        first = m.line_start - len(m.context_before)
-        if context and last_path is not None and (path != last_path or first > last_line + 1):
-            yield "--\n"
-        for number, text in enumerate(m.context_before, first):
-            if number > last_line:
-                yield f"{near}{number}-{text}\n"
-        for number, text in enumerate(m.content.split("\n"), m.line_start):
-            yield f"{name}{number}:{text}\n"
-        last_line = m.line_end
-        for number, text in enumerate(m.context_after, m.line_end + 1):
-            yield f"{near}{number}-{text}\n"
-            last_line = number
-        last_path = path
+        json.dump(list(records), out, ensure_ascii=False)
+        out.write("\n")

@@ -15,11 +15,18 @@ Rules (issue 6), in the order they are applied:
   forever).
 - A failed offload (disk full, permission denied, no such directory) never fails the call: the
   page is answered inline, cut to the ceiling, and a warning says why.
-The text block is always the same JSON as the structured content.
+- The ceiling is the layer's default (`offload.max_tokens` / `max_bytes`) unless the caller
+  passes its client's (`RenderOptions.ceiling`, see `server.clients`); `max_output_tokens`
+  only ever lowers it. Both the structured JSON and the text block must fit it, the text block
+  also its line limit.
+The text block is the same JSON as the structured content unless the caller renders it itself
+(`RenderOptions.text`: the search tools' grep-like text). `legacy` answers a bare array as text
+and the inline page (which carries the same records) as structured content.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +52,14 @@ class RenderOptions:
     stats_only: bool = False
     stats_first: bool = False
     records_key: str = "matches"
+    #: How an inline page shows its records (e.g. grouped by file); None: as a list.
+    present: Callable[[list[Any]], Any] | None = None
+    #: The text block of a finished response; None: the response's JSON.
+    text: Callable[[dict[str, Any]], str] | None = None
+    #: The client's ceiling, when known; None: the layer's default.
+    ceiling: Ceiling | None = None
+    #: Top-level record fields a last-resort shrink never cuts (what identifies the record).
+    uncut: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "output_mode", OutputMode.parse(self.output_mode))
@@ -57,10 +72,10 @@ class RenderOptions:
 
 @dataclass(frozen=True)
 class Rendered:
-    """A finished response. `structured` is None only in legacy mode (arrays cannot be
-    structuredContent); `file_ref` is set when the page went to a file, for the resource link."""
+    """A finished response. `text` is the text block (in legacy mode the bare array); `file_ref`
+    is set when the page went to a file, for the resource link."""
 
-    structured: dict[str, Any] | None
+    structured: dict[str, Any]
     text: str
     mode: str
     file_ref: FileRef | None
@@ -83,20 +98,21 @@ class OutputLayer:
         self.sql_tool = sql_tool
 
     def render(self, page: PageView, options: RenderOptions) -> Rendered:
-        ceiling = self.ceiling.lowered_to(options.max_output_tokens)
+        ceiling = (options.ceiling or self.ceiling).lowered_to(options.max_output_tokens)
         stats = None
         if options.stats_only or options.stats_first:
             stats = compute_stats(page.stats_records(), total_count=page.counts()["total_count"])
         if options.stats_only:
-            return self._stats_only(page, stats)
+            return self._stats_only(page, stats, options)
         if options.output_mode is OutputMode.LEGACY:
-            return Rendered(None, dumps(page.records()), OutputMode.LEGACY.value, None, ())
+            records = page.records()
+            response = self._inline(page, records, None, options, [], cut=False)
+            return Rendered(response, dumps(records), OutputMode.LEGACY.value, None, ())
 
         records = page.records()
         if options.output_mode is not OutputMode.FILE_REF:
             response = self._inline(page, records, stats, options, [], cut=False)
-            text = dumps(response)
-            fits = ceiling.fits(text)
+            fits, text = self._fits(response, options, ceiling)
             mode = select_mode(options.output_mode, fits=fits, wants_small=options.max_output_tokens is not None)
             if mode is OutputMode.INLINE:
                 if fits:
@@ -112,16 +128,23 @@ class OutputLayer:
             )
         except OffloadError as exc:
             return self._cut_to_fit(page, stats, options, ceiling, why=f"the page could not be offloaded ({exc})")
-        return self._file_ref(page, records, offloaded, stats, ceiling)
+        return self._file_ref(page, records, offloaded, stats, options, ceiling)
 
     def render_written(self, page: PageView, offloaded: OffloadedFile, options: RenderOptions) -> Rendered:
         """The file_ref answer for records the caller already wrote to `offloaded` (a result
         too large to hold, streamed to the file): `page` gives the counts and blocks of the
         whole file, and its `records()` are the sample the descriptor is built from."""
-        return self._file_ref(page, page.records(), offloaded, None, self.ceiling.lowered_to(options.max_output_tokens))
+        ceiling = (options.ceiling or self.ceiling).lowered_to(options.max_output_tokens)
+        return self._file_ref(page, page.records(), offloaded, None, options, ceiling)
 
     def _file_ref(
-        self, page: PageView, records: list[Any], offloaded: OffloadedFile, stats: Stats | None, ceiling: Ceiling
+        self,
+        page: PageView,
+        records: list[Any],
+        offloaded: OffloadedFile,
+        stats: Stats | None,
+        options: RenderOptions,
+        ceiling: Ceiling,
     ) -> Rendered:
         counts = page.counts()
 
@@ -138,12 +161,24 @@ class OutputLayer:
             has_more=counts["has_more"],
             retention_hours=self.retention_hours,
             sql_tool=self.sql_tool,
-            fits=lambda ref: ceiling.fits(dumps(respond(ref))),
+            fits=lambda ref: self._fits(respond(ref), options, ceiling)[0],
         )
         response = respond(file_ref)
-        return Rendered(response, dumps(response), OutputMode.FILE_REF.value, file_ref, ())
+        return Rendered(response, self._text(response, options), OutputMode.FILE_REF.value, file_ref, ())
 
     # -- building responses ----------------------------------------------------------------------
+
+    @staticmethod
+    def _text(response: dict[str, Any], options: RenderOptions) -> str:
+        return options.text(response) if options.text is not None else dumps(response)
+
+    def _fits(self, response: dict[str, Any], options: RenderOptions, ceiling: Ceiling) -> tuple[bool, str]:
+        """Whether both blocks of `response` fit `ceiling`, and the text block."""
+        structured = dumps(response)
+        if options.text is None:
+            return ceiling.fits_text(structured), structured
+        text = options.text(response)
+        return ceiling.fits(structured) and ceiling.fits_text(text), text
 
     @staticmethod
     def _envelope(page: PageView, results: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
@@ -168,18 +203,18 @@ class OutputLayer:
         results: dict[str, Any] = {"mode": "inline"}
         if stats is not None:
             results["stats"] = stats.to_dict()
-        results[options.records_key] = records
+        results[options.records_key] = options.present(records) if options.present is not None else records
         results.update(counts)
         results["count"] = len(records)
         results["truncated"] = bool(counts.get("truncated")) or cut
         return self._envelope(page, results, warnings)
 
-    def _stats_only(self, page: PageView, stats: Stats | None) -> Rendered:
+    def _stats_only(self, page: PageView, stats: Stats | None, options: RenderOptions) -> Rendered:
         """Stats instead of records; the cursor resumes at this page's first record."""
         empty = page.cut(0)
         results = {"mode": "stats_only", "stats": stats.to_dict() if stats else None, **empty.counts()}
         response = self._envelope(empty, results, [])
-        return Rendered(response, dumps(response), "stats_only", None, ())
+        return Rendered(response, self._text(response, options), "stats_only", None, ())
 
     # -- cutting -----------------------------------------------------------------------------------
 
@@ -211,8 +246,8 @@ class OutputLayer:
             candidate = page.cut(n)
             warnings = [self._cut_warning(n, total, candidate.next_cursor, why)]
             response = self._inline(candidate, candidate.records(), stats, options, warnings, cut=True)
-            text = dumps(response)
-            if ceiling.fits(text):
+            fits, text = self._fits(response, options, ceiling)
+            if fits:
                 best, lo = (response, text, warnings), n + 1
             else:
                 hi = n - 1
@@ -233,17 +268,20 @@ class OutputLayer:
                 "the first result alone is over the limit, so its longest fields were cut (marked "
                 "'…[cut N chars …]'); call again with output_mode=file_ref to get it in full"
             )
-            probe = dumps(self._inline(single, [{}], stats, options, warnings, cut=True))
+            # The envelope without the record; the record alone is measured as a list item, which
+            # costs at least what any `present`ation of it does.
+            probe = dumps(self._inline(single, [], stats, options, warnings, cut=True))
             record, _ = shrink_to_fit(
                 records[0],
                 ceiling.tokens - estimate_tokens(probe),
-                ceiling.bytes - byte_size(probe) + len("{}"),
+                ceiling.bytes - byte_size(probe),
+                uncut=options.uncut,
             )
             records = [record]
         response = self._inline(single, records, stats, options, warnings, cut=True)
-        text = dumps(response)
-        if not ceiling.fits(text):
+        fits, text = self._fits(response, options, ceiling)
+        if not fits:
             warnings.append(f"the response is still over the limit ({why}): the envelope alone is too large")
             response = self._inline(single, records, stats, options, warnings, cut=True)
-            text = dumps(response)
+            text = self._text(response, options)
         return Rendered(response, text, OutputMode.INLINE.value, None, tuple(warnings))

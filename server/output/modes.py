@@ -42,19 +42,25 @@ class OutputMode(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class Ceiling:
-    """The largest response we answer inline: both an estimated-token and a byte limit."""
+    """The largest response we answer inline: an estimated-token and a byte limit, and for
+    clients that cut tool output by lines (Codex CLI: 256), a line limit on the text block."""
 
     tokens: int
     bytes: int
+    lines: int | None = None
 
     def fits(self, text: str) -> bool:
         return estimate_tokens(text) <= self.tokens and byte_size(text) <= self.bytes
+
+    def fits_text(self, text: str) -> bool:
+        """`fits`, and within the line limit (counted as a client splitting on newlines would)."""
+        return self.fits(text) and (self.lines is None or text.count("\n") + 1 <= self.lines)
 
     def lowered_to(self, max_output_tokens: int | None) -> Ceiling:
         """This ceiling, or a tighter one when the caller asked for small answers."""
         if max_output_tokens is None or max_output_tokens >= self.tokens:
             return self
-        return Ceiling(tokens=max_output_tokens, bytes=self.bytes)
+        return Ceiling(tokens=max_output_tokens, bytes=self.bytes, lines=self.lines)
 
 
 def select_mode(requested: OutputMode, *, fits: bool, wants_small: bool) -> OutputMode:

@@ -55,57 +55,82 @@ def _path_example(stats: Stats) -> tuple[str, str]:
     return first, json.dumps("^" + re.escape(first) + "$")
 
 
+@dataclass(frozen=True, slots=True)
+class _MatchFields:
+    """Where a match record of one detail level (`server.records`) keeps each field, as jq paths."""
+
+    path: str
+    line: str
+    content: str
+    score: str
+    language: str | None
+
+
+_FULL = _MatchFields(".file.path", ".match.span.line_start", ".match.content", ".match.score", ".file.language")
+_COMPACT = _MatchFields(".path", ".line", ".text", ".score", None)
+
+
+def _fields_of(record: Any) -> _MatchFields:
+    return _FULL if isinstance(record, dict) and isinstance(record.get("file"), dict) else _COMPACT
+
+
 def _content_word(records: Sequence[Any]) -> str:
     for record in records:
-        content = record.get("match", {}).get("content") if isinstance(record, dict) else None
+        if not isinstance(record, dict):
+            continue
+        content = record.get("match", {}).get("content") if "match" in record else record.get("text")
         if isinstance(content, str) and (m := _WORD.search(content)):
             return m.group(0)
     return "TODO"
 
 
 def match_recipes(path: str, records: Sequence[Any], stats: Stats) -> list[Recipe]:
-    """Recipes for search matches (`{"file": {"path"}, "match": {"span", "content"}}` lines)."""
+    """Recipes for search matches, compact (`{"path", "line", "text"}`) or full (`{"file":
+    {"path"}, "match": {"span", "content"}}`) lines."""
+    f = _fields_of(records[0] if records else None)
     glob, path_regex = _path_example(stats)
     word = _content_word(records)
     recipes = [
         Recipe("Read the header on line 1 (tool, query, count, next_cursor)", _jq(path, ".", header=True)),
-        Recipe(
-            "List path:line of every match",
-            _jq(path, r'"\(.file.path):\(.match.span.line_start)"', "-r"),
-        ),
+        Recipe("List path:line of every match", _jq(path, f'"\\({f.path}):\\({f.line})"', "-r")),
         Recipe(
             f"Keep matches whose path matches the glob {glob} (written as a regex; edit it)",
-            _jq(path, f"select(.file.path | test({path_regex}))", "-c"),
+            _jq(path, f"select({f.path} | test({path_regex}))", "-c"),
         ),
         Recipe(
             f"Keep matches whose content contains {word!r} (regex, case-insensitive; edit it)",
-            _jq(path, f'select((.match.content // "") | test({_regex_literal(word)}; "i"))', "-c"),
+            _jq(path, f'select(({f.content} // "") | test({_regex_literal(word)}; "i"))', "-c"),
         ),
         Recipe(
             "Count matches per file, most first",
             _jq(
                 path,
-                "group_by(.file.path) | map({path: .[0].file.path, count: length}) | sort_by(-.count) | .[]",
+                f"group_by({f.path}) | map({{path: .[0]{f.path}, count: length}}) | sort_by(-.count) | .[]",
                 "-s",
                 "-c",
             ),
         ),
-        Recipe(
-            "Count matches per language",
-            _jq(
-                path, "group_by(.file.language) | map({language: .[0].file.language, count: length}) | .[]", "-s", "-c"
-            ),
-        ),
-        Recipe("Show the first match in full (record k is on line k+1)", f"sed -n 2p {shlex.quote(path)} | jq ."),
     ]
+    if f.language is not None:
+        recipes.append(
+            Recipe(
+                "Count matches per language",
+                _jq(
+                    path, f"group_by({f.language}) | map({{language: .[0]{f.language}, count: length}}) | .[]", "-s", "-c"
+                ),
+            )
+        )
+    recipes.append(
+        Recipe("Show the first match in full (record k is on line k+1)", f"sed -n 2p {shlex.quote(path)} | jq .")
+    )
     if stats.score_min is not None:
         recipes.append(
             Recipe(
                 "Top 10 matches by score",
                 _jq(
                     path,
-                    "sort_by(-(.match.score // 0)) | .[:10] | .[]"
-                    " | {path: .file.path, line: .match.span.line_start, score: .match.score}",
+                    f"sort_by(-({f.score} // 0)) | .[:10] | .[]"
+                    f" | {{path: {f.path}, line: {f.line}, score: {f.score}}}",
                     "-s",
                     "-c",
                 ),

@@ -79,11 +79,14 @@ def _shortest_cut(leaf: str | list[Any], max_tokens: int, max_bytes: int) -> str
     return best
 
 
-def shrink_to_fit(record: Any, max_tokens: int, max_bytes: int) -> tuple[Any, bool]:
+def shrink_to_fit(
+    record: Any, max_tokens: int, max_bytes: int, *, uncut: frozenset[str] = frozenset()
+) -> tuple[Any, bool]:
     """(`record` cut to fit the budget, whether anything was cut).
 
     Leaves are cut largest first, each at most once, so this ends after at most one pass over
-    the leaves even when the budget cannot be met (the caller checks and warns).
+    the leaves even when the budget cannot be met (the caller checks and warns). Leaves under
+    the top-level keys `uncut` are never cut (a match's path: a cut one would name no file).
     """
     tokens, nbytes = _size(record)
     if tokens <= max_tokens and nbytes <= max_bytes:
@@ -91,7 +94,7 @@ def shrink_to_fit(record: Any, max_tokens: int, max_bytes: int) -> tuple[Any, bo
     record = copy.deepcopy(record)
     done: set[tuple[Any, ...]] = set()
     while tokens > max_tokens or nbytes > max_bytes:
-        candidates = [(p, v) for p, v in _leaves(record) if p not in done and len(v) > 0]
+        candidates = [(p, v) for p, v in _leaves(record) if p not in done and len(v) > 0 and not (p and p[0] in uncut)]
         if not candidates:
             break
         path, leaf = max(candidates, key=lambda pv: _size(pv[1])[1])

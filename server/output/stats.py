@@ -1,9 +1,11 @@
 """Aggregate statistics over a result list: the `stats_only` / `stats_first` block, and the
 summary inside a file_ref descriptor.
 
-Records are read in the inline match shape (`{"file": {"path", "language"}, "match":
-{"score"}}`); records of another shape (SQL rows, proxied tool output) simply contribute to
-the count, so the same code serves every producer without guessing at foreign fields.
+Records are read in either match shape (`server.records`): full (`{"file": {"path",
+"language"}, "match": {"score"}}`) or compact (`{"path", "line", "score"}`, the language
+named from the path as the search named it); records of another shape (SQL rows, proxied
+tool output) simply contribute to the count, so the same code serves every producer without
+guessing at foreign fields.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from search_engine.languages import language_for
+
 TOP_FILES = 10
 
 
@@ -23,19 +27,34 @@ def _section(record: Any, key: str) -> dict[str, Any] | None:
     return section if type(section) is dict else None
 
 
+def _compact_path(record: Any) -> str | None:
+    """The path of a compact match record (a string `path` beside an integer `line`)."""
+    if type(record) is not dict or type(record.get("line")) is not int:
+        return None
+    path = record.get("path")
+    return path if type(path) is str else None
+
+
 def record_path(record: Any) -> str | None:
+    if (compact := _compact_path(record)) is not None:
+        return compact
     file = _section(record, "file")
     path = file.get("path") if file is not None else None
     return path if type(path) is str else None
 
 
 def record_language(record: Any) -> str | None:
+    if (compact := _compact_path(record)) is not None:
+        return language_for(compact)
     file = _section(record, "file")
     language = file.get("language") if file is not None else None
     return language if type(language) is str else None
 
 
 def record_score(record: Any) -> float | None:
+    if _compact_path(record) is not None:
+        score = record.get("score")
+        return float(score) if type(score) in (int, float) and math.isfinite(score) else None
     match = _section(record, "match")
     score = match.get("score") if match is not None else None
     if type(score) in (int, float) and math.isfinite(score):

@@ -30,6 +30,7 @@ from server.rendering import Renderer
 from server.settings import OffloadSettings, Settings
 from server.tools.dataset_pages import register_dataset_page_tool
 from server.tools.results import register_results_resources, register_sql_tools
+from server.tools.schemas import CompactSchemas
 from sessions import CursorCodec, load_or_create_key
 
 log = logging.getLogger("codepager.proxy")
@@ -135,4 +136,5 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
     register_sql_tools(app, datasets, renderer)
     register_dataset_page_tool(app, datasets, codec, renderer, max_output_tokens=proxy.threshold_tokens)
     register_results_resources(app, offload)
+    app.add_transform(CompactSchemas(PROXY_TOOLS))  # the backend's own tools are listed as declared
     return app

@@ -39,6 +39,7 @@ from mcp_types import EmbeddedResource, TextContent, TextResourceContents
 
 from server.output.jsontext import dumps_bytes
 from server.output.profile import as_object
+from server.records import records_of_groups
 
 RecordFormat = Literal["json_records", "text_lines"]
 #: How far below the top of a JSON object an array of records is looked for.
@@ -207,13 +208,30 @@ def _json_text(text: str) -> msgspec.Raw | None:
     return msgspec.Raw(data)
 
 
+def _from_file_groups(value: Any) -> Extracted | None:
+    """codepager's own compact search page (`results.files`: `{path: {line: entry}}`, see
+    `server.records.group_by_file`) as its flat match records, the rows a dataset of them has
+    wherever it was saved; None for anything else."""
+    results = value.get("results") if type(value) is dict else None
+    files = results.get("files") if type(results) is dict else None
+    if type(files) is not dict or not files or not all(type(v) is dict for v in files.values()):
+        return None
+    try:
+        records = records_of_groups(files)
+    except (ValueError, TypeError, AttributeError):  # keys that are not line numbers: not such a page
+        return None
+    note = f"<{len(records)} records: saved in the dataset>"
+    envelope = {**value, "results": {**results, "files": note}}
+    return Extracted(records, "json_records", "structuredContent:results.files", envelope)
+
+
 def extract_records(result: ToolResult) -> Extracted | None:
     """The records to save for `result`, or None if it holds non-text content."""
     text = result_text(result)
     if text is None:
         return None
     if result.structured_content is not None and not too_deep(dumps_bytes(result.structured_content)):
-        found = _from_json(result.structured_content, "structuredContent")
+        found = _from_file_groups(result.structured_content) or _from_json(result.structured_content, "structuredContent")
         if found is not None:
             return found
     raw = _json_text(text)

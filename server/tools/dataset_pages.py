@@ -24,6 +24,7 @@ from server.errors import tool_errors
 from server.output import MIN_OUTPUT_TOKENS, DatasetFile, Datasets, ListPage
 from server.rendering import OutputOptions, Renderer
 from server.tools.results import READ_ONLY
+from server.tools.schemas import ROWS_OUTPUT
 from sessions import CursorCodec
 from sessions.cursor import CursorState
 from sessions.errors import CursorGenerationError, CursorParamsMismatchError
@@ -90,19 +91,17 @@ def register_dataset_page_tool(
     @app.tool(
         name="read-dataset-page",
         description=(
-            "Read a saved dataset (ids from list-saved-datasets or a saved result's dataset.id) page by page. "
-            "Returns results.records; pass pagination.next_cursor back as `cursor` (with the same dataset_id) "
-            "until it is null. Pages are cut to a size budget without losing records."
+            "Read a saved dataset page by page (results.records); pass pagination.next_cursor back "
+            "as `cursor`, with the same dataset_id, until it is null."
         ),
         annotations=READ_ONLY,
+        output_schema=ROWS_OUTPUT,
     )
     @tool_errors
     async def read_dataset_page(
-        dataset_id: Annotated[str, Field(description="the dataset's id")],
-        cursor: Annotated[str | None, Field(description="pagination.next_cursor of the previous page")] = None,
-        page_size: Annotated[
-            int | None, Field(ge=1, le=MAX_PAGE_SIZE, description=f"records per page (default {DEFAULT_PAGE_SIZE})")
-        ] = None,
+        dataset_id: str,
+        cursor: str | None = None,
+        page_size: Annotated[int | None, Field(ge=1, le=MAX_PAGE_SIZE, description=f"default {DEFAULT_PAGE_SIZE}")] = None,
     ) -> ToolResult:
         page = await anyio.to_thread.run_sync(lambda: dataset_page(datasets, codec, dataset_id, cursor, page_size))
         options = OutputOptions(output_mode="inline", max_output_tokens=budget)

@@ -10,39 +10,39 @@ from typing import Any
 
 from mcp_types import ToolAnnotations
 
-_PAGING = (
-    "Results come in pages. If pagination.next_cursor is not null, call the same tool again with "
-    "only cursor=<next_cursor> (other arguments may be omitted) to get the next page; stop when "
-    "next_cursor is null. Never edit a cursor. If results.mode is 'file_ref', the page was too big "
-    "to show inline and was written to a JSONL file: read results.file_ref.guidance and use the jq "
-    "recipes or the resource URI; next_cursor still works. Use stats_only=true first to see how "
-    "many matches there are and where, and jq_filter to narrow them before paging."
-)
+
+def paging(cursor_max_age_s: float) -> str:
+    """The paging contract and the shared options, in the sentences every search tool's
+    description ends with (the options are explained in the server's instructions)."""
+    hours = cursor_max_age_s / 3600
+    age = f"{hours:g} h" if hours >= 1 else f"{cursor_max_age_s / 60:g} min"
+    return (
+        f"Paged: while pagination.next_cursor is set, call again with only cursor=<it> (valid {age}); "
+        "a page too big to show comes as results.file_ref (JSONL). Options: see server instructions."
+    )
+
 
 REGEX_DESCRIPTION = (
-    "Search file contents with a regular expression (ripgrep syntax), or a literal with "
-    "fixed_string=true. Respects .gitignore; skips binary, huge and vendored files. Returns every "
-    "matching line with its path, line number, byte span and optional context lines, ordered by "
-    "path then line. " + _PAGING
+    "Grep files with a ripgrep regex, for exact names and patterns (skips gitignored, binary and "
+    "vendored files). Matches: results.files {path: {line: text}}. "
 )
 
 SEMANTIC_DESCRIPTION = (
-    "Find code by meaning: 'where are retries handled', 'how is the session cookie parsed'. "
-    "Ranks functions, classes and other chunks by embedding similarity. Use when you don't know "
-    "the identifiers; prefer hybrid_search when the query mixes names and intent. The first call "
-    "on a repository may wait for indexing. " + _PAGING
+    "Find code by meaning ('where are retries handled') when you don't know the names: ranks "
+    "chunks by embedding similarity. The first call may wait for indexing. "
 )
 
 HYBRID_DESCRIPTION = (
-    "Best default for finding code: fuses keyword (BM25), exact/fuzzy symbol and semantic "
-    "signals, so both 'ClientSession' and 'where are connections pooled' rank the right code "
-    "first. Each match reports the component ranks that put it there. The first call on a "
-    "repository may wait for indexing. " + _PAGING
+    "Best default to find code: ranks chunks by keywords, symbol names and meaning, so "
+    "'ClientSession' and 'where are connections pooled' both work. The first call may wait "
+    "for indexing. "
 )
 
 
 def search_annotations() -> ToolAnnotations:
-    return ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+    """Read-only and closed-world. destructiveHint and idempotentHint are left out: the spec
+    gives them meaning only for tools that are not read-only."""
+    return ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
 def search_meta(max_tokens: int) -> dict[str, Any]:

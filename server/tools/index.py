@@ -13,14 +13,13 @@ from server.errors import tool_errors
 from server.indexing import RootState
 from server.rendering import json_result
 from server.services import Services
-from server.tools.descriptions import search_meta
+from server.tools.schemas import INDEX_OUTPUT
 
-PathArg = Annotated[str | None, Field(description="a root, or any path inside one (default: the first root)")]
+PathArg = Annotated[str | None, Field(description="default: the first root")]
 
 
 def register_index_tools(app: FastMCP, services: Services) -> None:
     indexes = services.engine.indexes
-    meta = search_meta(services.settings.offload.max_tokens)
 
     def status(root: Any, state: RootState) -> dict[str, Any]:
         s = indexes.status(root)
@@ -41,10 +40,9 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
 
     @app.tool(
         name="index_status",
-        description="Status of the semantic index of a root: files, chunks, generation, model, and "
-        "whether it is building (with progress). Semantic and hybrid search need it ready.",
-        annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
-        meta=meta,
+        description="Files, chunks, model and build progress of a root's semantic index.",
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        output_schema=INDEX_OUTPUT,
     )
     @tool_errors
     async def index_status(path: PathArg = None) -> ToolResult:
@@ -53,17 +51,15 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
 
     @app.tool(
         name="reindex",
-        description="Bring the semantic index of a root up to date (incremental: only changed files "
-        "are re-embedded), or rebuild it with full=true. Waits briefly with progress, then returns "
-        "the status; a long build continues in the background (poll index_status).",
+        description="Update a root's semantic index (full=true: rebuild); returns index_status.",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
-        meta=meta,
+        output_schema=INDEX_OUTPUT,
     )
     @tool_errors
     async def reindex(
         ctx: Context,
         path: PathArg = None,
-        full: Annotated[bool, Field(description="rebuild from scratch instead of re-embedding only changed files")] = False,
+        full: bool = False,
     ) -> ToolResult:
         root = resolve_search_path(path, services.roots).root
         state = services.indexer.request(root, refresh=True, full=full)

@@ -2,20 +2,22 @@
 SQL, list and clean them up. Shared by the search server and the proxy (which registers the SQL
 tools over its own datasets too, but not the cleanup of temp files)."""
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import anyio
 from fastmcp import FastMCP
 from fastmcp.tools.base import ToolResult
 from mcp_types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from server.errors import tool_errors
 from server.output import LINES_URI, RESULTS_URI, DatasetFilter, Datasets, OffloadStore, RenderOptions
 from server.output.sql_answer import answer_query
 from server.rendering import Renderer, json_result, tool_result
+from server.tools.schemas import CLEANUP_OUTPUT, DATASETS_OUTPUT, ROWS_OUTPUT
 
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+#: destructiveHint and idempotentHint only mean something for tools that are not read-only.
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
 def register_results_resources(app: FastMCP, store: OffloadStore) -> None:
@@ -39,22 +41,17 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
     @app.tool(
         name="analyze-with-duckdb",
         description=(
-            "Read-only SQL (DuckDB) over saved datasets: offloaded results and saved tool results. "
-            "Each is a view dataset_<id> (ids from results.file_ref.id, dataset.id or list-saved-datasets); with dataset_id "
-            "it is also the view `dataset`. One SELECT/WITH/DESCRIBE/SUMMARIZE/SHOW/EXPLAIN "
-            "statement per call. Rows come back paged like search results; a large result is "
-            "written to a file (up to offload.duckdb_max_result_bytes; the answer says if rows were left out)."
+            "Read-only DuckDB SQL over saved results: views dataset_<id> (file_ref.id; with dataset_id also "
+            "`dataset`). A large result goes to a file."
         ),
         annotations=READ_ONLY,
+        output_schema=ROWS_OUTPUT,
     )
     @tool_errors
     async def analyze_with_duckdb(
-        query: Annotated[str, Field(description="one read-only SQL statement")],
-        dataset_id: Annotated[str | None, Field(description="make this dataset available as `dataset`")] = None,
-        output_mode: Annotated[
-            str,
-            Field(pattern="^(auto|inline|file_ref|legacy)$", description="as for the search tools: auto, inline, file_ref or legacy"),
-        ] = "auto",
+        query: str,
+        dataset_id: str | None = None,
+        output_mode: Literal["auto", "inline", "file_ref", "legacy"] = "auto",
     ) -> ToolResult:
         options = RenderOptions(tool="analyze-with-duckdb", query=query, output_mode=output_mode, records_key="rows")
         rendered = await anyio.to_thread.run_sync(lambda: answer_query(datasets, renderer.layer, query, dataset_id, options))
@@ -62,16 +59,17 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
 
     @app.tool(
         name="list-saved-datasets",
-        description="List saved datasets (id, view, tool, server, query, created, rows, size), newest first. "
-        "`filter` is a text matched against id, tool, server and query, or an object narrowing by "
-        "tool, server, date_from and date_to (ISO dates).",
+        description="Saved datasets, newest first.",
         annotations=READ_ONLY,
+        output_schema=DATASETS_OUTPUT,
     )
     @tool_errors
     async def list_saved_datasets(
         filter: Annotated[
             str | DatasetFilter | None,
-            Field(description="text matched against id, tool, server and query, or an object of tool, server, date_from, date_to, text"),
+            # Declared without DatasetFilter's own schema (a $defs block longer than the tool):
+            # the description names its fields, and the arguments are still validated by it.
+            WithJsonSchema({"description": "text, or {tool, server, date_from, date_to}"}),
         ] = None,
     ) -> ToolResult:
         infos = await anyio.to_thread.run_sync(lambda: datasets.list(filter))
@@ -81,13 +79,13 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
 def register_cleanup_tool(app: FastMCP, store: OffloadStore) -> None:
     @app.tool(
         name="cleanup_temp_files",
-        description="Delete offloaded result files older than max_age_days (default: the retention "
-        "setting). Only codepager's own files in its output folder are ever touched.",
+        description="Delete offloaded result files older than max_age_days.",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False),
+        output_schema=CLEANUP_OUTPUT,
     )
     @tool_errors
     async def cleanup_temp_files(
-        max_age_days: Annotated[float | None, Field(ge=0, description="0 removes all of them")] = None,
+        max_age_days: Annotated[float | None, Field(ge=0)] = None,
     ) -> ToolResult:
         report = await anyio.to_thread.run_sync(lambda: store.cleanup(max_age_days))
         return json_result(report.to_dict())

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 from fastmcp import Context, FastMCP
@@ -30,8 +30,10 @@ from pydantic import Field, ValidationError
 from search_engine.errors import PathError, PathOutsideRootError
 from search_engine.models import MAX_CONTEXT_LINES, SearchMode, SearchRequest
 from search_engine.paths import resolve_search_path
+from server.clients import client_name, profile_for
 from server.output import MIN_OUTPUT_TOKENS
 from server.errors import InvalidParamsError, tool_errors
+from server.records import Detail
 from server.rendering import OutputOptions
 from server.response import RecordOptions, SearchResponse
 from server.services import Services
@@ -39,32 +41,26 @@ from server.tools.descriptions import (
     HYBRID_DESCRIPTION,
     REGEX_DESCRIPTION,
     SEMANTIC_DESCRIPTION,
+    paging,
     search_annotations,
     search_meta,
 )
+from server.tools.schemas import SEARCH_OUTPUT
 from sessions.cursor import CursorState
 from sessions.errors import CursorParamsMismatchError
 
-IncludeGlobs = Annotated[list[str] | None, Field(description="search only files matching these globs (ripgrep --glob syntax), e.g. ['*.py', 'src/**']")]
-ExcludeGlobs = Annotated[list[str] | None, Field(description="skip files matching these globs, e.g. ['tests/**']")]
-Cursor = Annotated[
-    str | None,
-    Field(description="next_cursor from the previous page; pass it back unchanged to get the next page"),
-]
+# Parameter descriptions are short and only where the name and type do not say it all: the
+# three search tools repeat them, and tools/list is paid for in every conversation.
+IncludeGlobs = list[str] | None
+ExcludeGlobs = list[str] | None
+Cursor = str | None
 OutputMode = Annotated[
-    str,
-    Field(
-        description="auto: inline below the size ceiling, else a JSONL file; inline: never a file "
-        "(page cut to fit); file_ref: always a file; legacy: bare JSON array of matches",
-        pattern="^(auto|inline|file_ref|legacy)$",
-    ),
+    Literal["auto", "inline", "file_ref", "legacy"],
+    Field(description="auto: a file when over the size limit; inline: cut instead; legacy: bare JSON array"),
 ]
-IncludeSnippet = Annotated[bool, Field(description="include each match's content; false sends spans only")]
-StatsOnly = Annotated[
-    bool,
-    Field(description="no matches, just stats of the whole result list (counts per file and language, score range); next_cursor pages from the start"),
-]
-StatsFirst = Annotated[bool, Field(description="the stats block as well as the page")]
+StatsOnly = Annotated[bool, Field(description="counts per file instead of matches")]
+StatsFirst = Annotated[bool, Field(description="counts as well as matches")]
+DetailLevel = Annotated[Literal["compact", "full"], Field(description="full: byte spans, language, ranks")]
 
 
 #: Request fields named differently from the tool parameter that sets them.
@@ -104,27 +100,29 @@ class SearchCall:
 def register_search_tools(app: FastMCP, services: Services) -> None:
     app.add_middleware(SentArguments())
     s = services.settings.search
-    PageSize = Annotated[int | None, Field(ge=1, le=s.max_page_size, description=f"matches per page (default {s.default_page_size}, max {s.max_page_size})")]
-    SnippetLength = Annotated[int, Field(ge=1, le=s.max_snippet_length, description="cut each match's content to this many characters")]
-    MaxTokens = Annotated[int | None, Field(ge=MIN_OUTPUT_TOKENS, description="cut the page to fit this many tokens; next_cursor continues losslessly")]
-    JqFilter = Annotated[str | None, Field(description="jq expression over the full list of match objects, applied before paging, e.g. 'map(select(.file.path | test(\"tests/\") | not))'")]
+    PageSize = Annotated[int | None, Field(ge=1, le=s.max_page_size)]
+    SnippetLength = Annotated[int, Field(ge=1, le=s.max_snippet_length, description="cut each text to this many chars")]
+    MaxTokens = Annotated[int | None, Field(ge=MIN_OUTPUT_TOKENS, description="cut the page to this size")]
+    JqFilter = Annotated[str | None, Field(description="jq over the list of full match objects, before paging")]
     annotations = search_annotations()
     meta = search_meta(services.settings.offload.max_tokens)
+    contract = paging(services.settings.sessions.cursor_max_age_s)
+    tool = {"annotations": annotations, "meta": meta, "output_schema": SEARCH_OUTPUT}
 
-    @app.tool(name="regex_search", description=REGEX_DESCRIPTION, annotations=annotations, meta=meta)
+    @app.tool(name="regex_search", description=REGEX_DESCRIPTION + contract, **tool)
     @tool_errors
     async def regex_search(
         ctx: Context,
-        pattern: Annotated[str | None, Field(description="ripgrep regex (or literal with fixed_string); omit when passing cursor")] = None,
-        path: Annotated[str | None, Field(description="file or directory inside the server's roots")] = None,
-        ignore_case: Annotated[bool, Field(description="match regardless of case")] = False,
-        fixed_string: Annotated[bool, Field(description="pattern is a literal string, not a regex")] = False,
-        whole_word: Annotated[bool, Field(description="match whole words only")] = False,
-        multiline: Annotated[bool, Field(description="let a match span several lines")] = False,
+        pattern: str | None = None,
+        path: str | None = None,
+        ignore_case: bool = False,
+        fixed_string: bool = False,
+        whole_word: bool = False,
+        multiline: bool = False,
         include_patterns: IncludeGlobs = None,
         exclude_patterns: ExcludeGlobs = None,
-        context_lines: Annotated[int, Field(ge=0, le=MAX_CONTEXT_LINES, description="lines of context before and after each match")] = 0,
-        include_snippet: IncludeSnippet = True,
+        context_lines: Annotated[int, Field(ge=0, le=MAX_CONTEXT_LINES)] = 0,
+        include_snippet: bool = True,
         snippet_length: SnippetLength = s.default_snippet_length,
         page_size: PageSize = None,
         cursor: Cursor = None,
@@ -133,6 +131,7 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
         stats_only: StatsOnly = False,
         stats_first: StatsFirst = False,
         jq_filter: JqFilter = None,
+        detail: DetailLevel = "compact",
     ) -> ToolResult:
         call = SearchCall(SearchMode.REGEX, {
             "pattern": pattern, "path": path, "ignore_case": ignore_case, "fixed_string": fixed_string,
@@ -141,23 +140,23 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
         }, fixed={"max_results": s.max_results})  # fmt: skip
         return await run_search(
             services, ctx, "regex_search", call, cursor, page_size,
-            RecordOptions(include_snippet, snippet_length),
+            _record_options(include_snippet, snippet_length, detail, output_mode),
             OutputOptions(output_mode, max_output_tokens, stats_only, stats_first),
         )  # fmt: skip
 
     def make_ranked_tool(mode: SearchMode, name: str, description: str) -> None:
-        @app.tool(name=name, description=description, annotations=annotations, meta=meta)
+        @app.tool(name=name, description=description + contract, **tool)
         @tool_errors
         async def ranked_search(
             ctx: Context,
-            query: Annotated[str | None, Field(description="natural language or identifiers; omit when passing cursor")] = None,
-            path: Annotated[str | None, Field(description="file or directory inside the server's roots")] = None,
-            top_k: Annotated[int, Field(ge=1, le=s.max_results, description="how many ranked matches to return in all (paged like any result list)")] = 10,
-            threshold: Annotated[float | None, Field(description="drop matches scoring below this")] = None,
+            query: str | None = None,
+            path: str | None = None,
+            top_k: Annotated[int, Field(ge=1, le=s.max_results)] = 10,
+            threshold: float | None = None,
             include_patterns: IncludeGlobs = None,
             exclude_patterns: ExcludeGlobs = None,
-            include_snippet: IncludeSnippet = True,
-            snippet_length: SnippetLength = s.default_snippet_length,
+            include_snippet: bool = True,
+            snippet_length: SnippetLength = s.default_ranked_snippet_length,
             page_size: PageSize = None,
             cursor: Cursor = None,
             output_mode: OutputMode = "auto",
@@ -165,6 +164,7 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
             stats_only: StatsOnly = False,
             stats_first: StatsFirst = False,
             jq_filter: JqFilter = None,
+            detail: DetailLevel = "compact",
         ) -> ToolResult:
             call = SearchCall(mode, {
                 "query": query, "path": path, "top_k": top_k, "threshold": threshold,
@@ -172,12 +172,19 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
             })  # fmt: skip
             return await run_search(
                 services, ctx, name, call, cursor, page_size,
-                RecordOptions(include_snippet, snippet_length),
+                _record_options(include_snippet, snippet_length, detail, output_mode),
                 OutputOptions(output_mode, max_output_tokens, stats_only, stats_first),
             )  # fmt: skip
 
     make_ranked_tool(SearchMode.SEMANTIC, "semantic_search", SEMANTIC_DESCRIPTION)
     make_ranked_tool(SearchMode.HYBRID, "hybrid_search", HYBRID_DESCRIPTION)
+
+
+def _record_options(include_snippet: bool, snippet_length: int, detail: str, output_mode: str) -> RecordOptions:
+    """`legacy` prints the seed-compatible records whatever `detail` says: it exists for
+    clients written against that shape."""
+    level = Detail.FULL if output_mode == "legacy" else Detail(detail)
+    return RecordOptions(include_snippet, snippet_length, level)
 
 
 def _request(services: Services, call: SearchCall) -> SearchRequest:
@@ -276,6 +283,8 @@ async def run_search(
         # the index, so wait for it here, with progress, rather than block inside the search.
         await services.indexer.wait_ready(searched, ctx)
 
+    client = profile_for(client_name(ctx), services.settings.offload)
+
     def page_and_render() -> ToolResult:
         if state is not None:
             page = pager.page_at(state, page_size)
@@ -285,6 +294,6 @@ async def run_search(
             fresh = request.mode is SearchMode.REGEX
             page = pager.first_page(request, page_size, view=call.args["jq_filter"], reuse=not fresh)
         response = SearchResponse(page, record_options)
-        return services.renderer.render(response, output_options, tool=tool, query=page.request.query)
+        return services.renderer.render_search(response, output_options, tool=tool, client=client)
 
     return await anyio.to_thread.run_sync(page_and_render)

@@ -1,0 +1,91 @@
+"""What `tools/list` says about our tools: compact input schemas and declared output schemas.
+
+`tools/list` is paid for in every conversation (its JSON is in the model's context from the
+first turn), so it is kept small: pydantic's spelling of an optional parameter
+(`{"anyOf": [{"type": "string"}, {"type": "null"}], "default": null}`) is declared as the plain
+type (an omitted argument is the same as null; the tools still accept an explicit null), and
+null, false and zero defaults are left out (a flag is off, a count zero, unless sent).
+
+Every tool declares an `outputSchema` (MCP 2025-06-18), so a client can validate
+structuredContent and knows its shape without a call. The schemas name what an agent relies
+on and stay open (`additionalProperties` allowed) so that a new field never breaks a client;
+tests validate real answers of every tool and mode against them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from fastmcp.server.transforms import Transform
+from fastmcp.tools.base import Tool
+
+def _shape(required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "required": required}
+    if properties:
+        schema["properties"] = properties
+    return schema
+
+
+#: A search tool's answer (`server.response`, `server.output.layer`), at either detail level:
+#: compact pages carry `results.files` ({path: {line: entry}}), full and legacy ones
+#: `results.matches`, offloaded ones `results.file_ref`.
+SEARCH_OUTPUT = _shape(["search", "results", "pagination", "metadata"], results=_shape(["mode", "count"]))
+
+#: A page of rows (analyze-with-duckdb, the proxy's read-dataset-page).
+ROWS_OUTPUT = _shape(["results", "pagination"])
+INDEX_OUTPUT = _shape(["root", "building"])
+DATASETS_OUTPUT = _shape(["datasets", "count"])
+CLEANUP_OUTPUT = _shape(["removed_count", "freed_bytes"])
+
+
+def compact_schema(schema: Any) -> Any:
+    """`schema` with optional types declared plainly and null/false defaults left out."""
+    if isinstance(schema, list):
+        return [compact_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: compact_schema(v) for k, v in schema.items()}
+    variants = out.get("anyOf")
+    if isinstance(variants, list) and len(variants) == 2 and {"type": "null"} in variants:
+        (plain,) = [v for v in variants if v != {"type": "null"}]
+        out = {**{k: v for k, v in out.items() if k != "anyOf"}, **plain}
+    if "default" in out and out["default"] in (None, False, 0, ""):
+        del out["default"]
+    return out
+
+
+#: Presentation options every search tool accepts. They are described once, in the server's
+#: instructions and one line of each search tool's description, instead of in each tool's
+#: listed input schema: three copies of eight parameter schemas were a third of tools/list.
+SHARED_OPTIONS = (
+    "include_snippet", "snippet_length", "output_mode", "max_output_tokens",
+    "stats_only", "stats_first", "jq_filter",
+)  # fmt: skip
+
+
+class CompactSchemas(Transform):
+    """Lists the named tools with `compact_schema` input schemas, and the search tools without
+    the `SHARED_OPTIONS` (their listed schema then allows other properties, so a client that
+    checks arguments against it still sends them). Calls are unaffected: the tools validate
+    their arguments from their signatures. Other tools (a proxied server's) are listed exactly
+    as their server declares them."""
+
+    def __init__(self, names: Iterable[str], search_tools: Iterable[str] = ()) -> None:
+        self.names = frozenset(names)
+        self.search_tools = frozenset(search_tools)
+
+    def _listed(self, tool: Tool) -> Tool:
+        schema = compact_schema(tool.parameters)
+        if tool.name in self.search_tools:
+            properties = {k: v for k, v in schema.get("properties", {}).items() if k not in SHARED_OPTIONS}
+            schema = {k: v for k, v in schema.items() if k != "additionalProperties"} | {"properties": properties}
+        listed = tool.model_copy(update={"parameters": schema})
+        # fastmcp adds `_meta.fastmcp: {"tags": []}` to every listed tool; ours have no tags or
+        # versions, so the copy (used only for the listing) leaves the empty entry out.
+        meta = {k: v for k, v in tool.get_meta().items() if k != "fastmcp" or v != {"tags": []}} or None
+        object.__setattr__(listed, "get_meta", lambda: meta)
+        return listed
+
+    async def list_tools(self, tools: Sequence[Tool]) -> Sequence[Tool]:
+        return [self._listed(t) if t.name in self.names else t for t in tools]
