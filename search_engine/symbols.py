@@ -31,15 +31,20 @@ from search_engine.priors import PROSE_LANGUAGES
 # names (type aliases, singletons) and count too.
 _DEFINITION_RE = re.compile(
     r"^[ \t]*(?:(?:export|default|pub(?:\([^)]*\))?|public|private|protected|static|abstract|final|async|unsafe|const)\s+)*"
-    r"(?:def|class|func|fn|function|struct|enum|trait|interface|type|impl|module|record|object|protocol|typedef)\s+"
-    r"(?:\([^)]*\)\s*)?([^\W\d]\w*)",
+    r"(?:def|defp|defmacro|defmodule|class|func|fn|function|struct|enum|trait|interface|type|impl|module|record"
+    r"|object|protocol|typedef)\s+"
+    r"(?:\([^)]*\)\s*)?([$]?[^\W\d][\w$]*(?:(?:::|\.)[^\W\d]\w*)*)",
     re.MULTILINE,
 )
-_ASSIGNMENT_RE = re.compile(r"^([^\W\d]\w*)\s*(?::[^=\n]+)?=(?!=)", re.MULTILINE)
+# `Name = ...` at column 0, and a top-level `export const name = factory(...)` / `val x = ...`:
+# a binding is how factory-made things (routers, stores, clients) are defined.
+_ASSIGNMENT_RE = re.compile(
+    r"^(?:(?:export\s+)?(?:const|let|var|val)\s+)?([$@]?[^\W\d][\w$]*)\s*(?::[^=\n]+)?=(?![=>])", re.MULTILINE
+)
 
 # A query that is one identifier, possibly qualified (`ClientSession`, `field_validator`,
-# `web.Application`, `Foo::bar`).
-_SYMBOL_QUERY_RE = re.compile(r"^[^\W\d]\w*(?:(?:\.|::|->|#)[^\W\d]\w*)*$")
+# `web.Application`, `Foo::bar`, `Sinatra::Base`) and possibly sigilled (`$http`, `@app`).
+_SYMBOL_QUERY_RE = re.compile(r"^[$@]?[^\W\d][\w$]*(?:(?:\.|::|->|#)[^\W\d][\w$]*)*$")
 # An identifier embedded in prose that is shaped like code: has an inner capital or an underscore
 # (`StaticModel`, `model_post_init`). Plain words ("model") are left to BM25 and embeddings.
 _CODE_WORD_RE = re.compile(r"\b(?:[A-Za-z]+[a-z0-9][A-Z]\w*|[A-Z]{2,}[a-z]\w*|[A-Za-z]\w*_\w+)\b")
@@ -60,9 +65,9 @@ ASSIGNMENT_FACTOR = 0.8
 
 
 def normalize(name: str) -> str:
-    """Comparison key of an identifier: lowercase, no underscores (`client_session` ==
-    `ClientSession`)."""
-    return name.replace("_", "").lower()
+    """Comparison key of an identifier: lowercase, no underscores, no `$`/`@` sigil
+    (`client_session` == `ClientSession`, `$http` == `http`)."""
+    return name.replace("_", "").lstrip("$@").lower()
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,11 +170,17 @@ def _defined_names(chunk: Chunk) -> dict[str, float]:
         for name in _ASSIGNMENT_RE.findall(chunk.content):
             names[name] = ASSIGNMENT_FACTOR
         for name in _DEFINITION_RE.findall(chunk.content):
-            names[name] = 1.0
+            _add_qualified(names, name.replace("::", "."))
         if chunk.symbol:
-            names[chunk.symbol] = 1.0
-            names[chunk.symbol.rsplit(".", 1)[-1]] = 1.0
+            _add_qualified(names, chunk.symbol)
     return names
+
+
+def _add_qualified(names: dict[str, float], name: str) -> None:
+    """A definition's name as written (dotted) and its last part (`Sinatra.Base`, `Base`;
+    `self.build` defines `build`)."""
+    names[name] = 1.0
+    names[name.rsplit(".", 1)[-1]] = 1.0
 
 
 def _stem_matches(stem: str, key: str) -> bool:
