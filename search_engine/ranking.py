@@ -33,6 +33,7 @@ from search_engine.hybrid import hybrid_search
 from search_engine.lexical import LexicalIndex
 from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
 from search_engine.paths import SearchLocation
+from search_engine.priors import PathPriors
 from search_engine.semantic import semantic_search
 from search_engine.tokenize import validate_query
 
@@ -88,7 +89,12 @@ class Ranker:
         query_vector = self._index.embed_query(request.query)
         with _THREADPOOLS.limit(limits=1, user_api="blas"):
             if request.mode is SearchMode.SEMANTIC:
-                hits = semantic_search(self.corpus.vectors, query_vector, allowed, request.top_k, request.threshold)
+                corpus = self.corpus
+                hits = semantic_search(
+                    corpus.vectors, query_vector, allowed, request.top_k, request.threshold,
+                    file_similarity=(corpus.file_vectors @ query_vector)[corpus.file_of],
+                    priors=corpus.file_priors(PathPriors.for_query(request.query))[corpus.file_of],
+                )
                 kind = MatchType.SEMANTIC
             elif request.mode is SearchMode.HYBRID:
                 hits = hybrid_search(self.corpus, request.query, terms, query_vector, allowed, request.top_k)
