@@ -79,6 +79,7 @@ _JS_BINDINGS = frozenset({"lexical_declaration", "variable_declaration", "expres
 _FUNCTION_VALUES = frozenset({
     "arrow_function", "function_expression", "function", "generator_function",
 })
+_FACTORY_VALUES = frozenset({"call_expression", "new_expression", "await_expression"})
 _C_FUNCTIONS = frozenset({"function_definition"})
 _C_CLASSES = frozenset({"struct_specifier", "union_specifier", "enum_specifier"})
 
@@ -86,7 +87,7 @@ _TS = LanguageSpec(
     module="tree_sitter_typescript",
     loader="language_typescript",
     functions=_JS_FUNCTIONS,
-    classes=_JS_CLASSES,
+    classes=_JS_CLASSES | {"type_alias_declaration"},
     namespaces=frozenset({"internal_module", "module"}),
     wrappers=frozenset({"export_statement", "ambient_declaration"}),
     bindings=_JS_BINDINGS,
@@ -441,6 +442,8 @@ def _value_definition(node: Node, spec: LanguageSpec) -> tuple[Node, DefKind, st
     if value is None:
         return None
     kind = _value_kind(value, spec)
+    if kind is None and value.type in _FACTORY_VALUES and node.parent is not None and node.parent.type == "export_statement":
+        kind = DefKind.FUNCTION  # `export const appRouter = router({...})`: made by a factory, defined all the same
     return (value, kind, _name_of(declarators[0])) if kind else None
 
 

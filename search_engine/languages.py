@@ -2,8 +2,8 @@
 
 Regex matches carry the language so an agent can tell code from docs at a glance, and the
 semantic chunker picks its tree-sitter grammar by it, so both must agree: one table, here.
-Ranking also needs the *kind* of file (`file_kind`): code, docs, config, data, generated or
-vendored, so a README, a lock file or a trybuild `.stderr` expectation does not compete with the
+Ranking also needs the *kind* of file (`file_kind`): code, docs, config, data, generated,
+vendored or template, so a README, a lock file or a trybuild `.stderr` expectation does not compete with the
 source it mentions. Reading file contents (shebangs, modelines) is deliberately out of scope:
 this runs once per matched file in the hot path of a regex search.
 """
@@ -175,6 +175,7 @@ class FileKind(str, Enum):
     DATA = "data"
     GENERATED = "generated"
     VENDORED = "vendored"
+    TEMPLATE = "template"  # views and code generators' templates: written by hand, not the logic
 
 
 # Languages that are not code. Anything else with a language (templates and markup included:
@@ -186,12 +187,13 @@ _KIND_BY_LANGUAGE: dict[str, FileKind] = {
         FileKind.CONFIG,
     ),
     **dict.fromkeys(("csv", "svg"), FileKind.DATA),
+    **dict.fromkeys(("eex", "erb", "haml", "slim", "liquid", "handlebars"), FileKind.TEMPLATE),
     **dict.fromkeys(("lockfile", "sourcemap", "snapshot", "expected-output"), FileKind.GENERATED),
 }
 # Extension-less files that are prose (`LICENSE`, `AUTHORS`, `ChangeLog`...).
 _DOC_NAMES = re.compile(r"^(?:licen[cs]e|copying|authors|contributors|changelog|changes|news|readme|notice|history)"
                         r"(?:[-_.].*)?$")
-_GENERATED_NAME = re.compile(r"\.min\.(?:js|css)$|\.(?:pb|generated|g)\.\w+$|_pb2\.py$")
+_GENERATED_NAME = re.compile(r"\.min\.(?:js|css)$|\.(?:pb|generated|gen|g)\.\w+$|_pb2\.py$")
 _VENDORED_DIR = re.compile(r"(?:^|/)(?:vendor|vendored|_vendor|third_party|thirdparty|node_modules)/")
 
 

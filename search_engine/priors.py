@@ -28,6 +28,8 @@ _TEST_PATH_RE = re.compile(
 )
 _SHIM_DIR_RE = re.compile(r"(?:^|/)(?:_?compat|legacy|deprecated|_?vendor(?:ed)?|third_party)(?:/|$)")
 _EXAMPLE_DIR_RE = re.compile(r"(?:^|/)(?:_?examples?|samples?|demos?|docs_src)(?:/|$)")
+# Code under a docs folder (`docs/code/tcp-echo-server/main.c`) is a sample, like an example.
+_DOCS_DIR_RE = re.compile(r"(?:^|/)(?:docs?|documentation|www)(?:/|$)")
 _TOOLING_DIR_RE = re.compile(r"(?:^|/)(?:bench|benches|benchmarks?|scripts?|perf)(?:/|$)")
 _REEXPORT_NAMES = frozenset({"__init__.py", "package-info.java", "mod.ts", "index.ts", "index.js"})
 PROSE_LANGUAGES = frozenset({"markdown", "rst", "text", "asciidoc", "rdoc"})
@@ -39,6 +41,7 @@ _ASKS_FOR_DOCS_RE = re.compile(
 )
 _ASKS_FOR_EXAMPLES_RE = re.compile(r"\b(?:examples?|samples?|demos?|usage)\b", re.IGNORECASE)
 _ASKS_FOR_TOOLING_RE = re.compile(r"\b(?:bench(?:mark)?s?|benchmarking|scripts?|perf|performance)\b", re.IGNORECASE)
+_ASKS_FOR_TEMPLATES_RE = re.compile(r"\btemplates?\b", re.IGNORECASE)
 _ASKS_FOR_CONFIG_RE = re.compile(r"\b(?:config(?:uration)?|settings|manifest|dependenc(?:y|ies)|ci|workflow)\b",
                                  re.IGNORECASE)
 
@@ -51,6 +54,7 @@ PROSE_FACTOR = 0.5
 CONFIG_FACTOR = 0.5
 DATA_FACTOR = 0.3
 GENERATED_FACTOR = 0.2
+TEMPLATE_FACTOR = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +66,7 @@ class PathPriors:
     examples: bool = True
     tooling: bool = True
     config: bool = True
+    templates: bool = True
 
     @classmethod
     def for_query(cls, query: str) -> PathPriors:
@@ -71,6 +76,7 @@ class PathPriors:
             examples=not _ASKS_FOR_EXAMPLES_RE.search(query),
             tooling=not _ASKS_FOR_TOOLING_RE.search(query),
             config=not _ASKS_FOR_CONFIG_RE.search(query),
+            templates=not _ASKS_FOR_TEMPLATES_RE.search(query),
         )
 
     def factor(self, path: str, language: str | None) -> float:
@@ -86,6 +92,8 @@ class PathPriors:
             f *= TOOLING_FACTOR
         if "config" in kinds and self.config:
             f *= CONFIG_FACTOR
+        if "template" in kinds and self.templates:
+            f *= TEMPLATE_FACTOR
         if "data" in kinds:
             f *= DATA_FACTOR
         if "generated" in kinds:
@@ -111,10 +119,13 @@ def _path_kinds(path: str, language: str | None) -> frozenset[str]:
     kind = file_kind(path, language)
     if _SHIM_DIR_RE.search(path) or kind is FileKind.VENDORED:
         kinds.add("shim")
+    if kind is FileKind.CODE and _DOCS_DIR_RE.search(path):
+        kinds.add("example")
     kinds.add(_KIND_NAMES.get(kind, "code"))
     return frozenset(kinds)
 
 
 _KIND_NAMES = {
     FileKind.DOCS: "prose", FileKind.CONFIG: "config", FileKind.DATA: "data", FileKind.GENERATED: "generated",
+    FileKind.TEMPLATE: "template",
 }
