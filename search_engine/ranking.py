@@ -80,7 +80,8 @@ class Ranker:
         """Rank the index's chunks for a semantic or hybrid `request`.
 
         `threshold` drops matches scoring below it: for semantic search the score is the
-        cosine similarity; for hybrid it is the fused score relative to the best match (1.0),
+        cosine similarity (blended with the file's and scaled by the path priors, see
+        `search_engine.semantic`); for hybrid it is the fused score relative to the best match (1.0),
         since fused reciprocal-rank sums have no absolute scale. Raises InvalidQueryError for
         an empty or stopword-only query (before any work)."""
         started = time.perf_counter()
@@ -91,7 +92,7 @@ class Ranker:
             if request.mode is SearchMode.SEMANTIC:
                 corpus = self.corpus
                 hits = semantic_search(
-                    corpus.vectors, query_vector, allowed, request.top_k, request.threshold,
+                    corpus.vectors, query_vector, allowed, request.top_k, request.threshold, corpus.file_of,
                     file_similarity=(corpus.file_vectors @ query_vector)[corpus.file_of],
                     priors=corpus.file_priors(PathPriors.for_query(request.query))[corpus.file_of],
                 )

@@ -11,8 +11,9 @@ crowded it out):
 - the path priors of hybrid search (`search_engine.priors`): tests, docs, examples, generated
   and vendored files are scaled down unless the query asks for them.
 
-The score is that prior-weighted similarity (a cosine blend in [-1, 1] before the prior), and
-`threshold` applies to it. Vectors are L2-normalized by the index, so the cosines are two
+Results are then spread over files as in hybrid search (`search_engine.hits.diversify`): a
+file's second chunk keeps half its score, its third a quarter. The score is that prior-weighted,
+diversified similarity (a cosine blend in [-1, 1]), and `threshold` applies to it. Vectors are L2-normalized by the index, so the cosines are two
 matrix-vector products (a few milliseconds for 100k chunks).
 """
 
@@ -20,10 +21,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from search_engine.hits import Hit
+from search_engine.hits import Hit, diversify
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
 FILE_WEIGHT = 0.3
+# Most similar chunks (at least; 4 x top_k if more) the per-file selection chooses among.
+CANDIDATES = 100
 
 
 def semantic_search(
@@ -32,14 +35,15 @@ def semantic_search(
     allowed: np.ndarray,
     top_k: int,
     threshold: float | None,
+    file_of: np.ndarray,
     file_similarity: np.ndarray | None = None,
     priors: np.ndarray | None = None,
 ) -> list[Hit]:
     """The `top_k` chunks most similar to the query among those `allowed` (boolean mask; path
-    filters apply before top-k), dropping any below `threshold`. `file_similarity` (each
-    chunk's file's cosine with the query) and `priors` (each chunk's path factor in (0, 1]),
-    when given, are aligned with `vectors`. Ties go to the earlier chunk, so results are
-    deterministic for a given index."""
+    filters apply before top-k), diversified across files, dropping any scoring below `threshold`
+    (`file_of`: each chunk's file id). `file_similarity` (each chunk's file's cosine with the
+    query) and `priors` (each chunk's path factor in (0, 1]), when given, are aligned with
+    `vectors`. Ties go to the earlier chunk, so results are deterministic for a given index."""
     ids = np.flatnonzero(allowed)
     if len(ids) == 0:
         return []
@@ -50,12 +54,15 @@ def semantic_search(
         # A factor scales a positive similarity down and a negative one further down.
         factor = priors[ids]
         sims = np.where(sims > 0, sims * factor, sims / factor)
-    if threshold is not None:
-        keep = sims >= threshold
-        ids, sims = ids[keep], sims[keep]
-    k = min(top_k, len(ids))
-    if k == 0:
+    if top_k <= 0:
         return []
-    top = np.argpartition(-sims, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+    # The best few per file are enough to fill top_k across files; diversify over those.
+    n = min(len(ids), max(CANDIDATES, 4 * top_k))
+    top = np.argpartition(-sims, n - 1)[:n] if n < len(ids) else np.arange(len(ids))
     top = top[np.lexsort((ids[top], -sims[top]))]
-    return [Hit(int(ids[j]), float(sims[j]), {"semantic": r}) for r, j in enumerate(top.tolist(), 1)]
+    scores = np.zeros(len(file_of), dtype=np.float64)
+    scores[ids[top]] = sims[top]
+    held = diversify(file_of, ids[top], scores, top_k)
+    if threshold is not None:
+        held = [(s, i) for s, i in held if s >= threshold]
+    return [Hit(i, s, {"semantic": r}) for r, (s, i) in enumerate(held, 1)]
