@@ -32,7 +32,6 @@ _EXAMPLE_DIR_RE = re.compile(r"(?:^|/)(?:_?examples?|samples?|demos?|docs_src)(?
 _DOCS_DIR_RE = re.compile(r"(?:^|/)(?:docs?|documentation|www)(?:/|$)")
 _TOOLING_DIR_RE = re.compile(r"(?:^|/)(?:bench|benches|benchmarks?|scripts?|perf)(?:/|$)")
 _REEXPORT_NAMES = frozenset({"__init__.py", "package-info.java", "mod.ts", "index.ts", "index.js"})
-PROSE_LANGUAGES = frozenset({"markdown", "rst", "text", "asciidoc", "rdoc"})
 
 _ASKS_FOR_TESTS_RE = re.compile(r"\b(?:tests?|testing|specs?|fixtures?|conftest)\b", re.IGNORECASE)
 _ASKS_FOR_DOCS_RE = re.compile(
