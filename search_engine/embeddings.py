@@ -163,19 +163,12 @@ def _words(name: str) -> str:
     return " ".join(_SEPARATORS.sub(" ", _CAMEL.sub(r"\1 \2", name)).split())
 
 
-# Path components of a chunk's file named in its embedded header: enough to say what the file
-# is (`builder/EqualsBuilder.java`), not the `src/main/java/org/apache/...` every file repeats,
-# which otherwise dominates every chunk's vector alike.
-HEADER_PATH_PARTS = 3
-
-
 def chunk_text(chunk: Chunk) -> str:
-    """What the embedder reads for a chunk: the end of its path and its symbol, as written and
-    as words, `NAME_WEIGHT` times, then its content."""
-    path = "/".join(chunk.path.split("/")[-HEADER_PATH_PARTS:])
-    stem = path.rsplit(".", 1)[0]
+    """What the embedder reads for a chunk: its path and symbol, as written and as words,
+    `NAME_WEIGHT` times, then its content."""
+    stem = chunk.path.rsplit(".", 1)[0]
     symbol = chunk.symbol or ""
-    header = f"{path} {symbol}\n{_words(stem)} {_words(symbol)}\n"
+    header = f"{chunk.path} {symbol}\n{_words(stem)} {_words(symbol)}\n"
     return header * NAME_WEIGHT + chunk.content
 
 
