@@ -37,7 +37,7 @@ from search_engine.grammars import (
 
 # Bumped whenever chunk boundaries, kinds or symbols change: an index built by another
 # version is rebuilt rather than mixed.
-CHUNKER_VERSION = "2"
+CHUNKER_VERSION = "3"
 
 # ~250 WordPiece tokens of code: what MiniLM reads before truncating, and on the retrieval
 # benchmark the best of 600..2500 for the static model too (smaller chunks stay on one topic).
@@ -102,7 +102,7 @@ def chunk_file(path: str, data: bytes, language: str | None) -> list[Chunk]:
     does not parse, by line windows."""
     lines = _Lines(data)
     pieces: list[_Piece] | None = None
-    spec = spec_for(language, path)
+    spec = spec_for(language, path, data)
     if spec is not None:
         pieces = _code_pieces(lines, spec)
     if pieces is None:

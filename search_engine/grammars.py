@@ -18,6 +18,7 @@ identifier-like child, looking through the few nodes that hold a name (`let_bind
 from __future__ import annotations
 
 import importlib
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -305,12 +306,22 @@ SPECS.update({
 })
 
 
-def spec_for(language: str | None, path: str) -> LanguageSpec | None:
+# What only C++ says at the start of a line: `template <`, `namespace x {`, `class X {`.
+_CPP_MARKERS = re.compile(rb"^[ \t]*(?:template\s*<|namespace\s+\w+\s*\{|class\s+\w+[^;\n]*\{)", re.MULTILINE)
+
+
+def spec_for(language: str | None, path: str, data: bytes | None = None) -> LanguageSpec | None:
     """The grammar spec for a file, or None when the chunker has no grammar for it.
 
-    `.tsx` needs the TSX grammar even if a caller labels it plain "typescript"."""
-    if language in ("typescript", "tsx") and path.lower().endswith(".tsx"):
+    `.tsx` needs the TSX grammar even if a caller labels it plain "typescript". A `.h` header
+    may be C or C++ (fmt, Boost and most C++ libraries use `.h`): given its `data`, one that
+    uses templates, namespaces or classes is parsed as C++, which the C grammar would turn
+    into errors (the language label stays "c": it comes from the name alone)."""
+    lowered = path.lower()
+    if language in ("typescript", "tsx") and lowered.endswith(".tsx"):
         return SPECS["tsx"]
+    if language == "c" and lowered.endswith(".h") and data is not None and _CPP_MARKERS.search(data):
+        return SPECS["cpp"]
     return SPECS.get(language or "")
 
 
@@ -480,6 +491,8 @@ def _name_of(node: Node) -> str | None:
     if t == "function_definition" and node.child_by_field_name("declarator") is not None:
         return _declarator_name(node.child_by_field_name("declarator"))
     name = node.child_by_field_name("name")
+    if name is not None and name.type == "template_type":  # C++ `struct formatter<T>`: formatter
+        name = name.child_by_field_name("name") or name
     if name is not None:
         return _qualified(_text(name))
     return _held_name(node, 0)

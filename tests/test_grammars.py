@@ -121,3 +121,11 @@ def test_a_plain_comment_a_blank_line_above_does_not_attach() -> None:
     source = b"// Section: helpers.\n\nfunction helper() {\n  return 1;\n}\n"
     chunks = chunk_file("a.js", source, "javascript")
     assert chunks[-1].symbol == "helper" and chunks[-1].content.startswith("function helper")
+
+
+def test_a_cpp_header_named_h_is_parsed_as_cpp_and_a_c_header_as_c() -> None:
+    cpp = b"namespace fmt {\ntemplate <typename T>\nstruct formatter {\n  int width;\n};\n}\n"
+    c = b"typedef struct uv_loop_s {\n  void* data;\n} uv_loop_t;\n\nint uv_run(uv_loop_t* loop);\n"
+    assert [(k.kind, k.symbol) for k in chunk_file("include/fmt/base.h", cpp, "c")] == [("namespace", "fmt")]
+    assert ("class", "uv_loop_s") in [(k.kind, k.symbol) for k in chunk_file("include/uv.h", c, "c")]
+    assert all(k.language == "c" for k in chunk_file("include/fmt/base.h", cpp, "c"))
