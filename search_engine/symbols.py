@@ -64,6 +64,9 @@ STEM_BONUS = 0.1
 # template specialization (`struct formatter<std::string>`) next to the primary template.
 ASSIGNMENT_FACTOR = 0.8
 SPECIALIZATION_FACTOR = 0.8
+# A qualified query's last part alone (`Helpers` for `Sinatra::Helpers`) matches more loosely
+# than the whole qualified name.
+TAIL_FACTOR = 0.9
 _TEMPLATE_LANGUAGES = frozenset({"cpp", "c"})  # `.h` headers are labelled C, may be C++
 
 
@@ -129,10 +132,12 @@ class SymbolIndex:
         ids = query_identifiers(query)
         scores: dict[int, float] = {}
         for name in ids.names:
-            for candidate in _candidates(name):
+            for n, candidate in enumerate(_candidates(name)):
+                # `Sinatra::Helpers` is `Sinatra.Helpers` before it is any other `Helpers`.
+                weight = 1.0 if n == 0 else TAIL_FACTOR
                 for chunk, score in self._match_name(candidate, fuzzy=ids.whole).items():
-                    if score > scores.get(chunk, 0.0):
-                        scores[chunk] = score
+                    if score * weight > scores.get(chunk, 0.0):
+                        scores[chunk] = score * weight
         return scores
 
     def _match_name(self, name: str, fuzzy: bool) -> dict[int, float]:

@@ -117,3 +117,18 @@ def test_qualified_sigilled_and_factory_made_names_are_found(
 ) -> None:
     assert query_identifiers(query).whole
     assert _best(definition_chunks, SymbolIndex.build(definition_chunks).match(query)) == path
+
+
+def test_a_qualified_query_prefers_the_definition_under_that_qualifier() -> None:
+    sources = {
+        "lib/sinatra/base.rb": "module Sinatra\n  module Helpers\n    def status(value)\n    end\n  end\nend\n",
+        "contrib/lib/sinatra/respond_with.rb": "module Sinatra\n  module RespondWith\n    module Helpers\n"
+                                                "      def respond_with(obj)\n      end\n    end\n  end\nend\n",
+    }
+    chunks = [c for path, text in sources.items() for c in chunk_file(path, text.encode(), language_for(path))]
+    big = "\n".join(f"    def helper_{i}(value)\n      value + {i}\n    end" for i in range(60))
+    chunks += chunk_file("lib/sinatra/more.rb", f"module Sinatra\n  module Helpers\n{big}\n  end\nend\n".encode(), "ruby")
+    scores = SymbolIndex.build(chunks).match("Sinatra::Helpers")
+    qualified = {chunks[i].path for i, s in scores.items() if s == max(scores.values())}
+    assert "contrib/lib/sinatra/respond_with.rb" not in qualified
+    assert "contrib/lib/sinatra/respond_with.rb" in {chunks[i].path for i in scores}
