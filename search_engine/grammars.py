@@ -47,9 +47,9 @@ class Definition:
 @dataclass(frozen=True, slots=True)
 class LanguageSpec:
     module: str
-    loader: str
-    functions: frozenset[str]
-    classes: frozenset[str]
+    loader: str = "language"
+    functions: frozenset[str] = frozenset()
+    classes: frozenset[str] = frozenset()
     namespaces: frozenset[str] = frozenset()
     wrappers: frozenset[str] = frozenset()
     comments: frozenset[str] = frozenset({"comment"})
@@ -203,7 +203,6 @@ def _elixir_leading(node: Node) -> bool:
 SPECS.update({
     "csharp": LanguageSpec(
         module="tree_sitter_c_sharp",
-        loader="language",
         functions=frozenset({
             "method_declaration", "constructor_declaration", "destructor_declaration", "operator_declaration",
             "local_function_statement",
@@ -216,7 +215,6 @@ SPECS.update({
     ),
     "ruby": LanguageSpec(
         module="tree_sitter_ruby",
-        loader="language",
         functions=frozenset({"method", "singleton_method"}),
         classes=frozenset({"class", "singleton_class"}),
         namespaces=frozenset({"module"}),
@@ -230,14 +228,12 @@ SPECS.update({
     ),
     "kotlin": LanguageSpec(
         module="tree_sitter_kotlin",
-        loader="language",
         functions=frozenset({"function_declaration", "secondary_constructor"}),
         classes=frozenset({"class_declaration", "object_declaration", "companion_object"}),
         comments=frozenset({"line_comment", "block_comment"}),
     ),
     "swift": LanguageSpec(
         module="tree_sitter_swift",
-        loader="language",
         functions=frozenset({
             "function_declaration", "init_declaration", "deinit_declaration", "protocol_function_declaration",
             "subscript_declaration",
@@ -247,34 +243,25 @@ SPECS.update({
     ),
     "scala": LanguageSpec(
         module="tree_sitter_scala",
-        loader="language",
         functions=frozenset({"function_definition", "function_declaration"}),
         classes=frozenset({"class_definition", "object_definition", "trait_definition", "enum_definition"}),
         comments=frozenset({"comment", "block_comment"}),
     ),
     "elixir": LanguageSpec(
         module="tree_sitter_elixir",
-        loader="language",
-        functions=frozenset(),
-        classes=frozenset(),
         is_leading=_elixir_leading,
         definer=_elixir_definer,
     ),
     "lua": LanguageSpec(
         module="tree_sitter_lua",
-        loader="language",
         functions=frozenset({"function_declaration"}),
-        classes=frozenset(),
     ),
     "shell": LanguageSpec(
         module="tree_sitter_bash",
-        loader="language",
         functions=frozenset({"function_definition"}),
-        classes=frozenset(),
     ),
     "haskell": LanguageSpec(
         module="tree_sitter_haskell",
-        loader="language",
         functions=frozenset({"function", "bind"}),
         classes=frozenset({"data_type", "newtype", "class", "instance", "type_family"}),
         comments=frozenset({"comment", "haddock"}),
@@ -283,9 +270,7 @@ SPECS.update({
     ),
     "zig": LanguageSpec(
         module="tree_sitter_zig",
-        loader="language",
         functions=frozenset({"function_declaration", "test_declaration"}),
-        classes=frozenset(),
     ),
     "ocaml": LanguageSpec(
         module="tree_sitter_ocaml",
@@ -296,7 +281,6 @@ SPECS.update({
     ),
     "julia": LanguageSpec(
         module="tree_sitter_julia",
-        loader="language",
         functions=frozenset({"function_definition", "macro_definition"}),
         classes=frozenset({"struct_definition", "abstract_definition"}),
         namespaces=frozenset({"module_definition"}),

@@ -81,27 +81,19 @@ class PathPriors:
     def factor(self, path: str, language: str | None) -> float:
         kinds = _path_kinds(path, language)
         f = 1.0
-        if "test" in kinds and self.tests:
-            f *= TEST_FACTOR
-        if "prose" in kinds and self.prose:
-            f *= PROSE_FACTOR
-        if "example" in kinds and self.examples:
-            f *= EXAMPLE_FACTOR
-        if "tooling" in kinds and self.tooling:
-            f *= TOOLING_FACTOR
-        if "config" in kinds and self.config:
-            f *= CONFIG_FACTOR
-        if "template" in kinds and self.templates:
-            f *= TEMPLATE_FACTOR
-        if "data" in kinds:
-            f *= DATA_FACTOR
-        if "generated" in kinds:
-            f *= GENERATED_FACTOR
-        if "shim" in kinds:
-            f *= SHIM_FACTOR
-        if "reexport" in kinds:
-            f *= REEXPORT_FACTOR
+        for kind, lifted_by, penalty in _PENALTIES:
+            if kind in kinds and not (lifted_by and not getattr(self, lifted_by)):
+                f *= penalty
         return f
+
+
+# (path kind, the `PathPriors` field whose False lifts the penalty or None, factor)
+_PENALTIES = (
+    ("test", "tests", TEST_FACTOR), ("prose", "prose", PROSE_FACTOR), ("example", "examples", EXAMPLE_FACTOR),
+    ("tooling", "tooling", TOOLING_FACTOR), ("config", "config", CONFIG_FACTOR),
+    ("template", "templates", TEMPLATE_FACTOR), ("data", None, DATA_FACTOR),
+    ("generated", None, GENERATED_FACTOR), ("shim", None, SHIM_FACTOR), ("reexport", None, REEXPORT_FACTOR),
+)
 
 
 @lru_cache(maxsize=65536)

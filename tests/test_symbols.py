@@ -18,12 +18,13 @@ SOURCES = {
 }
 
 
+def _chunked(sources: dict[str, str]) -> list[Chunk]:
+    return [c for path, text in sources.items() for c in chunk_file(path, text.encode(), language_for(path))]
+
+
 @pytest.fixture(scope="module")
 def chunks() -> list[Chunk]:
-    out: list[Chunk] = []
-    for path, text in SOURCES.items():
-        out.extend(chunk_file(path, text.encode(), language_for(path)))
-    return out
+    return _chunked(SOURCES)
 
 
 @pytest.fixture(scope="module")
@@ -83,10 +84,7 @@ DEFINITION_SOURCES = {
 
 @pytest.fixture(scope="module")
 def definition_chunks() -> list[Chunk]:
-    out: list[Chunk] = []
-    for path, text in DEFINITION_SOURCES.items():
-        out.extend(chunk_file(path, text.encode(), language_for(path)))
-    return out
+    return _chunked(DEFINITION_SOURCES)
 
 
 def _best(chunks: list[Chunk], scores: dict[int, float]) -> str:
@@ -125,7 +123,7 @@ def test_a_qualified_query_prefers_the_definition_under_that_qualifier() -> None
         "contrib/lib/sinatra/respond_with.rb": "module Sinatra\n  module RespondWith\n    module Helpers\n"
                                                 "      def respond_with(obj)\n      end\n    end\n  end\nend\n",
     }
-    chunks = [c for path, text in sources.items() for c in chunk_file(path, text.encode(), language_for(path))]
+    chunks = _chunked(sources)
     big = "\n".join(f"    def helper_{i}(value)\n      value + {i}\n    end" for i in range(60))
     chunks += chunk_file("lib/sinatra/more.rb", f"module Sinatra\n  module Helpers\n{big}\n  end\nend\n".encode(), "ruby")
     scores = SymbolIndex.build(chunks).match("Sinatra::Helpers")
