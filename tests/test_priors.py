@@ -70,7 +70,7 @@ def test_non_code_kinds_rank_below_code_and_generated_lowest() -> None:
     assert code == 1.0
     config, data = _factor("Router", "serde/Cargo.toml"), _factor("Router", "m4/flags.m4")
     generated = _factor("Router", "Cargo.lock")
-    assert generated < data < config < code
+    assert generated < data <= config < code
     assert _factor("Router", "installer/templates/router.ex.eex") < code
     assert _factor("router template", "installer/templates/router.ex.eex") == code
 
