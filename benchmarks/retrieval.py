@@ -32,7 +32,8 @@ fails unless `--no-semble` says to leave it out:
 
 Every figure is given per set, per category and per repository.
 
-usage: python benchmarks/retrieval.py [--profiles static,minilm] [--sets python,multilang]
+usage: python benchmarks/retrieval.py [--profiles static,minilm] [--multilang-profiles static]
+       [--sets python,multilang]
        [--corpora DIR] [--multilang-corpora DIR] [--cache DIR] [--out DIR]
        [--semble-python PATH] [--no-semble] [--no-cold]
 """
@@ -374,6 +375,9 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profiles", default="static,minilm")
     ap.add_argument("--sets", default="python,multilang", help="query sets to run: python, multilang")
+    ap.add_argument("--multilang-profiles", default="static",
+                    help="profiles run on the multi-language set (minilm embeds ~20 chunks/s: its ~62k chunks "
+                         "would take most of an hour)")
     ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA, help="the Python set's corpora")
     ap.add_argument("--multilang-corpora", type=Path, default=DEFAULT_MULTILANG,
                     help="the multi-language set's corpora (`/work/shared/bench/multilang/unpack DIR`)")
@@ -395,7 +399,8 @@ def run(args: argparse.Namespace) -> Report:
         semble_python(args)
     runs: list[Run] = []
     for bench in bench_sets(args):
-        runs += [run_codepager(p, bench, args) for p in args.profiles.split(",") if p]
+        profiles = args.profiles if bench.name == "python" else args.multilang_profiles
+        runs += [run_codepager(p, bench, args) for p in profiles.split(",") if p]
         if not args.no_semble:
             runs.append(run_semble(bench, args))
     comparison = versus_peer(runs)
