@@ -34,15 +34,20 @@ _TOOLING_DIR_RE = re.compile(r"(?:^|/)(?:bench|benches|benchmarks?|scripts?|perf
 _REEXPORT_NAMES = frozenset({"__init__.py", "package-info.java", "mod.ts", "index.ts", "index.js"})
 
 _ASKS_FOR_TESTS_RE = re.compile(r"\b(?:tests?|testing|specs?|fixtures?|conftest)\b", re.IGNORECASE)
+# A query naming a file by a docs or config extension (`util/helpers.md`, `ci.yml`) asks for that
+# kind of file as plainly as one saying "README".
 _ASKS_FOR_DOCS_RE = re.compile(
-    r"\b(?:readme|changelog|change\s+log|release\s+notes|guides?|tutorials?|faq|cheat\s*sheet|licen[cs]e)\b",
+    r"\b(?:readme|changelog|change\s+log|release\s+notes|guides?|tutorials?|faq|cheat\s*sheet|licen[cs]e)\b"
+    r"|\.(?:md|mdx|markdown|rst|adoc|txt)\b",
     re.IGNORECASE,
 )
 _ASKS_FOR_EXAMPLES_RE = re.compile(r"\b(?:examples?|samples?|demos?|usage)\b", re.IGNORECASE)
 _ASKS_FOR_TOOLING_RE = re.compile(r"\b(?:bench(?:mark)?s?|benchmarking|scripts?|perf|performance)\b", re.IGNORECASE)
 _ASKS_FOR_TEMPLATES_RE = re.compile(r"\btemplates?\b", re.IGNORECASE)
-_ASKS_FOR_CONFIG_RE = re.compile(r"\b(?:config(?:uration)?|settings|manifest|dependenc(?:y|ies)|ci|workflow)\b",
-                                 re.IGNORECASE)
+_ASKS_FOR_CONFIG_RE = re.compile(
+    r"\b(?:config(?:uration)?|settings|manifest|dependenc(?:y|ies)|ci|workflow)\b|\.(?:json|ya?ml|toml|ini|cfg)\b",
+    re.IGNORECASE,
+)
 
 TEST_FACTOR = 0.3
 SHIM_FACTOR = 0.3

@@ -203,11 +203,10 @@ def test_semantic_mode_scores_are_similarities_with_threshold(engine: SearchEngi
 
 def test_semantic_mode_ranks_tests_and_docs_below_the_implementation(engine: SearchEngine, repo: Path) -> None:
     """Embeddings alone cannot tell a test or a README from the code they describe: the path
-    priors apply in semantic mode too, and the first results cover several files."""
+    priors apply in semantic mode too."""
     paths = _paths(_search(engine, repo, "client session that closes its connections", SearchMode.SEMANTIC, top_k=10))
     assert paths.index("net/client_session.py") < paths.index("tests/test_client_session.py")
     assert paths.index("net/client_session.py") < paths.index("README.md")
-    assert len(set(paths[:3])) == 3
 
 
 def test_match_spans_point_at_the_chunk_in_the_file(engine: SearchEngine, repo: Path) -> None:
