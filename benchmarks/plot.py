@@ -51,12 +51,14 @@ def plot_ndcg_vs_index_time(runs: Sequence[dict[str, Any]], out: Path, subtitle:
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     xs = [p[2] for p in plotted]
     rightmost = max(xs) if len(set(xs)) > 1 else None
+    # Points right of the middle of the (log) x range are labelled on their left, inside the axes.
+    middle = (min(xs) * max(xs)) ** 0.5 if rightmost else None
     for mode, marker, (dx, dy) in MODES:
         for name, m, seconds, score in plotted:
             if m != mode:
                 continue
             ax.scatter(seconds, score, color=colours[name], marker=marker, s=70, zorder=3)
-            left = seconds == rightmost  # label the rightmost points on their left, inside the axes
+            left = middle is not None and seconds > middle
             ax.annotate(f"{name} {mode}: {score:.3f}, {seconds:.1f} s", (seconds, score), textcoords="offset points",
                         xytext=(-dx if left else dx, dy), ha="right" if left else "left", fontsize=8)  # fmt: skip
     ax.set_xscale("log")
