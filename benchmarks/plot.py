@@ -2,7 +2,8 @@
 
 People compare code-search tools on these two axes at a glance: how good the ranking is and
 what it costs to get started. The points come from the retrieval benchmark's report
-(`figures["runs"]`, one entry per system), measured in the same run; a system whose index was
+(`figures["runs"]`, one entry per system and query set: [python] and [multilang]), measured in
+the same run; a system whose index was
 not timed cold (a report from an older run, say) has no honest x value and is listed under
 the chart instead of being placed on it.
 """
@@ -22,13 +23,15 @@ def points(runs: Sequence[dict[str, Any]]) -> tuple[list[tuple[str, str, float, 
     """(system, mode, cold index seconds, NDCG@10 all) to plot, and the systems left out."""
     plotted, left_out = [], []
     for run in runs:
+        # One point per system and query set (a report from before the sets has no `set`).
+        name = f"{run['name']} [{run['set']}]" if run.get("set") else run["name"]
         if run.get("index_note") != "cold" or run.get("index_s") is None:
-            left_out.append(f"{run['name']} ({run.get('index_note') or 'no index time'})")
+            left_out.append(f"{name} ({run.get('index_note') or 'no index time'})")
             continue
         for mode, _, _ in MODES:
             score = run.get("ndcg", {}).get(mode, {}).get("all")
             if score is not None:
-                plotted.append((run["name"], mode, float(run["index_s"]), float(score)))
+                plotted.append((name, mode, float(run["index_s"]), float(score)))
     return plotted, left_out
 
 
@@ -48,12 +51,14 @@ def plot_ndcg_vs_index_time(runs: Sequence[dict[str, Any]], out: Path, subtitle:
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     xs = [p[2] for p in plotted]
     rightmost = max(xs) if len(set(xs)) > 1 else None
+    # Points right of the middle of the (log) x range are labelled on their left, inside the axes.
+    middle = (min(xs) * max(xs)) ** 0.5 if rightmost else None
     for mode, marker, (dx, dy) in MODES:
         for name, m, seconds, score in plotted:
             if m != mode:
                 continue
             ax.scatter(seconds, score, color=colours[name], marker=marker, s=70, zorder=3)
-            left = seconds == rightmost  # label the rightmost points on their left, inside the axes
+            left = middle is not None and seconds > middle
             ax.annotate(f"{name} {mode}: {score:.3f}, {seconds:.1f} s", (seconds, score), textcoords="offset points",
                         xytext=(-dx if left else dx, dy), ha="right" if left else "left", fontsize=8)  # fmt: skip
     ax.set_xscale("log")
@@ -62,8 +67,8 @@ def plot_ndcg_vs_index_time(runs: Sequence[dict[str, Any]], out: Path, subtitle:
     ax.xaxis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))
     ax.xaxis.set_minor_formatter(plain)
     ax.tick_params(axis="x", which="minor", labelsize=7)
-    ax.set_xlabel("cold index time, 4 repositories (s, log scale)")
-    ax.set_ylabel("NDCG@10, all 81 queries")
+    ax.set_xlabel("cold index time of the set's repositories (s, log scale)")
+    ax.set_ylabel("NDCG@10, all queries of the set")
     ax.set_title("Retrieval quality against indexing cost" + (f"\n{subtitle}" if subtitle else ""), fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.set_xlim(min(xs) / 1.6, max(xs) * (1.6 if rightmost else 6))  # room for the labels

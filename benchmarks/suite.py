@@ -127,7 +127,7 @@ SUITE: tuple[Benchmark, ...] = (
     Benchmark("tokens", "Answer size", "tokens.py", ("--recall",), quick_args=("--names", "fastapi"), timeout_s=2400),
     Benchmark("indexing", "Indexing", "indexing.py", long=True),
     Benchmark("chunk_ablation", "Chunk size and chunk text", "chunk_ablation.py", long=True, collect=collect_ablation),
-    Benchmark("retrieval", "Retrieval quality", "retrieval.py", long=True, timeout_s=1500),
+    Benchmark("retrieval", "Retrieval quality", "retrieval.py", long=True, timeout_s=3600),
     Benchmark("load", "Load", "load.py", long=True, timeout_s=1500, collect=collect_load,
               out_option="--out"),
 )  # fmt: skip

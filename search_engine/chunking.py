@@ -31,11 +31,13 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from search_engine.chunks import Chunk, content_hash
-from search_engine.grammars import DefKind, Definition, LanguageSpec, definition_at, parser_for, spec_for
+from search_engine.grammars import (
+    DefKind, Definition, LanguageSpec, body_of, definition_at, is_leading, parser_for, spec_for,
+)
 
 # Bumped whenever chunk boundaries, kinds or symbols change: an index built by another
 # version is rebuilt rather than mixed.
-CHUNKER_VERSION = "1"
+CHUNKER_VERSION = "3"
 
 # ~250 WordPiece tokens of code: what MiniLM reads before truncating, and on the retrieval
 # benchmark the best of 600..2500 for the static model too (smaller chunks stay on one topic).
@@ -47,6 +49,9 @@ _HEADING_BREAK_CHARS = MAX_CHARS // 3
 # alone it would be a chunk with a name and no content.
 _HEADER_SLACK = 300
 _WORD = re.compile(r"\w")
+# Doc comments (`/** ... */`, `///`, `(** ... *)`, Haskell's `-- |`) still document the
+# definition after them across one blank line; plain comments do not.
+_DOC_COMMENT = re.compile(rb"^\s*(?:/\*\*|///|\(\*\*|--\s*[|^])")
 _MD_HEADING = re.compile(rb"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 
 
@@ -97,7 +102,7 @@ def chunk_file(path: str, data: bytes, language: str | None) -> list[Chunk]:
     does not parse, by line windows."""
     lines = _Lines(data)
     pieces: list[_Piece] | None = None
-    spec = spec_for(language, path)
+    spec = spec_for(language, path, data)
     if spec is not None:
         pieces = _code_pieces(lines, spec)
     if pieces is None:
@@ -135,7 +140,8 @@ def _code_pieces(lines: _Lines, spec: LanguageSpec) -> list[_Piece] | None:
     tree = parser_for(spec).parse(lines.data)
     root = tree.root_node
     walker = _Walker(lines, spec)
-    pieces = walker.block(root.children, "module", None, "", in_class=False)
+    children = [g for c in root.children for g in (c.children if c.type in spec.containers else (c,))]
+    pieces = walker.block(children, "module", None, "", in_class=False)
     if root.has_error and not walker.definitions:
         return None
     return _merge_neighbours(_disjoint(pieces, lines), lines)
@@ -202,40 +208,47 @@ class _Walker:
         them grouped. `kind`/`symbol` label that in-between code (the enclosing construct)."""
         pieces: list[_Piece] = []
         run: list[Node] = []
-        comments: list[Node] = []  # comment block that may document the next definition
-        last_row = -1  # last row claimed by anything before `comments`
+        lead: list[Node] = []  # comments and attributes that may lead into the next definition
+        last_row = -1  # last row claimed by anything before `lead`
         for child in children:
-            if child.type in self.spec.comments:
-                if comments and child.start_point.row - _end_row(comments[-1]) > 1:
-                    run.extend(comments)
-                    comments = []
-                if comments or child.start_point.row > last_row:
-                    comments.append(child)
+            if child.type in self.spec.comments or (child.is_named and is_leading(child, self.spec)):
+                if lead and child.start_point.row - _end_row(lead[-1]) > 1:
+                    run.extend(lead)
+                    lead = []
+                if lead or child.start_point.row > last_row:
+                    lead.append(child)
                 else:
                     run.append(child)  # a trailing comment on a line of code
                 continue
             definition = definition_at(child, self.spec) if child.is_named else None
-            starts_fresh = child.start_point.row > (_end_row(comments[-1]) if comments else last_row)
+            starts_fresh = child.start_point.row > (_end_row(lead[-1]) if lead else last_row)
             if definition is None or not starts_fresh:
-                run.extend(comments)
-                comments = []
+                run.extend(lead)
+                lead = []
                 run.append(child)
                 last_row = max(last_row, _end_row(child))
                 continue
-            lead: list[Node] = []
-            if comments and child.start_point.row - _end_row(comments[-1]) <= 1:
-                lead = comments
-            else:
-                run.extend(comments)
-            comments = []
+            attached = lead if lead and self._documents(lead[-1], child) else []
+            if not attached:
+                run.extend(lead)
+            lead = []
             pieces.extend(self.pack(run, kind, symbol, scope, in_class))
             run = []
-            first_row = lead[0].start_point.row if lead else child.start_point.row
+            first_row = attached[0].start_point.row if attached else child.start_point.row
             pieces.extend(self.definition(definition, first_row, scope, in_class))
             last_row = _end_row(child)
-        run.extend(comments)
+        run.extend(lead)
         pieces.extend(self.pack(run, kind, symbol, scope, in_class))
         return pieces
+
+    def _documents(self, last: Node, definition: Node) -> bool:
+        """Whether the lead block ending with `last` belongs to `definition`: adjacent, or a doc
+        comment one blank line above it (JSDoc above `obj.method = function`)."""
+        gap = definition.start_point.row - _end_row(last)
+        if gap <= 1:
+            return True
+        data = self.lines.data
+        return gap == 2 and bool(_DOC_COMMENT.match(data[last.start_byte:last.start_byte + 8]))
 
     def pack(
         self, nodes: Sequence[Node], kind: str, symbol: str | None, scope: str, in_class: bool
@@ -280,14 +293,21 @@ class _Walker:
         last_row = _end_row(d.outer)
         if self.size(first_row, last_row) <= MAX_CHARS:
             return [_Piece(*self.span(first_row, last_row), kind, symbol)]
-        body = _body_of(d.inner)
+        body = body_of(d.inner)
         if body is None:
             return self.windows(first_row, last_row, kind, symbol)
         inner_scope = f"{symbol}." if symbol else scope
-        parts = self.block(body.children, kind, symbol, inner_scope, in_class=d.kind is DefKind.CLASS)
+        members = [*_comments_before(body, self.spec), *body.children]
+        parts = self.block(members, kind, symbol, inner_scope, in_class=d.kind is DefKind.CLASS)
         parts = [p for p in parts if p.end > p.start]
         if not parts:
             return self.windows(first_row, last_row, kind, symbol)
+        tail_end = self.lines.end(last_row)
+        if parts[-1].end < tail_end:  # Ruby's `end` lies outside the body node: keep it somewhere
+            if tail_end - parts[-1].end <= _HEADER_SLACK:
+                parts[-1].end = tail_end
+            else:
+                parts.extend(self.windows(self.lines.row_of(parts[-1].end) + 1, last_row, kind, symbol))
         head = parts[0]
         head_row = self.lines.row_of(head.start)
         header_start = self.lines.start(first_row)
@@ -309,24 +329,16 @@ def _kind_name(kind: DefKind, in_class: bool) -> str:
     return kind.value
 
 
-_BODY_TYPES = frozenset({
-    "block", "class_body", "declaration_list", "field_declaration_list", "statement_block",
-    "compound_statement", "interface_body", "enum_body", "enum_variant_list", "constructor_body",
-})
-
-
-def _body_of(node: Node) -> Node | None:
-    body = node.child_by_field_name("body")
-    if body is not None and body.child_count:
-        return body
-    for child in reversed(node.named_children):
-        if child.type in _BODY_TYPES and child.child_count:
-            return child
-        if child.type in ("type_spec", "type_alias"):  # Go `type X struct {...}`
-            return _body_of(child.child_by_field_name("type") or child)
-        if child.type in ("struct_type", "interface_type"):
-            return _body_of(child)
-    return None
+def _comments_before(body: Node, spec: LanguageSpec) -> list[Node]:
+    """Comments just before a body among its parent's children: some grammars (Ruby) put the
+    comment above a class's first member outside the body node, where it would be cut off the
+    member it documents."""
+    out: list[Node] = []
+    node = body.prev_sibling
+    while node is not None and node.type in spec.comments:
+        out.append(node)
+        node = node.prev_sibling
+    return out[::-1]
 
 
 # --- line windows -------------------------------------------------------------------------

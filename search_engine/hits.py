@@ -1,8 +1,19 @@
-"""`Hit`: one ranked chunk, as semantic and hybrid ranking hand it to the engine."""
+"""`Hit`: one ranked chunk, as semantic and hybrid ranking hand it to the engine, and the
+per-file diversification both modes apply before handing them over.
+
+Results are judged by whether the right *files* come first; ten slices of one long file that
+all resemble the query crowd out the second file that was also wanted. So each further chunk
+from an already chosen file keeps only `SATURATION` of its score per chunk chosen before it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
+
+# Each further chunk from an already selected file keeps this fraction of its score.
+SATURATION = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,3 +26,29 @@ class Hit:
     chunk: int
     score: float
     ranks: dict[str, int]
+
+
+def diversify(file_of: np.ndarray, candidates: np.ndarray, scores: np.ndarray, top_k: int) -> list[tuple[float, int]]:
+    """Greedy top-k of `candidates` (chunk ids) by `scores` (indexed by chunk id) with per-file
+    saturation: a file's n-th chosen chunk counts SATURATION**n (a negative score is pushed
+    down by the same fraction). Returns (decayed score, chunk) best first.
+
+    Candidates are visited best first; once k are held and the next raw score cannot beat the
+    weakest held one even undecayed, nothing later can either."""
+    order = candidates[np.argsort(-scores[candidates], kind="stable")]
+    held: list[tuple[float, int]] = []
+    per_file: dict[int, int] = {}
+    floor = -np.inf
+    for i in order.tolist():
+        raw = float(scores[i])
+        if len(held) >= top_k and raw <= floor:
+            break
+        f = int(file_of[i])
+        seen = per_file.get(f, 0)
+        decay = SATURATION**seen
+        held.append((raw * decay if raw >= 0 else raw * (2.0 - decay), i))
+        per_file[f] = seen + 1
+        if len(held) >= top_k:
+            floor = sorted(s for s, _ in held)[-top_k]
+    held.sort(key=lambda h: (-h[0], h[1]))
+    return held[:top_k]

@@ -21,9 +21,10 @@ Every result's `ranks` says what put it there: its rank in each chunk list it is
 file's rank in each file-level signal that scored it (`file_lexical`, `file_semantic`,
 `path`, `coherence`). Each candidate got its score from at least one of these.
 
-Then path priors scale down tests, shims, examples and prose (`search_engine.priors`), and a
-greedy selection halves the score of each further chunk from an already chosen file, so the
-first results cover several files instead of ten slices of one.
+Then path priors scale down tests, shims, examples, prose, config, data and generated files
+(`search_engine.priors`), and a greedy selection halves the score of each further chunk from an
+already chosen file (`search_engine.hits.diversify`), so the first results cover several files
+instead of ten slices of one.
 
 The weights were set on the retrieval benchmark (benchmarks/retrieval.py; numbers in
 docs/benchmarks.md), preferring round values and changes that help every category over ones
@@ -35,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from search_engine.corpus import Corpus
-from search_engine.hits import Hit
+from search_engine.hits import Hit, diversify
 from search_engine.priors import PathPriors
 from search_engine.symbols import query_identifiers
 
@@ -57,8 +58,6 @@ FILE_SEMANTIC_WEIGHT = 1.0
 FILE_NAMED_WEIGHT = 1.0
 PATH_WEIGHT_EXPLICIT = SYMBOL_WEIGHT_WHOLE
 COHERENCE_WEIGHT = 0.2
-# Each further chunk from an already selected file keeps this fraction of its score.
-SATURATION = 0.5
 
 
 def reciprocal_ranks(values: np.ndarray, candidates: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -190,25 +189,7 @@ def _add_file_signals(
 
 def _select(corpus: Corpus, candidates: np.ndarray, fused: np.ndarray,
             ranks: dict[int, dict[str, int]], top_k: int) -> list[Hit]:
-    """Greedy top-k with per-file saturation: a file's n-th chosen chunk counts SATURATION**n.
-
-    Candidates are visited best first; once k are held and the next raw score cannot beat the
-    weakest held one even undecayed, nothing later can either."""
-    order = candidates[np.argsort(-fused[candidates], kind="stable")]
-    held: list[tuple[float, int]] = []
-    per_file: dict[int, int] = {}
-    floor = -np.inf
-    for i in order.tolist():
-        raw = float(fused[i])
-        if len(held) >= top_k and raw <= floor:
-            break
-        f = int(corpus.file_of[i])
-        seen = per_file.get(f, 0)
-        held.append((raw * SATURATION**seen, i))
-        per_file[f] = seen + 1
-        if len(held) >= top_k:
-            floor = sorted(s for s, _ in held)[-top_k]
-    held.sort(key=lambda h: (-h[0], h[1]))
-    held = held[:top_k]
+    """The top k, diversified across files, scored relative to the best (1.0 first)."""
+    held = diversify(corpus.file_of, candidates, fused, top_k)
     best = held[0][0] if held else 1.0
     return [Hit(i, s / best, ranks.get(i, {})) for s, i in held]

@@ -1,10 +1,15 @@
 """What a file's path says about how likely it is to be the answer, before reading it.
 
 Someone asking where something is done wants the implementation: a test exercising it, a
-vendored or compatibility copy, an example, a package `__init__.py` that only re-exports it or
-a prose page describing it all share its words and would crowd it out. Each such kind of path
-scales a hybrid score down by a factor; none removes a result. When the query itself asks
-for that kind of file ("tests for the retry logic", "README"), its penalty is lifted.
+vendored or compatibility copy, an example, a benchmark or helper script, a package
+`__init__.py` that only re-exports it, a prose page describing it, a config or data file or a
+generated one naming it all share its words and would crowd it out. Each such kind of path
+scales a score down by a factor; none removes a result. When the query itself asks for that
+kind of file ("tests for the retry logic", "the README"), its penalty is lifted.
+
+Docs are asked for by the *kind* of document ("README", "changelog", "guide", "tutorial"), not
+by topic words: "markdown rendering" or "documentation generator" describe a feature of the
+code, and lifting the prose penalty for them let pages about the feature outrank it.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
 
+from search_engine.languages import FileKind, file_kind
+
 _TEST_PATH_RE = re.compile(
     r"(?:^|/)(?:tests?|__tests__|spec|specs|testing)(?:/|$)"
     r"|(?:^|/)(?:test_[^/]*|[^/]*_test|[^/]*_spec|[^/]*\.(?:test|spec)|conftest)\.\w+$"
@@ -21,18 +28,37 @@ _TEST_PATH_RE = re.compile(
 )
 _SHIM_DIR_RE = re.compile(r"(?:^|/)(?:_?compat|legacy|deprecated|_?vendor(?:ed)?|third_party)(?:/|$)")
 _EXAMPLE_DIR_RE = re.compile(r"(?:^|/)(?:_?examples?|samples?|demos?|docs_src)(?:/|$)")
-_REEXPORT_NAMES = frozenset({"__init__.py", "package-info.java"})
-PROSE_LANGUAGES = frozenset({"markdown", "rst", "text", "asciidoc"})
+# Code under a docs folder (`docs/code/tcp-echo-server/main.c`) is a sample, like an example.
+_DOCS_DIR_RE = re.compile(r"(?:^|/)(?:docs?|documentation|www)(?:/|$)")
+_TOOLING_DIR_RE = re.compile(r"(?:^|/)(?:bench|benches|benchmarks?|scripts?|perf)(?:/|$)")
+_REEXPORT_NAMES = frozenset({"__init__.py", "package-info.java", "mod.ts", "index.ts", "index.js"})
 
 _ASKS_FOR_TESTS_RE = re.compile(r"\b(?:tests?|testing|specs?|fixtures?|conftest)\b", re.IGNORECASE)
-_ASKS_FOR_DOCS_RE = re.compile(r"\b(?:docs?|documentation|readme|guide|tutorial|changelog)\b", re.IGNORECASE)
+# A query naming a file by a docs or config extension (`util/helpers.md`, `ci.yml`) asks for that
+# kind of file as plainly as one saying "README".
+_ASKS_FOR_DOCS_RE = re.compile(
+    r"\b(?:readme|changelog|change\s+log|release\s+notes|guides?|tutorials?|faq|cheat\s*sheet|licen[cs]e)\b"
+    r"|\.(?:md|mdx|markdown|rst|adoc|txt)\b",
+    re.IGNORECASE,
+)
 _ASKS_FOR_EXAMPLES_RE = re.compile(r"\b(?:examples?|samples?|demos?|usage)\b", re.IGNORECASE)
+_ASKS_FOR_TOOLING_RE = re.compile(r"\b(?:bench(?:mark)?s?|benchmarking|scripts?|perf|performance)\b", re.IGNORECASE)
+_ASKS_FOR_TEMPLATES_RE = re.compile(r"\btemplates?\b", re.IGNORECASE)
+_ASKS_FOR_CONFIG_RE = re.compile(
+    r"\b(?:config(?:uration)?|settings|manifest|dependenc(?:y|ies)|ci|workflow)\b|\.(?:json|ya?ml|toml|ini|cfg)\b",
+    re.IGNORECASE,
+)
 
 TEST_FACTOR = 0.3
 SHIM_FACTOR = 0.3
 EXAMPLE_FACTOR = 0.3
+TOOLING_FACTOR = 0.3
 REEXPORT_FACTOR = 0.5
-PROSE_FACTOR = 0.5
+PROSE_FACTOR = 0.3
+CONFIG_FACTOR = 0.3
+DATA_FACTOR = 0.3
+GENERATED_FACTOR = 0.2
+TEMPLATE_FACTOR = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +68,9 @@ class PathPriors:
     tests: bool = True
     prose: bool = True
     examples: bool = True
+    tooling: bool = True
+    config: bool = True
+    templates: bool = True
 
     @classmethod
     def for_query(cls, query: str) -> PathPriors:
@@ -49,22 +78,27 @@ class PathPriors:
             tests=not _ASKS_FOR_TESTS_RE.search(query),
             prose=not _ASKS_FOR_DOCS_RE.search(query),
             examples=not _ASKS_FOR_EXAMPLES_RE.search(query),
+            tooling=not _ASKS_FOR_TOOLING_RE.search(query),
+            config=not _ASKS_FOR_CONFIG_RE.search(query),
+            templates=not _ASKS_FOR_TEMPLATES_RE.search(query),
         )
 
     def factor(self, path: str, language: str | None) -> float:
         kinds = _path_kinds(path, language)
         f = 1.0
-        if "test" in kinds and self.tests:
-            f *= TEST_FACTOR
-        if "prose" in kinds and self.prose:
-            f *= PROSE_FACTOR
-        if "example" in kinds and self.examples:
-            f *= EXAMPLE_FACTOR
-        if "shim" in kinds:
-            f *= SHIM_FACTOR
-        if "reexport" in kinds:
-            f *= REEXPORT_FACTOR
+        for kind, lifted_by, penalty in _PENALTIES:
+            if kind in kinds and not (lifted_by and not getattr(self, lifted_by)):
+                f *= penalty
         return f
+
+
+# (path kind, the `PathPriors` field whose False lifts the penalty or None, factor)
+_PENALTIES = (
+    ("test", "tests", TEST_FACTOR), ("prose", "prose", PROSE_FACTOR), ("example", "examples", EXAMPLE_FACTOR),
+    ("tooling", "tooling", TOOLING_FACTOR), ("config", "config", CONFIG_FACTOR),
+    ("template", "templates", TEMPLATE_FACTOR), ("data", None, DATA_FACTOR),
+    ("generated", None, GENERATED_FACTOR), ("shim", None, SHIM_FACTOR), ("reexport", None, REEXPORT_FACTOR),
+)
 
 
 @lru_cache(maxsize=65536)
@@ -72,12 +106,22 @@ def _path_kinds(path: str, language: str | None) -> frozenset[str]:
     kinds = set()
     if _TEST_PATH_RE.search(path):
         kinds.add("test")
-    if _SHIM_DIR_RE.search(path):
-        kinds.add("shim")
     if _EXAMPLE_DIR_RE.search(path):
         kinds.add("example")
+    if _TOOLING_DIR_RE.search(path):
+        kinds.add("tooling")
     if PurePosixPath(path).name in _REEXPORT_NAMES:
         kinds.add("reexport")
-    if language in PROSE_LANGUAGES:
-        kinds.add("prose")
+    kind = file_kind(path, language)
+    if _SHIM_DIR_RE.search(path) or kind is FileKind.VENDORED:
+        kinds.add("shim")
+    if kind is FileKind.CODE and _DOCS_DIR_RE.search(path):
+        kinds.add("example")
+    kinds.add(_KIND_NAMES.get(kind, "code"))
     return frozenset(kinds)
+
+
+_KIND_NAMES = {
+    FileKind.DOCS: "prose", FileKind.CONFIG: "config", FileKind.DATA: "data", FileKind.GENERATED: "generated",
+    FileKind.TEMPLATE: "template",
+}

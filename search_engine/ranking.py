@@ -33,6 +33,7 @@ from search_engine.hybrid import hybrid_search
 from search_engine.lexical import LexicalIndex
 from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
 from search_engine.paths import SearchLocation
+from search_engine.priors import PathPriors
 from search_engine.semantic import semantic_search
 from search_engine.tokenize import validate_query
 
@@ -79,7 +80,8 @@ class Ranker:
         """Rank the index's chunks for a semantic or hybrid `request`.
 
         `threshold` drops matches scoring below it: for semantic search the score is the
-        cosine similarity; for hybrid it is the fused score relative to the best match (1.0),
+        cosine similarity (blended with the file's and scaled by the path priors, see
+        `search_engine.semantic`); for hybrid it is the fused score relative to the best match (1.0),
         since fused reciprocal-rank sums have no absolute scale. Raises InvalidQueryError for
         an empty or stopword-only query (before any work)."""
         started = time.perf_counter()
@@ -88,7 +90,12 @@ class Ranker:
         query_vector = self._index.embed_query(request.query)
         with _THREADPOOLS.limit(limits=1, user_api="blas"):
             if request.mode is SearchMode.SEMANTIC:
-                hits = semantic_search(self.corpus.vectors, query_vector, allowed, request.top_k, request.threshold)
+                corpus = self.corpus
+                hits = semantic_search(
+                    corpus.vectors, query_vector, allowed, request.top_k, request.threshold, corpus.file_of,
+                    file_similarity=(corpus.file_vectors @ query_vector)[corpus.file_of],
+                    priors=corpus.file_priors(PathPriors.for_query(request.query))[corpus.file_of],
+                )
                 kind = MatchType.SEMANTIC
             elif request.mode is SearchMode.HYBRID:
                 hits = hybrid_search(self.corpus, request.query, terms, query_vector, allowed, request.top_k)

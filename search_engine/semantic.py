@@ -1,16 +1,32 @@
-"""Semantic-only ranking: chunks ordered by cosine similarity to the query's embedding.
+"""Semantic-only ranking: chunks ordered by how close their embedding is to the query's.
 
-This is the mode for "find code that means this" when exact words would mislead, and it is
-kept pure on purpose: no lexical, symbol or path signal, so its score is a plain cosine in
-[-1, 1] and `threshold` means "at least this similar". Vectors are L2-normalized by the index,
-so the cosine is one matrix-vector product (a few milliseconds for 100k chunks).
+This is the mode for "find code that means this" when exact words would mislead, so it uses
+no lexical, symbol or file-name signal: only embeddings. Two things about a chunk's place
+still count, because they are not words either and without them the mode was not worth using
+on real repositories (tests, docs and samples share the implementation's vocabulary and
+crowded it out):
+
+- what the file as a whole is about: the cosine with the file's mean vector is added with
+  `FILE_WEIGHT`, so a function in a module about the query beats a stray look-alike elsewhere;
+- the path priors of hybrid search (`search_engine.priors`): tests, docs, examples, generated
+  and vendored files are scaled down unless the query asks for them.
+
+Results are then spread over files as in hybrid search (`search_engine.hits.diversify`): a
+file's second chunk keeps half its score, its third a quarter. The score is that prior-weighted,
+diversified similarity (a cosine blend in [-1, 1]), and `threshold` applies to it. Vectors are L2-normalized by the index, so the cosines are two
+matrix-vector products (a few milliseconds for 100k chunks).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from search_engine.hits import Hit
+from search_engine.hits import Hit, diversify
+
+# Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
+FILE_WEIGHT = 0.3
+# Most similar chunks (at least; 4 x top_k if more) the per-file selection chooses among.
+CANDIDATES = 100
 
 
 def semantic_search(
@@ -19,20 +35,34 @@ def semantic_search(
     allowed: np.ndarray,
     top_k: int,
     threshold: float | None,
+    file_of: np.ndarray,
+    file_similarity: np.ndarray | None = None,
+    priors: np.ndarray | None = None,
 ) -> list[Hit]:
     """The `top_k` chunks most similar to the query among those `allowed` (boolean mask; path
-    filters apply before top-k), dropping any below `threshold`. Ties go to the earlier chunk,
-    so results are deterministic for a given index."""
+    filters apply before top-k), diversified across files, dropping any scoring below `threshold`
+    (`file_of`: each chunk's file id). `file_similarity` (each chunk's file's cosine with the
+    query) and `priors` (each chunk's path factor in (0, 1]), when given, are aligned with
+    `vectors`. Ties go to the earlier chunk, so results are deterministic for a given index."""
     ids = np.flatnonzero(allowed)
     if len(ids) == 0:
         return []
     sims = vectors[ids] @ query_vector if len(ids) < len(allowed) else vectors @ query_vector
-    if threshold is not None:
-        keep = sims >= threshold
-        ids, sims = ids[keep], sims[keep]
-    k = min(top_k, len(ids))
-    if k == 0:
+    if file_similarity is not None:
+        sims = (1.0 - FILE_WEIGHT) * sims + FILE_WEIGHT * file_similarity[ids]
+    if priors is not None:
+        # A factor scales a positive similarity down and a negative one further down.
+        factor = priors[ids]
+        sims = np.where(sims > 0, sims * factor, sims / factor)
+    if top_k <= 0:
         return []
-    top = np.argpartition(-sims, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
+    # The best few per file are enough to fill top_k across files; diversify over those.
+    n = min(len(ids), max(CANDIDATES, 4 * top_k))
+    top = np.argpartition(-sims, n - 1)[:n] if n < len(ids) else np.arange(len(ids))
     top = top[np.lexsort((ids[top], -sims[top]))]
-    return [Hit(int(ids[j]), float(sims[j]), {"semantic": r}) for r, j in enumerate(top.tolist(), 1)]
+    scores = np.zeros(len(file_of), dtype=np.float64)
+    scores[ids[top]] = sims[top]
+    held = diversify(file_of, ids[top], scores, top_k)
+    if threshold is not None:
+        held = [(s, i) for s, i in held if s >= threshold]
+    return [Hit(i, s, {"semantic": r}) for r, (s, i) in enumerate(held, 1)]

@@ -23,7 +23,7 @@ from pathlib import PurePosixPath
 from rapidfuzz import fuzz, process
 
 from search_engine.chunks import Chunk
-from search_engine.priors import PROSE_LANGUAGES
+from search_engine.languages import FileKind, file_kind
 
 # `def name`, `class Name`, `func (r *T) Name`, `pub fn name`, `export default function name`,
 # `interface Name`, ... at the start of a line: the common shapes of a definition across the
@@ -31,15 +31,20 @@ from search_engine.priors import PROSE_LANGUAGES
 # names (type aliases, singletons) and count too.
 _DEFINITION_RE = re.compile(
     r"^[ \t]*(?:(?:export|default|pub(?:\([^)]*\))?|public|private|protected|static|abstract|final|async|unsafe|const)\s+)*"
-    r"(?:def|class|func|fn|function|struct|enum|trait|interface|type|impl|module|record|object|protocol|typedef)\s+"
-    r"(?:\([^)]*\)\s*)?([^\W\d]\w*)",
+    r"(?:def|defp|defmacro|defmodule|class|func|fn|function|struct|enum|trait|interface|type|module|record"
+    r"|object|protocol|typedef)\s+"
+    r"(?:\([^)]*\)\s*)?([$]?[^\W\d][\w$]*(?:(?:::|\.)[^\W\d]\w*)*)",
     re.MULTILINE,
 )
-_ASSIGNMENT_RE = re.compile(r"^([^\W\d]\w*)\s*(?::[^=\n]+)?=(?!=)", re.MULTILINE)
+# `Name = ...` at column 0, and a top-level `export const name = factory(...)` / `val x = ...`:
+# a binding is how factory-made things (routers, stores, clients) are defined.
+_ASSIGNMENT_RE = re.compile(
+    r"^(?:(?:export\s+)?(?:const|let|var|val)\s+)?([$@]?[^\W\d][\w$]*)\s*(?::[^=\n]+)?=(?![=>])", re.MULTILINE
+)
 
 # A query that is one identifier, possibly qualified (`ClientSession`, `field_validator`,
-# `web.Application`, `Foo::bar`).
-_SYMBOL_QUERY_RE = re.compile(r"^[^\W\d]\w*(?:(?:\.|::|->|#)[^\W\d]\w*)*$")
+# `web.Application`, `Foo::bar`, `Sinatra::Base`) and possibly sigilled (`$http`, `@app`).
+_SYMBOL_QUERY_RE = re.compile(r"^[$@]?[^\W\d][\w$]*(?:(?:\.|::|->|#)[^\W\d][\w$]*)*$")
 # An identifier embedded in prose that is shaped like code: has an inner capital or an underscore
 # (`StaticModel`, `model_post_init`). Plain words ("model") are left to BM25 and embeddings.
 _CODE_WORD_RE = re.compile(r"\b(?:[A-Za-z]+[a-z0-9][A-Z]\w*|[A-Z]{2,}[a-z]\w*|[A-Za-z]\w*_\w+)\b")
@@ -55,14 +60,20 @@ MIN_FUZZY_LEN = 5  # shorter names match too many others at any cutoff
 # A definition in a file named after the symbol (`tokenizer.py` for `Tokenizer`) is usually the
 # canonical one; re-exports and same-named helpers elsewhere are not.
 STEM_BONUS = 0.1
-# Assignments are weaker evidence of "the" definition than a def/class line.
+# Assignments are weaker evidence of "the" definition than a def/class line, and so is a C++
+# template specialization (`struct formatter<std::string>`) next to the primary template.
 ASSIGNMENT_FACTOR = 0.8
+SPECIALIZATION_FACTOR = 0.8
+# A qualified query's last part alone (`Helpers` for `Sinatra::Helpers`) matches more loosely
+# than the whole qualified name.
+TAIL_FACTOR = 0.9
+_TEMPLATE_LANGUAGES = frozenset({"cpp", "c"})  # `.h` headers are labelled C, may be C++
 
 
 def normalize(name: str) -> str:
-    """Comparison key of an identifier: lowercase, no underscores (`client_session` ==
-    `ClientSession`)."""
-    return name.replace("_", "").lower()
+    """Comparison key of an identifier: lowercase, no underscores, no `$`/`@` sigil
+    (`client_session` == `ClientSession`, `$http` == `http`)."""
+    return name.replace("_", "").lstrip("$@").lower()
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,10 +132,12 @@ class SymbolIndex:
         ids = query_identifiers(query)
         scores: dict[int, float] = {}
         for name in ids.names:
-            for candidate in _candidates(name):
+            for n, candidate in enumerate(_candidates(name)):
+                # `Sinatra::Helpers` is `Sinatra.Helpers` before it is any other `Helpers`.
+                weight = 1.0 if n == 0 else TAIL_FACTOR
                 for chunk, score in self._match_name(candidate, fuzzy=ids.whole).items():
-                    if score > scores.get(chunk, 0.0):
-                        scores[chunk] = score
+                    if score * weight > scores.get(chunk, 0.0):
+                        scores[chunk] = score * weight
         return scores
 
     def _match_name(self, name: str, fuzzy: bool) -> dict[int, float]:
@@ -158,18 +171,36 @@ def _candidates(name: str) -> list[str]:
 
 
 def _defined_names(chunk: Chunk) -> dict[str, float]:
-    """Names a chunk defines, each with its evidence factor. Prose (a README's code sample)
-    shows how names are used, not where they are defined, so only its symbol counts."""
+    """Names a chunk defines, each with its evidence factor. Only code defines names: a
+    README's code sample, a config file, a template or a generated compiler-output expectation
+    shows how names are used, not where they are defined."""
     names: dict[str, float] = {}
-    if chunk.language not in PROSE_LANGUAGES:
-        for name in _ASSIGNMENT_RE.findall(chunk.content):
-            names[name] = ASSIGNMENT_FACTOR
-        for name in _DEFINITION_RE.findall(chunk.content):
-            names[name] = 1.0
-        if chunk.symbol:
-            names[chunk.symbol] = 1.0
-            names[chunk.symbol.rsplit(".", 1)[-1]] = 1.0
+    if file_kind(chunk.path, chunk.language) is not FileKind.CODE:
+        return names
+    content = chunk.content
+    for name in _ASSIGNMENT_RE.findall(content):
+        names[name] = ASSIGNMENT_FACTOR
+    specializes = chunk.language in _TEMPLATE_LANGUAGES
+    special: set[str] = set()
+    for m in _DEFINITION_RE.finditer(content):
+        name = m.group(1).replace("::", ".")
+        # C++ `struct formatter<std::string>` specializes the template defined elsewhere.
+        if specializes and content[m.end():m.end() + 1] == "<":
+            special.add(name)
+            _add_qualified(names, name, SPECIALIZATION_FACTOR)
+        else:
+            _add_qualified(names, name, 1.0)
+    if chunk.symbol:
+        last = chunk.symbol.rsplit(".", 1)[-1]
+        _add_qualified(names, chunk.symbol, SPECIALIZATION_FACTOR if last in special else 1.0)
     return names
+
+
+def _add_qualified(names: dict[str, float], name: str, factor: float) -> None:
+    """A definition's name as written (dotted) and its last part (`Sinatra.Base`, `Base`;
+    `self.build` defines `build`), keeping the strongest evidence seen for each."""
+    for key in (name, name.rsplit(".", 1)[-1]):
+        names[key] = max(factor, names.get(key, 0.0))
 
 
 def _stem_matches(stem: str, key: str) -> bool:

@@ -140,3 +140,16 @@ def test_plot_places_cold_timed_systems_and_lists_the_others(tmp_path):
     assert image.shape[0] > 300 and image.shape[1] > 500
     with pytest.raises(ValueError, match="no system"):
         plot_ndcg_vs_index_time(SAMPLE_RUNS[1:2], tmp_path / "none.png")
+
+
+def test_plot_gives_each_query_set_its_own_points():
+    runs = [
+        {"name": "codepager static", "set": "python", "index_s": 2.4, "index_note": "cold",
+         "ndcg": {"hybrid": {"all": 0.88}}},
+        {"name": "codepager static", "set": "multilang", "index_s": 30.0, "index_note": "cold",
+         "ndcg": {"hybrid": {"all": 0.76}}},
+    ]  # fmt: skip
+    plotted, left_out = points(runs)
+    assert sorted(plotted) == [("codepager static [multilang]", "hybrid", 30.0, 0.76),
+                               ("codepager static [python]", "hybrid", 2.4, 0.88)]  # fmt: skip
+    assert left_out == []

@@ -151,7 +151,7 @@ export abstract class Client<T> {
 export enum Mode { Fast, Slow }
 namespace Internal { export function helper(): void {} }
 export const make = (o: Options): Client<string> => new Impl(o);
-""", [("class", "Options"), ("module", None), ("class", "Client"), ("class", "Mode"),
+""", [("class", "Options"), ("class", "Id"), ("class", "Client"), ("class", "Mode"),
       ("namespace", "Internal"), ("function", "make")]),
     "tsx": ("view.tsx", """\
 export function Button(props: Props) {

@@ -191,7 +191,7 @@ def test_hybrid_matches_explain_themselves(engine: SearchEngine, repo: Path) -> 
     assert result.matches[0].ranks.get("path") == 1
 
 
-def test_semantic_mode_is_plain_cosine_with_threshold(engine: SearchEngine, repo: Path) -> None:
+def test_semantic_mode_scores_are_similarities_with_threshold(engine: SearchEngine, repo: Path) -> None:
     result = _search(engine, repo, "sleep and try again after an error", SearchMode.SEMANTIC, top_k=20)
     scores = [m.score for m in result.matches]
     assert all(m.type is MatchType.SEMANTIC and m.ranks is None for m in result.matches)
@@ -199,6 +199,14 @@ def test_semantic_mode_is_plain_cosine_with_threshold(engine: SearchEngine, repo
     cut = scores[len(scores) // 2]
     above = _search(engine, repo, "sleep and try again after an error", SearchMode.SEMANTIC, top_k=20, threshold=cut)
     assert 0 < len(above.matches) < len(result.matches) and all(m.score >= cut for m in above.matches)
+
+
+def test_semantic_mode_ranks_tests_and_docs_below_the_implementation(engine: SearchEngine, repo: Path) -> None:
+    """Embeddings alone cannot tell a test or a README from the code they describe: the path
+    priors apply in semantic mode too."""
+    paths = _paths(_search(engine, repo, "client session that closes its connections", SearchMode.SEMANTIC, top_k=10))
+    assert paths.index("net/client_session.py") < paths.index("tests/test_client_session.py")
+    assert paths.index("net/client_session.py") < paths.index("README.md")
 
 
 def test_match_spans_point_at_the_chunk_in_the_file(engine: SearchEngine, repo: Path) -> None:

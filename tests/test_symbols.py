@@ -18,12 +18,13 @@ SOURCES = {
 }
 
 
+def _chunked(sources: dict[str, str]) -> list[Chunk]:
+    return [c for path, text in sources.items() for c in chunk_file(path, text.encode(), language_for(path))]
+
+
 @pytest.fixture(scope="module")
 def chunks() -> list[Chunk]:
-    out: list[Chunk] = []
-    for path, text in SOURCES.items():
-        out.extend(chunk_file(path, text.encode(), language_for(path)))
-    return out
+    return _chunked(SOURCES)
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +65,68 @@ def test_identifiers_embedded_in_prose_are_found_but_plain_words_are_not() -> No
     assert ids.names == ("ClientSession", "read_chunk") and not ids.whole
     assert query_identifiers("TCPConnector").whole
     assert query_identifiers("how sessions close").names == ()
+
+
+# Definitions against declarations, re-exports, trait impls and specializations of the same name,
+# across languages: the definition is what a bare identifier asks for.
+DEFINITION_SOURCES = {
+    "serde_core/src/ser/mod.rs": "pub trait Serialize {\n    fn serialize(&self);\n}\n",
+    "serde_core/src/ser/impls.rs": "impl Serialize for bool {\n    fn serialize(&self) {}\n}\n",
+    "include/fmt/std.h": "template <typename Char>\nstruct formatter<std::string, Char> {\n  int x;\n};\n",
+    "include/fmt/base.h": "template <typename T, typename Char>\nstruct formatter {\n  int y;\n};\n",
+    "lib/sinatra/base.rb": "module Sinatra\n  class Base\n    def call(env)\n    end\n  end\nend\n",
+    "src/app.ts": "export const appRouter = router({ greeting: procedure });\n",
+    "src/http.js": "const $http = createClient();\n",
+    "tests/ui/bad.stderr": "error: struct Serialize is not allowed here\n",
+    "priv/templates/router.ex.eex": "defmodule Serialize do\nend\n",
+}
+
+
+@pytest.fixture(scope="module")
+def definition_chunks() -> list[Chunk]:
+    return _chunked(DEFINITION_SOURCES)
+
+
+def _best(chunks: list[Chunk], scores: dict[int, float]) -> str:
+    assert scores, "nothing matched"
+    return chunks[max(scores, key=lambda i: (scores[i], -i))].path
+
+
+def test_a_trait_beats_its_impls_and_generated_or_template_mentions(definition_chunks: list[Chunk]) -> None:
+    scores = SymbolIndex.build(definition_chunks).match("Serialize")
+    assert [definition_chunks[i].path for i in scores] == ["serde_core/src/ser/mod.rs"]
+
+
+def test_a_cpp_primary_template_beats_its_specializations(definition_chunks: list[Chunk]) -> None:
+    scores = SymbolIndex.build(definition_chunks).match("formatter")
+    assert _best(definition_chunks, scores) == "include/fmt/base.h"
+    assert {definition_chunks[i].path for i in scores} == {"include/fmt/base.h", "include/fmt/std.h"}
+
+
+@pytest.mark.parametrize(("query", "path"), [
+    ("Sinatra::Base", "lib/sinatra/base.rb"),
+    ("appRouter", "src/app.ts"),
+    ("app_router", "src/app.ts"),
+    ("$http", "src/http.js"),
+    ("http", "src/http.js"),
+])
+def test_qualified_sigilled_and_factory_made_names_are_found(
+    definition_chunks: list[Chunk], query: str, path: str
+) -> None:
+    assert query_identifiers(query).whole
+    assert _best(definition_chunks, SymbolIndex.build(definition_chunks).match(query)) == path
+
+
+def test_a_qualified_query_prefers_the_definition_under_that_qualifier() -> None:
+    sources = {
+        "lib/sinatra/base.rb": "module Sinatra\n  module Helpers\n    def status(value)\n    end\n  end\nend\n",
+        "contrib/lib/sinatra/respond_with.rb": "module Sinatra\n  module RespondWith\n    module Helpers\n"
+                                                "      def respond_with(obj)\n      end\n    end\n  end\nend\n",
+    }
+    chunks = _chunked(sources)
+    big = "\n".join(f"    def helper_{i}(value)\n      value + {i}\n    end" for i in range(60))
+    chunks += chunk_file("lib/sinatra/more.rb", f"module Sinatra\n  module Helpers\n{big}\n  end\nend\n".encode(), "ruby")
+    scores = SymbolIndex.build(chunks).match("Sinatra::Helpers")
+    qualified = {chunks[i].path for i, s in scores.items() if s == max(scores.values())}
+    assert "contrib/lib/sinatra/respond_with.rb" not in qualified
+    assert "contrib/lib/sinatra/respond_with.rb" in {chunks[i].path for i in scores}

@@ -1,0 +1,81 @@
+"""What a path says before its content is read: the kind of every file in the benchmark
+corpora, and which queries lift which penalty (docs by kind of document, not by topic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from search_engine.languages import FileKind, file_kind, language_for
+from search_engine.priors import PathPriors
+
+KINDS = {
+    "src/main/java/org/apache/commons/lang3/StringUtils.java": FileKind.CODE,
+    "tokio/src/sync/mutex.rs": FileKind.CODE,
+    "lib/sinatra/base.rb": FileKind.CODE,
+    "sinatra.gemspec": FileKind.CODE,
+    "Rakefile": FileKind.CODE,
+    "lib/phoenix/router.ex": FileKind.CODE,
+    "include/fmt/format.h": FileKind.CODE,
+    "packages/server/src/http.ts": FileKind.CODE,
+    "README.md": FileKind.DOCS,
+    "www/docs/server/routers.mdx": FileKind.DOCS,
+    "docs/src/loop.rst": FileKind.DOCS,
+    "README.rdoc": FileKind.DOCS,
+    "ChangeLog": FileKind.DOCS,
+    "LICENSE-MIT": FileKind.DOCS,
+    "serde/Cargo.toml": FileKind.CONFIG,
+    "package.json": FileKind.CONFIG,
+    ".github/workflows/ci.yml": FileKind.CONFIG,
+    "CMakeLists.txt": FileKind.CONFIG,
+    "m4/libuv-check-flags.m4": FileKind.DATA,
+    "www/static/img/logo.svg": FileKind.DATA,
+    "docs/logo.png": FileKind.DATA,
+    "Cargo.lock": FileKind.GENERATED,
+    "pnpm-lock.yaml": FileKind.GENERATED,
+    "test_suite/tests/ui/remote/bad_getter.stderr": FileKind.GENERATED,
+    "client/utils.gen.ts": FileKind.GENERATED,
+    "dist/app.min.js": FileKind.GENERATED,
+    "vendor/rack/lib/rack.rb": FileKind.VENDORED,
+    "src/third_party/zlib/inflate.c": FileKind.VENDORED,
+    "installer/templates/phx_single/lib/app_name_web.ex.eex": FileKind.TEMPLATE,
+    "lib/sinatra/views/index.erb": FileKind.TEMPLATE,
+}
+
+
+@pytest.mark.parametrize("path", sorted(KINDS))
+def test_every_kind_of_file_in_the_corpora_is_recognised(path: str) -> None:
+    assert file_kind(path) is KINDS[path]
+    assert file_kind(path, language_for(path)) is KINDS[path]
+
+
+def _factor(query: str, path: str) -> float:
+    return PathPriors.for_query(query).factor(path, language_for(path))
+
+
+@pytest.mark.parametrize("query", [
+    "markdown rendering", "documentation generator", "how are docs built from doc comments",
+    "parse the config file",
+])
+def test_topic_words_do_not_lift_the_prose_penalty(query: str) -> None:
+    assert _factor(query, "docs/guide.md") < _factor(query, "src/render.rs")
+
+
+@pytest.mark.parametrize("query", ["the README", "changelog for 2.0", "getting started guide", "routing tutorial"])
+def test_asking_for_a_kind_of_document_lifts_it(query: str) -> None:
+    assert _factor(query, "README.md") == _factor(query, "src/render.rs") == 1.0
+
+
+def test_non_code_kinds_rank_below_code_and_generated_lowest() -> None:
+    code = _factor("Router", "lib/router.ex")
+    assert code == 1.0
+    config, data = _factor("Router", "serde/Cargo.toml"), _factor("Router", "m4/flags.m4")
+    generated = _factor("Router", "Cargo.lock")
+    assert generated < data <= config < code
+    assert _factor("Router", "installer/templates/router.ex.eex") < code
+    assert _factor("router template", "installer/templates/router.ex.eex") == code
+
+
+def test_benchmarks_scripts_and_code_samples_in_docs_are_scaled_down_unless_asked_for() -> None:
+    for path in ("benches/spawn.rs", "benchmarks/bench_parse.py", "scripts/release.sh", "docs/code/tcp/main.c"):
+        assert _factor("spawn a task", path) < 1.0, path
+    assert _factor("spawn benchmark", "benches/spawn.rs") == 1.0
