@@ -13,7 +13,7 @@ import pytest
 
 from server.indexing import PHASES, RootState
 from tests.conftest import write_code_tree
-from tests.server_helpers import serve_env, stdio_client, structured
+from tests.server_helpers import page_matches, serve_env, stdio_client, structured
 
 Note = tuple[float, float | None, str | None]
 
@@ -77,7 +77,7 @@ async def test_a_long_build_answers_not_ready_with_an_estimate_and_status_shows_
         assert seen[-1] == "ready" and status["exists"] and status["chunks"] > 20_000
         assert {"chunk", "embed"} <= set(seen) and set(seen) <= {*PHASES, "ready"}
         found = structured(await client.call_tool("hybrid_search", {"query": "needle_7_3", "top_k": 1}))
-        assert found["results"]["matches"][0]["file"]["path"] == "pkg/mod07.py"
+        assert page_matches(found)[0]["path"] == "pkg/mod07.py"
 
 
 @pytest.mark.parametrize("then", ["reindex", "hybrid_search"])
@@ -94,7 +94,7 @@ async def test_index_status_first_does_not_strand_the_root_when_indexing_on_star
             assert after["exists"] and after["generation"] == 1 and not after["building"]
         else:
             found = structured(await client.call_tool("hybrid_search", {"query": "needle_3_4", "top_k": 1}))
-            assert found["results"]["matches"][0]["file"]["path"] == "pkg/mod03.py"
+            assert page_matches(found)[0]["path"] == "pkg/mod03.py"
         status = structured(await client.call_tool("index_status", {}))
         assert status["progress"]["phase"] == "ready" and status["files"] == 13
     # and the first status said plainly that nothing had been asked for yet

@@ -189,6 +189,6 @@ async def test_a_directory_swapped_for_a_link_during_a_real_build_never_reaches_
         (root / "zzz").unlink()
         (root / ".zzz-real").rename(root / "zzz")
         body = structured(await c.call_tool("hybrid_search", {"query": "leaked_credentials OUTSIDE_SECRET_TOKEN", "path": "zzz", "top_k": 10}))
-    contents = [m["match"]["content"] for m in body["results"]["matches"]]
+    contents = [r.get("text", "") for r in page_matches(body)]
     assert not any("OUTSIDE_SECRET_TOKEN" in text for text in contents), contents
     assert any("inside, harmless" in text for text in contents), contents  # the file is searched, read from inside
