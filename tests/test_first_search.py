@@ -75,7 +75,12 @@ async def test_a_long_build_answers_not_ready_with_an_estimate_and_status_shows_
                     break
                 await anyio.sleep(0.05)
         assert seen[-1] == "ready" and status["exists"] and status["chunks"] > 20_000
-        assert {"chunk", "embed"} <= set(seen) and set(seen) <= {*PHASES, "ready"}
+        # Which phases a poll lands in depends on the machine (the build thread can keep the
+        # event loop waiting through a whole phase), so this asserts what always holds: only
+        # build phases, only forward, ending ready. Each phase's own reading is unit-tested below.
+        observed = [progress["phase"], *seen]
+        assert set(observed) <= {*PHASES, "ready"}
+        assert observed == sorted(observed, key=[*PHASES, "ready"].index)
         found = structured(await client.call_tool("hybrid_search", {"query": "needle_7_3", "top_k": 1}))
         assert page_matches(found)[0]["path"] == "pkg/mod07.py"
 
