@@ -29,6 +29,7 @@ from server.proxy.app import PROXY_TOOLS, build_proxy_app
 from server.records import Detail, group_by_file, match_record, records_of_groups
 from server.proxy.backends import command_backend
 from server.settings import load_settings
+from tests.jq_recipes import run_recipe
 from tests.server_helpers import codepager_cmd, make_settings, page_matches, serve_env, structured, walk
 from tests.test_proxy_app import proxy_settings
 
@@ -96,15 +97,14 @@ async def test_cli_mcp_page_offloaded_file_and_saved_dataset_hold_the_same_recor
 
 async def test_offloaded_compact_file_gets_recipes_that_fit_its_lines(code_tree, tmp_path):
     """The descriptor's line_schema and jq recipes describe the compact lines; every recipe runs
-    with the real jq and prints something."""
+    (its jq part on libjq: the tests assume no jq program) and prints something."""
     async with Client(build_app(make_settings(code_tree, tmp_path))) as c:
         body = structured(await c.call_tool("regex_search", {"pattern": "needle", "output_mode": "file_ref"}))
     ref = body["results"]["file_ref"]
     assert set(ref["line_schema"]["properties"]) == {"path", "line", "text"}
     assert ref["summary"]["languages"] == {"python": 50}
     for recipe in ref["jq_recipes"]:
-        done = subprocess.run(recipe["command"], shell=True, capture_output=True, text=True, check=True)
-        assert done.stdout.strip(), recipe
+        assert run_recipe(recipe["command"]).strip(), recipe
 
 
 # -- the text block -----------------------------------------------------------------------------
