@@ -2,8 +2,9 @@
 
 This is the mode for "find code that means this" when exact words would mislead, and it is
 kept pure on purpose: no lexical, symbol or path signal, so its score is a plain cosine in
-[-1, 1] and `threshold` means "at least this similar". Vectors are L2-normalized by the index,
-so the cosine is one matrix-vector product (a few milliseconds for 100k chunks).
+[-1, 1] and `threshold` means "at least this similar". The cosine is the int8 one of the
+index's quantized vectors; on a large index only the chunks nearest by sign bits are scored
+(`search_engine.vectors`), so a query costs a pass over 32 bytes a chunk, not a float product.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from search_engine.hits import Hit
+from search_engine.vectors import VectorIndex
 
 
 def semantic_search(
-    vectors: np.ndarray,
+    vectors: VectorIndex,
     query_vector: np.ndarray,
     allowed: np.ndarray,
     top_k: int,
@@ -23,16 +25,8 @@ def semantic_search(
     """The `top_k` chunks most similar to the query among those `allowed` (boolean mask; path
     filters apply before top-k), dropping any below `threshold`. Ties go to the earlier chunk,
     so results are deterministic for a given index."""
-    ids = np.flatnonzero(allowed)
-    if len(ids) == 0:
-        return []
-    sims = vectors[ids] @ query_vector if len(ids) < len(allowed) else vectors @ query_vector
+    ids, sims = vectors.top(query_vector, np.flatnonzero(allowed), top_k)
     if threshold is not None:
         keep = sims >= threshold
         ids, sims = ids[keep], sims[keep]
-    k = min(top_k, len(ids))
-    if k == 0:
-        return []
-    top = np.argpartition(-sims, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
-    top = top[np.lexsort((ids[top], -sims[top]))]
-    return [Hit(int(ids[j]), float(sims[j]), {"semantic": r}) for r, j in enumerate(top.tolist(), 1)]
+    return [Hit(int(i), float(s), {"semantic": r}) for r, (i, s) in enumerate(zip(ids.tolist(), sims.tolist()), 1)]
