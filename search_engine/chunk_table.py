@@ -35,7 +35,7 @@ ROW = np.dtype([
     ("symbol_off", "<i8"), ("symbol_len", "<i4"),
 ])  # fmt: skip
 _ROWS, _STRINGS, _TEXT, _SYMBOLS = "rows.npy", "strings.msgpack", "text.bin", "symbols.bin"
-_DEF_CHUNK, _DEF_FACTOR, _DEF_NAMES = "defs.chunk.npy", "defs.factor.npy", "defs.names"
+_DEF_CHUNK, _DEF_FACTOR, _DEF_NAMES = "defs.chunk.npy", "defs.factor.npy", "defs.names.msgpack"
 _ENC = "surrogatepass"
 # Decompressed files kept per table: a page of results usually comes from a few files.
 _TEXT_CACHE = 16
@@ -113,8 +113,7 @@ class ChunkTable(Sequence[Chunk]):
             if self._definitions is None:
                 chunk = _load(self.directory / _DEF_CHUNK, np.dtype("<i4"))
                 factor = _load(self.directory / _DEF_FACTOR, np.dtype("<f4"))
-                raw = (self.directory / _DEF_NAMES).read_bytes()
-                names = raw.decode("utf-8", _ENC).split("\n") if raw else []
+                names = msgpack.unpackb((self.directory / _DEF_NAMES).read_bytes(), raw=False)
                 if not len(chunk) == len(factor) == len(names):
                     raise ValueError("symbol definition columns disagree")
                 self._definitions = (chunk, factor, names)
@@ -216,7 +215,8 @@ class ChunkTableWriter:
         np.save(self.directory / _ROWS, rows)
         np.save(self.directory / _DEF_CHUNK, np.frombuffer(self._def_chunk, dtype=np.int32) if self._def_chunk else np.zeros(0, np.int32))
         np.save(self.directory / _DEF_FACTOR, np.frombuffer(self._def_factor, dtype=np.float32) if self._def_factor else np.zeros(0, np.float32))
-        (self.directory / _DEF_NAMES).write_bytes("\n".join(self._def_names).encode("utf-8", _ENC))
+        # msgpack, not lines: a chunk's symbol may span lines (a C++ operator, a macro)
+        (self.directory / _DEF_NAMES).write_bytes(msgpack.packb(self._def_names, use_bin_type=True))
         strings = {"paths": self.paths, "languages": self.languages, "kinds": list(self._kinds),
                    "text_bounds": self._text_bounds}  # fmt: skip
         (self.directory / _STRINGS).write_bytes(msgpack.packb(strings, use_bin_type=True))

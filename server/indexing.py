@@ -85,6 +85,8 @@ class BackgroundIndexer:
                 state.phase, state.done, state.total = phase, done, total
 
             try:
+                if not full and self.engine.indexes.open(root):
+                    state.ready = True  # searches use the index on disk while it is checked
                 self.engine.indexes.update(root, full=full, progress=progress)
                 self.engine.indexes.get(root)  # load it, so the first search is warm
                 state.phase, state.ready = "ready", True

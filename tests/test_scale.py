@@ -235,3 +235,24 @@ def test_a_reader_dropping_the_last_reference_reclaims_its_generation(
     del first  # the last reference: its pin goes, and with it the generation
     assert sorted(n for n in os.listdir(store.directory) if n.startswith("gen-")) == ["gen-00000002"]
     assert index_store.IndexStore(store.directory).reclaim() == []
+
+
+def test_symbols_and_text_round_trip_the_chunk_table_whatever_they_hold(tmp_path: Path) -> None:
+    """A symbol spanning lines (a C++ operator, a macro), text with a NUL-free oddity and an
+    empty file text all come back as written."""
+    from search_engine.chunk_table import ChunkTable, ChunkTableWriter, text_key
+    from search_engine.chunks import Chunk, content_hash
+
+    def chunk(path: str, content: str, symbol: str | None) -> Chunk:
+        return Chunk(path, "cpp", 1, 2, 0, len(content.encode()), content, "function", symbol, content_hash(content))
+
+    chunks = [chunk("a.cpp", "bool operator()\n(int x) { return x; }", "operator\n()"),
+              chunk("a.cpp", "int naïve = 1; // ünïcode", None), chunk("b.cpp", "", "")]  # fmt: skip
+    writer = ChunkTableWriter(tmp_path)
+    writer.add_file(chunks[:2], [text_key(c) for c in chunks[:2]])
+    writer.add_file(chunks[2:], [text_key(c) for c in chunks[2:]])
+    writer.finish()
+    table = ChunkTable(tmp_path)
+    assert list(table) == chunks
+    _, _, names = table.definitions()
+    assert "operator\n()" in names
