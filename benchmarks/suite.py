@@ -130,6 +130,8 @@ SUITE: tuple[Benchmark, ...] = (
     Benchmark("retrieval", "Retrieval quality", "retrieval.py", long=True, timeout_s=3600),
     Benchmark("load", "Load", "load.py", long=True, timeout_s=1500, collect=collect_load,
               out_option="--out"),
+    Benchmark("scale", "Monorepo scale", "scale.py", quick_args=("--sizes", "1", "--semble-sizes", "1"),
+              long=True, timeout_s=7200),
 )  # fmt: skip
 
 

@@ -4,7 +4,8 @@ The index stores chunks, their vectors and the lexical index; ranking also needs
 about files (results are judged by whether the right *file* comes first, and a file's chunks
 vote together), about defined symbols and about which files are named after a symbol.
 Deriving those per query would cost more than the query itself, so a `Corpus` is built once
-per index generation (milliseconds per thousand chunks) and shared by every search of it.
+per index generation, from the index's columns alone (no chunk text is read), and shared by
+every search of it.
 
 It also answers which files a query *names*: `Tokenizer` names `tokenizer.py`, and an agent
 that half-remembers a file types `web_urldispatcer`, `hlpers.py` or `client/sesion`. BM25 sees
@@ -22,10 +23,11 @@ from pathlib import PurePosixPath
 import numpy as np
 from rapidfuzz import fuzz, process
 
-from search_engine.chunks import Chunk
+from search_engine.chunk_table import ChunkTable
 from search_engine.lexical import LexicalIndex
 from search_engine.priors import PathPriors
 from search_engine.symbols import MIN_FUZZY_LEN, SymbolIndex, normalize
+from search_engine.vectors import VectorIndex
 
 # A query that could name a file or a path: one token of word characters, dots, dashes and
 # slashes, with a letter somewhere (`web_urldispatcher`, `hlpers.py`, `client/sesion`).
@@ -49,8 +51,8 @@ class Corpus:
     file's chunk vectors: what the file as a whole is about.
     """
 
-    chunks: Sequence[Chunk]
-    vectors: np.ndarray
+    chunks: ChunkTable
+    vectors: VectorIndex
     lexical: LexicalIndex
     symbols: SymbolIndex
     files: list[str]
@@ -62,23 +64,22 @@ class Corpus:
     _priors: dict[PathPriors, np.ndarray] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, chunks: Sequence[Chunk], vectors: np.ndarray, lexical: LexicalIndex) -> Corpus:
+    def build(cls, chunks: ChunkTable, vectors: VectorIndex, lexical: LexicalIndex) -> Corpus:
+        """From the index's columns: no chunk text is read (the symbol index comes from the
+        definitions stored at build time, file vectors were computed then too)."""
         files = list(lexical.files)
-        file_id = {p: i for i, p in enumerate(files)}
-        file_of = np.fromiter((file_id[c.path] for c in chunks), dtype=np.int64, count=len(chunks))
+        if files != chunks.paths:
+            raise ValueError("the chunk table and the lexical index list different files")
+        file_of = np.asarray(chunks.file_of, dtype=np.int64)
         order = np.argsort(file_of, kind="stable")
         bounds = np.searchsorted(file_of[order], np.arange(len(files) + 1))
         file_chunks = [order[bounds[f]:bounds[f + 1]] for f in range(len(files))]
-        file_vectors = np.zeros((len(files), vectors.shape[1] if vectors.ndim == 2 else 0), dtype=np.float32)
-        if len(chunks):
-            # Every file has at least one chunk (files come from chunk paths): reduceat's
-            # segments are never empty.
-            file_vectors = np.add.reduceat(np.asarray(vectors, dtype=np.float32)[order], bounds[:-1], axis=0)
-            file_vectors /= np.maximum(np.linalg.norm(file_vectors, axis=1, keepdims=True), 1e-9)
-        languages = [chunks[int(m[0])].language if len(m) else None for m in file_chunks]
+        def_chunk, def_factor, def_names = chunks.definitions()
+        def_paths = [files[f] for f in file_of[def_chunk].tolist()] if len(def_chunk) else []
+        symbols = SymbolIndex.from_definitions(zip(np.asarray(def_chunk).tolist(), def_paths, def_names, np.asarray(def_factor).tolist()))
         return cls(
-            chunks, vectors, lexical, SymbolIndex.build(chunks), files, file_of, file_chunks,
-            file_vectors, FileNames(files), languages,
+            chunks, vectors, lexical, symbols, files, file_of, file_chunks,
+            np.asarray(vectors.file_vectors, dtype=np.float32), FileNames(files), list(chunks.languages),
         )
 
     def file_priors(self, priors: PathPriors) -> np.ndarray:

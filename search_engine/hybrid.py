@@ -94,7 +94,7 @@ def hybrid_search(
     fused = np.zeros(len(corpus.chunks))
     ranks: dict[int, dict[str, int]] = {}
 
-    semantic = corpus.vectors @ query_vector
+    semantic = corpus.vectors.similarities(query_vector, allowed_ids)
     # Cosines are shifted to be positive so `reciprocal_ranks` keeps every candidate.
     for name, values, weight in (
         ("lexical", corpus.lexical.scores(terms), 1.0 - alpha),

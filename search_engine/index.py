@@ -3,22 +3,32 @@
 `IndexManager.get(root) -> Index` is what the engine calls before a semantic or hybrid search.
 An `Index` is one immutable generation:
 
-    index.chunks      list[Chunk], in file order (files sorted by path)
-    index.vectors     np.ndarray (len(chunks), dim) float32, L2-normalized, memory-mapped
+    index.chunks      ChunkTable (a Sequence[Chunk], columns memory-mapped), in file order
+                      (files sorted by path)
+    index.vectors     VectorIndex: int8 codes, sign bits and file vectors (`search_engine.vectors`)
     index.lexical     LexicalIndex over the same chunks (`search_engine.lexical`)
     index.generation  int; grows by one with every update that changes anything
     index.embed_query(text) -> np.ndarray (dim,), normalized, same model as the vectors
     index.memo(key, build)   per-generation cache for structures derived from the index
 
-Freshness is checked cheaply: within `refresh_interval_s` of the last check a search only
+Opening an index maps its arrays: milliseconds, whatever its size. The first search of a root
+with a compatible index on disk uses it at once and checks freshness in a background thread,
+so a server restarted on a large tree answers before it has listed the tree. After that,
+freshness is checked cheaply: within `refresh_interval_s` of the last check a search only
 re-reads the `CURRENT` pointer (another process may have published); past it, `get` runs an
-incremental update, which is a file listing and a stat per file when nothing changed. An agent
-that edits a file and searches within the interval may see the previous generation; the
-interval is the price of single-digit-millisecond warm queries.
+incremental update, which is a file listing and a stat per file when nothing changed, unless
+an update of the root is already running, in which case the search uses the live generation
+rather than wait for it. An agent that edits a file and searches within the interval may see
+the previous generation; the interval is the price of single-digit-millisecond warm queries.
+
+Each loaded `Index` pins its generation on disk (`search_engine.index_store`) for as long as
+it is referenced: a search running on it keeps it, and dropping the last reference lets the
+store reclaim it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -28,22 +38,17 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from search_engine.chunks import Chunk
+from search_engine.chunk_table import ChunkTable
 from search_engine.config import EngineConfig
 from search_engine.embeddings import Embedder, embedder_for
-from search_engine.errors import IndexStoreError
+from search_engine.errors import IndexStoreError, SearchError
 from search_engine.index_store import IndexStore, Snapshot, index_dir
-from search_engine.indexing import (
-    DEFAULT_LOCK_TIMEOUT_S,
-    DocumentCache,
-    Progress,
-    UpdateStats,
-    stale_reason,
-    update_index,
-)
+from search_engine.indexing import DEFAULT_LOCK_TIMEOUT_S, Progress, UpdateStats, stale_reason, update_index
 from search_engine.lexical import LexicalIndex
+from search_engine.vectors import VectorIndex
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 DEFAULT_REFRESH_INTERVAL_S = 2.0
 
@@ -55,11 +60,12 @@ class Index:
     root: Path
     generation: int
     model_id: str
-    chunks: list[Chunk]
-    vectors: np.ndarray
+    chunks: ChunkTable
+    vectors: VectorIndex
     lexical: LexicalIndex
     updated_at: float
     embedder: Embedder = field(repr=False)
+    snapshot: Snapshot | None = field(default=None, repr=False)  # holds the generation's pin
     _memo: dict[str, Any] = field(default_factory=dict, repr=False)
     _memo_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -120,8 +126,8 @@ class IndexManager:
         self.refresh_interval_s = refresh_interval_s
         self.lock_timeout_s = lock_timeout_s
         self._entries: dict[Path, _Entry] = {}
-        self._documents: dict[Path, DocumentCache] = {}
         self._root_locks: dict[Path, threading.Lock] = {}
+        self._refreshers: dict[Path, threading.Thread] = {}
         self._guard = threading.Lock()
 
     def store(self, root: Path) -> IndexStore:
@@ -130,23 +136,60 @@ class IndexManager:
     def update(self, root: Path, *, full: bool = False, progress: Progress | None = None) -> UpdateStats:
         """Bring the on-disk index of `root` up to date now."""
         root = Path(root).resolve()
-        with self._root_lock(root):
-            return self._update(root, self.store(root), full=full, progress=progress)
-
-    def get(self, root: Path) -> Index:
-        """The current index of `root`, building or updating it first when due."""
-        root = Path(root).resolve()
         store = self.store(root)
         with self._root_lock(root):
+            stats = self._update(root, store, full=full, progress=progress)
+            with self._guard:
+                previous = self._entries.get(root)
+            entry = self._load(root, store, previous)  # just checked: no background check due
+            with self._guard:
+                self._entries[root] = entry
+            return stats
+
+    def open(self, root: Path) -> bool:
+        """Load the index of `root` already on disk, without checking it against the tree;
+        False if there is none this process can use (none yet, another model or format)."""
+        root = Path(root).resolve()
+        with self._guard:
+            if root in self._entries:
+                return True
+        entry = self._open_existing(root, self.store(root))
+        if entry is None:
+            return False
+        with self._guard:
+            self._entries.setdefault(root, entry)
+        return True
+
+    def get(self, root: Path) -> Index:
+        """The current index of `root`: the one on disk at once when there is a usable one
+        (its freshness checked in the background the first time, inline when due later),
+        otherwise built first."""
+        root = Path(root).resolve()
+        store = self.store(root)
+        with self._guard:
             entry = self._entries.get(root)
-            fresh = entry is not None and time.monotonic() - entry.checked_at < self.refresh_interval_s
-            if entry is not None and fresh and store.current_name() == entry.directory_name:
-                return entry.index
-            if not fresh:
+        opened = entry is None and self.open(root)
+        if opened:
+            self._refresh_in_background(root)
+            with self._guard:
+                entry = self._entries[root]
+        if entry is None:
+            with self._root_lock(root):
                 self._update(root, store)
+                entry = self._load(root, store, None)
+        elif not opened and time.monotonic() - entry.checked_at >= self.refresh_interval_s:
+            lock = self._root_lock(root)
+            if lock.acquire(blocking=False):  # else an update is running: use the live generation
+                try:
+                    self._update(root, store)
+                finally:
+                    lock.release()
+                entry = self._load(root, store, entry)
+        if store.current_name() != entry.directory_name:
             entry = self._load(root, store, entry)
+        with self._guard:
             self._entries[root] = entry
-            return entry.index
+        return entry.index
 
     def generation(self, root: Path) -> int:
         """The generation a search of `root` would see now (updating first when due)."""
@@ -181,9 +224,49 @@ class IndexManager:
     def _update(self, root: Path, store: IndexStore, *, full: bool = False, progress: Progress | None = None) -> UpdateStats:
         """Call with the root's lock held."""
         return update_index(
-            root, store, self.embedder, self.config, full=full, progress=progress,
-            lock_timeout_s=self.lock_timeout_s, documents=self._documents.setdefault(root, {}),
+            root, store, self.embedder, self.config, full=full, progress=progress, lock_timeout_s=self.lock_timeout_s,
         )
+
+    def _open_existing(self, root: Path, store: IndexStore) -> _Entry | None:
+        try:
+            manifest = store.read_manifest()
+            if manifest is None or stale_reason(manifest, self.embedder.model_id, root) is not None:
+                return None
+            return self._load(root, store, None)
+        except IndexStoreError as exc:
+            log.info("not using the index on disk for %s: %s", root, exc)
+            return None
+
+    def _refresh_in_background(self, root: Path) -> None:
+        """Run the freshness check of an index just opened from disk in a thread; the search
+        that opened it goes ahead on it meanwhile."""
+
+        def run() -> None:
+            try:
+                with self._root_lock(root):
+                    store = self.store(root)
+                    self._update(root, store)
+                    with self._guard:
+                        previous = self._entries.get(root)
+                    entry = self._load(root, store, previous)
+                    with self._guard:
+                        self._entries[root] = entry
+            except (SearchError, OSError) as exc:
+                log.warning("checking the index of %s for changes failed: %s", root, exc)
+
+        with self._guard:
+            running = self._refreshers.get(root)
+            if running is not None and running.is_alive():
+                return
+            thread = self._refreshers[root] = threading.Thread(target=run, name="codepager-refresh", daemon=True)
+        thread.start()
+
+    def wait_for_refresh(self, root: Path, timeout_s: float | None = None) -> None:
+        """Wait for a background freshness check of `root`, if one is running."""
+        with self._guard:
+            thread = self._refreshers.get(Path(root).resolve())
+        if thread is not None:
+            thread.join(timeout_s)
 
     def _load(self, root: Path, store: IndexStore, previous: _Entry | None) -> _Entry:
         """Open the live generation (reusing the loaded one if it is still live). A writer
@@ -213,6 +296,7 @@ class IndexManager:
             lexical=snapshot.lexical(),
             updated_at=snapshot.manifest.updated_at,
             embedder=self.embedder,
+            snapshot=snapshot,
         )
 
     def _root_lock(self, root: Path) -> threading.Lock:

@@ -8,16 +8,31 @@
             manifest.json     versions, model, generation, counts, update time
             files.msgpack     per file: mtime_ns, size, content digest, its chunk range
                               (replaced atomically when files were only touched)
-            chunks.msgpack    chunk metadata and text, column by column
-            vectors.npy       (chunks, dim) float32, L2-normalized, memory-mapped on load
-            lexical/          the BM25 index (`search_engine.lexical`)
+            pins              flock'ed shared by every process that has this generation open
+            chunks/           chunk metadata in columns, text compressed per file
+                              (`search_engine.chunk_table`)
+            codes.bin         (chunks, dim) int8 vectors      } `search_engine.vectors`,
+            scales.bin        (chunks,) float32 row scales    } all memory-mapped
+            words.bin         (dim / 64, chunks) uint64 signs }
+            file_vectors.npy  (files with chunks, dim) float32: each file's mean vector
+            lexical/          the BM25 postings (`search_engine.lexical`)
+
+Opening a generation maps its arrays and reads the small tables (manifest, file table,
+strings, vocabulary): milliseconds, whatever the number of chunks. A generation is written by
+`GenerationWriter` one file at a time, so a build holds only the columns and one batch of
+chunks in memory, never every chunk at once.
 
 Why generations: a writer builds a complete new directory under a temporary name, renames it
 into place and only then swaps `CURRENT` (an atomic rename too). A process killed at any
-point leaves `CURRENT` naming a complete generation, and readers never lock: they read
-`CURRENT`, then a directory whose search data nobody modifies. The previous generation is kept one round so a
-reader that just resolved `CURRENT` can still open it; older ones and abandoned temporary
-directories are swept by the next writer, under the lock.
+point leaves `CURRENT` naming a complete generation, and readers never take the writer's lock:
+they read `CURRENT`, then a directory whose search data nobody modifies.
+
+Reclaiming: every process holding a generation open holds a shared `flock` on its `pins`
+file (`Snapshot.release` or the snapshot's garbage collection drops it; so does the process's
+death). A superseded generation is deleted by whoever can take that lock exclusively: the
+writer right after publishing, or the last reader to let go of it. A generation someone still
+has open is never deleted; one nobody has open does not outlive the next publish or release.
+Abandoned temporary directories are swept by the next writer, under the lock.
 
 The index lives in the user cache dir, not inside the searched tree (a cache dir configured
 inside it is excluded from indexing).
@@ -25,25 +40,31 @@ inside it is excluded from indexing).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+import weakref
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import BinaryIO
 
 import msgpack
 import numpy as np
 from filelock import FileLock, Timeout
 
+from search_engine.chunk_table import ChunkTable, ChunkTableWriter, text_key
 from search_engine.chunks import Chunk
 from search_engine.errors import IndexStoreError
-from search_engine.lexical import LexicalIndex
+from search_engine.lexical import LexicalBuilder, LexicalIndex, lexical_document
+from search_engine.vectors import VectorIndex, empty, quantize
 
-# Bumped whenever anything below changes shape: an index in another format is rebuilt.
-FORMAT_VERSION = 1
+# Bumped whenever anything below changes shape, or what `symbols.defined_names` extracts (the
+# stored definitions of unchanged files are copied across updates): an index in another
+# format is rebuilt. 3: main's file kinds, C++ specializations and qualified names.
+FORMAT_VERSION = 3
 
 _CURRENT = "CURRENT"
 _LOCK = "write.lock"
@@ -51,9 +72,12 @@ _GEN_PREFIX = "gen-"
 _TMP_PREFIX = ".tmp-"
 _MANIFEST = "manifest.json"
 _FILES = "files.msgpack"
-_CHUNKS = "chunks.msgpack"
-_VECTORS = "vectors.npy"
+_PINS = "pins"
+_CHUNKS = "chunks"
+_CODES, _SCALES, _WORDS = "codes.bin", "scales.bin", "words.bin"
+_FILE_VECTORS = "file_vectors.npy"
 _LEXICAL = "lexical"
+_WORD_BITS = 64
 
 
 def index_dir(cache_dir: Path, root: Path) -> Path:
@@ -90,18 +114,57 @@ class Manifest:
     updated_at: float
 
 
-@dataclass(slots=True)
+class _Pin:
+    """A shared flock on a generation's `pins` file, held while the generation is open.
+    Released explicitly or when garbage collected; either way the store then reclaims what
+    nobody holds any more."""
+
+    def __init__(self, directory: Path) -> None:
+        fd = os.open(directory / _PINS, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise IndexStoreError(f"index generation {directory.name} is being reclaimed") from None
+        if not (directory / _PINS).exists():  # reclaimed between our open and our lock
+            os.close(fd)
+            raise IndexStoreError(f"index generation {directory.name} was reclaimed while being opened")
+        self._release = weakref.finalize(self, _unpin, fd, directory.parent)
+
+    def release(self) -> None:
+        self._release()
+
+
+def _unpin(fd: int, store_dir: Path) -> None:
+    os.close(fd)
+    try:
+        IndexStore(store_dir).reclaim()
+    except OSError:
+        pass  # best effort: the next publish or release sweeps again
+
+
+@dataclass(eq=False)
 class Snapshot:
-    """One generation, loaded: vectors are memory-mapped, chunks in memory."""
+    """One generation, open: arrays memory-mapped, small tables in memory, pinned until
+    `release` (or until it is garbage collected)."""
 
     directory: Path
     manifest: Manifest
     files: dict[str, FileEntry]
-    chunks: list[Chunk]
-    vectors: np.ndarray
+    chunks: ChunkTable
+    vectors: VectorIndex
+    pin: _Pin | None = field(default=None, repr=False)
+    _lexical: LexicalIndex | None = field(default=None, repr=False)
 
     def lexical(self) -> LexicalIndex:
-        return LexicalIndex.load(self.directory / _LEXICAL)
+        if self._lexical is None:
+            self._lexical = LexicalIndex.load(self.directory / _LEXICAL)
+        return self._lexical
+
+    def release(self) -> None:
+        """Unpin: the generation may be deleted once superseded and nobody else holds it."""
+        if self.pin is not None:
+            self.pin.release()
 
 
 class IndexStore:
@@ -135,12 +198,17 @@ class IndexStore:
             raise IndexStoreError(f"index manifest {path} is unreadable ({exc}); the next update rebuilds it") from exc
 
     def load(self) -> Snapshot | None:
-        """The live generation, or None if there is none. IndexStoreError if it is damaged or
-        in another format (the caller rebuilds)."""
+        """The live generation, opened and pinned, or None if there is none. IndexStoreError
+        if it is damaged, in another format (the caller rebuilds) or was reclaimed while being
+        opened (the caller reads `CURRENT` again)."""
         name = self.current_name()
         if name is None:
             return None
         directory = self.directory / name
+        try:
+            pin = _Pin(directory)
+        except FileNotFoundError as exc:
+            raise IndexStoreError(f"index generation {name} was reclaimed while being opened") from exc
         try:
             raw = json.loads((directory / _MANIFEST).read_text(encoding="utf-8"))
             if raw.get("format_version") != FORMAT_VERSION:
@@ -150,58 +218,33 @@ class IndexStore:
                 )
             manifest = _manifest(raw)
             files = _read_files(directory / _FILES)
-            chunks = _read_chunks(directory / _CHUNKS)
-            vectors = np.load(directory / _VECTORS, mmap_mode="r")
+            chunks = ChunkTable(directory / _CHUNKS)
+            vectors = _read_vectors(directory, manifest.chunks, manifest.dim)
         except IndexStoreError:
+            pin.release()
             raise
         except (OSError, ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
+            pin.release()
             raise IndexStoreError(f"index {directory} is damaged ({exc}); it will be rebuilt") from exc
-        if vectors.shape[0] != len(chunks) or len(chunks) != manifest.chunks:
+        if len(chunks) != manifest.chunks or vectors.file_vectors.shape != (len(chunks.paths), manifest.dim):
+            pin.release()
             raise IndexStoreError(f"index {directory} is inconsistent; it will be rebuilt")
-        return Snapshot(directory, manifest, files, chunks, vectors)
+        return Snapshot(directory, manifest, files, chunks, vectors, pin)
 
     def latest_generation(self) -> int:
         """The highest generation number on disk, live or not (0 if none): a new generation
         is numbered above it, so numbers never repeat even after a crash or a rebuild."""
         best = 0
-        try:
-            names = os.listdir(self.directory)
-        except OSError:
-            return 0
-        for name in names:
-            if name.startswith(_GEN_PREFIX):
-                try:
-                    best = max(best, int(name[len(_GEN_PREFIX):]))
-                except ValueError:
-                    continue
+        for name in self._generations():
+            best = max(best, _number(name))
         return best
 
-    def publish(
-        self,
-        manifest: Manifest,
-        files: dict[str, FileEntry],
-        chunks: Sequence[Chunk],
-        vectors: np.ndarray,
-        lexical: LexicalIndex,
-    ) -> Path:
-        """Write a complete generation and make it live. Call with the writer lock held."""
+    def begin(self, old: Snapshot | None) -> GenerationWriter:
+        """Start writing a generation (call with the writer lock held); `old` is the one
+        unchanged files are copied from."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        (self.directory / "ROOT").write_text(manifest.root + "\n", encoding="utf-8")
-        name = f"{_GEN_PREFIX}{manifest.generation:08d}"
-        staging = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{name}-", dir=self.directory))
-        try:
-            (staging / _MANIFEST).write_text(json.dumps(asdict(manifest), indent=1), encoding="utf-8")
-            _write_files(staging / _FILES, files)
-            _write_chunks(staging / _CHUNKS, chunks)
-            np.save(staging / _VECTORS, np.ascontiguousarray(vectors, dtype=np.float32))
-            lexical.save(staging / _LEXICAL)
-            os.rename(staging, self.directory / name)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        self._point_current_at(name)
-        self._sweep(keep={name, *self._previous(name)})
-        return self.directory / name
+        staging = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=self.directory))
+        return GenerationWriter(self, staging, old)
 
     def refresh_files(self, files: dict[str, FileEntry]) -> None:
         """Replace the live generation's file table in place (atomically). Used when files
@@ -215,25 +258,62 @@ class IndexStore:
         _write_files(tmp, files)
         os.replace(tmp, target)
 
+    def reclaim(self) -> list[str]:
+        """Delete superseded generations nobody has open (older than the live one, so a
+        generation being published is never taken for one). Safe without the writer lock;
+        returns the names deleted."""
+        current = self.current_name()
+        if current is None:
+            return []
+        return [name for name in self._generations() if _number(name) < _number(current) and self._delete_unpinned(name)]
+
     def _point_current_at(self, name: str) -> None:
         tmp = self.directory / f"{_TMP_PREFIX}{_CURRENT}.{os.getpid()}"
         tmp.write_text(name + "\n", encoding="ascii")
         os.replace(tmp, self.directory / _CURRENT)
 
-    def _previous(self, name: str) -> list[str]:
-        gens = sorted(n for n in os.listdir(self.directory) if n.startswith(_GEN_PREFIX) and n < name)
-        return gens[-1:]
+    def _generations(self) -> list[str]:
+        try:
+            return sorted(n for n in os.listdir(self.directory) if n.startswith(_GEN_PREFIX))
+        except OSError:
+            return []
 
-    def _sweep(self, keep: set[str]) -> None:
-        """Remove generations other than `keep` and temporary leftovers of killed writers."""
+    def _delete_unpinned(self, name: str) -> bool:
+        """Delete generation `name` if no process has it open: take its pins exclusively
+        (never waiting), then remove it while holding them."""
+        path = self.directory / name
+        try:
+            fd = os.open(path / _PINS, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if (path / _MANIFEST).exists():
+                return False  # not a generation this version wrote: leave it to the writer's sweep
+            shutil.rmtree(path, ignore_errors=True)
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        else:
+            (path / _PINS).unlink(missing_ok=True)  # a reader opening it now finds it gone
+            shutil.rmtree(path, ignore_errors=True)
+            return True
+        finally:
+            os.close(fd)
+
+    def _sweep(self, keep: str) -> None:
+        """After publishing `keep` (writer lock held): remove temporary leftovers of killed
+        writers and every other generation nobody has open."""
         for entry in os.listdir(self.directory):
-            if entry in keep or not entry.startswith((_GEN_PREFIX, _TMP_PREFIX)):
+            if entry == keep:
                 continue
-            path = self.directory / entry
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+            if entry.startswith(_GEN_PREFIX):
+                self._delete_unpinned(entry)
+            elif entry.startswith(_TMP_PREFIX):
+                path = self.directory / entry
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
 
     def size_on_disk(self) -> int:
         total = 0
@@ -244,6 +324,115 @@ class IndexStore:
                 except OSError:
                     continue
         return total
+
+
+class GenerationWriter:
+    """Writes one generation file by file, in order, then publishes it.
+
+    `add` takes a file's new chunks with their float vectors (quantized here), `copy` an
+    unchanged file's rows from the previous generation; either appends to the chunk table,
+    the vector files and the lexical builder at once, so what stays in memory is the
+    columns, not the chunks."""
+
+    def __init__(self, store: IndexStore, staging: Path, old: Snapshot | None) -> None:
+        self.store = store
+        self.staging = staging
+        # The vectors' width: the old generation's, else learnt from the first vectors added
+        # (the caller asks the model only for a tree without a single chunk).
+        self.dim: int | None = old.manifest.dim if old is not None else None
+        self.old = old
+        self.files: dict[str, FileEntry] = {}
+        self.chunks = 0
+        (staging / _CHUNKS).mkdir()
+        self._table = ChunkTableWriter(staging / _CHUNKS)
+        self._codes: BinaryIO = (staging / _CODES).open("wb")
+        self._scales: BinaryIO = (staging / _SCALES).open("wb")
+        self._words: BinaryIO = (staging / _WORDS).open("wb")
+        self._file_vectors: list[np.ndarray] = []
+        self._lexical = LexicalBuilder(old.lexical().tokens if old is not None else ())
+        self._old_rows = old.lexical().chunk_rows() if old is not None else None
+        self._open = True
+
+    def add(
+        self, path: str, entry: FileEntry, chunks: list[Chunk], vectors: np.ndarray | None,
+        documents: list[list[str]] | None = None, text_keys: list[int] | None = None,
+    ) -> None:
+        """A file with new chunks (maybe none), `vectors` aligned with them (float32,
+        normalized); `documents` their lexical documents when already made."""
+        self.files[path] = FileEntry(entry.mtime_ns, entry.size, entry.digest, self.chunks, len(chunks))
+        if not chunks:
+            return
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if self.dim is None:
+            self.dim = int(vectors.shape[1])
+        self._table.add_file(chunks, text_keys if text_keys is not None else [text_key(c) for c in chunks])
+        codes, scales, words = quantize(vectors)
+        self._codes.write(codes.tobytes())
+        self._scales.write(scales.tobytes())
+        self._words.write(words.tobytes())
+        mean = vectors.sum(axis=0)
+        self._file_vectors.append(mean / max(float(np.linalg.norm(mean)), 1e-9))
+        for i, c in enumerate(chunks):
+            self._lexical.add(c.path, documents[i] if documents is not None else lexical_document(c))
+        self.chunks += len(chunks)
+
+    def copy(self, path: str, entry: FileEntry, old_entry: FileEntry) -> None:
+        """An unchanged file: its rows of the previous generation (`old_entry`), with the
+        file's current mtime, size and digest in `entry`."""
+        assert self.old is not None and self._old_rows is not None
+        self.files[path] = FileEntry(entry.mtime_ns, entry.size, entry.digest, self.chunks, old_entry.count)
+        if old_entry.count == 0:
+            return
+        first, count = old_entry.first, old_entry.count
+        old = self.old
+        self._table.copy_file(old.chunks, first, count)
+        self._codes.write(np.asarray(old.vectors.codes[first:first + count]).tobytes())
+        self._scales.write(np.asarray(old.vectors.scales[first:first + count]).tobytes())
+        self._words.write(np.ascontiguousarray(old.vectors.words[:, first:first + count].T).tobytes())
+        self._file_vectors.append(np.asarray(old.vectors.file_vectors[int(old.chunks.file_of[first])]))
+        rows, lengths = self._old_rows
+        self._lexical.copy(path, rows, lengths, first, count)
+        self.chunks += count
+
+    def publish(self, manifest: Manifest) -> Path:
+        """Finish every part, rename the generation into place and make it live; then
+        reclaim what it supersedes."""
+        assert manifest.chunks == self.chunks and manifest.dim == (self.dim or manifest.dim)
+        self.dim = manifest.dim
+        for fh in (self._codes, self._scales, self._words):
+            fh.close()
+        staging = self.staging
+        self._table.finish()
+        self._transpose_words()
+        file_vectors = np.stack(self._file_vectors) if self._file_vectors else np.zeros((0, self.dim), np.float32)
+        np.save(staging / _FILE_VECTORS, file_vectors.astype(np.float32))
+        self._lexical.finish().save(staging / _LEXICAL)
+        _write_files(staging / _FILES, self.files)
+        (staging / _PINS).touch()
+        (staging / _MANIFEST).write_text(json.dumps(asdict(manifest), indent=1), encoding="utf-8")
+        store = self.store
+        (store.directory / "ROOT").write_text(manifest.root + "\n", encoding="utf-8")
+        name = f"{_GEN_PREFIX}{manifest.generation:08d}"
+        os.rename(staging, store.directory / name)
+        self._open = False
+        store._point_current_at(name)
+        store._sweep(keep=name)
+        return store.directory / name
+
+    def abandon(self) -> None:
+        """Drop an unpublished generation (after an error); harmless after `publish`."""
+        if self._open:
+            self._open = False
+            for fh in (self._codes, self._scales, self._words):
+                fh.close()
+            self._table.close()
+            shutil.rmtree(self.staging, ignore_errors=True)
+
+    def _transpose_words(self) -> None:
+        """Sign words were appended row by row; search reads them column by column."""
+        path = self.staging / _WORDS
+        words = np.fromfile(path, dtype=np.uint64).reshape(self.chunks, self.dim // _WORD_BITS)
+        np.ascontiguousarray(words.T).tofile(path)
 
 
 class _WriterLock(FileLock):
@@ -260,6 +449,13 @@ class _WriterLock(FileLock):
         return self
 
 
+def _number(name: str) -> int:
+    try:
+        return int(name[len(_GEN_PREFIX):])
+    except ValueError:
+        return -1
+
+
 def _manifest(raw: dict) -> Manifest:
     return Manifest(**{k: raw[k] for k in Manifest.__dataclass_fields__})
 
@@ -274,40 +470,20 @@ def _read_files(path: Path) -> dict[str, FileEntry]:
     return {p: FileEntry(*r) for p, r in rows.items()}
 
 
-# Chunks are stored column by column: paths and languages once per file, not per chunk.
-def _write_chunks(path: Path, chunks: Sequence[Chunk]) -> None:
-    paths: list[str] = []
-    languages: list[str | None] = []
-    file_of: list[int] = []
-    for c in chunks:
-        if not paths or paths[-1] != c.path:
-            paths.append(c.path)
-            languages.append(c.language)
-        file_of.append(len(paths) - 1)
-    columns = {
-        "paths": paths,
-        "languages": languages,
-        "file": file_of,
-        "line_start": [c.line_start for c in chunks],
-        "line_end": [c.line_end for c in chunks],
-        "byte_start": [c.byte_start for c in chunks],
-        "byte_end": [c.byte_end for c in chunks],
-        "content": [c.content for c in chunks],
-        "kind": [c.kind for c in chunks],
-        "symbol": [c.symbol for c in chunks],
-        "hash": [c.content_hash for c in chunks],
-    }
-    path.write_bytes(msgpack.packb(columns, use_bin_type=True))
-
-
-def _read_chunks(path: Path) -> list[Chunk]:
-    col = msgpack.unpackb(path.read_bytes(), raw=False)
-    paths, languages = col["paths"], col["languages"]
-    return [
-        Chunk(paths[f], languages[f], ls, le, bs, be, content, kind, symbol, h)
-        for f, ls, le, bs, be, content, kind, symbol, h in zip(
-            col["file"], col["line_start"], col["line_end"], col["byte_start"], col["byte_end"],
-            col["content"], col["kind"], col["symbol"], col["hash"], strict=True,
-        )
-    ]
-
+def _read_vectors(directory: Path, n: int, dim: int) -> VectorIndex:
+    """The quantized vectors, memory-mapped (sizes checked against the manifest)."""
+    words = dim // _WORD_BITS
+    file_vectors = np.load(directory / _FILE_VECTORS)
+    expected = {_CODES: n * dim, _SCALES: n * 4, _WORDS: n * words * 8}
+    for name, size in expected.items():
+        actual = (directory / name).stat().st_size
+        if actual != size:
+            raise IndexStoreError(f"index {directory} is inconsistent ({name}: {actual} bytes, expected {size}); it will be rebuilt")
+    if n == 0:
+        return replace(empty(dim), file_vectors=file_vectors)
+    return VectorIndex(
+        np.memmap(directory / _CODES, dtype=np.int8, mode="r", shape=(n, dim)),
+        np.memmap(directory / _SCALES, dtype=np.float32, mode="r", shape=(n,)),
+        np.memmap(directory / _WORDS, dtype=np.uint64, mode="r", shape=(words, n)),
+        file_vectors,
+    )

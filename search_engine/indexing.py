@@ -1,16 +1,21 @@
 """Bringing a root's index up to date: the incremental update algorithm.
 
 One pass, under the writer lock:
-1. Load the live generation if it is compatible (same format, chunker, model); anything else
-   (no index, an older format, a damaged one, another model) means a full rebuild.
+1. Load the live generation if it is compatible (same format, chunker, model, lexical
+   version); anything else (no index, an older format, a damaged one, another model) means a
+   full rebuild.
 2. Discover files exactly as regex search does (`search_engine.files.discover`).
-3. A file whose mtime and size match the index is unchanged: its chunks and vectors are
-   reused without reading it. Otherwise it is read and hashed; same digest (touched, or
-   checked out again) -> reused too; different -> re-chunked.
-4. Only chunks whose embedding text is new are embedded: an edit to one function of a large
-   file re-embeds that function, not the file.
-5. If nothing changed, the generation stays (touched files' new mtimes are recorded in place);
-   otherwise a new generation is published atomically (`search_engine.index_store`).
+3. A file whose mtime and size match the index is unchanged: its rows (chunk metadata, text,
+   vectors, postings) are copied from the old generation without reading it. Otherwise it
+   is read and hashed; same digest (touched, or checked out again) -> copied too; different
+   -> re-chunked.
+4. If nothing changed, the generation stays (touched files' new mtimes are recorded in place).
+5. Otherwise a new generation is streamed out file by file (`IndexStore.begin`): new and
+   edited files are chunked, and their chunks embedded in batches of `EMBED_BATCH`, as the
+   pass reaches them. Only chunks whose embedding text is new are embedded: an edit to one
+   function of a large file re-embeds that function, not the file. Memory holds one batch of
+   chunks and the growing columns, never every chunk; the generation is published
+   atomically at the end (`search_engine.index_store`).
 """
 
 from __future__ import annotations
@@ -23,26 +28,27 @@ from pathlib import Path
 
 import numpy as np
 
-from search_engine.chunk_jobs import ChunkJob, chunk_files
+from search_engine.chunk_jobs import ChunkedFile, ChunkJob, chunk_files
+from search_engine.chunk_table import text_key
 from search_engine.chunking import CHUNKER_VERSION
-from search_engine.chunks import Chunk, content_hash
 from search_engine.config import EngineConfig
 from search_engine.embeddings import Embedder, chunk_text
 from search_engine.errors import IndexStoreError
 from search_engine.files import DiscoveredFile, discover
-from search_engine.index_store import FORMAT_VERSION, FileEntry, IndexStore, Manifest, Snapshot
-from search_engine.lexical import LEXICAL_VERSION, LexicalIndex, lexical_document
+from search_engine.index_store import FORMAT_VERSION, FileEntry, GenerationWriter, IndexStore, Manifest, Snapshot
+from search_engine.lexical import LEXICAL_VERSION
 from search_engine.paths import SearchLocation
 
 log = logging.getLogger(__name__)
 
-# (phase, done, total): phases are "scan", "chunk", "embed", "write".
+# (phase, done, total): phases are "scan", "chunk", "embed", "write", reported in that order
+# (a progress bar only moves forward). "chunk" and "embed" count files (done out of the files
+# being read); chunking and embedding alternate as batches fill, so the build reports "chunk"
+# until its first batch is embedded and "embed" from then on.
 Progress = Callable[[str, int, int], None]
-# (chunk path, content hash) -> the chunk's lexical document (`search_engine.lexical`).
-DocumentCache = dict[tuple[str, str], list[str]]
 
 # Texts per embedding call: large enough that the static model's per-batch word table pays
-# off (1,024 -> 4,096 saved ~15% of embedding CPU), small enough for a moving progress bar.
+# off (1,024 -> 4,096 saved ~15% of embedding CPU), small enough to bound the chunks held.
 EMBED_BATCH = 4096
 DEFAULT_LOCK_TIMEOUT_S = 600.0
 
@@ -68,12 +74,14 @@ class UpdateStats:
 
 @dataclass(slots=True)
 class _FileState:
-    """A discovered file and where its chunks come from: the old index (reuse) or `new`."""
+    """A discovered file and where its rows come from: the old index (`reuse`), chunks made
+    while classifying (`new`, an edited file), or neither yet (an added file, chunked when
+    the write reaches it)."""
 
     file: DiscoveredFile
     digest: str
     reuse: FileEntry | None
-    new: list[Chunk] | None
+    new: ChunkedFile | None
 
 
 def update_index(
@@ -85,44 +93,51 @@ def update_index(
     full: bool = False,
     progress: Progress | None = None,
     lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
-    documents: DocumentCache | None = None,
 ) -> UpdateStats:
-    """Bring the index of `root` up to date (or rebuild it with `full`).
-
-    `documents` carries the chunks' lexical documents from one update of a root to the next
-    within a process, so an edit re-tokenizes only its own chunks."""
+    """Bring the index of `root` up to date (or rebuild it with `full`)."""
     started = time.perf_counter()
     report = progress or (lambda phase, done, total: None)
     with store.lock(lock_timeout_s):
         old, reason = (None, "full rebuild requested") if full else _compatible(store, embedder.model_id, root)
-        phases: dict[str, float] = {}
-        t = time.perf_counter()
-        discovered = discover(SearchLocation(root, None), (), _cache_exclude(root, config), config)
-        report("scan", len(discovered), len(discovered))
-        documents = documents if documents is not None else {}
-        states, stats = _classify(discovered, old, report, documents, config.max_file_size)
-        phases["scan+chunk"] = time.perf_counter() - t
-        lexical_stale = old is not None and old.manifest.lexical_version != LEXICAL_VERSION
-        deleted = len(old.files) - sum(1 for s in states if s.file.path in old.files) if old else 0
-        stats.deleted = deleted
-        stats.rebuilt = old is None
-        stats.reason = reason
-        if old is not None and not (stats.added or stats.modified or deleted or lexical_stale):
-            if stats.touched:
-                store.refresh_files(_file_table(states, old))
-            stats.generation = old.manifest.generation
-            stats.files, stats.chunks = len(states), old.manifest.chunks
-            stats.seconds = time.perf_counter() - started
-            stats.phase_seconds = phases
-            return stats
-        t = time.perf_counter()
-        chunks, vectors, files, embedded = _assemble(states, old, embedder, report)
-        phases["embed"] = time.perf_counter() - t
+        try:
+            return _update(root, store, embedder, config, old, reason, report, started)
+        finally:
+            if old is not None:
+                old.release()
+
+
+def _update(
+    root: Path, store: IndexStore, embedder: Embedder, config: EngineConfig, old: Snapshot | None,
+    reason: str | None, report: Progress, started: float,
+) -> UpdateStats:
+    phases: dict[str, float] = {}
+    t = time.perf_counter()
+    discovered = discover(SearchLocation(root, None), (), _cache_exclude(root, config), config)
+    report("scan", len(discovered), len(discovered))
+    states, stats = _classify(discovered, old, report, config.max_file_size)
+    phases["scan"] = time.perf_counter() - t
+    stats.deleted = len(old.files) - sum(1 for s in states if s.file.path in old.files) if old else 0
+    stats.rebuilt = old is None
+    stats.reason = reason
+    if old is not None and not (stats.added or stats.modified or stats.deleted):
+        if stats.touched:
+            store.refresh_files(_file_table(states, old))
+        stats.generation = old.manifest.generation
+        stats.files, stats.chunks = len(states), old.manifest.chunks
+        stats.seconds = time.perf_counter() - started
+        stats.phase_seconds = phases
+        return stats
+    t = time.perf_counter()
+    writer = store.begin(old)
+    try:
+        to_read = sum(1 for s in states if s.reuse is None)
+        stream = _Stream(writer, old, embedder, report, config.max_file_size, phases, to_read)
+        for state in states:
+            stream.add(state)
+        stream.flush()
+        phases["chunk+embed"] = time.perf_counter() - t - phases.get("embed", 0.0)
         t = time.perf_counter()
         report("write", 0, 1)
-        lexical = LexicalIndex.build(chunks, _lexical_documents(chunks, documents))
-        phases["lexical"] = time.perf_counter() - t
-        t = time.perf_counter()
         generation = max(store.latest_generation(), old.manifest.generation if old else 0) + 1
         manifest = Manifest(
             format_version=FORMAT_VERSION,
@@ -131,19 +146,22 @@ def update_index(
             lexical_version=LEXICAL_VERSION,
             generation=generation,
             root=str(root),
-            dim=int(vectors.shape[1]),
-            files=len(files),
-            chunks=len(chunks),
+            dim=writer.dim if writer.dim is not None else _dim(embedder),
+            files=len(writer.files),
+            chunks=writer.chunks,
             updated_at=time.time(),
         )
-        store.publish(manifest, files, chunks, vectors, lexical)
-        report("write", 1, 1)
-        phases["write"] = time.perf_counter() - t
-        stats.generation, stats.changed = generation, True
-        stats.files, stats.chunks, stats.chunks_embedded = len(files), len(chunks), embedded
-        stats.seconds = time.perf_counter() - started
-        stats.phase_seconds = phases
-        return stats
+        writer.publish(manifest)
+    finally:
+        writer.abandon()
+    report("write", 1, 1)
+    phases["write"] = time.perf_counter() - t
+    stats.added, stats.modified = stream.added, stream.modified
+    stats.generation, stats.changed = generation, True
+    stats.files, stats.chunks, stats.chunks_embedded = len(writer.files), writer.chunks, stream.embedded
+    stats.seconds = time.perf_counter() - started
+    stats.phase_seconds = phases
+    return stats
 
 
 def _cache_exclude(root: Path, config: EngineConfig) -> tuple[str, ...]:
@@ -178,16 +196,19 @@ def stale_reason(manifest: Manifest, model_id: str, root: Path) -> str | None:
         return f"chunker changed ({manifest.chunker_version} -> {CHUNKER_VERSION})"
     if manifest.model_id != model_id:
         return f"embedding model changed ({manifest.model_id} -> {model_id})"
+    if manifest.lexical_version != LEXICAL_VERSION:
+        return f"lexical index changed ({manifest.lexical_version} -> {LEXICAL_VERSION})"
     if manifest.root != str(root):
         return f"index directory belonged to {manifest.root}"
     return None
 
 
 def _classify(
-    discovered: list[DiscoveredFile], old: Snapshot | None, report: Progress, documents: DocumentCache, max_size: int
+    discovered: list[DiscoveredFile], old: Snapshot | None, report: Progress, max_size: int
 ) -> tuple[list[_FileState], UpdateStats]:
-    """Decide per file: reuse (unchanged or touched) or re-chunk (added or modified; read no
-    further than `max_size` bytes). New chunks' lexical documents go into `documents`."""
+    """Decide per file: reuse (unchanged or touched), re-chunked (an indexed file whose
+    content changed: chunked now, read no further than `max_size` bytes) or added (chunked
+    later, as the write reaches it). Counts an added file only once it is read."""
     stats = UpdateStats(generation=0, changed=False, rebuilt=False, reason=None, files=0, chunks=0)
     old_files = old.files if old else {}
     states: list[_FileState | None] = []
@@ -197,125 +218,123 @@ def _classify(
         entry = old_files.get(f.path)
         if entry is not None and entry.mtime_ns == f.mtime_ns and entry.size == f.size:
             states.append(_FileState(f, entry.digest, entry, None))
-            continue
-        pending.append(len(states))
-        states.append(None)
-        jobs.append(ChunkJob(f, entry.digest if entry else None))
-    chunked = chunk_files(jobs, max_size, lambda d, t: report("chunk", d, t))
-    for slot, job, result in zip(pending, jobs, chunked, strict=True):
+        elif entry is None:
+            states.append(_FileState(f, "", None, None))
+            stats.added += 1
+        else:
+            pending.append(len(states))
+            states.append(None)
+            jobs.append(ChunkJob(f, entry.digest))
+    chunked = chunk_files(jobs, max_size, lambda d, t: report("chunk", d, t)) if jobs else []
+    for slot, result in zip(pending, chunked, strict=True):
         if result is None:
             continue  # vanished, unreadable or binary after all: not indexed
         f = discovered[slot]
-        entry = old_files.get(f.path)
+        entry = old_files[f.path]
         if result.chunks is None:
-            assert entry is not None
             states[slot] = _FileState(f, result.digest, entry, None)
             stats.touched += 1
-            continue
-        states[slot] = _FileState(f, result.digest, None, result.chunks)
-        for chunk, doc in zip(result.chunks, result.documents or (), strict=True):
-            documents[(chunk.path, chunk.content_hash)] = doc
-        if job.known_digest is None:
-            stats.added += 1
         else:
+            states[slot] = _FileState(f, result.digest, None, result)
             stats.modified += 1
     return [s for s in states if s is not None], stats
 
 
-def _assemble(
-    states: list[_FileState], old: Snapshot | None, embedder: Embedder, report: Progress
-) -> tuple[list[Chunk], np.ndarray, dict[str, FileEntry], int]:
-    """The new chunk list (file order), its vectors and file table. Reused files keep their
-    rows; new chunks reuse any old vector with the same embedding text, the rest are
-    embedded in batches (each distinct text once)."""
-    old_rows = _old_rows_by_text(states, old)
-    pending: dict[str, int] = {}  # embedding-text key -> index into `texts`
-    texts: list[str] = []
-    chunks: list[Chunk] = []
-    sources: list[tuple[str, int]] = []  # per chunk: ("old", row) | ("new", text index)
-    files: dict[str, FileEntry] = {}
-    for s in states:
-        first = len(chunks)
-        if s.reuse is not None:
-            assert old is not None
-            rows = range(s.reuse.first, s.reuse.first + s.reuse.count)
-            chunks.extend(old.chunks[r] for r in rows)
-            sources.extend(("old", r) for r in rows)
+class _Stream:
+    """Feeds files to a `GenerationWriter` in order. New chunks wait in a batch until
+    `EMBED_BATCH` texts are pending (or a copied file must be written after them), then are
+    embedded together, each distinct text once; a chunk whose embedding text the old index
+    already has for that file keeps its vector."""
+
+    def __init__(
+        self, writer: GenerationWriter, old: Snapshot | None, embedder: Embedder, report: Progress,
+        max_size: int, phases: dict[str, float], to_read: int,
+    ) -> None:
+        self.writer, self.old, self.embedder, self.report = writer, old, embedder, report
+        self.max_size, self.phases = max_size, phases
+        self.pending: list[tuple[_FileState, ChunkedFile, list[int], list[tuple[bool, int]]]] = []
+        self.texts: list[str] = []
+        self.text_index: dict[int, int] = {}
+        self.to_read = to_read  # files to chunk or write anew: the progress total
+        self.done = 0
+        self.phase = "chunk"  # "embed" once the first batch is embedded: phases never go back
+        self.added = self.modified = self.embedded = 0
+
+    def add(self, state: _FileState) -> None:
+        if state.reuse is not None:
+            self.flush()
+            self.writer.copy(state.file.path, _entry(state, state.reuse), state.reuse)
+            return
+        chunked = state.new
+        if self.phase == "chunk" and self.done % 64 == 0:  # once embedding, `flush` reports
+            self.report("chunk", self.done, self.to_read)
+        self.done += 1
+        if chunked is None:
+            result = chunk_files([ChunkJob(state.file, None)], self.max_size, lambda d, t: None)[0]
+            if result is None or result.chunks is None:
+                return  # vanished, unreadable or binary after all: not indexed
+            chunked = result
+            state.digest = chunked.digest
+            self.added += 1
         else:
-            for c in s.new or ():
-                text = chunk_text(c)
-                key = content_hash(text)
-                chunks.append(c)
-                if key in old_rows:
-                    sources.append(("old", old_rows[key]))
-                    continue
-                if key not in pending:
-                    pending[key] = len(texts)
-                    texts.append(text)
-                sources.append(("new", pending[key]))
-        files[s.file.path] = FileEntry(s.file.mtime_ns, s.file.size, s.digest, first, len(chunks) - first)
-    fresh = _embed(embedder, texts, report)
-    if texts:
-        dim = fresh.shape[1]
-    elif old is not None and old.manifest.dim:
-        dim = old.manifest.dim
-    else:
-        dim = _dim(embedder)
-    vectors = np.empty((len(chunks), dim), dtype=np.float32)
-    if chunks:
-        kinds = np.fromiter((src == "new" for src, _ in sources), dtype=bool, count=len(sources))
-        idx = np.fromiter((i for _, i in sources), dtype=np.int64, count=len(sources))
-        if (~kinds).any():
-            assert old is not None
-            vectors[~kinds] = old.vectors[idx[~kinds]]
-        if kinds.any():
-            vectors[kinds] = fresh[idx[kinds]]
-    return chunks, vectors, files, len(texts)
+            self.modified += 1
+        assert chunked.chunks is not None
+        keys = [text_key(c) for c in chunked.chunks]
+        old_rows = self._old_rows_by_key(state.file.path) if state.new is not None else {}
+        sources: list[tuple[bool, int]] = []  # per chunk: (from the old index?, row or text index)
+        for c, key in zip(chunked.chunks, keys):
+            if key in old_rows:
+                sources.append((True, old_rows[key]))
+                continue
+            if key not in self.text_index:
+                self.text_index[key] = len(self.texts)
+                self.texts.append(chunk_text(c))
+            sources.append((False, self.text_index[key]))
+        self.pending.append((state, chunked, keys, sources))
+        if len(self.texts) >= EMBED_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Embed the pending texts and write the pending files, in order."""
+        if not self.pending:
+            return
+        t = time.perf_counter()
+        self.phase = "embed"
+        self.report("embed", self.done - len(self.pending), self.to_read)
+        fresh = self.embedder.embed(self.texts) if self.texts else None
+        self.embedded += len(self.texts)
+        self.phases["embed"] = self.phases.get("embed", 0.0) + time.perf_counter() - t
+        dim = fresh.shape[1] if fresh is not None else self.writer.dim
+        assert dim is not None  # nothing embedded: every vector came from the old generation
+        for state, chunked, keys, sources in self.pending:
+            assert chunked.chunks is not None
+            vectors = np.empty((len(sources), dim), dtype=np.float32)
+            for j, (from_old, i) in enumerate(sources):
+                if from_old:
+                    assert self.old is not None
+                    vectors[j] = self.old.vectors.rows(np.array([i]))[0]
+                else:
+                    assert fresh is not None
+                    vectors[j] = fresh[i]
+            self.writer.add(state.file.path, _entry(state, None), chunked.chunks, vectors, chunked.documents, keys)
+        self.report("embed", self.done, self.to_read)
+        self.pending.clear()
+        self.texts.clear()
+        self.text_index.clear()
+
+    def _old_rows_by_key(self, path: str) -> dict[int, int]:
+        """The old rows of an edited file by embedding-text key: an edit to one function
+        leaves its neighbours' chunks identical, and those keep their vectors."""
+        entry = self.old.files.get(path) if self.old is not None else None
+        if entry is None or self.old is None:
+            return {}
+        keys = self.old.chunks.rows["text_hash"][entry.first:entry.first + entry.count]
+        return {int(k): entry.first + j for j, k in enumerate(keys.tolist())}
 
 
-def _old_rows_by_text(states: list[_FileState], old: Snapshot | None) -> dict[str, int]:
-    """Old vectors of the files being re-chunked, by embedding-text key: an edit to one
-    function leaves its neighbours' chunks identical, and those keep their vectors."""
-    if old is None:
-        return {}
-    rows: dict[str, int] = {}
-    for s in states:
-        if s.new is None:
-            continue
-        entry = old.files.get(s.file.path)
-        if entry is None:
-            continue
-        for r in range(entry.first, entry.first + entry.count):
-            rows[content_hash(chunk_text(old.chunks[r]))] = r
-    return rows
-
-
-def _embed(embedder: Embedder, texts: list[str], report: Progress) -> np.ndarray:
-    if not texts:
-        return np.zeros((0, 0), dtype=np.float32)
-    parts = []
-    for start in range(0, len(texts), EMBED_BATCH):
-        report("embed", start, len(texts))
-        parts.append(embedder.embed(texts[start:start + EMBED_BATCH]))
-    report("embed", len(texts), len(texts))
-    return np.concatenate(parts)
-
-
-def _lexical_documents(chunks: list[Chunk], cache: DocumentCache) -> list[list[str]]:
-    """Each chunk's lexical document, from `cache` where chunking or an earlier update made
-    it; `cache` is left holding exactly this generation's documents (it never grows stale)."""
-    current: DocumentCache = {}
-    docs = []
-    for c in chunks:
-        key = (c.path, c.content_hash)
-        doc = cache.get(key)
-        if doc is None:
-            doc = lexical_document(c)
-        current[key] = doc
-        docs.append(doc)
-    cache.clear()
-    cache.update(current)
-    return docs
+def _entry(state: _FileState, reuse: FileEntry | None) -> FileEntry:
+    """The file table row for a file as discovered now (its chunk range is the writer's)."""
+    return FileEntry(state.file.mtime_ns, state.file.size, state.digest, 0, reuse.count if reuse else 0)
 
 
 def _dim(embedder: Embedder) -> int:

@@ -10,21 +10,31 @@ rare identifier a query names outright is exactly what BM25's IDF rewards. Two g
 
 A chunk's document is its code tokens (`search_engine.tokenize`) plus its path tokens,
 repeated so a file named after the topic (`multipart.py` for "multipart handling") outweighs
-a passing mention elsewhere. Scoring is `bm25s` over a
-sparse matrix: a query costs a few sparse column sums, well under a millisecond for tens of
-thousands of chunks. The index is persisted next to the vectors by `search_engine.index`;
-`save`/`load` only move files inside a directory the caller provides (and makes atomic).
+a passing mention elsewhere.
+
+Scoring is Lucene's BM25 (the formula `bm25s` implements, which this module used before) over
+postings kept as flat arrays, term-major: for each term the chunks it occurs in and how often.
+A query reads the postings of its few terms and adds their scores with numpy, so its cost
+follows the length of those postings, never the number of chunks times Python. The arrays
+are written as `.npy` files and memory-mapped on load, so opening an index reads only the
+vocabulary. An index is built one chunk at a time (`LexicalBuilder`): a build never holds
+every chunk's token list, and an update copies an unchanged chunk's postings from the
+previous generation instead of tokenizing it again (the vocabulary only grows between
+generations, so term ids stay valid). `save`/`load` only move files inside a directory the
+caller provides (and makes atomic).
 """
 
 from __future__ import annotations
 
 import json
-import logging
+from array import array
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-import bm25s
+import msgpack
 import numpy as np
+import scipy.sparse as sp
 
 from search_engine.chunks import Chunk
 from search_engine.errors import IndexStoreError
@@ -32,10 +42,14 @@ from search_engine.tokenize import path_tokens, tokenize_text
 
 # Bumped whenever tokenization, the document recipe, the scoring or the saved layout changes:
 # `load` refuses an index saved by another version and the index rebuilds it.
-LEXICAL_VERSION = 3
+LEXICAL_VERSION = 4
 _META_FILE = "lexical.json"
-_CHUNKS_DIR = "chunks"
-_FILES_DIR = "files"
+_VOCAB_FILE = "vocab.msgpack"
+_CHUNKS = "chunks"
+_FILES = "files"
+# Term frequencies are stored as uint16 per chunk; a chunk repeating a token more often
+# than this counts it this often (BM25 has long saturated by then).
+_MAX_TF = 65535
 
 # BM25 parameters: Lucene's k1; b below the usual 0.75 because chunk lengths range from one
 # line to a screenful, and full length normalization let one-line chunks outrank the function
@@ -47,46 +61,64 @@ B = 0.5
 # count about as much as a few mentions in the body, without drowning the body.
 PATH_REPEAT = 2
 
-logging.getLogger("bm25s").setLevel(logging.WARNING)
-
-
 def lexical_document(chunk: Chunk) -> list[str]:
     """A chunk's BM25 tokens: its text, then its path tokens `PATH_REPEAT` times."""
     return tokenize_text(chunk.content) + path_tokens(chunk.path) * PATH_REPEAT
 
 
-class _Bm25:
-    """One bm25s index and the number of documents it scores (bm25s cannot hold zero)."""
 
-    def __init__(self, bm25: bm25s.BM25 | None, size: int) -> None:
-        self.bm25 = bm25
-        self.size = size
+class Postings:
+    """BM25 postings of one granularity (chunks or files), term-major.
 
-    @classmethod
-    def build(cls, documents: list[list[str]]) -> _Bm25:
-        if not documents:
-            return cls(None, 0)
-        bm25 = bm25s.BM25(k1=K1, b=B, method="lucene")
-        bm25.index(documents, show_progress=False)
-        return cls(bm25, len(documents))
+    `indptr[t]:indptr[t + 1]` are term t's entries in `docs` (ascending document ids) and
+    `tf` (its frequency there); `lengths` are the documents' token counts. Document frequency
+    and IDF come from `indptr`, so nothing derived is stored."""
 
-    def scores(self, terms: Sequence[str]) -> np.ndarray:
-        if self.bm25 is None:
-            return np.zeros(self.size, dtype=np.float32)
-        ids = self.bm25.get_tokens_ids(list(terms))
-        if not ids:
-            return np.zeros(self.size, dtype=np.float32)
-        return np.asarray(self.bm25.get_scores_from_ids(ids), dtype=np.float32)
-
-    def save(self, directory: Path) -> None:
-        if self.bm25 is not None:
-            self.bm25.save(str(directory), show_progress=False)
+    def __init__(self, indptr: np.ndarray, docs: np.ndarray, tf: np.ndarray, lengths: np.ndarray) -> None:
+        self.indptr, self.docs, self.tf, self.lengths = indptr, docs, tf, lengths
+        self.size = len(lengths)
+        df = np.diff(np.asarray(indptr, dtype=np.int64)).astype(np.float64)
+        self._idf = np.log1p((self.size - df + 0.5) / (df + 0.5)).astype(np.float32)
+        avg = float(np.mean(lengths)) if self.size else 1.0
+        # BM25's length normalisation per document: k1 * (1 - b + b * length / average).
+        self._norm = (K1 * ((1.0 - B) + B * np.asarray(lengths, dtype=np.float32) / max(avg, 1e-9))).astype(np.float32)
 
     @classmethod
-    def load(cls, directory: Path, size: int) -> _Bm25:
-        if size == 0:
-            return cls(None, 0)
-        return cls(bm25s.BM25.load(str(directory), show_progress=False), size)
+    def from_triples(cls, docs: np.ndarray, terms: np.ndarray, tf: np.ndarray, lengths: np.ndarray, vocab: int) -> Postings:
+        """From (document, term, frequency) entries with each (document, term) at most once,
+        in ascending document order."""
+        order = np.argsort(terms, kind="stable")  # stable: documents stay ascending per term
+        indptr = np.zeros(vocab + 1, dtype=np.int64)
+        np.cumsum(np.bincount(terms, minlength=vocab), out=indptr[1:])
+        return cls(indptr, docs[order].astype(np.int32), tf[order], lengths)
+
+    def scores(self, ids: Sequence[int]) -> np.ndarray:
+        """Sum over the term ids (repeats count again, as in the query) of each document's BM25."""
+        out = np.zeros(self.size, dtype=np.float32)
+        for t in ids:
+            start, end = int(self.indptr[t]), int(self.indptr[t + 1])
+            if start == end:
+                continue
+            docs = self.docs[start:end]
+            tf = self.tf[start:end].astype(np.float32)
+            out[docs] += self._idf[t] * tf / (self._norm[docs] + tf)
+        return out
+
+    def by_document(self) -> sp.csr_matrix:
+        """Document-major view (documents x terms, frequencies): what an update copies an
+        unchanged chunk's row from."""
+        vocab = len(self.indptr) - 1
+        matrix = sp.csc_matrix((np.asarray(self.tf), np.asarray(self.docs), np.asarray(self.indptr)), shape=(self.size, vocab))
+        return matrix.tocsr()
+
+    def save(self, directory: Path, name: str) -> None:
+        for part in ("indptr", "docs", "tf", "lengths"):
+            np.save(directory / f"{name}.{part}.npy", np.ascontiguousarray(getattr(self, part)))
+
+    @classmethod
+    def load(cls, directory: Path, name: str) -> Postings:
+        parts = [np.load(directory / f"{name}.{part}.npy", mmap_mode="r") for part in ("indptr", "docs", "tf", "lengths")]
+        return cls(*parts)
 
 
 class LexicalIndex:
@@ -94,7 +126,9 @@ class LexicalIndex:
     from, which the index keeps in order) and per file (aligned with `files`: the distinct
     chunk paths in order of first appearance)."""
 
-    def __init__(self, chunks: _Bm25, files: _Bm25, file_paths: list[str]) -> None:
+    def __init__(self, tokens: list[str], chunks: Postings, files: Postings, file_paths: list[str]) -> None:
+        self.tokens = tokens
+        self._ids = {t: i for i, t in enumerate(tokens)}
         self._chunks = chunks
         self._files = files
         self.files = file_paths
@@ -105,34 +139,43 @@ class LexicalIndex:
 
     @classmethod
     def build(cls, chunks: Sequence[Chunk], documents: Sequence[list[str]] | None = None) -> LexicalIndex:
-        """`documents`, each chunk's `lexical_document`, may be passed by a caller that kept
-        them from an earlier build: an incremental update then tokenizes only new chunks."""
-        chunk_docs = list(documents) if documents is not None else [lexical_document(c) for c in chunks]
-        file_docs: dict[str, list[str]] = {}
-        for chunk, doc in zip(chunks, chunk_docs):
-            file_docs.setdefault(chunk.path, []).extend(doc)
-        return cls(_Bm25.build(chunk_docs), _Bm25.build(list(file_docs.values())), list(file_docs))
+        """The index of `chunks`; `documents`, each chunk's `lexical_document`, when the
+        caller has them already."""
+        builder = LexicalBuilder()
+        for i, chunk in enumerate(chunks):
+            builder.add(chunk.path, documents[i] if documents is not None else lexical_document(chunk))
+        return builder.finish()
+
+    def term_ids(self, terms: Sequence[str]) -> list[int]:
+        """Ids of the known terms, in order (repeats kept); unknown terms are skipped."""
+        return [i for t in terms if (i := self._ids.get(t)) is not None]
 
     def scores(self, terms: Sequence[str]) -> np.ndarray:
         """BM25 score of every chunk (float32, length `size`); zero where no term occurs.
         Terms absent from the vocabulary are skipped: an all-unknown query scores zeros."""
-        return self._chunks.scores(terms)
+        return self._chunks.scores(self.term_ids(terms))
 
     def file_scores(self, terms: Sequence[str]) -> np.ndarray:
         """BM25 score of every file in `files` order, each file scored as one document."""
-        return self._files.scores(terms)
+        return self._files.scores(self.term_ids(terms))
+
+    def chunk_rows(self) -> tuple[sp.csr_matrix, np.ndarray]:
+        """Each chunk's (term, frequency) row and token count: what `LexicalBuilder.copy`
+        takes from the previous generation."""
+        return self._chunks.by_document(), np.asarray(self._chunks.lengths)
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        self._chunks.save(directory / _CHUNKS_DIR)
-        self._files.save(directory / _FILES_DIR)
+        self._chunks.save(directory, _CHUNKS)
+        self._files.save(directory, _FILES)
+        (directory / _VOCAB_FILE).write_bytes(msgpack.packb(self.tokens, use_bin_type=True))
         meta = {"version": LEXICAL_VERSION, "chunks": self._chunks.size, "files": self.files}
         (directory / _META_FILE).write_text(json.dumps(meta))
 
     @classmethod
     def load(cls, directory: Path) -> LexicalIndex:
-        """Load what `save` wrote. IndexStoreError if it is missing, damaged or from another
-        `LEXICAL_VERSION` (the caller rebuilds)."""
+        """Open what `save` wrote (postings memory-mapped). IndexStoreError if it is missing,
+        damaged or from another `LEXICAL_VERSION` (the caller rebuilds)."""
         try:
             meta = json.loads((directory / _META_FILE).read_text())
             if meta.get("version") != LEXICAL_VERSION:
@@ -141,8 +184,81 @@ class LexicalIndex:
                     f"this codepager writes {LEXICAL_VERSION}; rebuild the index"
                 )
             files = [str(p) for p in meta["files"]]
-            chunks = _Bm25.load(directory / _CHUNKS_DIR, int(meta["chunks"]))
-            by_file = _Bm25.load(directory / _FILES_DIR, len(files))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            tokens = [str(t) for t in msgpack.unpackb((directory / _VOCAB_FILE).read_bytes(), raw=False)]
+            chunks = Postings.load(directory, _CHUNKS)
+            by_file = Postings.load(directory, _FILES)
+        except IndexStoreError:
+            raise
+        except (OSError, ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
             raise IndexStoreError(f"cannot read the lexical index in {directory}: {exc}; rebuild the index") from exc
-        return cls(chunks, by_file, files)
+        if chunks.size != int(meta["chunks"]) or by_file.size != len(files) or len(chunks.indptr) != len(tokens) + 1:
+            raise IndexStoreError(f"cannot read the lexical index in {directory}: its parts disagree; rebuild the index")
+        return cls(tokens, chunks, by_file, files)
+
+
+class LexicalBuilder:
+    """Builds a `LexicalIndex` one chunk at a time, in chunk order.
+
+    Each chunk leaves only its distinct term ids and frequencies behind (a few bytes per
+    distinct token), never its token list. Starting from a previous generation's `tokens`
+    keeps its term ids, so `copy` can take unchanged chunks' rows from it as they are."""
+
+    def __init__(self, tokens: Sequence[str] = ()) -> None:
+        self._tokens = list(tokens)
+        self._ids = {t: i for i, t in enumerate(self._tokens)}
+        self._terms = array("i")
+        self._tf = array("H")
+        self._row_nnz = array("i")
+        self._lengths = array("i")
+        self._file_of = array("i")
+        self._files: list[str] = []
+
+    def _file(self, path: str) -> int:
+        if not self._files or self._files[-1] != path:
+            self._files.append(path)
+        return len(self._files) - 1
+
+    def add(self, path: str, document: list[str]) -> None:
+        """The next chunk, from its lexical document."""
+        counts = Counter(document)
+        ids = self._ids
+        for token in counts:
+            if token not in ids:
+                ids[token] = len(self._tokens)
+                self._tokens.append(token)
+        self._terms.extend(ids[t] for t in counts)
+        self._tf.extend(min(c, _MAX_TF) for c in counts.values())
+        self._row_nnz.append(len(counts))
+        self._lengths.append(len(document))
+        self._file_of.append(self._file(path))
+
+    def copy(self, path: str, rows: sp.csr_matrix, lengths: np.ndarray, first: int, count: int) -> None:
+        """The next `count` chunks, all of file `path`: rows `first...` of a previous
+        generation's `LexicalIndex.chunk_rows()` (built from the tokens this builder started
+        with)."""
+        start, end = int(rows.indptr[first]), int(rows.indptr[first + count])
+        self._terms.frombytes(rows.indices[start:end].astype(np.int32).tobytes())
+        self._tf.frombytes(rows.data[start:end].astype(np.uint16).tobytes())
+        self._row_nnz.frombytes(np.diff(rows.indptr[first:first + count + 1]).astype(np.int32).tobytes())
+        self._lengths.frombytes(np.asarray(lengths[first:first + count], dtype=np.int32).tobytes())
+        file_id = self._file(path)
+        self._file_of.extend([file_id] * count)
+
+    def finish(self) -> LexicalIndex:
+        vocab = len(self._tokens)
+        row_nnz = np.frombuffer(self._row_nnz, dtype=np.int32) if self._row_nnz else np.zeros(0, np.int32)
+        n = len(row_nnz)
+        docs = np.repeat(np.arange(n, dtype=np.int32), row_nnz)
+        terms = np.frombuffer(self._terms, dtype=np.int32) if self._terms else np.zeros(0, np.int32)
+        tf = np.frombuffer(self._tf, dtype=np.uint16) if self._tf else np.zeros(0, np.uint16)
+        lengths = np.frombuffer(self._lengths, dtype=np.int32) if self._lengths else np.zeros(0, np.int32)
+        file_of = np.frombuffer(self._file_of, dtype=np.int32) if self._file_of else np.zeros(0, np.int32)
+        chunks = Postings.from_triples(docs, terms, tf, lengths.copy(), vocab)
+        # A file is the concatenation of its chunks' documents: its frequencies are the sums.
+        by_file = sp.csr_matrix((tf.astype(np.uint32), (file_of[docs], terms)), shape=(len(self._files), vocab))
+        by_file.sum_duplicates()
+        file_lengths = np.bincount(file_of, weights=lengths, minlength=len(self._files)).astype(np.int32)
+        file_docs = np.repeat(np.arange(len(self._files), dtype=np.int32), np.diff(by_file.indptr))
+        files = Postings.from_triples(file_docs, by_file.indices.astype(np.int32), by_file.data.astype(np.uint32),
+                                      file_lengths, vocab)  # fmt: skip
+        return LexicalIndex(list(self._tokens), chunks, files, list(self._files))

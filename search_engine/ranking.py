@@ -16,7 +16,6 @@ one cost 5-15 ms per query on a busy two-core machine against ~1.5 ms single-thr
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -24,7 +23,7 @@ import numpy as np
 from cachetools import LRUCache
 from threadpoolctl import ThreadpoolController
 
-from search_engine.chunks import Chunk
+from search_engine.chunk_table import ChunkTable
 from search_engine.config import EngineConfig
 from search_engine.corpus import Corpus
 from search_engine.files import discover
@@ -36,6 +35,7 @@ from search_engine.paths import SearchLocation
 from search_engine.priors import PathPriors
 from search_engine.semantic import semantic_search
 from search_engine.tokenize import validate_query
+from search_engine.vectors import VectorIndex
 
 # Distinct filter combinations remembered per generation (each is one boolean per chunk).
 _FILTER_CACHE_SIZE = 64
@@ -44,13 +44,13 @@ _THREADPOOLS = ThreadpoolController()
 
 class IndexView(Protocol):
     """What ranking reads from a built index (see `search_engine.index`). `chunks`, the rows
-    of `vectors` (L2-normalized, float32) and the lexical index's documents are aligned."""
+    of `vectors` and the lexical index's documents are aligned."""
 
     @property
-    def chunks(self) -> Sequence[Chunk]: ...
+    def chunks(self) -> ChunkTable: ...
 
     @property
-    def vectors(self) -> np.ndarray: ...
+    def vectors(self) -> VectorIndex: ...
 
     @property
     def lexical(self) -> LexicalIndex: ...

@@ -13,8 +13,14 @@ crowded it out):
 
 Results are then spread over files as in hybrid search (`search_engine.hits.diversify`): a
 file's second chunk keeps half its score, its third a quarter. The score is that prior-weighted,
-diversified similarity (a cosine blend in [-1, 1]), and `threshold` applies to it. Vectors are L2-normalized by the index, so the cosines are two
-matrix-vector products (a few milliseconds for 100k chunks).
+diversified similarity (a cosine blend in [-1, 1]), and `threshold` applies to it.
+
+The chunk cosine is the int8 one of the index's quantized vectors (`search_engine.vectors`).
+The blend is computed over every chunk the index rescores anyway (all allowed chunks of an
+index up to `vectors.RESCORE`, else the `RESCORE` nearest by sign bits), not only over the
+best few by cosine: a chunk of middling cosine in a file about the query must still be able to
+rise, as it did when every chunk was scored. So a query costs a pass over 32 bytes a chunk and
+a few thousand int8 rows, not a float product over the whole index.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from search_engine.hits import Hit, diversify
+from search_engine.vectors import RESCORE, VectorIndex
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
 FILE_WEIGHT = 0.3
@@ -30,7 +37,7 @@ CANDIDATES = 100
 
 
 def semantic_search(
-    vectors: np.ndarray,
+    vectors: VectorIndex,
     query_vector: np.ndarray,
     allowed: np.ndarray,
     top_k: int,
@@ -44,20 +51,21 @@ def semantic_search(
     (`file_of`: each chunk's file id). `file_similarity` (each chunk's file's cosine with the
     query) and `priors` (each chunk's path factor in (0, 1]), when given, are aligned with
     `vectors`. Ties go to the earlier chunk, so results are deterministic for a given index."""
-    ids = np.flatnonzero(allowed)
+    if top_k <= 0:
+        return []
+    n = max(CANDIDATES, 4 * top_k)
+    # Every chunk the vector index rescores (it never returns fewer than `n` if it has them).
+    ids, sims = vectors.top(query_vector, np.flatnonzero(allowed), max(RESCORE, n))
     if len(ids) == 0:
         return []
-    sims = vectors[ids] @ query_vector if len(ids) < len(allowed) else vectors @ query_vector
+    sims = sims.astype(np.float64)
     if file_similarity is not None:
         sims = (1.0 - FILE_WEIGHT) * sims + FILE_WEIGHT * file_similarity[ids]
     if priors is not None:
         # A factor scales a positive similarity down and a negative one further down.
         factor = priors[ids]
         sims = np.where(sims > 0, sims * factor, sims / factor)
-    if top_k <= 0:
-        return []
     # The best few per file are enough to fill top_k across files; diversify over those.
-    n = min(len(ids), max(CANDIDATES, 4 * top_k))
     top = np.argpartition(-sims, n - 1)[:n] if n < len(ids) else np.arange(len(ids))
     top = top[np.lexsort((ids[top], -sims[top]))]
     scores = np.zeros(len(file_of), dtype=np.float64)

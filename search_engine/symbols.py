@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -109,15 +109,22 @@ class SymbolIndex:
 
     @classmethod
     def build(cls, chunks: Sequence[Chunk]) -> SymbolIndex:
+        return cls.from_definitions(
+            (i, chunk.path, name, factor) for i, chunk in enumerate(chunks) for name, factor in defined_names(chunk).items()
+        )
+
+    @classmethod
+    def from_definitions(cls, definitions: Iterable[tuple[int, str, str, float]]) -> SymbolIndex:
+        """From (chunk id, chunk path, name, factor) as `defined_names` gives them: an index
+        stores these at build time, so loading it reads no chunk text."""
         by_key: dict[str, list[_Definition]] = defaultdict(list)
         stems: dict[str, str] = {}
-        for i, chunk in enumerate(chunks):
-            stem = stems.get(chunk.path)
+        for i, path, name, factor in definitions:
+            stem = stems.get(path)
             if stem is None:
-                stem = stems[chunk.path] = normalize(PurePosixPath(chunk.path).stem)
-            for name, factor in _defined_names(chunk).items():
-                key = normalize(name)
-                by_key[key].append(_Definition(i, name, factor, _stem_matches(stem, key)))
+                stem = stems[path] = normalize(PurePosixPath(path).stem)
+            key = normalize(name)
+            by_key[key].append(_Definition(i, name, factor, _stem_matches(stem, key)))
         return cls(dict(by_key))
 
     def match(self, query: str) -> dict[int, float]:
@@ -170,7 +177,7 @@ def _candidates(name: str) -> list[str]:
     return [name.replace("::", ".").replace("->", ".").replace("#", "."), parts[-1]] if len(parts) > 1 else [name]
 
 
-def _defined_names(chunk: Chunk) -> dict[str, float]:
+def defined_names(chunk: Chunk) -> dict[str, float]:
     """Names a chunk defines, each with its evidence factor. Only code defines names: a
     README's code sample, a config file, a template or a generated compiler-output expectation
     shows how names are used, not where they are defined."""

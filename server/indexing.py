@@ -138,6 +138,9 @@ class BackgroundIndexer:
             state = self.state(root)
             state.started_at = self.clock()
             try:
+                # An index already on disk serves searches while it is checked against the tree.
+                if not full and self.engine.indexes.open(root):
+                    state.ready = True
                 # The model first, as a phase of its own: a transformer takes seconds to load,
                 # and the first query needs it even when the index is already up to date.
                 state.advance("model", 0, 1)

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import search_engine.chunk_jobs as chunk_jobs
+import search_engine.index_store as index_store
 import search_engine.indexing as indexing
 from search_engine.chunking import chunk_file
 from search_engine.chunks import Chunk
@@ -129,14 +130,17 @@ def test_build_round_trips_chunks_and_vectors(repo: Path, manager: IndexManager,
     index = manager.get(repo)
     assert index.generation == 1
     assert [(c.path, c.content) for c in index.chunks] == expected_chunks(repo)
-    assert len(counting.take()) == len(index.chunks)
-    assert isinstance(index.vectors, np.memmap)
-    assert index.vectors.dtype == np.float32 and index.vectors.shape == (len(index.chunks), 256)
-    np.testing.assert_allclose(np.linalg.norm(index.vectors, axis=1), 1.0, rtol=1e-5)
+    embedded = counting.take()
+    assert len(embedded) == len(index.chunks)
+    # the vectors are stored quantized and memory-mapped; they round-trip to the model's
+    assert isinstance(index.vectors.codes, np.memmap) and isinstance(index.chunks.rows, np.memmap)
+    assert index.vectors.codes.dtype == np.int8 and index.vectors.shape == (len(index.chunks), 256)
+    exact = manager.embedder.embed(embedded)
+    np.testing.assert_allclose(index.vectors.rows(np.arange(len(index.chunks))), exact, atol=0.005)
     assert index.lexical.size == len(index.chunks)
     query = index.embed_query("retry a failing call with backoff")
-    best = index.chunks[int(np.argmax(index.vectors @ query))]
-    assert best.symbol == "retry_with_backoff"
+    best_ids, _ = index.vectors.top(query, np.arange(len(index.chunks)), 1)
+    assert index.chunks[int(best_ids[0])].symbol == "retry_with_backoff"
     # nothing is written inside the indexed tree
     assert sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()) == [
         "README.md", "app/client.py", "app/render.py", "web/app.js",
@@ -162,7 +166,8 @@ def test_a_second_process_loads_the_same_index_without_embedding(repo: Path, man
     assert counting.take() == []
     assert again.generation == first.generation
     assert again.chunks == first.chunks
-    np.testing.assert_array_equal(np.asarray(again.vectors), np.asarray(first.vectors))
+    for part in ("codes", "scales", "words", "file_vectors"):
+        np.testing.assert_array_equal(getattr(again.vectors, part), getattr(first.vectors, part))
 
 
 def test_incremental_updates_embed_only_what_changed(
@@ -188,7 +193,7 @@ def test_incremental_updates_embed_only_what_changed(
         tokenized.append(chunk.path)
         return lexical_document(chunk)
 
-    monkeypatch.setattr(indexing, "lexical_document", counting_document)
+    monkeypatch.setattr(index_store, "lexical_document", counting_document)
     monkeypatch.setattr(chunk_jobs, "lexical_document", counting_document)
     stats = manager.update(repo)
     assert (stats.changed, stats.modified, stats.generation) == (True, 1, 2)
@@ -211,7 +216,11 @@ def test_incremental_updates_embed_only_what_changed(
     # reused rows are the vectors a fresh build computes
     fresh = CountingEmbedder(counting.inner)
     rebuilt = IndexManager(EngineConfig(cache_dir=manager.config.cache_dir / "fresh"), embedder=fresh).get(repo)
-    np.testing.assert_allclose(np.asarray(index.vectors), np.asarray(rebuilt.vectors), atol=1e-6)
+    np.testing.assert_array_equal(index.vectors.codes, rebuilt.vectors.codes)
+    np.testing.assert_array_equal(index.vectors.words, rebuilt.vectors.words)
+    np.testing.assert_allclose(index.vectors.scales, rebuilt.vectors.scales, rtol=1e-6)
+    # an edited file's mean counts its kept chunks at int8 precision
+    np.testing.assert_allclose(index.vectors.file_vectors, rebuilt.vectors.file_vectors, atol=0.01)
 
 
 def test_a_changed_model_rebuilds_everything(repo: Path, manager: IndexManager, counting: CountingEmbedder, cache: Path) -> None:
@@ -239,7 +248,7 @@ def test_an_index_from_an_older_version_is_rebuilt_not_fatal(repo: Path, manager
     assert manager.get(repo).generation == 2
 
 
-@pytest.mark.parametrize(("damaged", "reason"), [("chunks.msgpack", "damaged"), ("manifest.json", "damaged")])
+@pytest.mark.parametrize(("damaged", "reason"), [("chunks/rows.npy", "damaged"), ("manifest.json", "damaged")])
 def test_a_damaged_index_is_rebuilt(repo: Path, manager: IndexManager, damaged: str, reason: str) -> None:
     manager.update(repo)
     store = manager.store(repo)
@@ -343,7 +352,7 @@ def test_a_writer_killed_mid_write_leaves_the_previous_generation_usable(
     assert proc.returncode == 17, proc.stderr
     store = manager.store(repo)
     leftovers = sorted(os.listdir(store.directory))
-    assert any(n.startswith((".tmp-gen", "gen-00000002")) for n in leftovers)
+    assert any(n.startswith((".tmp-", "gen-00000002")) for n in leftovers)
     snapshot = store.load()  # CURRENT still names the complete previous generation
     assert snapshot is not None and snapshot.manifest.generation == 1
     assert snapshot.chunks == before.chunks

@@ -1,0 +1,259 @@
+"""Chunk metadata in columns and chunk text compressed per file: what an index keeps of chunks.
+
+A `Chunk` per chunk as a Python object costs ~1 KB with its text: 450k chunks held 600 MB
+and took seconds to unpickle before the first search. Here every numeric field is a column of
+one structured numpy array (`rows.npy`, memory-mapped), strings that repeat (paths, languages,
+kinds) are stored once, symbol names sit in one UTF-8 blob, and chunk text is zlib-compressed
+one file at a time (`text.bin`): showing a result decompresses one file's chunks, and an
+update copies an unchanged file's compressed bytes as they are. `table[i]` builds the `Chunk`
+on demand, so code that takes a `Sequence[Chunk]` keeps working.
+
+The names each chunk defines (`search_engine.symbols.defined_names`) are extracted once at
+build time and stored as columns too (`defs.*`): the symbol index is rebuilt from them at
+load without reading any chunk text.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from array import array
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import overload
+
+import msgpack
+import numpy as np
+
+from search_engine.chunks import Chunk, content_hash
+from search_engine.embeddings import chunk_text
+from search_engine.symbols import defined_names
+
+ROW = np.dtype([
+    ("file", "<i4"), ("line_start", "<i4"), ("line_end", "<i4"), ("byte_start", "<i8"), ("byte_end", "<i8"),
+    ("kind", "<u2"), ("hash", "<u8"), ("text_hash", "<u8"), ("text_off", "<i8"), ("text_len", "<i4"),
+    ("symbol_off", "<i8"), ("symbol_len", "<i4"),
+])  # fmt: skip
+_ROWS, _STRINGS, _TEXT, _SYMBOLS = "rows.npy", "strings.msgpack", "text.bin", "symbols.bin"
+_DEF_CHUNK, _DEF_FACTOR, _DEF_NAMES = "defs.chunk.npy", "defs.factor.npy", "defs.names.msgpack"
+_ENC = "surrogatepass"
+# Decompressed files kept per table: a page of results usually comes from a few files.
+_TEXT_CACHE = 16
+
+
+def text_key(chunk: Chunk) -> int:
+    """The digest of a chunk's embedding text as an integer: equal keys embed alike, so an
+    edited file's untouched chunks keep their vectors."""
+    return int(content_hash(chunk_text(chunk)), 16)
+
+
+class ChunkTable(Sequence[Chunk]):
+    """The chunks of one index generation (read-only)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        strings = msgpack.unpackb((directory / _STRINGS).read_bytes(), raw=False)
+        self.paths: list[str] = strings["paths"]
+        self.languages: list[str | None] = strings["languages"]
+        self.kinds: list[str] = strings["kinds"]
+        self._text_bounds = np.asarray(strings["text_bounds"], dtype=np.int64)
+        self.rows = _load(directory / _ROWS, ROW)
+        self._symbols = _blob(directory / _SYMBOLS)
+        self._text = _blob(directory / _TEXT)
+        self._cache: dict[int, bytes] = {}
+        self._definitions: tuple[np.ndarray, np.ndarray, list[str]] | None = None
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, i: int) -> Chunk: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Chunk]: ...
+    def __getitem__(self, i: int | slice) -> Chunk | list[Chunk]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        r = self.rows[i]
+        f = int(r["file"])
+        text = self._file_text(f)[int(r["text_off"]):int(r["text_off"]) + int(r["text_len"])].decode("utf-8", _ENC)
+        return Chunk(
+            self.paths[f], self.languages[f], int(r["line_start"]), int(r["line_end"]), int(r["byte_start"]),
+            int(r["byte_end"]), text, self.kinds[int(r["kind"])], self.symbol(i), f"{int(r['hash']):016x}",
+        )  # fmt: skip
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return (self[i] for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def file_of(self) -> np.ndarray:
+        """Each chunk's index into `paths`."""
+        return self.rows["file"]
+
+    def symbol(self, i: int) -> str | None:
+        r = self.rows[i]
+        n = int(r["symbol_len"])
+        return None if n < 0 else self.symbol_bytes(int(r["symbol_off"]), n).decode("utf-8", _ENC)
+
+    def definitions(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """(chunk ids ascending, evidence factors, names): every name a chunk defines. Read
+        once per table."""
+        with self._lock:
+            if self._definitions is None:
+                chunk = _load(self.directory / _DEF_CHUNK, np.dtype("<i4"))
+                factor = _load(self.directory / _DEF_FACTOR, np.dtype("<f4"))
+                names = msgpack.unpackb((self.directory / _DEF_NAMES).read_bytes(), raw=False)
+                if not len(chunk) == len(factor) == len(names):
+                    raise ValueError("symbol definition columns disagree")
+                self._definitions = (chunk, factor, names)
+            return self._definitions
+
+    def definitions_of(self, first: int, count: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """`definitions()` of chunks `first..first+count`."""
+        chunk, factor, names = self.definitions()
+        lo, hi = (int(x) for x in np.searchsorted(chunk, [first, first + count]))
+        return np.asarray(chunk[lo:hi]), np.asarray(factor[lo:hi]), names[lo:hi]
+
+    def _file_text(self, f: int) -> bytes:
+        with self._lock:
+            text = self._cache.get(f)
+            if text is None:
+                start, end = int(self._text_bounds[f]), int(self._text_bounds[f + 1])
+                text = zlib.decompress(bytes(self._text[start:end])) if end > start else b""
+                if len(self._cache) >= _TEXT_CACHE:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[f] = text
+            return text
+
+    def symbol_bytes(self, start: int, n: int) -> bytes:
+        return bytes(self._symbols[start:start + n])
+
+    def compressed_text(self, f: int) -> bytes:
+        start, end = int(self._text_bounds[f]), int(self._text_bounds[f + 1])
+        return bytes(self._text[start:end])
+
+
+class ChunkTableWriter:
+    """Writes a `ChunkTable` file by file, in chunk order, holding only the columns (a few
+    dozen bytes a chunk) until `finish`."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._text = (directory / _TEXT).open("wb")
+        self._symbols = (directory / _SYMBOLS).open("wb")
+        self._rows: list[np.ndarray] = []
+        self._count = 0
+        self._text_bounds = [0]
+        self._symbol_size = 0
+        self.paths: list[str] = []
+        self.languages: list[str | None] = []
+        self._kinds: dict[str, int] = {}
+        self._def_chunk = array("i")
+        self._def_factor = array("f")
+        self._def_names: list[str] = []
+
+    def add_file(self, chunks: Sequence[Chunk], text_keys: Sequence[int]) -> None:
+        """A file's new chunks (all of one path, at least one) and their `text_key`s."""
+        f = self._new_file(chunks[0].path, chunks[0].language)
+        rows = np.zeros(len(chunks), dtype=ROW)
+        blob = bytearray()
+        for j, c in enumerate(chunks):
+            data = c.content.encode("utf-8", _ENC)
+            symbol = c.symbol.encode("utf-8", _ENC) if c.symbol is not None else None
+            rows[j] = (
+                f, c.line_start, c.line_end, c.byte_start, c.byte_end, self._kind(c.kind), int(c.content_hash, 16),
+                text_keys[j], len(blob), len(data), self._symbol_size, -1 if symbol is None else len(symbol),
+            )  # fmt: skip
+            blob += data
+            if symbol:
+                self._symbols.write(symbol)
+                self._symbol_size += len(symbol)
+            for name, factor in defined_names(c).items():
+                self._def_chunk.append(self._count + j)
+                self._def_factor.append(factor)
+                self._def_names.append(name)
+        self._write_text(zlib.compress(bytes(blob), 6))
+        self._append(rows)
+
+    def copy_file(self, table: ChunkTable, first: int, count: int) -> None:
+        """Chunks `first..first+count` of a previous generation's table (one whole file),
+        compressed text and all, without decompressing anything."""
+        old = np.array(table.rows[first:first + count])
+        f_old = int(old["file"][0])
+        old["file"] = self._new_file(table.paths[f_old], table.languages[f_old])
+        old["kind"] = [self._kind(table.kinds[k]) for k in old["kind"].tolist()]
+        for j in range(count):
+            n = int(old["symbol_len"][j])
+            if n > 0:
+                start = int(old["symbol_off"][j])
+                self._symbols.write(table.symbol_bytes(start, n))
+            old["symbol_off"][j] = self._symbol_size
+            self._symbol_size += max(n, 0)
+        self._write_text(table.compressed_text(f_old))
+        chunk, factor, names = table.definitions_of(first, count)
+        self._def_chunk.frombytes((chunk - first + self._count).astype(np.int32).tobytes())
+        self._def_factor.frombytes(factor.astype(np.float32).tobytes())
+        self._def_names.extend(names)
+        self._append(old)
+
+    def finish(self) -> int:
+        """Write the columns; the number of chunks written."""
+        self._text.close()
+        self._symbols.close()
+        rows = np.concatenate(self._rows) if self._rows else np.zeros(0, dtype=ROW)
+        np.save(self.directory / _ROWS, rows)
+        np.save(self.directory / _DEF_CHUNK, np.frombuffer(self._def_chunk, dtype=np.int32) if self._def_chunk else np.zeros(0, np.int32))
+        np.save(self.directory / _DEF_FACTOR, np.frombuffer(self._def_factor, dtype=np.float32) if self._def_factor else np.zeros(0, np.float32))
+        # msgpack, not lines: a chunk's symbol may span lines (a C++ operator, a macro)
+        (self.directory / _DEF_NAMES).write_bytes(msgpack.packb(self._def_names, use_bin_type=True))
+        strings = {"paths": self.paths, "languages": self.languages, "kinds": list(self._kinds),
+                   "text_bounds": self._text_bounds}  # fmt: skip
+        (self.directory / _STRINGS).write_bytes(msgpack.packb(strings, use_bin_type=True))
+        return self._count
+
+    def close(self) -> None:
+        """Release the files of an abandoned write."""
+        self._text.close()
+        self._symbols.close()
+
+    def _new_file(self, path: str, language: str | None) -> int:
+        self.paths.append(path)
+        self.languages.append(language)
+        return len(self.paths) - 1
+
+    def _kind(self, kind: str) -> int:
+        return self._kinds.setdefault(kind, len(self._kinds))
+
+    def _write_text(self, compressed: bytes) -> None:
+        self._text.write(compressed)
+        self._text_bounds.append(self._text_bounds[-1] + len(compressed))
+
+    def _append(self, rows: np.ndarray) -> None:
+        self._rows.append(rows)
+        self._count += len(rows)
+
+
+def _load(path: Path, dtype: np.dtype) -> np.ndarray:
+    """A .npy column memory-mapped (an empty one cannot be mapped: read it)."""
+    try:
+        array_ = np.load(path, mmap_mode="r")
+    except ValueError:  # numpy cannot map a zero-length array
+        array_ = np.load(path)
+    if array_.dtype != dtype:
+        raise ValueError(f"{path.name} holds {array_.dtype}, expected {dtype}")
+    return array_
+
+
+def _blob(path: Path) -> np.ndarray | bytes:
+    return np.memmap(path, dtype=np.uint8, mode="r") if path.stat().st_size else b""

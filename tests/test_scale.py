@@ -1,0 +1,258 @@
+"""The index at scale, on small trees: a streamed build, the memory-mapped compact format,
+quantization, opening an index without walking the tree first, and reclaiming superseded
+generations (never one a live reader still has open). Real chunker, real model, real files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import search_engine.index_store as index_store
+import search_engine.indexing as indexing
+from search_engine.config import EngineConfig
+from search_engine.embeddings import LazyEmbedder
+from search_engine.engine import SearchEngine
+from search_engine.index import IndexManager
+from search_engine.models import SearchMode, SearchRequest
+from search_engine.vectors import RESCORE, VectorIndex, quantize
+from tests.test_index import REPO, CountingEmbedder, expected_chunks, write_repo
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return write_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def counting(static_embedder: LazyEmbedder) -> CountingEmbedder:
+    return CountingEmbedder(static_embedder)
+
+
+def manager_for(cache: Path, embedder: CountingEmbedder, **kwargs: float) -> IndexManager:
+    return IndexManager(EngineConfig(cache_dir=cache), embedder=embedder, **kwargs)
+
+
+def many_files(root: Path, n: int) -> Path:
+    for i in range(n):
+        path = root / f"pkg{i % 5}" / f"mod_{i:03d}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"def handler_{i}(request):\n    return request.value + {i}\n\n\nclass Widget{i}:\n    size = {i}\n")
+    return root
+
+
+# --- quantization -------------------------------------------------------------------------
+
+
+def test_int8_codes_round_trip_within_a_quantization_step(static_embedder: LazyEmbedder) -> None:
+    texts = [f"def function_{i}(x): return x * {i}  # scale {i}" for i in range(50)] + [""]
+    vectors = static_embedder.embed(texts)
+    codes, scales, words = quantize(vectors)
+    back = codes.astype(np.float32) * scales[:, None]
+    # each component within half a step of its own row's scale; the empty text stays zero
+    assert np.all(np.abs(back - vectors) <= scales[:, None] / 2 + 1e-7)
+    assert scales[-1] == 0 and not codes[-1].any()
+    # cosines survive within a few thousandths
+    query = vectors[3]
+    assert np.abs(back @ query - vectors @ query).max() < 0.01
+    # quantizing the dequantized vectors gives the same codes and sign bits (updates rely on it)
+    again = quantize(back)
+    np.testing.assert_array_equal(again[0], codes)
+    np.testing.assert_array_equal(again[2], words)
+
+
+def test_sign_bit_candidates_then_int8_rescoring_find_the_int8_top(static_embedder: LazyEmbedder) -> None:
+    """Over more chunks than are rescored, candidates come from Hamming distance of sign bits;
+    the top ten must still be the exact int8 top ten for queries drawn from the rows."""
+    n = RESCORE * 3
+    texts = [f"def op_{i}(a, b):\n    return a {'+-*/%'[i % 5]} b * {i % 97}  # {['sum', 'parse', 'render', 'socket', 'retry'][i % 5]}" for i in range(n)]
+    vectors = static_embedder.embed(texts)
+    codes, scales, words = quantize(vectors)
+    index = VectorIndex(codes, scales, np.ascontiguousarray(words.T), np.zeros((0, vectors.shape[1]), np.float32))
+    allowed = np.arange(n)
+    for q in (5, 1234, 9000):
+        query = static_embedder.embed([texts[q] + " variant"])[0]
+        ids, sims = index.top(query, allowed, 10)
+        exact = index.cosines(allowed, query)
+        assert sorted(ids.tolist()) == sorted(np.argsort(-exact, kind="stable")[:10].tolist())
+        full = index.similarities(query, allowed)
+        assert np.argsort(-full, kind="stable")[:10].tolist() == ids.tolist()
+        assert full.min() > -1.6  # every allowed chunk stays rankable (hybrid adds 2.0)
+
+
+# --- the compact, memory-mapped index -----------------------------------------------------
+
+
+def test_an_index_opens_by_memory_map_and_shows_text_from_its_compressed_store(
+    repo: Path, tmp_path: Path, counting: CountingEmbedder
+) -> None:
+    manager_for(tmp_path / "cache", counting).update(repo)
+    snapshot = manager_for(tmp_path / "cache", counting).store(repo).load()
+    assert snapshot is not None
+    for array in (snapshot.chunks.rows, snapshot.vectors.codes, snapshot.vectors.scales, snapshot.vectors.words):
+        assert isinstance(array, np.memmap)
+    assert isinstance(snapshot.lexical()._chunks.docs, np.memmap)
+    assert [(c.path, c.content) for c in snapshot.chunks] == expected_chunks(repo)
+    # text is stored compressed, not as the source's bytes
+    text = (snapshot.directory / "chunks" / "text.bin").read_bytes()
+    assert b"Retry a failing call" not in text
+    snapshot.release()
+
+
+def test_the_build_streams_embedding_batches_between_files(
+    tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks are embedded and written batch by batch as files are read, not after every
+    file has been chunked: the first batch is embedded before the last file is read."""
+    root = many_files(tmp_path / "repo", 60)
+    monkeypatch.setattr(indexing, "EMBED_BATCH", 16)
+    events: list[str] = []
+    real_chunk = indexing.chunk_files
+    real_embed = counting.embed
+
+    def chunk(jobs, max_size, report):  # noqa: ANN001, ANN202
+        events.append("read")
+        return real_chunk(jobs, max_size, report)
+
+    def embed(texts):  # noqa: ANN001, ANN202
+        events.append("embed")
+        return real_embed(texts)
+
+    monkeypatch.setattr(indexing, "chunk_files", chunk)
+    monkeypatch.setattr(counting, "embed", embed)
+    stats = manager_for(tmp_path / "cache", counting).update(root)
+    assert stats.files == 60 and stats.chunks == 120
+    assert events.count("read") == 60
+    assert events.count("embed") >= 120 // 16
+    assert events.index("embed") < len(events) - 1 - events[::-1].index("read")
+    index = manager_for(tmp_path / "cache", counting).get(root)
+    assert [(c.path, c.content) for c in index.chunks] == expected_chunks(root)
+
+
+# --- start-up without a walk --------------------------------------------------------------
+
+
+def test_the_first_search_uses_the_index_on_disk_and_catches_up_in_the_background(
+    repo: Path, tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    manager_for(cache, counting).update(repo)
+    (repo / "app/render.py").write_text("def render_markdown(text):\n    return text.upper()\n")
+
+    walking, release = threading.Event(), threading.Event()
+    real_discover = indexing.discover
+
+    def slow_discover(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        walking.set()
+        assert release.wait(60)
+        return real_discover(*args, **kwargs)
+
+    monkeypatch.setattr(indexing, "discover", slow_discover)
+    engine = SearchEngine(EngineConfig(cache_dir=cache))
+    engine._indexes = manager_for(cache, counting, refresh_interval_s=3600)
+    request = SearchRequest(mode=SearchMode.HYBRID, query="render markdown", root=str(repo.resolve()), top_k=5)
+    first = engine.search(request)  # answered while the walk is still blocked
+    assert walking.wait(30) and not release.is_set()
+    assert first.index_generation == 1
+    assert not any("render_markdown" in m.content for m in first.matches)
+    release.set()
+    engine.indexes.wait_for_refresh(repo, 120)
+    later = engine.search(request)
+    assert later.index_generation == 2
+    assert "render_markdown" in later.matches[0].content
+
+
+# --- reclaiming generations ---------------------------------------------------------------
+
+HOLDER = textwrap.dedent("""\
+    import sys, time
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[3])
+    from search_engine.index_store import IndexStore
+    snapshot = IndexStore(Path(sys.argv[1])).load()
+    print(snapshot.directory.name, flush=True)
+    Path(sys.argv[2]).touch()
+    sys.stdin.read()  # hold the generation open until told to exit
+""")
+
+
+def test_superseded_generations_are_reclaimed_but_never_one_still_open(
+    repo: Path, tmp_path: Path, counting: CountingEmbedder
+) -> None:
+    cache = tmp_path / "cache"
+    writer = manager_for(cache, counting)
+    writer.update(repo)
+    store = writer.store(repo)
+    held = store.load()  # this process keeps generation 1 open
+    assert held is not None and held.manifest.generation == 1
+
+    ready = tmp_path / "ready"
+    other = subprocess.Popen([sys.executable, "-c", HOLDER, str(store.directory), str(ready), str(REPO)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "gen-00000001"
+        (repo / "app/render.py").write_text("def render_markdown(text):\n    return text\n")
+        assert writer.update(repo).generation == 2
+        (repo / "app/render.py").write_text("def render_rst(text):\n    return text\n")
+        assert writer.update(repo).generation == 3
+        gens = sorted(n for n in os.listdir(store.directory) if n.startswith("gen-"))
+        # 1 is open here and in the other process; 2 nobody holds (the writer's own manager
+        # moved on to 3), so it went as soon as 3 was published
+        assert gens == ["gen-00000001", "gen-00000003"]
+        assert [c.symbol for c in held.chunks if c.path == "app/render.py"] == ["render_template"]
+
+        held.release()  # still open in the other process: kept
+        assert (store.directory / "gen-00000001").is_dir()
+    finally:
+        assert other.stdin is not None
+        other.stdin.close()
+        other.wait(60)
+    # the other process was the last to hold it: letting go (at exit) reclaimed it
+    assert store.reclaim() == []
+    assert sorted(n for n in os.listdir(store.directory) if n.startswith("gen-")) == ["gen-00000003"]
+
+
+def test_a_reader_dropping_the_last_reference_reclaims_its_generation(
+    repo: Path, tmp_path: Path, counting: CountingEmbedder
+) -> None:
+    cache = tmp_path / "cache"
+    reader = manager_for(cache, counting, refresh_interval_s=0)
+    first = reader.get(repo)
+    assert first.generation == 1
+    writer = manager_for(cache, counting)
+    (repo / "app/render.py").write_text("def render_markdown(text):\n    return text\n")
+    assert writer.update(repo).generation == 2
+    store = writer.store(repo)
+    assert (store.directory / "gen-00000001").is_dir()  # `first` still pins it
+    assert reader.get(repo).generation == 2
+    assert (store.directory / "gen-00000001").is_dir()  # `first` is still referenced here
+    del first  # the last reference: its pin goes, and with it the generation
+    assert sorted(n for n in os.listdir(store.directory) if n.startswith("gen-")) == ["gen-00000002"]
+    assert index_store.IndexStore(store.directory).reclaim() == []
+
+
+def test_symbols_and_text_round_trip_the_chunk_table_whatever_they_hold(tmp_path: Path) -> None:
+    """A symbol spanning lines (a C++ operator, a macro), text with a NUL-free oddity and an
+    empty file text all come back as written."""
+    from search_engine.chunk_table import ChunkTable, ChunkTableWriter, text_key
+    from search_engine.chunks import Chunk, content_hash
+
+    def chunk(path: str, content: str, symbol: str | None) -> Chunk:
+        return Chunk(path, "cpp", 1, 2, 0, len(content.encode()), content, "function", symbol, content_hash(content))
+
+    chunks = [chunk("a.cpp", "bool operator()\n(int x) { return x; }", "operator\n()"),
+              chunk("a.cpp", "int naïve = 1; // ünïcode", None), chunk("b.cpp", "", "")]  # fmt: skip
+    writer = ChunkTableWriter(tmp_path)
+    writer.add_file(chunks[:2], [text_key(c) for c in chunks[:2]])
+    writer.add_file(chunks[2:], [text_key(c) for c in chunks[2:]])
+    writer.finish()
+    table = ChunkTable(tmp_path)
+    assert list(table) == chunks
+    _, _, names = table.definitions()
+    assert "operator\n()" in names
