@@ -30,11 +30,11 @@ import json
 from array import array
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgpack
 import numpy as np
-import scipy.sparse as sp
 
 from search_engine.chunks import Chunk
 from search_engine.errors import IndexStoreError
@@ -65,6 +65,16 @@ def lexical_document(chunk: Chunk) -> list[str]:
     """A chunk's BM25 tokens: its text, then its path tokens `PATH_REPEAT` times."""
     return tokenize_text(chunk.content) + path_tokens(chunk.path) * PATH_REPEAT
 
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """Document-major (document, term, frequency) rows: `indptr[d]:indptr[d + 1]` are document
+    d's entries in `terms` and `tf`. What an update copies an unchanged chunk's row from."""
+
+    indptr: np.ndarray
+    terms: np.ndarray
+    tf: np.ndarray
 
 
 class Postings:
@@ -104,12 +114,15 @@ class Postings:
             out[docs] += self._idf[t] * tf / (self._norm[docs] + tf)
         return out
 
-    def by_document(self) -> sp.csr_matrix:
-        """Document-major view (documents x terms, frequencies): what an update copies an
-        unchanged chunk's row from."""
-        vocab = len(self.indptr) - 1
-        matrix = sp.csc_matrix((np.asarray(self.tf), np.asarray(self.docs), np.asarray(self.indptr)), shape=(self.size, vocab))
-        return matrix.tocsr()
+    def by_document(self) -> Rows:
+        """The document-major view of these term-major postings."""
+        indptr = np.asarray(self.indptr, dtype=np.int64)
+        terms = np.repeat(np.arange(len(indptr) - 1, dtype=np.int32), np.diff(indptr))
+        docs = np.asarray(self.docs)
+        order = np.argsort(docs, kind="stable")  # stable: terms stay ascending per document
+        rows = np.zeros(self.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(docs, minlength=self.size), out=rows[1:])
+        return Rows(rows, terms[order], np.asarray(self.tf)[order])
 
     def save(self, directory: Path, name: str) -> None:
         for part in ("indptr", "docs", "tf", "lengths"):
@@ -159,7 +172,7 @@ class LexicalIndex:
         """BM25 score of every file in `files` order, each file scored as one document."""
         return self._files.scores(self.term_ids(terms))
 
-    def chunk_rows(self) -> tuple[sp.csr_matrix, np.ndarray]:
+    def chunk_rows(self) -> tuple[Rows, np.ndarray]:
         """Each chunk's (term, frequency) row and token count: what `LexicalBuilder.copy`
         takes from the previous generation."""
         return self._chunks.by_document(), np.asarray(self._chunks.lengths)
@@ -232,13 +245,13 @@ class LexicalBuilder:
         self._lengths.append(len(document))
         self._file_of.append(self._file(path))
 
-    def copy(self, path: str, rows: sp.csr_matrix, lengths: np.ndarray, first: int, count: int) -> None:
+    def copy(self, path: str, rows: Rows, lengths: np.ndarray, first: int, count: int) -> None:
         """The next `count` chunks, all of file `path`: rows `first...` of a previous
         generation's `LexicalIndex.chunk_rows()` (built from the tokens this builder started
         with)."""
         start, end = int(rows.indptr[first]), int(rows.indptr[first + count])
-        self._terms.frombytes(rows.indices[start:end].astype(np.int32).tobytes())
-        self._tf.frombytes(rows.data[start:end].astype(np.uint16).tobytes())
+        self._terms.frombytes(rows.terms[start:end].astype(np.int32).tobytes())
+        self._tf.frombytes(rows.tf[start:end].astype(np.uint16).tobytes())
         self._row_nnz.frombytes(np.diff(rows.indptr[first:first + count + 1]).astype(np.int32).tobytes())
         self._lengths.frombytes(np.asarray(lengths[first:first + count], dtype=np.int32).tobytes())
         file_id = self._file(path)
@@ -254,11 +267,13 @@ class LexicalBuilder:
         lengths = np.frombuffer(self._lengths, dtype=np.int32) if self._lengths else np.zeros(0, np.int32)
         file_of = np.frombuffer(self._file_of, dtype=np.int32) if self._file_of else np.zeros(0, np.int32)
         chunks = Postings.from_triples(docs, terms, tf, lengths.copy(), vocab)
-        # A file is the concatenation of its chunks' documents: its frequencies are the sums.
-        by_file = sp.csr_matrix((tf.astype(np.uint32), (file_of[docs], terms)), shape=(len(self._files), vocab))
-        by_file.sum_duplicates()
+        # A file is the concatenation of its chunks' documents: its frequencies are the sums
+        # over its chunks of each (file, term) pair's, in ascending (file, term) order.
+        pairs = file_of[docs].astype(np.int64) * max(vocab, 1) + terms
+        order = np.argsort(pairs, kind="stable")
+        keys, starts = np.unique(pairs[order], return_index=True)
+        file_tf = np.add.reduceat(tf[order].astype(np.uint32), starts) if len(keys) else np.zeros(0, np.uint32)
         file_lengths = np.bincount(file_of, weights=lengths, minlength=len(self._files)).astype(np.int32)
-        file_docs = np.repeat(np.arange(len(self._files), dtype=np.int32), np.diff(by_file.indptr))
-        files = Postings.from_triples(file_docs, by_file.indices.astype(np.int32), by_file.data.astype(np.uint32),
-                                      file_lengths, vocab)  # fmt: skip
+        files = Postings.from_triples((keys // max(vocab, 1)).astype(np.int32), (keys % max(vocab, 1)).astype(np.int32),
+                                      file_tf, file_lengths, vocab)  # fmt: skip
         return LexicalIndex(list(self._tokens), chunks, files, list(self._files))

