@@ -44,8 +44,10 @@ async def test_first_hybrid_call_waits_with_phased_progress_and_answers(tmp_path
     assert notes, "the first call waited for the index without a single progress notification"
     values = [p for p, _, _ in notes]
     assert values == sorted(values) and len(set(values)) == len(values) and all(t == 100 for _, t, _ in notes)
+    # How many phases a notification lands in depends on the machine's speed (they are sent
+    # while the call polls); that the build passes through every phase is asserted below.
     phases = [phase_of(m) for _, _, m in notes]
-    assert set(phases) <= set(PHASES) and len(set(phases)) >= 2
+    assert set(phases) <= set(PHASES)
     assert phases == sorted(phases, key=list(PHASES).index)  # in build order
     log = stderr.read_text(errors="replace")
     assert "\r" not in log and "it/s" not in log and "%|" not in log, log[-2000:]
@@ -53,7 +55,7 @@ async def test_first_hybrid_call_waits_with_phased_progress_and_answers(tmp_path
 
 async def test_a_long_build_answers_not_ready_with_an_estimate_and_status_shows_each_phase(tmp_path: Path) -> None:
     root = write_code_tree(tmp_path / "repo", files=1200)  # ~25k chunks: longer than the wait
-    env = serve_env(tmp_path, index__ready_wait_s="2")
+    env = serve_env(tmp_path, index__ready_wait_s="0.5")
     async with stdio_client(root, tmp_path, env) as client:
         early = await client.call_tool("hybrid_search", {"query": "needle"}, raise_on_error=False)
         assert early.is_error
@@ -104,6 +106,33 @@ async def test_index_status_first_does_not_strand_the_root_when_indexing_on_star
         assert status["progress"]["phase"] == "ready" and status["files"] == 13
     # and the first status said plainly that nothing had been asked for yet
     assert before["progress"]["phase"] == "idle" and not before["building"] and not before["exists"]
+
+
+def test_a_build_reports_every_phase_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `index_status` and the progress notifications read: the worker passes through the
+    model, scan, chunk, embed and write phases, in that order, then ready (a real engine and
+    model on a small tree; every phase reported, however fast the machine)."""
+    from search_engine.config import EngineConfig
+    from search_engine.engine import SearchEngine
+    from server.indexing import BackgroundIndexer
+
+    reported: list[str] = []
+    advance = RootState.advance
+
+    def recording(self: RootState, phase: str, done: int, total: int) -> None:
+        if not reported or reported[-1] != phase:
+            reported.append(phase)
+        advance(self, phase, done, total)
+
+    monkeypatch.setattr(RootState, "advance", recording)
+    root = write_code_tree(tmp_path / "repo", files=20)
+    indexer = BackgroundIndexer(SearchEngine(EngineConfig(cache_dir=tmp_path / "cache")), ready_wait_s=30)
+    state = indexer.request(root)
+    with anyio.from_thread.start_blocking_portal() as portal:
+        portal.call(indexer.wait, state, None)
+    indexer.close()
+    assert reported == ["model", "scan", "chunk", "embed", "write"]
+    assert indexer.state(root).phase == "ready"
 
 
 class Clock:
