@@ -187,7 +187,9 @@ class BackgroundIndexer:
 def _not_ready(state: RootState) -> IndexNotReadyError:
     where = state.describe()
     elapsed = state.clock() - state.started_at if state.started_at is not None else 0.0
-    eta = state.eta_s()
+    estimate = state.eta_s()
+    # One rounding for the field and the sentence, so they never disagree (1.46 -> 1.5 -> "2").
+    eta = None if estimate is None else round(estimate, 1)
     later = f"retry in about {eta:.0f} s" if eta is not None else "retry in a few seconds"
     message = (
         f"the semantic index is still being built ({where}, {state.percent():.0f}% overall, "
@@ -195,5 +197,5 @@ def _not_ready(state: RootState) -> IndexNotReadyError:
     )
     return IndexNotReadyError(
         message, done=state.done, total=state.total or None, phase=state.phase,
-        eta_s=None if eta is None else round(eta, 1),
+        eta_s=eta,
     )
