@@ -61,3 +61,19 @@ def static_embedder(model_cache: Path):
     embedder.load()
     return embedder
 
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """The index tests' small real repository (`tests.index_helpers.write_repo`)."""
+    from tests.index_helpers import write_repo
+
+    return write_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def counting(static_embedder):
+    """The real static embedder, counting what it is asked to embed."""
+    from tests.index_helpers import CountingEmbedder
+
+    return CountingEmbedder(static_embedder)

@@ -12,7 +12,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,82 +21,12 @@ import pytest
 import search_engine.chunk_jobs as chunk_jobs
 import search_engine.index_store as index_store
 import search_engine.indexing as indexing
-from search_engine.chunking import chunk_file
 from search_engine.chunks import Chunk
 from search_engine.config import EngineConfig
-from search_engine.embeddings import LazyEmbedder
 from search_engine.index import IndexManager
 from search_engine.index_store import IndexStore, index_dir
-from search_engine.languages import language_for
 from search_engine.lexical import lexical_document
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-class CountingEmbedder:
-    """The real embedder, counting what it is asked to embed."""
-
-    def __init__(self, inner: LazyEmbedder, model_id: str | None = None) -> None:
-        self.inner = inner
-        self.model_id = model_id or inner.model_id
-        self.texts: list[str] = []
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.texts.extend(texts)
-        return self.inner.embed(texts)
-
-    def take(self) -> list[str]:
-        texts, self.texts = self.texts, []
-        return texts
-
-
-def write_repo(root: Path) -> Path:
-    files = {
-        "app/client.py": '''\
-            """HTTP client."""
-            import socket
-
-
-            class ClientSession:
-                """Keeps connections alive between requests."""
-
-                def close(self):
-                    """Close every pooled connection."""
-                    return None
-
-
-            def retry_with_backoff(call, attempts=3):
-                """Retry a failing call with exponential backoff."""
-                for attempt in range(attempts):
-                    try:
-                        return call()
-                    except OSError:
-                        continue
-            ''',
-        "app/render.py": '''\
-            def render_template(name, context):
-                """Render an HTML template with the given context."""
-                return name.format(**context)
-            ''',
-        "web/app.js": "export function startServer(port) {\n  return listen(port);\n}\n",
-        "README.md": "# Demo\n\nA tiny project for the index tests.\n",
-    }
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return root
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return write_repo(tmp_path / "repo")
-
-
-@pytest.fixture
-def counting(static_embedder: LazyEmbedder) -> CountingEmbedder:
-    return CountingEmbedder(static_embedder)
-
+from tests.index_helpers import REPO, CountingEmbedder, expected_chunks
 
 @pytest.fixture
 def cache(tmp_path: Path) -> Path:
@@ -109,14 +39,6 @@ def cache(tmp_path: Path) -> Path:
 @pytest.fixture
 def manager(cache: Path, counting: CountingEmbedder) -> IndexManager:
     return IndexManager(EngineConfig(cache_dir=cache), embedder=counting, refresh_interval_s=0)
-
-
-def expected_chunks(root: Path) -> list[tuple[str, str]]:
-    out = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = path.relative_to(root).as_posix()
-        out += [(c.path, c.content) for c in chunk_file(rel, path.read_bytes(), language_for(rel))]
-    return out
 
 
 def touch(path: Path) -> None:

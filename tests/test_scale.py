@@ -22,17 +22,7 @@ from search_engine.engine import SearchEngine
 from search_engine.index import IndexManager
 from search_engine.models import SearchMode, SearchRequest
 from search_engine.vectors import RESCORE, VectorIndex, quantize
-from tests.test_index import REPO, CountingEmbedder, expected_chunks, write_repo
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return write_repo(tmp_path / "repo")
-
-
-@pytest.fixture
-def counting(static_embedder: LazyEmbedder) -> CountingEmbedder:
-    return CountingEmbedder(static_embedder)
+from tests.index_helpers import REPO, CountingEmbedder, expected_chunks
 
 
 def manager_for(cache: Path, embedder: CountingEmbedder, **kwargs: float) -> IndexManager:

@@ -1,0 +1,79 @@
+"""What the index tests share: a small real repository, the real embedder counting what it is
+asked to embed, and the chunks a tree should index to. Fixtures over them live in conftest.py."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from search_engine.chunking import chunk_file
+from search_engine.embeddings import LazyEmbedder
+from search_engine.languages import language_for
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class CountingEmbedder:
+    """The real embedder, counting what it is asked to embed."""
+
+    def __init__(self, inner: LazyEmbedder, model_id: str | None = None) -> None:
+        self.inner = inner
+        self.model_id = model_id or inner.model_id
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+    def take(self) -> list[str]:
+        texts, self.texts = self.texts, []
+        return texts
+
+
+def write_repo(root: Path) -> Path:
+    files = {
+        "app/client.py": '''\
+            """HTTP client."""
+            import socket
+
+
+            class ClientSession:
+                """Keeps connections alive between requests."""
+
+                def close(self):
+                    """Close every pooled connection."""
+                    return None
+
+
+            def retry_with_backoff(call, attempts=3):
+                """Retry a failing call with exponential backoff."""
+                for attempt in range(attempts):
+                    try:
+                        return call()
+                    except OSError:
+                        continue
+            ''',
+        "app/render.py": '''\
+            def render_template(name, context):
+                """Render an HTML template with the given context."""
+                return name.format(**context)
+            ''',
+        "web/app.js": "export function startServer(port) {\n  return listen(port);\n}\n",
+        "README.md": "# Demo\n\nA tiny project for the index tests.\n",
+    }
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def expected_chunks(root: Path) -> list[tuple[str, str]]:
+    out = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        out += [(c.path, c.content) for c in chunk_file(rel, path.read_bytes(), language_for(rel))]
+    return out
