@@ -280,7 +280,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--names", type=lambda v: v.split(","), default=list(CORPORA), metavar="A,B")
     p.add_argument("--recall", action="store_true", help="also measure recall at 1k/2k/4k tokens (indexes 12 repos)")
     p.add_argument("--cache", type=Path, default=DEFAULT_CORPORA / "codepager" / "profile-static",
-                   help="index cache holding the distilled static model (retrieval.py's)")
+                   help="index cache dir (default: retrieval.py's, so its indexes are reused)")
     p.add_argument("--semble-python", type=Path, default=Path("/work/semble-venv/bin/python"))
     p.add_argument("--no-semble", action="store_true", help="leave the peer out of the recall table")
     add_report_argument(p)
