@@ -27,12 +27,10 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,8 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
 from benchmarks.report import Report, add_report_argument, emit  # noqa: E402
-from search_engine.config import EngineConfig, default_cache_dir  # noqa: E402
-from search_engine.embeddings import ensure_static_model, resolve_model  # noqa: E402
+from search_engine.config import EngineConfig  # noqa: E402
+from search_engine.embeddings import resolve_model  # noqa: E402
 
 DEFAULT_WORK = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "codepager-scale"
 DEFAULT_SOURCE = DEFAULT_WORK / "sympy-src"
@@ -174,7 +172,6 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--semble-sizes", type=_sizes, default=[1, 2], help="sizes semble also runs")
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the corpus copied N times")
     ap.add_argument("--work", type=Path, default=DEFAULT_WORK, help="where the monorepos are generated")
-    ap.add_argument("--cache", type=Path, default=default_cache_dir(), help="where the distilled model is (or goes)")
     ap.add_argument("--semble-python", type=Path, default=Path("/work/semble-venv/bin/python"))
     ap.add_argument("--repeats", type=int, default=REPEATS, help="timed runs per query")
     add_report_argument(ap)
@@ -222,8 +219,6 @@ def measure(args: argparse.Namespace, copies: int, model_dir: Path) -> dict:
     row: dict = {"copies": copies}
     with tempfile.TemporaryDirectory(prefix="codepager-scale-") as tmp:
         cache = Path(tmp)
-        if (args.cache / "models").is_dir():
-            (cache / "models").symlink_to(args.cache / "models")
         py, here = sys.executable, str(ROOT)
         row["cold"] = _json([py, "-c", COLD, str(root), str(cache), here])
         print(f"{copies}x cold: {row['cold']}", file=sys.stderr)
@@ -239,8 +234,6 @@ def measure(args: argparse.Namespace, copies: int, model_dir: Path) -> dict:
             (edit_root / rel).write_bytes(data)
         edit_cache = Path(tmp) / "edit"
         edit_cache.mkdir()
-        if (args.cache / "models").is_dir():
-            (edit_cache / "models").symlink_to(args.cache / "models")
         _json([py, "-c", COLD, str(edit_root), str(edit_cache), here])
         row["update"] = _json([py, "-c", UPDATE, str(edit_root), str(edit_cache), here, json.dumps(edited)])
         shutil.rmtree(edit_root, ignore_errors=True)
@@ -253,7 +246,7 @@ def measure(args: argparse.Namespace, copies: int, model_dir: Path) -> dict:
 
 
 def run(args: argparse.Namespace) -> Report:
-    model_dir = ensure_static_model(resolve_model(EngineConfig(cache_dir=args.cache)))
+    model_dir = Path(resolve_model(EngineConfig()).source)  # the shipped static model, for semble too
     rows = [measure(args, copies, model_dir) for copies in args.sizes]
     return report(rows)
 

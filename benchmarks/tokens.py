@@ -210,11 +210,11 @@ def recall_table(results: dict[str, dict[str, list[float]]]) -> str:
 
 def measure_recall(args: argparse.Namespace, work: Path) -> dict[str, dict[str, list[float]]]:
     results: dict[str, dict[str, list[float]]] = {}
-    for name, (corpora, annotations) in RECALL_SETS.items():
-        systems = {"codepager hybrid": asyncio.run(codepager_answers(corpora, annotations, args.cache, work / name))}
+    for name, (corpora, labels) in RECALL_SETS.items():
+        systems = {"codepager hybrid": asyncio.run(codepager_answers(corpora, labels, args.cache, work / name))}
         if not args.no_semble:
-            systems["semble 0.7.0"] = semble_answers(corpora, annotations, args.cache, work, args.semble_python)
-        results[name] = {s: [recall_at(rows, annotations, b) for b in BUDGETS] for s, rows in systems.items()}
+            systems["semble 0.7.0"] = semble_answers(corpora, labels, args.cache, work, args.semble_python)
+        results[name] = {s: [recall_at(rows, labels, b) for b in BUDGETS] for s, rows in systems.items()}
     return results
 
 

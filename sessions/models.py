@@ -11,7 +11,6 @@ A `Page` is a window onto a session. It carries a private cursor minter so the o
 from __future__ import annotations
 
 import hashlib
-import math
 import time
 import uuid
 from collections.abc import Callable, Sequence

@@ -7,8 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
