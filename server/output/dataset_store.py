@@ -212,8 +212,14 @@ class DatasetStore:
 
 def _longest_line(body: bytes) -> int:
     """The longest line of `body`, when that can matter: only a body over DuckDB's 16 MB record
-    bound can hold a record over it (splitting copies the body, so smaller ones are not)."""
-    return max(map(len, body.split(b"\n"))) if len(body) > DUCKDB_OBJECT_SIZE else 0
+    bound can hold a record over it. Measured between newlines, never copying the body."""
+    if len(body) <= DUCKDB_OBJECT_SIZE:
+        return 0
+    longest = start = 0
+    while (end := body.find(b"\n", start)) != -1:
+        longest = max(longest, end - start)
+        start = end + 1
+    return max(longest, len(body) - start)
 
 
 def _scandir(path: Path) -> list[os.DirEntry[str]]:
