@@ -44,7 +44,12 @@ _TEXT_CACHE = 16
 def text_key(chunk: Chunk) -> int:
     """The digest of a chunk's embedding text as an integer: equal keys embed alike, so an
     edited file's untouched chunks keep their vectors."""
-    return int(content_hash(chunk_text(chunk)), 16)
+    return key_of_text(chunk_text(chunk))
+
+
+def key_of_text(text: str) -> int:
+    """`text_key` of a chunk whose embedding text (`chunk_text`) the caller already has."""
+    return int(content_hash(text), 16)
 
 
 class ChunkTable(Sequence[Chunk]):

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from search_engine.chunk_jobs import ChunkedFile, ChunkJob, chunk_files
-from search_engine.chunk_table import text_key
+from search_engine.chunk_table import key_of_text
 from search_engine.chunking import CHUNKER_VERSION
 from search_engine.config import EngineConfig
 from search_engine.embeddings import Embedder, chunk_text
@@ -279,16 +279,17 @@ class _Stream:
         else:
             self.modified += 1
         assert chunked.chunks is not None
-        keys = [text_key(c) for c in chunked.chunks]
+        texts = [chunk_text(c) for c in chunked.chunks]
+        keys = [key_of_text(t) for t in texts]
         old_rows = self._old_rows_by_key(state.file.path) if state.new is not None else {}
         sources: list[tuple[bool, int]] = []  # per chunk: (from the old index?, row or text index)
-        for c, key in zip(chunked.chunks, keys):
+        for text, key in zip(texts, keys):
             if key in old_rows:
                 sources.append((True, old_rows[key]))
                 continue
             if key not in self.text_index:
                 self.text_index[key] = len(self.texts)
-                self.texts.append(chunk_text(c))
+                self.texts.append(text)
             sources.append((False, self.text_index[key]))
         self.pending.append((state, chunked, keys, sources))
         if len(self.texts) >= EMBED_BATCH:
@@ -309,13 +310,14 @@ class _Stream:
         for state, chunked, keys, sources in self.pending:
             assert chunked.chunks is not None
             vectors = np.empty((len(sources), dim), dtype=np.float32)
-            for j, (from_old, i) in enumerate(sources):
-                if from_old:
-                    assert self.old is not None
-                    vectors[j] = self.old.vectors.rows(np.array([i]))[0]
-                else:
-                    assert fresh is not None
-                    vectors[j] = fresh[i]
+            from_old = np.array([old for old, _ in sources], dtype=bool)
+            rows = np.array([i for _, i in sources], dtype=np.int64)
+            if from_old.any():  # one read of the old generation's rows, not one per chunk
+                assert self.old is not None
+                vectors[from_old] = self.old.vectors.rows(rows[from_old])
+            if not from_old.all():
+                assert fresh is not None
+                vectors[~from_old] = fresh[rows[~from_old]]
             self.writer.add(state.file.path, _entry(state, None), chunked.chunks, vectors, chunked.documents, keys)
         self.report("embed", self.done, self.to_read)
         self.pending.clear()
