@@ -30,7 +30,7 @@ from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from server.transports.wire import READ_SIZE, Refused, TooLarge, bounded_lines, leading_fields
+from server.transports.wire import READ_SIZE, Refused, TooLarge, bounded_lines, leading_fields, printable, reply_id
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def refused(request: Refused) -> types.JSONRPCError:
 
 def _head_id(head: bytes) -> int | str | None:
     """The id a refused request's first bytes show, if a reply can carry it."""
-    return _usable(leading_fields(head).get("id"))
+    return reply_id(leading_fields(head).get("id"))
 
 
 def too_large_text(size: int, limit: int) -> str:
@@ -113,10 +113,10 @@ def refusal(line: str, exc: ValidationError) -> types.JSONRPCError:
         message = json.loads(line)
     except (ValueError, RecursionError):
         return _error(None, types.PARSE_ERROR, "Parse error: the line is not JSON; send one JSON-RPC message per line")
-    request_id = _usable(message.get("id") if isinstance(message, dict) else None)
+    request_id = reply_id(message.get("id") if isinstance(message, dict) else None)
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first["loc"]) or "message"
-    detail = _safe(f"{where}: {first['msg']}")[:_MAX_DETAIL]
+    detail = printable(f"{where}: {first['msg']}")[:_MAX_DETAIL]
     kind = "a batch (arrays are not supported)" if isinstance(message, list) else "not a valid JSON-RPC 2.0 message"
     return _error(request_id, types.INVALID_REQUEST, f"Invalid Request: {kind} ({detail})")
 
@@ -129,24 +129,8 @@ def _unusable_id(line: str) -> types.JSONRPCError | None:
     return _error(None, types.INVALID_REQUEST, "Invalid Request: id must be a string or an integer")
 
 
-def _usable(request_id: object) -> int | str | None:
-    """`request_id` if a reply can carry it (a string or integer, encodable), else None."""
-    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)) or not _encodable(request_id):
-        return None
-    return request_id
-
-
 def _error(request_id: int | str | None, code: int, message: str) -> types.JSONRPCError:
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
-
-
-def _encodable(value: object) -> bool:
-    return not isinstance(value, str) or _safe(value) == value
-
-
-def _safe(text: str) -> str:
-    """Lone surrogates (valid in JSON escapes, not in UTF-8) shown as escapes."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def claim(

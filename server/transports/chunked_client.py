@@ -49,7 +49,7 @@ from typing_extensions import Unpack
 
 from server.transports.chunked_stdio import expire_idle_messages, reassembled
 from server.transports.framing import FramingOptions, Reassembler
-from server.transports.wire import Refused, TooLarge, leading_fields
+from server.transports.wire import Refused, TooLarge, leading_fields, reply_id
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ def _unanswerable(response: TooLarge | Refused, limit_setting: str) -> SessionMe
     limit), so its caller fails at once instead of waiting; None when the head does not show a
     response's id."""
     fields = leading_fields(response.head)
-    request_id = fields.get("id")
-    if "method" in fields or isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+    request_id = reply_id(fields.get("id"))
+    if "method" in fields or request_id is None:
         return None
     if isinstance(response, Refused):
         message = f"this client refused the server's response: {response.reason}"

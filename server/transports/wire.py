@@ -140,3 +140,18 @@ def leading_fields(head: bytes) -> dict[str, object]:
             cut = end >= len(text)  # a number at the very end may go on past the head
             fields.setdefault(key, ... if cut or isinstance(value, (dict, list)) else value)
     return fields
+
+
+def reply_id(request_id: object) -> int | str | None:
+    """`request_id` if a JSON-RPC reply can carry it (a string or integer, encodable as UTF-8),
+    else None: the one rule both ends use when answering a message they refused."""
+    if isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+        return None
+    if isinstance(request_id, str) and printable(request_id) != request_id:
+        return None
+    return request_id
+
+
+def printable(text: str) -> str:
+    """Lone surrogates (valid in JSON escapes, not in UTF-8) shown as escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
