@@ -187,17 +187,4 @@ def records_of_groups(files: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 def full_record_to_compact(record: dict[str, Any]) -> dict[str, Any]:
     """The compact record of the same match as a full record (for the text block of a
     `detail="full"` page, which prints compact records whatever the page's detail)."""
-    span = record["match"]["span"]
-    compact: dict[str, Any] = {"path": record["file"]["path"], "line": span["line_start"]}
-    if span["line_end"] != span["line_start"]:
-        compact["end"] = span["line_end"]
-    if "content" in record["match"]:
-        compact["text"] = record["match"]["content"]
-    if record["match"].get("score") is not None:
-        compact["score"] = round_score(record["match"]["score"])
-    context = record.get("context") or {}
-    if context.get("before"):
-        compact["before"] = list(context["before"])
-    if context.get("after"):
-        compact["after"] = list(context["after"])
-    return compact
+    return compact_record(match_from_record(record), include_snippet="content" in record["match"])
