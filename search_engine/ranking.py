@@ -93,8 +93,8 @@ class Ranker:
                 corpus = self.corpus
                 hits = semantic_search(
                     corpus.vectors, query_vector, allowed, request.top_k, request.threshold, corpus.file_of,
-                    file_similarity=(corpus.file_vectors @ query_vector)[corpus.file_of],
-                    priors=corpus.file_priors(PathPriors.for_query(request.query))[corpus.file_of],
+                    file_similarity=corpus.file_vectors @ query_vector,
+                    priors=corpus.file_priors(PathPriors.for_query(request.query)),
                 )
                 kind = MatchType.SEMANTIC
             elif request.mode is SearchMode.HYBRID:

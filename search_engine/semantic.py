@@ -48,9 +48,10 @@ def semantic_search(
 ) -> list[Hit]:
     """The `top_k` chunks most similar to the query among those `allowed` (boolean mask; path
     filters apply before top-k), diversified across files, dropping any scoring below `threshold`
-    (`file_of`: each chunk's file id). `file_similarity` (each chunk's file's cosine with the
-    query) and `priors` (each chunk's path factor in (0, 1]), when given, are aligned with
-    `vectors`. Ties go to the earlier chunk, so results are deterministic for a given index."""
+    (`file_of`: each chunk's file id). `file_similarity` (each file's cosine with the query) and
+    `priors` (each file's path factor in (0, 1]), when given, are per file: only the candidates'
+    files are read, so a query costs no array as long as the index. Ties go to the earlier
+    chunk, so results are deterministic for a given index."""
     if top_k <= 0:
         return []
     n = max(CANDIDATES, 4 * top_k)
@@ -59,11 +60,12 @@ def semantic_search(
     if len(ids) == 0:
         return []
     sims = sims.astype(np.float64)
+    files = file_of[ids]
     if file_similarity is not None:
-        sims = (1.0 - FILE_WEIGHT) * sims + FILE_WEIGHT * file_similarity[ids]
+        sims = (1.0 - FILE_WEIGHT) * sims + FILE_WEIGHT * file_similarity[files]
     if priors is not None:
         # A factor scales a positive similarity down and a negative one further down.
-        factor = priors[ids]
+        factor = priors[files]
         sims = np.where(sims > 0, sims * factor, sims / factor)
     # The best few per file are enough to fill top_k across files; diversify over those.
     top = np.argpartition(-sims, n - 1)[:n] if n < len(ids) else np.arange(len(ids))
