@@ -4,7 +4,7 @@ Side by side on one machine, one server body (`tests/chunked_server_fixture.py`,
 returning multi-byte text), each variant a real subprocess behind a real `fastmcp.Client`:
 
 - plain:   fastmcp `StdioTransport`  <->  `FastMCP.run_stdio_async` (one ~10 MB JSON line)
-- chunked: `ChunkedStdioTransport`   <->  `run_chunked_stdio` at the default 60 KiB limit
+- chunked: `ChunkedStdioTransport`   <->  `chunked_stdio_server` at the default 60 KiB limit
 - chunked, unsplit: the chunked transports with a limit above the message, so it travels as one
   plain line: isolates the cost of framing from the rest of the two transports' plumbing.
 - plain server, chunked client: fastmcp's plain server read by our client (the interop case):

@@ -13,8 +13,9 @@ import sys
 import anyio
 from fastmcp import FastMCP
 
-from server.transports.chunked_stdio import run_chunked_stdio
+from server.transports.chunked_stdio import chunked_stdio_server
 from server.transports.framing import FramingOptions
+from server.transports.run import run_stdio
 
 # Multi-byte on purpose (2-, 3- and 4-byte UTF-8), so frame cuts land inside characters.
 _PATTERN = "codepager é ü 中文字 🚀🧪 "
@@ -50,8 +51,8 @@ def noisy() -> str:
 if __name__ == "__main__":
     transport = sys.argv[1]
     if transport == "chunked":
-        framing = FramingOptions(chunk_limit=int(sys.argv[2])) if len(sys.argv) > 2 else None
-        anyio.run(run_chunked_stdio, app, framing)
+        framing = FramingOptions(chunk_limit=int(sys.argv[2])) if len(sys.argv) > 2 else FramingOptions()
+        anyio.run(run_stdio, app, chunked_stdio_server(framing))
     elif transport == "plain":
         anyio.run(lambda: app.run_stdio_async(show_banner=False))
     else:

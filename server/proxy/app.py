@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 from fastmcp import FastMCP
-from fastmcp.server.providers.proxy import ProxyMetadataMiddleware, ProxyProvider
+from fastmcp.server.providers.proxy import ProxyProvider
 
 from server import __version__
 from server.errors import ErrorMiddleware
@@ -27,6 +27,7 @@ from server.proxy.interceptor import LargeResultInterceptor
 from server.proxy.saver import ResultSaver
 from server.proxy.size import BYTES_PER_TOKEN
 from server.rendering import Renderer
+from server.sdk_shim import ProxyMetadataMiddleware
 from server.settings import OffloadSettings, Settings
 from server.tools.dataset_pages import register_dataset_page_tool
 from server.tools.results import register_results_resources, register_sql_tools
@@ -54,9 +55,9 @@ class _BackendMetadata(ProxyMetadataMiddleware):
     gets a confusing handshake error). Until the backend answers, its tools are simply not
     listed; a stdio backend is tried again on every request."""
 
-    async def _read_upstream(self, client: Any, context: Any) -> Any:
+    async def read_upstream(self, client: Any, context: Any) -> Any:
         try:
-            return await super()._read_upstream(client, context)
+            return await super().read_upstream(client, context)
         except Exception as exc:
             log.warning("backend not reachable at connect time (its calls will fail until it is): %s", exc)
             return None

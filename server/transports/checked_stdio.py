@@ -17,25 +17,20 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, BinaryIO, Literal, TextIO, cast
+from typing import BinaryIO, cast
 
 import anyio
 import mcp_types as types
-from fastmcp import FastMCP
-from fastmcp.server.context import reset_transport, set_transport
-from mcp.server.stdio import _claim_fd, _open_stdin_diversion, stdio_server
-from mcp.shared._stream_protocols import ReadStream, WriteStream
+from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from server.sdk_shim import ReadStream, WriteStream, claim_stdin
 from server.transports.wire import READ_SIZE, Refused, TooLarge, bounded_lines, leading_fields, printable, reply_id
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
-"""The MCP SDK's own cap on an HTTP request body, so every transport refuses the same requests."""
 
 _MAX_DETAIL = 200
 
@@ -133,16 +128,6 @@ def _error(request_id: int | str | None, code: int, message: str) -> types.JSONR
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
 
 
-def claim(
-    stack: AsyncExitStack, fd: int, stream: TextIO, mode: Literal["rb", "wb"], diversion: Callable[[], int]
-) -> BinaryIO:
-    """Take fd `fd` for the wire through the SDK's claim, released when `stack` closes."""
-    wire, release = _claim_fd(fd, stream, mode, diversion)
-    if release is not None:
-        stack.callback(release)
-    return wire
-
-
 async def read_chunks(wire: BinaryIO) -> AsyncIterator[bytes]:
     """What arrives on `wire`, as it arrives (a thread hop per read, as the SDK's reader does)."""
     stream = anyio.wrap_file(wire)
@@ -152,25 +137,12 @@ async def read_chunks(wire: BinaryIO) -> AsyncIterator[bytes]:
 
 @asynccontextmanager
 async def checked_stdio_server(
-    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    max_request_bytes: int,
 ) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
     """`stdio_server` on fds 0 and 1 with the size-bounded, malformed-line filter in front of it."""
     async with AsyncExitStack() as stack:
-        stdin = claim(stack, 0, sys.stdin, "rb", _open_stdin_diversion)
+        stdin = claim_stdin(stack)
         messages = CheckedMessages(bounded_lines(read_chunks(stdin), max_request_bytes))
         async with stdio_server(stdin=cast("anyio.AsyncFile[str]", messages)) as (read_stream, write_stream):
             messages.attach(write_stream)
             yield read_stream, write_stream
-
-
-async def run_checked_stdio(app: FastMCP[Any], max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
-    """Serve `app` on this process's stdin/stdout until stdin closes (what
-    `FastMCP.run_stdio_async` does, with the checked line reader)."""
-    token = set_transport("stdio")
-    try:
-        async with app._lifespan_manager():
-            async with checked_stdio_server(max_request_bytes) as (read_stream, write_stream):
-                lowlevel = app._mcp_server
-                await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
-    finally:
-        reset_transport(token)

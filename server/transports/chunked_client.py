@@ -33,20 +33,20 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import AsyncIterator
-from typing import TextIO
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, TextIO
 
 import anyio
 import anyio.lowlevel
 import mcp_types as types
-from fastmcp.client.transports import StdioTransport
 from fastmcp.client.transports.base import ClientTransport, SessionKwargs, TransportOptions
 from mcp import ClientSession, StdioServerParameters
-from mcp.client import stdio as sdk_stdio
-from mcp.client._transport import TransportStreams
+from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 from typing_extensions import Unpack
 
+from server import sdk_shim
+from server.sdk_shim import KeepAliveStdioTransport, TransportStreams
 from server.transports.chunked_stdio import expire_idle_messages, reassembled
 from server.transports.framing import FramingOptions, Reassembler
 from server.transports.wire import Refused, TooLarge, leading_fields, reply_id
@@ -94,11 +94,11 @@ async def chunked_stdio_client(
     """
     framing = framing or FramingOptions()
     reassembler = Reassembler(framing)
-    command = await sdk_stdio._get_executable_command(server.command)
-    process = await sdk_stdio._create_platform_compatible_process(
+    command = await sdk_shim.executable_command(server.command)
+    process = await sdk_shim.create_process(
         command=command,
         args=server.args,
-        env=sdk_stdio.get_default_environment() | (server.env or {}),
+        env=get_default_environment() | (server.env or {}),
         errlog=errlog,
         cwd=server.cwd,
     )
@@ -126,13 +126,13 @@ async def chunked_stdio_client(
                                 continue
                             parsed: SessionMessage | Exception = error
                         else:
-                            parsed = sdk_stdio._parse_line(message.decode("utf-8", "replace"))
+                            parsed = sdk_shim.parse_line(message.decode("utf-8", "replace"))
                         try:
                             await read_stream_writer.send(parsed)
                         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                             return
                 finally:
-                    await sdk_stdio._drain_stdout(process)
+                    await sdk_shim.drain_stdout(process)
         except anyio.ClosedResourceError:
             pass
         except (anyio.BrokenResourceError, ConnectionError):
@@ -155,10 +155,10 @@ async def chunked_stdio_client(
         """The SDK's order: stop reading, let accepted writes flush briefly, stop the server."""
         read_stream.close()
         write_stream.close()
-        with anyio.move_on_after(sdk_stdio._WRITER_FLUSH_TIMEOUT):
+        with anyio.move_on_after(sdk_shim.WRITER_FLUSH_TIMEOUT_S):
             await writer_done.wait()
-        await sdk_stdio._stop_server_process(process)
-        await sdk_stdio._aclose_all(read_stream, write_stream, read_stream_writer, write_stream_reader)
+        await sdk_shim.stop_server_process(process)
+        await sdk_shim.aclose_all(read_stream, write_stream, read_stream_writer, write_stream_reader)
         await anyio.lowlevel.checkpoint()
 
     async with anyio.create_task_group() as tg:
@@ -216,7 +216,7 @@ class ChunkedStdioTransport(ClientTransport):
         return f"<ChunkedStdioTransport(command={self.server.command!r}, args={self.server.args!r})>"
 
 
-class KeptStdioTransport(StdioTransport):
+class KeptStdioTransport(KeepAliveStdioTransport):
     """fastmcp's `StdioTransport` with `keep_alive` (see the module doc) whose session runs on
     `chunked_stdio_client`: the server's output is read by the linear, bounded line reader,
     and a reply over `framing.max_message_bytes` fails its call with an error saying so
@@ -234,39 +234,16 @@ class KeptStdioTransport(StdioTransport):
         super().__init__(command, args, env=env, cwd=cwd, keep_alive=True)
         self.framing = framing
 
-    async def connect(
+    def session_task(
         self,
-        *,
-        transport_options: TransportOptions | None = None,
-        **session_kwargs: Unpack[SessionKwargs],
-    ) -> ClientSession | None:
-        """`StdioTransport.connect`, step for step (one session kept; rebuilt when idle for a
-        client with other options, refused while in use; started again once its process has
-        died), with the session started by `_keep_session` instead of over the SDK's reader."""
-        options = transport_options or TransportOptions()
-        async with self._connect_lock:
-            if self._connect_task is not None and self._session_options != options:
-                if self._active_sessions:
-                    raise RuntimeError(
-                        "this stdio transport has a live session built for other connection options that "
-                        "another client is using; give each client its own transport"
-                    )
-                await self.disconnect()
-            if self._connect_task is not None and (self._connect_task.done() or self._is_session_dead()):
-                await self.disconnect()
-            if self._connect_task is not None:
-                return self._session
-            self._session_options = options
-            session: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
-            server = StdioServerParameters(command=self.command, args=self.args, env=self.env, cwd=self.cwd)
-            self._connect_task = asyncio.create_task(
-                _keep_session(server, self.framing, options, session_kwargs, session, self._ready_event, self._stop_event)
-            )
-            await self._ready_event.wait()
-            if self._connect_task.done() and (failure := self._connect_task.exception()) is not None:
-                raise failure
-            self._session = await session
-            return self._session
+        options: TransportOptions,
+        session_kwargs: SessionKwargs,
+        session: asyncio.Future[ClientSession],
+        ready: anyio.Event,
+        stop: anyio.Event,
+    ) -> Coroutine[Any, Any, None]:
+        server = StdioServerParameters(command=self.command, args=self.args, env=self.env, cwd=self.cwd)
+        return _keep_session(server, self.framing, options, session_kwargs, session, ready, stop)
 
 
 async def _keep_session(

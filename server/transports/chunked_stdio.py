@@ -11,19 +11,16 @@ instead of inside a frame. Logs go to stderr only; stdout carries nothing but th
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, BinaryIO, cast
+from typing import BinaryIO, cast
 
 import anyio
-from fastmcp import FastMCP
-from fastmcp.server.context import reset_transport, set_transport
-from mcp.server.stdio import _open_stdin_diversion, _open_stdout_diversion, stdio_server
-from mcp.shared._stream_protocols import ReadStream, WriteStream
+from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-from server.transports.checked_stdio import CheckedMessages, claim, read_chunks
+from server.sdk_shim import ReadStream, WriteStream, claim_stdin, claim_stdout
+from server.transports.checked_stdio import CheckedMessages, read_chunks
 from server.transports.framing import FramingOptions, Reassembler
 from server.transports.wire import Refused, TooLarge, bounded_lines
 
@@ -71,16 +68,15 @@ class _FrameWriter:
 
 @asynccontextmanager
 async def chunked_stdio_server(
-    framing: FramingOptions | None = None,
+    framing: FramingOptions,
 ) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
     """Yield the (read, write) stream pair of a chunked connection on fds 0 and 1, as
     `stdio_server` does for plain stdio; the fds are claimed until the context exits.
     `framing.max_message_bytes` is the request size limit."""
-    framing = framing or FramingOptions()
     reassembler = Reassembler(framing)
     async with AsyncExitStack() as stack:
-        stdin = claim(stack, 0, sys.stdin, "rb", _open_stdin_diversion)
-        stdout = claim(stack, 1, sys.stdout, "wb", _open_stdout_diversion)
+        stdin = claim_stdin(stack)
+        stdout = claim_stdout(stack)
         messages = CheckedMessages(reassembled(read_chunks(stdin), reassembler, framing.max_line_bytes))
         # stdio_server only iterates its stdin and calls write/flush on its stdout.
         writer = cast("anyio.AsyncFile[str]", _FrameWriter(stdout, framing))
@@ -93,19 +89,3 @@ async def chunked_stdio_server(
             finally:
                 tg.cancel_scope.cancel()
 
-
-async def run_chunked_stdio(app: FastMCP[Any], framing: FramingOptions | None = None) -> None:
-    """Serve `app` over this process's stdin/stdout with chunked framing until stdin closes.
-
-    The same steps as `FastMCP.run_stdio_async` (transport marked "stdio", lifespan entered
-    once, one connection served) with the chunked streams instead of the plain ones. From
-    sync code: `anyio.run(run_chunked_stdio, app, FramingOptions(chunk_limit=...))`.
-    """
-    token = set_transport("stdio")
-    try:
-        async with app._lifespan_manager():
-            async with chunked_stdio_server(framing) as (read_stream, write_stream):
-                lowlevel = app._mcp_server
-                await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
-    finally:
-        reset_transport(token)

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
 import anyio
 from fastmcp import FastMCP
+from fastmcp.server.context import reset_transport, set_transport
+from mcp.shared.message import SessionMessage
 from starlette.middleware import Middleware
 
 from server.auth import BearerTokenGuard, bearer_token
+from server.sdk_shim import ReadStream, WriteStream, app_lifespan, serve_connection
 from server.settings import ServerSettings
 from server.transports.framing import FramingOptions
+
+StdioStreams = AbstractAsyncContextManager[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]
+"""One stdio connection's (read, write) streams: `checked_stdio_server` (plain lines) or
+`chunked_stdio_server` (chunked framing)."""
 
 
 def framing_options(settings: ServerSettings) -> FramingOptions:
@@ -23,12 +33,25 @@ def framing_options(settings: ServerSettings) -> FramingOptions:
     )
 
 
+async def run_stdio(app: FastMCP[Any], streams: StdioStreams) -> None:
+    """Serve `app` over this process's stdin/stdout until stdin closes. The same steps as
+    `FastMCP.run_stdio_async` (transport marked "stdio", lifespan entered once, one connection
+    served) over `streams`, which decide the line format, e.g.
+    `anyio.run(run_stdio, app, chunked_stdio_server(FramingOptions(chunk_limit=...)))`."""
+    token = set_transport("stdio")
+    try:
+        async with app_lifespan(app), streams as (read_stream, write_stream):
+            await serve_connection(app, read_stream, write_stream)
+    finally:
+        reset_transport(token)
+
+
 def run_app(app: FastMCP, settings: ServerSettings) -> None:
     token = bearer_token(settings)  # warns about risky set-ups, on every transport
     if settings.transport == "stdio":
-        from server.transports.checked_stdio import run_checked_stdio
+        from server.transports.checked_stdio import checked_stdio_server
 
-        anyio.run(run_checked_stdio, app, settings.max_request_bytes)
+        anyio.run(run_stdio, app, checked_stdio_server(settings.max_request_bytes))
     elif settings.transport == "http":
         app.run(
             "http", show_banner=False, host=settings.host, port=settings.port, middleware=http_middleware(settings, token),
@@ -37,9 +60,9 @@ def run_app(app: FastMCP, settings: ServerSettings) -> None:
             log_level=settings.log_level, uvicorn_config={"log_config": None},
         )  # fmt: skip
     else:
-        from server.transports.chunked_stdio import run_chunked_stdio
+        from server.transports.chunked_stdio import chunked_stdio_server
 
-        anyio.run(run_chunked_stdio, app, framing_options(settings))
+        anyio.run(run_stdio, app, chunked_stdio_server(framing_options(settings)))
 
 
 def http_middleware(settings: ServerSettings, token: str | None) -> list[Middleware]:

@@ -1,0 +1,191 @@
+"""Every private name of the MCP SDK and fastmcp that codepager uses, in one place.
+
+The transports reuse the SDK's stdio plumbing (claiming fds 0/1, spawning and stopping a
+server process, parsing a line) and fastmcp's app internals (its lifespan and low-level
+server) instead of copying them; the proxy hooks fastmcp's metadata forwarding; the kept stdio
+client copies fastmcp's keep-alive `StdioTransport.connect`. None of these is public API, so a
+release may move or change any of them: they are imported or reached only here, under public
+names, and `tests/test_sdk_shim.py` touches each one (`PRIVATE_ATTRIBUTES`), so such a release
+fails in one test naming the one that moved instead of deep inside a transport. `mcp` is
+pinned in pyproject.toml to the range this was checked against (mcp 2.3, fastmcp 4.1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Coroutine
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import Any, BinaryIO, Literal, TextIO
+
+import anyio
+from fastmcp import FastMCP
+from fastmcp.client.transports import StdioTransport
+from fastmcp.client.transports.base import SessionKwargs, TransportOptions
+from fastmcp.server.providers.proxy import ProxyMetadataMiddleware as _FastMCPProxyMetadata
+from mcp import ClientSession
+from mcp.client import stdio as _client_stdio
+from mcp.client._transport import TransportStreams
+from mcp.server import stdio as _server_stdio
+from mcp.shared._stream_protocols import ReadStream, WriteStream
+from typing_extensions import Unpack
+
+__all__ = [
+    "PRIVATE_ATTRIBUTES",
+    "WRITER_FLUSH_TIMEOUT_S",
+    "KeepAliveStdioTransport",
+    "ProxyMetadataMiddleware",
+    "ReadStream",
+    "TransportStreams",
+    "WriteStream",
+    "aclose_all",
+    "app_lifespan",
+    "claim_stdin",
+    "claim_stdout",
+    "create_process",
+    "drain_stdout",
+    "executable_command",
+    "parse_line",
+    "serve_connection",
+    "stop_server_process",
+]
+
+# --- mcp.client.stdio: spawning, reading and stopping a stdio server (the chunked client) ---
+executable_command = _client_stdio._get_executable_command
+create_process = _client_stdio._create_platform_compatible_process
+parse_line = _client_stdio._parse_line
+drain_stdout = _client_stdio._drain_stdout
+stop_server_process = _client_stdio._stop_server_process
+aclose_all = _client_stdio._aclose_all
+WRITER_FLUSH_TIMEOUT_S: float = _client_stdio._WRITER_FLUSH_TIMEOUT
+"""How long the SDK lets accepted writes flush before stopping the server process."""
+
+
+# --- mcp.server.stdio: taking fds 0 and 1 for the wire (the stdio servers) ---
+def _claim(stack: AsyncExitStack, fd: int, stream: TextIO, mode: Literal["rb", "wb"], diversion: Any) -> BinaryIO:
+    wire, release = _server_stdio._claim_fd(fd, stream, mode, diversion)
+    if release is not None:
+        stack.callback(release)
+    return wire
+
+
+def claim_stdin(stack: AsyncExitStack) -> BinaryIO:
+    """fd 0 for the wire through the SDK's claim (stdin then reads from /dev/null), released
+    when `stack` closes."""
+    return _claim(stack, 0, sys.stdin, "rb", _server_stdio._open_stdin_diversion)
+
+
+def claim_stdout(stack: AsyncExitStack) -> BinaryIO:
+    """fd 1 for the wire (fd 1 then points at stderr, so a stray print() lands in the log, not
+    inside a frame), released when `stack` closes."""
+    return _claim(stack, 1, sys.stdout, "wb", _server_stdio._open_stdout_diversion)
+
+
+# --- fastmcp.FastMCP: what `run_stdio_async` does, on streams of our own ---
+def app_lifespan(app: FastMCP[Any]) -> AbstractAsyncContextManager[None]:
+    """The app's lifespan, entered once per process as `FastMCP.run_stdio_async` does."""
+    return app._lifespan_manager()
+
+
+async def serve_connection(
+    app: FastMCP[Any], read_stream: ReadStream[Any], write_stream: WriteStream[Any]
+) -> None:
+    """Serve one MCP connection over `read_stream`/`write_stream` until it ends."""
+    lowlevel = app._mcp_server
+    await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+# --- fastmcp's proxy: forwarding a backend's metadata at connect time ---
+class ProxyMetadataMiddleware(_FastMCPProxyMetadata):
+    """fastmcp's `ProxyMetadataMiddleware` with its upstream read as a public method to
+    override (`read_upstream`)."""
+
+    async def _read_upstream(self, client: Any, context: Any) -> Any:
+        return await self.read_upstream(client, context)
+
+    async def read_upstream(self, client: Any, context: Any) -> Any:
+        """The backend's metadata, or None; fastmcp's own read unless overridden."""
+        return await super()._read_upstream(client, context)
+
+
+# --- fastmcp's keep-alive StdioTransport, with a session of our own ---
+class KeepAliveStdioTransport(StdioTransport):
+    """fastmcp's keep-alive `StdioTransport` whose held session is opened by `session_task`
+    instead of over the SDK's stdio reader. `connect` is fastmcp 4.1's, step for step: one
+    session kept; rebuilt when idle for a client with other options, refused while in use;
+    started again once its process has died."""
+
+    def session_task(
+        self,
+        options: TransportOptions,
+        session_kwargs: SessionKwargs,
+        session: asyncio.Future[ClientSession],
+        ready: anyio.Event,
+        stop: anyio.Event,
+    ) -> Coroutine[Any, Any, None]:
+        """The coroutine (run as a task of its own) that opens a session, sets it on `session`,
+        sets `ready` (also on failure) and holds the session until `stop` is set. It must hold
+        no reference to the transport, whose `__del__` sets `stop`."""
+        raise NotImplementedError
+
+    async def connect(
+        self,
+        *,
+        transport_options: TransportOptions | None = None,
+        **session_kwargs: Unpack[SessionKwargs],
+    ) -> ClientSession | None:
+        options = transport_options or TransportOptions()
+        async with self._connect_lock:
+            if self._connect_task is not None and self._session_options != options:
+                if self._active_sessions:
+                    raise RuntimeError(
+                        "this stdio transport has a live session built for other connection options that "
+                        "another client is using; give each client its own transport"
+                    )
+                await self.disconnect()
+            if self._connect_task is not None and (self._connect_task.done() or self._is_session_dead()):
+                await self.disconnect()
+            if self._connect_task is not None:
+                return self._session
+            self._session_options = options
+            session: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+            self._connect_task = asyncio.create_task(
+                self.session_task(options, session_kwargs, session, self._ready_event, self._stop_event)
+            )
+            await self._ready_event.wait()
+            if self._connect_task.done() and (failure := self._connect_task.exception()) is not None:
+                raise failure
+            self._session = await session
+            return self._session
+
+
+PRIVATE_ATTRIBUTES: tuple[tuple[str, str], ...] = (
+    ("mcp.client.stdio", "_get_executable_command"),
+    ("mcp.client.stdio", "_create_platform_compatible_process"),
+    ("mcp.client.stdio", "_parse_line"),
+    ("mcp.client.stdio", "_drain_stdout"),
+    ("mcp.client.stdio", "_stop_server_process"),
+    ("mcp.client.stdio", "_aclose_all"),
+    ("mcp.client.stdio", "_WRITER_FLUSH_TIMEOUT"),
+    ("mcp.client", "_transport"),
+    ("mcp.client._transport", "TransportStreams"),
+    ("mcp.shared", "_stream_protocols"),
+    ("mcp.shared._stream_protocols", "ReadStream"),
+    ("mcp.shared._stream_protocols", "WriteStream"),
+    ("mcp.server.stdio", "_claim_fd"),
+    ("mcp.server.stdio", "_open_stdin_diversion"),
+    ("mcp.server.stdio", "_open_stdout_diversion"),
+    ("fastmcp.FastMCP", "_lifespan_manager"),
+    ("fastmcp.FastMCP()", "_mcp_server"),
+    ("fastmcp.server.providers.proxy.ProxyMetadataMiddleware", "_read_upstream"),
+    ("fastmcp.client.transports.StdioTransport()", "_connect_lock"),
+    ("fastmcp.client.transports.StdioTransport()", "_connect_task"),
+    ("fastmcp.client.transports.StdioTransport()", "_session"),
+    ("fastmcp.client.transports.StdioTransport()", "_session_options"),
+    ("fastmcp.client.transports.StdioTransport()", "_active_sessions"),
+    ("fastmcp.client.transports.StdioTransport()", "_ready_event"),
+    ("fastmcp.client.transports.StdioTransport()", "_stop_event"),
+    ("fastmcp.client.transports.StdioTransport", "_is_session_dead"),
+)
+"""(owner, name) of every private name used above; an owner ending in `()` is an instance of
+that class (an attribute set in its `__init__`). The test resolves each one."""
