@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, BinaryIO, Literal, TextIO
 
@@ -36,6 +36,7 @@ __all__ = [
     "KeepAliveStdioTransport",
     "ProxyMetadataMiddleware",
     "ReadStream",
+    "StreamsFactory",
     "TransportStreams",
     "WriteStream",
     "aclose_all",
@@ -108,24 +109,20 @@ class ProxyMetadataMiddleware(_FastMCPProxyMetadata):
         return await super()._read_upstream(client, context)
 
 
-# --- fastmcp's keep-alive StdioTransport, with a session of our own ---
-class KeepAliveStdioTransport(StdioTransport):
-    """fastmcp's keep-alive `StdioTransport` whose held session is opened by `session_task`
-    instead of over the SDK's stdio reader. `connect` is fastmcp 4.1's, step for step: one
-    session kept; rebuilt when idle for a client with other options, refused while in use;
-    started again once its process has died."""
+# --- fastmcp's keep-alive StdioTransport, over streams of our own ---
+StreamsFactory = Callable[[], AbstractAsyncContextManager[TransportStreams]]
+"""Opens the (read, write) streams of one fresh server process."""
 
-    def session_task(
-        self,
-        options: TransportOptions,
-        session_kwargs: SessionKwargs,
-        session: asyncio.Future[ClientSession],
-        ready: anyio.Event,
-        stop: anyio.Event,
-    ) -> Coroutine[Any, Any, None]:
-        """The coroutine (run as a task of its own) that opens a session, sets it on `session`,
-        sets `ready` (also on failure) and holds the session until `stop` is set. It must hold
-        no reference to the transport, whose `__del__` sets `stop`."""
+
+class KeepAliveStdioTransport(StdioTransport):
+    """fastmcp's keep-alive `StdioTransport` whose held session runs over the streams
+    `streams()` opens instead of over the SDK's stdio reader. `connect` is fastmcp 4.1's, step
+    for step: one session kept; rebuilt when idle for a client with other options, refused
+    while in use; started again once its process has died."""
+
+    def streams(self) -> StreamsFactory:
+        """What opens a server process's streams. It must hold no reference to the transport:
+        the session task keeps it, and the transport's `__del__` is what stops that task."""
         raise NotImplementedError
 
     async def connect(
@@ -150,13 +147,35 @@ class KeepAliveStdioTransport(StdioTransport):
             self._session_options = options
             session: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
             self._connect_task = asyncio.create_task(
-                self.session_task(options, session_kwargs, session, self._ready_event, self._stop_event)
+                _hold_session(self.streams(), options, session_kwargs, session, self._ready_event, self._stop_event)
             )
             await self._ready_event.wait()
             if self._connect_task.done() and (failure := self._connect_task.exception()) is not None:
                 raise failure
             self._session = await session
             return self._session
+
+
+async def _hold_session(
+    open_streams: StreamsFactory,
+    options: TransportOptions,
+    session_kwargs: SessionKwargs,
+    session: asyncio.Future[ClientSession],
+    ready: anyio.Event,
+    stop: anyio.Event,
+) -> None:
+    """Hold one session open until `stop` is set. A task of its own, as in fastmcp: the streams
+    must be closed by the task that opened them, and it holds no reference to the transport,
+    whose `__del__` sets `stop`."""
+    try:
+        async with open_streams() as (read_stream, write_stream):
+            async with options.session_class(read_stream, write_stream, **session_kwargs) as opened:
+                session.set_result(opened)
+                ready.set()
+                await stop.wait()
+    except Exception:
+        ready.set()  # connect() then raises this task's failure
+        raise
 
 
 PRIVATE_ATTRIBUTES: tuple[tuple[str, str], ...] = (

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import BinaryIO, cast

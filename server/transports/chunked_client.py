@@ -29,12 +29,12 @@ tree) is the SDK's `mcp.client.stdio` code, reused; only the line reader and wri
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import functools
 import logging
 import sys
-from collections.abc import AsyncIterator, Coroutine
-from typing import Any, TextIO
+from collections.abc import AsyncIterator
+from typing import TextIO
 
 import anyio
 import anyio.lowlevel
@@ -46,7 +46,7 @@ from mcp.shared.message import SessionMessage
 from typing_extensions import Unpack
 
 from server import sdk_shim
-from server.sdk_shim import KeepAliveStdioTransport, TransportStreams
+from server.sdk_shim import KeepAliveStdioTransport, StreamsFactory, TransportStreams
 from server.transports.chunked_stdio import expire_idle_messages, reassembled
 from server.transports.framing import FramingOptions, Reassembler
 from server.transports.wire import Refused, TooLarge, leading_fields, reply_id
@@ -234,36 +234,6 @@ class KeptStdioTransport(KeepAliveStdioTransport):
         super().__init__(command, args, env=env, cwd=cwd, keep_alive=True)
         self.framing = framing
 
-    def session_task(
-        self,
-        options: TransportOptions,
-        session_kwargs: SessionKwargs,
-        session: asyncio.Future[ClientSession],
-        ready: anyio.Event,
-        stop: anyio.Event,
-    ) -> Coroutine[Any, Any, None]:
+    def streams(self) -> StreamsFactory:
         server = StdioServerParameters(command=self.command, args=self.args, env=self.env, cwd=self.cwd)
-        return _keep_session(server, self.framing, options, session_kwargs, session, ready, stop)
-
-
-async def _keep_session(
-    server: StdioServerParameters,
-    framing: FramingOptions,
-    options: TransportOptions,
-    session_kwargs: SessionKwargs,
-    session: asyncio.Future[ClientSession],
-    ready: anyio.Event,
-    stop: anyio.Event,
-) -> None:
-    """Hold one session to `server` open until `stop` is set. A task of its own, as in fastmcp:
-    the streams must be closed by the task that opened them, and it holds no reference to the
-    transport, whose `__del__` sets `stop`."""
-    try:
-        async with chunked_stdio_client(server, framing=framing) as (read_stream, write_stream):
-            async with options.session_class(read_stream, write_stream, **session_kwargs) as opened:
-                session.set_result(opened)
-                ready.set()
-                await stop.wait()
-    except Exception:
-        ready.set()  # connect() then raises this task's failure
-        raise
+        return functools.partial(chunked_stdio_client, server, framing=self.framing)
