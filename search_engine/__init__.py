@@ -1,16 +1,90 @@
 """Finding things in a codebase: discovery, regex (ripgrep), chunking, embeddings, the
-persistent index, semantic and hybrid ranking. Knows nothing of MCP or sessions."""
+persistent index, semantic and hybrid ranking. Knows nothing of MCP or sessions.
 
-from search_engine.config import EngineConfig
-from search_engine.errors import SearchError
-from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
+This module is the engine's public API: the layers above (`sessions`, `server`) import only the
+names in `__all__`, from here, never a submodule, so the engine's inside can be rearranged
+without touching them. The index (`IndexManager`, `IndexStatus`) is imported on first use:
+it brings in the numeric stack, which a plain regex search never needs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from search_engine.config import (
+    DEFAULT_EMBEDDING_PROFILE,
+    DEFAULT_MAX_FILE_SIZE,
+    DEFAULT_MAX_LINE_WIDTH,
+    DEFAULT_TIMEOUT_S,
+    EngineConfig,
+    default_cache_dir,
+)
+from search_engine.engine import SearchEngine
+from search_engine.errors import (
+    IndexNotReadyError,
+    IndexStoreError,
+    InvalidQueryError,
+    ModelLoadError,
+    PathError,
+    PathNotFoundError,
+    PathOutsideRootError,
+    SearchError,
+    SearchTimeoutError,
+    ToolMissingError,
+)
+from search_engine.files import display_path
+from search_engine.languages import language_for
+from search_engine.models import (
+    DEFAULT_MAX_RESULTS,
+    MAX_CONTEXT_LINES,
+    Match,
+    MatchType,
+    SearchMode,
+    SearchRequest,
+    SearchResult,
+)
+from search_engine.paths import SearchLocation, resolve_search_path
+
+if TYPE_CHECKING:
+    from search_engine.index import IndexManager, IndexStatus
 
 __all__ = [
+    "DEFAULT_EMBEDDING_PROFILE",
+    "DEFAULT_MAX_FILE_SIZE",
+    "DEFAULT_MAX_LINE_WIDTH",
+    "DEFAULT_MAX_RESULTS",
+    "DEFAULT_TIMEOUT_S",
+    "MAX_CONTEXT_LINES",
     "EngineConfig",
+    "IndexManager",
+    "IndexNotReadyError",
+    "IndexStatus",
+    "IndexStoreError",
+    "InvalidQueryError",
     "Match",
     "MatchType",
+    "ModelLoadError",
+    "PathError",
+    "PathNotFoundError",
+    "PathOutsideRootError",
+    "SearchEngine",
     "SearchError",
+    "SearchLocation",
     "SearchMode",
     "SearchRequest",
     "SearchResult",
+    "SearchTimeoutError",
+    "ToolMissingError",
+    "default_cache_dir",
+    "display_path",
+    "language_for",
+    "resolve_search_path",
 ]
+
+
+def __getattr__(name: str) -> Any:  # the names imported on first use (see the module doc)
+    if name in ("IndexManager", "IndexStatus"):
+        from search_engine import index
+
+        return getattr(index, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,6 +29,16 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
 )
 
 
+DEFAULT_TIMEOUT_S = 30.0
+"""A regex search is killed after this long."""
+DEFAULT_MAX_LINE_WIDTH = 500
+"""Long lines are cut to this many characters around the match."""
+DEFAULT_MAX_FILE_SIZE = 1024 * 1024
+"""Files larger than this (bytes) are skipped."""
+DEFAULT_EMBEDDING_PROFILE = "static"
+"""The embedding profile (see docs/benchmarks.md for the measurement behind it)."""
+
+
 def default_cache_dir() -> Path:
     """`$XDG_CACHE_HOME/codepager` (or the platform equivalent): never inside a searched repo."""
     return Path(platformdirs.user_cache_dir("codepager", appauthor=False))
@@ -36,10 +46,13 @@ def default_cache_dir() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    timeout_s: float = 30.0
-    max_line_width: int = 500
-    max_file_size: int = 1024 * 1024
+    """The engine's knobs. Its defaults are the constants above, which the server's settings
+    (`server.settings`) read as their own defaults, so each is written once."""
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_line_width: int = DEFAULT_MAX_LINE_WIDTH
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
     default_excludes: tuple[str, ...] = DEFAULT_EXCLUDES
     cache_dir: Path = field(default_factory=default_cache_dir)
-    embedding_profile: str = "static"
+    embedding_profile: str = DEFAULT_EMBEDDING_PROFILE
     embedding_model: str | None = None

@@ -3,6 +3,19 @@
 Each refusal has its own class so the layers above can map it precisely (the MCP server turns
 them into JSON-RPC errors or isError results, the CLI into exit status 2) without parsing
 messages. Every message says what to do next, because the reader is often an agent.
+
+Every exception the engine raises on purpose is defined here::
+
+    SearchError                          (Exception) base: the CLI exits 2, MCP answers isError
+    ├── InvalidQueryError                (+ ValueError) bad regex, empty query; .position
+    ├── PathError                        (+ ValueError)
+    │   ├── PathNotFoundError            missing or unsearchable path
+    │   └── PathOutsideRootError         outside the allowed roots
+    ├── SearchTimeoutError               (+ TimeoutError) over search.timeout_s
+    ├── ToolMissingError                 (+ RuntimeError) no ripgrep
+    ├── IndexNotReadyError               index still building; .phase/.done/.total/.eta_s
+    ├── ModelLoadError                   (+ RuntimeError) embedding model unusable
+    └── IndexStoreError                  (+ RuntimeError) index unreadable or unwritable
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Builds the FastMCP app from `Settings`: the services, the tools, the middleware.
 
 Start-up does no heavy work: the embedding model and the index load in the background (see
-`server.indexing`), so the MCP handshake answers at once.
+`server.background_indexer`), so the MCP handshake answers at once.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from pathlib import Path
 
 from fastmcp import FastMCP
 
-from search_engine.engine import SearchEngine
+from search_engine import SearchEngine
 from server import __version__
 from server.errors import ErrorMiddleware
 from server.jq_view import jq_view
 from server.output import Datasets, OffloadStore, OutputLayer
-from server.indexing import BackgroundIndexer
+from server.background_indexer import BackgroundIndexer
 from server.rendering import Renderer
 from server.services import Services
 from server.settings import SessionSettings, Settings
@@ -27,8 +27,7 @@ from server.tools.index import register_index_tools
 from server.tools.results import register_results_resources, register_results_tools
 from server.tools.schemas import CompactSchemas
 from server.tools.search import register_search_tools
-from sessions import CursorCodec, MemoryStore, Pager, SessionStore, load_or_create_key
-from sessions.errors import SessionStoreUnavailableError
+from sessions import CursorCodec, MemoryStore, Pager, SessionStore, SessionStoreUnavailableError, load_or_create_key
 
 log = logging.getLogger("codepager")
 
@@ -68,7 +67,7 @@ def session_store(sess: SessionSettings) -> SessionStore:
         )
     if not sess.backend.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError(f"sessions.backend must be 'memory' or a redis://host:port/db URL, got {sess.backend!r}")
-    from sessions.redis_store import RedisStore
+    from sessions import RedisStore
 
     store = RedisStore(
         sess.backend, namespace=sess.namespace, ttl_s=sess.ttl_s, max_sessions=sess.max_sessions, max_bytes=max_bytes

@@ -13,6 +13,13 @@ Two kinds of failure, two channels:
   (code, message, hint) so an agent can act on it.
 
 Every message says what to do next.
+
+The engine's and the session store's own exceptions are documented in `search_engine.errors`
+and `sessions.errors`. Two server exceptions stay beside their only user, because importing
+this module (fastmcp, the output layer) would cost them what they exist to avoid:
+`server.transports.framing.FrameRejected` (one refused frame line, caught inside the pure
+framing module, which the settings import) and `server.cli.search_targets.MissingPathError`
+(a PATH `codepager search` cannot read; the grep-like CLI never imports fastmcp).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from fastmcp.tools.base import ToolResult
 from mcp import MCPError
 from mcp_types import INVALID_PARAMS, TextContent
 
-from search_engine.errors import (
+from search_engine import (
     IndexNotReadyError,
     IndexStoreError,
     InvalidQueryError,
@@ -48,7 +55,7 @@ from server.output import (
     SqlResultTooLargeError,
     SqlTimeoutError,
 )
-from sessions.errors import CursorError, SessionStoreUnavailableError
+from sessions import CursorError, SessionStoreUnavailableError
 
 P = ParamSpec("P")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from search_engine.models import SearchResult
+from search_engine import SearchResult
 from server.output import JqFilterError, apply_jq
 from server.records import match_from_record, match_record
 from server.settings import OffloadSettings

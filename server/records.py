@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
-from search_engine.models import Match, MatchType
+from search_engine import Match, MatchType
 
 CUT_MARK = "…"
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from search_engine.models import SearchRequest
+from search_engine import SearchRequest
 from server.records import Detail, match_record
 from sessions import Page
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from search_engine.engine import SearchEngine
-from server.indexing import BackgroundIndexer
+from search_engine import SearchEngine
+from server.background_indexer import BackgroundIndexer
 from server.output import Datasets, OffloadStore
 from server.rendering import Renderer
 from server.settings import Settings

@@ -1,7 +1,17 @@
 """Remembering things: the store of full result lists, sealed cursors and paging.
-Knows nothing of MCP."""
+Knows nothing of MCP.
 
-from sessions.cursor import CursorCodec, CursorState
+This module is the package's public API: `server` imports only the names in `__all__`, from
+here, never a submodule. The Redis store (`RedisStore`, `redacted`) is imported on first use:
+the redis client costs ~0.2 s to import, which a memory-backed server or a CLI command never
+needs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sessions.cursor import DEFAULT_MAX_AGE_S, CursorCodec, CursorState
 from sessions.errors import (
     CursorError,
     CursorExpiredError,
@@ -10,14 +20,25 @@ from sessions.errors import (
     CursorParamsMismatchError,
     CursorSignatureError,
     CursorTooLargeError,
+    SessionStoreUnavailableError,
 )
 from sessions.keys import load_or_create_key
-from sessions.memory import MemoryStore
+from sessions.memory import DEFAULT_MAX_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SWEEP_INTERVAL_S, DEFAULT_TTL_S, MemoryStore
 from sessions.models import Page, Session
-from sessions.pager import Pager
+from sessions.pager import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Pager
 from sessions.store import SessionStore, StoreStats
 
+if TYPE_CHECKING:
+    from sessions.redis_store import RedisStore, redacted
+
 __all__ = [
+    "DEFAULT_MAX_AGE_S",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_SESSIONS",
+    "DEFAULT_PAGE_SIZE",
+    "DEFAULT_SWEEP_INTERVAL_S",
+    "DEFAULT_TTL_S",
+    "MAX_PAGE_SIZE",
     "CursorCodec",
     "CursorError",
     "CursorExpiredError",
@@ -30,8 +51,19 @@ __all__ = [
     "MemoryStore",
     "Page",
     "Pager",
+    "RedisStore",
     "Session",
     "SessionStore",
+    "SessionStoreUnavailableError",
     "StoreStats",
     "load_or_create_key",
+    "redacted",
 ]
+
+
+def __getattr__(name: str) -> Any:  # the names imported on first use (see the module doc)
+    if name in ("RedisStore", "redacted"):
+        from sessions import redis_store
+
+        return getattr(redis_store, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,6 +3,18 @@
 One class per reason so the server can map each precisely (and tests can assert the reason)
 without parsing messages. The reader of a message is usually an agent, so every message says
 what to do next: in almost every case that is "run the search again without a cursor".
+
+Every exception the package raises on purpose is defined here::
+
+    CursorError                    (ValueError) base: the server answers JSON-RPC -32602
+    ├── CursorMalformedError       not a cursor this server issued
+    ├── CursorSignatureError       sealed with another secret key
+    ├── CursorExpiredError         older than sessions.cursor_max_age_s
+    ├── CursorParamsMismatchError  a re-sent parameter differs from the cursor's search
+    ├── CursorTooLargeError        the search is too big for a cursor
+    └── CursorGenerationError      the results behind the cursor changed
+    SessionStoreUnavailableError   (RuntimeError) the shared backend (Redis) did not answer:
+                                   a retryable isError, the cursor stays valid
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import msgpack
 
-from search_engine.models import Match, SearchRequest, SearchResult
+from search_engine import Match, SearchRequest, SearchResult
 
 CacheStatus = Literal["miss", "hit", "restored"]
 

@@ -18,7 +18,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Protocol
 
-from search_engine.models import SearchRequest, SearchResult
+from search_engine import SearchRequest, SearchResult
 from sessions.cursor import SEARCH_KIND, CursorCodec, CursorState
 from sessions.errors import CursorGenerationError, CursorMalformedError
 from sessions.models import CacheStatus, Page, Session, dedup_key

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from server.indexing import PHASES, RootState
+from server.background_indexer import PHASES, RootState
 from tests.conftest import write_code_tree
 from tests.server_helpers import page_matches, serve_env, stdio_client, structured
 
@@ -114,7 +114,7 @@ def test_a_build_reports_every_phase_in_order(tmp_path: Path, monkeypatch: pytes
     model on a small tree; every phase reported, however fast the machine)."""
     from search_engine.config import EngineConfig
     from search_engine.engine import SearchEngine
-    from server.indexing import BackgroundIndexer
+    from server.background_indexer import BackgroundIndexer
 
     reported: list[str] = []
     advance = RootState.advance

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
 
 def masked(settings: Settings) -> dict:
     """The settings as JSON, with the cursor key, the HTTP token and any Redis password hidden."""
-    from sessions.redis_store import redacted  # here, not at the top: every command imports this module, and redis costs ~0.2 s
+    from sessions import redacted  # here, not at the top: every command imports this module, and redis costs ~0.2 s
 
     dumped = settings.model_dump(mode="json")
     for section, key in (("sessions", "secret_key"), ("server", "auth_token")):

@@ -20,8 +20,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from search_engine.files import display_path
-from search_engine.paths import SearchLocation
+from search_engine import SearchLocation, display_path
 
 
 class MissingPathError(Exception):

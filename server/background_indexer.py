@@ -23,9 +23,7 @@ from pathlib import Path
 import anyio
 from fastmcp import Context
 
-from search_engine.engine import SearchEngine
-from search_engine.errors import IndexNotReadyError, IndexStoreError, SearchError
-from search_engine.models import SearchRequest
+from search_engine import IndexNotReadyError, IndexStoreError, SearchEngine, SearchError, SearchRequest
 
 log = logging.getLogger("codepager.indexing")
 
