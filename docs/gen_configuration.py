@@ -50,8 +50,8 @@ INTRO = """\
 
 Every setting has a default and can be changed, from the weakest to the strongest source:
 
-1. a **TOML file** given with `--config FILE` (`serve`, `search`, `index`, `config`; for
-   `proxy` it is `--settings FILE`, since `--config` there names an `mcpServers` JSON file).
+1. a **TOML file** given with `--config FILE` (every subcommand: `serve`, `proxy`, `search`,
+   `index`, `config`; `proxy` takes its `mcpServers` JSON file as `--servers FILE`).
    There is no implicit file: without the flag, no TOML is read;
 2. **environment variables** `CODEPAGER_<SECTION>__<KEY>` (two underscores between section and
    key). Lists are written as JSON: `CODEPAGER_SERVER__ROOTS='["/src/a", "/src/b"]'`;

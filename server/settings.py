@@ -21,7 +21,33 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from search_engine.config import EngineConfig, default_cache_dir
+from search_engine import (
+    DEFAULT_EMBEDDING_PROFILE,
+    DEFAULT_MAX_FILE_SIZE,
+    DEFAULT_MAX_LINE_WIDTH,
+    DEFAULT_MAX_RESULTS,
+    DEFAULT_TIMEOUT_S,
+    EngineConfig,
+    default_cache_dir,
+)
+from server.transports.framing import (
+    DEFAULT_CHUNK_LIMIT,
+    DEFAULT_MAX_BUFFERED_BYTES,
+    DEFAULT_MAX_FRAMES_PER_MESSAGE,
+    DEFAULT_MAX_PARTIAL_MESSAGES,
+    FRAME_OVERHEAD,
+    MIN_CHUNK_LIMIT,
+)
+from server.transports.framing import DEFAULT_TIMEOUT_S as DEFAULT_CHUNK_TIMEOUT_S
+from sessions import (
+    DEFAULT_MAX_AGE_S,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_SWEEP_INTERVAL_S,
+    DEFAULT_TTL_S,
+    MAX_PAGE_SIZE,
+)
 
 _toml_path: contextvars.ContextVar[Path | None] = contextvars.ContextVar("codepager_toml", default=None)
 
@@ -33,12 +59,12 @@ class _Section(BaseModel):
 
 
 class SearchSettings(_Section):
-    timeout_s: float = Field(30.0, gt=0, description="Kill a regex search after this many seconds.")
-    max_results: int = Field(10_000, ge=1, description="Stop collecting regex matches past this; the result is marked truncated. (The CLI prints every match unless given --limit.)")
-    max_line_width: int = Field(500, ge=40, description="Cut long lines to this many characters around the match.")
-    max_file_size: int = Field(1024 * 1024, ge=1, description="Skip files larger than this (bytes).")
-    default_page_size: int = Field(50, ge=1, description="Matches per page when a search call gives no page_size.")
-    max_page_size: int = Field(200, ge=1, description="Largest page_size a search call may ask for.")
+    timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, description="Kill a regex search after this many seconds.")
+    max_results: int = Field(DEFAULT_MAX_RESULTS, ge=1, description="Stop collecting regex matches past this; the result is marked truncated. (The CLI prints every match unless given --limit.)")
+    max_line_width: int = Field(DEFAULT_MAX_LINE_WIDTH, ge=40, description="Cut long lines to this many characters around the match.")
+    max_file_size: int = Field(DEFAULT_MAX_FILE_SIZE, ge=1, description="Skip files larger than this (bytes).")
+    default_page_size: int = Field(DEFAULT_PAGE_SIZE, ge=1, description="Matches per page when a search call gives no page_size.")
+    max_page_size: int = Field(MAX_PAGE_SIZE, ge=1, description="Largest page_size a search call may ask for.")
     default_snippet_length: int = Field(500, ge=1, description="Characters of each regex match's content shown when a call gives no snippet_length.")
     default_ranked_snippet_length: int = Field(300, ge=1, description="The same for semantic and hybrid chunks (6-8 lines: enough to recognise the code, and more files fit a token budget).")
     max_snippet_length: int = Field(2000, ge=1, description="Largest snippet_length a search call may ask for.")
@@ -46,7 +72,7 @@ class SearchSettings(_Section):
 
 class IndexSettings(_Section):
     cache_dir: Path = Field(default_factory=default_cache_dir, description="Where indexes and the cursor key live.")
-    profile: Literal["static", "minilm"] = Field("static", description="Embedding profile (see docs/benchmarks.md for the measurement behind the default).")
+    profile: Literal["static", "minilm"] = Field(DEFAULT_EMBEDDING_PROFILE, description="Embedding profile (see docs/benchmarks.md for the measurement behind the default).")
     model: str | None = Field(None, description="Any sentence-transformers model name or local path; overrides the profile.")
     ready_wait_s: float = Field(30.0, ge=0, description="How long a semantic call waits for indexing (with progress notifications) before answering 'not ready' with an estimate of the time left.")
     index_on_start: bool = Field(True, description="Start indexing every root in the background when the server starts.")
@@ -55,12 +81,12 @@ class IndexSettings(_Section):
 class SessionSettings(_Section):
     backend: str = Field("memory", description="'memory', or a redis:// (rediss://, unix://) URL shared by replicas.")
     namespace: str = Field("default", description="Redis key prefix codepager:<namespace>:; replicas sharing sessions use the same one.")
-    ttl_s: float = Field(300.0, gt=0, description="Sliding time-to-live of a cached result list.")
-    max_sessions: int = Field(100, ge=1, description="Cached result lists kept; the least recently used is evicted first.")
-    max_memory_mb: float = Field(256.0, gt=0, description="Memory budget of the cached result lists (estimated); least recently used evicted first.")
-    sweep_interval_s: float = Field(60.0, gt=0, description="How often the memory backend frees expired sessions.")
+    ttl_s: float = Field(DEFAULT_TTL_S, gt=0, description="Sliding time-to-live of a cached result list.")
+    max_sessions: int = Field(DEFAULT_MAX_SESSIONS, ge=1, description="Cached result lists kept; the least recently used is evicted first.")
+    max_memory_mb: float = Field(DEFAULT_MAX_BYTES / 2**20, gt=0, description="Memory budget of the cached result lists (estimated); least recently used evicted first.")
+    sweep_interval_s: float = Field(DEFAULT_SWEEP_INTERVAL_S, gt=0, description="How often the memory backend frees expired sessions.")
     secret_key: str | None = Field(None, description="Secret the cursor sealing key is derived from (replicas share it); generated and kept in the cache dir when unset.")
-    cursor_max_age_s: float = Field(3600.0, gt=0, description="Cursors older than this are refused as expired (the search must be re-run).")
+    cursor_max_age_s: float = Field(DEFAULT_MAX_AGE_S, gt=0, description="Cursors older than this are refused as expired (the search must be re-run).")
 
 
 def _default_offload_dir() -> Path:
@@ -134,7 +160,7 @@ class ServerSettings(_Section):
         "WARNING", description="Log level of codepager, fastmcp and (on HTTP) uvicorn; logs go to stderr only."
     )
     chunk_limit: int = Field(
-        60 * 1024, ge=4,
+        DEFAULT_CHUNK_LIMIT, ge=MIN_CHUNK_LIMIT,
         description="chunked-stdio: messages above this many bytes are split into frames of at most this much data.",
     )
     max_request_bytes: int = Field(
@@ -142,18 +168,18 @@ class ServerSettings(_Section):
         description="Largest request accepted on every transport; a larger one gets JSON-RPC error -32600 (HTTP 413) and is never held whole. HTTP also keeps the MCP SDK's own 4 MiB cap.",
     )
     chunk_timeout_s: float = Field(
-        30.0, gt=0, description="chunked-stdio: an incomplete incoming message with no new frame for this long is dropped."
+        DEFAULT_CHUNK_TIMEOUT_S, gt=0, description="chunked-stdio: an incomplete incoming message with no new frame for this long is dropped."
     )
     chunk_max_buffered_bytes: int = Field(
-        64 * 1024 * 1024, ge=1,
-        description="chunked-stdio: bytes all incomplete incoming messages may hold together, each frame counting its data plus 128; a frame past it drops its message (answered -32600).",
+        DEFAULT_MAX_BUFFERED_BYTES, ge=1,
+        description=f"chunked-stdio: bytes all incomplete incoming messages may hold together, each frame counting its data plus {FRAME_OVERHEAD}; a frame past it drops its message (answered -32600).",
     )
     chunk_max_partial_messages: int = Field(
-        64, ge=1,
+        DEFAULT_MAX_PARTIAL_MESSAGES, ge=1,
         description="chunked-stdio: incoming messages that may be incomplete at once; the first frame of one more is refused with -32600.",
     )
     chunk_max_frames_per_message: int = Field(
-        32 * 1024, ge=1,
+        DEFAULT_MAX_FRAMES_PER_MESSAGE, ge=1,
         description="chunked-stdio: most frames one incoming message may claim (totalChunks); a message claiming more is refused with -32600 at its first frame.",
     )
 
@@ -225,6 +251,12 @@ class Settings(BaseSettings):
             embedding_profile=self.index.profile,
             embedding_model=self.index.model,
         )
+
+
+def default_of(section: type[BaseModel], key: str) -> Any:
+    """A setting's built-in default, for CLI help: the defaults are written once, in the models
+    above, and the help never drifts from them."""
+    return section.model_fields[key].get_default(call_default_factory=True)
 
 
 def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:

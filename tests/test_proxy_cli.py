@@ -1,5 +1,5 @@
 """`codepager proxy` as a command: argument errors, mcpServers configs, and a real
-`codepager proxy --config mcp.json` process proxying two servers under their own names."""
+`codepager proxy --servers mcp.json` process proxying two servers under their own names."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def write_config(path: Path, **servers: dict) -> Path:
     ("argv", "message"),
     [
         (["proxy"], "either `-- COMMAND"),
-        (["proxy", "--config", "x.json", "--", "server"], "either `-- COMMAND"),
-        (["proxy", "--config", "/nonexistent/mcp.json"], "MCP config not found"),
+        (["proxy", "--servers", "x.json", "--", "server"], "either `-- COMMAND"),
+        (["proxy", "--servers", "/nonexistent/mcp.json"], "MCP config not found"),
         (["proxy", "--threshold-tokens", "0", "--", "server"], "threshold_tokens"),
         (["proxy", "--", "/nonexistent/mcp-server", "--stdio"], "backend command not found"),
     ],
@@ -65,7 +65,7 @@ async def test_a_real_proxy_process_serves_two_configured_servers(tmp_path: Path
         beta={"command": sys.executable, "args": [BACKEND]},
     )
     cmd, args = codepager_cmd()
-    argv = [*args, "proxy", "--config", str(config), "--data-dir", str(tmp_path / "data"), "--threshold-tokens", "1000"]
+    argv = [*args, "proxy", "--servers", str(config), "--data-dir", str(tmp_path / "data"), "--threshold-tokens", "1000"]
     async with Client(StdioTransport(cmd, argv, env=serve_env(tmp_path)), timeout=120, init_timeout=120) as c:
         names = {t.name for t in await c.list_tools()}
         assert {"alpha_records", "beta_records", "analyze-with-duckdb", "read-dataset-page"} <= names
@@ -83,6 +83,6 @@ def test_flags_win_over_environment_over_toml(tmp_path: Path, monkeypatch) -> No
     toml = tmp_path / "codepager.toml"
     toml.write_text('[proxy]\nthreshold_tokens = 111\ncleanup_after_days = 7\nexcluded_tools = ["a"]\n')
     monkeypatch.setenv("CODEPAGER_PROXY__CLEANUP_AFTER_DAYS", "9")
-    args = build_parser().parse_args(["proxy", "--settings", str(toml), "--threshold-tokens", "222", "--", "srv"])
-    settings = load_settings(args.settings, proxy_overrides(args))
+    args = build_parser().parse_args(["proxy", "--config", str(toml), "--threshold-tokens", "222", "--", "srv"])
+    settings = load_settings(args.config, proxy_overrides(args))
     assert (settings.proxy.threshold_tokens, settings.proxy.cleanup_after_days, settings.proxy.excluded_tools) == (222, 9, ["a"])

@@ -15,10 +15,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from search_engine.errors import SearchError
+from search_engine import SearchError
+from server.settings import IndexSettings, default_of
 
 if TYPE_CHECKING:
-    from search_engine.index import IndexStatus
+    from search_engine import IndexStatus
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full", action="store_true", help="rebuild from scratch instead of updating")
     p.add_argument("--status", action="store_true", help="report on the index without changing it")
     p.add_argument("--json", action="store_true", help="print the summary or status as JSON")
-    p.add_argument("--profile", choices=["static", "minilm"], help="embedding profile (default: static)")
+    p.add_argument("--profile", choices=["static", "minilm"], help=f"embedding profile (default: {default_of(IndexSettings, 'profile')})")
     p.add_argument("--model", help="sentence-transformers model name or local path (overrides --profile)")
     p.add_argument("--config", type=Path, help="TOML settings file")
     p.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
@@ -40,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # imported here: every other subcommand would otherwise pay for the index stack at start-up
-    from search_engine.index import IndexManager
+    from search_engine import IndexManager
     from server.settings import load_settings
 
     try:

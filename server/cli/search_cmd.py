@@ -23,9 +23,7 @@ from typing import TextIO
 
 import msgspec
 
-from search_engine.engine import SearchEngine
-from search_engine.errors import SearchError
-from search_engine.models import MAX_CONTEXT_LINES, Match, SearchMode, SearchRequest, SearchResult
+from search_engine import MAX_CONTEXT_LINES, Match, SearchEngine, SearchError, SearchMode, SearchRequest, SearchResult
 from server.cli.search_targets import MissingPathError, Target, resolve_target
 from server.page_text import grep_lines
 from server.records import Detail, compact_record, match_record
@@ -40,6 +38,7 @@ _REGEX_ONLY = (
     ("context", "-C/--context"),
     ("limit", "--limit"),
 )
+_TOP_K = SearchRequest.model_fields["top_k"].default
 _RANKED_ONLY = (("top_k", "--top-k"), ("threshold", "--threshold"))
 
 
@@ -78,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(output="text")
     p.add_argument("--detail", choices=[d.value for d in Detail], default=Detail.COMPACT.value, help="--json/--jsonl: compact records (default) or the full shape with byte spans and ranks")
     p.add_argument("--limit", type=_int_between(1), metavar="N", help="regex: stop after N matches (default: print every match)")
-    p.add_argument("--top-k", type=_int_between(1), metavar="N", help="--sem/--hybrid: how many chunks to return per PATH (default: 10)")
+    p.add_argument("--top-k", type=_int_between(1), metavar="N", help=f"--sem/--hybrid: how many chunks to return per PATH (default: {_TOP_K})")
     p.add_argument("--threshold", type=float, metavar="X", help="--sem: minimum cosine similarity; --hybrid: minimum score relative to the best (0..1)")
     p.add_argument("--config", type=Path, metavar="FILE", help="TOML settings file")
     p.set_defaults(func=run)
@@ -167,7 +166,7 @@ def _search(engine: SearchEngine, target: Target, args: argparse.Namespace) -> S
         context_lines=args.context or 0,
         # The human path prints every match; `search.max_results` bounds what a server keeps.
         max_results=args.limit or sys.maxsize,
-        top_k=args.top_k or 10,
+        top_k=args.top_k or _TOP_K,
         threshold=args.threshold,
     )
     return engine.search(request)

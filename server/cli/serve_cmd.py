@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from server.settings import Settings, load_settings
+from server.settings import ServerSettings, Settings, default_of, load_settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,11 +26,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_transport_arguments(p: argparse.ArgumentParser) -> None:
     """How an MCP server is served; shared by `serve` and `proxy`."""
-    p.add_argument("--transport", choices=["stdio", "http", "chunked-stdio"], help="default: stdio")
-    p.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, help="HTTP port (default 8765)")
+    def default(key: str) -> object:
+        return default_of(ServerSettings, key)
+
+    p.add_argument("--transport", choices=["stdio", "http", "chunked-stdio"], help=f"default: {default('transport')}")
+    p.add_argument("--host", help=f"HTTP bind address (default {default('host')})")
+    p.add_argument("--port", type=int, help=f"HTTP port (default {default('port')})")
     p.add_argument("--auth-token", help="require 'Authorization: Bearer TOKEN' on HTTP (or CODEPAGER_SERVER__AUTH_TOKEN)")
-    p.add_argument("--log-level", help="stderr log level (default WARNING)")
+    p.add_argument("--log-level", help=f"stderr log level (default {default('log_level')})")
 
 
 def transport_overrides(args: argparse.Namespace) -> dict[str, Any]:

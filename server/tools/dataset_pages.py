@@ -23,11 +23,9 @@ from pydantic import Field
 from server.errors import tool_errors
 from server.output import MIN_OUTPUT_TOKENS, DatasetFile, Datasets, ListPage
 from server.rendering import OutputOptions, Renderer
-from server.tools.results import READ_ONLY
+from server.tools.descriptions import READ_ONLY
 from server.tools.schemas import ROWS_OUTPUT
-from sessions import CursorCodec
-from sessions.cursor import CursorState
-from sessions.errors import CursorGenerationError, CursorParamsMismatchError
+from sessions import CursorCodec, CursorGenerationError, CursorParamsMismatchError, CursorState
 
 DATASET_KIND = "dataset"
 DEFAULT_PAGE_SIZE = 100

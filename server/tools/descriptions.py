@@ -6,9 +6,22 @@ agent the paging contract, and tests hold them to their size limit.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from mcp_types import ToolAnnotations
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+"""Every tool that only reads: read-only and closed-world. destructiveHint and idempotentHint
+are left out: the spec gives them meaning only for tools that are not read-only."""
+
+
+def local_writes(*, destructive: bool) -> ToolAnnotations:
+    """A tool that changes local state (an index, the offload folder): idempotent, closed-world."""
+    return ToolAnnotations(read_only_hint=False, destructive_hint=destructive, idempotent_hint=True, open_world_hint=False)
+
+
+OutputModeName = Literal["auto", "inline", "file_ref", "legacy"]
+"""The `output_mode` argument every tool with one accepts (`server.output.OutputMode`'s values)."""
 
 
 def paging(cursor_max_age_s: float) -> str:
@@ -37,12 +50,6 @@ HYBRID_DESCRIPTION = (
     "'ClientSession' and 'where are connections pooled' both work. The first call may wait "
     "for indexing. "
 )
-
-
-def search_annotations() -> ToolAnnotations:
-    """Read-only and closed-world. destructiveHint and idempotentHint are left out: the spec
-    gives them meaning only for tools that are not read-only."""
-    return ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
 def search_meta(max_tokens: int) -> dict[str, Any]:

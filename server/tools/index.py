@@ -4,15 +4,14 @@ from typing import Annotated, Any
 
 from fastmcp import Context, FastMCP
 from fastmcp.tools.base import ToolResult
-from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from search_engine.errors import IndexNotReadyError
-from search_engine.paths import resolve_search_path
+from search_engine import IndexNotReadyError, resolve_search_path
 from server.errors import tool_errors
-from server.indexing import RootState
+from server.background_indexer import RootState
 from server.rendering import json_result
 from server.services import Services
+from server.tools.descriptions import READ_ONLY, local_writes
 from server.tools.schemas import INDEX_OUTPUT
 
 PathArg = Annotated[str | None, Field(description="default: the first root")]
@@ -41,7 +40,7 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
     @app.tool(
         name="index_status",
         description="Files, chunks, model and build progress of a root's semantic index.",
-        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        annotations=READ_ONLY,
         output_schema=INDEX_OUTPUT,
     )
     @tool_errors
@@ -52,7 +51,7 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
     @app.tool(
         name="reindex",
         description="Update a root's semantic index (full=true: rebuild); returns index_status.",
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
+        annotations=local_writes(destructive=False),
         output_schema=INDEX_OUTPUT,
     )
     @tool_errors

@@ -2,22 +2,20 @@
 SQL, list and clean them up. Shared by the search server and the proxy (which registers the SQL
 tools over its own datasets too, but not the cleanup of temp files)."""
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import anyio
 from fastmcp import FastMCP
 from fastmcp.tools.base import ToolResult
-from mcp_types import ToolAnnotations
 from pydantic import Field, WithJsonSchema
 
 from server.errors import tool_errors
 from server.output import LINES_URI, RESULTS_URI, DatasetFilter, Datasets, OffloadStore, RenderOptions
 from server.output.sql_answer import answer_query
 from server.rendering import Renderer, json_result, tool_result
+from server.tools.descriptions import READ_ONLY, OutputModeName, local_writes
 from server.tools.schemas import CLEANUP_OUTPUT, DATASETS_OUTPUT, ROWS_OUTPUT
 
-#: destructiveHint and idempotentHint only mean something for tools that are not read-only.
-READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
 def register_results_resources(app: FastMCP, store: OffloadStore) -> None:
@@ -51,7 +49,7 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
     async def analyze_with_duckdb(
         query: str,
         dataset_id: str | None = None,
-        output_mode: Literal["auto", "inline", "file_ref", "legacy"] = "auto",
+        output_mode: OutputModeName = "auto",
     ) -> ToolResult:
         options = RenderOptions(tool="analyze-with-duckdb", query=query, output_mode=output_mode, records_key="rows")
         rendered = await anyio.to_thread.run_sync(lambda: answer_query(datasets, renderer.layer, query, dataset_id, options))
@@ -80,7 +78,7 @@ def register_cleanup_tool(app: FastMCP, store: OffloadStore) -> None:
     @app.tool(
         name="cleanup_temp_files",
         description="Delete offloaded result files older than max_age_days.",
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False),
+        annotations=local_writes(destructive=True),
         output_schema=CLEANUP_OUTPUT,
     )
     @tool_errors

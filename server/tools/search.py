@@ -27,9 +27,14 @@ from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from pydantic import Field, ValidationError
 
-from search_engine.errors import PathError, PathOutsideRootError
-from search_engine.models import MAX_CONTEXT_LINES, SearchMode, SearchRequest
-from search_engine.paths import resolve_search_path
+from search_engine import (
+    MAX_CONTEXT_LINES,
+    PathError,
+    PathOutsideRootError,
+    SearchMode,
+    SearchRequest,
+    resolve_search_path,
+)
 from server.clients import client_name, profile_for
 from server.output import MIN_OUTPUT_TOKENS
 from server.errors import InvalidParamsError, tool_errors
@@ -39,15 +44,15 @@ from server.response import RecordOptions, SearchResponse
 from server.services import Services
 from server.tools.descriptions import (
     HYBRID_DESCRIPTION,
+    READ_ONLY,
     REGEX_DESCRIPTION,
     SEMANTIC_DESCRIPTION,
+    OutputModeName,
     paging,
-    search_annotations,
     search_meta,
 )
 from server.tools.schemas import SEARCH_OUTPUT
-from sessions.cursor import CursorState
-from sessions.errors import CursorParamsMismatchError
+from sessions import CursorParamsMismatchError, CursorState
 
 # Parameter descriptions are short and only where the name and type do not say it all: the
 # three search tools repeat them, and tools/list is paid for in every conversation.
@@ -55,7 +60,7 @@ IncludeGlobs = list[str] | None
 ExcludeGlobs = list[str] | None
 Cursor = str | None
 OutputMode = Annotated[
-    Literal["auto", "inline", "file_ref", "legacy"],
+    OutputModeName,
     Field(description="auto: a file when over the size limit; inline: cut instead; legacy: bare JSON array"),
 ]
 StatsOnly = Annotated[bool, Field(description="counts per file instead of matches")]
@@ -104,7 +109,7 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
     SnippetLength = Annotated[int, Field(ge=1, le=s.max_snippet_length, description="cut each text to this many chars")]
     MaxTokens = Annotated[int | None, Field(ge=MIN_OUTPUT_TOKENS, description="cut the page to this size")]
     JqFilter = Annotated[str | None, Field(description="jq over the list of full match objects, before paging")]
-    annotations = search_annotations()
+    annotations = READ_ONLY
     meta = search_meta(services.settings.offload.max_tokens)
     contract = paging(services.settings.sessions.cursor_max_age_s)
     tool = {"annotations": annotations, "meta": meta, "output_schema": SEARCH_OUTPUT}
