@@ -10,7 +10,7 @@ precomputed payload of the same size as our page — the floor that transport, J
 client impose. The ratio cached-page / bare-echo is codepager's own per-page overhead.
 
 Run: .venv/bin/python benchmarks/mcp_roundtrip.py [--files 200 --hits 50 --repeats 60]
-Target (issue 5): a cached page under 10 ms end to end.
+Target (the paging design's): a cached page under 10 ms end to end.
 """
 
 from __future__ import annotations

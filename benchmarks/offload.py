@@ -7,7 +7,8 @@ Measured side by side, on the same match records (made by the server's own `matc
 - its two halves: `OffloadStore.write` alone and `build_file_ref` alone;
 - peer: the naive hand-rolled offload (`json.dumps` per record into a plain `open()` file, no
   header, no descriptor, no atomic rename), the floor any offload pays.
-Target (issue 6): a 100 KB page with its descriptor in a few milliseconds (reference ~2.8 ms).
+Target (the offload design's): a 100 KB page with its descriptor in a few milliseconds
+(reference ~2.8 ms).
 
 Cells are median wall / median CPU (this thread) time.
 

@@ -7,7 +7,7 @@
    - fastmcp proxy: a bare fastmcp ProxyProvider in front of it (the floor of any proxy);
    - codepager proxy: `codepager proxy -- python tests/proxy_backend.py`.
    Reported: median and p90 per call, and the median added over direct.
-2. Interception of a 50,000-record result (issue 7's reference budget: 50-100 ms): the
+2. Interception of a 50,000-record result (budget: 50-100 ms, the reference proxy's cost): the
    interceptor's whole path in process (wire size, records out of the JSON text, profile,
    JSONL + metadata written atomically, compact answer), and its parts. Also 50,000 lines
    of plain text.

@@ -15,7 +15,7 @@ excludes and 1 MiB size limit):
 Wall time is the target; CPU time (this process plus its rg) is reported beside it because on a
 loaded machine wall time drifts towards it.
 
-Target (issue 2): ours <= 1.5x the wall time of `rg --json`.
+Target (the regex search's): ours <= 1.5x the wall time of `rg --json`.
 
 Run: .venv/bin/python benchmarks/regex.py [--repeats 7] [--naive-repeats 3] [--dir DIR]
 """
