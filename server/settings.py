@@ -134,7 +134,7 @@ class ProxySettings(_Section):
     duckdb_threads: int = Field(2, ge=1, description="DuckDB threads for analyze-with-duckdb on the proxy.")
     call_timeout_s: float | None = Field(300.0, gt=0, description="A backend call running longer than this fails with a timeout error.")
     max_backend_message_bytes: int = Field(
-        64 * 1024 * 1024, ge=1024,
+        DEFAULT_MAX_BUFFERED_BYTES, ge=1024,
         description="Largest message read from a stdio backend; a larger reply fails its call with an error saying so and is never held whole.",
     )
 
