@@ -52,17 +52,18 @@ class CheckedMessages:
         async for message in self._messages:
             if isinstance(message, TooLarge):
                 logger.warning("refused a request of at least %d bytes (limit %d)", message.size, message.limit)
-                error: types.JSONRPCError | None = too_large(message)
+                error: types.JSONRPCError = too_large(message)
             elif isinstance(message, Refused):  # the reassembler has logged why
                 error = refused(message)
             else:
                 line = message.decode("utf-8", "replace")
                 if not line.strip():
                     continue
-                error = check(line)
-                if error is None:
+                checked = check(line)
+                if checked is None:
                     yield line
                     continue
+                error = checked
             await self._ready.wait()
             assert self._write is not None
             await self._write.send(SessionMessage(error))
