@@ -87,7 +87,7 @@ class Corpus:
         computed once)."""
         factors = self._priors.get(priors)
         if factors is None:
-            factors = np.array([priors.factor(p, lang) for p, lang in zip(self.files, self._file_languages)])
+            factors = np.array(priors.factors(self.files, self._file_languages))
             self._priors[priors] = factors
         return factors
 

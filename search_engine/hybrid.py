@@ -42,7 +42,15 @@ from search_engine.symbols import query_identifiers
 
 RRF_K = 60
 # Candidates taken from each ranked list before fusing; more only adds noise at the bottom.
+# A bigger index keeps the same share of itself (the chunk lists CANDIDATE_SHARE of the allowed
+# chunks, the file lists FILE_CANDIDATE_SHARE of the files), up to MAX_CANDIDATES: 100 of a
+# 17,000-chunk repository cut off the files whose strength is many middling chunks, which the
+# file-level signals exist to find (multi-language set +0.008; the Python set's repositories
+# are too small for the share to exceed 100).
 CANDIDATES = 100
+CANDIDATE_SHARE = 0.03
+FILE_CANDIDATE_SHARE = 0.1
+MAX_CANDIDATES = 1000
 # Weight of the semantic list against the lexical one (1 - alpha).
 ALPHA_SYMBOL = 0.3
 ALPHA_NATURAL = 0.5
@@ -58,6 +66,11 @@ FILE_SEMANTIC_WEIGHT = 1.0
 FILE_NAMED_WEIGHT = 1.0
 PATH_WEIGHT_EXPLICIT = SYMBOL_WEIGHT_WHOLE
 COHERENCE_WEIGHT = 0.2
+
+
+def candidate_count(allowed: int, share: float) -> int:
+    """How many of `allowed` items a ranked list keeps before fusing (see `CANDIDATE_SHARE`)."""
+    return max(CANDIDATES, min(MAX_CANDIDATES, int(share * allowed)))
 
 
 def reciprocal_ranks(values: np.ndarray, candidates: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -90,7 +103,7 @@ def hybrid_search(
         return []
     identifiers = query_identifiers(query)
     alpha = ALPHA_SYMBOL if identifiers.whole else ALPHA_NATURAL
-    n_cand = max(CANDIDATES, 2 * top_k)
+    n_cand = max(candidate_count(len(allowed_ids), CANDIDATE_SHARE), 2 * top_k)
     fused = np.zeros(len(corpus.chunks))
     ranks: dict[int, dict[str, int]] = {}
 
@@ -150,7 +163,7 @@ def _add_file_signals(
         ("file_lexical", corpus.lexical.file_scores(terms), FILE_LEXICAL_WEIGHT * (1.0 - alpha)),
         ("file_semantic", corpus.file_vectors @ query_vector + 2.0, FILE_SEMANTIC_WEIGHT * alpha),
     ):
-        order, contrib = reciprocal_ranks(values, files_allowed, CANDIDATES)
+        order, contrib = reciprocal_ranks(values, files_allowed, candidate_count(len(files_allowed), FILE_CANDIDATE_SHARE))
         add(name, order, weight * contrib)
     named = corpus.names.match(query)
     if named.scores:

@@ -14,7 +14,9 @@ code, and lifting the prose penalty for them let pages about the feature outrank
 
 from __future__ import annotations
 
+import posixpath
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
@@ -31,6 +33,13 @@ _EXAMPLE_DIR_RE = re.compile(r"(?:^|/)(?:_?examples?|samples?|demos?|docs_src)(?
 # Code under a docs folder (`docs/code/tcp-echo-server/main.c`) is a sample, like an example.
 _DOCS_DIR_RE = re.compile(r"(?:^|/)(?:docs?|documentation|www)(?:/|$)")
 _TOOLING_DIR_RE = re.compile(r"(?:^|/)(?:bench|benches|benchmarks?|scripts?|perf)(?:/|$)")
+# Build scripts and package manifests written in a code language (`Rakefile`, `setup.py`,
+# `build.gradle`, `vite.config.ts`): they name every part of the project and implement none.
+_BUILD_FILE_RE = re.compile(
+    r"(?:^|/)(?:rakefile|gemfile|[^/]*\.gemspec|mix\.exs|build\.gradle(?:\.kts)?|settings\.gradle(?:\.kts)?"
+    r"|(?:gulp|grunt|jake)file\.\w+|setup\.py|noxfile\.py|build\.rs|[^/]*\.config\.(?:js|cjs|mjs|ts|cts|mts))$",
+    re.IGNORECASE,
+)
 _REEXPORT_NAMES = frozenset({"__init__.py", "package-info.java", "mod.ts", "index.ts", "index.js"})
 
 _ASKS_FOR_TESTS_RE = re.compile(r"\b(?:tests?|testing|specs?|fixtures?|conftest)\b", re.IGNORECASE)
@@ -42,7 +51,11 @@ _ASKS_FOR_DOCS_RE = re.compile(
     re.IGNORECASE,
 )
 _ASKS_FOR_EXAMPLES_RE = re.compile(r"\b(?:examples?|samples?|demos?|usage)\b", re.IGNORECASE)
-_ASKS_FOR_TOOLING_RE = re.compile(r"\b(?:bench(?:mark)?s?|benchmarking|scripts?|perf|performance)\b", re.IGNORECASE)
+_ASKS_FOR_TOOLING_RE = re.compile(
+    r"\b(?:bench(?:mark)?s?|benchmarking|scripts?|perf|performance|rake|gradle|gemspec|build\s+(?:scripts?|files?|tasks?))\b",
+    re.IGNORECASE,
+)
+_ASKS_FOR_DECLARATIONS_RE = re.compile(r"\b(?:headers?|declarations?|declared|prototypes?)\b", re.IGNORECASE)
 _ASKS_FOR_TEMPLATES_RE = re.compile(r"\btemplates?\b", re.IGNORECASE)
 _ASKS_FOR_CONFIG_RE = re.compile(
     r"\b(?:config(?:uration)?|settings|manifest|dependenc(?:y|ies)|ci|workflow)\b|\.(?:json|ya?ml|toml|ini|cfg)\b",
@@ -59,6 +72,12 @@ CONFIG_FACTOR = 0.3
 DATA_FACTOR = 0.3
 GENERATED_FACTOR = 0.2
 TEMPLATE_FACTOR = 0.5
+DECLARATION_FACTOR = 0.5
+# A C/C++ header next to its own implementation (`src/idna.h` beside `src/idna.c`) declares
+# what the source file does: the source is the answer. A header with no such sibling (a
+# header-only library's `include/fmt/format.h`, a public `include/uv.h`) keeps full weight.
+_HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx")
+_SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".m", ".mm")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +90,7 @@ class PathPriors:
     tooling: bool = True
     config: bool = True
     templates: bool = True
+    declarations: bool = True
 
     @classmethod
     def for_query(cls, query: str) -> PathPriors:
@@ -81,10 +101,18 @@ class PathPriors:
             tooling=not _ASKS_FOR_TOOLING_RE.search(query),
             config=not _ASKS_FOR_CONFIG_RE.search(query),
             templates=not _ASKS_FOR_TEMPLATES_RE.search(query),
+            declarations=not _ASKS_FOR_DECLARATIONS_RE.search(query),
         )
 
-    def factor(self, path: str, language: str | None) -> float:
-        kinds = _path_kinds(path, language)
+    def factors(self, paths: Sequence[str], languages: Sequence[str | None]) -> list[float]:
+        """`factor` of every file of one index, which also knows each file's siblings."""
+        implemented = implemented_headers(paths)
+        return [self.factor(p, lang, p in implemented) for p, lang in zip(paths, languages)]
+
+    def factor(self, path: str, language: str | None, implemented: bool = False) -> float:
+        """The factor of one file; `implemented` says it is a header whose source file sits
+        beside it (see `implemented_headers`)."""
+        kinds = _path_kinds(path, language) | ({"declaration"} if implemented else set())
         f = 1.0
         for kind, lifted_by, penalty in _PENALTIES:
             if kind in kinds and not (lifted_by and not getattr(self, lifted_by)):
@@ -98,7 +126,19 @@ _PENALTIES = (
     ("tooling", "tooling", TOOLING_FACTOR), ("config", "config", CONFIG_FACTOR),
     ("template", "templates", TEMPLATE_FACTOR), ("data", None, DATA_FACTOR),
     ("generated", None, GENERATED_FACTOR), ("shim", None, SHIM_FACTOR), ("reexport", None, REEXPORT_FACTOR),
+    ("declaration", "declarations", DECLARATION_FACTOR),
 )
+
+
+def implemented_headers(paths: Sequence[str]) -> set[str]:
+    """The headers among `paths` with a source file of the same name in the same folder."""
+    present = set(paths)
+    headers = set()
+    for path in paths:
+        root, suffix = posixpath.splitext(path)
+        if suffix.lower() in _HEADER_SUFFIXES and any(root + s in present for s in _SOURCE_SUFFIXES):
+            headers.add(path)
+    return headers
 
 
 @lru_cache(maxsize=65536)
@@ -108,7 +148,7 @@ def _path_kinds(path: str, language: str | None) -> frozenset[str]:
         kinds.add("test")
     if _EXAMPLE_DIR_RE.search(path):
         kinds.add("example")
-    if _TOOLING_DIR_RE.search(path):
+    if _TOOLING_DIR_RE.search(path) or _BUILD_FILE_RE.search(path):
         kinds.add("tooling")
     if PurePosixPath(path).name in _REEXPORT_NAMES:
         kinds.add("reexport")

@@ -67,6 +67,11 @@ SPECIALIZATION_FACTOR = 0.8
 # A qualified query's last part alone (`Helpers` for `Sinatra::Helpers`) matches more loosely
 # than the whole qualified name.
 TAIL_FACTOR = 0.9
+# An identifier inside a sentence ("toString builder for ...") that more than this many files
+# define (`toString`, `new`, `run`) says little about which of them the question is about: its
+# definitions are scaled by SPREAD / (files defining it). A whole-query identifier is what was
+# asked for and keeps full weight however often it is defined.
+SPREAD = 3
 _TEMPLATE_LANGUAGES = frozenset({"cpp", "c"})  # `.h` headers are labelled C, may be C++
 
 
@@ -95,6 +100,7 @@ def query_identifiers(query: str) -> QueryIdentifiers:
 @dataclass(frozen=True, slots=True)
 class _Definition:
     chunk: int
+    path: str  # the defining chunk's file
     name: str  # as written in the code
     factor: float  # 1.0 for a def/class line or chunk symbol, ASSIGNMENT_FACTOR for `x = ...`
     stem_match: bool
@@ -124,7 +130,7 @@ class SymbolIndex:
             if stem is None:
                 stem = stems[path] = normalize(PurePosixPath(path).stem)
             key = normalize(name)
-            by_key[key].append(_Definition(i, name, factor, _stem_matches(stem, key)))
+            by_key[key].append(_Definition(i, path, name, factor, _stem_matches(stem, key)))
         return cls(dict(by_key))
 
     def match(self, query: str) -> dict[int, float]:
@@ -142,18 +148,22 @@ class SymbolIndex:
             for n, candidate in enumerate(_candidates(name)):
                 # `Sinatra::Helpers` is `Sinatra.Helpers` before it is any other `Helpers`.
                 weight = 1.0 if n == 0 else TAIL_FACTOR
-                for chunk, score in self._match_name(candidate, fuzzy=ids.whole).items():
+                for chunk, score in self._match_name(candidate, whole=ids.whole).items():
                     if score * weight > scores.get(chunk, 0.0):
                         scores[chunk] = score * weight
         return scores
 
-    def _match_name(self, name: str, fuzzy: bool) -> dict[int, float]:
+    def _match_name(self, name: str, whole: bool) -> dict[int, float]:
+        """Definitions of one name; near misses only for a `whole`-query identifier, and a
+        name many files define scaled down only when it is not (see `SPREAD`)."""
         key = normalize(name)
         found = self._by_key.get(key, [])
         exact = [d for d in found if d.name == name]
         if exact or found:
-            return _scored(exact or found, EXACT if exact else NORMALIZED)
-        if not fuzzy or len(key) < MIN_FUZZY_LEN:
+            chosen = exact or found
+            spread = 1.0 if whole else min(1.0, SPREAD / len({d.path for d in chosen}))
+            return _scored(chosen, (EXACT if exact else NORMALIZED) * spread)
+        if not whole or len(key) < MIN_FUZZY_LEN:
             return {}
         scores: dict[int, float] = {}
         for other, ratio, _ in process.extract(key, self._keys, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=10):

@@ -79,3 +79,27 @@ def test_benchmarks_scripts_and_code_samples_in_docs_are_scaled_down_unless_aske
     for path in ("benches/spawn.rs", "benchmarks/bench_parse.py", "scripts/release.sh", "docs/code/tcp/main.c"):
         assert _factor("spawn a task", path) < 1.0, path
     assert _factor("spawn benchmark", "benches/spawn.rs") == 1.0
+
+
+def test_build_scripts_and_manifests_in_code_languages_are_tooling() -> None:
+    """`Rakefile` named every part of sinatra and ranked first for "application startup";
+    build files implement nothing the query asks about."""
+    for path in ("Rakefile", "sinatra.gemspec", "mix.exs", "build.gradle.kts", "setup.py", "vite.config.ts", "build.rs"):
+        assert _factor("application startup and command line entrypoint", path) < 1.0, path
+    for path in ("lib/sinatra/main.rb", "src/config.ts", "lib/mix/tasks/phx.new.ex", "src/setup/mod.rs"):
+        assert _factor("application startup and command line entrypoint", path) == 1.0, path
+    assert _factor("rake release task", "Rakefile") == 1.0
+
+
+def test_a_header_beside_its_source_file_ranks_below_it() -> None:
+    """libuv's `src/idna.h` declares what `src/idna.c` implements; a header-only library's
+    header, or a public header with no source of its name, keeps full weight."""
+    paths = ["src/idna.h", "src/idna.c", "include/uv.h", "include/fmt/format.h", "src/format.cc",
+             "lib/Widget.hpp", "lib/Widget.cpp"]
+    languages = [language_for(p) for p in paths]
+    factors = dict(zip(paths, PathPriors.for_query("IDNA domain name encoding").factors(paths, languages)))
+    assert factors["src/idna.h"] < factors["src/idna.c"] == 1.0
+    assert factors["lib/Widget.hpp"] < factors["lib/Widget.cpp"] == 1.0
+    assert factors["include/uv.h"] == factors["include/fmt/format.h"] == 1.0
+    asked = PathPriors.for_query("the IDNA header declarations").factors(paths, languages)
+    assert dict(zip(paths, asked))["src/idna.h"] == 1.0

@@ -13,6 +13,7 @@ from search_engine.config import EngineConfig
 from search_engine.corpus import Corpus, FileNames
 from search_engine.engine import SearchEngine
 from search_engine.errors import InvalidQueryError
+from search_engine.hybrid import CANDIDATE_SHARE, CANDIDATES, FILE_CANDIDATE_SHARE, MAX_CANDIDATES, candidate_count
 from search_engine.hybrid import hybrid_search
 from search_engine.index import Index
 from search_engine.index_store import index_dir
@@ -363,3 +364,13 @@ def test_every_hybrid_match_says_why_even_when_only_its_file_scored(path_index: 
     for query in ("web_urldispatcer", "sum the ledger records", "UrlDispatcher", "Session"):
         results = _hybrid(corpus, path_index, query, top_k=TOP_K_ALL)
         assert results and all(ranks for _, _, ranks in results)
+
+
+def test_bigger_indexes_fuse_a_share_of_their_chunks_not_a_fixed_hundred() -> None:
+    """The Python set's repositories (460-3,400 chunks) keep the 100 candidates their weights
+    were set with; a 17,000-chunk repository keeps 3% of its chunks and 10% of its files, and a
+    monorepo no more than MAX_CANDIDATES, so a query's cost stays bounded."""
+    assert candidate_count(3_355, CANDIDATE_SHARE) == CANDIDATES == 100
+    assert candidate_count(17_102, CANDIDATE_SHARE) == 513
+    assert candidate_count(2_500, FILE_CANDIDATE_SHARE) == 250
+    assert candidate_count(450_000, CANDIDATE_SHARE) == MAX_CANDIDATES

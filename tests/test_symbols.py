@@ -130,3 +130,24 @@ def test_a_qualified_query_prefers_the_definition_under_that_qualifier() -> None
     qualified = {chunks[i].path for i, s in scores.items() if s == max(scores.values())}
     assert "contrib/lib/sinatra/respond_with.rb" not in qualified
     assert "contrib/lib/sinatra/respond_with.rb" in {chunks[i].path for i in scores}
+
+
+def test_a_name_many_files_define_counts_less_inside_a_sentence_than_asked_alone() -> None:
+    """commons-lang: "toString builder for ..." lifted every class's `toString` over
+    `ToStringBuilder`. Inside a sentence a name five files define is weak evidence; asked for
+    alone (`to_s`) it is still matched at full weight."""
+    sources = {
+        f"lib/shapes/{name.lower()}.rb": f"class {name}\n  def to_s\n    \"{name}\"\n  end\nend\n"
+        for name in ("Pair", "Triple", "Range", "Fraction", "DiffResult")
+    }
+    sources["lib/shapes/inspect.rb"] = "module Inspect\n  def to_str(value)\n    value.inspect\n  end\nend\n"
+    chunks = _chunked(sources)
+    symbols = SymbolIndex.build(chunks)
+    in_sentence = symbols.match("to_s builder for human-readable object descriptions")
+    alone = symbols.match("to_s")
+    assert set(_paths(chunks, in_sentence)) == {p for p in sources if "inspect" not in p}
+    assert set(_paths(chunks, alone)) == {p for p in sources if "inspect" not in p}
+    assert max(in_sentence.values()) <= 0.6 * max(alone.values())
+    # A name few files define keeps its weight inside a sentence.
+    few = SymbolIndex.build(_chunked({"lib/shapes/pair.rb": sources["lib/shapes/pair.rb"]}))
+    assert max(few.match("to_s builder for objects").values()) == max(few.match("to_s").values())
