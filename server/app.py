@@ -17,9 +17,9 @@ from fastmcp import FastMCP
 from search_engine.engine import SearchEngine
 from server import __version__
 from server.errors import ErrorMiddleware
+from server.indexing import BackgroundIndexer
 from server.jq_view import jq_view
 from server.output import Datasets, OffloadStore, OutputLayer
-from server.indexing import BackgroundIndexer
 from server.rendering import Renderer
 from server.services import Services
 from server.settings import SessionSettings, Settings
@@ -139,14 +139,14 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastMCP) -> AsyncIterator[dict[str, object]]:
-        services.offload.start_sweeper()
+        services.offload.sweeper.start()
         if settings.index.index_on_start:
             services.indexer.start(services.roots)
         try:
             yield {}
         finally:
             services.indexer.close()
-            services.offload.close()
+            services.offload.sweeper.close()
             services.pager.store.close()
 
     app = FastMCP(

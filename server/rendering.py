@@ -16,7 +16,7 @@ from fastmcp.tools.base import ToolResult
 from mcp_types import ResourceLink, TextContent
 
 from server.clients import ClientProfile
-from server.output import OutputLayer, PageView, Rendered, RenderOptions
+from server.output import OutputLayer, OutputMode, PageView, Rendered, RenderOptions
 from server.page_text import page_text
 from server.records import Detail, group_by_file
 from server.response import SearchResponse
@@ -76,7 +76,7 @@ class Renderer:
         render_options = RenderOptions(
             tool=tool,
             query=query,
-            output_mode=options.output_mode,
+            output_mode=OutputMode.parse(options.output_mode),
             max_output_tokens=options.max_output_tokens,
             stats_only=options.stats_only,
             stats_first=options.stats_first,

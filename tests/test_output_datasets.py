@@ -9,15 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from server.output import (
+from server.errors import (
     DatasetNotFoundError,
-    Datasets,
     InvalidDatasetIdError,
-    OffloadStore,
     SqlExecutionError,
     SqlRejectedError,
     SqlTimeoutError,
 )
+from server.output import Datasets, OffloadStore
 from tests.output_helpers import make_layer, make_records, options
 
 
@@ -175,7 +174,7 @@ def test_limits_time_and_rows(store: OffloadStore) -> None:
 def test_a_huge_select_goes_through_the_output_layer_and_is_offloaded(tmp_path: Path, store: OffloadStore) -> None:
     ds = Datasets(store)
     result = ds.query("SELECT range AS i, repeat('x', 50) AS pad FROM range(20000)")
-    layer = make_layer(store.output_dir)
+    layer = make_layer(store.root)
     r = layer.render(result.to_page(), options(tool="analyze-with-duckdb", query=result.sql, records_key="rows"))
     assert r.mode == "file_ref" and r.structured["results"]["total_count"] == 20000
     again = ds.query(f"SELECT count(*) AS n, sum(i) AS s FROM dataset_{r.file_ref.id}")
@@ -185,9 +184,9 @@ def test_a_huge_select_goes_through_the_output_layer_and_is_offloaded(tmp_path: 
 def test_list_datasets_with_filter(store: OffloadStore, dataset: str) -> None:
     store.write(tool="regex_search", query="TODO", records=make_records(4))
     ds = Datasets(store)
-    listed = ds.list()
+    listed = ds.infos()
     assert [d.tool for d in listed] == ["regex_search", "semantic_search"]  # newest first
-    info = ds.list("PARSE")[0].to_dict()
+    info = ds.infos("PARSE")[0].to_dict()
     assert info == {
         "id": dataset,
         "view": f"dataset_{dataset}",
@@ -197,4 +196,4 @@ def test_list_datasets_with_filter(store: OffloadStore, dataset: str) -> None:
         "rows": 60,
         "size_bytes": store.path_of(dataset).stat().st_size,
     }
-    assert ds.list("regex")[0].query == "TODO" and ds.list("nothing-like-this") == []
+    assert ds.infos("regex")[0].query == "TODO" and ds.infos("nothing-like-this") == []

@@ -283,7 +283,7 @@ def test_everything_is_built_from_settings(tmp_path: Path) -> None:
         duckdb_memory_limit="64MB", duckdb_threads=2, duckdb_timeout_s=3, duckdb_max_rows=9,
     )  # fmt: skip
     store = OffloadStore.from_settings(s)
-    assert (store.output_dir, store.retention_s, store.sweep_interval_s) == (tmp_path, 7200, 7)
+    assert (store.root, store.retention_s, store.sweeper.interval_s) == (tmp_path, 7200, 7)
     assert OutputLayer(s, store).ceiling == Ceiling(1234, 5678)
     ds = Datasets.from_settings(store, s)
     assert (ds.memory_limit, ds.threads, ds.timeout_s, ds.max_rows) == ("64MB", 2, 3, 9)

@@ -188,9 +188,9 @@ def test_concurrent_saves_get_unique_complete_datasets(tmp_path: Path) -> None:
 def test_a_failed_write_raises_a_typed_error_and_leaves_nothing(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("a file where the data dir should be")
-    from server.output import DatasetWriteError
+    from server.errors import StoreWriteError
 
-    with pytest.raises(DatasetWriteError, match="not a directory|Not a directory"):
+    with pytest.raises(StoreWriteError, match="not a directory|Not a directory"):
         DatasetStore(blocker).save(DatasetStore.new_id(), [{"a": 1}], {})
 
 
@@ -238,15 +238,15 @@ def test_listing_filters_by_text_tool_server_and_date(both) -> None:
     old, new = old_id(3), saved.new_id()
     saved.save(old, [{"a": 1}], {"tool": "directory_tree", "server": "fs", "arguments": {"path": "/src"}})
     saved.save(new, [{"a": 1}], {"tool": "query", "server": "db", "arguments": {"sql": "select"}})
-    assert [i.tool for i in datasets.list()] == ["query", "regex_search", "directory_tree"]  # newest first
-    assert [i.id for i in datasets.list(DatasetFilter(server="fs"))] == [old]
-    assert [i.id for i in datasets.list(DatasetFilter(tool="query"))] == [new]
-    assert [i.id for i in datasets.list("/src")] == [old]
+    assert [i.tool for i in datasets.infos()] == ["query", "regex_search", "directory_tree"]  # newest first
+    assert [i.id for i in datasets.infos(DatasetFilter(server="fs"))] == [old]
+    assert [i.id for i in datasets.infos(DatasetFilter(tool="query"))] == [new]
+    assert [i.id for i in datasets.infos("/src")] == [old]
     today = time.strftime("%Y-%m-%d", time.gmtime())
-    assert {i.tool for i in datasets.list(DatasetFilter(date_from=today))} == {"regex_search", "query"}
-    assert [i.id for i in datasets.list(DatasetFilter(date_to=old_id_day(old)))] == [old]
-    assert datasets.list(DatasetFilter(date_from="2001-01-01T00:00:00Z", date_to="2001-12-31")) == []
-    info = next(i for i in datasets.list() if i.id == old).to_dict()
+    assert {i.tool for i in datasets.infos(DatasetFilter(date_from=today))} == {"regex_search", "query"}
+    assert [i.id for i in datasets.infos(DatasetFilter(date_to=old_id_day(old)))] == [old]
+    assert datasets.infos(DatasetFilter(date_from="2001-01-01T00:00:00Z", date_to="2001-12-31")) == []
+    info = next(i for i in datasets.infos() if i.id == old).to_dict()
     assert info["server"] == "fs" and json.loads(info["query"]) == {"path": "/src"}
     with pytest.raises(ValueError, match="ISO date"):
         DatasetFilter(date_from="last tuesday")

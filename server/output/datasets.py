@@ -37,17 +37,11 @@ from typing import Any
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from server.errors import DatasetNotFoundError, SqlExecutionError, SqlRejectedError, SqlTimeoutError
 from server.output.jsontext import dumps_lines
-from server.output.offload import ULID_PATTERN, DatasetNotFoundError, OffloadStore, check_id
 from server.output.pages import ListPage
-from server.output.sources import (
-    DatasetFile,
-    DatasetInfo,
-    DatasetSource,
-    OffloadedResults,
-    quote_ident,
-    quote_literal,
-)
+from server.output.private_files import ULID_PATTERN, check_id
+from server.output.sources import DatasetFile, DatasetInfo, DatasetSource, quote_ident, quote_literal
 from server.settings import OffloadSettings
 
 _VIEW_REF = re.compile(rf"\bdataset_({ULID_PATTERN})\b", re.IGNORECASE)
@@ -57,22 +51,6 @@ _EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(?:ANALY[SZ]E\s+)?", re.IGNORECASE)
 BATCH_BYTES = 1 << 20
 MAX_BATCH_ROWS = 2048
 DEFAULT_MAX_RESULT_BYTES = 64 << 20
-
-
-class SqlRejectedError(ValueError):
-    """The SQL is not a single read-only statement, or does not parse."""
-
-
-class SqlExecutionError(ValueError):
-    """The SQL was accepted but failed (unknown column, type error, permission, memory)."""
-
-
-class SqlTimeoutError(SqlExecutionError, TimeoutError):
-    pass
-
-
-class SqlResultTooLargeError(SqlExecutionError):
-    """The result is over what the requested output mode can return whole."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +63,13 @@ class QueryResult:
     datasets: list[str]
     warnings: list[str] = field(default_factory=list)
 
-    def to_page(self, page_size: int | None = None) -> ListPage:
-        """The rows as a page for `OutputLayer.render` (records_key="rows" reads best)."""
+    def to_page(self, page_size: int | None = None, written: int | None = None) -> ListPage:
+        """The rows as a page for `OutputLayer.render` (records_key="rows" reads best); with
+        `written`, they are the first of that many written to a file (see `ListPage`)."""
         return ListPage(
             items=self.rows,
-            page_size=page_size,
+            page_size=max(written, 1) if written is not None else page_size,
+            written=written,
             search_block={"query": self.sql, "mode": "sql", "parameters": {"datasets": self.datasets}},
             metadata_block={"query_time_ms": round(self.elapsed_ms, 3), "columns": self.columns, "warnings": self.warnings},
             source_truncated=self.truncated,
@@ -313,13 +293,11 @@ class DatasetFilter(BaseModel):
 
 
 class Datasets:
-    """Lists saved datasets from its sources and runs read-only SQL over them.
-
-    Sources are asked in order; an `OffloadStore` is accepted as the source of its own files."""
+    """Lists saved datasets from its sources (asked in order) and runs read-only SQL over them."""
 
     def __init__(
         self,
-        *sources: OffloadStore | DatasetSource,
+        *sources: DatasetSource,
         memory_limit: str = "512MB",
         threads: int = 1,
         timeout_s: float = 30.0,
@@ -328,9 +306,7 @@ class Datasets:
     ) -> None:
         if not sources:
             raise ValueError("Datasets needs at least one source of datasets")
-        self.sources: list[DatasetSource] = [
-            OffloadedResults(s) if isinstance(s, OffloadStore) else s for s in sources
-        ]
+        self.sources = list(sources)
         self.memory_limit = memory_limit
         self.threads = threads
         self.timeout_s = timeout_s
@@ -338,7 +314,7 @@ class Datasets:
         self.max_result_bytes = max_result_bytes
 
     @classmethod
-    def from_settings(cls, store: OffloadStore, settings: OffloadSettings) -> Datasets:
+    def from_settings(cls, store: DatasetSource, settings: OffloadSettings) -> Datasets:
         return cls(
             store,
             memory_limit=settings.duckdb_memory_limit,
@@ -348,7 +324,7 @@ class Datasets:
             max_result_bytes=settings.duckdb_max_result_bytes,
         )
 
-    def list(self, filter: str | DatasetFilter | None = None) -> list[DatasetInfo]:
+    def infos(self, filter: str | DatasetFilter | None = None) -> list[DatasetInfo]:
         """Datasets, newest first. A string `filter` matches id, tool, server or query text
         (case-insensitive); a `DatasetFilter` narrows by tool, server and creation date too."""
         wanted = DatasetFilter(text=filter) if isinstance(filter, str) or filter is None else filter

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from server.output.bounded import largest_fitting, omitted_fields_note, project
+from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project
 from server.output.offload import OffloadedFile
 from server.output.recipes import Recipe, recipes_for
 from server.output.schema import infer_schema, leaf_fields
-from server.output.shrink import clip_strings
 from server.output.stats import Stats, compute_stats
 
 RESULTS_URI = "codepager://results/{id}"

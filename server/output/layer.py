@@ -30,14 +30,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from server.errors import StoreWriteError
 from server.output.descriptor import FileRef, build_file_ref
-from server.output.jsontext import byte_size, dumps
+from server.output.fit import last_fitting, shrink_to_fit
+from server.output.jsontext import byte_size, dumps, estimate_tokens
 from server.output.modes import MIN_OUTPUT_TOKENS, Ceiling, OutputMode, select_mode
-from server.output.offload import OffloadedFile, OffloadError, OffloadStore
+from server.output.offload import OffloadedFile, OffloadStore
 from server.output.pages import PageView
-from server.output.shrink import shrink_to_fit
 from server.output.stats import Stats, compute_stats
-from server.output.tokens import estimate_tokens
 from server.settings import OffloadSettings
 
 
@@ -126,7 +126,7 @@ class OutputLayer:
                 page=page.pagination().get("current_page"),
                 next_cursor=page.next_cursor,
             )
-        except OffloadError as exc:
+        except StoreWriteError as exc:
             return self._cut_to_fit(page, stats, options, ceiling, why=f"the page could not be offloaded ({exc})")
         return self._file_ref(page, records, offloaded, stats, options, ceiling)
 
@@ -239,21 +239,17 @@ class OutputLayer:
     ) -> Rendered:
         """The largest lossless prefix of `page` whose whole response fits `ceiling`."""
         total = page.counts()["count"]
-        best: tuple[dict[str, Any], str, list[str]] | None = None
-        lo, hi = 1, total - 1
-        while lo <= hi:
-            n = (lo + hi) // 2
+
+        def build(n: int) -> tuple[dict[str, Any], tuple[bool, str], list[str]]:
             candidate = page.cut(n)
             warnings = [self._cut_warning(n, total, candidate.next_cursor, why)]
             response = self._inline(candidate, candidate.records(), stats, options, warnings, cut=True)
-            fits, text = self._fits(response, options, ceiling)
-            if fits:
-                best, lo = (response, text, warnings), n + 1
-            else:
-                hi = n - 1
+            return response, self._fits(response, options, ceiling), warnings
+
+        best = last_fitting(build, 1, total - 1, lambda built: built[1][0])
         if best is None:
             return self._shrink_single(page, stats, options, ceiling, total, why)
-        response, text, warnings = best
+        response, (_, text), warnings = best
         return Rendered(response, text, OutputMode.INLINE.value, None, tuple(warnings))
 
     def _shrink_single(

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from server.output.jsontext import byte_size
-from server.output.tokens import estimate_tokens
+from server.output.jsontext import byte_size, estimate_tokens
 
 #: Below this even an empty page's envelope (search, pagination, metadata) may not fit, so a
 #: smaller `max_output_tokens` is refused up front instead of producing a useless answer.

@@ -46,6 +46,8 @@ class ListPage:
 
     `cursor_for(offset)` mints the cursor that resumes at `offset`; without it a cut page has
     no cursor and the layer's warning says so (e.g. SQL results: re-query with OFFSET).
+    `written` is set for a whole result already written to a file and too large to hold: the
+    page counts that many records, of which `items` are the first (the descriptor's sample).
     """
 
     items: Sequence[Any]
@@ -56,6 +58,7 @@ class ListPage:
     metadata_block: dict[str, Any] = field(default_factory=dict)
     cursor_for: Callable[[int], str | None] | None = None
     source_truncated: bool = False
+    written: int | None = None
 
     @property
     def _end(self) -> int:
@@ -92,6 +95,8 @@ class ListPage:
         }
 
     def counts(self) -> dict[str, Any]:
+        if self.written is not None:
+            return {"count": self.written, "total_count": self.written, "has_more": False, "truncated": self.source_truncated}
         return {
             "count": self._end - self.offset,
             "total_count": len(self.items),

@@ -1,4 +1,5 @@
-"""Private files written whole: the safe-write primitives behind every file codepager keeps.
+"""Private files written whole: the safe-write primitives, and `FileStore`, the one store of
+every file codepager writes (offloaded pages and the proxy's saved datasets are its two kinds).
 
 Offloaded pages live under the shared system temp dir and proxy datasets under the user's data
 dir; both hold other programs' output, so both are written the same careful way:
@@ -12,25 +13,35 @@ dir; both hold other programs' output, so both are written the same careful way:
   a reader never sees a torn file;
 - listing (and therefore cleanup) only yields regular files we own whose name matches the
   caller's pattern, never following symlinks, so a foreign file is never touched.
+No fsync: these are results that can be recomputed, and a flush per file would cost more than
+the rest of the write.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from ulid import ULID
+
+from server.errors import InvalidDatasetIdError, PrivateFileError, StoreWriteError
+from sessions.sweeper import Sweeper
 
 log = logging.getLogger(__name__)
 
-
-class PrivateFileError(RuntimeError):
-    """A directory or file could not be used safely; the message says which and why."""
+ULID_PATTERN = r"[0-9A-HJKMNP-TV-Z]{26}"
+_ID_RE = re.compile(rf"^{ULID_PATTERN}$")
+#: A temp file younger than this may still be being written by another thread; leave it.
+_TEMP_GRACE_S = 600.0
 
 
 def open_private_dir(path: Path, *, create: bool, label: str) -> int:
@@ -129,3 +140,107 @@ def open_owned(path: Path) -> Iterator[Any]:
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
             raise PermissionError(f"{path} is not a file codepager wrote")
         yield f
+
+
+def check_id(dataset_id: str) -> str:
+    """`dataset_id` if it is a ULID; it becomes part of a file name, so nothing else passes."""
+    if not isinstance(dataset_id, str) or not _ID_RE.match(dataset_id):
+        raise InvalidDatasetIdError(
+            f"invalid result id {dataset_id!r}: expected the 26-character id from a file_ref "
+            "(e.g. the part after codepager://results/)"
+        )
+    return dataset_id
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupReport:
+    removed_count: int = 0
+    freed_bytes: int = 0
+    files: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"removed_count": self.removed_count, "freed_bytes": self.freed_bytes, "files": list(self.files)}
+
+
+class FileStore:
+    """Files we write under one private `root`, named by ULID ids: written all or nothing,
+    read back as datasets (a kind of store is a `DatasetSource`), expired after `retention_s` by `cleanup`, which
+    `sweeper` runs now and then. A kind of store says where its files are (`_folders`), what
+    they are named (`names`, `temps`: a match has the id as `id`), how old one is (`_born`)
+    and how it reads. `label` names the setting the root comes from, for error messages."""
+
+    names: ClassVar[re.Pattern[str]]
+    temps: ClassVar[re.Pattern[str]]
+    label: ClassVar[str]
+
+    def __init__(self, root: Path, *, retention_s: float, sweep_interval_s: float) -> None:
+        self.root = Path(root)
+        self.retention_s = retention_s
+        self.sweeper = Sweeper(self.cleanup, sweep_interval_s, name=f"codepager-{self.label.split('.')[0]}-sweep")
+
+    @staticmethod
+    def new_id() -> str:
+        return str(ULID())
+
+    def _folders(self) -> list[Path]:
+        raise NotImplementedError
+
+    def _born(self, match: re.Match[str], st: os.stat_result) -> float:
+        raise NotImplementedError
+
+    def _open_dir(self, folder: Path, *, create: bool) -> int:
+        try:
+            return open_private_dir(folder, create=create, label=self.label)
+        except PrivateFileError as exc:
+            raise StoreWriteError(str(exc)) from exc
+
+    def _write(self, folder: Path, files: Sequence[tuple[str, Iterable[bytes]]]) -> None:
+        """Write `files` (name, chunks) into `folder`, all or none: a failure removes the ones
+        already written, so the last file, the one that makes a result exist, is never alone."""
+        dir_fd = self._open_dir(folder, create=True)
+        written: list[str] = []
+        try:
+            for name, chunks in files:
+                write_atomically(dir_fd, name, chunks)
+                written.append(name)
+        except PrivateFileError as exc:
+            for name in written:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=dir_fd)
+            raise StoreWriteError(f"{exc} in {folder}") from exc
+        finally:
+            os.close(dir_fd)
+
+    def cleanup(self, max_age_days: float | None = None) -> CleanupReport:
+        """Remove our files older than `max_age_days` (default: the retention period), then the
+        folders below the root left empty. Interrupted writes (temp files) go too, but only
+        after a grace period, so a write in flight on another thread is never pulled from
+        under it."""
+        if max_age_days is not None and max_age_days < 0:
+            raise ValueError(f"max_age_days must be >= 0, got {max_age_days}")
+        max_age = self.retention_s if max_age_days is None else max_age_days * 86400.0
+        now = time.time()
+        removed: list[str] = []
+        freed = 0
+        for folder in self._folders():
+            try:
+                dir_fd = open_private_dir(folder, create=False, label=self.label)
+            except PrivateFileError:
+                continue
+            try:
+                for pattern, min_age in ((self.names, max_age), (self.temps, max(max_age, _TEMP_GRACE_S))):
+                    for entry, st, m in owned_files(pattern, dir_fd):
+                        if now - self._born(m, st) < min_age:
+                            continue
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(entry.name, dir_fd=dir_fd)
+                            removed.append(str(folder / entry.name))
+                            freed += st.st_size
+            finally:
+                os.close(dir_fd)
+            for empty in itertools.takewhile(lambda p: p != self.root, (folder, *folder.parents)):
+                with contextlib.suppress(OSError):
+                    empty.rmdir()
+        if removed:
+            log.info("%s sweep removed %d files (%d bytes)", self.label, len(removed), freed)
+        return CleanupReport(removed_count=len(removed), freed_bytes=freed, files=removed)

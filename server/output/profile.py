@@ -24,8 +24,8 @@ from typing import Any
 
 import msgspec
 
+from server.output.fit import clip_strings
 from server.output.schema import infer_schema
-from server.output.shrink import clip_strings
 
 #: A field with more distinct values than this is not categorical.
 MAX_DISTINCT = 20

@@ -1,28 +1,25 @@
-"""Where saved datasets come from, behind one small protocol, so SQL, listing and paging see
-them all alike.
+"""What a saved dataset is to its readers, so SQL, listing and paging see every kind alike.
 
-Two producers keep record files: the output layer offloads pages to JSONL files whose line 1
-is a header (`OffloadStore`), and the proxy saves large tool results as headerless JSONL with
-a metadata file next to it (`DatasetStore`). A `DatasetSource` lists its datasets
-(`infos()`) and opens one by id (`open()` -> `DatasetFile`); `DatasetFile` knows how to read
-its records and how DuckDB must view them, so `Datasets` never needs to know which producer
-wrote a file.
+Both kinds of stored file (`FileStore`: offloaded pages with a header line, the proxy's
+headerless JSONL with a metadata file) are a `DatasetSource`: it lists its datasets (`infos()`)
+and opens one by id (`open()` -> `DatasetFile`), which knows how to read its records and how
+DuckDB must view them, so `Datasets` never needs to know which kind wrote a file.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import msgspec
 
-from server.output.offload import HEADER_TYPE, DatasetNotFoundError, OffloadStore
+from server.errors import DatasetNotFoundError
 from server.output.private_files import open_owned
 
-
+#: What line 1 of an offloaded page is (`"type": "codepager_header"`), not a record.
+HEADER_TYPE = "codepager_header"
 #: DuckDB's default `maximum_object_size` for read_json.
 DUCKDB_OBJECT_SIZE = 16 * 1024 * 1024
 
@@ -126,36 +123,3 @@ class DatasetSource(Protocol):
     def infos(self) -> list[DatasetInfo]: ...
 
     def open(self, dataset_id: str) -> DatasetFile: ...
-
-
-class OffloadedResults:
-    """The offload store's files as datasets (their header line says what they hold)."""
-
-    def __init__(self, store: OffloadStore) -> None:
-        self.store = store
-
-    def infos(self) -> list[DatasetInfo]:
-        """Newest first."""
-        out = []
-        for f in reversed(self.store.files()):
-            try:
-                header = self.store.read_header(f.id)
-            except (OSError, LookupError):
-                continue  # removed or rewritten between listing and reading: not a dataset now
-            out.append(
-                DatasetInfo(
-                    id=f.id,
-                    tool=str(header.get("tool", f.tool)),
-                    query=str(header.get("query", "")),
-                    created=str(header.get("timestamp", "")),
-                    rows=int(header.get("count", 0)),
-                    size_bytes=f.size_bytes,
-                )
-            )
-        return out
-
-    def open(self, dataset_id: str) -> DatasetFile:
-        path = self.store.path_of(dataset_id)
-        header = self.store.read_header(dataset_id)
-        keys: Sequence[str] = header.get("record_keys") or ()
-        return DatasetFile(dataset_id, path, int(header.get("count", 0)), header=True, record_keys=tuple(keys))

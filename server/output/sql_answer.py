@@ -17,15 +17,13 @@ are taken from `Datasets.stream` as they come, one batch at a time:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator
 
-from server.output.datasets import BoundedRows, Datasets, QueryResult, QueryStream, Row, SqlResultTooLargeError
+from server.errors import SqlResultTooLargeError, StoreWriteError
+from server.output.datasets import BoundedRows, Datasets, QueryStream, Row
+from server.output.jsontext import CHARS_PER_TOKEN
 from server.output.layer import OutputLayer, Rendered, RenderOptions
 from server.output.modes import OutputMode, select_mode
-from server.output.offload import OffloadError
-from server.output.pages import ListPage
 
 
 def answer_query(datasets: Datasets, layer: OutputLayer, sql: str, dataset_id: str | None, options: RenderOptions) -> Rendered:
@@ -62,7 +60,7 @@ def answer_bytes(layer: OutputLayer) -> int:
     """Bytes of rows past which a result cannot fit one answer: the byte ceiling, or the token
     ceiling at its most generous (an ASCII character is a quarter token, any other at most 4
     bytes a token)."""
-    return min(layer.ceiling.bytes, 4 * layer.ceiling.tokens)
+    return min(layer.ceiling.bytes, CHARS_PER_TOKEN * layer.ceiling.tokens)
 
 
 def _written(
@@ -74,43 +72,8 @@ def _written(
     lines = (row.line for row in kept)
     try:
         offloaded = layer.store.write_lines(tool=options.tool, query=options.query, lines=lines, record_keys=stream.columns)
-    except OffloadError as exc:  # answered inline instead, cut to fit, by the layer
+    except StoreWriteError as exc:  # answered inline instead, cut to fit, by the layer
         why = f"only the first {len(head)} rows were read: the result could not be written to a file ({exc})"
         return layer.render(stream.result([r.record for r in head], [why]).to_page(), options)
     sample = [r.record for r in head[: kept.count]]
-    return layer.render_written(WrittenPage(stream.result(sample, kept.cuts()), kept.count), offloaded, options)
-
-
-@dataclass(frozen=True)
-class WrittenPage:
-    """A whole result written to a file, as the one page the file_ref answer describes:
-    `count` rows, no cursor (the file is the rest); `result.rows` are its first rows, the
-    sample the descriptor shows, and `result` says why rows were left out, if any were."""
-
-    result: QueryResult
-    count: int
-    next_cursor: None = None
-
-    def records(self) -> list[dict[str, Any]]:
-        return list(self.result.rows)
-
-    def cut(self, n: int) -> ListPage:
-        return self._sample_page().cut(n)
-
-    def search(self) -> dict[str, Any]:
-        return self._sample_page().search()
-
-    def pagination(self) -> dict[str, Any]:
-        return {"next_cursor": None, "page_size": max(self.count, 1), "current_page": 1, "total_pages": 1, "offset": 0}
-
-    def counts(self) -> dict[str, Any]:
-        return {"count": self.count, "total_count": self.count, "has_more": False, "truncated": self.result.truncated}
-
-    def metadata(self, extra_warnings: list[str] | None = None) -> dict[str, Any]:
-        return self._sample_page().metadata(extra_warnings)
-
-    def stats_records(self) -> Iterable[Any]:
-        return self.result.rows
-
-    def _sample_page(self) -> ListPage:
-        return self.result.to_page()
+    return layer.render_written(stream.result(sample, kept.cuts()).to_page(written=kept.count), offloaded, options)

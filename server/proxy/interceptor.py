@@ -24,10 +24,11 @@ import mcp_types as mt
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import InputRequiredToolResult, Tool, ToolResult
 
+from server.output import BYTES_PER_TOKEN
 from server.proxy.backends import ToolOwners
 from server.proxy.extraction import extract_records
 from server.proxy.saver import ProxiedCall, ResultSaver
-from server.proxy.size import BYTES_PER_TOKEN, wire_size
+from server.proxy.size import wire_size
 
 
 class LargeResultInterceptor(Middleware):

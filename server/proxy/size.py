@@ -1,9 +1,6 @@
-"""How big a tool result is for the agent, by the proxy's one estimate: 3 bytes a token.
-
-We cannot know what a backend sends (code, prose, base64, CJK), and 3 bytes per token is the
-cautious end of the usual range, so a result the agent would choke on is never let through.
-The same estimate sizes everything the proxy answers itself: its compact answers and its own
-tools' pages.
+"""How big a tool result is for the agent, in bytes: the output layer's estimate for text we
+cannot see (`server.output.BYTES_PER_TOKEN`) turns them into tokens. The same measure sizes
+everything the proxy answers itself: its compact answers and its own tools' pages.
 """
 
 from __future__ import annotations
@@ -12,9 +9,7 @@ import pydantic_core
 from fastmcp.tools.base import ToolResult
 from mcp_types import TextContent
 
-from server.output.jsontext import dumps_bytes
-
-BYTES_PER_TOKEN = 3
+from server.output import dumps_bytes
 
 
 def _text_bytes(text: str) -> int:

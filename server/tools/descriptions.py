@@ -10,6 +10,8 @@ from typing import Any
 
 from mcp_types import ToolAnnotations
 
+from server.output import CHARS_PER_TOKEN
+
 
 def paging(cursor_max_age_s: float) -> str:
     """The paging contract and the shared options, in the sentences every search tool's
@@ -47,5 +49,5 @@ def search_annotations() -> ToolAnnotations:
 
 def search_meta(max_tokens: int) -> dict[str, Any]:
     """`anthropic/maxResultSizeChars` tells Claude Code the largest answer to expect: our page
-    ceiling, in characters (the token estimate counts 4 ASCII characters per token)."""
-    return {"anthropic/maxResultSizeChars": max_tokens * 4}
+    ceiling, in characters (the token estimate counts `CHARS_PER_TOKEN` ASCII characters a token)."""
+    return {"anthropic/maxResultSizeChars": max_tokens * CHARS_PER_TOKEN}
