@@ -15,7 +15,7 @@ import pytest
 
 from server.output import MIN_OUTPUT_TOKENS, Datasets, OffloadStore, OutputLayer, OutputMode, estimate_tokens
 from server.output.jsontext import byte_size
-from server.output.modes import Ceiling, select_mode
+from server.output.layer import Ceiling, select_mode
 from server.settings import OffloadSettings
 from tests.output_helpers import make_layer, make_page, make_records, options, walk
 

@@ -16,13 +16,13 @@ from fastmcp.tools.base import ToolResult
 from mcp_types import ImageContent, TextContent
 from ulid import ULID
 
-from server.output import DatasetFilter, Datasets, DatasetStore, OffloadStore
-from server.output.profile import MAX_DISTINCT, as_object, profile_records
+from server.output import BYTES_PER_TOKEN, DatasetFilter, Datasets, DatasetStore, OffloadStore
+from server.output.schema import MAX_DISTINCT, as_object, profile_records
 from server.proxy.answer import answer_budget, example_sql
 from server.proxy.backends import ToolOwners, command_backend, server_name
 from server.proxy.extraction import MAX_NESTING, extract_records
 from server.proxy.saver import ProxiedCall, ResultSaver
-from server.proxy.size import BYTES_PER_TOKEN, sent_size
+from server.proxy.size import sent_size
 from tests.proxy_backend import make_rows
 
 

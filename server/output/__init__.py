@@ -9,19 +9,15 @@ tools import from here, never from its modules. Its errors are in `server.errors
 """
 
 from server.output.dataset_store import DatasetStore, SavedDataset
-from server.output.datasets import DatasetFilter, Datasets, QueryResult
+from server.output.datasets import DatasetFilter, Datasets, QueryResult, answer_query
 from server.output.descriptor import JSONL_MIME_TYPE, LINES_URI, RESULTS_URI, FileRef
+from server.output.files import CleanupReport, DatasetFile, DatasetInfo, DatasetSource, FileStore, quote_ident
 from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project, shrink_to_fit
 from server.output.jqfilter import apply_jq
 from server.output.jsontext import BYTES_PER_TOKEN, CHARS_PER_TOKEN, dumps, dumps_bytes, estimate_tokens
-from server.output.layer import OutputLayer, Rendered, RenderOptions
-from server.output.modes import MIN_OUTPUT_TOKENS, Ceiling, OutputMode
+from server.output.layer import MIN_OUTPUT_TOKENS, Ceiling, ListPage, OutputLayer, OutputMode, PageView, Rendered, RenderOptions
 from server.output.offload import OffloadStore
-from server.output.pages import ListPage, PageView
-from server.output.private_files import CleanupReport, FileStore
-from server.output.profile import Profile, as_object, profile_records
-from server.output.sources import DatasetFile, DatasetInfo, DatasetSource, quote_ident
-from server.output.sql_answer import answer_query
+from server.output.schema import Profile, as_object, profile_records
 from server.output.stats import compute_stats
 
 __all__ = [

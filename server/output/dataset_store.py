@@ -29,9 +29,17 @@ from typing import Any
 from ulid import ULID
 
 from server.errors import DatasetNotFoundError
+from server.output.files import (
+    DUCKDB_OBJECT_SIZE,
+    ULID_PATTERN,
+    DatasetFile,
+    DatasetInfo,
+    FileStore,
+    check_id,
+    open_owned,
+    owned_files,
+)
 from server.output.jsontext import dumps_bytes, dumps_lines
-from server.output.private_files import ULID_PATTERN, FileStore, check_id, open_owned, owned_files
-from server.output.sources import DUCKDB_OBJECT_SIZE, DatasetFile, DatasetInfo
 from server.settings import ProxySettings
 
 _YEAR, _TWO_DIGITS = re.compile(r"^\d{4}$"), re.compile(r"^\d{2}$")

@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from server.errors import DatasetNotFoundError, StoreWriteError
+from server.output.files import HEADER_TYPE, ULID_PATTERN, DatasetFile, DatasetInfo, FileStore, check_id, open_owned, owned_files
 from server.output.jsontext import dumps_bytes, dumps_lines, estimate_tokens
-from server.output.private_files import ULID_PATTERN, FileStore, check_id, open_owned, owned_files
-from server.output.sources import HEADER_TYPE, DatasetFile, DatasetInfo
 from server.settings import OffloadSettings
 
 SCHEMA_VERSION = 1
