@@ -37,7 +37,7 @@ from server.output.files import (
     FileStore,
     check_id,
     open_owned,
-    owned_files,
+    scandir,
 )
 from server.output.jsontext import dumps_bytes, dumps_lines
 from server.settings import ProxySettings
@@ -127,28 +127,17 @@ class DatasetStore(FileStore):
         largest = int(meta.get("max_record_bytes", 0))
         return DatasetFile(dataset_id, path, int(meta.get("record_count", 0)), columns=columns, max_record_bytes=largest)
 
-    def infos(self) -> list[DatasetInfo]:
-        """Every saved dataset, newest first."""
-        out = []
-        for folder in self._folders():
-            ids = sorted({m["id"] for e, _, m in owned_files(self.names, folder) if e.name.endswith(".json")}, reverse=True)
-            for dataset_id in ids:
-                try:
-                    meta = self.metadata(dataset_id)
-                except DatasetNotFoundError:
-                    continue  # removed between listing and reading
-                out.append(
-                    DatasetInfo(
-                        id=dataset_id,
-                        tool=str(meta.get("tool", "")),
-                        query=json.dumps(meta.get("arguments") or {}, ensure_ascii=False, separators=(",", ":")),
-                        created=str(meta.get("timestamp", "")),
-                        rows=int(meta.get("record_count", 0)),
-                        size_bytes=int(meta.get("size_bytes", 0)),
-                        server=str(meta.get("server", "")),
-                    )
-                )
-        return out
+    def _info(self, dataset_id: str, match: re.Match[str], st: os.stat_result) -> DatasetInfo:
+        meta = self.metadata(dataset_id)
+        return DatasetInfo(
+            id=dataset_id,
+            tool=str(meta.get("tool", "")),
+            query=json.dumps(meta.get("arguments") or {}, ensure_ascii=False, separators=(",", ":")),
+            created=str(meta.get("timestamp", "")),
+            rows=int(meta.get("record_count", 0)),
+            size_bytes=int(meta.get("size_bytes", 0)),
+            server=str(meta.get("server", "")),
+        )
 
     def _folders(self) -> list[Path]:
         """YYYY/MM/DD folders under the root, newest first; links and other names are skipped."""
@@ -157,7 +146,7 @@ class DatasetStore(FileStore):
             level = [
                 Path(e.path)
                 for parent in level
-                for e in sorted(_scandir(parent), key=lambda e: e.name, reverse=True)
+                for e in sorted(scandir(parent), key=lambda e: e.name, reverse=True)
                 if pattern.match(e.name) and e.is_dir(follow_symlinks=False)
             ]
         return level
@@ -176,12 +165,3 @@ def _longest_line(body: bytes) -> int:
         longest = max(longest, end - start)
         start = end + 1
     return max(longest, len(body) - start)
-
-
-def _scandir(path: Path) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(path) as it:
-            return list(it)
-    except OSError:
-        return []
-

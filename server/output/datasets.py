@@ -94,17 +94,6 @@ class QueryResult:
         )
 
 
-def max_rows_warning(max_rows: int) -> str:
-    return f"only the first {max_rows} rows were kept (offload.duckdb_max_rows); add LIMIT/OFFSET or aggregate"
-
-
-def result_bytes_warning(kept: int, max_bytes: int) -> str:
-    return (
-        f"the result was cut after {kept} rows: its JSON reached offload.duckdb_max_result_bytes "
-        f"({max_bytes} bytes); add LIMIT/OFFSET, select fewer or shorter columns (e.g. left(col, 200)), or aggregate"
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class Row:
     """One result row: the record and its JSON line (without the newline), encoded once."""
@@ -138,7 +127,12 @@ class BoundedRows:
 
     def cuts(self) -> list[str]:
         """The warning saying where the rows were cut, if they were."""
-        return [result_bytes_warning(self.count, self.max_bytes)] if self.cut else []
+        if not self.cut:
+            return []
+        return [
+            f"the result was cut after {self.count} rows: its JSON reached offload.duckdb_max_result_bytes "
+            f"({self.max_bytes} bytes); add LIMIT/OFFSET, select fewer or shorter columns (e.g. left(col, 200)), or aggregate"
+        ]
 
 
 class QueryStream:
@@ -181,7 +175,8 @@ class QueryStream:
         """`rows` of this query as a QueryResult; `cuts` say why rows were left out (the
         max_rows cut, if any, is added)."""
         if self.truncated:
-            cuts = [max_rows_warning(self.max_rows), *cuts]
+            kept = f"only the first {self.max_rows} rows were kept (offload.duckdb_max_rows)"
+            cuts = [f"{kept}; add LIMIT/OFFSET or aggregate", *cuts]
         return QueryResult(self.sql.strip(), self.columns, rows, bool(cuts), self.elapsed_ms, self.datasets, cuts)
 
     def _fetch(self, n: int) -> list[tuple[Any, ...]]:

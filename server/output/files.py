@@ -116,12 +116,7 @@ def owned_files(
     """Entries of `where` (a path or directory descriptor) named like `pattern` that are regular
     files we own; symlinks are never followed. An unreadable directory yields nothing."""
     uid = os.geteuid()
-    try:
-        with os.scandir(where) as it:
-            entries = list(it)
-    except OSError:
-        return
-    for entry in entries:
+    for entry in scandir(where):
         m = pattern.match(entry.name)
         if m is None:
             continue
@@ -131,6 +126,15 @@ def owned_files(
             continue
         if stat.S_ISREG(st.st_mode) and st.st_uid == uid:
             yield entry, st, m
+
+
+def scandir(where: Path | int) -> list[os.DirEntry[Any]]:
+    """The entries of a directory (path or descriptor); none when it cannot be read."""
+    try:
+        with os.scandir(where) as it:
+            return list(it)
+    except OSError:
+        return []
 
 
 @contextlib.contextmanager
@@ -190,6 +194,20 @@ class FileStore:
 
     def _born(self, match: re.Match[str], st: os.stat_result) -> float:
         raise NotImplementedError
+
+    def _info(self, dataset_id: str, match: re.Match[str], st: os.stat_result) -> DatasetInfo:
+        raise NotImplementedError
+
+    def infos(self) -> list[DatasetInfo]:
+        """Every dataset, newest first (`_folders` lists the newest folder first); one removed
+        or rewritten between listing and reading is left out."""
+        out = []
+        for folder in self._folders():
+            found = {m["id"]: (m, st) for _, st, m in owned_files(self.names, folder)}
+            for dataset_id in sorted(found, reverse=True):
+                with contextlib.suppress(OSError, LookupError):
+                    out.append(self._info(dataset_id, *found[dataset_id]))
+        return out
 
     def _open_dir(self, folder: Path, *, create: bool) -> int:
         try:

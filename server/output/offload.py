@@ -4,7 +4,7 @@ Format: line 1 is a header object (`"type": "codepager_header"`), every followin
 record exactly as inline mode would have returned it, so `tail -n +2 FILE | jq ...` sees the
 same objects the agent already knows. Files are disposable (a day's retention by default) and
 live in one flat folder under the shared system temp dir, written and expired the careful way
-`private_files` describes; writes also sweep now and then, so expiry needs no thread.
+`files` describes; writes also sweep now and then, so expiry needs no thread.
 """
 
 from __future__ import annotations
@@ -198,18 +198,10 @@ class OffloadStore(FileStore):
 
     # -- as datasets (the header line says what a file holds) ----------------------------------
 
-    def infos(self) -> list[DatasetInfo]:
-        """Newest first."""
-        out = []
-        found = sorted((m["id"], m["tool"], st.st_size) for _, st, m in owned_files(self.names, self.root))
-        for dataset_id, tool, size in reversed(found):
-            try:
-                header = self.read_header(dataset_id)
-            except (OSError, LookupError):
-                continue  # removed or rewritten between listing and reading: not a dataset now
-            created, rows = str(header.get("timestamp", "")), int(header.get("count", 0))
-            out.append(DatasetInfo(dataset_id, str(header.get("tool", tool)), str(header.get("query", "")), created, rows, size))
-        return out
+    def _info(self, dataset_id: str, match: re.Match[str], st: os.stat_result) -> DatasetInfo:
+        header = self.read_header(dataset_id)
+        tool, query = str(header.get("tool", match["tool"])), str(header.get("query", ""))
+        return DatasetInfo(dataset_id, tool, query, str(header.get("timestamp", "")), int(header.get("count", 0)), st.st_size)
 
     def open(self, dataset_id: str) -> DatasetFile:
         path = self.path_of(dataset_id)
