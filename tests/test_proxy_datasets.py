@@ -23,6 +23,7 @@ from server.proxy.backends import ToolOwners, command_backend, server_name
 from server.proxy.extraction import MAX_NESTING, extract_records
 from server.proxy.saver import ProxiedCall, ResultSaver
 from server.proxy.size import sent_size
+from tests.output_helpers import query
 from tests.proxy_backend import make_rows
 
 
@@ -227,8 +228,8 @@ def test_sql_joins_an_offloaded_page_with_a_saved_result(both) -> None:
     result_id = saved.new_id()
     saved.save(result_id, make_rows(30), {"tool": "records", "server": "backend"})
     sql = f"SELECT p.n, count(*) AS c FROM dataset_{page.id} p JOIN dataset_{result_id} r USING (kind) GROUP BY 1 ORDER BY 1"
-    assert datasets.query(sql).rows == [{"n": 1, "c": 10}, {"n": 2, "c": 10}]
-    assert datasets.query("SELECT count(*) AS c FROM dataset", dataset_id=result_id).rows == [{"c": 30}]
+    assert query(datasets, sql).rows == [{"n": 1, "c": 10}, {"n": 2, "c": 10}]
+    assert query(datasets, "SELECT count(*) AS c FROM dataset", dataset_id=result_id).rows == [{"c": 30}]
 
 
 def test_listing_filters_by_text_tool_server_and_date(both) -> None:
@@ -268,7 +269,7 @@ def test_every_example_query_runs(both, records) -> None:
     queries = example_sql(f"dataset_{dataset_id}", extracted, profile)
     assert len(queries) >= 3
     for sql in queries:
-        assert datasets.query(sql).rows, sql
+        assert query(datasets, sql).rows, sql
 
 
 # -- the saver never fails the call -------------------------------------------------------------
@@ -323,8 +324,8 @@ def test_the_answer_for_wide_records_fits_its_budget_and_says_where_the_other_fi
     assert all(list(r) == listed for r in ds["sample_records"])
     assert set(ds["distinct_values"]) <= set(listed)
     for sql in body["example_sql"]:
-        assert datasets.query(sql).rows, sql
-    assert len(datasets.query(f"DESCRIBE {ds['table']}").rows) == columns  # where the rest are
+        assert query(datasets, sql).rows, sql
+    assert len(query(datasets, f"DESCRIBE {ds['table']}").rows) == columns  # where the rest are
     meta = json.loads(Path(ds["metadata_path"]).read_text())
     assert len(meta["schema"]["fields"]) == columns
 

@@ -381,14 +381,6 @@ class Datasets:
                 timer.cancel()
                 con.close()
 
-    def query(self, sql: str, dataset_id: str | None = None) -> QueryResult:
-        """Run one read-only statement and keep its rows, up to `max_rows` and `max_result_bytes`
-        of JSON (the answer then says it was cut)."""
-        with self.stream(sql, dataset_id) as stream:
-            kept = BoundedRows(stream.rows(), self.max_result_bytes)
-            rows = [row.record for row in kept]
-            return stream.result(rows, kept.cuts())
-
     def _connect(self, ids: list[str], *, alias: str | None, temp_dir: str) -> duckdb.DuckDBPyConnection:
         """A fresh in-memory connection with views for `ids`, then sealed (see module doc).
         It spills to `temp_dir`, which SQL can read too (DuckDB allows its own temp dir), so

@@ -28,14 +28,12 @@ from typing import Any
 
 from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project
 from server.output.offload import OffloadedFile
-from server.output.schema import infer_schema, leaf_fields
+from server.output.schema import SAMPLE_MAX_CHARS, infer_schema, leaf_fields
 from server.output.stats import Stats, compute_stats, record_path
 
 RESULTS_URI = "codepager://results/{id}"
 JSONL_MIME_TYPE = "application/x-ndjson"
 LINES_URI = "codepager://results/{id}/lines/{start}-{end}"
-#: Strings in the sample record are clipped so the descriptor stays small whatever the data.
-SAMPLE_MAX_CHARS = 200
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 
 

@@ -50,12 +50,8 @@ MIN_OUTPUT_TOKENS = 256
 
 
 class OutputMode(str, Enum):
-    """How a page reaches the agent.
-
-    AUTO: inline when it fits the ceiling, else a file_ref. INLINE: never offload; cut the page
-    (losslessly) to fit. FILE_REF: always offload. LEGACY: the bare JSON array of records as
-    text, no wrapper, for clients written before structured output.
-    """
+    """How a page reaches the agent (see the module doc); LEGACY is for clients written before
+    structured output."""
 
     AUTO = "auto"
     INLINE = "inline"
@@ -96,12 +92,9 @@ class Ceiling:
 
 
 def select_mode(requested: OutputMode, *, fits: bool, wants_small: bool) -> OutputMode:
-    """The mode a page is actually rendered in.
-
-    In AUTO, a page over the ceiling normally goes to a file; but a caller that set
-    `max_output_tokens` (`wants_small`) asked for a short inline answer, so the page is cut to
-    fit instead (losslessly: the next cursor resumes at the first omitted result).
-    """
+    """The mode a page is rendered in. In AUTO a page over the ceiling goes to a file, unless
+    the caller set `max_output_tokens` (`wants_small`): it asked for a short inline answer, so
+    the page is cut to fit instead."""
     if requested is not OutputMode.AUTO:
         return requested
     if fits or wants_small:

@@ -128,7 +128,9 @@ MAX_DISTINCT_FIELDS = 10
 #: Longer strings are free text, never categories.
 MAX_CATEGORY_CHARS = 100
 SAMPLE_RECORDS = 3
-PROFILE_SAMPLE_MAX_CHARS = 200
+#: Strings in sample records (a profile's, a descriptor's) are clipped so a description stays
+#: small whatever the data.
+SAMPLE_MAX_CHARS = 200
 _SCALARS = frozenset({"string", "integer", "number", "boolean", "null"})
 _SEED = 0x5EED
 
@@ -217,6 +219,6 @@ def profile_records(records: Sequence[Any], *, sample_size: int) -> Profile:
         fields={name: _type_name(sub) for name, sub in properties.items()},
         optional=[name for name in properties if name not in required],
         distinct_values=distinct,
-        sample_records=[clip_strings(as_object(r), PROFILE_SAMPLE_MAX_CHARS) for r in records[:SAMPLE_RECORDS]],
+        sample_records=[clip_strings(as_object(r), SAMPLE_MAX_CHARS) for r in records[:SAMPLE_RECORDS]],
         sample_size=len(probe),
     )

@@ -224,12 +224,14 @@ def _from_file_groups(value: Any) -> Extracted | None:
     return Extracted(records, "json_records", "structuredContent:results.files", envelope)
 
 
-def extract_records(result: ToolResult) -> Extracted | None:
-    """The records to save for `result`, or None if it holds non-text content."""
+def extract_records(result: ToolResult, structured: bytes | None = None) -> Extracted | None:
+    """The records to save for `result`, or None if it holds non-text content. `structured` is
+    its structured content's JSON when the caller already has it."""
     text = result_text(result)
     if text is None:
         return None
-    structured = dumps_bytes(result.structured_content) if result.structured_content is not None else None
+    if structured is None and result.structured_content is not None:
+        structured = dumps_bytes(result.structured_content)
     if structured is not None and not too_deep(structured):
         found = _from_file_groups(result.structured_content) or _from_json(result.structured_content, "structuredContent")
         if found is not None:
