@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from search_engine.models import Match, MatchType
-from server.output import Datasets, ListPage, OffloadStore, OutputLayer, QueryResult, Rendered, RenderOptions, answer_query
+from server.output import (
+    Datasets,
+    ListPage,
+    OffloadStore,
+    OutputLayer,
+    QueryResult,
+    Rendered,
+    RenderOptions,
+    answer_query,
+)
 from server.records import match_record
 from server.settings import OffloadSettings
 
@@ -85,7 +94,15 @@ def query(datasets: Datasets, sql: str, dataset_id: str | None = None) -> QueryR
         rows = [json.loads(line) for line in layer.store.read_whole(r.file_ref.id).splitlines()[1:]]
     search, metadata = r.structured["search"], r.structured["metadata"]
     truncated, elapsed = r.structured["results"]["truncated"], metadata["query_time_ms"]
-    return QueryResult(search["query"], metadata["columns"], rows, truncated, elapsed, search["parameters"]["datasets"], metadata["warnings"])
+    return QueryResult(
+        search["query"],
+        metadata["columns"],
+        rows,
+        truncated,
+        elapsed,
+        search["parameters"]["datasets"],
+        metadata["warnings"],
+    )
 
 
 def options(**kw: Any) -> RenderOptions:

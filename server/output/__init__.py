@@ -15,7 +15,16 @@ from server.output.files import CleanupReport, DatasetFile, DatasetInfo, Dataset
 from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project, shrink_to_fit
 from server.output.jqfilter import apply_jq
 from server.output.jsontext import BYTES_PER_TOKEN, CHARS_PER_TOKEN, dumps, dumps_bytes, estimate_tokens
-from server.output.layer import MIN_OUTPUT_TOKENS, Ceiling, ListPage, OutputLayer, OutputMode, PageView, Rendered, RenderOptions
+from server.output.layer import (
+    MIN_OUTPUT_TOKENS,
+    Ceiling,
+    ListPage,
+    OutputLayer,
+    OutputMode,
+    PageView,
+    Rendered,
+    RenderOptions,
+)
 from server.output.offload import OffloadStore
 from server.output.schema import Profile, as_object, profile_records
 from server.output.stats import compute_stats

@@ -76,7 +76,9 @@ class DatasetStore(FileStore):
     label = "proxy.data_dir"
 
     def __init__(self, data_dir: Path, *, retention_days: float = 30.0) -> None:
-        super().__init__(Path(data_dir) / "datasets", retention_s=retention_days * 86400.0, sweep_interval_s=SWEEP_INTERVAL_S)
+        super().__init__(
+            Path(data_dir) / "datasets", retention_s=retention_days * 86400.0, sweep_interval_s=SWEEP_INTERVAL_S
+        )
         self.retention_days = retention_days
 
     @classmethod
@@ -125,7 +127,9 @@ class DatasetStore(FileStore):
         path = self.day_dir(dataset_id) / str(meta.get("data_file", f"dataset_{dataset_id}_data.jsonl"))
         columns = TEXT_LINE_COLUMNS if meta.get("format") == "text_lines" else ()
         largest = int(meta.get("max_record_bytes", 0))
-        return DatasetFile(dataset_id, path, int(meta.get("record_count", 0)), columns=columns, max_record_bytes=largest)
+        return DatasetFile(
+            dataset_id, path, int(meta.get("record_count", 0)), columns=columns, max_record_bytes=largest
+        )
 
     def _info(self, dataset_id: str, match: re.Match[str], st: os.stat_result) -> DatasetInfo:
         meta = self.metadata(dataset_id)

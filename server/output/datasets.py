@@ -57,7 +57,15 @@ from server.errors import (
     SqlTimeoutError,
     StoreWriteError,
 )
-from server.output.files import ULID_PATTERN, DatasetFile, DatasetInfo, DatasetSource, check_id, quote_ident, quote_literal
+from server.output.files import (
+    ULID_PATTERN,
+    DatasetFile,
+    DatasetInfo,
+    DatasetSource,
+    check_id,
+    quote_ident,
+    quote_literal,
+)
 from server.output.jsontext import CHARS_PER_TOKEN, dumps_lines
 from server.output.layer import ListPage, OutputLayer, OutputMode, Rendered, RenderOptions, select_mode
 from server.settings import OffloadSettings
@@ -89,7 +97,11 @@ class QueryResult:
             page_size=max(written, 1) if written is not None else page_size,
             written=written,
             search_block={"query": self.sql, "mode": "sql", "parameters": {"datasets": self.datasets}},
-            metadata_block={"query_time_ms": round(self.elapsed_ms, 3), "columns": self.columns, "warnings": self.warnings},
+            metadata_block={
+                "query_time_ms": round(self.elapsed_ms, 3),
+                "columns": self.columns,
+                "warnings": self.warnings,
+            },
             source_truncated=self.truncated,
         )
 
@@ -127,12 +139,9 @@ class BoundedRows:
 
     def cuts(self) -> list[str]:
         """The warning saying where the rows were cut, if they were."""
-        if not self.cut:
-            return []
-        return [
-            f"the result was cut after {self.count} rows: its JSON reached offload.duckdb_max_result_bytes "
-            f"({self.max_bytes} bytes); add LIMIT/OFFSET, select fewer or shorter columns (e.g. left(col, 200)), or aggregate"
-        ]
+        reached = f"its JSON reached offload.duckdb_max_result_bytes ({self.max_bytes} bytes)"
+        fix = "add LIMIT/OFFSET, select fewer or shorter columns (e.g. left(col, 200)), or aggregate"
+        return [f"the result was cut after {self.count} rows: {reached}; {fix}"] if self.cut else []
 
 
 class QueryStream:
@@ -144,7 +153,9 @@ class QueryStream:
     Fetch errors are the query's errors: a timeout is SqlTimeoutError, the rest
     SqlExecutionError."""
 
-    def __init__(self, sql: str, datasets: list[str], cursor: duckdb.DuckDBPyConnection, *, max_rows: int, timeout_s: float) -> None:
+    def __init__(
+        self, sql: str, datasets: list[str], cursor: duckdb.DuckDBPyConnection, *, max_rows: int, timeout_s: float
+    ) -> None:
         self.sql = sql
         self.datasets = datasets
         self.columns = _unique_columns([d[0] for d in cursor.description or []])
@@ -281,7 +292,9 @@ class DatasetFilter(BaseModel):
             try:
                 _instant(value, end_of_day=False)
             except ValueError:
-                raise ValueError(f"{value!r} is not an ISO date like 2025-01-31 or date-time like 2025-01-31T12:00:00Z") from None
+                raise ValueError(
+                    f"{value!r} is not an ISO date like 2025-01-31 or date-time like 2025-01-31T12:00:00Z"
+                ) from None
         return value
 
     def matches(self, info: DatasetInfo) -> bool:
@@ -417,7 +430,9 @@ class Datasets:
         return con
 
 
-def answer_query(datasets: Datasets, layer: OutputLayer, sql: str, dataset_id: str | None, options: RenderOptions) -> Rendered:
+def answer_query(
+    datasets: Datasets, layer: OutputLayer, sql: str, dataset_id: str | None, options: RenderOptions
+) -> Rendered:
     """Run `sql` and answer it (see the module doc); raises the Sql*Error of a bad query."""
     budget = answer_bytes(layer)
     with datasets.stream(sql, dataset_id) as stream:
@@ -455,14 +470,21 @@ def answer_bytes(layer: OutputLayer) -> int:
 
 
 def _written(
-    stream: QueryStream, head: list[Row], rest: Iterator[Row], max_bytes: int, layer: OutputLayer, options: RenderOptions
+    stream: QueryStream,
+    head: list[Row],
+    rest: Iterator[Row],
+    max_bytes: int,
+    layer: OutputLayer,
+    options: RenderOptions,
 ) -> Rendered:
     """Stream the result to an offload file and answer with its descriptor; `head` (already
     read) is also the sample the descriptor shows."""
     kept = BoundedRows(itertools.chain(head, rest), max_bytes)
     lines = (row.line for row in kept)
     try:
-        offloaded = layer.store.write_lines(tool=options.tool, query=options.query, lines=lines, record_keys=stream.columns)
+        offloaded = layer.store.write_lines(
+            tool=options.tool, query=options.query, lines=lines, record_keys=stream.columns
+        )
     except StoreWriteError as exc:  # answered inline instead, cut to fit, by the layer
         why = f"only the first {len(head)} rows were read: the result could not be written to a file ({exc})"
         return layer.render(stream.result([r.record for r in head], [why]).to_page(), options)

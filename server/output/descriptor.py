@@ -131,7 +131,10 @@ def match_recipes(path: str, records: Sequence[Any], stats: Stats) -> list[Recip
             Recipe(
                 "Count matches per language",
                 _jq(
-                    path, f"group_by({f.language}) | map({{language: .[0]{f.language}, count: length}}) | .[]", "-s", "-c"
+                    path,
+                    f"group_by({f.language}) | map({{language: .[0]{f.language}, count: length}}) | .[]",
+                    "-s",
+                    "-c",
                 ),
             )
         )
@@ -144,8 +147,7 @@ def match_recipes(path: str, records: Sequence[Any], stats: Stats) -> list[Recip
                 "Top 10 matches by score",
                 _jq(
                     path,
-                    f"sort_by(-({f.score} // 0)) | .[:10] | .[]"
-                    f" | {{path: {f.path}, line: {f.line}, score: {f.score}}}",
+                    f"sort_by(-({f.score} // 0)) | .[:10] | .[] | {{path: {f.path}, line: {f.line}, score: {f.score}}}",
                     "-s",
                     "-c",
                 ),

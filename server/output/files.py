@@ -336,7 +336,9 @@ class DatasetFile:
             return "SELECT NULL AS empty WHERE false"
         if self.columns:
             types = ", ".join(f"{quote_literal(name)}: {quote_literal(kind)}" for name, kind in self.columns)
-            return f"SELECT * FROM read_json({path}, format='newline_delimited', columns={{{types}}}{self._object_size()})"
+            return (
+                f"SELECT * FROM read_json({path}, format='newline_delimited', columns={{{types}}}{self._object_size()})"
+            )
         if not self.header:
             return (
                 f"SELECT * FROM read_json({path}, format='newline_delimited', sample_size=-1, "
@@ -353,7 +355,9 @@ class DatasetFile:
 
     def _object_size(self) -> str:
         """DuckDB refuses a record over 16 MB unless told a larger bound."""
-        return f", maximum_object_size={self.max_record_bytes + 1}" if self.max_record_bytes >= DUCKDB_OBJECT_SIZE else ""
+        return (
+            f", maximum_object_size={self.max_record_bytes + 1}" if self.max_record_bytes >= DUCKDB_OBJECT_SIZE else ""
+        )
 
     def read(self, offset: int, limit: int) -> list[Any]:
         """Records `offset`..`offset + limit` (0-based), decoded; fewer at the end of the file."""

@@ -38,8 +38,21 @@ from server.output.jsontext import dumps_bytes
 
 #: Builtins and keywords that read the environment, files, other inputs or write to stderr.
 FORBIDDEN_NAMES = frozenset(
-    "env input_filename input inputs debug stderr import include modulemeta get_search_list get_prog_origin "
-    "get_jq_origin halt_error".split()
+    {
+        "env",
+        "input_filename",
+        "input",
+        "inputs",
+        "debug",
+        "stderr",
+        "import",
+        "include",
+        "modulemeta",
+        "get_search_list",
+        "get_prog_origin",
+        "get_jq_origin",
+        "halt_error",
+    }
 )
 FORBIDDEN_VARIABLES = frozenset({"ENV"})
 DEFAULT_TIMEOUT_S = 5.0

@@ -184,7 +184,12 @@ class ListPage:
 
     def counts(self) -> dict[str, Any]:
         if self.written is not None:
-            return {"count": self.written, "total_count": self.written, "has_more": False, "truncated": self.source_truncated}
+            return {
+                "count": self.written,
+                "total_count": self.written,
+                "has_more": False,
+                "truncated": self.source_truncated,
+            }
         return {
             "count": self._end - self.offset,
             "total_count": len(self.items),

@@ -23,7 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from server.errors import DatasetNotFoundError, StoreWriteError
-from server.output.files import HEADER_TYPE, ULID_PATTERN, DatasetFile, DatasetInfo, FileStore, check_id, open_owned, owned_files
+from server.output.files import (
+    HEADER_TYPE,
+    ULID_PATTERN,
+    DatasetFile,
+    DatasetInfo,
+    FileStore,
+    check_id,
+    open_owned,
+    owned_files,
+)
 from server.output.jsontext import dumps_bytes, dumps_lines, estimate_tokens
 from server.settings import OffloadSettings
 
@@ -201,7 +210,9 @@ class OffloadStore(FileStore):
     def _info(self, dataset_id: str, match: re.Match[str], st: os.stat_result) -> DatasetInfo:
         header = self.read_header(dataset_id)
         tool, query = str(header.get("tool", match["tool"])), str(header.get("query", ""))
-        return DatasetInfo(dataset_id, tool, query, str(header.get("timestamp", "")), int(header.get("count", 0)), st.st_size)
+        return DatasetInfo(
+            dataset_id, tool, query, str(header.get("timestamp", "")), int(header.get("count", 0)), st.st_size
+        )
 
     def open(self, dataset_id: str) -> DatasetFile:
         path = self.path_of(dataset_id)

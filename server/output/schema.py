@@ -164,7 +164,9 @@ def _type_name(schema: dict[str, Any]) -> str:
 
 
 def _is_category(value: Any) -> bool:
-    return value is None or type(value) in (bool, int, float) or (type(value) is str and len(value) <= MAX_CATEGORY_CHARS)
+    return (
+        value is None or type(value) in (bool, int, float) or (type(value) is str and len(value) <= MAX_CATEGORY_CHARS)
+    )
 
 
 def as_object(record: Any) -> Any:
@@ -178,11 +180,16 @@ def _columns(records: Sequence[Any], names: list[str]) -> dict[str, list[Any]]:
     in one C call, into structs of just those fields: msgspec skips the other fields without
     building them."""
     idents = [f"f{i}" for i in range(len(names))]
-    struct = msgspec.defstruct("Columns", [(i, Any, None) for i in idents], rename=dict(zip(idents, names, strict=True)))
+    struct = msgspec.defstruct(
+        "Columns", [(i, Any, None) for i in idents], rename=dict(zip(idents, names, strict=True))
+    )
     if records and all(type(r) is msgspec.Raw for r in records):
         rows = msgspec.json.Decoder(list[struct]).decode(b"[" + b",".join(records) + b"]")
     else:
-        rows = [msgspec.json.decode(r, type=struct) if type(r) is msgspec.Raw else struct(*map(r.get, names)) for r in records]
+        rows = [
+            msgspec.json.decode(r, type=struct) if type(r) is msgspec.Raw else struct(*map(r.get, names))
+            for r in records
+        ]
     return {name: [getattr(row, i) for row in rows] for i, name in zip(idents, names, strict=True)}
 
 
