@@ -18,6 +18,7 @@ so each recipe prints something when run as is; a test runs every one with the r
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shlex
@@ -51,11 +52,6 @@ def _jq(path: str, program: str, *flags: str, header: bool = False) -> str:
     return " ".join([source, "|", "jq", *flags, shlex.quote(program)])
 
 
-def _regex_literal(text: str) -> str:
-    """A jq string literal holding a regex that matches `text` literally."""
-    return json.dumps(re.escape(text))
-
-
 def _path_example(stats: Stats) -> tuple[str, str]:
     """(glob shown to the agent, regex used in jq) for the most common file extension."""
     suffixes: dict[str, int] = {}
@@ -83,10 +79,7 @@ class _MatchFields:
 
 _FULL = _MatchFields(".file.path", ".match.span.line_start", ".match.content", ".match.score", ".file.language")
 _COMPACT = _MatchFields(".path", ".line", ".text", ".score", None)
-
-
-def _fields_of(record: Any) -> _MatchFields:
-    return _FULL if isinstance(record, dict) and isinstance(record.get("file"), dict) else _COMPACT
+_HEADER = "Read the header on line 1 (tool, query, count, next_cursor)"
 
 
 def _content_word(records: Sequence[Any]) -> str:
@@ -102,11 +95,13 @@ def _content_word(records: Sequence[Any]) -> str:
 def match_recipes(path: str, records: Sequence[Any], stats: Stats) -> list[Recipe]:
     """Recipes for search matches, compact (`{"path", "line", "text"}`) or full (`{"file":
     {"path"}, "match": {"span", "content"}}`) lines."""
-    f = _fields_of(records[0] if records else None)
+    first = records[0] if records else None
+    f = _FULL if isinstance(first, dict) and isinstance(first.get("file"), dict) else _COMPACT
     glob, path_regex = _path_example(stats)
     word = _content_word(records)
+    per_file = f"group_by({f.path}) | map({{path: .[0]{f.path}, count: length}}) | sort_by(-.count) | .[]"
     recipes = [
-        Recipe("Read the header on line 1 (tool, query, count, next_cursor)", _jq(path, ".", header=True)),
+        Recipe(_HEADER, _jq(path, ".", header=True)),
         Recipe("List path:line of every match", _jq(path, f'"\\({f.path}):\\({f.line})"', "-r")),
         Recipe(
             f"Keep matches whose path matches the glob {glob} (written as a regex; edit it)",
@@ -114,79 +109,47 @@ def match_recipes(path: str, records: Sequence[Any], stats: Stats) -> list[Recip
         ),
         Recipe(
             f"Keep matches whose content contains {word!r} (regex, case-insensitive; edit it)",
-            _jq(path, f'select(({f.content} // "") | test({_regex_literal(word)}; "i"))', "-c"),
+            _jq(path, f'select(({f.content} // "") | test({json.dumps(re.escape(word))}; "i"))', "-c"),
         ),
-        Recipe(
-            "Count matches per file, most first",
-            _jq(
-                path,
-                f"group_by({f.path}) | map({{path: .[0]{f.path}, count: length}}) | sort_by(-.count) | .[]",
-                "-s",
-                "-c",
-            ),
-        ),
+        Recipe("Count matches per file, most first", _jq(path, per_file, "-s", "-c")),
     ]
     if f.language is not None:
-        recipes.append(
-            Recipe(
-                "Count matches per language",
-                _jq(
-                    path,
-                    f"group_by({f.language}) | map({{language: .[0]{f.language}, count: length}}) | .[]",
-                    "-s",
-                    "-c",
-                ),
-            )
-        )
+        per_language = f"group_by({f.language}) | map({{language: .[0]{f.language}, count: length}}) | .[]"
+        recipes.append(Recipe("Count matches per language", _jq(path, per_language, "-s", "-c")))
     recipes.append(
         Recipe("Show the first match in full (record k is on line k+1)", f"sed -n 2p {shlex.quote(path)} | jq .")
     )
     if stats.score_min is not None:
-        recipes.append(
-            Recipe(
-                "Top 10 matches by score",
-                _jq(
-                    path,
-                    f"sort_by(-({f.score} // 0)) | .[:10] | .[] | {{path: {f.path}, line: {f.line}, score: {f.score}}}",
-                    "-s",
-                    "-c",
-                ),
-            )
-        )
+        top = f"sort_by(-({f.score} // 0)) | .[:10] | .[] | {{path: {f.path}, line: {f.line}, score: {f.score}}}"
+        recipes.append(Recipe("Top 10 matches by score", _jq(path, top, "-s", "-c")))
     return recipes
 
 
-def _example_field(records: Sequence[Any]) -> tuple[str, Any] | None:
-    """The first top-level key with a scalar value, and that value."""
-    for record in records:
-        if isinstance(record, dict):
-            for key, value in record.items():
-                if value is None or isinstance(value, (str, int, float, bool)):
-                    return key, value
-    return None
-
-
 def generic_recipes(path: str, records: Sequence[Any]) -> list[Recipe]:
-    """Recipes for records of any other shape (SQL rows, proxied tool output)."""
+    """Recipes for records of any other shape (SQL rows, proxied tool output); the examples use
+    the first top-level key with a scalar value."""
     recipes = [
-        Recipe("Read the header on line 1 (tool, query, count, next_cursor)", _jq(path, ".", header=True)),
+        Recipe(_HEADER, _jq(path, ".", header=True)),
         Recipe("Count the records", _jq(path, "length", "-s")),
         Recipe("Show the first 5 records, one per line", _jq(path, "limit(5; .[])", "-s", "-c")),
         Recipe("List the keys used by the records", _jq(path, "map(keys_unsorted? // []) | add | unique", "-s", "-c")),
     ]
-    example = _example_field(records)
-    if example is not None:
-        key, value = example
-        field = f".{json.dumps(key)}"
+    scalars = (
+        (key, value)
+        for record in records
+        if isinstance(record, dict)
+        for key, value in record.items()
+        if value is None or isinstance(value, (str, int, float, bool))
+    )
+    for key, value in itertools.islice(scalars, 1):
+        field, shown = f".{json.dumps(key)}", json.dumps(value)
+        per_value = f"group_by({field}) | map({{value: .[0]{field}, count: length}}) | .[]"
         recipes += [
             Recipe(
-                f"Keep records whose {key!r} equals {json.dumps(value)} (edit the value)",
-                _jq(path, f"select({field} == {json.dumps(value)})", "-c"),
+                f"Keep records whose {key!r} equals {shown} (edit the value)",
+                _jq(path, f"select({field} == {shown})", "-c"),
             ),
-            Recipe(
-                f"Count records per value of {key!r}",
-                _jq(path, f"group_by({field}) | map({{value: .[0]{field}, count: length}}) | .[]", "-s", "-c"),
-            ),
+            Recipe(f"Count records per value of {key!r}", _jq(path, per_value, "-s", "-c")),
         ]
     return recipes
 

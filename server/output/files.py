@@ -170,11 +170,12 @@ class CleanupReport:
 
 
 class FileStore:
-    """Files we write under one private `root`, named by ULID ids: written all or nothing,
-    read back as datasets (a kind of store is a `DatasetSource`), expired after `retention_s` by `cleanup`, which
-    `sweeper` runs now and then. A kind of store says where its files are (`_folders`), what
-    they are named (`names`, `temps`: a match has the id as `id`), how old one is (`_born`)
-    and how it reads. `label` names the setting the root comes from, for error messages."""
+    """Files we write under one private `root`, named by ULID ids: written all or nothing, read
+    back as datasets (each kind of store is a `DatasetSource`), expired after `retention_s` by
+    `cleanup`, which `sweeper` runs now and then. A kind says where its files are (`_folders`),
+    what they are named (`names`, `temps`: a match has the id as `id`), how old one is
+    (`_born`) and how one reads (`_info`, `open`). `label` names the setting the root comes
+    from, for error messages."""
 
     names: ClassVar[re.Pattern[str]]
     temps: ClassVar[re.Pattern[str]]
@@ -334,30 +335,22 @@ class DatasetFile:
         path = quote_literal(str(self.path))
         if not self.count:
             return "SELECT NULL AS empty WHERE false"
+        # DuckDB refuses a record over 16 MB unless told a larger bound.
+        big = self.max_record_bytes >= DUCKDB_OBJECT_SIZE
+        size = f", maximum_object_size={self.max_record_bytes + 1}" if big else ""
         if self.columns:
             types = ", ".join(f"{quote_literal(name)}: {quote_literal(kind)}" for name, kind in self.columns)
-            return (
-                f"SELECT * FROM read_json({path}, format='newline_delimited', columns={{{types}}}{self._object_size()})"
-            )
+            return f"SELECT * FROM read_json({path}, format='newline_delimited', columns={{{types}}}{size})"
+        source = f"read_json({path}, format='newline_delimited', sample_size=-1, map_inference_threshold=-1{size})"
         if not self.header:
-            return (
-                f"SELECT * FROM read_json({path}, format='newline_delimited', sample_size=-1, "
-                f"map_inference_threshold=-1{self._object_size()})"
-            )
+            return f"SELECT * FROM {source}"
         not_header = f"IS DISTINCT FROM {quote_literal(HEADER_TYPE)}"
         if not self.record_keys:  # the records are not objects: one JSON column `value`
             return (
                 f"SELECT json AS value FROM read_json_objects({path}, format='newline_delimited') "
                 f"WHERE json_extract_string(json, '$.type') {not_header}"
             )
-        source = f"read_json({path}, format='newline_delimited', sample_size=-1, map_inference_threshold=-1{self._object_size()})"
         return f'SELECT {", ".join(map(quote_ident, self.record_keys))} FROM {source} WHERE "type" {not_header}'
-
-    def _object_size(self) -> str:
-        """DuckDB refuses a record over 16 MB unless told a larger bound."""
-        return (
-            f", maximum_object_size={self.max_record_bytes + 1}" if self.max_record_bytes >= DUCKDB_OBJECT_SIZE else ""
-        )
 
     def read(self, offset: int, limit: int) -> list[Any]:
         """Records `offset`..`offset + limit` (0-based), decoded; fewer at the end of the file."""
