@@ -22,7 +22,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from server.output.files import (
     DatasetInfo,
     FileStore,
     check_id,
+    iso_timestamp,
     open_owned,
     scandir,
 )
@@ -55,17 +56,11 @@ class SavedDataset:
     id: str
     data_path: Path
     metadata_path: Path
-    size_bytes: int
-    metadata: dict[str, Any]
 
 
 def created_at(dataset_id: str) -> datetime:
     """When the dataset was saved: the ULID's own timestamp (UTC)."""
     return ULID.from_str(dataset_id).datetime
-
-
-def iso_timestamp(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class DatasetStore(FileStore):
@@ -107,7 +102,7 @@ class DatasetStore(FileStore):
             "max_record_bytes": _longest_line(body),
         }
         self._write(folder, [(data_name, (body,)), (meta_name, (dumps_bytes(metadata),))])
-        return SavedDataset(dataset_id, folder / data_name, folder / meta_name, len(body), metadata)
+        return SavedDataset(dataset_id, folder / data_name, folder / meta_name)
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ import stat
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -147,6 +148,11 @@ def open_owned(path: Path) -> Iterator[Any]:
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
             raise PermissionError(f"{path} is not a file codepager wrote")
         yield f
+
+
+def iso_timestamp(moment: datetime) -> str:
+    """`moment` as the UTC time stamp both kinds of file record (`2025-01-31T12:00:00.000Z`)."""
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def check_id(dataset_id: str) -> str:

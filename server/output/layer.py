@@ -245,10 +245,6 @@ class Rendered:
     file_ref: FileRef | None
     warnings: tuple[str, ...]
 
-    @property
-    def estimated_tokens(self) -> int:
-        return estimate_tokens(self.text)
-
 
 class OutputLayer:
     """Renders pages for the search tools, the SQL tool and the proxy alike."""

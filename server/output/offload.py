@@ -30,6 +30,7 @@ from server.output.files import (
     DatasetInfo,
     FileStore,
     check_id,
+    iso_timestamp,
     open_owned,
     owned_files,
 )
@@ -49,10 +50,8 @@ class OffloadedFile:
 
     id: str
     path: Path
-    tool: str
     size_bytes: int
     line_count: int
-    estimated_tokens: int
     header: dict[str, Any]
 
 
@@ -124,7 +123,7 @@ class OffloadStore(FileStore):
             "query": query,
             "count": count,
             "schema_version": SCHEMA_VERSION,
-            "timestamp": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "timestamp": iso_timestamp(datetime.now(timezone.utc)),
             "estimated_tokens": estimated,
             "page": page,
             "next_cursor": next_cursor,
@@ -141,10 +140,8 @@ class OffloadStore(FileStore):
         return OffloadedFile(
             id=dataset_id,
             path=self.root / name,
-            tool=header["tool"],
             size_bytes=len(head) + body_size,
             line_count=header["count"] + 1,
-            estimated_tokens=header["estimated_tokens"],
             header=header,
         )
 

@@ -33,6 +33,18 @@ import msgspec
 from server.output.fit import clip_strings
 
 SAMPLE_SIZE = 64
+#: A field with more distinct values than this is not categorical.
+MAX_DISTINCT = 20
+#: At most this many categorical fields are reported, in record key order.
+MAX_DISTINCT_FIELDS = 10
+#: Longer strings are free text, never categories.
+MAX_CATEGORY_CHARS = 100
+SAMPLE_RECORDS = 3
+#: Strings in sample records (a profile's, a descriptor's) are clipped so a description stays
+#: small whatever the data.
+SAMPLE_MAX_CHARS = 200
+_SCALARS = frozenset({"string", "integer", "number", "boolean", "null"})
+_SEED = 0x5EED
 
 _JSON_TYPES: dict[type, str] = {
     bool: "boolean",
@@ -119,20 +131,6 @@ def leaf_fields(schema: dict[str, Any], prefix: str = "") -> list[str]:
         else:
             out.append(path)
     return out
-
-
-#: A field with more distinct values than this is not categorical.
-MAX_DISTINCT = 20
-#: At most this many categorical fields are reported, in record key order.
-MAX_DISTINCT_FIELDS = 10
-#: Longer strings are free text, never categories.
-MAX_CATEGORY_CHARS = 100
-SAMPLE_RECORDS = 3
-#: Strings in sample records (a profile's, a descriptor's) are clipped so a description stays
-#: small whatever the data.
-SAMPLE_MAX_CHARS = 200
-_SCALARS = frozenset({"string", "integer", "number", "boolean", "null"})
-_SEED = 0x5EED
 
 
 def random_sample(records: Sequence[Any], size: int) -> Sequence[Any]:
