@@ -31,7 +31,6 @@ from ulid import ULID
 from server.errors import DatasetNotFoundError
 from server.output.files import (
     DUCKDB_OBJECT_SIZE,
-    ULID_PATTERN,
     DatasetFile,
     DatasetInfo,
     FileStore,
@@ -66,8 +65,7 @@ def created_at(dataset_id: str) -> datetime:
 class DatasetStore(FileStore):
     """Writes, finds, lists and expires saved datasets under `<data_dir>/datasets`."""
 
-    names = re.compile(rf"^dataset_(?P<id>{ULID_PATTERN})_(?:data\.jsonl|metadata\.json)$")
-    temps = re.compile(rf"^\.dataset_(?P<id>{ULID_PATTERN})_(?:data\.jsonl|metadata\.json)\.tmp$")
+    name = r"dataset_{id}_(?:data\.jsonl|metadata\.json)"
     label = "proxy.data_dir"
 
     def __init__(self, data_dir: Path, *, retention_days: float = 30.0) -> None:

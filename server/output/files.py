@@ -179,13 +179,20 @@ class FileStore:
     """Files we write under one private `root`, named by ULID ids: written all or nothing, read
     back as datasets (each kind of store is a `DatasetSource`), expired after `retention_s` by
     `cleanup`, which `sweeper` runs now and then. A kind says where its files are (`_folders`),
-    what they are named (`names`, `temps`: a match has the id as `id`), how old one is
-    (`_born`) and how one reads (`_info`, `open`). `label` names the setting the root comes
-    from, for error messages."""
+    what they are named (`name`), how old one is (`_born`) and how one reads (`_info`, `open`).
+    `label` names the setting the root comes from, for error messages."""
 
+    #: A file's name as a regex, `{id}` where its ULID goes.
+    name: ClassVar[str]
+    label: ClassVar[str]
+    #: Our files and our interrupted writes (`write_atomically`'s `.NAME.tmp`); a match has `id`.
     names: ClassVar[re.Pattern[str]]
     temps: ClassVar[re.Pattern[str]]
-    label: ClassVar[str]
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        body = cls.name.replace("{id}", f"(?P<id>{ULID_PATTERN})")
+        cls.names, cls.temps = re.compile(f"^{body}$"), re.compile(rf"^\.{body}\.tmp$")
 
     def __init__(self, root: Path, *, retention_s: float, sweep_interval_s: float) -> None:
         self.root = Path(root)
@@ -215,6 +222,15 @@ class FileStore:
                 with contextlib.suppress(OSError, LookupError):
                     out.append(self._info(dataset_id, *found[dataset_id]))
         return out
+
+    def _find(self, dataset_id: str) -> Path | None:
+        """Our file named for `dataset_id` (which must be an id), found by listing."""
+        check_id(dataset_id)
+        for folder in self._folders():
+            for entry, _, m in owned_files(self.names, folder):
+                if m["id"] == dataset_id:
+                    return folder / entry.name
+        return None
 
     def _open_dir(self, folder: Path, *, create: bool) -> int:
         try:

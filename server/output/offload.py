@@ -23,17 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from server.errors import DatasetNotFoundError, StoreWriteError
-from server.output.files import (
-    HEADER_TYPE,
-    ULID_PATTERN,
-    DatasetFile,
-    DatasetInfo,
-    FileStore,
-    check_id,
-    iso_timestamp,
-    open_owned,
-    owned_files,
-)
+from server.output.files import HEADER_TYPE, DatasetFile, DatasetInfo, FileStore, iso_timestamp, open_owned
 from server.output.jsontext import dumps_bytes, dumps_lines, estimate_tokens
 from server.settings import OffloadSettings
 
@@ -63,8 +53,7 @@ def safe_tool_name(tool: str) -> str:
 class OffloadStore(FileStore):
     """Writes, finds, reads and expires offloaded JSONL files in one directory."""
 
-    names = re.compile(rf"^codepager-(?P<tool>[A-Za-z0-9_.-]{{1,64}})-(?P<id>{ULID_PATTERN})\.jsonl$")
-    temps = re.compile(rf"^\.codepager-[A-Za-z0-9_.-]{{1,64}}-{ULID_PATTERN}\.jsonl\.tmp$")
+    name = r"codepager-(?P<tool>[A-Za-z0-9_.-]{1,64})-{id}\.jsonl"
     label = "offload.output_dir"
 
     def __init__(self, output_dir: Path, *, retention_hours: float = 24.0, sweep_interval_s: float = 600.0) -> None:
@@ -155,11 +144,9 @@ class OffloadStore(FileStore):
 
     def path_of(self, dataset_id: str) -> Path:
         """The file of `dataset_id`, found by listing (its name also holds the tool)."""
-        check_id(dataset_id)
-        for folder in self._folders():
-            for entry, _, m in owned_files(self.names, folder):
-                if m["id"] == dataset_id:
-                    return folder / entry.name
+        path = self._find(dataset_id)
+        if path is not None:
+            return path
         raise DatasetNotFoundError(
             f"no offloaded result {dataset_id} in {self.root}: it expired (retention "
             f"{self.retention_s / 3600:g} h) or was cleaned up; run the search again"
