@@ -10,8 +10,8 @@ tools import from here, never from its modules. Its errors are in `server.errors
 
 from server.output.dataset_store import DatasetStore, SavedDataset
 from server.output.datasets import DatasetFilter, Datasets, QueryResult, answer_query
-from server.output.descriptor import JSONL_MIME_TYPE, LINES_URI, RESULTS_URI, FileRef
-from server.output.files import CleanupReport, DatasetFile, DatasetInfo, DatasetSource, FileStore, quote_ident
+from server.output.descriptor import JSONL_MIME_TYPE, LINES_URI, RESULTS_URI
+from server.output.files import DatasetFile, quote_ident
 from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project, shrink_to_fit
 from server.output.jqfilter import apply_jq
 from server.output.jsontext import BYTES_PER_TOKEN, CHARS_PER_TOKEN, dumps, dumps_bytes, estimate_tokens
@@ -27,7 +27,6 @@ from server.output.layer import (
 )
 from server.output.offload import OffloadStore
 from server.output.schema import Profile, as_object, profile_records
-from server.output.stats import compute_stats
 
 __all__ = [
     "BYTES_PER_TOKEN",
@@ -37,15 +36,10 @@ __all__ = [
     "MIN_OUTPUT_TOKENS",
     "RESULTS_URI",
     "Ceiling",
-    "CleanupReport",
     "DatasetFile",
     "DatasetFilter",
-    "DatasetInfo",
-    "DatasetSource",
     "DatasetStore",
     "Datasets",
-    "FileRef",
-    "FileStore",
     "ListPage",
     "OffloadStore",
     "OutputLayer",
@@ -60,7 +54,6 @@ __all__ = [
     "apply_jq",
     "as_object",
     "clip_strings",
-    "compute_stats",
     "dumps",
     "dumps_bytes",
     "estimate_tokens",
