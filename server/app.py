@@ -17,9 +17,9 @@ from fastmcp import FastMCP
 from search_engine.engine import SearchEngine
 from server import __version__
 from server.errors import ErrorMiddleware
-from server.indexing import BackgroundIndexer
 from server.jq_view import jq_view
 from server.output import Datasets, OffloadStore, OutputLayer
+from server.indexing import BackgroundIndexer
 from server.rendering import Renderer
 from server.services import Services
 from server.settings import SessionSettings, Settings
