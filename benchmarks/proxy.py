@@ -36,7 +36,7 @@ from mcp_types import TextContent  # noqa: E402
 
 from benchmarks.report import Report, add_report_argument, emit  # noqa: E402
 from server.output import DatasetStore  # noqa: E402
-from server.output.profile import profile_records  # noqa: E402
+from server.output.schema import profile_records  # noqa: E402
 from server.proxy.extraction import extract_records  # noqa: E402
 from server.proxy.interceptor import wire_size  # noqa: E402
 from server.proxy.saver import ProxiedCall, ResultSaver  # noqa: E402

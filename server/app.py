@@ -138,14 +138,14 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastMCP) -> AsyncIterator[dict[str, object]]:
-        services.offload.start_sweeper()
+        services.offload.sweeper.start()
         if settings.index.index_on_start:
             services.indexer.start(services.roots)
         try:
             yield {}
         finally:
             services.indexer.close()
-            services.offload.close()
+            services.offload.sweeper.close()
             services.pager.store.close()
 
     app = FastMCP(

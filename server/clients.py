@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from server.output.modes import Ceiling
+from server.output import Ceiling
 from server.settings import ClientBudget, OffloadSettings
 
 Reads = Literal["structured", "text", "both"]

@@ -16,7 +16,7 @@ Every message says what to do next.
 
 The engine's and the session store's own exceptions are documented in `search_engine.errors`
 and `sessions.errors`. Two server exceptions stay beside their only user, because importing
-this module (fastmcp, the output layer) would cost them what they exist to avoid:
+this module (fastmcp) would cost them what they exist to avoid:
 `server.transports.framing.FrameRejected` (one refused frame line, caught inside the pure
 framing module, which the settings import) and `server.cli.search_targets.MissingPathError`
 (a PATH `codepager search` cannot read; the grep-like CLI never imports fastmcp).
@@ -45,19 +45,56 @@ from search_engine import (
     SearchError,
     SearchTimeoutError,
 )
-from server.output import (
-    DatasetNotFoundError,
-    InvalidDatasetIdError,
-    JqFilterError,
-    JqTimeoutError,
-    SqlExecutionError,
-    SqlRejectedError,
-    SqlResultTooLargeError,
-    SqlTimeoutError,
-)
 from sessions import CursorError, SessionStoreUnavailableError
 
 P = ParamSpec("P")
+
+
+# -- output layer and proxy failures ------------------------------------------------------------
+# Writing: `PrivateFileError` (a directory or file that cannot be used safely) is what the file
+# primitives raise; the stores turn it into `StoreWriteError`, after which the caller answers
+# inline instead (the layer cuts the page to fit, the proxy sends the start of the result).
+# Reading and querying: the rest are the agent's to fix and become `isError` results below.
+
+
+class PrivateFileError(RuntimeError):
+    """A directory or file could not be used safely; the message says which and why."""
+
+
+class StoreWriteError(RuntimeError):
+    """A page or dataset could not be written; the caller answers inline, with a warning."""
+
+
+class InvalidDatasetIdError(ValueError):
+    """An id that cannot name a stored result (it must be a 26-character ULID)."""
+
+
+class DatasetNotFoundError(LookupError):
+    """No stored result has this id (never written, expired, or cleaned up)."""
+
+
+class SqlRejectedError(ValueError):
+    """The SQL is not a single read-only statement, or does not parse."""
+
+
+class SqlExecutionError(ValueError):
+    """The SQL was accepted but failed (unknown column, type error, permission, memory)."""
+
+
+class SqlTimeoutError(SqlExecutionError, TimeoutError):
+    pass
+
+
+class SqlResultTooLargeError(SqlExecutionError):
+    """The result is over what the requested output mode can return whole."""
+
+
+class JqFilterError(ValueError):
+    """The filter was refused, did not compile, failed at run time, or ran too long."""
+
+
+class JqTimeoutError(JqFilterError, TimeoutError):
+    pass
 
 
 class InvalidParamsError(ToolError):

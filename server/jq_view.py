@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from search_engine import SearchResult
-from server.output import JqFilterError, apply_jq
+from server.errors import JqFilterError
+from server.output import apply_jq
 from server.records import match_from_record, match_record
 from server.settings import OffloadSettings
 

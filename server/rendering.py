@@ -16,12 +16,10 @@ from fastmcp.tools.base import ToolResult
 from mcp_types import ResourceLink, TextContent
 
 from server.clients import ClientProfile
-from server.output import OutputLayer, PageView, Rendered, RenderOptions
+from server.output import JSONL_MIME_TYPE, OutputLayer, OutputMode, PageView, Rendered, RenderOptions
 from server.page_text import page_text
 from server.records import Detail, group_by_file
 from server.response import SearchResponse
-
-JSONL_MIME = "application/x-ndjson"
 
 
 @dataclass(frozen=True)
@@ -50,7 +48,7 @@ def tool_result(rendered: Rendered) -> ToolResult:
                 uri=ref.uri,
                 name=ref.name,
                 description=f"{ref.line_count - 1} result lines after a header line (JSONL)",
-                mime_type=JSONL_MIME,
+                mime_type=JSONL_MIME_TYPE,
                 size=ref.size_bytes,
             )
         )
@@ -76,7 +74,7 @@ class Renderer:
         render_options = RenderOptions(
             tool=tool,
             query=query,
-            output_mode=options.output_mode,
+            output_mode=OutputMode.parse(options.output_mode),
             max_output_tokens=options.max_output_tokens,
             stats_only=options.stats_only,
             stats_first=options.stats_first,

@@ -5,7 +5,7 @@ Why this shape:
   into a *sliding* one (expiry counts from last access, as an agent paging slowly expects).
 - Its `maxsize` is spent on the memory budget (bytes, via `Session.size`), so the session-count
   cap is enforced by evicting LRU entries before an insert. Either limit evicts LRU first.
-- TTLCache only expires lazily, on access. A daemon sweeper thread calls `expire()` every
+- TTLCache only expires lazily, on access. A `Sweeper` thread calls `expire()` every
   `sweep_interval_s` so a server that goes idle still hands the memory back.
 - One `threading.Lock` guards everything. Critical sections are short dictionary work, never
   I/O or searching, so holding it from an asyncio task (directly or via `to_thread`) is safe.
@@ -22,6 +22,7 @@ from cachetools import TTLCache
 
 from sessions.models import Session
 from sessions.store import StoreStats
+from sessions.sweeper import Sweeper
 
 DEFAULT_TTL_S = 300.0
 DEFAULT_MAX_SESSIONS = 100
@@ -91,15 +92,11 @@ class MemoryStore:
         self._cache = _SessionCache(max_sessions, max_bytes, ttl_s, clock, self._removed)
         self._by_key: dict[str, str] = {}
         self._hits = self._misses = self._evictions = self._expirations = 0
-        self._stop = threading.Event()
-        self._sweeper: threading.Thread | None = None
+        self._sweeper: Sweeper | None = None
         if sweep_interval_s is not None:
             if sweep_interval_s <= 0:
                 raise ValueError(f"sweep_interval_s must be positive, got {sweep_interval_s}")
-            self._sweeper = threading.Thread(
-                target=self._sweep_loop, args=(sweep_interval_s,), name="codepager-session-sweeper", daemon=True
-            )
-            self._sweeper.start()
+            self._sweeper = Sweeper(self._expire, sweep_interval_s, name="codepager-session-sweeper").start(now=False)
 
     # -- SessionStore -------------------------------------------------------------------
 
@@ -153,9 +150,8 @@ class MemoryStore:
             )
 
     def close(self) -> None:
-        self._stop.set()
-        if self._sweeper is not None and self._sweeper is not threading.current_thread():
-            self._sweeper.join()
+        if self._sweeper is not None:
+            self._sweeper.close()
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -191,7 +187,6 @@ class MemoryStore:
         if self._by_key.get(session.key) == session.id:
             del self._by_key[session.key]
 
-    def _sweep_loop(self, interval_s: float) -> None:
-        while not self._stop.wait(interval_s):
-            with self._lock:
-                self._cache.expire()
+    def _expire(self) -> None:
+        with self._lock:
+            self._cache.expire()

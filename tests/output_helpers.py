@@ -1,13 +1,25 @@
 """Builders for the output-layer tests: real match records (made by the server's own
-`match_record`), pages over them, a layer on a temporary directory, and a page walker."""
+`match_record`), pages over them, a layer on a temporary directory, a page walker, and SQL run
+the way analyze-with-duckdb runs it."""
 
 from __future__ import annotations
 
+import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from search_engine.models import Match, MatchType
-from server.output import ListPage, OffloadStore, OutputLayer, Rendered, RenderOptions
+from server.output import (
+    Datasets,
+    ListPage,
+    OffloadStore,
+    OutputLayer,
+    QueryResult,
+    Rendered,
+    RenderOptions,
+    answer_query,
+)
 from server.records import match_record
 from server.settings import OffloadSettings
 
@@ -67,6 +79,30 @@ def make_page(records: list[Any], page_size: int | None = None, offset: int = 0)
 def make_layer(output_dir: Path, **settings: Any) -> OutputLayer:
     offload = OffloadSettings(output_dir=output_dir, **settings)
     return OutputLayer(offload, OffloadStore(offload.output_dir, retention_hours=offload.retention_hours))
+
+
+def query(datasets: Datasets, sql: str, dataset_id: str | None = None) -> QueryResult:
+    """`sql` answered by the server's path (`answer_query`, as analyze-with-duckdb answers it)
+    into a file, read back as a QueryResult: the rows from the file, the rest from the answer.
+    The answer ceiling is the least there is, so any result over 1 KB is streamed to the file
+    under `datasets.max_result_bytes`, as a large one is."""
+    with tempfile.TemporaryDirectory() as out:
+        layer = make_layer(Path(out), max_bytes=1024)
+        answer = RenderOptions(tool="analyze-with-duckdb", query=sql, output_mode="file_ref", records_key="rows")
+        r = answer_query(datasets, layer, sql, dataset_id, answer)
+        assert r.file_ref is not None
+        rows = [json.loads(line) for line in layer.store.read_whole(r.file_ref.id).splitlines()[1:]]
+    search, metadata = r.structured["search"], r.structured["metadata"]
+    truncated, elapsed = r.structured["results"]["truncated"], metadata["query_time_ms"]
+    return QueryResult(
+        search["query"],
+        metadata["columns"],
+        rows,
+        truncated,
+        elapsed,
+        search["parameters"]["datasets"],
+        metadata["warnings"],
+    )
 
 
 def options(**kw: Any) -> RenderOptions:

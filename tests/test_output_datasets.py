@@ -9,16 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from server.output import (
+from server.errors import (
     DatasetNotFoundError,
-    Datasets,
     InvalidDatasetIdError,
-    OffloadStore,
     SqlExecutionError,
     SqlRejectedError,
     SqlTimeoutError,
 )
-from tests.output_helpers import make_layer, make_records, options
+from server.output import Datasets, OffloadStore
+from tests.output_helpers import make_layer, make_records, options, query
 
 
 @pytest.fixture
@@ -38,12 +37,13 @@ def dataset(store: OffloadStore, records: list[dict]) -> str:
 
 def test_view_rows_are_the_records_without_the_header(store: OffloadStore, dataset: str, records: list[dict]) -> None:
     ds = Datasets(store)
-    result = ds.query(f"SELECT * FROM dataset_{dataset}")
+    result = query(ds, f"SELECT * FROM dataset_{dataset}")
     assert result.columns == ["file", "match", "type", "context"]  # no header-only columns
     assert result.rows == records and not result.truncated and result.datasets == [dataset]
-    per_file = ds.query(
+    per_file = query(
+        ds,
         f"SELECT file.path AS path, count(*) AS n, max(match.score) AS best FROM dataset_{dataset.lower()} "
-        "GROUP BY ALL ORDER BY path"
+        "GROUP BY ALL ORDER BY path",
     ).rows
     assert {r["path"]: r["n"] for r in per_file} == dict(Counter(r["file"]["path"] for r in records))
 
@@ -62,7 +62,7 @@ def test_view_rows_are_the_records_without_the_header(store: OffloadStore, datas
     ],
 )
 def test_read_only_statement_kinds_are_accepted(store: OffloadStore, dataset: str, sql: str) -> None:
-    assert Datasets(store).query(sql, dataset_id=dataset).rows
+    assert query(Datasets(store), sql, dataset_id=dataset).rows
 
 
 @pytest.mark.parametrize(
@@ -93,7 +93,7 @@ def test_read_only_statement_kinds_are_accepted(store: OffloadStore, dataset: st
 )
 def test_other_statements_are_refused(store: OffloadStore, dataset: str, sql: str, message: str) -> None:
     with pytest.raises(SqlRejectedError, match=message):
-        Datasets(store).query(sql, dataset_id=dataset)
+        query(Datasets(store), sql, dataset_id=dataset)
     assert not Path("/tmp/codepager-copy.csv").exists() and not Path("/tmp/codepager-attach.db").exists()
 
 
@@ -109,38 +109,35 @@ def test_other_statements_are_refused(store: OffloadStore, dataset: str, sql: st
 )
 def test_no_other_file_or_network_access(store: OffloadStore, dataset: str, sql: str) -> None:
     with pytest.raises(SqlExecutionError, match="disabled|Permission"):
-        Datasets(store).query(sql, dataset_id=dataset)
+        query(Datasets(store), sql, dataset_id=dataset)
 
 
 def test_other_offloaded_files_are_reachable_only_as_views(store: OffloadStore, dataset: str) -> None:
     other = store.write(tool="t", query="q", records=make_records(3))
     ds = Datasets(store)
     with pytest.raises(SqlExecutionError, match="disabled|Permission"):
-        ds.query(f"SELECT * FROM read_json('{other.path}')", dataset_id=dataset)
-    joined = ds.query(f"SELECT count(*) AS n FROM dataset_{other.id} JOIN dataset USING (type)", dataset_id=dataset)
+        query(ds, f"SELECT * FROM read_json('{other.path}')", dataset_id=dataset)
+    joined = query(ds, f"SELECT count(*) AS n FROM dataset_{other.id} JOIN dataset USING (type)", dataset_id=dataset)
     assert joined.rows == [{"n": 0}]  # regex vs semantic matches: real join, no rows in common
 
 
 def test_unknown_and_invalid_datasets(store: OffloadStore, dataset: str) -> None:
     ds = Datasets(store)
     with pytest.raises(DatasetNotFoundError, match="run the search again"):
-        ds.query("SELECT * FROM dataset_01ARZ3NDEKTSV4RRFFQ69G5FAV")
+        query(ds, "SELECT * FROM dataset_01ARZ3NDEKTSV4RRFFQ69G5FAV")
     with pytest.raises(InvalidDatasetIdError):
-        ds.query("SELECT 1", dataset_id="../../etc/passwd")
+        query(ds, "SELECT 1", dataset_id="../../etc/passwd")
     with pytest.raises(SqlExecutionError, match="no_such_column"):
-        ds.query("SELECT no_such_column FROM dataset", dataset_id=dataset)
+        query(ds, "SELECT no_such_column FROM dataset", dataset_id=dataset)
 
 
 def test_values_come_back_as_json(store: OffloadStore) -> None:
-    row = (
-        Datasets(store)
-        .query(
-            "SELECT 1.50::DECIMAL(10,2) AS d, TIMESTAMPTZ '2024-01-02 03:04:05+00' AS t, DATE '2024-01-02' AS day, "
-            "'nan'::DOUBLE AS nan, 'ab'::BLOB AS b, [1, 2] AS l, {'k': 1} AS s, 2::HUGEINT ** 70 AS big, "
-            "INTERVAL 90 SECOND AS i, 1 AS dup, 2 AS dup"
-        )
-        .rows[0]
-    )
+    row = query(
+        Datasets(store),
+        "SELECT 1.50::DECIMAL(10,2) AS d, TIMESTAMPTZ '2024-01-02 03:04:05+00' AS t, DATE '2024-01-02' AS day, "
+        "'nan'::DOUBLE AS nan, 'ab'::BLOB AS b, [1, 2] AS l, {'k': 1} AS s, 2::HUGEINT ** 70 AS big, "
+        "INTERVAL 90 SECOND AS i, 1 AS dup, 2 AS dup",
+    ).rows[0]
     json.dumps(row, allow_nan=False)
     assert row["d"] == 1.5 and row["t"].startswith("2024-01-02") and row["day"] == "2024-01-02"
     assert row["nan"] == "nan" and row["b"] == "6162" and row["l"] == [1, 2] and row["s"] == {"k": 1}
@@ -150,23 +147,23 @@ def test_values_come_back_as_json(store: OffloadStore) -> None:
 def test_non_object_and_empty_datasets(store: OffloadStore) -> None:
     ds = Datasets(store)
     scalars = store.write(tool="t", query="q", records=["a", "b", 3])
-    assert [r["value"] for r in ds.query("SELECT value FROM dataset", dataset_id=scalars.id).rows] == [
+    assert [r["value"] for r in query(ds, "SELECT value FROM dataset", dataset_id=scalars.id).rows] == [
         '"a"',
         '"b"',
         "3",
     ]
     empty = store.write(tool="t", query="q", records=[])
-    assert ds.query("SELECT count(*) AS n FROM dataset", dataset_id=empty.id).rows == [{"n": 0}]
+    assert query(ds, "SELECT count(*) AS n FROM dataset", dataset_id=empty.id).rows == [{"n": 0}]
 
 
 def test_limits_time_and_rows(store: OffloadStore) -> None:
     with pytest.raises(SqlTimeoutError, match="longer than 0.3 s"):
-        Datasets(store, timeout_s=0.3).query("SELECT count(*) FROM range(100000000000) a, range(10) b")
-    result = Datasets(store, max_rows=1000).query("SELECT range AS i FROM range(5000)")
+        query(Datasets(store, timeout_s=0.3), "SELECT count(*) FROM range(100000000000) a, range(10) b")
+    result = query(Datasets(store, max_rows=1000), "SELECT range AS i FROM range(5000)")
     assert len(result.rows) == 1000 and result.truncated
     page = result.to_page()
     assert page.counts()["truncated"] and "first 1000 rows" in page.metadata()["warnings"][0]
-    wide = Datasets(store, max_result_bytes=2048).query("SELECT repeat('x', 100) AS s FROM range(100)")
+    wide = query(Datasets(store, max_result_bytes=2048), "SELECT repeat('x', 100) AS s FROM range(100)")
     line = len(json.dumps({"s": "x" * 100}, separators=(",", ":"))) + 1
     assert len(wide.rows) == 2048 // line and wide.truncated
     assert "cut after 18 rows" in wide.warnings[0] and "duckdb_max_result_bytes" in wide.warnings[0]
@@ -174,20 +171,20 @@ def test_limits_time_and_rows(store: OffloadStore) -> None:
 
 def test_a_huge_select_goes_through_the_output_layer_and_is_offloaded(tmp_path: Path, store: OffloadStore) -> None:
     ds = Datasets(store)
-    result = ds.query("SELECT range AS i, repeat('x', 50) AS pad FROM range(20000)")
-    layer = make_layer(store.output_dir)
+    result = query(ds, "SELECT range AS i, repeat('x', 50) AS pad FROM range(20000)")
+    layer = make_layer(store.root)
     r = layer.render(result.to_page(), options(tool="analyze-with-duckdb", query=result.sql, records_key="rows"))
     assert r.mode == "file_ref" and r.structured["results"]["total_count"] == 20000
-    again = ds.query(f"SELECT count(*) AS n, sum(i) AS s FROM dataset_{r.file_ref.id}")
+    again = query(ds, f"SELECT count(*) AS n, sum(i) AS s FROM dataset_{r.file_ref.id}")
     assert again.rows == [{"n": 20000, "s": sum(range(20000))}]
 
 
 def test_list_datasets_with_filter(store: OffloadStore, dataset: str) -> None:
     store.write(tool="regex_search", query="TODO", records=make_records(4))
     ds = Datasets(store)
-    listed = ds.list()
+    listed = ds.infos()
     assert [d.tool for d in listed] == ["regex_search", "semantic_search"]  # newest first
-    info = ds.list("PARSE")[0].to_dict()
+    info = ds.infos("PARSE")[0].to_dict()
     assert info == {
         "id": dataset,
         "view": f"dataset_{dataset}",
@@ -197,4 +194,4 @@ def test_list_datasets_with_filter(store: OffloadStore, dataset: str) -> None:
         "rows": 60,
         "size_bytes": store.path_of(dataset).stat().st_size,
     }
-    assert ds.list("regex")[0].query == "TODO" and ds.list("nothing-like-this") == []
+    assert ds.infos("regex")[0].query == "TODO" and ds.infos("nothing-like-this") == []

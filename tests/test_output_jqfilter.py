@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from server.output import JqFilterError, JqTimeoutError, apply_jq
+from server.errors import JqFilterError, JqTimeoutError
+from server.output import apply_jq
 from server.output.jqfilter import check_expression
 from tests.output_helpers import make_records
 

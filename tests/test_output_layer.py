@@ -15,7 +15,7 @@ import pytest
 
 from server.output import MIN_OUTPUT_TOKENS, Datasets, OffloadStore, OutputLayer, OutputMode, estimate_tokens
 from server.output.jsontext import byte_size
-from server.output.modes import Ceiling, select_mode
+from server.output.layer import Ceiling, select_mode
 from server.settings import OffloadSettings
 from tests.output_helpers import make_layer, make_page, make_records, options, walk
 
@@ -283,7 +283,7 @@ def test_everything_is_built_from_settings(tmp_path: Path) -> None:
         duckdb_memory_limit="64MB", duckdb_threads=2, duckdb_timeout_s=3, duckdb_max_rows=9,
     )  # fmt: skip
     store = OffloadStore.from_settings(s)
-    assert (store.output_dir, store.retention_s, store.sweep_interval_s) == (tmp_path, 7200, 7)
+    assert (store.root, store.retention_s, store.sweeper.interval_s) == (tmp_path, 7200, 7)
     assert OutputLayer(s, store).ceiling == Ceiling(1234, 5678)
     ds = Datasets.from_settings(store, s)
     assert (ds.memory_limit, ds.threads, ds.timeout_s, ds.max_rows) == ("64MB", 2, 3, 9)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from server.output import DatasetNotFoundError, InvalidDatasetIdError, OffloadError, OffloadStore, estimate_tokens
+from server.errors import DatasetNotFoundError, InvalidDatasetIdError, StoreWriteError
+from server.output import OffloadStore, estimate_tokens
 from server.output.jsontext import dumps_bytes
 from tests.output_helpers import make_records
 
@@ -87,7 +88,7 @@ def test_tool_names_are_made_safe_for_file_names(tmp_path: Path) -> None:
 def test_symlinked_output_dir_is_refused(tmp_path: Path) -> None:
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
-    with pytest.raises(OffloadError, match="symlink"):
+    with pytest.raises(StoreWriteError, match="symlink"):
         OffloadStore(tmp_path / "link").write(tool="t", query="q", records=make_records(1))
     assert list((tmp_path / "real").iterdir()) == []
 
@@ -222,7 +223,7 @@ def test_writes_sweep_expired_files_opportunistically(tmp_path: Path) -> None:
     _age(first.path, 7200)
     store.write(tool="t", query="q", records=[])  # interval not elapsed: no sweep
     assert first.path.exists()
-    store.sweep_interval_s = 0
+    store.sweeper.interval_s = 0
     store.write(tool="t", query="q", records=[])
     assert not first.path.exists()
 
@@ -231,12 +232,12 @@ def test_background_sweeper_expires_files_and_stops(tmp_path: Path) -> None:
     store = OffloadStore(tmp_path, retention_hours=1, sweep_interval_s=0.05)
     f = store.write(tool="t", query="q", records=[])
     _age(f.path, 7200)
-    store.start_sweeper()
+    store.sweeper.start()
     try:
         deadline = time.monotonic() + 10
         while f.path.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert not f.path.exists()
     finally:
-        store.close()
+        store.sweeper.close()
     assert not any(t.name == "codepager-offload-sweep" for t in threading.enumerate())

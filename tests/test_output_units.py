@@ -8,9 +8,9 @@ import json
 import pytest
 
 from server.output import estimate_tokens
+from server.output.fit import clip_strings, shrink_to_fit
 from server.output.jsontext import byte_size, dumps, dumps_bytes, dumps_lines
 from server.output.schema import infer_schema, leaf_fields
-from server.output.shrink import clip_strings, shrink_to_fit
 
 
 @pytest.mark.parametrize(

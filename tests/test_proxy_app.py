@@ -20,9 +20,9 @@ from fastmcp.client.transports import FastMCPTransport
 from mcp import MCPError
 from mcp_types import INVALID_PARAMS
 
+from server.output import BYTES_PER_TOKEN
 from server.proxy import Backend, build_proxy_app, command_backend
 from server.proxy.answer import answer_budget
-from server.proxy.size import BYTES_PER_TOKEN
 from server.settings import Settings, load_settings
 from tests.proxy_backend import app as backend_app
 from tests.proxy_backend import make_rows

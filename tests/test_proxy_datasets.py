@@ -16,13 +16,14 @@ from fastmcp.tools.base import ToolResult
 from mcp_types import ImageContent, TextContent
 from ulid import ULID
 
-from server.output import DatasetFilter, Datasets, DatasetStore, OffloadStore
-from server.output.profile import MAX_DISTINCT, as_object, profile_records
+from server.output import BYTES_PER_TOKEN, DatasetFilter, Datasets, DatasetStore, OffloadStore
+from server.output.schema import MAX_DISTINCT, as_object, profile_records
 from server.proxy.answer import answer_budget, example_sql
 from server.proxy.backends import ToolOwners, command_backend, server_name
 from server.proxy.extraction import MAX_NESTING, extract_records
 from server.proxy.saver import ProxiedCall, ResultSaver
-from server.proxy.size import BYTES_PER_TOKEN, sent_size
+from server.proxy.size import sent_size
+from tests.output_helpers import query
 from tests.proxy_backend import make_rows
 
 
@@ -188,9 +189,9 @@ def test_concurrent_saves_get_unique_complete_datasets(tmp_path: Path) -> None:
 def test_a_failed_write_raises_a_typed_error_and_leaves_nothing(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("a file where the data dir should be")
-    from server.output import DatasetWriteError
+    from server.errors import StoreWriteError
 
-    with pytest.raises(DatasetWriteError, match="not a directory|Not a directory"):
+    with pytest.raises(StoreWriteError, match="not a directory|Not a directory"):
         DatasetStore(blocker).save(DatasetStore.new_id(), [{"a": 1}], {})
 
 
@@ -227,8 +228,8 @@ def test_sql_joins_an_offloaded_page_with_a_saved_result(both) -> None:
     result_id = saved.new_id()
     saved.save(result_id, make_rows(30), {"tool": "records", "server": "backend"})
     sql = f"SELECT p.n, count(*) AS c FROM dataset_{page.id} p JOIN dataset_{result_id} r USING (kind) GROUP BY 1 ORDER BY 1"
-    assert datasets.query(sql).rows == [{"n": 1, "c": 10}, {"n": 2, "c": 10}]
-    assert datasets.query("SELECT count(*) AS c FROM dataset", dataset_id=result_id).rows == [{"c": 30}]
+    assert query(datasets, sql).rows == [{"n": 1, "c": 10}, {"n": 2, "c": 10}]
+    assert query(datasets, "SELECT count(*) AS c FROM dataset", dataset_id=result_id).rows == [{"c": 30}]
 
 
 def test_listing_filters_by_text_tool_server_and_date(both) -> None:
@@ -238,15 +239,15 @@ def test_listing_filters_by_text_tool_server_and_date(both) -> None:
     old, new = old_id(3), saved.new_id()
     saved.save(old, [{"a": 1}], {"tool": "directory_tree", "server": "fs", "arguments": {"path": "/src"}})
     saved.save(new, [{"a": 1}], {"tool": "query", "server": "db", "arguments": {"sql": "select"}})
-    assert [i.tool for i in datasets.list()] == ["query", "regex_search", "directory_tree"]  # newest first
-    assert [i.id for i in datasets.list(DatasetFilter(server="fs"))] == [old]
-    assert [i.id for i in datasets.list(DatasetFilter(tool="query"))] == [new]
-    assert [i.id for i in datasets.list("/src")] == [old]
+    assert [i.tool for i in datasets.infos()] == ["query", "regex_search", "directory_tree"]  # newest first
+    assert [i.id for i in datasets.infos(DatasetFilter(server="fs"))] == [old]
+    assert [i.id for i in datasets.infos(DatasetFilter(tool="query"))] == [new]
+    assert [i.id for i in datasets.infos("/src")] == [old]
     today = time.strftime("%Y-%m-%d", time.gmtime())
-    assert {i.tool for i in datasets.list(DatasetFilter(date_from=today))} == {"regex_search", "query"}
-    assert [i.id for i in datasets.list(DatasetFilter(date_to=old_id_day(old)))] == [old]
-    assert datasets.list(DatasetFilter(date_from="2001-01-01T00:00:00Z", date_to="2001-12-31")) == []
-    info = next(i for i in datasets.list() if i.id == old).to_dict()
+    assert {i.tool for i in datasets.infos(DatasetFilter(date_from=today))} == {"regex_search", "query"}
+    assert [i.id for i in datasets.infos(DatasetFilter(date_to=old_id_day(old)))] == [old]
+    assert datasets.infos(DatasetFilter(date_from="2001-01-01T00:00:00Z", date_to="2001-12-31")) == []
+    info = next(i for i in datasets.infos() if i.id == old).to_dict()
     assert info["server"] == "fs" and json.loads(info["query"]) == {"path": "/src"}
     with pytest.raises(ValueError, match="ISO date"):
         DatasetFilter(date_from="last tuesday")
@@ -268,7 +269,7 @@ def test_every_example_query_runs(both, records) -> None:
     queries = example_sql(f"dataset_{dataset_id}", extracted, profile)
     assert len(queries) >= 3
     for sql in queries:
-        assert datasets.query(sql).rows, sql
+        assert query(datasets, sql).rows, sql
 
 
 # -- the saver never fails the call -------------------------------------------------------------
@@ -323,8 +324,8 @@ def test_the_answer_for_wide_records_fits_its_budget_and_says_where_the_other_fi
     assert all(list(r) == listed for r in ds["sample_records"])
     assert set(ds["distinct_values"]) <= set(listed)
     for sql in body["example_sql"]:
-        assert datasets.query(sql).rows, sql
-    assert len(datasets.query(f"DESCRIBE {ds['table']}").rows) == columns  # where the rest are
+        assert query(datasets, sql).rows, sql
+    assert len(query(datasets, f"DESCRIBE {ds['table']}").rows) == columns  # where the rest are
     meta = json.loads(Path(ds["metadata_path"]).read_text())
     assert len(meta["schema"]["fields"]) == columns
 

@@ -1,70 +1,66 @@
 """The large-result output layer shared by the search tools, the SQL tool and the proxy.
 
 `OutputLayer.render(page, RenderOptions(...))` turns one page into a response that fits:
-inline, file_ref (a JSONL file plus a descriptor), legacy, or stats. `OffloadStore` owns the
-files, `DatasetStore` the proxy's saved results, `Datasets` the read-only SQL over both,
-`apply_jq` the sandboxed jq filter and `estimate_tokens` the one size estimate everything uses.
+inline, file_ref (a JSONL file plus a descriptor), legacy, or stats. `OffloadStore` and
+`DatasetStore` are the two kinds of `FileStore` (offloaded pages; the proxy's saved results),
+`Datasets` the read-only SQL over both, `apply_jq` the sandboxed jq filter, `estimate_tokens`
+the one size estimate everything uses. This is the package's public surface: the proxy and the
+tools import from here, never from its modules. Its errors are in `server.errors`.
 """
 
-from server.output.dataset_store import DatasetStore, DatasetWriteError
-from server.output.datasets import (
-    DatasetFilter,
-    DatasetInfo,
-    Datasets,
-    QueryResult,
-    SqlExecutionError,
-    SqlRejectedError,
-    SqlResultTooLargeError,
-    SqlTimeoutError,
+from server.output.dataset_store import DatasetStore, SavedDataset
+from server.output.datasets import DatasetFilter, Datasets, QueryResult, answer_query
+from server.output.descriptor import JSONL_MIME_TYPE, LINES_URI, RESULTS_URI
+from server.output.files import DatasetFile, quote_ident
+from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project, shrink_to_fit
+from server.output.jqfilter import apply_jq
+from server.output.jsontext import BYTES_PER_TOKEN, CHARS_PER_TOKEN, dumps, dumps_bytes, estimate_tokens
+from server.output.layer import (
+    MIN_OUTPUT_TOKENS,
+    Ceiling,
+    ListPage,
+    OutputLayer,
+    OutputMode,
+    PageView,
+    Rendered,
+    RenderOptions,
 )
-from server.output.descriptor import JSONL_MIME_TYPE, LINES_URI, RESULTS_URI, FileRef
-from server.output.jqfilter import JqFilterError, JqTimeoutError, apply_jq
-from server.output.layer import OutputLayer, Rendered, RenderOptions
-from server.output.modes import MIN_OUTPUT_TOKENS, OutputMode
-from server.output.offload import (
-    CleanupReport,
-    DatasetNotFoundError,
-    InvalidDatasetIdError,
-    OffloadError,
-    OffloadStore,
-)
-from server.output.pages import ListPage, PageView
-from server.output.sources import DatasetFile, DatasetSource
-from server.output.stats import compute_stats
-from server.output.tokens import estimate_tokens
+from server.output.offload import OffloadStore
+from server.output.schema import Profile, as_object, profile_records
 
 __all__ = [
+    "BYTES_PER_TOKEN",
+    "CHARS_PER_TOKEN",
     "JSONL_MIME_TYPE",
     "LINES_URI",
     "MIN_OUTPUT_TOKENS",
     "RESULTS_URI",
-    "CleanupReport",
+    "Ceiling",
     "DatasetFile",
     "DatasetFilter",
-    "DatasetInfo",
-    "DatasetNotFoundError",
-    "DatasetSource",
     "DatasetStore",
-    "DatasetWriteError",
     "Datasets",
-    "FileRef",
-    "InvalidDatasetIdError",
-    "JqFilterError",
-    "JqTimeoutError",
     "ListPage",
-    "OffloadError",
     "OffloadStore",
     "OutputLayer",
     "OutputMode",
     "PageView",
+    "Profile",
     "QueryResult",
     "RenderOptions",
     "Rendered",
-    "SqlExecutionError",
-    "SqlRejectedError",
-    "SqlResultTooLargeError",
-    "SqlTimeoutError",
+    "SavedDataset",
+    "answer_query",
     "apply_jq",
-    "compute_stats",
+    "as_object",
+    "clip_strings",
+    "dumps",
+    "dumps_bytes",
     "estimate_tokens",
+    "largest_fitting",
+    "omitted_fields_note",
+    "profile_records",
+    "project",
+    "quote_ident",
+    "shrink_to_fit",
 ]

@@ -10,51 +10,44 @@ The id is a ULID, whose timestamp names the day folder, so a dataset is found fr
 without a scan, and ids sort by creation time. The data file has no header line, so any JSONL
 tool (DuckDB, jq, pandas) reads it as is; what the header would say is in the metadata.
 
-Both files are written with `private_files` (0600, atomic rename); the metadata file is
-written last and is what makes a dataset exist, so a crash between the two leaves an orphan
-data file that retention removes, never a dataset without its description.
+Both files are written by `FileStore` (0600, atomic rename); the metadata file is written
+last and is what makes a dataset exist, so a crash between the two leaves an orphan data file
+that retention removes, never a dataset without its description.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ulid import ULID
 
-from server.output.jsontext import dumps_bytes, dumps_lines
-from server.output.offload import ULID_PATTERN, CleanupReport, DatasetNotFoundError, check_id
-from server.output.private_files import (
-    PrivateFileError,
+from server.errors import DatasetNotFoundError
+from server.output.files import (
+    DUCKDB_OBJECT_SIZE,
+    DatasetFile,
+    DatasetInfo,
+    FileStore,
+    check_id,
+    iso_timestamp,
     open_owned,
-    open_private_dir,
-    owned_files,
-    write_atomically,
+    scandir,
 )
-from server.output.sources import DUCKDB_OBJECT_SIZE, DatasetFile, DatasetInfo
+from server.output.jsontext import dumps_bytes, dumps_lines
 from server.settings import ProxySettings
 
-LABEL = "proxy.data_dir"
-_NAME_RE = re.compile(rf"^dataset_(?P<id>{ULID_PATTERN})_(?:data\.jsonl|metadata\.json)$")
-_TEMP_RE = re.compile(rf"^\.dataset_(?P<id>{ULID_PATTERN})_(?:data\.jsonl|metadata\.json)\.tmp$")
 _YEAR, _TWO_DIGITS = re.compile(r"^\d{4}$"), re.compile(r"^\d{2}$")
-#: A temp file younger than this may still be being written; cleanup leaves it alone.
-_TEMP_GRACE_S = 600.0
 _MAX_METADATA_BYTES = 4 << 20
 #: What a text result's records are (`{"line": 1, "text": "..."}`), so SQL need not infer it.
 TEXT_LINE_COLUMNS = (("line", "BIGINT"), ("text", "VARCHAR"))
-
-
-class DatasetWriteError(RuntimeError):
-    """A dataset could not be saved; the proxy then answers inline, truncated, with a warning."""
+#: Retention runs at start-up and then this often; datasets live for days, so hourly is plenty.
+SWEEP_INTERVAL_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +55,6 @@ class SavedDataset:
     id: str
     data_path: Path
     metadata_path: Path
-    size_bytes: int
-    metadata: dict[str, Any]
 
 
 def created_at(dataset_id: str) -> datetime:
@@ -71,24 +62,21 @@ def created_at(dataset_id: str) -> datetime:
     return ULID.from_str(dataset_id).datetime
 
 
-def iso_timestamp(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class DatasetStore:
+class DatasetStore(FileStore):
     """Writes, finds, lists and expires saved datasets under `<data_dir>/datasets`."""
 
+    name = r"dataset_{id}_(?:data\.jsonl|metadata\.json)"
+    label = "proxy.data_dir"
+
     def __init__(self, data_dir: Path, *, retention_days: float = 30.0) -> None:
-        self.root = Path(data_dir) / "datasets"
+        super().__init__(
+            Path(data_dir) / "datasets", retention_s=retention_days * 86400.0, sweep_interval_s=SWEEP_INTERVAL_S
+        )
         self.retention_days = retention_days
 
     @classmethod
     def from_settings(cls, settings: ProxySettings) -> DatasetStore:
         return cls(settings.data_dir, retention_days=settings.cleanup_after_days)
-
-    @staticmethod
-    def new_id() -> str:
-        return str(ULID())
 
     def day_dir(self, dataset_id: str) -> Path:
         day = created_at(check_id(dataset_id))
@@ -98,7 +86,7 @@ class DatasetStore:
 
     def save(self, dataset_id: str, records: Sequence[Any], description: dict[str, Any]) -> SavedDataset:
         """Write `records` and their metadata (`description` plus what the store knows: id,
-        timestamp, record_count, data file and size). Raises DatasetWriteError."""
+        timestamp, record_count, data file and size). Raises StoreWriteError."""
         folder = self.day_dir(dataset_id)
         data_name, meta_name = f"dataset_{dataset_id}_data.jsonl", f"dataset_{dataset_id}_metadata.json"
         body = dumps_lines(records)
@@ -111,23 +99,8 @@ class DatasetStore:
             "size_bytes": len(body),
             "max_record_bytes": _longest_line(body),
         }
-        try:
-            dir_fd = open_private_dir(folder, create=True, label=LABEL)
-        except PrivateFileError as exc:
-            raise DatasetWriteError(str(exc)) from exc
-        try:
-            write_atomically(dir_fd, data_name, (body,))
-            try:
-                write_atomically(dir_fd, meta_name, (dumps_bytes(metadata),))
-            except PrivateFileError:
-                with contextlib.suppress(OSError):
-                    os.unlink(data_name, dir_fd=dir_fd)
-                raise
-        except PrivateFileError as exc:
-            raise DatasetWriteError(f"{exc} in {folder}") from exc
-        finally:
-            os.close(dir_fd)
-        return SavedDataset(dataset_id, folder / data_name, folder / meta_name, len(body), metadata)
+        self._write(folder, [(data_name, (body,)), (meta_name, (dumps_bytes(metadata),))])
+        return SavedDataset(dataset_id, folder / data_name, folder / meta_name)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -147,67 +120,36 @@ class DatasetStore:
         path = self.day_dir(dataset_id) / str(meta.get("data_file", f"dataset_{dataset_id}_data.jsonl"))
         columns = TEXT_LINE_COLUMNS if meta.get("format") == "text_lines" else ()
         largest = int(meta.get("max_record_bytes", 0))
-        return DatasetFile(dataset_id, path, int(meta.get("record_count", 0)), columns=columns, max_record_bytes=largest)
+        return DatasetFile(
+            dataset_id, path, int(meta.get("record_count", 0)), columns=columns, max_record_bytes=largest
+        )
 
-    def infos(self) -> list[DatasetInfo]:
-        """Every saved dataset, newest first."""
-        out = []
-        for folder in self._day_dirs():
-            ids = sorted({m["id"] for e, _, m in owned_files(_NAME_RE, folder) if e.name.endswith(".json")}, reverse=True)
-            for dataset_id in ids:
-                try:
-                    meta = self.metadata(dataset_id)
-                except DatasetNotFoundError:
-                    continue  # removed between listing and reading
-                out.append(
-                    DatasetInfo(
-                        id=dataset_id,
-                        tool=str(meta.get("tool", "")),
-                        query=json.dumps(meta.get("arguments") or {}, ensure_ascii=False, separators=(",", ":")),
-                        created=str(meta.get("timestamp", "")),
-                        rows=int(meta.get("record_count", 0)),
-                        size_bytes=int(meta.get("size_bytes", 0)),
-                        server=str(meta.get("server", "")),
-                    )
-                )
-        return out
+    def _info(self, dataset_id: str, match: re.Match[str], st: os.stat_result) -> DatasetInfo:
+        meta = self.metadata(dataset_id)
+        return DatasetInfo(
+            id=dataset_id,
+            tool=str(meta.get("tool", "")),
+            query=json.dumps(meta.get("arguments") or {}, ensure_ascii=False, separators=(",", ":")),
+            created=str(meta.get("timestamp", "")),
+            rows=int(meta.get("record_count", 0)),
+            size_bytes=int(meta.get("size_bytes", 0)),
+            server=str(meta.get("server", "")),
+        )
 
-    def _day_dirs(self) -> Iterator[Path]:
+    def _folders(self) -> list[Path]:
         """YYYY/MM/DD folders under the root, newest first; links and other names are skipped."""
         level: list[Path] = [self.root]
         for pattern in (_YEAR, _TWO_DIGITS, _TWO_DIGITS):
             level = [
                 Path(e.path)
                 for parent in level
-                for e in sorted(_scandir(parent), key=lambda e: e.name, reverse=True)
+                for e in sorted(scandir(parent), key=lambda e: e.name, reverse=True)
                 if pattern.match(e.name) and e.is_dir(follow_symlinks=False)
             ]
-        yield from level
+        return level
 
-    # -- expiry --------------------------------------------------------------------------------
-
-    def cleanup(self, max_age_days: float | None = None) -> CleanupReport:
-        """Remove datasets saved more than `max_age_days` ago (default: the retention period),
-        then the day, month and year folders left empty. Only our own files are touched."""
-        if max_age_days is not None and max_age_days < 0:
-            raise ValueError(f"max_age_days must be >= 0, got {max_age_days}")
-        age_s = (self.retention_days if max_age_days is None else max_age_days) * 86400.0
-        now = time.time()
-        removed: list[str] = []
-        freed = 0
-        for folder in list(self._day_dirs()):
-            for pattern, min_age in ((_NAME_RE, age_s), (_TEMP_RE, max(age_s, _TEMP_GRACE_S))):
-                for entry, st, m in owned_files(pattern, folder):
-                    if now - created_at(m["id"]).timestamp() < min_age:
-                        continue
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(entry.path)
-                        removed.append(entry.path)
-                        freed += st.st_size
-            for empty in (folder, folder.parent, folder.parent.parent):
-                with contextlib.suppress(OSError):
-                    empty.rmdir()
-        return CleanupReport(removed_count=len(removed), freed_bytes=freed, files=removed)
+    def _born(self, match: re.Match[str], st: os.stat_result) -> float:
+        return created_at(match["id"]).timestamp()
 
 
 def _longest_line(body: bytes) -> int:
@@ -220,12 +162,3 @@ def _longest_line(body: bytes) -> int:
         longest = max(longest, end - start)
         start = end + 1
     return max(longest, len(body) - start)
-
-
-def _scandir(path: Path) -> list[os.DirEntry[str]]:
-    try:
-        with os.scandir(path) as it:
-            return list(it)
-    except OSError:
-        return []
-

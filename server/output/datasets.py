@@ -14,15 +14,27 @@ agent, so it is treated as untrusted:
 - DuckDB spills to a temp dir of its own per query (0700, removed afterwards), never the
   default `.tmp` in the server's working directory: DuckDB always lets SQL read its temp dir,
   so a shared one would expose whatever else is in it.
-Rows are fetched in small batches (`QueryStream`), each turned into a JSON-ready record and its
-JSON line as it arrives, so a result is never held whole: `sql_answer` keeps what fits one
-answer and streams the rest to an offload file under `max_result_bytes`.
+
+Answering (`answer_query`) never holds a whole result either: one SELECT can produce gigabytes
+(`SELECT repeat('x', 100000) FROM range(100000)`), so rows are fetched in small batches
+(`QueryStream`), each turned into a JSON-ready record and its JSON line as it arrives:
+- the rows that fit one answer (the layer's byte ceiling) are kept; when the result ends
+  there, it is answered like any page (inline, or a file when over the token ceiling);
+- otherwise, in `auto` and `file_ref` mode, they and the rest are streamed to an offload file,
+  up to `max_result_bytes` of JSON, and the answer is that file's descriptor, saying where and
+  why the result was cut. The file is a dataset like any other: SQL, read-dataset-page and jq
+  read it;
+- in `inline` mode (or with max_output_tokens) the rows read so far are answered, cut to fit,
+  and the answer says the result goes on and how to get the rest;
+- `legacy` (a bare array) has no room to say it was cut, so a result over the ceiling is
+  refused with what to do instead.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
 import math
 import re
 import tempfile
@@ -37,17 +49,25 @@ from typing import Any
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from server.output.jsontext import dumps_lines
-from server.output.offload import ULID_PATTERN, DatasetNotFoundError, OffloadStore, check_id
-from server.output.pages import ListPage
-from server.output.sources import (
+from server.errors import (
+    DatasetNotFoundError,
+    SqlExecutionError,
+    SqlRejectedError,
+    SqlResultTooLargeError,
+    SqlTimeoutError,
+    StoreWriteError,
+)
+from server.output.files import (
+    ULID_PATTERN,
     DatasetFile,
     DatasetInfo,
     DatasetSource,
-    OffloadedResults,
+    check_id,
     quote_ident,
     quote_literal,
 )
+from server.output.jsontext import CHARS_PER_TOKEN, dumps_lines
+from server.output.layer import ListPage, OutputLayer, OutputMode, Rendered, RenderOptions, select_mode
 from server.settings import OffloadSettings
 
 _VIEW_REF = re.compile(rf"\bdataset_({ULID_PATTERN})\b", re.IGNORECASE)
@@ -57,22 +77,6 @@ _EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(?:ANALY[SZ]E\s+)?", re.IGNORECASE)
 BATCH_BYTES = 1 << 20
 MAX_BATCH_ROWS = 2048
 DEFAULT_MAX_RESULT_BYTES = 64 << 20
-
-
-class SqlRejectedError(ValueError):
-    """The SQL is not a single read-only statement, or does not parse."""
-
-
-class SqlExecutionError(ValueError):
-    """The SQL was accepted but failed (unknown column, type error, permission, memory)."""
-
-
-class SqlTimeoutError(SqlExecutionError, TimeoutError):
-    pass
-
-
-class SqlResultTooLargeError(SqlExecutionError):
-    """The result is over what the requested output mode can return whole."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,26 +89,21 @@ class QueryResult:
     datasets: list[str]
     warnings: list[str] = field(default_factory=list)
 
-    def to_page(self, page_size: int | None = None) -> ListPage:
-        """The rows as a page for `OutputLayer.render` (records_key="rows" reads best)."""
+    def to_page(self, page_size: int | None = None, written: int | None = None) -> ListPage:
+        """The rows as a page for `OutputLayer.render` (records_key="rows" reads best); with
+        `written`, they are the first of that many written to a file (see `ListPage`)."""
         return ListPage(
             items=self.rows,
-            page_size=page_size,
+            page_size=max(written, 1) if written is not None else page_size,
+            written=written,
             search_block={"query": self.sql, "mode": "sql", "parameters": {"datasets": self.datasets}},
-            metadata_block={"query_time_ms": round(self.elapsed_ms, 3), "columns": self.columns, "warnings": self.warnings},
+            metadata_block={
+                "query_time_ms": round(self.elapsed_ms, 3),
+                "columns": self.columns,
+                "warnings": self.warnings,
+            },
             source_truncated=self.truncated,
         )
-
-
-def max_rows_warning(max_rows: int) -> str:
-    return f"only the first {max_rows} rows were kept (offload.duckdb_max_rows); add LIMIT/OFFSET or aggregate"
-
-
-def result_bytes_warning(kept: int, max_bytes: int) -> str:
-    return (
-        f"the result was cut after {kept} rows: its JSON reached offload.duckdb_max_result_bytes "
-        f"({max_bytes} bytes); add LIMIT/OFFSET, select fewer or shorter columns (e.g. left(col, 200)), or aggregate"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +139,9 @@ class BoundedRows:
 
     def cuts(self) -> list[str]:
         """The warning saying where the rows were cut, if they were."""
-        return [result_bytes_warning(self.count, self.max_bytes)] if self.cut else []
+        reached = f"its JSON reached offload.duckdb_max_result_bytes ({self.max_bytes} bytes)"
+        fix = "add LIMIT/OFFSET, select fewer or shorter columns (e.g. left(col, 200)), or aggregate"
+        return [f"the result was cut after {self.count} rows: {reached}; {fix}"] if self.cut else []
 
 
 class QueryStream:
@@ -152,7 +153,9 @@ class QueryStream:
     Fetch errors are the query's errors: a timeout is SqlTimeoutError, the rest
     SqlExecutionError."""
 
-    def __init__(self, sql: str, datasets: list[str], cursor: duckdb.DuckDBPyConnection, *, max_rows: int, timeout_s: float) -> None:
+    def __init__(
+        self, sql: str, datasets: list[str], cursor: duckdb.DuckDBPyConnection, *, max_rows: int, timeout_s: float
+    ) -> None:
         self.sql = sql
         self.datasets = datasets
         self.columns = _unique_columns([d[0] for d in cursor.description or []])
@@ -183,7 +186,8 @@ class QueryStream:
         """`rows` of this query as a QueryResult; `cuts` say why rows were left out (the
         max_rows cut, if any, is added)."""
         if self.truncated:
-            cuts = [max_rows_warning(self.max_rows), *cuts]
+            kept = f"only the first {self.max_rows} rows were kept (offload.duckdb_max_rows)"
+            cuts = [f"{kept}; add LIMIT/OFFSET or aggregate", *cuts]
         return QueryResult(self.sql.strip(), self.columns, rows, bool(cuts), self.elapsed_ms, self.datasets, cuts)
 
     def _fetch(self, n: int) -> list[tuple[Any, ...]]:
@@ -288,7 +292,9 @@ class DatasetFilter(BaseModel):
             try:
                 _instant(value, end_of_day=False)
             except ValueError:
-                raise ValueError(f"{value!r} is not an ISO date like 2025-01-31 or date-time like 2025-01-31T12:00:00Z") from None
+                raise ValueError(
+                    f"{value!r} is not an ISO date like 2025-01-31 or date-time like 2025-01-31T12:00:00Z"
+                ) from None
         return value
 
     def matches(self, info: DatasetInfo) -> bool:
@@ -313,13 +319,11 @@ class DatasetFilter(BaseModel):
 
 
 class Datasets:
-    """Lists saved datasets from its sources and runs read-only SQL over them.
-
-    Sources are asked in order; an `OffloadStore` is accepted as the source of its own files."""
+    """Lists saved datasets from its sources (asked in order) and runs read-only SQL over them."""
 
     def __init__(
         self,
-        *sources: OffloadStore | DatasetSource,
+        *sources: DatasetSource,
         memory_limit: str = "512MB",
         threads: int = 1,
         timeout_s: float = 30.0,
@@ -328,9 +332,7 @@ class Datasets:
     ) -> None:
         if not sources:
             raise ValueError("Datasets needs at least one source of datasets")
-        self.sources: list[DatasetSource] = [
-            OffloadedResults(s) if isinstance(s, OffloadStore) else s for s in sources
-        ]
+        self.sources = list(sources)
         self.memory_limit = memory_limit
         self.threads = threads
         self.timeout_s = timeout_s
@@ -338,7 +340,7 @@ class Datasets:
         self.max_result_bytes = max_result_bytes
 
     @classmethod
-    def from_settings(cls, store: OffloadStore, settings: OffloadSettings) -> Datasets:
+    def from_settings(cls, store: DatasetSource, settings: OffloadSettings) -> Datasets:
         return cls(
             store,
             memory_limit=settings.duckdb_memory_limit,
@@ -348,7 +350,7 @@ class Datasets:
             max_result_bytes=settings.duckdb_max_result_bytes,
         )
 
-    def list(self, filter: str | DatasetFilter | None = None) -> list[DatasetInfo]:
+    def infos(self, filter: str | DatasetFilter | None = None) -> list[DatasetInfo]:
         """Datasets, newest first. A string `filter` matches id, tool, server or query text
         (case-insensitive); a `DatasetFilter` narrows by tool, server and creation date too."""
         wanted = DatasetFilter(text=filter) if isinstance(filter, str) or filter is None else filter
@@ -392,14 +394,6 @@ class Datasets:
                 timer.cancel()
                 con.close()
 
-    def query(self, sql: str, dataset_id: str | None = None) -> QueryResult:
-        """Run one read-only statement and keep its rows, up to `max_rows` and `max_result_bytes`
-        of JSON (the answer then says it was cut)."""
-        with self.stream(sql, dataset_id) as stream:
-            kept = BoundedRows(stream.rows(), self.max_result_bytes)
-            rows = [row.record for row in kept]
-            return stream.result(rows, kept.cuts())
-
     def _connect(self, ids: list[str], *, alias: str | None, temp_dir: str) -> duckdb.DuckDBPyConnection:
         """A fresh in-memory connection with views for `ids`, then sealed (see module doc).
         It spills to `temp_dir`, which SQL can read too (DuckDB allows its own temp dir), so
@@ -434,3 +428,65 @@ class Datasets:
             con.close()
             raise SqlExecutionError(f"could not open the dataset views: {exc}") from None
         return con
+
+
+def answer_query(
+    datasets: Datasets, layer: OutputLayer, sql: str, dataset_id: str | None, options: RenderOptions
+) -> Rendered:
+    """Run `sql` and answer it (see the module doc); raises the Sql*Error of a bad query."""
+    budget = answer_bytes(layer)
+    with datasets.stream(sql, dataset_id) as stream:
+        rows = stream.rows()
+        head, size = [], 0
+        for row in rows:
+            head.append(row)
+            size += row.size
+            if size > budget:
+                break
+        else:  # the whole result is at most one answer's size
+            return layer.render(stream.result([r.record for r in head], []).to_page(), options)
+        mode = select_mode(options.output_mode, fits=False, wants_small=options.max_output_tokens is not None)
+        if mode is OutputMode.LEGACY:
+            raise SqlResultTooLargeError(
+                f"the result is over {budget} bytes of JSON, more than output_mode=legacy can return "
+                "(a bare array has no room to say what was cut); add LIMIT/OFFSET or select fewer columns, or call "
+                "with output_mode=auto to have the whole result written to a file"
+            )
+        if mode is OutputMode.INLINE:
+            more = (
+                f"only the first {len(head)} rows were read: the result is larger than one answer ({budget} "
+                f"bytes); call with output_mode=auto to have it written to a file (up to {datasets.max_result_bytes} "
+                "bytes), or narrow it with LIMIT/OFFSET or fewer columns"
+            )
+            return layer.render(stream.result([r.record for r in head], [more]).to_page(), options)
+        return _written(stream, head, rows, datasets.max_result_bytes, layer, options)
+
+
+def answer_bytes(layer: OutputLayer) -> int:
+    """Bytes of rows past which a result cannot fit one answer: the byte ceiling, or the token
+    ceiling at its most generous (an ASCII character is a quarter token, any other at most 4
+    bytes a token)."""
+    return min(layer.ceiling.bytes, CHARS_PER_TOKEN * layer.ceiling.tokens)
+
+
+def _written(
+    stream: QueryStream,
+    head: list[Row],
+    rest: Iterator[Row],
+    max_bytes: int,
+    layer: OutputLayer,
+    options: RenderOptions,
+) -> Rendered:
+    """Stream the result to an offload file and answer with its descriptor; `head` (already
+    read) is also the sample the descriptor shows."""
+    kept = BoundedRows(itertools.chain(head, rest), max_bytes)
+    lines = (row.line for row in kept)
+    try:
+        offloaded = layer.store.write_lines(
+            tool=options.tool, query=options.query, lines=lines, record_keys=stream.columns
+        )
+    except StoreWriteError as exc:  # answered inline instead, cut to fit, by the layer
+        why = f"only the first {len(head)} rows were read: the result could not be written to a file ({exc})"
+        return layer.render(stream.result([r.record for r in head], [why]).to_page(), options)
+    sample = [r.record for r in head[: kept.count]]
+    return layer.render_written(stream.result(sample, kept.cuts()).to_page(written=kept.count), offloaded, options)

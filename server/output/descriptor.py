@@ -5,30 +5,160 @@ what a line looks like (field list and JSON Schema), what is in it (summary with
 record), how to query it (jq recipes with the real path, SQL view name) and how to continue
 (the next page's cursor stays in the response's `pagination`).
 
-Its size is bounded whatever the width of the records (`bounded`): the field list, the line
-schema and the sample cover the first `k` top-level fields, `k` the largest for which the
-caller's `fits` accepts the descriptor, and `fields_omitted` counts the rest.
+Its size is bounded whatever the width of the records (`fit`): the field list, the line schema
+and the sample cover the first `k` top-level fields, `k` the largest for which the caller's
+`fits` accepts the descriptor, and `fields_omitted` counts the rest.
+
+An agent with a shell should not have to work out the file's layout before it can use it: it
+copies a jq recipe. Every recipe skips the header on line 1 (`tail -n +2`, or `head -n 1` for
+the header itself), quotes the path and the program for a POSIX shell, and uses only jq 1.6
+features. Examples (the glob, the search word, the field to group by) are taken from the data,
+so each recipe prints something when run as is; a test runs every one with the real jq.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
+import re
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import PurePath
+from pathlib import PurePath, PurePosixPath
 from typing import Any
 
-from server.output.bounded import largest_fitting, omitted_fields_note, project
+from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project
 from server.output.offload import OffloadedFile
-from server.output.recipes import Recipe, recipes_for
-from server.output.schema import infer_schema, leaf_fields
-from server.output.shrink import clip_strings
-from server.output.stats import Stats, compute_stats
+from server.output.schema import SAMPLE_MAX_CHARS, infer_schema, leaf_fields
+from server.output.stats import Stats, compute_stats, record_path
 
 RESULTS_URI = "codepager://results/{id}"
 JSONL_MIME_TYPE = "application/x-ndjson"
 LINES_URI = "codepager://results/{id}/lines/{start}-{end}"
-#: Strings in the sample record are clipped so the descriptor stays small whatever the data.
-SAMPLE_MAX_CHARS = 200
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    description: str
+    command: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"description": self.description, "command": self.command}
+
+
+def _jq(path: str, program: str, *flags: str, header: bool = False) -> str:
+    source = f"head -n 1 {shlex.quote(path)}" if header else f"tail -n +2 {shlex.quote(path)}"
+    return " ".join([source, "|", "jq", *flags, shlex.quote(program)])
+
+
+def _path_example(stats: Stats) -> tuple[str, str]:
+    """(glob shown to the agent, regex used in jq) for the most common file extension."""
+    suffixes: dict[str, int] = {}
+    for path, count in stats.top_files:
+        suffix = PurePosixPath(path).suffix
+        if suffix:
+            suffixes[suffix] = suffixes.get(suffix, 0) + count
+    if suffixes:
+        suffix = max(suffixes, key=lambda s: suffixes[s])
+        return f"*{suffix}", json.dumps(re.escape(suffix) + "$")
+    first = stats.top_files[0][0]
+    return first, json.dumps("^" + re.escape(first) + "$")
+
+
+@dataclass(frozen=True, slots=True)
+class _MatchFields:
+    """Where a match record of one detail level (`server.records`) keeps each field, as jq paths."""
+
+    path: str
+    line: str
+    content: str
+    score: str
+    language: str | None
+
+
+_FULL = _MatchFields(".file.path", ".match.span.line_start", ".match.content", ".match.score", ".file.language")
+_COMPACT = _MatchFields(".path", ".line", ".text", ".score", None)
+_HEADER = "Read the header on line 1 (tool, query, count, next_cursor)"
+
+
+def _content_word(records: Sequence[Any]) -> str:
+    for record in records:
+        if not isinstance(record, dict):
+            continue
+        content = record.get("match", {}).get("content") if "match" in record else record.get("text")
+        if isinstance(content, str) and (m := _WORD.search(content)):
+            return m.group(0)
+    return "TODO"
+
+
+def match_recipes(path: str, records: Sequence[Any], stats: Stats) -> list[Recipe]:
+    """Recipes for search matches, compact (`{"path", "line", "text"}`) or full (`{"file":
+    {"path"}, "match": {"span", "content"}}`) lines."""
+    first = records[0] if records else None
+    f = _FULL if isinstance(first, dict) and isinstance(first.get("file"), dict) else _COMPACT
+    glob, path_regex = _path_example(stats)
+    word = _content_word(records)
+    per_file = f"group_by({f.path}) | map({{path: .[0]{f.path}, count: length}}) | sort_by(-.count) | .[]"
+    recipes = [
+        Recipe(_HEADER, _jq(path, ".", header=True)),
+        Recipe("List path:line of every match", _jq(path, f'"\\({f.path}):\\({f.line})"', "-r")),
+        Recipe(
+            f"Keep matches whose path matches the glob {glob} (written as a regex; edit it)",
+            _jq(path, f"select({f.path} | test({path_regex}))", "-c"),
+        ),
+        Recipe(
+            f"Keep matches whose content contains {word!r} (regex, case-insensitive; edit it)",
+            _jq(path, f'select(({f.content} // "") | test({json.dumps(re.escape(word))}; "i"))', "-c"),
+        ),
+        Recipe("Count matches per file, most first", _jq(path, per_file, "-s", "-c")),
+    ]
+    if f.language is not None:
+        per_language = f"group_by({f.language}) | map({{language: .[0]{f.language}, count: length}}) | .[]"
+        recipes.append(Recipe("Count matches per language", _jq(path, per_language, "-s", "-c")))
+    recipes.append(
+        Recipe("Show the first match in full (record k is on line k+1)", f"sed -n 2p {shlex.quote(path)} | jq .")
+    )
+    if stats.score_min is not None:
+        top = f"sort_by(-({f.score} // 0)) | .[:10] | .[] | {{path: {f.path}, line: {f.line}, score: {f.score}}}"
+        recipes.append(Recipe("Top 10 matches by score", _jq(path, top, "-s", "-c")))
+    return recipes
+
+
+def generic_recipes(path: str, records: Sequence[Any]) -> list[Recipe]:
+    """Recipes for records of any other shape (SQL rows, proxied tool output); the examples use
+    the first top-level key with a scalar value."""
+    recipes = [
+        Recipe(_HEADER, _jq(path, ".", header=True)),
+        Recipe("Count the records", _jq(path, "length", "-s")),
+        Recipe("Show the first 5 records, one per line", _jq(path, "limit(5; .[])", "-s", "-c")),
+        Recipe("List the keys used by the records", _jq(path, "map(keys_unsorted? // []) | add | unique", "-s", "-c")),
+    ]
+    scalars = (
+        (key, value)
+        for record in records
+        if isinstance(record, dict)
+        for key, value in record.items()
+        if value is None or isinstance(value, (str, int, float, bool))
+    )
+    for key, value in itertools.islice(scalars, 1):
+        field, shown = f".{json.dumps(key)}", json.dumps(value)
+        per_value = f"group_by({field}) | map({{value: .[0]{field}, count: length}}) | .[]"
+        recipes += [
+            Recipe(
+                f"Keep records whose {key!r} equals {shown} (edit the value)",
+                _jq(path, f"select({field} == {shown})", "-c"),
+            ),
+            Recipe(f"Count records per value of {key!r}", _jq(path, per_value, "-s", "-c")),
+        ]
+    return recipes
+
+
+def recipes_for(path: str, records: Sequence[Any], stats: Stats) -> list[Recipe]:
+    """Match recipes when the lines are search matches, generic ones otherwise."""
+    if records and record_path(records[0]) is not None and stats.top_files:
+        return match_recipes(path, records, stats)
+    return generic_recipes(path, records)
 
 
 def results_uri(dataset_id: str) -> str:

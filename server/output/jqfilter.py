@@ -32,6 +32,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from server.errors import JqFilterError, JqTimeoutError
 from server.output import jq_worker
 from server.output.jsontext import dumps_bytes
 
@@ -63,14 +64,6 @@ MAX_EXPRESSION_CHARS = 10_000
 #: variables and the user's site directory, and puts no script directory on sys.path.
 _WORKER = jq_worker.__file__
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*")
-
-
-class JqFilterError(ValueError):
-    """The filter was refused, did not compile, failed at run time, or ran too long."""
-
-
-class JqTimeoutError(JqFilterError, TimeoutError):
-    pass
 
 
 def _skip_string(expression: str, i: int) -> tuple[int, bool]:

@@ -1,4 +1,4 @@
-"""How codepager turns records into JSON text, in one place.
+"""How codepager turns records into JSON text, and the one estimate of how big that text is.
 
 Compact, UTF-8, non-ASCII unescaped: every byte is a token the agent pays for, and an escaped
 `\\u00e9` (6 characters) costs more than the character itself. msgspec (already used to decode
@@ -10,6 +10,15 @@ msgspec refuses one thing the standard library accepts: lone surrogates (file co
 not valid UTF-8, decoded with `surrogateescape`). Such values fall back to the standard
 library with each lone surrogate written as the JSON escape `\\udcxx`, so the text is always
 valid Unicode and valid JSON (that path refuses NaN rather than write invalid JSON).
+
+Size: Claude Code refuses MCP tool output above ~25,000 tokens, so every "does this fit?"
+question (inline vs file_ref, how far to cut a page, the proxy's threshold) is answered from
+this module's rule, or two layers would disagree about the same response. Text we produce is
+estimated a little pessimistically, 4 ASCII characters per token and 1 token per non-ASCII
+character (CJK text and emoji tokenize far worse than English): `estimate_tokens`. Text we
+cannot see (what a proxied backend sends: code, prose, base64, CJK) is sized by its bytes at
+the cautious end of the usual range, 3 bytes a token (`BYTES_PER_TOKEN`), so a result the agent
+would choke on is never let through.
 """
 
 from __future__ import annotations
@@ -20,6 +29,10 @@ from typing import Any
 
 import msgspec
 
+#: ASCII characters per token, the rule of `estimate_tokens` (also: a client limit in characters).
+CHARS_PER_TOKEN = 4
+#: Bytes per token of text we cannot see (the proxy's threshold and its own answers).
+BYTES_PER_TOKEN = 3
 _ENCODER = msgspec.json.Encoder()
 _STDLIB = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -53,3 +66,12 @@ def dumps(value: Any) -> str:
 def byte_size(text: str) -> int:
     """UTF-8 size of `text`, without encoding ASCII text."""
     return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated tokens of `text`: ceil(ascii_chars / 4) + non_ascii_chars. `str.isascii()` is
+    O(1) on CPython (a flag on the object); otherwise one C-level encode counts the ASCII."""
+    if text.isascii():
+        return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return (ascii_chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN + (len(text) - ascii_chars)

@@ -1,6 +1,7 @@
 """The output layer: one page in, one response that fits out — inline, as a file, or as stats.
 
-Rules (issue 6), in the order they are applied:
+Rules, in the order they are applied (the mode decision is a pure function, `select_mode`, so
+the whole matrix of mode x fits x max_output_tokens is tested without building responses):
 - `stats_only`: aggregate stats instead of records, always inline; `pagination.next_cursor`
   starts at this page's first record so the agent can still page through it.
 - `legacy`: the bare JSON array of records as text, no wrapper and no structured content.
@@ -19,6 +20,9 @@ Rules (issue 6), in the order they are applied:
   passes its client's (`RenderOptions.ceiling`, see `server.clients`); `max_output_tokens`
   only ever lowers it. Both the structured JSON and the text block must fit it, the text block
   also its line limit.
+The layer never slices records itself: it asks the page (`PageView`) for `cut(n)`, a page of
+the first n records whose next cursor starts at the first omitted one. The search tools
+implement it over a session `Page`, `ListPage` over an in-memory list (SQL rows, proxy pages).
 The text block is the same JSON as the structured content unless the caller renders it itself
 (`RenderOptions.text`: the search tools' grep-like text). `legacy` answers a bare array as text
 and the inline page (which carries the same records) as structured content.
@@ -26,19 +30,179 @@ and the inline page (which carries the same records) as structured content.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any, Protocol
 
+from server.errors import StoreWriteError
 from server.output.descriptor import FileRef, build_file_ref
-from server.output.jsontext import byte_size, dumps
-from server.output.modes import MIN_OUTPUT_TOKENS, Ceiling, OutputMode, select_mode
-from server.output.offload import OffloadedFile, OffloadError, OffloadStore
-from server.output.pages import PageView
-from server.output.shrink import shrink_to_fit
+from server.output.fit import last_fitting, shrink_to_fit
+from server.output.jsontext import byte_size, dumps, estimate_tokens
+from server.output.offload import OffloadedFile, OffloadStore
 from server.output.stats import Stats, compute_stats
-from server.output.tokens import estimate_tokens
 from server.settings import OffloadSettings
+
+#: Below this even an empty page's envelope (search, pagination, metadata) may not fit, so a
+#: smaller `max_output_tokens` is refused up front instead of producing a useless answer.
+MIN_OUTPUT_TOKENS = 256
+
+
+class OutputMode(str, Enum):
+    """How a page reaches the agent (see the module doc); LEGACY is for clients written before
+    structured output."""
+
+    AUTO = "auto"
+    INLINE = "inline"
+    FILE_REF = "file_ref"
+    LEGACY = "legacy"
+
+    @classmethod
+    def parse(cls, value: str | OutputMode) -> OutputMode:
+        """The mode named `value`; a clear error listing the choices otherwise."""
+        try:
+            return cls(value)
+        except ValueError:
+            choices = ", ".join(m.value for m in cls)
+            raise ValueError(f"output_mode must be one of {choices}; got {value!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    """The largest response we answer inline: an estimated-token and a byte limit, and for
+    clients that cut tool output by lines (Codex CLI: 256), a line limit on the text block."""
+
+    tokens: int
+    bytes: int
+    lines: int | None = None
+
+    def fits(self, text: str) -> bool:
+        return estimate_tokens(text) <= self.tokens and byte_size(text) <= self.bytes
+
+    def fits_text(self, text: str) -> bool:
+        """`fits`, and within the line limit (counted as a client splitting on newlines would)."""
+        return self.fits(text) and (self.lines is None or text.count("\n") + 1 <= self.lines)
+
+    def lowered_to(self, max_output_tokens: int | None) -> Ceiling:
+        """This ceiling, or a tighter one when the caller asked for small answers."""
+        if max_output_tokens is None or max_output_tokens >= self.tokens:
+            return self
+        return Ceiling(tokens=max_output_tokens, bytes=self.bytes, lines=self.lines)
+
+
+def select_mode(requested: OutputMode, *, fits: bool, wants_small: bool) -> OutputMode:
+    """The mode a page is rendered in. In AUTO a page over the ceiling goes to a file, unless
+    the caller set `max_output_tokens` (`wants_small`): it asked for a short inline answer, so
+    the page is cut to fit instead."""
+    if requested is not OutputMode.AUTO:
+        return requested
+    if fits or wants_small:
+        return OutputMode.INLINE
+    return OutputMode.FILE_REF
+
+
+class PageView(Protocol):
+    """One page as a tool presents it to `OutputLayer.render`.
+
+    `counts()` gives count, total_count, has_more and truncated (the source's own truncation,
+    e.g. max_results reached); `stats_records()` iterates the *whole* result list, in the inline
+    record shape, for the stats block; `metadata(extra_warnings)` must include the warnings.
+    """
+
+    @property
+    def next_cursor(self) -> str | None: ...
+
+    def records(self) -> list[dict[str, Any]]: ...
+
+    def cut(self, n: int) -> PageView: ...
+
+    def search(self) -> dict[str, Any]: ...
+
+    def pagination(self) -> dict[str, Any]: ...
+
+    def counts(self) -> dict[str, Any]: ...
+
+    def metadata(self, extra_warnings: list[str] | None = None) -> dict[str, Any]: ...
+
+    def stats_records(self) -> Iterable[Any]: ...
+
+
+@dataclass(frozen=True)
+class ListPage:
+    """A page over a list held in memory.
+
+    `cursor_for(offset)` mints the cursor that resumes at `offset`; without it a cut page has
+    no cursor and the layer's warning says so (e.g. SQL results: re-query with OFFSET).
+    `written` is set for a whole result already written to a file and too large to hold: the
+    page counts that many records, of which `items` are the first (the descriptor's sample).
+    """
+
+    items: Sequence[Any]
+    offset: int = 0
+    page_size: int | None = None
+    limit: int | None = None
+    search_block: dict[str, Any] = field(default_factory=dict)
+    metadata_block: dict[str, Any] = field(default_factory=dict)
+    cursor_for: Callable[[int], str | None] | None = None
+    source_truncated: bool = False
+    written: int | None = None
+
+    @property
+    def _end(self) -> int:
+        size = self.page_size if self.page_size is not None else len(self.items)
+        if self.limit is not None:
+            size = min(size, self.limit)
+        return min(len(self.items), self.offset + size)
+
+    @property
+    def next_cursor(self) -> str | None:
+        if self._end >= len(self.items) or self.cursor_for is None:
+            return None
+        return self.cursor_for(self._end)
+
+    def records(self) -> list[Any]:
+        return list(self.items[self.offset : self._end])
+
+    def cut(self, n: int) -> ListPage:
+        if n < 0:
+            raise ValueError(f"cannot cut a page to {n} records")
+        return replace(self, limit=n if self.limit is None else min(n, self.limit))
+
+    def search(self) -> dict[str, Any]:
+        return dict(self.search_block)
+
+    def pagination(self) -> dict[str, Any]:
+        size = self.page_size or max(len(self.items), 1)
+        return {
+            "next_cursor": self.next_cursor,
+            "page_size": size,
+            "current_page": self.offset // size + 1,
+            "total_pages": max(1, math.ceil(len(self.items) / size)),
+            "offset": self.offset,
+        }
+
+    def counts(self) -> dict[str, Any]:
+        if self.written is not None:
+            return {
+                "count": self.written,
+                "total_count": self.written,
+                "has_more": False,
+                "truncated": self.source_truncated,
+            }
+        return {
+            "count": self._end - self.offset,
+            "total_count": len(self.items),
+            "has_more": self._end < len(self.items),
+            "truncated": self.source_truncated,
+        }
+
+    def metadata(self, extra_warnings: list[str] | None = None) -> dict[str, Any]:
+        warnings = [*self.metadata_block.get("warnings", []), *(extra_warnings or [])]
+        return {**self.metadata_block, "warnings": warnings}
+
+    def stats_records(self) -> Iterable[Any]:
+        return self.items
 
 
 @dataclass(frozen=True)
@@ -81,10 +245,6 @@ class Rendered:
     file_ref: FileRef | None
     warnings: tuple[str, ...]
 
-    @property
-    def estimated_tokens(self) -> int:
-        return estimate_tokens(self.text)
-
 
 class OutputLayer:
     """Renders pages for the search tools, the SQL tool and the proxy alike."""
@@ -126,7 +286,7 @@ class OutputLayer:
                 page=page.pagination().get("current_page"),
                 next_cursor=page.next_cursor,
             )
-        except OffloadError as exc:
+        except StoreWriteError as exc:
             return self._cut_to_fit(page, stats, options, ceiling, why=f"the page could not be offloaded ({exc})")
         return self._file_ref(page, records, offloaded, stats, options, ceiling)
 
@@ -239,21 +399,17 @@ class OutputLayer:
     ) -> Rendered:
         """The largest lossless prefix of `page` whose whole response fits `ceiling`."""
         total = page.counts()["count"]
-        best: tuple[dict[str, Any], str, list[str]] | None = None
-        lo, hi = 1, total - 1
-        while lo <= hi:
-            n = (lo + hi) // 2
+
+        def build(n: int) -> tuple[dict[str, Any], tuple[bool, str], list[str]]:
             candidate = page.cut(n)
             warnings = [self._cut_warning(n, total, candidate.next_cursor, why)]
             response = self._inline(candidate, candidate.records(), stats, options, warnings, cut=True)
-            fits, text = self._fits(response, options, ceiling)
-            if fits:
-                best, lo = (response, text, warnings), n + 1
-            else:
-                hi = n - 1
+            return response, self._fits(response, options, ceiling), warnings
+
+        best = last_fitting(build, 1, total - 1, lambda built: built[1][0])
         if best is None:
             return self._shrink_single(page, stats, options, ceiling, total, why)
-        response, text, warnings = best
+        response, (_, text), warnings = best
         return Rendered(response, text, OutputMode.INLINE.value, None, tuple(warnings))
 
     def _shrink_single(

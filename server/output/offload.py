@@ -1,19 +1,10 @@
-"""Offloaded result files: JSONL pages written where an agent can read them with its own tools.
+"""Offloaded pages: JSONL files written where an agent can read them with its own tools.
 
 Format: line 1 is a header object (`"type": "codepager_header"`), every following line is one
 record exactly as inline mode would have returned it, so `tail -n +2 FILE | jq ...` sees the
-same objects the agent already knows.
-
-Safety, because the default directory lives under the shared system temp dir:
-- the directory is created 0700 and must be owned by us (a directory planted by another user
-  is refused, never written into); files are created 0600 with O_EXCL|O_NOFOLLOW relative to
-  an open directory descriptor, so a swapped symlink cannot redirect a write;
-- a file is written under a temporary name and renamed, so a reader never sees a torn file;
-- cleanup only removes regular files whose name matches our pattern and which we own, never
-  following symlinks, so a foreign file in the same directory is never touched.
-(The primitives are `server.output.private_files`, shared with the proxy's dataset store.)
-No fsync: these are disposable caches of results that can be recomputed, and a flush per page
-would cost more than the rest of the write.
+same objects the agent already knows. Files are disposable (a day's retention by default) and
+live in one flat folder under the shared system temp dir, written and expired the careful way
+`files` describes; writes also sweep now and then, so expiry needs no thread.
 """
 
 from __future__ import annotations
@@ -22,51 +13,25 @@ import contextlib
 import functools
 import itertools
 import json
-import logging
 import os
 import re
 import tempfile
-import threading
-import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ulid import ULID
-
-from server.output.jsontext import dumps_bytes, dumps_lines
-from server.output.private_files import PrivateFileError, open_owned, open_private_dir, owned_files, write_atomically
-from server.output.tokens import estimate_tokens
+from server.errors import DatasetNotFoundError, StoreWriteError
+from server.output.files import HEADER_TYPE, DatasetFile, DatasetInfo, FileStore, iso_timestamp, open_owned
+from server.output.jsontext import dumps_bytes, dumps_lines, estimate_tokens
 from server.settings import OffloadSettings
 
-log = logging.getLogger(__name__)
-
 SCHEMA_VERSION = 1
-HEADER_TYPE = "codepager_header"
-ULID_PATTERN = r"[0-9A-HJKMNP-TV-Z]{26}"
-_ID_RE = re.compile(rf"^{ULID_PATTERN}$")
-_FILE_RE = re.compile(rf"^codepager-(?P<tool>[A-Za-z0-9_.-]{{1,64}})-(?P<id>{ULID_PATTERN})\.jsonl$")
-_TEMP_RE = re.compile(rf"^\.codepager-[A-Za-z0-9_.-]{{1,64}}-{ULID_PATTERN}\.jsonl\.tmp$")
 _UNSAFE_TOOL_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
-#: A temp file younger than this may still be being written by another thread; leave it.
-_TEMP_GRACE_S = 600.0
 _MAX_HEADER_BYTES = 1 << 20
 #: Bytes copied at a time from a spool into the offloaded file.
 _COPY_BYTES = 1 << 20
-
-
-class OffloadError(RuntimeError):
-    """A page could not be written to a file. The layer falls back to an inline page."""
-
-
-class InvalidDatasetIdError(ValueError):
-    """An id that cannot name an offloaded file (it must be a 26-character ULID)."""
-
-
-class DatasetNotFoundError(LookupError):
-    """No offloaded file has this id (never written, expired, or cleaned up)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,42 +40,9 @@ class OffloadedFile:
 
     id: str
     path: Path
-    tool: str
     size_bytes: int
     line_count: int
-    estimated_tokens: int
     header: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class StoredFile:
-    """One of our files found in the output directory."""
-
-    id: str
-    tool: str
-    path: Path
-    size_bytes: int
-    mtime: float
-
-
-@dataclass(frozen=True, slots=True)
-class CleanupReport:
-    removed_count: int = 0
-    freed_bytes: int = 0
-    files: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"removed_count": self.removed_count, "freed_bytes": self.freed_bytes, "files": list(self.files)}
-
-
-def check_id(dataset_id: str) -> str:
-    """`dataset_id` if it is a ULID; it becomes part of a file name, so nothing else passes."""
-    if not isinstance(dataset_id, str) or not _ID_RE.match(dataset_id):
-        raise InvalidDatasetIdError(
-            f"invalid result id {dataset_id!r}: expected the 26-character id from a file_ref "
-            "(e.g. the part after codepager://results/)"
-        )
-    return dataset_id
 
 
 def safe_tool_name(tool: str) -> str:
@@ -118,17 +50,14 @@ def safe_tool_name(tool: str) -> str:
     return _UNSAFE_TOOL_CHARS.sub("_", tool)[:64] or "tool"
 
 
-class OffloadStore:
+class OffloadStore(FileStore):
     """Writes, finds, reads and expires offloaded JSONL files in one directory."""
 
+    name = r"codepager-(?P<tool>[A-Za-z0-9_.-]{1,64})-{id}\.jsonl"
+    label = "offload.output_dir"
+
     def __init__(self, output_dir: Path, *, retention_hours: float = 24.0, sweep_interval_s: float = 600.0) -> None:
-        self.output_dir = Path(output_dir)
-        self.retention_s = retention_hours * 3600.0
-        self.sweep_interval_s = sweep_interval_s
-        self._last_sweep = float("-inf")
-        self._sweep_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._sweeper: threading.Thread | None = None
+        super().__init__(output_dir, retention_s=retention_hours * 3600.0, sweep_interval_s=sweep_interval_s)
 
     @classmethod
     def from_settings(cls, settings: OffloadSettings) -> OffloadStore:
@@ -147,7 +76,7 @@ class OffloadStore:
         page: int | None = None,
         next_cursor: str | None = None,
     ) -> OffloadedFile:
-        """Write `records` as one JSONL file; raises OffloadError (never a bare OSError)."""
+        """Write `records` as one JSONL file; raises StoreWriteError (never a bare OSError)."""
         body = dumps_lines(records)
         estimated = estimate_tokens(body.decode("utf-8"))
         header = self._header(tool, query, len(records), estimated, page, next_cursor, _top_level_keys(records))
@@ -158,11 +87,11 @@ class OffloadStore:
 
         For results too large to hold (a whole SQL result): the header, which needs their count,
         comes first in the file, so they are spooled to an unnamed private temp file in the
-        output dir and copied after it. Raises OffloadError."""
-        os.close(self._open_dir(create=True))  # checked ours and private: the spool may go there
+        output dir and copied after it. Raises StoreWriteError."""
+        os.close(self._open_dir(self.root, create=True))  # checked ours and private: the spool may go there
         count = size = estimated = 0
         try:
-            with tempfile.TemporaryFile(dir=self.output_dir) as spool:
+            with tempfile.TemporaryFile(dir=self.root) as spool:
                 for chunk in _joined(lines, _COPY_BYTES):  # estimated per chunk: within a token a MB
                     spool.write(chunk)
                     count, size = count + chunk.count(b"\n"), size + len(chunk)
@@ -171,7 +100,7 @@ class OffloadStore:
                 header = self._header(tool, query, count, estimated, None, None, record_keys)
                 return self._write_file(header, iter(functools.partial(spool.read, _COPY_BYTES), b""), size)
         except OSError as exc:
-            raise OffloadError(f"could not spool results in {self.output_dir}: {exc.strerror or exc}") from exc
+            raise StoreWriteError(f"could not spool results in {self.root}: {exc.strerror or exc}") from exc
 
     @staticmethod
     def _header(
@@ -183,7 +112,7 @@ class OffloadStore:
             "query": query,
             "count": count,
             "schema_version": SCHEMA_VERSION,
-            "timestamp": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "timestamp": iso_timestamp(datetime.now(timezone.utc)),
             "estimated_tokens": estimated,
             "page": page,
             "next_cursor": next_cursor,
@@ -192,61 +121,36 @@ class OffloadStore:
 
     def _write_file(self, header: dict[str, Any], body: Iterable[bytes], body_size: int) -> OffloadedFile:
         """The header line then `body` as a new file named after a fresh id."""
-        dataset_id = str(ULID())
+        dataset_id = self.new_id()
         head = dumps_bytes(header) + b"\n"
         name = f"codepager-{safe_tool_name(header['tool'])}-{dataset_id}.jsonl"
-        self._write_atomically(name, itertools.chain((head,), body))
-        self._maybe_sweep()
+        self._write(self.root, [(name, itertools.chain((head,), body))])
+        self.sweeper.maybe_sweep()
         return OffloadedFile(
             id=dataset_id,
-            path=self.output_dir / name,
-            tool=header["tool"],
+            path=self.root / name,
             size_bytes=len(head) + body_size,
             line_count=header["count"] + 1,
-            estimated_tokens=header["estimated_tokens"],
             header=header,
         )
 
-    def _write_atomically(self, name: str, chunks: Iterable[bytes]) -> None:
-        dir_fd = self._open_dir(create=True)
-        try:
-            write_atomically(dir_fd, name, chunks)
-        except PrivateFileError as exc:
-            raise OffloadError(f"{exc} in {self.output_dir}") from exc
-        finally:
-            os.close(dir_fd)
-
-    def _open_dir(self, *, create: bool) -> int:
-        """An O_NOFOLLOW descriptor of the output dir, after checking it is ours."""
-        try:
-            return open_private_dir(self.output_dir, create=create, label="offload.output_dir")
-        except PrivateFileError as exc:
-            raise OffloadError(str(exc)) from exc
-
     # -- finding and reading -------------------------------------------------------------------
 
-    def files(self) -> list[StoredFile]:
-        """Our files in the output dir, oldest first (empty when the dir does not exist)."""
-        if not self.output_dir.is_dir():
-            return []
-        found = [
-            StoredFile(m["id"], m["tool"], Path(e.path), st.st_size, st.st_mtime)
-            for e, st, m in owned_files(_FILE_RE, self.output_dir)
-        ]
-        return sorted(found, key=lambda f: f.id)
+    def _folders(self) -> list[Path]:
+        return [self.root] if self.root.is_dir() else []
 
-    def find(self, dataset_id: str) -> StoredFile:
-        check_id(dataset_id)
-        for f in self.files():
-            if f.id == dataset_id:
-                return f
-        raise DatasetNotFoundError(
-            f"no offloaded result {dataset_id} in {self.output_dir}: it expired (retention "
-            f"{self.retention_s / 3600:g} h) or was cleaned up; run the search again"
-        )
+    def _born(self, match: re.Match[str], st: os.stat_result) -> float:
+        return st.st_mtime
 
     def path_of(self, dataset_id: str) -> Path:
-        return self.find(dataset_id).path
+        """The file of `dataset_id`, found by listing (its name also holds the tool)."""
+        path = self._find(dataset_id)
+        if path is not None:
+            return path
+        raise DatasetNotFoundError(
+            f"no offloaded result {dataset_id} in {self.root}: it expired (retention "
+            f"{self.retention_s / 3600:g} h) or was cleaned up; run the search again"
+        )
 
     def read_header(self, dataset_id: str) -> dict[str, Any]:
         with self._open_file(dataset_id) as f:
@@ -276,7 +180,7 @@ class OffloadStore:
 
     @contextlib.contextmanager
     def _open_file(self, dataset_id: str) -> Iterator[Any]:
-        path = self.find(dataset_id).path
+        path = self.path_of(dataset_id)
         try:
             with open_owned(path) as f:
                 yield f
@@ -285,76 +189,20 @@ class OffloadStore:
         except PermissionError:
             raise DatasetNotFoundError(f"result {dataset_id} is not a file codepager wrote") from None
 
-    # -- expiry --------------------------------------------------------------------------------
+    # -- as datasets (the header line says what a file holds) ----------------------------------
 
-    def cleanup(self, max_age_days: float | None = None) -> CleanupReport:
-        """Remove our files older than `max_age_days` (default: the retention period).
+    def _info(self, dataset_id: str, match: re.Match[str], st: os.stat_result) -> DatasetInfo:
+        header = self.read_header(dataset_id)
+        tool, query = str(header.get("tool", match["tool"])), str(header.get("query", ""))
+        return DatasetInfo(
+            dataset_id, tool, query, str(header.get("timestamp", "")), int(header.get("count", 0)), st.st_size
+        )
 
-        Interrupted writes (`.tmp` files) are removed too, but only once they are older than a
-        grace period, so a write in flight on another thread is never pulled from under it.
-        """
-        if max_age_days is not None and max_age_days < 0:
-            raise ValueError(f"max_age_days must be >= 0, got {max_age_days}")
-        max_age = self.retention_s if max_age_days is None else max_age_days * 86400.0
-        if not self.output_dir.is_dir():
-            return CleanupReport()
-        now = time.time()
-        removed: list[str] = []
-        freed = 0
-        with self._sweep_lock:
-            self._last_sweep = time.monotonic()
-            try:
-                dir_fd = self._open_dir(create=False)
-            except OffloadError:
-                return CleanupReport()
-            try:
-                for pattern, min_age in ((_FILE_RE, max_age), (_TEMP_RE, max(max_age, _TEMP_GRACE_S))):
-                    for entry, st, _ in owned_files(pattern, dir_fd):
-                        if now - st.st_mtime < min_age:
-                            continue
-                        try:
-                            os.unlink(entry.name, dir_fd=dir_fd)
-                        except FileNotFoundError:
-                            continue
-                        removed.append(str(self.output_dir / entry.name))
-                        freed += st.st_size
-            finally:
-                os.close(dir_fd)
-        return CleanupReport(removed_count=len(removed), freed_bytes=freed, files=removed)
-
-    def _maybe_sweep(self) -> None:
-        """Expire old files now and then as a side effect of writing (no sweeper needed)."""
-        if time.monotonic() - self._last_sweep >= self.sweep_interval_s:
-            self._sweep_quietly()
-
-    def _sweep_quietly(self) -> None:
-        try:
-            report = self.cleanup()
-        except Exception:  # a failed sweep must never fail a tool call or kill the sweeper
-            log.exception("offload sweep of %s failed", self.output_dir)
-            return
-        if report.removed_count:
-            log.info("offload sweep removed %d files (%d bytes)", report.removed_count, report.freed_bytes)
-
-    def start_sweeper(self) -> None:
-        """Sweep now and then every `sweep_interval_s` on a daemon thread, until `close()`."""
-        if self._sweeper is not None:
-            return
-        self._stop.clear()
-        self._sweeper = threading.Thread(target=self._sweep_loop, name="codepager-offload-sweep", daemon=True)
-        self._sweeper.start()
-
-    def _sweep_loop(self) -> None:
-        while True:
-            self._sweep_quietly()
-            if self._stop.wait(self.sweep_interval_s):
-                return
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._sweeper is not None:
-            self._sweeper.join(timeout=5)
-            self._sweeper = None
+    def open(self, dataset_id: str) -> DatasetFile:
+        path = self.path_of(dataset_id)
+        header = self.read_header(dataset_id)
+        keys = tuple(header.get("record_keys") or ())
+        return DatasetFile(dataset_id, path, int(header.get("count", 0)), header=True, record_keys=keys)
 
 
 def _joined(lines: Iterable[bytes], size: int) -> Iterator[bytes]:

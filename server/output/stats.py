@@ -35,29 +35,26 @@ def _compact_path(record: Any) -> str | None:
     return path if type(path) is str else None
 
 
-def record_path(record: Any) -> str | None:
-    if (compact := _compact_path(record)) is not None:
-        return compact
+def _file_field(record: Any, key: str) -> str | None:
     file = _section(record, "file")
-    path = file.get("path") if file is not None else None
-    return path if type(path) is str else None
+    value = file.get(key) if file is not None else None
+    return value if type(value) is str else None
+
+
+def record_path(record: Any) -> str | None:
+    compact = _compact_path(record)
+    return compact if compact is not None else _file_field(record, "path")
 
 
 def record_language(record: Any) -> str | None:
-    if (compact := _compact_path(record)) is not None:
-        return language_for(compact)
-    file = _section(record, "file")
-    language = file.get("language") if file is not None else None
-    return language if type(language) is str else None
+    compact = _compact_path(record)
+    return language_for(compact) if compact is not None else _file_field(record, "language")
 
 
 def record_score(record: Any) -> float | None:
-    if _compact_path(record) is not None:
-        score = record.get("score")
-        return float(score) if type(score) in (int, float) and math.isfinite(score) else None
-    match = _section(record, "match")
-    score = match.get("score") if match is not None else None
-    if type(score) in (int, float) and math.isfinite(score):
+    part = record if _compact_path(record) is not None else _section(record, "match")
+    score = part.get("score") if part is not None else None
+    if isinstance(score, (int, float)) and type(score) is not bool and math.isfinite(score):
         return float(score)
     return None
 

@@ -5,7 +5,7 @@ how big it was, which fields it has and how the rows split over categorical ones
 can run as is (the real table name filled in). It travels as structuredContent and as the
 same JSON in a text block (clients differ in which they show), so both copies count against
 its budget: half the threshold (`answer_budget`). Records can have thousands of fields, so the
-answer describes as many as fit (`server.output.bounded`) and says where the rest are.
+answer describes as many as fit (`server.output.fit`) and says where the rest are.
 
 When the dataset cannot be written, the answer is the start of the result instead, cut so the
 whole answer (both copies, JSON escaping included) fits the threshold, with a warning saying
@@ -23,14 +23,20 @@ from typing import Any
 
 from fastmcp.tools.base import ToolResult
 
-from server.output.bounded import largest_fitting, omitted_fields_note, project
-from server.output.dataset_store import SavedDataset
-from server.output.jsontext import dumps_bytes
-from server.output.profile import Profile
-from server.output.shrink import clip_strings, shrink_to_fit
-from server.output.sources import quote_ident
+from server.output import (
+    BYTES_PER_TOKEN,
+    Profile,
+    SavedDataset,
+    clip_strings,
+    dumps_bytes,
+    largest_fitting,
+    omitted_fields_note,
+    project,
+    quote_ident,
+    shrink_to_fit,
+)
 from server.proxy.extraction import Extracted
-from server.proxy.size import BYTES_PER_TOKEN, sent_size
+from server.proxy.size import sent_size
 from server.rendering import json_result
 
 SAVED = "saved_as_dataset"

@@ -9,23 +9,20 @@ keeps its search tools and shares the SQL ones, which see the same default offlo
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-import anyio
 from fastmcp import FastMCP
 from fastmcp.server.providers.proxy import ProxyProvider
 
 from server import __version__
 from server.errors import ErrorMiddleware
-from server.output import Datasets, DatasetStore, OffloadStore, OutputLayer
+from server.output import BYTES_PER_TOKEN, Datasets, DatasetStore, OffloadStore, OutputLayer
 from server.proxy.backends import Backend, ToolOwners
 from server.proxy.interceptor import LargeResultInterceptor
 from server.proxy.saver import ResultSaver
-from server.proxy.size import BYTES_PER_TOKEN
 from server.rendering import Renderer
 from server.sdk_shim import ProxyMetadataMiddleware
 from server.settings import OffloadSettings, Settings
@@ -37,8 +34,6 @@ from sessions import CursorCodec, load_or_create_key
 log = logging.getLogger("codepager.proxy")
 
 PROXY_TOOLS = ("analyze-with-duckdb", "list-saved-datasets", "read-dataset-page")
-#: Retention runs at start-up and then this often; datasets live for days, so hourly is plenty.
-SWEEP_INTERVAL_S = 3600.0
 #: Room left next to a page's text for the resource_link block a file_ref answer carries.
 LINK_BYTES = 512
 MANY_BACKENDS_INSTRUCTIONS = (
@@ -72,18 +67,6 @@ def own_tools_ceiling(settings: Settings) -> OffloadSettings:
     return settings.offload.model_copy(update={"max_bytes": max(min(settings.offload.max_bytes, limit), 1024)})
 
 
-async def _sweep_forever(store: DatasetStore) -> None:
-    while True:
-        try:
-            report = await anyio.to_thread.run_sync(store.cleanup)
-        except Exception:  # a failed sweep must never take the proxy down
-            log.exception("dataset retention sweep of %s failed", store.root)
-        else:
-            if report.removed_count:
-                log.info("removed %d expired dataset files (%d bytes)", report.removed_count, report.freed_bytes)
-        await anyio.sleep(SWEEP_INTERVAL_S)
-
-
 def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
     if not backends:
         raise ValueError("the proxy needs at least one backend server")
@@ -105,16 +88,14 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastMCP) -> AsyncIterator[dict[str, object]]:
-        # A plain task, not a task group: fastmcp may leave the lifespan from another task.
-        sweeper = asyncio.get_running_loop().create_task(_sweep_forever(saved))
-        offload.start_sweeper()
+        # Threads, not tasks: fastmcp may leave the lifespan from another task.
+        saved.sweeper.start()
+        offload.sweeper.start()
         try:
             yield {}
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
-            offload.close()
+            saved.sweeper.close()
+            offload.sweeper.close()
 
     app = FastMCP(
         "codepager-proxy",

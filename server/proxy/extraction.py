@@ -37,8 +37,7 @@ import numpy as np
 from fastmcp.tools.base import ToolResult
 from mcp_types import EmbeddedResource, TextContent, TextResourceContents
 
-from server.output.jsontext import dumps_bytes
-from server.output.profile import as_object
+from server.output import as_object, dumps_bytes
 from server.records import records_of_groups
 
 RecordFormat = Literal["json_records", "text_lines"]
@@ -225,12 +224,15 @@ def _from_file_groups(value: Any) -> Extracted | None:
     return Extracted(records, "json_records", "structuredContent:results.files", envelope)
 
 
-def extract_records(result: ToolResult) -> Extracted | None:
-    """The records to save for `result`, or None if it holds non-text content."""
+def extract_records(result: ToolResult, structured: bytes | None = None) -> Extracted | None:
+    """The records to save for `result`, or None if it holds non-text content. `structured` is
+    its structured content's JSON when the caller already has it."""
     text = result_text(result)
     if text is None:
         return None
-    if result.structured_content is not None and not too_deep(dumps_bytes(result.structured_content)):
+    if structured is None and result.structured_content is not None:
+        structured = dumps_bytes(result.structured_content)
+    if structured is not None and not too_deep(structured):
         found = _from_file_groups(result.structured_content) or _from_json(result.structured_content, "structuredContent")
         if found is not None:
             return found
@@ -241,7 +243,7 @@ def extract_records(result: ToolResult) -> Extracted | None:
         found = None
     if found is not None:
         return found
-    if not text and result.structured_content is not None:
-        text = msgspec.json.format(msgspec.json.encode(result.structured_content), indent=1).decode()
+    if not text and structured is not None:  # serialized once, above
+        text = msgspec.json.format(structured, indent=1).decode()
     lines = [{"line": i, "text": line} for i, line in enumerate(text.splitlines(), 1)]
     return Extracted(lines, "text_lines", "text")

@@ -24,10 +24,11 @@ import mcp_types as mt
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import InputRequiredToolResult, Tool, ToolResult
 
+from server.output import BYTES_PER_TOKEN
 from server.proxy.backends import ToolOwners
 from server.proxy.extraction import extract_records
 from server.proxy.saver import ProxiedCall, ResultSaver
-from server.proxy.size import BYTES_PER_TOKEN, wire_size
+from server.proxy.size import structured_json, wire_size
 
 
 class LargeResultInterceptor(Middleware):
@@ -69,10 +70,11 @@ class LargeResultInterceptor(Middleware):
         owner = self._owner(context.message.name)
         if owner is None:
             return result
-        size = wire_size(result)
+        structured = structured_json(result)  # serialized once: measured here, split into records below
+        size = wire_size(result, structured)
         if size <= self.max_bytes:
             return result
-        extracted = await anyio.to_thread.run_sync(extract_records, result)
+        extracted = await anyio.to_thread.run_sync(extract_records, result, structured)
         if extracted is None:
             return result
         call = ProxiedCall(tool=owner[1], server=owner[0], arguments=dict(context.message.arguments or {}), size_bytes=size)

@@ -12,10 +12,8 @@ from typing import Any
 
 from fastmcp.tools.base import ToolResult
 
-from server.output.dataset_store import DatasetStore, DatasetWriteError
-from server.output.jsontext import dumps
-from server.output.profile import Profile, profile_records
-from server.output.shrink import clip_strings
+from server.errors import StoreWriteError
+from server.output import DatasetStore, Profile, clip_strings, dumps, profile_records
 from server.proxy.answer import saved_answer, truncated_answer
 from server.proxy.extraction import Extracted, result_text
 
@@ -53,7 +51,7 @@ class ResultSaver:
             profile = profile_records(extracted.records, sample_size=self.schema_sample_size)
             dataset_id = self.store.new_id()
             saved = self.store.save(dataset_id, extracted.records, self._description(extracted, profile, call))
-        except DatasetWriteError as exc:
+        except StoreWriteError as exc:
             log.warning("could not save the result of %s as a dataset: %s", call.tool, exc)
             return self._truncated(result, call, str(exc))
         except Exception as exc:  # see the docstring: never lose the backend's result to a proxy bug

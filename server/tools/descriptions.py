@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from mcp_types import ToolAnnotations
 
+from server.output import CHARS_PER_TOKEN
+
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 """Every tool that only reads: read-only and closed-world. destructiveHint and idempotentHint
 are left out: the spec gives them meaning only for tools that are not read-only."""
@@ -54,5 +56,5 @@ HYBRID_DESCRIPTION = (
 
 def search_meta(max_tokens: int) -> dict[str, Any]:
     """`anthropic/maxResultSizeChars` tells Claude Code the largest answer to expect: our page
-    ceiling, in characters (the token estimate counts 4 ASCII characters per token)."""
-    return {"anthropic/maxResultSizeChars": max_tokens * 4}
+    ceiling, in characters (the token estimate counts `CHARS_PER_TOKEN` ASCII characters a token)."""
+    return {"anthropic/maxResultSizeChars": max_tokens * CHARS_PER_TOKEN}

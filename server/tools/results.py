@@ -10,8 +10,7 @@ from fastmcp.tools.base import ToolResult
 from pydantic import Field, WithJsonSchema
 
 from server.errors import tool_errors
-from server.output import LINES_URI, RESULTS_URI, DatasetFilter, Datasets, OffloadStore, RenderOptions
-from server.output.sql_answer import answer_query
+from server.output import LINES_URI, RESULTS_URI, DatasetFilter, Datasets, OffloadStore, RenderOptions, answer_query
 from server.rendering import Renderer, json_result, tool_result
 from server.tools.descriptions import READ_ONLY, OutputModeName, local_writes
 from server.tools.schemas import CLEANUP_OUTPUT, DATASETS_OUTPUT, ROWS_OUTPUT
@@ -70,7 +69,7 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
             WithJsonSchema({"description": "text, or {tool, server, date_from, date_to}"}),
         ] = None,
     ) -> ToolResult:
-        infos = await anyio.to_thread.run_sync(lambda: datasets.list(filter))
+        infos = await anyio.to_thread.run_sync(lambda: datasets.infos(filter))
         return json_result({"datasets": [i.to_dict() for i in infos], "count": len(infos)})
 
 

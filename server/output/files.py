@@ -1,0 +1,393 @@
+"""The files codepager keeps: `FileStore`, the one store of every file it writes (offloaded
+pages and the proxy's saved datasets are its two kinds), and what a stored dataset is to its
+readers (`DatasetFile`, `DatasetInfo`, `DatasetSource`), so SQL, listing and paging see every
+kind alike.
+
+Offloaded pages live under the shared system temp dir and proxy datasets under the user's data
+dir; both hold other programs' output, so both are written the same careful way:
+- the directory is created 0700 and must be a real directory we own (a symlink or a directory
+  planted by another user is refused, never written into). One that already exists with
+  looser permissions (a 0777 left by a careless mkdir) is tightened to 0700 before use; a
+  shared directory (sticky bit, like /tmp itself) is refused instead, since tightening it
+  would lock every other user out of it;
+- a file is created 0600 with O_EXCL|O_NOFOLLOW relative to an open directory descriptor, so a
+  swapped symlink cannot redirect the write, under a temporary name that is then renamed, so
+  a reader never sees a torn file;
+- listing (and therefore cleanup) only yields regular files we own whose name matches the
+  caller's pattern, never following symlinks, so a foreign file is never touched.
+No fsync: these are results that can be recomputed, and a flush per file would cost more than
+the rest of the write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import re
+import stat
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import msgspec
+from ulid import ULID
+
+from server.errors import DatasetNotFoundError, InvalidDatasetIdError, PrivateFileError, StoreWriteError
+from sessions.sweeper import Sweeper
+
+log = logging.getLogger(__name__)
+
+ULID_PATTERN = r"[0-9A-HJKMNP-TV-Z]{26}"
+_ID_RE = re.compile(rf"^{ULID_PATTERN}$")
+#: A temp file younger than this may still be being written by another thread; leave it.
+_TEMP_GRACE_S = 600.0
+
+
+def open_private_dir(path: Path, *, create: bool, label: str) -> int:
+    """An O_NOFOLLOW descriptor of `path` after checking it is a directory we own.
+
+    `label` names the setting the directory comes from, so the error tells the user what to fix.
+    """
+    if create:
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except FileExistsError:
+            raise PrivateFileError(f"{label} {path} exists and is not a directory") from None
+        except OSError as exc:
+            raise PrivateFileError(f"cannot create {label} {path}: {exc.strerror or exc}") from exc
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise PrivateFileError(
+            f"cannot open {label} {path}: {exc.strerror or exc} (it must be a real directory, not a symlink)"
+        ) from exc
+    try:
+        _make_private(fd, path, label)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _make_private(fd: int, path: Path, label: str) -> None:
+    """Check the open directory `fd` is ours, and tighten it to 0700 if others may enter it."""
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid():
+        raise PrivateFileError(f"{label} {path} belongs to another user (uid {st.st_uid}); refusing to use it")
+    mode = stat.S_IMODE(st.st_mode)
+    if not mode & 0o077:
+        return
+    if mode & stat.S_ISVTX:
+        raise PrivateFileError(
+            f"{label} {path} is a shared directory (mode {mode:o}, sticky bit); point {label} at a "
+            "directory of its own inside it, which codepager creates 0700"
+        )
+    try:
+        os.fchmod(fd, 0o700)
+    except OSError as exc:
+        raise PrivateFileError(
+            f"{label} {path} is open to other users (mode {mode:o}) and could not be made 0700 "
+            f"({exc.strerror or exc}); refusing to use it"
+        ) from exc
+    log.warning("%s %s was open to other users (mode %o); made it 0700", label, path, mode)
+
+
+def write_atomically(dir_fd: int, name: str, chunks: Iterable[bytes]) -> None:
+    """Write `chunks` to `name` in the directory `dir_fd`, 0600, all or nothing (via `.NAME.tmp`)."""
+    temp = f".{name}.tmp"
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        with os.fdopen(fd, "wb") as f:
+            f.writelines(chunks)
+        os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=dir_fd)
+        raise PrivateFileError(f"could not write {name}: {exc.strerror or exc}") from exc
+
+
+def owned_files(
+    pattern: re.Pattern[str], where: Path | int
+) -> Iterator[tuple[os.DirEntry[Any], os.stat_result, re.Match[str]]]:
+    """Entries of `where` (a path or directory descriptor) named like `pattern` that are regular
+    files we own; symlinks are never followed. An unreadable directory yields nothing."""
+    uid = os.geteuid()
+    for entry in scandir(where):
+        m = pattern.match(entry.name)
+        if m is None:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_uid == uid:
+            yield entry, st, m
+
+
+def scandir(where: Path | int) -> list[os.DirEntry[Any]]:
+    """The entries of a directory (path or descriptor); none when it cannot be read."""
+    try:
+        with os.scandir(where) as it:
+            return list(it)
+    except OSError:
+        return []
+
+
+@contextlib.contextmanager
+def open_owned(path: Path) -> Iterator[Any]:
+    """`path` opened for binary reading, if it is a regular file we own (FileNotFoundError or
+    PermissionError otherwise); symlinks are refused."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            raise PermissionError(f"{path} is not a file codepager wrote")
+        yield f
+
+
+def iso_timestamp(moment: datetime) -> str:
+    """`moment` as the UTC time stamp both kinds of file record (`2025-01-31T12:00:00.000Z`)."""
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def check_id(dataset_id: str) -> str:
+    """`dataset_id` if it is a ULID; it becomes part of a file name, so nothing else passes."""
+    if not isinstance(dataset_id, str) or not _ID_RE.match(dataset_id):
+        raise InvalidDatasetIdError(
+            f"invalid result id {dataset_id!r}: expected the 26-character id from a file_ref "
+            "(e.g. the part after codepager://results/)"
+        )
+    return dataset_id
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupReport:
+    removed_count: int = 0
+    freed_bytes: int = 0
+    files: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"removed_count": self.removed_count, "freed_bytes": self.freed_bytes, "files": list(self.files)}
+
+
+class FileStore:
+    """Files we write under one private `root`, named by ULID ids: written all or nothing, read
+    back as datasets (each kind of store is a `DatasetSource`), expired after `retention_s` by
+    `cleanup`, which `sweeper` runs now and then. A kind says where its files are (`_folders`),
+    what they are named (`name`), how old one is (`_born`) and how one reads (`_info`, `open`).
+    `label` names the setting the root comes from, for error messages."""
+
+    #: A file's name as a regex, `{id}` where its ULID goes.
+    name: ClassVar[str]
+    label: ClassVar[str]
+    #: Our files and our interrupted writes (`write_atomically`'s `.NAME.tmp`); a match has `id`.
+    names: ClassVar[re.Pattern[str]]
+    temps: ClassVar[re.Pattern[str]]
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        body = cls.name.replace("{id}", f"(?P<id>{ULID_PATTERN})")
+        cls.names, cls.temps = re.compile(f"^{body}$"), re.compile(rf"^\.{body}\.tmp$")
+
+    def __init__(self, root: Path, *, retention_s: float, sweep_interval_s: float) -> None:
+        self.root = Path(root)
+        self.retention_s = retention_s
+        self.sweeper = Sweeper(self.cleanup, sweep_interval_s, name=f"codepager-{self.label.split('.')[0]}-sweep")
+
+    @staticmethod
+    def new_id() -> str:
+        return str(ULID())
+
+    def _folders(self) -> list[Path]:
+        raise NotImplementedError
+
+    def _born(self, match: re.Match[str], st: os.stat_result) -> float:
+        raise NotImplementedError
+
+    def _info(self, dataset_id: str, match: re.Match[str], st: os.stat_result) -> DatasetInfo:
+        raise NotImplementedError
+
+    def infos(self) -> list[DatasetInfo]:
+        """Every dataset, newest first (`_folders` lists the newest folder first); one removed
+        or rewritten between listing and reading is left out."""
+        out = []
+        for folder in self._folders():
+            found = {m["id"]: (m, st) for _, st, m in owned_files(self.names, folder)}
+            for dataset_id in sorted(found, reverse=True):
+                with contextlib.suppress(OSError, LookupError):
+                    out.append(self._info(dataset_id, *found[dataset_id]))
+        return out
+
+    def _find(self, dataset_id: str) -> Path | None:
+        """Our file named for `dataset_id` (which must be an id), found by listing."""
+        check_id(dataset_id)
+        for folder in self._folders():
+            for entry, _, m in owned_files(self.names, folder):
+                if m["id"] == dataset_id:
+                    return folder / entry.name
+        return None
+
+    def _open_dir(self, folder: Path, *, create: bool) -> int:
+        try:
+            return open_private_dir(folder, create=create, label=self.label)
+        except PrivateFileError as exc:
+            raise StoreWriteError(str(exc)) from exc
+
+    def _write(self, folder: Path, files: Sequence[tuple[str, Iterable[bytes]]]) -> None:
+        """Write `files` (name, chunks) into `folder`, all or none: a failure removes the ones
+        already written, so the last file, the one that makes a result exist, is never alone."""
+        dir_fd = self._open_dir(folder, create=True)
+        written: list[str] = []
+        try:
+            for name, chunks in files:
+                write_atomically(dir_fd, name, chunks)
+                written.append(name)
+        except PrivateFileError as exc:
+            for name in written:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=dir_fd)
+            raise StoreWriteError(f"{exc} in {folder}") from exc
+        finally:
+            os.close(dir_fd)
+
+    def cleanup(self, max_age_days: float | None = None) -> CleanupReport:
+        """Remove our files older than `max_age_days` (default: the retention period), then the
+        folders below the root left empty. Interrupted writes (temp files) go too, but only
+        after a grace period, so a write in flight on another thread is never pulled from
+        under it."""
+        if max_age_days is not None and max_age_days < 0:
+            raise ValueError(f"max_age_days must be >= 0, got {max_age_days}")
+        max_age = self.retention_s if max_age_days is None else max_age_days * 86400.0
+        now = time.time()
+        removed: list[str] = []
+        freed = 0
+        for folder in self._folders():
+            try:
+                dir_fd = open_private_dir(folder, create=False, label=self.label)
+            except PrivateFileError:
+                continue
+            try:
+                for pattern, min_age in ((self.names, max_age), (self.temps, max(max_age, _TEMP_GRACE_S))):
+                    for entry, st, m in owned_files(pattern, dir_fd):
+                        if now - self._born(m, st) < min_age:
+                            continue
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(entry.name, dir_fd=dir_fd)
+                            removed.append(str(folder / entry.name))
+                            freed += st.st_size
+            finally:
+                os.close(dir_fd)
+            for empty in itertools.takewhile(lambda p: p != self.root, (folder, *folder.parents)):
+                with contextlib.suppress(OSError):
+                    empty.rmdir()
+        if removed:
+            log.info("%s sweep removed %d files (%d bytes)", self.label, len(removed), freed)
+        return CleanupReport(removed_count=len(removed), freed_bytes=freed, files=removed)
+
+
+#: What line 1 of an offloaded page is (`"type": "codepager_header"`), not a record.
+HEADER_TYPE = "codepager_header"
+#: DuckDB's default `maximum_object_size` for read_json.
+DUCKDB_OBJECT_SIZE = 16 * 1024 * 1024
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetInfo:
+    """One line of `list-saved-datasets`. `server` is set for proxied results only (the search
+    server's own offloaded pages have none), and is then listed."""
+
+    id: str
+    tool: str
+    query: str
+    created: str
+    rows: int
+    size_bytes: int
+    server: str | None = None
+
+    @property
+    def view(self) -> str:
+        return f"dataset_{self.id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "view": self.view, "tool": self.tool}
+        if self.server is not None:
+            out["server"] = self.server
+        out.update(query=self.query, created=self.created, rows=self.rows, size_bytes=self.size_bytes)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetFile:
+    """A dataset's JSONL file and how to read it.
+
+    `header` is true for offloaded pages (line 1 is the codepager header, not a record);
+    `record_keys` are the records' top-level keys when known, which keeps header-only keys out
+    of the SQL view; without them every key in the file is a column. `columns` are the
+    records' DuckDB column types when the producer knows them (text lines): DuckDB then reads
+    them instead of inferring them, which costs seconds per megabyte of a long string.
+    `max_record_bytes`, when known, lets DuckDB read records over its 16 MB default (a proxied
+    reply can be one 50 MB line); DuckDB sizes its buffers by it, so it must be the real size.
+    """
+
+    id: str
+    path: Path
+    count: int
+    header: bool = False
+    record_keys: tuple[str, ...] = ()
+    columns: tuple[tuple[str, str], ...] = ()
+    max_record_bytes: int = 0
+
+    def view_sql(self) -> str:
+        """SELECT over the file's records only, in the records' own key order. Every key is a
+        column however many there are (DuckDB would otherwise read records of over 200 keys
+        as one MAP column, leaving nothing for DESCRIBE to show and no column to select)."""
+        path = quote_literal(str(self.path))
+        if not self.count:
+            return "SELECT NULL AS empty WHERE false"
+        # DuckDB refuses a record over 16 MB unless told a larger bound.
+        big = self.max_record_bytes >= DUCKDB_OBJECT_SIZE
+        size = f", maximum_object_size={self.max_record_bytes + 1}" if big else ""
+        if self.columns:
+            types = ", ".join(f"{quote_literal(name)}: {quote_literal(kind)}" for name, kind in self.columns)
+            return f"SELECT * FROM read_json({path}, format='newline_delimited', columns={{{types}}}{size})"
+        source = f"read_json({path}, format='newline_delimited', sample_size=-1, map_inference_threshold=-1{size})"
+        if not self.header:
+            return f"SELECT * FROM {source}"
+        not_header = f"IS DISTINCT FROM {quote_literal(HEADER_TYPE)}"
+        if not self.record_keys:  # the records are not objects: one JSON column `value`
+            return (
+                f"SELECT json AS value FROM read_json_objects({path}, format='newline_delimited') "
+                f"WHERE json_extract_string(json, '$.type') {not_header}"
+            )
+        return f'SELECT {", ".join(map(quote_ident, self.record_keys))} FROM {source} WHERE "type" {not_header}'
+
+    def read(self, offset: int, limit: int) -> list[Any]:
+        """Records `offset`..`offset + limit` (0-based), decoded; fewer at the end of the file."""
+        skip = offset + (1 if self.header else 0)
+        try:
+            with open_owned(self.path) as f:
+                lines = list(itertools.islice(f, skip, skip + limit))
+        except (FileNotFoundError, PermissionError):
+            raise DatasetNotFoundError(f"dataset {self.id} was removed; recreate it") from None
+        return [msgspec.json.decode(line) for line in lines]
+
+
+class DatasetSource(Protocol):
+    """A producer's saved datasets. `open` raises DatasetNotFoundError for an id it lacks."""
+
+    def infos(self) -> list[DatasetInfo]: ...
+
+    def open(self, dataset_id: str) -> DatasetFile: ...

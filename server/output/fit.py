@@ -1,0 +1,151 @@
+"""Making answers fit a size budget: the one binary search, the field-prefix rule for wide
+records, and the visible last-resort cut of a single record.
+
+Everything the layer and the proxy describe grows with something they can choose: records in
+a page, fields in a description (a SQL row or a tool's record can have thousands, so "clip the
+long strings" alone never bounds it), characters of a cut string. Each picks the largest
+choice whose whole answer fits, by `last_fitting`. Field lists follow record key order, so
+the fields kept are the ones a producer put first; the rest are counted and the answer says
+where to see them all.
+
+When even a single record is over the limit, cutting a page to zero records would hand back
+a cursor pointing at the same record forever, so instead its largest strings (or lists) are
+cut, each marked in place with how much was left out (`shrink_to_fit`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Collection
+from typing import Any, TypeVar
+
+from server.output.jsontext import byte_size, dumps, estimate_tokens
+
+T = TypeVar("T")
+#: Slack for the token estimate not being exactly additive (ceil per part).
+_TOKEN_SLACK = 2
+_BYTE_SLACK = 8
+
+
+def last_fitting(build: Callable[[int], T], lo: int, hi: int, fits: Callable[[T], bool]) -> T | None:
+    """`build(k)` for the largest `k` in `lo`..`hi` whose result `fits`, or None. Binary search:
+    the built answer must grow with `k`, so that it fits up to some `k` and not beyond."""
+    best: T | None = None
+    while lo <= hi:
+        k = (lo + hi) // 2
+        candidate = build(k)
+        if fits(candidate):
+            best, lo = candidate, k + 1
+        else:
+            hi = k - 1
+    return best
+
+
+def largest_fitting(build: Callable[[int], T], most: int, fits: Callable[[T], bool]) -> tuple[T, bool]:
+    """(`build(k)` for the largest `k` in 0..`most` whose result `fits`, whether it fits). When
+    not even `build(0)` fits, that floor is returned with False, so the caller can fall back to
+    something smaller still."""
+    whole = build(most)
+    if fits(whole):
+        return whole, True
+    best = last_fitting(build, 0, most - 1, fits)
+    return (best, True) if best is not None else (build(0), False)
+
+
+def project(record: Any, names: Collection[str]) -> Any:
+    """`record` with only the top-level keys in `names` (anything but an object as it is)."""
+    if not isinstance(record, dict):
+        return record
+    return {k: v for k, v in record.items() if k in names}
+
+
+def omitted_fields_note(omitted: int, where: str) -> str:
+    """What to tell an agent about the fields a description left out, and `where` they all are."""
+    return f"and {omitted:,} more fields, not listed here to stay within the output limit: see {where}"
+
+
+def _marker(omitted: int, unit: str) -> str:
+    return f"…[cut {omitted} {unit} to fit the output limit]"
+
+
+def clip_strings(value: Any, max_chars: int) -> Any:
+    """A copy of `value` with every string longer than `max_chars` cut and marked."""
+    if isinstance(value, str):
+        return value if len(value) <= max_chars else value[:max_chars] + _marker(len(value) - max_chars, "chars")
+    if isinstance(value, dict):
+        return {k: clip_strings(v, max_chars) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clip_strings(v, max_chars) for v in value]
+    return value
+
+
+def _size(value: Any) -> tuple[int, int]:
+    text = dumps(value)
+    return estimate_tokens(text), byte_size(text)
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], Any]]:
+    """Every string and list inside `value`, with the key path leading to it."""
+    out: list[tuple[tuple[Any, ...], Any]] = []
+    if isinstance(value, str):
+        out.append((path, value))
+    elif isinstance(value, list):
+        out.append((path, value))
+        for i, v in enumerate(value):
+            out.extend(_leaves(v, (*path, i)))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            out.extend(_leaves(v, (*path, k)))
+    return out
+
+
+def _cut(leaf: str | list[Any], keep: int) -> str | list[Any]:
+    omitted = len(leaf) - keep
+    if isinstance(leaf, str):
+        return leaf[:keep] + _marker(omitted, "chars")
+    return [*leaf[:keep], _marker(omitted, "items")]
+
+
+def _longest_cut(leaf: str | list[Any], max_tokens: int, max_bytes: int) -> str | list[Any]:
+    """The longest cut of `leaf` whose JSON is within the given size."""
+
+    def fits(cut: str | list[Any]) -> bool:
+        tokens, nbytes = _size(cut)
+        return tokens <= max_tokens and nbytes <= max_bytes
+
+    return last_fitting(lambda keep: _cut(leaf, keep), 0, len(leaf) - 1, fits) or _cut(leaf, 0)
+
+
+def shrink_to_fit(
+    record: Any, max_tokens: int, max_bytes: int, *, uncut: frozenset[str] = frozenset()
+) -> tuple[Any, bool]:
+    """(`record` cut to fit the budget, whether anything was cut).
+
+    Leaves are cut largest first, each at most once, so this ends after at most one pass over
+    the leaves even when the budget cannot be met (the caller checks and warns). Leaves under
+    the top-level keys `uncut` are never cut (a match's path: a cut one would name no file).
+    """
+    tokens, nbytes = _size(record)
+    if tokens <= max_tokens and nbytes <= max_bytes:
+        return record, False
+    record = copy.deepcopy(record)
+    done: set[tuple[Any, ...]] = set()
+    while tokens > max_tokens or nbytes > max_bytes:
+        candidates = [(p, v) for p, v in _leaves(record) if p not in done and len(v) > 0 and not (p and p[0] in uncut)]
+        if not candidates:
+            break
+        path, leaf = max(candidates, key=lambda pv: _size(pv[1])[1])
+        done.add(path)
+        leaf_tokens, leaf_bytes = _size(leaf)
+        new = _longest_cut(
+            leaf, leaf_tokens - (tokens - max_tokens) - _TOKEN_SLACK, leaf_bytes - (nbytes - max_bytes) - _BYTE_SLACK
+        )
+        if not path:
+            record = new
+        else:
+            parent = record
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = new
+        tokens, nbytes = _size(record)
+    return record, True
