@@ -345,7 +345,7 @@ class RedisStore:
                 return None
             with self._lock:
                 self._local.add(session)
-        session.last_access = time.time()
+        session.last_access = self._clock()
         return session
 
     def _forget(self, session_id: str) -> None:
