@@ -41,19 +41,25 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import redis  # noqa: E402
-from fastmcp import Client  # noqa: E402
+import redis
+from fastmcp import Client
 
-from tests.http_server import HttpServer  # noqa: E402
-from tests.redis_server import RedisServer  # noqa: E402
+from harness.http_server import HttpServer
+from harness.redis_server import RedisServer
 
 SECRET = "load-benchmark-secret-0123456789"
 # On the 150-file load tree these match from 150 to 1,800 lines: walks of 1 to 36 pages.
+CHORES = ["retry with backoff", "parse config", "check input"]
 REGEX_PATTERNS = ["TODO", r"class \w+Error", r"retry|backoff", "import os", r"\bcache\b", r"log\('(http|auth)'"]
 HYBRID_QUERIES = [
-    "retry with exponential backoff", "parse the configuration file", "http request handler",
-    "cache eviction policy", "validate user input", "open a database connection", "render a template",
-]  # fmt: skip
+    "retry with exponential backoff",
+    "parse the configuration file",
+    "http request handler",
+    "cache eviction policy",
+    "validate user input",
+    "open a database connection",
+    "render a template",
+]
 TOPICS = ["retry", "config", "http", "cache", "validate", "database", "template", "auth", "queue", "metrics"]
 
 
@@ -67,7 +73,7 @@ def make_tree(root: Path, files: int, seed: int = 1) -> None:
         for j in range(12):
             lines += [
                 f"def handle_{topic}_{i}_{j}(request, cache=None):",
-                f'    """Handle a {topic} request: {rnd.choice(["retry with backoff", "parse config", "check input"])}."""',
+                f'    """Handle a {topic} request: {rnd.choice(CHORES)}."""',
                 f"    value = compute_{topic}(request, attempt={j})",
                 "    # TODO: tighten error handling" if j % 4 == 0 else f"    log('{topic}', value)",
                 f"    return finish_{topic}(value)",
@@ -155,7 +161,9 @@ async def walk(client: Client, tool: str, args: dict[str, Any], stats: LoadStats
     if len(seen) == total == len(set(seen)):
         stats.complete_walks += 1
     else:
-        stats.errors.append(f"incomplete walk {tool} {args}: {len(seen)} seen, {len(set(seen))} distinct, {total} announced")
+        stats.errors.append(
+            f"incomplete walk {tool} {args}: {len(seen)} seen, {len(set(seen))} distinct, {total} announced"
+        )
 
 
 def _identity(match: dict[str, Any]) -> tuple[Any, ...]:
@@ -170,12 +178,22 @@ async def one_client(url: str, client_no: int, searches: int, stats: LoadStats) 
             try:
                 if (client_no + j) % 5 < 2:
                     query = rnd.choice(HYBRID_QUERIES)
-                    await walk(client, "hybrid_search", {"query": query, "top_k": 30, "page_size": 10, "output_mode": "inline"}, stats)
+                    await walk(
+                        client,
+                        "hybrid_search",
+                        {"query": query, "top_k": 30, "page_size": 10, "output_mode": "inline"},
+                        stats,
+                    )
                 else:
                     pattern = rnd.choice(REGEX_PATTERNS)
                     page_size = rnd.choice([50, 100, 200])
-                    await walk(client, "regex_search", {"pattern": pattern, "page_size": page_size, "output_mode": "inline"}, stats)
-            except Exception as exc:  # noqa: BLE001 - every failure is counted and reported
+                    await walk(
+                        client,
+                        "regex_search",
+                        {"pattern": pattern, "page_size": page_size, "output_mode": "inline"},
+                        stats,
+                    )
+            except Exception as exc:
                 stats.errors.append(f"client {client_no}: {type(exc).__name__}: {exc}"[:300])
 
 
@@ -252,7 +270,7 @@ async def soak_loop(url: str, n: int, on_search: Any, workers: int = 4) -> list[
                     page = body(await client.call_tool("regex_search", soak_args(i)))
                     if i % 10 == 0 and page["pagination"]["next_cursor"]:
                         body(await client.call_tool("regex_search", {"cursor": page["pagination"]["next_cursor"]}))
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     errors.append(f"{i}: {type(exc).__name__}: {exc}"[:300])
                 on_search(i)
 
@@ -360,7 +378,7 @@ def run_soak_memory(tmp: Path, searches: int) -> dict[str, Any]:
     # The baseline is the server after one search: interpreter, libraries, caches. The
     # sessions held afterwards must fit the budget (plus the stated allowance).
     base = start[0]
-    peak = max(samples + [final])
+    peak = max(*samples, final)
     return {
         "searches": searches,
         "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX", "glibc default"),
@@ -396,7 +414,9 @@ def run_soak_redis(tmp: Path, searches: int) -> dict[str, Any]:
     red_tmp = tmp / "soak-redis"
     redis_srv = RedisServer(red_tmp / "redis").start()
     namespace = f"soak{uuid.uuid4().hex[:8]}"
-    server = HttpServer(root, base_env(red_tmp, sessions__backend=redis_srv.url, sessions__namespace=namespace, **limits)).start()
+    server = HttpServer(
+        root, base_env(red_tmp, sessions__backend=redis_srv.url, sessions__namespace=namespace, **limits)
+    ).start()
     probe = redis.Redis.from_url(redis_srv.url)
     counts: list[int] = []
     stored: list[int] = []
@@ -439,16 +459,22 @@ def run_soak_redis(tmp: Path, searches: int) -> dict[str, Any]:
 def index_status(root: Path, env: dict[str, str]) -> dict[str, Any]:
     out = subprocess.run(
         [str(Path(sys.executable).parent / "codepager"), "index", "--status", "--json", str(root)],
-        env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout)
 
 
 def index_update(root: Path, env: dict[str, str]) -> dict[str, Any]:
     out = subprocess.run(
         [str(Path(sys.executable).parent / "codepager"), "index", "--json", "--no-progress", str(root)],
-        env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout)
 
 
@@ -503,11 +529,17 @@ def interrupted_indexing(tmp: Path, sig: signal.Signals) -> dict[str, Any]:
         "aborted_or_traceback": ("terminate called" in stderr) or ("Traceback" in stderr),
         "generation_before": first["generation"],
         "generation_after_signal": after_kill["generation"],
-        "index_intact": after_kill["exists"] and after_kill["generation"] == first["generation"]
-        and after_kill["files"] == first["files"] and after_kill["stale_reason"] is None,
-        "resumed": {k: resumed[k] for k in ("generation", "rebuilt", "files", "chunks", "modified", "chunks_embedded", "seconds")},
+        "index_intact": after_kill["exists"]
+        and after_kill["generation"] == first["generation"]
+        and after_kill["files"] == first["files"]
+        and after_kill["stale_reason"] is None,
+        "resumed": {
+            k: resumed[k]
+            for k in ("generation", "rebuilt", "files", "chunks", "modified", "chunks_embedded", "seconds")
+        },
         "edited_files": edited,
-        "resumed_incrementally": not resumed["rebuilt"] and resumed["modified"] == edited
+        "resumed_incrementally": not resumed["rebuilt"]
+        and resumed["modified"] == edited
         and resumed["generation"] == first["generation"] + 1,
         "full_build_chunks_embedded": first["chunks_embedded"],
     }
@@ -549,7 +581,9 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--searches", type=int, default=20)
     parser.add_argument("--soak", type=int, default=2000)
-    parser.add_argument("--only", default="load,soak,faults", help="any of load, soak (= soak-memory,soak-redis), faults")
+    parser.add_argument(
+        "--only", default="load,soak,faults", help="any of load, soak (= soak-memory,soak-redis), faults"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     only = set(args.only.split(","))

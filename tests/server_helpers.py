@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
+from harness.commands import codepager_cmd
 from server.records import records_of_groups
 from server.settings import Settings, load_settings
 
@@ -89,12 +90,6 @@ def serve_env(tmp: Path, secret: str | None = SECRET, **settings: str) -> dict[s
     return env
 
 
-def codepager_cmd() -> tuple[str, list[str]]:
-    """The installed console script next to this interpreter (what a client would launch)."""
-    script = Path(sys.executable).parent / "codepager"
-    return str(script), []
-
-
 def pid_with_args(*args: str) -> int:
     """The running process whose command line holds every one of `args` (e.g. `serve` and the
     test's own tmp path): how a test finds a server that a fastmcp transport started."""
@@ -133,3 +128,14 @@ def stdio_client(root: Path, tmp: Path, env: dict[str, str] | None = None, *, lo
     env = env if env is not None else serve_env(tmp)
     transport = StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(root), log_file=log_file)
     return Client(transport, timeout=120)
+
+
+def cli_full_list(root: Path, pattern: str) -> list[tuple[str, int]]:
+    """Every (path, line) that `codepager search --jsonl` finds under `root`: what a paged walk
+    must equal."""
+    cmd, args = codepager_cmd()
+    out = subprocess.run(
+        [cmd, *args, "search", "--jsonl", pattern], cwd=root, capture_output=True, text=True, check=True
+    )
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    return [(r["path"], r["line"]) for r in rows]

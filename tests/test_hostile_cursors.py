@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from server.app import build_app
 from sessions import CursorCodec
 from sessions.cursor import CLOCK_SKEW_S
-from tests.conftest import write_code_tree
+from tests.code_tree import write_code_tree
 from tests.hostile_helpers import SyncClient
 from tests.server_helpers import SECRET, make_settings, structured
 
@@ -161,7 +161,9 @@ def test_fuzz_mutated_cursors(client, cursor, data):
     i = data.draw(st.integers(0, len(cursor) - 1))
     char = data.draw(st.characters(codec="ascii") | st.sampled_from("-_.=+/"))
     mutated = data.draw(
-        st.sampled_from([cursor[:i] + char + cursor[i + 1 :], cursor[:i] + char + cursor[i:], cursor[:i] + cursor[i + 1 :]])
+        st.sampled_from(
+            [cursor[:i] + char + cursor[i + 1 :], cursor[:i] + char + cursor[i:], cursor[:i] + cursor[i + 1 :]]
+        )
     )
     if mutated == cursor:
         return

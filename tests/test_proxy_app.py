@@ -1,4 +1,4 @@
-"""The proxy app end to end with a real backend: tests/proxy_backend.py running as a stdio
+"""The proxy app end to end with a real backend: harness/proxy_backend.py running as a stdio
 subprocess behind `build_proxy_app`, driven by a real fastmcp client. Pass-through is exact,
 large results become datasets that SQL and read-dataset-page can read back, cursors are
 signed, backend errors, timeouts and crashes reach the client as errors (and a crashed backend
@@ -20,38 +20,16 @@ from fastmcp.client.transports import FastMCPTransport
 from mcp import MCPError
 from mcp_types import INVALID_PARAMS
 
+from harness.proxy_backend import BACKEND_SCRIPT, make_rows
+from harness.proxy_backend import app as backend_app
 from server.proxy import Backend, build_proxy_app, command_backend
 from server.proxy.answer import answer_budget
 from server.proxy.size import BYTES_PER_TOKEN
-from server.settings import Settings, load_settings
-from tests.proxy_backend import app as backend_app
-from tests.proxy_backend import make_rows
-from tests.server_helpers import SECRET, structured
+from tests.proxy_helpers import THRESHOLD, proxy_settings, wire
+from tests.server_helpers import structured
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-BACKEND = [sys.executable, str(Path(__file__).with_name("proxy_backend.py"))]
-THRESHOLD = 4000
-#: Connection-level result metadata that every server stamps itself; not part of a result.
-CONNECTION_META = ("io.modelcontextprotocol/serverInfo",)
-
-
-def proxy_settings(tmp: Path, **proxy: Any) -> Settings:
-    return load_settings(
-        None,
-        {
-            "proxy": {"data_dir": tmp / "data", "threshold_tokens": THRESHOLD, **proxy},
-            "offload": {"output_dir": tmp / "offload"},
-            "index": {"cache_dir": tmp / "cache"},
-            "sessions": {"secret_key": SECRET},
-        },
-    )
-
-
-def wire(result: Any) -> dict[str, Any]:
-    """What a tool result is on the wire, minus the connection-level metadata."""
-    body = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-    meta = {k: v for k, v in (body.pop("_meta", None) or {}).items() if k not in CONNECTION_META}
-    return {**body, "_meta": meta}
+BACKEND = [sys.executable, BACKEND_SCRIPT]
 
 
 def sizes(result: Any) -> tuple[int, int]:
@@ -114,8 +92,11 @@ async def test_a_large_json_result_is_saved_described_and_queryable(client: Clie
     ds = body["dataset"]
     assert ds["record_count"] == 3000 and ds["format"] == "json_records" and ds["server"] == "tiny"
     assert ds["fields"]["value"] == "integer | string" and ds["estimated_tokens"] > THRESHOLD
-    assert ds["distinct_values"]["kind"] == [{"value": "alpha", "count": 1000}, {"value": "beta", "count": 1000},
-                                             {"value": "gamma", "count": 1000}]  # fmt: skip
+    assert ds["distinct_values"]["kind"] == [
+        {"value": "alpha", "count": 1000},
+        {"value": "beta", "count": 1000},
+        {"value": "gamma", "count": 1000},
+    ]
     assert len(json.dumps(body)) * 2 <= answer_budget(THRESHOLD)  # the answer itself is small, both copies
     data = Path(ds["data_path"])
     meta = json.loads(Path(ds["metadata_path"]).read_text())
@@ -232,9 +213,10 @@ async def test_a_result_sent_as_text_and_structured_content_is_counted_once(tmp_
         straight = await direct.call_tool_mcp("padded", {"pad": just_under})
         assert json.dumps(wire(under), sort_keys=True) == json.dumps(wire(straight), sort_keys=True)
         over = structured(await c.call_tool("padded", {"pad": just_over}))
-        assert over["intercepted"] == "saved_as_dataset" and over["dataset"]["original_size_bytes"] == len(
-            straight.content[0].text
-        ) + 1
+        assert (
+            over["intercepted"] == "saved_as_dataset"
+            and over["dataset"]["original_size_bytes"] == len(straight.content[0].text) + 1
+        )
 
 
 async def test_excluded_tools_are_never_intercepted(tmp_path: Path) -> None:
@@ -246,7 +228,10 @@ async def test_excluded_tools_are_never_intercepted(tmp_path: Path) -> None:
 
 
 async def test_several_backends_are_namespaced_and_each_named_in_its_datasets(tmp_path: Path) -> None:
-    backends = [Backend("one", FastMCPTransport(backend_app), None), Backend("two", FastMCPTransport(backend_app), None)]
+    backends = [
+        Backend("one", FastMCPTransport(backend_app), None),
+        Backend("two", FastMCPTransport(backend_app), None),
+    ]
     app = build_proxy_app(proxy_settings(tmp_path, excluded_tools=["one_text"]), backends)
     async with Client(app) as c:
         names = {t.name for t in await c.list_tools()}
@@ -277,6 +262,10 @@ async def test_retention_runs_in_the_background_at_start(tmp_path: Path) -> None
 async def test_a_backend_that_dies_at_start_does_not_stop_the_client_connecting(tmp_path: Path) -> None:
     dead = command_backend([sys.executable, "-c", "raise SystemExit(1)"], name="dead", timeout_s=10)
     async with Client(build_proxy_app(proxy_settings(tmp_path), [dead])) as c:
-        assert {t.name for t in await c.list_tools()} == {"analyze-with-duckdb", "list-saved-datasets", "read-dataset-page"}
+        assert {t.name for t in await c.list_tools()} == {
+            "analyze-with-duckdb",
+            "list-saved-datasets",
+            "read-dataset-page",
+        }
         with pytest.raises(Exception, match="Unknown tool"):
             await c.call_tool("records", {"n": 1})

@@ -11,11 +11,11 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
+from harness.commands import codepager_cmd
+from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
 from server.cli import main
 from server.proxy import config_backends
-from tests.server_helpers import codepager_cmd, serve_env, structured
-
-BACKEND = str(Path(__file__).with_name("proxy_backend.py"))
+from tests.server_helpers import serve_env, structured
 
 
 def write_config(path: Path, **servers: dict) -> Path:
@@ -70,7 +70,11 @@ async def test_a_real_proxy_process_serves_two_configured_servers(tmp_path: Path
         names = {t.name for t in await c.list_tools()}
         assert {"alpha_records", "beta_records", "analyze-with-duckdb", "read-dataset-page"} <= names
         body = structured(await c.call_tool("beta_records", {"n": 500}))
-        assert (body["dataset"]["server"], body["dataset"]["tool"], body["dataset"]["record_count"]) == ("beta", "records", 500)
+        assert (body["dataset"]["server"], body["dataset"]["tool"], body["dataset"]["record_count"]) == (
+            "beta",
+            "records",
+            500,
+        )
         assert (await c.call_tool("alpha_small", {})).structured_content["greeting"] == "hello world"
     assert Path(body["dataset"]["data_path"]).is_relative_to(tmp_path / "data" / "datasets")
 
@@ -85,4 +89,8 @@ def test_flags_win_over_environment_over_toml(tmp_path: Path, monkeypatch) -> No
     monkeypatch.setenv("CODEPAGER_PROXY__CLEANUP_AFTER_DAYS", "9")
     args = build_parser().parse_args(["proxy", "--settings", str(toml), "--threshold-tokens", "222", "--", "srv"])
     settings = load_settings(args.settings, proxy_overrides(args))
-    assert (settings.proxy.threshold_tokens, settings.proxy.cleanup_after_days, settings.proxy.excluded_tools) == (222, 9, ["a"])
+    assert (settings.proxy.threshold_tokens, settings.proxy.cleanup_after_days, settings.proxy.excluded_tools) == (
+        222,
+        9,
+        ["a"],
+    )

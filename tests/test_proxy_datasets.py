@@ -16,6 +16,7 @@ from fastmcp.tools.base import ToolResult
 from mcp_types import ImageContent, TextContent
 from ulid import ULID
 
+from harness.proxy_backend import make_rows
 from server.output import DatasetFilter, Datasets, DatasetStore, OffloadStore
 from server.output.profile import MAX_DISTINCT, as_object, profile_records
 from server.proxy.answer import answer_budget, example_sql
@@ -23,7 +24,6 @@ from server.proxy.backends import ToolOwners, command_backend, server_name
 from server.proxy.extraction import MAX_NESTING, extract_records
 from server.proxy.saver import ProxiedCall, ResultSaver
 from server.proxy.size import BYTES_PER_TOKEN, sent_size
-from tests.proxy_backend import make_rows
 
 
 def text_result(text: str, structured: dict | None = None) -> ToolResult:
@@ -89,7 +89,7 @@ def nested_array(depth: int, inner: str = "1") -> str:
     [
         (f'[{{"a": {nested_array(MAX_NESTING - 2)}}}]', "json_records"),  # the array, the record, then the rest
         (f'[{{"a": {nested_array(MAX_NESTING - 1)}}}]', "text_lines"),
-        ('[{"a": "' + "[{" * 5000 + '"}, {"a": "\\\"]]]"}]', "json_records"),  # brackets in strings do not count
+        ('[{"a": "' + "[{" * 5000 + '"}, {"a": "\\"]]]"}]', "json_records"),  # brackets in strings do not count
         (nested_array(5000), "text_lines"),
         ('{"rows": [' + nested_array(5000, "{}") + "]}", "text_lines"),
     ],
@@ -117,8 +117,9 @@ def test_profile_reports_unions_optional_fields_and_distinct_values() -> None:
     profile = profile_records(rows, sample_size=100)
     assert profile.fields == {"id": "integer", "kind": "string", "value": "integer | string", "note": "string"}
     assert profile.optional == ["note"]
-    assert profile.distinct_values == {"kind": [{"value": "alpha", "count": 100}, {"value": "beta", "count": 100},
-                                                {"value": "gamma", "count": 100}]}  # fmt: skip
+    assert profile.distinct_values == {
+        "kind": [{"value": "alpha", "count": 100}, {"value": "beta", "count": 100}, {"value": "gamma", "count": 100}]
+    }
     assert profile.sample_size == 100 and len(profile.sample_records) == 3
 
 
@@ -133,8 +134,10 @@ def test_distinct_values_are_counted_over_every_record_not_just_the_sample(raw: 
 
 
 def test_high_cardinality_long_and_nested_fields_are_not_categories() -> None:
-    rows = [{"id": i, "name": f"n{i % (MAX_DISTINCT + 5)}", "blob": "x" * 500, "tags": ["a"], "flag": i % 2 == 0}
-            for i in range(200)]  # fmt: skip
+    rows = [
+        {"id": i, "name": f"n{i % (MAX_DISTINCT + 5)}", "blob": "x" * 500, "tags": ["a"], "flag": i % 2 == 0}
+        for i in range(200)
+    ]
     profile = profile_records(rows, sample_size=100)
     assert set(profile.distinct_values) == {"flag"}
     assert profile.fields["tags"] == "array" and profile.fields["flag"] == "boolean"
@@ -190,7 +193,7 @@ def test_a_failed_write_raises_a_typed_error_and_leaves_nothing(tmp_path: Path) 
     blocker.write_text("a file where the data dir should be")
     from server.output import DatasetWriteError
 
-    with pytest.raises(DatasetWriteError, match="not a directory|Not a directory"):
+    with pytest.raises(DatasetWriteError, match=r"not a directory|Not a directory"):
         DatasetStore(blocker).save(DatasetStore.new_id(), [{"a": 1}], {})
 
 
@@ -226,7 +229,10 @@ def test_sql_joins_an_offloaded_page_with_a_saved_result(both) -> None:
     page = offload.write(tool="regex_search", query="q", records=[{"kind": "alpha", "n": 1}, {"kind": "beta", "n": 2}])
     result_id = saved.new_id()
     saved.save(result_id, make_rows(30), {"tool": "records", "server": "backend"})
-    sql = f"SELECT p.n, count(*) AS c FROM dataset_{page.id} p JOIN dataset_{result_id} r USING (kind) GROUP BY 1 ORDER BY 1"
+    sql = (
+        f"SELECT p.n, count(*) AS c FROM dataset_{page.id} p JOIN dataset_{result_id} r USING (kind) "
+        "GROUP BY 1 ORDER BY 1"
+    )
     assert datasets.query(sql).rows == [{"n": 1, "c": 10}, {"n": 2, "c": 10}]
     assert datasets.query("SELECT count(*) AS c FROM dataset", dataset_id=result_id).rows == [{"c": 30}]
 
@@ -256,7 +262,9 @@ def old_id_day(dataset_id: str) -> str:
     return f"{ULID.from_str(dataset_id).datetime:%Y-%m-%d}"
 
 
-@pytest.mark.parametrize("records", [make_rows(300, mixed=True), [{"line": i, "text": f"INFO start {i}"} for i in range(1, 50)]])
+@pytest.mark.parametrize(
+    "records", [make_rows(300, mixed=True), [{"line": i, "text": f"INFO start {i}"} for i in range(1, 50)]]
+)
 def test_every_example_query_runs(both, records) -> None:
     datasets, _, saved = both
     result = text_result(json.dumps(records) if "id" in records[0] else "\n".join(r["text"] for r in records))
@@ -319,7 +327,9 @@ def test_the_answer_for_wide_records_fits_its_budget_and_says_where_the_other_fi
     assert ds["record_count"] == rows and ds["table"] == f"dataset_{ds['id']}" and body["example_sql"]
     listed = list(ds["fields"])
     assert 10 < len(listed) < columns and listed == [f"col_{k:04d}" for k in range(len(listed))]  # the first ones
-    assert ds["more_fields"].startswith(f"and {columns - len(listed):,} more fields") and "DESCRIBE" in ds["more_fields"]
+    assert (
+        ds["more_fields"].startswith(f"and {columns - len(listed):,} more fields") and "DESCRIBE" in ds["more_fields"]
+    )
     assert all(list(r) == listed for r in ds["sample_records"])
     assert set(ds["distinct_values"]) <= set(listed)
     for sql in body["example_sql"]:
@@ -351,7 +361,10 @@ def test_a_tiny_threshold_still_gets_the_floor_answer(both) -> None:
     body = answer.structured_content
     assert body["intercepted"] == "saved_as_dataset" and sent_size(answer) < 2500
     assert {"id", "table", "record_count", "data_path", "metadata_path"} <= set(body["dataset"])
-    assert body["example_sql"] == [f"SELECT * FROM {body['dataset']['table']} LIMIT 20", f"DESCRIBE {body['dataset']['table']}"]
+    assert body["example_sql"] == [
+        f"SELECT * FROM {body['dataset']['table']} LIMIT 20",
+        f"DESCRIBE {body['dataset']['table']}",
+    ]
 
 
 def test_an_envelope_too_wide_to_shrink_is_replaced_by_a_note(both) -> None:
@@ -388,7 +401,9 @@ def test_server_names_from_commands(command: list[str], name: str) -> None:
 def test_tool_owners_single_and_namespaced() -> None:
     one = ToolOwners([command_backend([sys.executable], name="fs")])
     assert one.owner("read_file") == ("fs", "read_file")
-    many = ToolOwners([command_backend([sys.executable], name="git"), command_backend([sys.executable], name="git_hub")])
+    many = ToolOwners(
+        [command_backend([sys.executable], name="git"), command_backend([sys.executable], name="git_hub")]
+    )
     assert many.owner("git_hub_search") == ("git_hub", "search")
     assert many.owner("git_log") == ("git", "log")
     assert many.owner("analyze-with-duckdb") is None

@@ -20,11 +20,12 @@ import pytest_asyncio
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
+from harness.commands import codepager_cmd
 from server.proxy import build_proxy_app, command_backend
-from tests.conftest import write_code_tree
+from tests.code_tree import write_code_tree
 from tests.node_tools import node_env, npx
-from tests.server_helpers import codepager_cmd, serve_env, structured
-from tests.test_proxy_app import proxy_settings, wire
+from tests.proxy_helpers import proxy_settings, wire
+from tests.server_helpers import serve_env, structured
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 FILESYSTEM = ["-y", "@modelcontextprotocol/server-filesystem"]
@@ -93,8 +94,11 @@ async def test_a_large_file_read_becomes_lines_that_sql_can_count(proxied: Clien
     assert ds["format"] == "text_lines" and ds["record_count"] == LOG_LINES
     sql = f"SELECT split_part(text, ' ', 1) AS level, count(*) AS n FROM {ds['table']} GROUP BY 1 ORDER BY 1"
     rows = structured(await proxied.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
-    assert rows == [{"level": "ERROR", "n": LOG_LINES // 4}, {"level": "INFO", "n": LOG_LINES // 2},
-                    {"level": "WARN", "n": LOG_LINES // 4}]  # fmt: skip
+    assert rows == [
+        {"level": "ERROR", "n": LOG_LINES // 4},
+        {"level": "INFO", "n": LOG_LINES // 2},
+        {"level": "WARN", "n": LOG_LINES // 4},
+    ]
     page = structured(await proxied.call_tool("read-dataset-page", {"dataset_id": ds["id"], "page_size": 3}))
     assert page["results"]["records"][0] == {"line": 1, "text": "INFO request 0 took 0 ms"}
     listed = structured(await proxied.call_tool("list-saved-datasets", {"filter": {"tool": "read_text_file"}}))
@@ -111,14 +115,16 @@ async def test_codepager_serve_behind_the_proxy(tmp_path: Path) -> None:
         small = structured(await c.call_tool("regex_search", {"pattern": "needle_3_1\\b"}))
         assert small["results"]["count"] == 1 and "intercepted" not in small
 
-        body = structured(await c.call_tool("regex_search", {"pattern": "needle", "page_size": 200, "context_lines": 2}))
+        body = structured(
+            await c.call_tool("regex_search", {"pattern": "needle", "page_size": 200, "context_lines": 2})
+        )
         assert body["intercepted"] == "saved_as_dataset"
         ds = body["dataset"]
         assert ds["server"] == "codepager" and ds["record_count"] == 200
         assert ds["records_from"] == "structuredContent:results.files"  # the flat match records, as offloaded
         saved = [json.loads(line) for line in Path(ds["data_path"]).read_text().splitlines()]
         assert {"path", "line", "text", "before", "after"} <= set(saved[5])
-        sql = f'SELECT count(DISTINCT path) AS files, count(*) AS n FROM {ds["table"]}'
+        sql = f"SELECT count(DISTINCT path) AS files, count(*) AS n FROM {ds['table']}"
         rows = structured(await c.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
         assert rows == [{"files": len({m["path"] for m in saved}), "n": 200}]
 

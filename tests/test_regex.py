@@ -13,7 +13,7 @@ from search_engine.engine import SearchEngine
 from search_engine.errors import InvalidQueryError, PathNotFoundError, SearchTimeoutError
 from search_engine.models import MatchType, SearchRequest, SearchResult
 from search_engine.regex import ELLIPSIS, regex_search
-from tests.conftest import write_code_tree
+from tests.code_tree import write_code_tree
 
 CONFIG = EngineConfig()
 

@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
-from tests.conftest import write_code_tree
+from harness.http_server import HttpServer
+from harness.redis_server import RedisServer
+from tests.code_tree import write_code_tree
 from tests.hostile_helpers import refused_async
-from tests.http_server import HttpServer
-from tests.redis_server import RedisServer
-from tests.server_helpers import serve_env, page_matches, structured
-from tests.test_server_wire import cli_full_list
+from tests.server_helpers import cli_full_list, page_matches, serve_env, structured
 
 
 def replica_env(tmp: Path, redis_url: str) -> dict[str, str]:
