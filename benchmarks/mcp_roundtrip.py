@@ -30,10 +30,10 @@ from fastmcp.client.transports import StdioTransport
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import Report, add_report_argument, emit, verdict  # noqa: E402
+from benchmarks.report import Report, add_report_argument, emit, verdict
 
 ECHO_SERVER = textwrap.dedent(
-    '''
+    """
     import sys
     from fastmcp import FastMCP
     from fastmcp.tools.base import ToolResult
@@ -48,7 +48,7 @@ ECHO_SERVER = textwrap.dedent(
         return ToolResult(content=[TextContent(type="text", text=payload)], structured_content=structured)
 
     app.run("stdio", show_banner=False)
-    '''
+    """
 )
 
 
@@ -132,8 +132,9 @@ def run(args: argparse.Namespace) -> Report:
         f"{r['first_ms'] / r['cached_ms']:.1f}x; target cached page < 10 ms: {verdict(met)}"
     )
     headline = (
-        f"a cached page costs {r['cached_ms']:.2f} ms end to end over stdio, {r['cached_ms'] / r['echo_ms']:.2f}x a bare "
-        f"fastmcp tool returning the same page (target < 10 ms: {verdict(met)})"
+        f"a cached page costs {r['cached_ms']:.2f} ms end to end over stdio, "
+        f"{r['cached_ms'] / r['echo_ms']:.2f}x a bare fastmcp tool returning the same page "
+        f"(target < 10 ms: {verdict(met)})"
     )
     return Report(markdown=markdown, headline=headline, figures=r, target_met=met)
 

@@ -27,12 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import Report, add_report_argument, emit  # noqa: E402
-from search_engine.models import Match, MatchType  # noqa: E402
-from server.output import ListPage, OffloadStore, OutputLayer, RenderOptions  # noqa: E402
-from server.output.descriptor import build_file_ref  # noqa: E402
-from server.records import match_record  # noqa: E402
-from server.settings import OffloadSettings  # noqa: E402
+from benchmarks.report import Report, add_report_argument, emit
+from search_engine.models import Match, MatchType
+from server.output import ListPage, OffloadStore, OutputLayer, RenderOptions
+from server.output.descriptor import build_file_ref
+from server.records import match_record
+from server.settings import OffloadSettings
 
 
 def make_records(target_bytes: int) -> list[dict]:
@@ -108,8 +108,13 @@ def measure(label: str, records: list[dict], repeats: int, work: Path) -> tuple[
     naive = median_ms(lambda: naive_offload(naive_dir, records, counter), repeats, reset)
     cells = " | ".join(f"{w:.2f} / {c:.2f} ms" for w, c in (full, write, descriptor, naive))
     row = f"| {label} ({len(records)} records, {size / 1e6:.2f} MB file) | {cells} | {full[1] / naive[1]:.2f}x |"
-    figures = {"render_wall_ms": full[0], "render_cpu_ms": full[1], "naive_wall_ms": naive[0],
-               "naive_cpu_ms": naive[1], "cpu_ratio": full[1] / naive[1]}  # fmt: skip
+    figures = {
+        "render_wall_ms": full[0],
+        "render_cpu_ms": full[1],
+        "naive_wall_ms": naive[0],
+        "naive_cpu_ms": naive[1],
+        "cpu_ratio": full[1] / naive[1],
+    }
     return row, figures
 
 

@@ -59,8 +59,14 @@ def plot_ndcg_vs_index_time(runs: Sequence[dict[str, Any]], out: Path, subtitle:
                 continue
             ax.scatter(seconds, score, color=colours[name], marker=marker, s=70, zorder=3)
             left = middle is not None and seconds > middle
-            ax.annotate(f"{name} {mode}: {score:.3f}, {seconds:.1f} s", (seconds, score), textcoords="offset points",
-                        xytext=(-dx if left else dx, dy), ha="right" if left else "left", fontsize=8)  # fmt: skip
+            ax.annotate(
+                f"{name} {mode}: {score:.3f}, {seconds:.1f} s",
+                (seconds, score),
+                textcoords="offset points",
+                xytext=(-dx if left else dx, dy),
+                ha="right" if left else "left",
+                fontsize=8,
+            )
     ax.set_xscale("log")
     plain = FuncFormatter(lambda value, _: f"{value:g}")
     ax.xaxis.set_major_formatter(plain)

@@ -37,9 +37,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # As a script, sys.path[0] is benchmarks/, whose regex.py would shadow the `regex` package.
 sys.path[0] = str(ROOT)
 
-from benchmarks.report import Report, add_report_argument, emit  # noqa: E402
-from search_engine.config import EngineConfig  # noqa: E402
-from search_engine.embeddings import resolve_model  # noqa: E402
+from benchmarks.report import Report, add_report_argument, emit
+from search_engine.config import EngineConfig
+from search_engine.embeddings import resolve_model
 
 DEFAULT_WORK = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "codepager-scale"
 DEFAULT_SOURCE = DEFAULT_WORK / "sympy-src"
@@ -270,8 +270,14 @@ def report(rows: list[dict]) -> Report:
         out += ["", "| copies | system | cold index | peak RSS | hybrid p50 |", "|---|---|---|---|---|"]
         for r in semble:
             c, s, t = r["cold"], r["start"], r["semble"]
-            out.append(f"| {r['copies']}x | codepager | {c['seconds']:.1f} s | {c['peak_rss_mb']:.0f} MB | {s['hybrid_p50_ms']:.1f} ms |")
-            out.append(f"| {r['copies']}x | semble 0.7.0 | {t['seconds']:.1f} s | {t['peak_rss_mb']:.0f} MB | {t['hybrid_p50_ms']:.1f} ms |")
+            out.append(
+                f"| {r['copies']}x | codepager | {c['seconds']:.1f} s | {c['peak_rss_mb']:.0f} MB "
+                f"| {s['hybrid_p50_ms']:.1f} ms |"
+            )
+            out.append(
+                f"| {r['copies']}x | semble 0.7.0 | {t['seconds']:.1f} s | {t['peak_rss_mb']:.0f} MB "
+                f"| {t['hybrid_p50_ms']:.1f} ms |"
+            )
     big = rows[-1]
     headline = (
         f"at {big['copies']}x ({big['cold']['chunks']:,} chunks): cold index {big['cold']['seconds']:.0f} s, "

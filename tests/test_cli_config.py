@@ -22,7 +22,11 @@ def effective(tmp_path: Path, toml: str, **env: str) -> dict:
     config.write_text(toml)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
     done = subprocess.run(
-        [str(CODEPAGER), "config", "--config", str(config)], env={**clean, **env}, capture_output=True, text=True, check=False
+        [str(CODEPAGER), "config", "--config", str(config)],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -59,6 +63,8 @@ def test_a_misspelt_key_is_an_error_naming_it(tmp_path: Path, source: str) -> No
     env = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
     if source == "env":
         env["CODEPAGER_SEARCH__MAX_RESULTZ"] = "5"
-    done = subprocess.run([str(CODEPAGER), "config", "--config", str(config)], env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [str(CODEPAGER), "config", "--config", str(config)], env=env, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert "search.max_resultz" in done.stderr and "not permitted" in done.stderr

@@ -106,7 +106,9 @@ def test_parameter_and_error_tables_are_exactly_what_the_server_declares(capture
     tables = [name for name in captured if name.startswith("params_") or name == "error_codes"]
     assert len(tables) >= 9
     for name in tables:
-        assert documented[name] == captured[name], f"{name} is stale: run docs/capture_examples.py --write docs/tools.md"
+        assert documented[name] == captured[name], (
+            f"{name} is stale: run docs/capture_examples.py --write docs/tools.md"
+        )
 
 
 def test_examples_have_the_shape_of_live_answers(captured, documented):

@@ -24,14 +24,17 @@ from server.transports.wire import LineSplitter, Refused, TooLarge, leading_fiel
 
 # Multi-byte heavy: 2-byte Latin, 3-byte CJK, 4-byte emoji, plus ASCII and escapes.
 MULTIBYTE = st.text(
-    alphabet=st.sampled_from(list("aZ09 \"\\\t{}[]:é ü ß 中文字 日本 🚀🧪😀👍🏽")) | st.characters(exclude_categories=("Cs",)),
+    alphabet=st.sampled_from(list('aZ09 "\\\t{}[]:é ü ß 中文字 日本 🚀🧪😀👍🏽'))
+    | st.characters(exclude_categories=("Cs",)),
     max_size=400,
 )
 
 
 def _message(text: str, request_id: int = 1) -> str:
     """A compact JSON-RPC text, as the transports serialize it (no raw newline)."""
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"text": text}}, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "result": {"text": text}}, ensure_ascii=False, separators=(",", ":")
+    )
 
 
 class _Clock:
@@ -410,7 +413,10 @@ def test_line_splitter_never_holds_more_than_its_bound() -> None:
 @pytest.mark.parametrize(
     ("head", "fields"),
     [
-        (b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"id":6', {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": ...}),
+        (
+            b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"id":6',
+            {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": ...},
+        ),
         (b'{"method":"m","params":{"id":6,"s":"\\"id\\":7"},"id":"a"}', {"method": "m", "params": ..., "id": "a"}),
         (b'{"params":{"a":"unterminated \\"id\\": 9', {"params": ...}),
         (b'[{"id":1}]', {}),

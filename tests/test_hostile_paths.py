@@ -68,10 +68,26 @@ def all_matches(client: SyncClient, args: dict) -> list[dict]:
 
 @pytest.mark.parametrize(
     "path",
-    ["..", "../outside", "../outside/secret.txt", "src/../../outside", "./../outside", "src/../..", "/etc", "/",
-     "/etc/passwd", "link_out", "link_out/secret.txt", "secret_link.txt", "zero", "urandom", "/dev/zero",
-     "../outside/does-not-exist", "/nonexistent/dir"],
-)  # fmt: skip
+    [
+        "..",
+        "../outside",
+        "../outside/secret.txt",
+        "src/../../outside",
+        "./../outside",
+        "src/../..",
+        "/etc",
+        "/",
+        "/etc/passwd",
+        "link_out",
+        "link_out/secret.txt",
+        "secret_link.txt",
+        "zero",
+        "urandom",
+        "/dev/zero",
+        "../outside/does-not-exist",
+        "/nonexistent/dir",
+    ],
+)
 def test_paths_that_leave_the_root_are_refused(client, tree, path):
     error = tool_error(client, {"pattern": "needle", "path": path})
     assert error["code"] == "invalid_path"
@@ -175,7 +191,9 @@ async def test_a_directory_swapped_for_a_link_during_a_real_build_never_reaches_
     for i in range(1500):  # read before zzz/: seconds of chunking, the window for the swap
         path = root / "aaa" / f"m{i // 100}" / f"mod{i}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(f"def handler_{i}_{j}(request):\n    return request.value + {j}\n\n\n" for j in range(6)))
+        path.write_text(
+            "".join(f"def handler_{i}_{j}(request):\n    return request.value + {j}\n\n\n" for j in range(6))
+        )
     (root / "zzz").mkdir()
     (root / "zzz" / "leak.py").write_text("def leaked_credentials():\n    return 'inside, harmless'\n")
     async with stdio_client(root, tmp_path, serve_env(tmp_path, index__index_on_start="true")) as c:
@@ -188,7 +206,11 @@ async def test_a_directory_swapped_for_a_link_during_a_real_build_never_reaches_
         await _wait_for_phase(c, lambda p: p["phase"] == "embed" or (p["phase"] == "write" and p["done"] == 0))
         (root / "zzz").unlink()
         (root / ".zzz-real").rename(root / "zzz")
-        body = structured(await c.call_tool("hybrid_search", {"query": "leaked_credentials OUTSIDE_SECRET_TOKEN", "path": "zzz", "top_k": 10}))
+        body = structured(
+            await c.call_tool(
+                "hybrid_search", {"query": "leaked_credentials OUTSIDE_SECRET_TOKEN", "path": "zzz", "top_k": 10}
+            )
+        )
     contents = [r.get("text", "") for r in page_matches(body)]
     assert not any("OUTSIDE_SECRET_TOKEN" in text for text in contents), contents
     assert any("inside, harmless" in text for text in contents), contents  # the file is searched, read from inside

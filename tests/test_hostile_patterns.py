@@ -80,7 +80,9 @@ def python_re_seconds(pattern: str, n: int) -> float:
 def test_regex_time_grows_linearly_where_backtracking_explodes(tmp_path, pattern):
     """4x the run costs the search under 8x the time (min of 3 runs, interleaved), while
     Python's backtracking `re` takes far more than 8x longer for 8 more a's."""
-    backtracking = min_time(3, lambda: python_re_seconds(pattern, 20)) / min_time(3, lambda: python_re_seconds(pattern, 12))
+    backtracking = min_time(3, lambda: python_re_seconds(pattern, 20)) / min_time(
+        3, lambda: python_re_seconds(pattern, 12)
+    )
     assert backtracking > 8, backtracking
 
     root = tmp_path / "repo"

@@ -279,9 +279,16 @@ def test_a_write_failing_midway_leaves_no_file_and_falls_back(tmp_path: Path) ->
 
 def test_everything_is_built_from_settings(tmp_path: Path) -> None:
     s = OffloadSettings(
-        output_dir=tmp_path, max_tokens=1234, max_bytes=5678, retention_hours=2, sweep_interval_s=7,
-        duckdb_memory_limit="64MB", duckdb_threads=2, duckdb_timeout_s=3, duckdb_max_rows=9,
-    )  # fmt: skip
+        output_dir=tmp_path,
+        max_tokens=1234,
+        max_bytes=5678,
+        retention_hours=2,
+        sweep_interval_s=7,
+        duckdb_memory_limit="64MB",
+        duckdb_threads=2,
+        duckdb_timeout_s=3,
+        duckdb_max_rows=9,
+    )
     store = OffloadStore.from_settings(s)
     assert (store.output_dir, store.retention_s, store.sweep_interval_s) == (tmp_path, 7200, 7)
     assert OutputLayer(s, store).ceiling == Ceiling(1234, 5678)

@@ -62,7 +62,10 @@ def test_streamed_lines_make_the_same_file_as_records(tmp_path: Path) -> None:
     lines = (dumps_bytes(r) for r in records)
     streamed = store.write_lines(tool="analyze-with-duckdb", query="q", lines=lines, record_keys=["i", "text"])
     assert streamed.path.read_bytes().split(b"\n", 1)[1] == whole.path.read_bytes().split(b"\n", 1)[1]
-    assert (streamed.header["count"], streamed.header["record_keys"]) == (whole.header["count"], whole.header["record_keys"])
+    assert (streamed.header["count"], streamed.header["record_keys"]) == (
+        whole.header["count"],
+        whole.header["record_keys"],
+    )
     # estimated a chunk at a time: each chunk rounds its ASCII quarter-tokens up once
     assert 0 <= streamed.header["estimated_tokens"] - whole.header["estimated_tokens"] < 3
     assert (streamed.line_count, streamed.size_bytes) == (41, streamed.path.stat().st_size)

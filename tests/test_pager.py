@@ -49,7 +49,9 @@ def collected(pages: list[Page]) -> list[Match]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(0, 300), page_size=st.integers(1, 60), data=st.data())
-def test_walking_with_random_cuts_and_restarts_yields_each_result_once(n: int, page_size: int, data: st.DataObject) -> None:
+def test_walking_with_random_cuts_and_restarts_yields_each_result_once(
+    n: int, page_size: int, data: st.DataObject
+) -> None:
     engine = FakeEngine(default_size=n)
     pager = make_pager(engine)
     page = pager.first_page(request_for(), page_size)
@@ -208,7 +210,7 @@ def test_cut_bounds_and_cut_zero() -> None:
     page = pager.first_page(request_for(), 50)
     assert page.cut(50) is page
     for bad in (-1, 51):
-        with pytest.raises(ValueError, match="outside 0..50"):
+        with pytest.raises(ValueError, match=r"outside 0..50"):
             page.cut(bad)
     empty = page.cut(0)
     assert empty.matches == [] and empty.has_more

@@ -52,10 +52,15 @@ def _factor(query: str, path: str) -> float:
     return PathPriors.for_query(query).factor(path, language_for(path))
 
 
-@pytest.mark.parametrize("query", [
-    "markdown rendering", "documentation generator", "how are docs built from doc comments",
-    "parse the config file",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "markdown rendering",
+        "documentation generator",
+        "how are docs built from doc comments",
+        "parse the config file",
+    ],
+)
 def test_topic_words_do_not_lift_the_prose_penalty(query: str) -> None:
     assert _factor(query, "docs/guide.md") < _factor(query, "src/render.rs")
 

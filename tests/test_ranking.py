@@ -84,19 +84,19 @@ def render_template(name, context):
     with open(name) as fh:
         return fh.read().format(**context)
 ''',
-    "tests/test_client_session.py": '''
+    "tests/test_client_session.py": """
 from net.client_session import ClientSession
 
 
 def test_client_session_closes():
     session = ClientSession()
     assert session is not None
-''',
-    "README.md": '''
+""",
+    "README.md": """
 # netkit
 
 Create a `ClientSession` and call `request` to fetch a URL. Retries use exponential backoff.
-''',
+""",
 }
 
 
@@ -180,7 +180,9 @@ def test_top_k_and_determinism(engine: SearchEngine, repo: Path) -> None:
 def test_hybrid_matches_explain_themselves(engine: SearchEngine, repo: Path) -> None:
     result = _search(engine, repo, "ClientSession")
     assert result.index_generation >= 1
-    assert result.index_generation == engine.generation(SearchRequest(mode=SearchMode.HYBRID, query="x", root=str(repo)))
+    assert result.index_generation == engine.generation(
+        SearchRequest(mode=SearchMode.HYBRID, query="x", root=str(repo))
+    )
     scores = [m.score for m in result.matches]
     assert scores[0] == 1.0 and scores == sorted(scores, reverse=True)
     for m in result.matches:
@@ -212,7 +214,7 @@ def test_semantic_mode_ranks_tests_and_docs_below_the_implementation(engine: Sea
 def test_match_spans_point_at_the_chunk_in_the_file(engine: SearchEngine, repo: Path) -> None:
     for m in _search(engine, repo, "acquire a connection", top_k=5).matches:
         data = (repo / m.path).read_bytes()
-        assert data[m.byte_start:m.byte_end].decode() == m.content
+        assert data[m.byte_start : m.byte_end].decode() == m.content
         lines = data.decode().splitlines()
         assert lines[m.line_start - 1] in m.content and lines[m.line_end - 1] in m.content
 
@@ -236,7 +238,9 @@ def test_match_round_trips_through_dict(engine: SearchEngine, repo: Path) -> Non
 
 
 @pytest.mark.parametrize("content", [None, b"\0\1\2" * 100])
-def test_empty_or_binary_only_repo_returns_no_matches(engine: SearchEngine, tmp_path: Path, content: bytes | None) -> None:
+def test_empty_or_binary_only_repo_returns_no_matches(
+    engine: SearchEngine, tmp_path: Path, content: bytes | None
+) -> None:
     if content is not None:
         (tmp_path / "blob.bin").write_bytes(content)
     for mode in (SearchMode.SEMANTIC, SearchMode.HYBRID):
@@ -285,7 +289,7 @@ class Session:
     **{
         f"ledger/{topic}_{n}.py": "\n\n".join(
             f"def {topic}_{n}_{k}(records):\n"
-            f"    \"\"\"Sum the {topic} records of batch {n}, step {k}, rounding each amount.\"\"\"\n"
+            f'    """Sum the {topic} records of batch {n}, step {k}, rounding each amount."""\n'
             + "".join(f"    total_{j} = sum(round(r.amount_{j}, 2) for r in records)\n" for j in range(12))
             + "    return total_0\n"
             for k in range(4)
@@ -332,8 +336,9 @@ def test_a_query_naming_a_file_fuzzily_ranks_it_first(
 
 
 def _hybrid(corpus: Corpus, index: Index, query: str, top_k: int = 10) -> list[tuple[int, float, dict[str, int]]]:
-    hits = hybrid_search(corpus, query, query_terms(query), index.embed_query(query),
-                         np.ones(len(corpus.chunks), dtype=bool), top_k)
+    hits = hybrid_search(
+        corpus, query, query_terms(query), index.embed_query(query), np.ones(len(corpus.chunks), dtype=bool), top_k
+    )
     return [(h.chunk, h.score, h.ranks) for h in hits]
 
 
@@ -353,8 +358,9 @@ def test_every_hybrid_match_says_why_even_when_only_its_file_scored(path_index: 
     # the semantic candidates; `hlpers` matches no BM25 term and defines no symbol. Only the
     # file-level signals (its name, the file lists) can lift it.
     away = -corpus.file_vectors[target]
-    hits = hybrid_search(corpus, "hlpers.py", query_terms("hlpers.py"), away,
-                         np.ones(len(corpus.chunks), dtype=bool), TOP_K_ALL)
+    hits = hybrid_search(
+        corpus, "hlpers.py", query_terms("hlpers.py"), away, np.ones(len(corpus.chunks), dtype=bool), TOP_K_ALL
+    )
     assert len(hits) == TOP_K_ALL and all(h.ranks and set(h.ranks) <= COMPONENTS for h in hits)
     top = hits[0]
     assert corpus.chunks[top.chunk].path == "util/helpers.py"

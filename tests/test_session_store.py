@@ -64,8 +64,10 @@ def test_nonsense_limits_are_refused(kw: dict[str, float]) -> None:
 
 
 def test_session_round_trips_through_json_and_bytes() -> None:
-    s = session("round", 25, view='.matches | map(select(.line_start > 3))')
+    s = session("round", 25, view=".matches | map(select(.line_start > 3))")
     s.result.warnings.append("partial: 1 file unreadable")
-    s.result.matches[0] = msgspec.structs.replace(s.result.matches[0], ranks={"lexical": 1, "semantic": 3}, context_before=("a", "b"))
+    s.result.matches[0] = msgspec.structs.replace(
+        s.result.matches[0], ranks={"lexical": 1, "semantic": 3}, context_before=("a", "b")
+    )
     assert Session.from_dict(json.loads(json.dumps(s.to_dict()))) == s
     assert Session.from_bytes(s.to_bytes()) == s

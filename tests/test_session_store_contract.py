@@ -196,7 +196,7 @@ def test_concurrent_writers_never_exceed_the_cap(backend: Backend) -> None:
                 got = store.get(s.id)
                 assert got is None or got == s
                 peaks.append(store.stats().sessions)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(replicas[t % len(replicas)], t)) for t in range(8)]
