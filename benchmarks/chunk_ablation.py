@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # benchmarks/regex.py would shadow the `regex` package
@@ -40,14 +41,14 @@ DEFAULT_CORPORA = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
 VARIANTS = [(1000, 2), (1000, 0), (1000, 1), (1000, 4), (600, 2), (1500, 2), (2500, 2)]
 
 
-def chunks_of(root: Path) -> list:
+def chunks_of(root: Path) -> list[Any]:
     config = EngineConfig()
     files = discover(SearchLocation(root.resolve(), None), (), (), config)
     results = chunk_files([ChunkJob(f, None) for f in files], config.max_file_size, lambda done, total: None)
     return [c for r in results if r is not None for c in (r.chunks or ())]
 
 
-def ndcg(rows: list[dict]) -> dict[str, float]:
+def ndcg(rows: list[dict[str, Any]]) -> dict[str, float]:
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as fh:
         fh.write("".join(json.dumps(r) + "\n" for r in rows))
     out = subprocess.run(

@@ -31,6 +31,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # As a script, sys.path[0] is benchmarks/, whose regex.py would shadow the `regex` package.
@@ -116,9 +117,10 @@ CODEPAGER_INCREMENTAL = textwrap.dedent("""\
 """)
 
 
-def run_json(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+def run_json(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     proc = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
 
 
 def parser() -> argparse.ArgumentParser:
@@ -143,8 +145,8 @@ def run(args: argparse.Namespace) -> Report:
     model_dir = resolve_model(EngineConfig()).source
     repos = ",".join(REPOS)
 
-    ours: list[dict] = []
-    theirs: list[dict] = []
+    ours: list[dict[str, Any]] = []
+    theirs: list[dict[str, Any]] = []
     for r in range(args.rounds):
         ours.append(run_json([sys.executable, "-c", CODEPAGER_COLD, str(args.corpora), str(ROOT), repos]))
         if args.semble_python.exists():
@@ -177,7 +179,9 @@ def run(args: argparse.Namespace) -> Report:
     return report(ours, theirs, incremental, cold_process_s)
 
 
-def report(ours: list[dict], theirs: list[dict], incremental: dict, cold_process_s: float) -> Report:
+def report(
+    ours: list[dict[str, Any]], theirs: list[dict[str, Any]], incremental: dict[str, Any], cold_process_s: float
+) -> Report:
     out: list[str] = []
     ours_total = statistics.median(o["total_s"] for o in ours)
     chunks = sum(ours[0]["repos"][r]["chunks"] for r in REPOS)

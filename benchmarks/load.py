@@ -117,7 +117,8 @@ def pct(values: list[float], q: float) -> float:
 def body(result: Any) -> dict[str, Any]:
     if result.is_error:
         raise RuntimeError(f"tool error: {json.dumps(result.structured_content)[:300]}")
-    return result.structured_content
+    content: dict[str, Any] = result.structured_content
+    return content
 
 
 async def wait_index_ready(url: str, timeout_s: float = 600) -> float:
@@ -145,7 +146,7 @@ class LoadStats:
     errors: list[str] = field(default_factory=list)
 
 
-async def walk(client: Client, tool: str, args: dict[str, Any], stats: LoadStats) -> None:
+async def walk(client: Client[Any], tool: str, args: dict[str, Any], stats: LoadStats) -> None:
     """One search and its page walk; checks the walk is complete and duplicate-free."""
     stats.walks += 1
     t0 = time.perf_counter()
@@ -203,7 +204,7 @@ def run_load(tmp: Path, clients: int, searches: int) -> dict[str, Any]:
     server = HttpServer(root, base_env(tmp, index__index_on_start="true")).start()
     try:
         index_s = asyncio.run(wait_index_ready(server.url))
-        rss_before = rss_mb(server.proc.pid)
+        rss_before = rss_mb(server.pid)
         stats = LoadStats()
 
         async def all_clients() -> None:
@@ -212,7 +213,7 @@ def run_load(tmp: Path, clients: int, searches: int) -> dict[str, Any]:
         started = time.perf_counter()
         asyncio.run(all_clients())
         wall_s = time.perf_counter() - started
-        rss_after = rss_mb(server.proc.pid)
+        rss_after = rss_mb(server.pid)
     finally:
         stderr = server.stop()
     calls = len(stats.first_ms) + len(stats.next_ms)
@@ -333,7 +334,8 @@ run_app(build_app(settings, services), settings.server)
 
 def store_stats(path: Path) -> dict[str, dict[str, int]]:
     """The sampled server's latest {"now": stats, "max": largest so far} (see SAMPLED_SERVE)."""
-    return json.loads(path.read_text())
+    stats: dict[str, dict[str, int]] = json.loads(path.read_text())
+    return stats
 
 
 def run_soak_memory(tmp: Path, searches: int) -> dict[str, Any]:
@@ -354,13 +356,13 @@ def run_soak_memory(tmp: Path, searches: int) -> dict[str, Any]:
 
     def sample(i: int) -> None:
         if i == 0:
-            start.append(rss_mb(server.proc.pid))
+            start.append(rss_mb(server.pid))
         if i == 100:
-            baseline.append(rss_mb(server.proc.pid))
+            baseline.append(rss_mb(server.pid))
         if i % 250 == 0:
-            trajectory.append(round(rss_mb(server.proc.pid)))
+            trajectory.append(round(rss_mb(server.pid)))
         if i % 10 == 0:
-            samples.append(rss_mb(server.proc.pid))
+            samples.append(rss_mb(server.pid))
             sessions_seen.append(store_stats(stats_path)["now"]["sessions"])
             files, oldest = offload_state(mem_tmp / "offload")
             offload_max[0] = max(offload_max[0], files)
@@ -370,7 +372,7 @@ def run_soak_memory(tmp: Path, searches: int) -> dict[str, Any]:
         started = time.perf_counter()
         errors = asyncio.run(soak_loop(server.url, searches, sample))
         wall = time.perf_counter() - started
-        final = rss_mb(server.proc.pid)
+        final = rss_mb(server.pid)
         time.sleep(0.1)  # a last sample after the last search
         store = store_stats(stats_path)["max"]
     finally:
@@ -431,7 +433,7 @@ def run_soak_redis(tmp: Path, searches: int) -> dict[str, Any]:
         wall = time.perf_counter() - started
         used_memory = probe.info("memory")["used_memory"]
         evictions = int(probe.hget(f"codepager:{namespace}:stats", "evictions") or 0)
-        rss = rss_mb(server.proc.pid)
+        rss = rss_mb(server.pid)
     finally:
         stderr = server.stop()
         probe.close()
@@ -464,7 +466,8 @@ def index_status(root: Path, env: dict[str, str]) -> dict[str, Any]:
         text=True,
         check=True,
     )
-    return json.loads(out.stdout)
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
 
 
 def index_update(root: Path, env: dict[str, str]) -> dict[str, Any]:
@@ -475,7 +478,8 @@ def index_update(root: Path, env: dict[str, str]) -> dict[str, Any]:
         text=True,
         check=True,
     )
-    return json.loads(out.stdout)
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
 
 
 async def wait_for_phase(url: str, phase: str, timeout_s: float = 300) -> dict[str, Any]:

@@ -24,18 +24,19 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.report import Report, add_report_argument, emit
 from search_engine.models import Match, MatchType
-from server.output import ListPage, OffloadStore, OutputLayer, RenderOptions
+from server.output import ListPage, OffloadStore, OutputLayer, OutputMode, RenderOptions
 from server.output.descriptor import build_file_ref
 from server.records import match_record
 from server.settings import OffloadSettings
 
 
-def make_records(target_bytes: int) -> list[dict]:
+def make_records(target_bytes: int) -> list[dict[str, Any]]:
     """Regex-match records of realistic code lines until their JSONL reaches `target_bytes`."""
     records, size, i = [], 0, 0
     while size < target_bytes:
@@ -74,14 +75,14 @@ def median_ms(fn: Callable[[], object], repeats: int, reset: Callable[[], object
     return statistics.median(wall) / 1e6, statistics.median(cpu) / 1e6
 
 
-def naive_offload(directory: Path, records: list[dict], counter: list[int]) -> None:
+def naive_offload(directory: Path, records: list[dict[str, Any]], counter: list[int]) -> None:
     counter[0] += 1
     with open(directory / f"naive-{counter[0]}.jsonl", "w", encoding="utf-8") as f:
         for record in records:
             f.write(json.dumps(record) + "\n")
 
 
-def measure(label: str, records: list[dict], repeats: int, work: Path) -> tuple[str, dict[str, float]]:
+def measure(label: str, records: list[dict[str, Any]], repeats: int, work: Path) -> tuple[str, dict[str, float]]:
     out_dir = work / label
     naive_dir = work / f"{label}-naive"
     naive_dir.mkdir()
@@ -89,7 +90,7 @@ def measure(label: str, records: list[dict], repeats: int, work: Path) -> tuple[
     store = OffloadStore(out_dir)
     layer = OutputLayer(settings, store)
     page = ListPage(records, search_block={"query": "handler_", "mode": "regex", "parameters": {}})
-    options = RenderOptions(tool="regex_search", query="handler_", output_mode="file_ref")
+    options = RenderOptions(tool="regex_search", query="handler_", output_mode=OutputMode.FILE_REF)
     counter = [0]
 
     def reset() -> None:
@@ -97,7 +98,9 @@ def measure(label: str, records: list[dict], repeats: int, work: Path) -> tuple[
         for p in naive_dir.iterdir():
             p.unlink()
 
-    size = layer.render(page, options).file_ref.size_bytes
+    file_ref = layer.render(page, options).file_ref
+    assert file_ref is not None
+    size = file_ref.size_bytes
 
     full = median_ms(lambda: layer.render(page, options), repeats, reset)
     write = median_ms(lambda: store.write(tool="regex_search", query="handler_", records=records), repeats, reset)

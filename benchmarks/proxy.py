@@ -25,7 +25,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -39,8 +41,8 @@ from harness.proxy_backend import BACKEND_SCRIPT
 from server.output import DatasetStore
 from server.output.profile import profile_records
 from server.proxy.extraction import extract_records
-from server.proxy.interceptor import wire_size
 from server.proxy.saver import ProxiedCall, ResultSaver
+from server.proxy.size import wire_size
 
 BACKEND = [sys.executable, BACKEND_SCRIPT]
 BARE_PROXY = f"""
@@ -66,9 +68,9 @@ async def pass_through(calls: int, data_dir: Path) -> dict[str, list[float]]:
     }
     clients = {name: Client(t, timeout=60, init_timeout=120) for name, t in paths.items()}
     times: dict[str, list[float]] = {name: [] for name in paths}
-    for c in clients.values():
-        await c.__aenter__()
-    try:
+    async with AsyncExitStack() as connected:
+        for c in clients.values():
+            await connected.enter_async_context(c)
         for c in clients.values():  # warm up: tool lists cached, subprocesses started
             for _ in range(5):
                 await c.call_tool_mcp("small", {"name": "bench"})
@@ -78,13 +80,10 @@ async def pass_through(calls: int, data_dir: Path) -> dict[str, list[float]]:
                 result = await c.call_tool_mcp("small", {"name": "bench"})
                 times[name].append((time.perf_counter_ns() - t0) / 1e6)
                 assert result.structured_content == {"greeting": "hello bench", "unicode": "héllo ✓"}
-    finally:
-        for c in clients.values():
-            await c.__aexit__(None, None, None)
     return times
 
 
-def rows(n: int) -> list[dict]:
+def rows(n: int) -> list[dict[str, Any]]:
     """Records like a database tool returns: an id, categories, numbers, a timestamp, free text."""
     statuses, regions = ("active", "suspended", "closed"), ("eu-west", "us-east", "ap-south", "sa-east")
     return [

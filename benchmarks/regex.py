@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import io
 import os
 import re
 import resource
@@ -62,7 +63,7 @@ def rg_json(directory: Path, pattern: str, fixed: bool, excludes: list[str]) -> 
     """Run rg --json, read its output fully, return the bytes read."""
     command = rg_command(directory, pattern, fixed, excludes)
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    assert proc.stdout is not None
+    assert isinstance(proc.stdout, io.BufferedReader)  # unbuffered reads of whatever rg has written
     total = 0
     while chunk := proc.stdout.read1(1 << 20):
         total += len(chunk)
@@ -77,7 +78,9 @@ def rg_match_count(directory: Path, pattern: str, fixed: bool, excludes: list[st
 
 def ours(directory: Path, pattern: str, fixed: bool, excludes: list[str]) -> SearchResult:
     extra = [glob for glob in excludes if glob not in DEFAULT_EXCLUDES]  # the defaults apply anyway
-    request = SearchRequest(query=pattern, root=str(directory), fixed_string=fixed, exclude=extra, max_results=10**9)
+    request = SearchRequest(
+        query=pattern, root=str(directory), fixed_string=fixed, exclude=tuple(extra), max_results=10**9
+    )
     return regex_search(request, EngineConfig(timeout_s=600))
 
 

@@ -52,6 +52,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -123,7 +124,7 @@ class Run:
     chunks: int | None = None
 
 
-def load_queries(bench: BenchSet) -> list[tuple[str, dict]]:
+def load_queries(bench: BenchSet) -> list[tuple[str, dict[str, Any]]]:
     return [
         (repo, item) for repo in bench.repos for item in json.loads((bench.annotations / f"{repo}.json").read_text())
     ]
@@ -160,7 +161,7 @@ def score_per_repo(results: Path, bench: BenchSet) -> dict[str, float]:
     return out
 
 
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -219,7 +220,7 @@ def run_codepager(profile: str, bench: BenchSet, args: argparse.Namespace) -> Ru
     indexes = {repo: engine.indexes.get(bench.corpora / repo) for repo in bench.repos}
     if run.chunks is None:
         run.chunks = sum(len(ix.chunks) for ix in indexes.values())
-    rows: dict[str, list[dict]] = {m: [] for m in MODES}
+    rows: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     latencies: list[float] = []
     cpu: list[float] = []
     for repo, item in load_queries(bench):
@@ -339,9 +340,10 @@ def versus_peer(runs: list[Run]) -> list[str]:
             if run.set != peer.set or run is peer or "hybrid" not in run.ndcg:
                 continue
             ours, theirs = run.ndcg["hybrid"].get("all", 0.0), peer.ndcg["hybrid"].get("all", 0.0)
+            assert run.query_p50_ms is not None and peer.query_p50_ms is not None, "runs with NDCG are timed"
             index = (
                 f"cold index {run.index_s:.1f} s vs {peer.index_s:.1f} s ({run.index_s / peer.index_s:.2f}x)"
-                if run.index_note == "cold"
+                if run.index_note == "cold" and run.index_s is not None and peer.index_s is not None
                 else f"index not timed cold ({run.index_note})"
             )
             lines.append(
@@ -365,6 +367,7 @@ def targets(runs: list[Run]) -> tuple[list[str], bool | None]:
     checks: list[tuple[str, bool]] = []
     for ours in (r for r in runs if r.name == "codepager static" and "hybrid" in r.ndcg):
         hybrid, semantic = ours.ndcg["hybrid"], ours.ndcg.get("semantic", {})
+        assert ours.query_p50_ms is not None, "a run with NDCG has timed its queries"
         goal = TARGET_HYBRID.get(ours.set, max(TARGET_HYBRID.values()))
         checks += [
             (f"{ours.set}: hybrid NDCG@10 all {hybrid.get('all', 0.0):.3f} >= {goal}", hybrid.get("all", 0.0) >= goal),
@@ -382,7 +385,7 @@ def targets(runs: list[Run]) -> tuple[list[str], bool | None]:
             ),
         ]
         peer = next((r for r in runs if r.set == ours.set and r.name.startswith("semble")), None)
-        if peer is not None and ours.index_s is not None and ours.index_note == "cold":
+        if peer is not None and ours.index_s is not None and peer.index_s is not None and ours.index_note == "cold":
             checks.append(
                 (
                     f"{ours.set}: cold index {ours.index_s:.1f} s <= semble's {peer.index_s:.1f} s",

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # As a script, sys.path[0] is benchmarks/, whose regex.py would shadow the `regex` package.
@@ -200,11 +201,12 @@ def monorepo(source: Path, work: Path, copies: int) -> Path:
     return root
 
 
-def _json(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+def _json(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd[:3]} failed: {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
 
 
 def _edited(root: Path) -> list[str]:
@@ -213,10 +215,10 @@ def _edited(root: Path) -> list[str]:
     return files[::step][:EDITED_FILES]
 
 
-def measure(args: argparse.Namespace, copies: int, model_dir: Path) -> dict:
+def measure(args: argparse.Namespace, copies: int, model_dir: Path) -> dict[str, Any]:
     root = monorepo(args.source, args.work, copies)
     spec = json.dumps({"queries": QUERIES, "regexes": REGEXES, "repeats": args.repeats})
-    row: dict = {"copies": copies}
+    row: dict[str, Any] = {"copies": copies}
     with tempfile.TemporaryDirectory(prefix="codepager-scale-") as tmp:
         cache = Path(tmp)
         py, here = sys.executable, str(ROOT)
@@ -251,7 +253,7 @@ def run(args: argparse.Namespace) -> Report:
     return report(rows)
 
 
-def report(rows: list[dict]) -> Report:
+def report(rows: list[dict[str, Any]]) -> Report:
     out = [
         "| copies | chunks | cold index | peak RSS | index on disk | first search after start | serve RSS "
         "| regex p50 | semantic p50 | hybrid p50 | update, 100 files edited |",

@@ -95,6 +95,12 @@ class HttpServer:
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace")
 
+    @property
+    def pid(self) -> int:
+        """The running server's process id."""
+        assert self.proc is not None, "the server is not running"
+        return self.proc.pid
+
     def memory_kib(self, field: str) -> int:
         """`VmRSS` (now) or `VmHWM` (peak) of the server process, from /proc, in KiB."""
         assert self.proc is not None

@@ -171,7 +171,7 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class _LocalCache(LRUCache):
+class _LocalCache(LRUCache[str, Session]):
     """Decoded sessions this process already holds, with a by-key index kept exact on eviction."""
 
     def __init__(self, max_bytes: int) -> None:

@@ -38,7 +38,7 @@ class SyncClient:
         self._thread.start()
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
-        self._client: Client | None = None
+        self._client: Client[Any] | None = None
         self._session = asyncio.run_coroutine_threadsafe(self._hold(app), self._loop)
         if not self._ready.wait(60):
             raise RuntimeError("in-memory client did not connect")
@@ -75,7 +75,7 @@ class SyncClient:
         self._loop.close()
 
 
-async def refused_async(client: Client, tool: str, args: dict[str, Any]) -> str:
+async def refused_async(client: Client[Any], tool: str, args: dict[str, Any]) -> str:
     """Assert the call on a connected (async) Client is refused with -32602; return the message."""
     try:
         await client.call_tool(tool, args)

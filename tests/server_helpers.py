@@ -34,7 +34,7 @@ def make_settings(root: Path, tmp: Path, **sections: dict[str, Any]) -> Settings
 def structured(result: Any) -> dict[str, Any]:
     """The structuredContent, after checking the text block: the same JSON, or for a search page
     the grep-like text whose header gives the counts and the next cursor."""
-    body = result.structured_content
+    body: dict[str, Any] | None = result.structured_content
     assert body is not None
     text = result.content[0].text
     try:
@@ -48,7 +48,9 @@ def structured(result: Any) -> dict[str, Any]:
     return body
 
 
-async def walk(client: Client, tool: str, args: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+async def walk(
+    client: Client[Any], tool: str, args: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Call `tool`, then follow next_cursor to the end. Returns (all matches, every response)."""
     responses = [structured(await client.call_tool(tool, args))]
     while (cursor := responses[-1]["pagination"]["next_cursor"]) is not None:
@@ -67,7 +69,8 @@ def page_matches(response: dict[str, Any]) -> list[dict[str, Any]]:
         return [json.loads(line) for line in lines[1:]]
     if "files" in results:
         return records_of_groups(results["files"])
-    return results["matches"]
+    matches: list[dict[str, Any]] = results["matches"]
+    return matches
 
 
 def serve_env(tmp: Path, secret: str | None = SECRET, **settings: str) -> dict[str, str]:
@@ -121,7 +124,9 @@ def peak_rss(pid: int) -> int:
     return _status_kib(pid, "VmHWM") * 1024
 
 
-def stdio_client(root: Path, tmp: Path, env: dict[str, str] | None = None, *, log_file: Path | None = None) -> Client:
+def stdio_client(
+    root: Path, tmp: Path, env: dict[str, str] | None = None, *, log_file: Path | None = None
+) -> Client[Any]:
     """A client of a real `codepager serve --root ROOT` subprocess over stdio (its stderr to
     `log_file` when given)."""
     cmd, args = codepager_cmd()

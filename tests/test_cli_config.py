@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ from tests.server_helpers import make_settings
 CODEPAGER = Path(sys.executable).parent / "codepager"
 
 
-def effective(tmp_path: Path, toml: str, **env: str) -> dict:
+def effective(tmp_path: Path, toml: str, **env: str) -> dict[str, Any]:
     config = tmp_path / "codepager.toml"
     config.write_text(toml)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}

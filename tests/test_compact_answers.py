@@ -35,7 +35,7 @@ from tests.proxy_helpers import proxy_settings
 from tests.server_helpers import make_settings, page_matches, serve_env, structured, walk
 
 
-def client_for(app: Any, name: str | None = None) -> Client:
+def client_for(app: Any, name: str | None = None) -> Client[Any]:
     info = Implementation(name=name, version="1.0") if name else None
     return Client(app, client_info=info)
 

@@ -7,6 +7,7 @@ status first no longer strands the root unbuilt."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -68,7 +69,7 @@ async def test_a_long_build_answers_not_ready_with_an_estimate_and_status_shows_
         if progress["eta_s"] is not None:
             assert progress["eta_s"] > 0 and f"retry in about {progress['eta_s']:.0f} s" in error["message"]
         seen: list[str] = []
-        status: dict = {}
+        status: dict[str, Any] = {}
         with anyio.fail_after(600):
             while True:
                 status = structured(await client.call_tool("index_status", {}))

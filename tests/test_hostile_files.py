@@ -8,6 +8,7 @@ import json
 import random
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastmcp import Client
@@ -48,7 +49,7 @@ def client(tree, tmp_path_factory):
     sync.close()
 
 
-def matches(client: SyncClient, args: dict) -> list[dict]:
+def matches(client: SyncClient, args: dict[str, Any]) -> list[dict[str, Any]]:
     return page_matches(structured(client.call("regex_search", {"page_size": 200, **args})))
 
 

@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastmcp import Client
@@ -54,13 +55,13 @@ def client(tree, tmp_path_factory):
     sync.close()
 
 
-def tool_error(client: SyncClient, args: dict) -> dict:
+def tool_error(client: SyncClient, args: dict[str, Any]) -> dict[str, Any]:
     result = client.call("regex_search", args, raise_on_error=False)
     assert result.is_error, result.structured_content
     return result.structured_content["error"]
 
 
-def all_matches(client: SyncClient, args: dict) -> list[dict]:
+def all_matches(client: SyncClient, args: dict[str, Any]) -> list[dict[str, Any]]:
     body = structured(client.call("regex_search", {"page_size": 200, **args}))
     assert body["pagination"]["next_cursor"] is None
     return page_matches(body)
@@ -164,11 +165,13 @@ def test_paths_no_file_system_call_can_take_are_refused_clearly(client, path):
     error["message"].encode("utf-8")  # the message itself is valid text on the wire
 
 
-async def _progress(client: Client) -> dict:
+async def _progress(client: Client[Any]) -> dict[str, Any]:
     return structured(await client.call_tool("index_status", {}))["progress"]
 
 
-async def _wait_for_phase(client: Client, ready: Callable[[dict], bool], timeout_s: float = 300) -> dict:
+async def _wait_for_phase(
+    client: Client[Any], ready: Callable[[dict[str, Any]], bool], timeout_s: float = 300
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         progress = await _progress(client)

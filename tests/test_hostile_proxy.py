@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -37,7 +38,7 @@ def nested(depth: int) -> str:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def proxy(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client, int]]:
+async def proxy(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client[Any], int]]:
     tmp = tmp_path_factory.mktemp("hostile-proxy")
     cmd, args = codepager_cmd()
     argv = [

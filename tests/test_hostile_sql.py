@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -30,7 +31,7 @@ SECRET_TEXT = "planted-in-the-working-directory"
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client, int, Path]]:
+async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client[Any], int, Path]]:
     """One real stdio server, run (as MCP clients do) from a working directory that holds a
     `.tmp` folder with a file in it: DuckDB's default temp dir. Its DuckDB memory limit is low
     enough that a large sort has to spill."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,16 +28,18 @@ def store(tmp_path: Path) -> OffloadStore:
 
 
 @pytest.fixture
-def records() -> list[dict]:
+def records() -> list[dict[str, Any]]:
     return make_records(60, scored=True, context=True)
 
 
 @pytest.fixture
-def dataset(store: OffloadStore, records: list[dict]) -> str:
+def dataset(store: OffloadStore, records: list[dict[str, Any]]) -> str:
     return store.write(tool="semantic_search", query="parse config", records=records, page=1, next_cursor="c").id
 
 
-def test_view_rows_are_the_records_without_the_header(store: OffloadStore, dataset: str, records: list[dict]) -> None:
+def test_view_rows_are_the_records_without_the_header(
+    store: OffloadStore, dataset: str, records: list[dict[str, Any]]
+) -> None:
     ds = Datasets(store)
     result = ds.query(f"SELECT * FROM dataset_{dataset}")
     assert result.columns == ["file", "match", "type", "context"]  # no header-only columns

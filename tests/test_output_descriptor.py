@@ -26,13 +26,13 @@ def _json_lines(out: str) -> list[Any]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def _descriptor(tmp_path: Path, records: list, page_size: int | None = None, **kw: Any) -> dict:
+def _descriptor(tmp_path: Path, records: list[Any], page_size: int | None = None, **kw: Any) -> dict[str, Any]:
     out = tmp_path / "it's a dir with spaces"
     r = make_layer(out).render(make_page(records, page_size), options(output_mode="file_ref", **kw))
     return r.structured["results"]["file_ref"]
 
 
-def _match_checks(records: list) -> dict[str, Callable[[str, str], None]]:
+def _match_checks(records: list[Any]) -> dict[str, Callable[[str, str], None]]:
     def header(out: str, _: str) -> None:
         h = json.loads(out)
         assert h["type"] == "codepager_header" and h["count"] == len(records)
@@ -81,7 +81,7 @@ def _match_checks(records: list) -> dict[str, Callable[[str, str], None]]:
     }
 
 
-def _run_all(file_ref: dict, checks: dict[str, Callable[[str, str], None]]) -> set[str]:
+def _run_all(file_ref: dict[str, Any], checks: dict[str, Callable[[str, str], None]]) -> set[str]:
     used = set()
     for recipe in file_ref["jq_recipes"]:
         assert shlex.quote(file_ref["path"]) in recipe["command"]

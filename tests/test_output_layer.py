@@ -10,6 +10,7 @@ import signal
 import stat
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,11 +21,11 @@ from server.settings import OffloadSettings
 from tests.output_helpers import make_layer, make_page, make_records, options, walk
 
 
-def _jsonl(path: str) -> list[dict]:
+def _jsonl(path: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
 
-def _inline_size(records: list, tmp_path: Path) -> tuple[int, int]:
+def _inline_size(records: list[Any], tmp_path: Path) -> tuple[int, int]:
     """Tokens and bytes of the full inline response of one page of `records`."""
     r = make_layer(tmp_path / "probe", max_tokens=10**9, max_bytes=10**9).render(
         make_page(records), options(output_mode="inline")
@@ -223,7 +224,7 @@ def test_stats_first_adds_the_block_to_the_normal_page(tmp_path: Path) -> None:
 # -- offload failures ------------------------------------------------------------------------
 
 
-def _assert_inline_fallback(r, records: list, ceiling: int, reason: str) -> None:
+def _assert_inline_fallback(r, records: list[Any], ceiling: int, reason: str) -> None:
     assert r.mode == "inline"
     assert estimate_tokens(r.text) <= ceiling
     res = r.structured["results"]

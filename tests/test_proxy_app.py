@@ -62,13 +62,13 @@ async def direct():
         yield c
 
 
-async def saved(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+async def saved(client: Client[Any], tool: str, args: dict[str, Any]) -> dict[str, Any]:
     body = structured(await client.call_tool(tool, args))
     assert body["intercepted"] == "saved_as_dataset", body
     return body
 
 
-async def test_small_results_and_errors_pass_through_exactly(client: Client, direct: Client) -> None:
+async def test_small_results_and_errors_pass_through_exactly(client: Client[Any], direct: Client[Any]) -> None:
     for tool, args in (("small", {"name": "ünïcode"}), ("records", {"n": 3}), ("fail", {"message": "nope"})):
         via_proxy = await client.call_tool_mcp(tool, args)
         straight = await direct.call_tool_mcp(tool, args)
@@ -79,7 +79,7 @@ async def test_small_results_and_errors_pass_through_exactly(client: Client, dir
     assert isinstance(pid.data, int) and pid.structured_content == {"result": pid.data}
 
 
-async def test_intercepted_tools_are_listed_without_an_output_schema(client: Client, direct: Client) -> None:
+async def test_intercepted_tools_are_listed_without_an_output_schema(client: Client[Any], direct: Client[Any]) -> None:
     proxied = {t.name: t for t in await client.list_tools()}
     straight = {t.name: t for t in await direct.list_tools()}
     assert straight["structured_records"].output_schema is not None
@@ -87,7 +87,7 @@ async def test_intercepted_tools_are_listed_without_an_output_schema(client: Cli
     assert proxied["structured_records"].input_schema == straight["structured_records"].input_schema
 
 
-async def test_a_large_json_result_is_saved_described_and_queryable(client: Client, tmp: Path) -> None:
+async def test_a_large_json_result_is_saved_described_and_queryable(client: Client[Any], tmp: Path) -> None:
     body = await saved(client, "records", {"n": 3000, "mixed": True})
     ds = body["dataset"]
     assert ds["record_count"] == 3000 and ds["format"] == "json_records" and ds["server"] == "tiny"
@@ -116,7 +116,7 @@ async def test_a_large_json_result_is_saved_described_and_queryable(client: Clie
         assert structured(await client.call_tool("analyze-with-duckdb", {"query": example}))["results"]["rows"], example
 
 
-async def test_the_proxys_own_tools_answer_within_its_threshold(client: Client) -> None:
+async def test_the_proxys_own_tools_answer_within_its_threshold(client: Client[Any]) -> None:
     """analyze-with-duckdb gets the proxy's threshold (3 bytes a token), not the search server's
     20,000-token ceiling: 300 rows (~30 KB) go to a file instead of being sent inline."""
     table = (await saved(client, "records", {"n": 3000}))["dataset"]["table"]
@@ -128,7 +128,7 @@ async def test_the_proxys_own_tools_answer_within_its_threshold(client: Client) 
     assert few["results"]["mode"] == "inline" and len(few["results"]["rows"]) == 20
 
 
-async def test_nested_structured_and_text_results(client: Client) -> None:
+async def test_nested_structured_and_text_results(client: Client[Any]) -> None:
     nested = (await saved(client, "nested_records", {"n": 800}))["dataset"]
     assert nested["records_from"] == "text:rows" and nested["envelope"]["total"] == 800
     # structured_records declares an output schema; the client validated the answer against it
@@ -141,7 +141,7 @@ async def test_nested_structured_and_text_results(client: Client) -> None:
     assert rows == [{"n": 1400 // 7}]
 
 
-async def test_read_dataset_page_walks_every_record_with_signed_cursors(client: Client) -> None:
+async def test_read_dataset_page_walks_every_record_with_signed_cursors(client: Client[Any]) -> None:
     dataset_id = (await saved(client, "records", {"n": 1500}))["dataset"]["id"]
     records, cursor, pages = [], None, 0
     while True:
@@ -168,7 +168,7 @@ async def test_read_dataset_page_walks_every_record_with_signed_cursors(client: 
         assert refused.value.error.code == INVALID_PARAMS
 
 
-async def test_list_saved_datasets_filters(client: Client) -> None:
+async def test_list_saved_datasets_filters(client: Client[Any]) -> None:
     listed = structured(await client.call_tool("list-saved-datasets", {"filter": {"tool": "text", "server": "tiny"}}))
     assert listed["count"] >= 1 and {d["tool"] for d in listed["datasets"]} == {"text"}
     assert structured(await client.call_tool("list-saved-datasets", {"filter": {"server": "elsewhere"}}))["count"] == 0
@@ -177,7 +177,7 @@ async def test_list_saved_datasets_filters(client: Client) -> None:
     assert bad.value.error.code == INVALID_PARAMS
 
 
-async def test_concurrent_large_calls_each_get_their_own_complete_dataset(client: Client) -> None:
+async def test_concurrent_large_calls_each_get_their_own_complete_dataset(client: Client[Any]) -> None:
     bodies = await asyncio.gather(*(saved(client, "records", {"n": 600 + i}) for i in range(6)))
     ids = {b["dataset"]["id"] for b in bodies}
     assert len(ids) == 6
@@ -187,7 +187,7 @@ async def test_concurrent_large_calls_each_get_their_own_complete_dataset(client
         assert not list(data.parent.glob(".*.tmp"))
 
 
-async def test_timeouts_and_crashes_are_errors_and_a_crashed_backend_restarts(client: Client) -> None:
+async def test_timeouts_and_crashes_are_errors_and_a_crashed_backend_restarts(client: Client[Any]) -> None:
     slow = await client.call_tool("slow", {"seconds": 20}, raise_on_error=False)
     assert slow.is_error and "timed out" in slow.content[0].text
     before = (await client.call_tool_mcp("pid", {})).structured_content

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastmcp import Client
@@ -18,7 +19,7 @@ from server.proxy import config_backends
 from tests.server_helpers import serve_env, structured
 
 
-def write_config(path: Path, **servers: dict) -> Path:
+def write_config(path: Path, **servers: dict[str, Any]) -> Path:
     path.write_text(json.dumps({"mcpServers": servers}))
     return path
 

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastmcp.tools.base import ToolResult
@@ -26,11 +27,11 @@ from server.proxy.saver import ProxiedCall, ResultSaver
 from server.proxy.size import BYTES_PER_TOKEN, sent_size
 
 
-def text_result(text: str, structured: dict | None = None) -> ToolResult:
+def text_result(text: str, structured: dict[str, Any] | None = None) -> ToolResult:
     return ToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
 
-def objects(records) -> list:
+def objects(records) -> list[Any]:
     return [as_object(r) for r in records]
 
 

@@ -60,7 +60,7 @@ async def direct(tree: Path):
         yield c
 
 
-async def test_small_calls_pass_through_byte_identical(proxied: Client, direct: Client, tree: Path) -> None:
+async def test_small_calls_pass_through_byte_identical(proxied: Client[Any], direct: Client[Any], tree: Path) -> None:
     calls: list[tuple[str, dict[str, Any]]] = [
         ("read_text_file", {"path": str(tree / "small.txt")}),
         ("list_directory", {"path": str(tree / "d007")}),
@@ -73,7 +73,7 @@ async def test_small_calls_pass_through_byte_identical(proxied: Client, direct: 
     assert via_proxy["isError"] is True
 
 
-async def test_a_large_directory_tree_is_saved_and_sql_answers_about_it(proxied: Client, tree: Path) -> None:
+async def test_a_large_directory_tree_is_saved_and_sql_answers_about_it(proxied: Client[Any], tree: Path) -> None:
     body = structured(await proxied.call_tool("directory_tree", {"path": str(tree)}))
     assert body["intercepted"] == "saved_as_dataset"
     ds = body["dataset"]
@@ -88,7 +88,7 @@ async def test_a_large_directory_tree_is_saved_and_sql_answers_about_it(proxied:
     assert rows == [{"notes": DIRS // 4}]
 
 
-async def test_a_large_file_read_becomes_lines_that_sql_can_count(proxied: Client, tree: Path) -> None:
+async def test_a_large_file_read_becomes_lines_that_sql_can_count(proxied: Client[Any], tree: Path) -> None:
     body = structured(await proxied.call_tool("read_text_file", {"path": str(tree / "app.log")}))
     ds = body["dataset"]
     assert ds["format"] == "text_lines" and ds["record_count"] == LOG_LINES

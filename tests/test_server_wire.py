@@ -36,7 +36,7 @@ def locations(matches: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [(m["path"], m["line"]) for m in matches]
 
 
-async def walk_all_at_once(client: Client, rotate: int = 0) -> list[list[tuple[str, int]]]:
+async def walk_all_at_once(client: Client[Any], rotate: int = 0) -> list[list[tuple[str, int]]]:
     """Every search in CONCURRENT_SEARCHES walked to its end at the same time on `client`
     (their page calls interleave), returned in CONCURRENT_SEARCHES order."""
     order = CONCURRENT_SEARCHES[rotate:] + CONCURRENT_SEARCHES[:rotate]
