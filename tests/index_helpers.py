@@ -30,6 +30,9 @@ class CountingEmbedder:
         self.texts.extend(texts)
         return self.inner.embed(texts)
 
+    def load(self) -> object:
+        return self.inner.load()
+
     def take(self) -> list[str]:
         texts, self.texts = self.texts, []
         return texts

@@ -6,6 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fastmcp.client.transports import StdioTransport
+
+from server.proxy import Backend
 from server.settings import Settings, load_settings
 from tests.server_helpers import SECRET
 
@@ -32,3 +35,9 @@ def wire(result: Any) -> dict[str, Any]:
     body = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     meta = {k: v for k, v in (body.pop("_meta", None) or {}).items() if k not in CONNECTION_META}
     return {**body, "_meta": meta}
+
+
+def stdio_transport(backend: Backend) -> StdioTransport:
+    """A command backend's transport (a stdio subprocess), whose command and env a test reads or sets."""
+    assert isinstance(backend.transport, StdioTransport), backend.transport
+    return backend.transport

@@ -110,7 +110,13 @@ def test_a_script_without_a_report_is_shown_as_it_prints(tmp_path):
     assert outcome.report == Report(markdown="| a | b |\n|---|---|\n| 1 | 2 |", headline="see the table")
     script.write_text("raise SystemExit('broken on purpose')\n")
     failed = run_one(Benchmark("plain", "Plain", str(script)))
-    assert failed.report is None and "broken on purpose" in failed.error
+    assert failed.report is None and failed.error is not None and "broken on purpose" in failed.error
+
+
+def _between(name: str, text: str) -> str:
+    found = re.search(rf"<!-- bench:{name} -->\n(.*?)<!-- /bench:{name} -->", text, re.S)
+    assert found is not None, f"no bench:{name} block"
+    return found[1]
 
 
 def test_suite_rewrites_only_its_blocks(tmp_path):
@@ -119,10 +125,10 @@ def test_suite_rewrites_only_its_blocks(tmp_path):
     assert main(["--only", "paging", "--quick", "--doc", str(page)]) == 0
     text = page.read_text()
     assert "Notes by hand, kept." in text and "Proxy prose." in text and "old result" not in text
-    block = re.search(r"<!-- bench:paging -->\n(.*?)<!-- /bench:paging -->", text, re.S)[1]
+    block = _between("paging", text)
     assert "Command: `" in block and "benchmarks/paging.py --first-runs 3 --repeats 50`" in block
     assert re.search(r"Measured \d{4}-\d\d-\d\d \d\d:\d\d UTC, load average [\d.]+ / [\d.]+ / [\d.]+", block)
-    machine = re.search(r"<!-- bench:machine -->\n(.*?)<!-- /bench:machine -->", text, re.S)[1]
+    machine = _between("machine", text)
     assert "| CPU |" in machine and "| ripgrep |" in machine and "at the start" in machine
     assert "| [Paging](#paging) | a cached page is" in machine
     assert main(["--only", "nope", "--doc", str(page)]) == 2

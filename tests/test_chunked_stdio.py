@@ -18,10 +18,12 @@ from mcp import MCPError
 
 from harness.chunked_server import blob_text
 from harness.commands import codepager_cmd
+from harness.results import text_of
 from server.settings import ServerSettings, load_settings
 from server.transports.chunked_client import ChunkedStdioTransport
 from server.transports.framing import DEFAULT_CHUNK_LIMIT, FramingOptions, Reassembler, encode_message, parse_frame
 from server.transports.run import framing_options
+from server.transports.wire import Refused, TooLarge
 from tests.server_helpers import page_matches, serve_env, structured
 
 FIXTURE = ["-m", "harness.chunked_server"]
@@ -31,7 +33,7 @@ MB = 1_000_000
 
 def _text(result: Any) -> str:
     assert not result.is_error, result
-    return result.content[0].text
+    return text_of(result.content[0])
 
 
 async def test_five_megabyte_result_and_request_intact_through_a_subprocess(tmp_path: Path) -> None:
@@ -86,6 +88,7 @@ class _Wire:
                 line = await self._stdout.receive_until(b"\n", 64 * MB)
                 lines.append(line)
                 message = self._reassembler.feed(line)
+                assert not isinstance(message, (TooLarge, Refused)), message
                 if message is not None and json.loads(message).get("id") == request_id:
                     return json.loads(message), lines
 

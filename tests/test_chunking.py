@@ -85,7 +85,7 @@ def test_a_large_class_becomes_a_header_plus_qualified_methods() -> None:
     assert "class Big(Base)" in header.content and "limit = 10" in header.content
     methods = [c for c in chunks if c.kind == "method"]
     assert [c.symbol for c in methods] == [f"Big.method_{i}" for i in range(30)]
-    assert all(c.content.lstrip().startswith(f"def {c.symbol.split('.')[1]}(") for c in methods)
+    assert all(c.content.lstrip().startswith(f"def {str(c.symbol).split('.')[1]}(") for c in methods)
     assert_well_formed(source.encode(), chunks)
 
 

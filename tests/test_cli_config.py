@@ -30,7 +30,8 @@ def effective(tmp_path: Path, toml: str, **env: str) -> dict[str, Any]:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    shown: dict[str, Any] = json.loads(done.stdout)
+    return shown
 
 
 def test_environment_beats_toml_which_beats_defaults(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from server.proxy.backends import command_backend
 from server.records import Detail, group_by_file, match_record, records_of_groups
 from server.settings import load_settings
 from tests.jq_recipes import run_recipe
-from tests.proxy_helpers import proxy_settings
+from tests.proxy_helpers import proxy_settings, stdio_transport
 from tests.server_helpers import make_settings, page_matches, serve_env, structured, walk
 
 
@@ -215,7 +215,8 @@ async def test_proxy_injected_tools_are_compact_too(tmp_path):
     root.mkdir()
     cmd, args = codepager_cmd()
     backend = command_backend([cmd, *args, "serve", "--root", str(root)], timeout_s=120)
-    backend.transport.env = {**(backend.transport.env or {}), **serve_env(tmp_path)}
+    transport = stdio_transport(backend)
+    transport.env = {**(transport.env or {}), **serve_env(tmp_path)}
     async with Client(build_proxy_app(proxy_settings(tmp_path), [backend]), timeout=120, init_timeout=120) as c:
         tools = {t.name: t for t in await c.list_tools()}
     injected = wire_json([tools[n].model_dump(mode="json", by_alias=True, exclude_none=True) for n in PROXY_TOOLS])

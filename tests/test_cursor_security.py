@@ -82,7 +82,8 @@ def server(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Htt
 async def first_cursor(url: str, args: dict[str, Any] | None = None) -> str:
     async with Client(url, timeout=120) as c:
         page = structured(await c.call_tool("regex_search", args or {"pattern": "needle", "page_size": 10}))
-    return page["pagination"]["next_cursor"]
+    cursor: str = page["pagination"]["next_cursor"]
+    return cursor
 
 
 async def serves_page_2(url: str, cursor: str) -> None:

@@ -86,16 +86,18 @@ def block_value(block: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def captured(tmp_path_factory) -> dict[str, Any]:
+def captured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     capture = load_script("capture_examples")
     cache = tmp_path_factory.mktemp("docs-cache")
-    return capture.run_capture(cache)
+    examples: dict[str, Any] = capture.run_capture(cache)
+    return examples
 
 
 @pytest.fixture(scope="module")
 def documented() -> dict[str, str]:
     capture = load_script("capture_examples")
-    return capture.blocks_in((DOCS / "tools.md").read_text(encoding="utf-8"))
+    blocks: dict[str, str] = capture.blocks_in((DOCS / "tools.md").read_text(encoding="utf-8"))
+    return blocks
 
 
 def test_every_captured_example_is_in_tools_md_and_nothing_else(captured, documented):

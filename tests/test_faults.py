@@ -103,7 +103,8 @@ def codepager_index(env: dict[str, str], *args: str) -> dict[str, Any]:
         timeout=600,
         check=True,
     )
-    return json.loads(out.stdout)
+    stats: dict[str, Any] = json.loads(out.stdout)
+    return stats
 
 
 async def wait_until_embedding(url: str, timeout_s: float = 300) -> dict[str, Any]:

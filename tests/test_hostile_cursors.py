@@ -39,7 +39,8 @@ def client(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cursor(client) -> str:
     first = structured(client.call("regex_search", {"pattern": "needle", "page_size": 10}))
-    return first["pagination"]["next_cursor"]
+    cursor: str = first["pagination"]["next_cursor"]
+    return cursor
 
 
 def still_serves(client: SyncClient, cursor: str) -> None:

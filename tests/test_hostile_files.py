@@ -32,7 +32,7 @@ BIG = 50 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory) -> Path:
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("files") / "repo"
     root.mkdir()
     (root / "blob.bin").write_bytes(b"needle in a binary\n\x00\x01\x02needle again\n")
@@ -90,8 +90,9 @@ async def test_a_50_mb_single_line_file_is_cut_to_width_with_bounded_memory(tmp_
         assert warm["results"]["count"] == 1
         pid = pid_with_args("serve", str(root))
         before = peak_rss(pid)
-        args = {"pattern": "NEEDLE_HERE", "path": "app.min.js", "detail": "full"}
-        body = structured(await c.call_tool("regex_search", args))
+        body = structured(
+            await c.call_tool("regex_search", {"pattern": "NEEDLE_HERE", "path": "app.min.js", "detail": "full"})
+        )
         growth_mb = (peak_rss(pid) - before) / 2**20
     (m,) = page_matches(body)
     content = m["match"]["content"]

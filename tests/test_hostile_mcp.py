@@ -81,7 +81,8 @@ class RawStdio:
 
     def receive(self, timeout: float = 30) -> dict[str, Any]:
         try:
-            return json.loads(self._answers.get(timeout=timeout))
+            answer: dict[str, Any] = json.loads(self._answers.get(timeout=timeout))
+            return answer
         except queue.Empty:
             raise AssertionError("no answer: the server dropped the message") from None
 

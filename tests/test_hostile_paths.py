@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
+from harness.results import structured_of
 from server.app import build_app
 from tests.hostile_helpers import SyncClient
 from tests.server_helpers import make_settings, page_matches, serve_env, stdio_client, structured
@@ -22,7 +23,7 @@ DEPTH = 120  # directories: ~720 characters of path, deeper than any real reposi
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory) -> Path:
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("paths")
     outside = tmp / "outside"
     outside.mkdir()
@@ -58,7 +59,8 @@ def client(tree, tmp_path_factory):
 def tool_error(client: SyncClient, args: dict[str, Any]) -> dict[str, Any]:
     result = client.call("regex_search", args, raise_on_error=False)
     assert result.is_error, result.structured_content
-    return result.structured_content["error"]
+    error: dict[str, Any] = structured_of(result.structured_content)["error"]
+    return error
 
 
 def all_matches(client: SyncClient, args: dict[str, Any]) -> list[dict[str, Any]]:
@@ -166,7 +168,8 @@ def test_paths_no_file_system_call_can_take_are_refused_clearly(client, path):
 
 
 async def _progress(client: Client[Any]) -> dict[str, Any]:
-    return structured(await client.call_tool("index_status", {}))["progress"]
+    progress: dict[str, Any] = structured(await client.call_tool("index_status", {}))["progress"]
+    return progress
 
 
 async def _wait_for_phase(

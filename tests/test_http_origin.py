@@ -45,8 +45,9 @@ def assert_forbidden(answer: httpx.Response, setting: str) -> str:
     assert answer.status_code == 403, answer.text
     body = answer.json()
     assert body["jsonrpc"] == "2.0" and body["id"] is None and body["error"]["code"] == -32600
-    assert setting in body["error"]["message"]
-    return body["error"]["message"]
+    message: str = body["error"]["message"]
+    assert setting in message
+    return message
 
 
 @pytest.mark.parametrize(
@@ -174,5 +175,7 @@ async def test_the_bind_address_is_answered_and_a_wildcard_bind_names_no_host():
 )
 def test_allow_list_entries_that_cannot_match_are_refused_at_start(key, entry, error):
     with pytest.raises(ValueError, match=error.replace("[", r"\[").replace("]", r"\]")):
-        ServerSettings(**{key: [entry]})
-    assert ServerSettings(allowed_hosts=["[::1]", "10.0.0.5", "*"], allowed_origins=["http://[::1]:8080", "*"])
+        ServerSettings.model_validate({key: [entry]})
+    assert ServerSettings.model_validate(
+        {"allowed_hosts": ["[::1]", "10.0.0.5", "*"], "allowed_origins": ["http://[::1]:8080", "*"]}
+    )

@@ -12,7 +12,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -168,7 +168,9 @@ def test_an_index_from_an_older_version_is_rebuilt_not_fatal(
 ) -> None:
     manager.update(repo)
     store = manager.store(repo)
-    manifest_path = store.directory / store.current_name() / "manifest.json"
+    live = store.current_name()
+    assert live is not None
+    manifest_path = store.directory / live / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     manifest["format_version"] = 0
     manifest_path.write_text(json.dumps(manifest))
@@ -184,7 +186,9 @@ def test_an_index_from_an_older_version_is_rebuilt_not_fatal(
 def test_a_damaged_index_is_rebuilt(repo: Path, manager: IndexManager, damaged: str, reason: str) -> None:
     manager.update(repo)
     store = manager.store(repo)
-    (store.directory / store.current_name() / damaged).write_bytes(b"\x93garbage")
+    live = store.current_name()
+    assert live is not None
+    (store.directory / live / damaged).write_bytes(b"\x93garbage")
     if damaged == "manifest.json":
         status = manager.status(repo)
         assert status.exists and "unreadable" in (status.stale_reason or "")
@@ -354,7 +358,7 @@ def test_two_processes_updating_at_once_leave_a_consistent_index(
     assert manager.update(repo).changed is False  # both writes are in: nothing left to do
 
 
-def published_chunks(manager: IndexManager, root: Path) -> list[Chunk]:
+def published_chunks(manager: IndexManager, root: Path) -> Sequence[Chunk]:
     """The chunks of the live generation as stored (`manager.get` could update first)."""
     snapshot = manager.store(root).load()
     assert snapshot is not None
@@ -371,7 +375,12 @@ def swap_during_chunking(swap: Callable[[], None]) -> tuple[Callable[[str, int, 
 
     def hook(phase: str, done: int, total: int) -> None:
         if phase == "chunk" and done < total and not swapped.is_set():
-            worker = threading.Thread(target=lambda: (swap(), swapped.set()))
+
+            def swap_then_signal() -> None:
+                swap()
+                swapped.set()
+
+            worker = threading.Thread(target=swap_then_signal)
             worker.start()
             worker.join(30)
 

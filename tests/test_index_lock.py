@@ -44,7 +44,8 @@ def test_a_writer_that_cannot_get_the_lock_gives_up_clearly(tmp_path: Path, stat
         (repo / "more.py").write_text("def cancel(job):\n    return None\n")
         with pytest.raises(IndexStoreError, match=r"another process has been updating the index .* try again later"):
             manager.update(repo)
-        assert store.read_manifest().generation == first.generation  # untouched
+        manifest = store.read_manifest()
+        assert manifest is not None and manifest.generation == first.generation  # untouched
     finally:
         assert holder.stdin is not None
         holder.stdin.close()

@@ -181,6 +181,7 @@ def test_a_huge_select_goes_through_the_output_layer_and_is_offloaded(tmp_path: 
     layer = make_layer(store.output_dir)
     r = layer.render(result.to_page(), options(tool="analyze-with-duckdb", query=result.sql, records_key="rows"))
     assert r.mode == "file_ref" and r.structured["results"]["total_count"] == 20000
+    assert r.file_ref is not None
     again = ds.query(f"SELECT count(*) AS n, sum(i) AS s FROM dataset_{r.file_ref.id}")
     assert again.rows == [{"n": 20000, "s": sum(range(20000))}]
 

@@ -22,6 +22,7 @@ from mcp_types import INVALID_PARAMS
 
 from harness.proxy_backend import BACKEND_SCRIPT, make_rows
 from harness.proxy_backend import app as backend_app
+from harness.results import text_of
 from server.proxy import Backend, build_proxy_app, command_backend
 from server.proxy.answer import answer_budget
 from server.proxy.size import BYTES_PER_TOKEN
@@ -189,7 +190,7 @@ async def test_concurrent_large_calls_each_get_their_own_complete_dataset(client
 
 async def test_timeouts_and_crashes_are_errors_and_a_crashed_backend_restarts(client: Client[Any]) -> None:
     slow = await client.call_tool("slow", {"seconds": 20}, raise_on_error=False)
-    assert slow.is_error and "timed out" in slow.content[0].text
+    assert slow.is_error and "timed out" in text_of(slow.content[0])
     before = (await client.call_tool_mcp("pid", {})).structured_content
     crashed = await client.call_tool("crash", {}, raise_on_error=False)
     assert crashed.is_error

@@ -16,6 +16,7 @@ from harness.commands import codepager_cmd
 from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
 from server.cli import main
 from server.proxy import config_backends
+from tests.proxy_helpers import stdio_transport
 from tests.server_helpers import serve_env, structured
 
 
@@ -56,7 +57,8 @@ def test_config_servers_keep_their_names_env_and_timeouts(tmp_path: Path, monkey
     )
     files, remote = config_backends(config, timeout_s=60)
     assert (files.name, files.timeout_s, remote.name, remote.timeout_s) == ("files", 1.5, "remote", 60)
-    assert files.transport.env["TOKEN"] == "t" and files.transport.env["CODEPAGER_TEST_INHERITED"] == "yes"
+    env = stdio_transport(files).env
+    assert env is not None and env["TOKEN"] == "t" and env["CODEPAGER_TEST_INHERITED"] == "yes"
 
 
 async def test_a_real_proxy_process_serves_two_configured_servers(tmp_path: Path) -> None:

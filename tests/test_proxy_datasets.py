@@ -18,17 +18,26 @@ from mcp_types import ImageContent, TextContent
 from ulid import ULID
 
 from harness.proxy_backend import make_rows
+from harness.results import structured_of, text_of
 from server.output import DatasetFilter, Datasets, DatasetStore, OffloadStore
 from server.output.profile import MAX_DISTINCT, as_object, profile_records
 from server.proxy.answer import answer_budget, example_sql
 from server.proxy.backends import ToolOwners, command_backend, server_name
-from server.proxy.extraction import MAX_NESTING, extract_records
+from server.proxy.extraction import MAX_NESTING, Extracted, extract_records
 from server.proxy.saver import ProxiedCall, ResultSaver
 from server.proxy.size import BYTES_PER_TOKEN, sent_size
+from tests.proxy_helpers import stdio_transport
 
 
 def text_result(text: str, structured: dict[str, Any] | None = None) -> ToolResult:
     return ToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
+def extracted(result: ToolResult) -> Extracted:
+    """The records of a result that holds some."""
+    found = extract_records(result)
+    assert found is not None, "the result holds no records"
+    return found
 
 
 def objects(records) -> list[Any]:
@@ -128,7 +137,7 @@ def test_profile_reports_unions_optional_fields_and_distinct_values() -> None:
 def test_distinct_values_are_counted_over_every_record_not_just_the_sample(raw: bool) -> None:
     rows = [{"status": "ok", "n": i} for i in range(1000)]
     rows[501]["status"] = "rare"  # most likely not in a sample of 10: counted anyway
-    records = extract_records(text_result(json.dumps(rows))).records if raw else rows
+    records = extracted(text_result(json.dumps(rows))).records if raw else rows
     profile = profile_records(records, sample_size=10)
     assert profile.distinct_values["status"] == [{"value": "ok", "count": 999}, {"value": "rare", "count": 1}]
     assert profile.fields == {"status": "string", "n": "integer"} and profile.sample_records == rows[:3]
@@ -300,7 +309,7 @@ def test_an_unwritable_data_dir_gives_a_truncated_inline_answer_within_the_thres
     assert extracted is not None
     answer = saver.save(result, extracted, ProxiedCall("read_file", "fs", {"path": "/x"}, len(text)))
     body = answer.structured_content
-    assert answer.is_error is False and body is not None and json.loads(answer.content[0].text) == body
+    assert answer.is_error is False and body is not None and json.loads(text_of(answer.content[0])) == body
     assert body["intercepted"] == "truncated" and "could not be saved" in body["warning"]
     assert text.startswith(body["text"]) and f"first {len(body['text']):,} of" in body["warning"]
     # the whole answer, sent as text and as structuredContent, escaping included, is under the threshold
@@ -320,9 +329,9 @@ def test_the_answer_for_wide_records_fits_its_budget_and_says_where_the_other_fi
     text = json.dumps(wide_rows(columns, rows))
     result = text_result(text)
     saver = ResultSaver(saved, threshold_tokens=8192, schema_sample_size=100)
-    answer = saver.save(result, extract_records(result), ProxiedCall("query", "db", {}, len(text)))
+    answer = saver.save(result, extracted(result), ProxiedCall("query", "db", {}, len(text)))
     body = answer.structured_content
-    assert body is not None and json.loads(answer.content[0].text) == body
+    assert body is not None and json.loads(text_of(answer.content[0])) == body
     assert sent_size(answer) <= answer_budget(8192) <= 8192 * BYTES_PER_TOKEN // 2
     ds = body["dataset"]
     assert ds["record_count"] == rows and ds["table"] == f"dataset_{ds['id']}" and body["example_sql"]
@@ -345,9 +354,9 @@ def test_narrow_records_are_described_in_full(both) -> None:
     text = json.dumps(make_rows(3000, mixed=True))
     result = text_result(text)
     answer = ResultSaver(saved, threshold_tokens=8192, schema_sample_size=100).save(
-        result, extract_records(result), ProxiedCall("records", "tiny", {}, len(text))
+        result, extracted(result), ProxiedCall("records", "tiny", {}, len(text))
     )
-    ds = answer.structured_content["dataset"]
+    ds = structured_of(answer.structured_content)["dataset"]
     assert list(ds["fields"]) == ["id", "kind", "value", "note"] and "more_fields" not in ds
     assert ds["sample_records"] == make_rows(3, mixed=True) and set(ds["distinct_values"]) == {"kind"}
 
@@ -357,9 +366,9 @@ def test_a_tiny_threshold_still_gets_the_floor_answer(both) -> None:
     text = json.dumps({"page": {f"k{i}": i for i in range(2000)}, "rows": wide_rows(50, 100)})
     result = text_result(text)
     answer = ResultSaver(saved, threshold_tokens=10, schema_sample_size=100).save(
-        result, extract_records(result), ProxiedCall("query", "db", {}, len(text))
+        result, extracted(result), ProxiedCall("query", "db", {}, len(text))
     )
-    body = answer.structured_content
+    body = structured_of(answer.structured_content)
     assert body["intercepted"] == "saved_as_dataset" and sent_size(answer) < 2500
     assert {"id", "table", "record_count", "data_path", "metadata_path"} <= set(body["dataset"])
     assert body["example_sql"] == [
@@ -373,9 +382,9 @@ def test_an_envelope_too_wide_to_shrink_is_replaced_by_a_note(both) -> None:
     text = json.dumps({"page": {f"k{i}": i for i in range(2000)}, "rows": make_rows(3000)})
     result = text_result(text)
     answer = ResultSaver(saved, threshold_tokens=8192, schema_sample_size=100).save(
-        result, extract_records(result), ProxiedCall("query", "db", {}, len(text))
+        result, extracted(result), ProxiedCall("query", "db", {}, len(text))
     )
-    ds = answer.structured_content["dataset"]
+    ds = structured_of(answer.structured_content)["dataset"]
     assert ds["envelope"].startswith("<too large to show") and list(ds["fields"]) == ["id", "kind", "value", "note"]
     assert sent_size(answer) <= answer_budget(8192)
 
@@ -412,7 +421,7 @@ def test_tool_owners_single_and_namespaced() -> None:
 
 def test_a_command_backend_inherits_the_environment(monkeypatch) -> None:
     monkeypatch.setenv("CODEPAGER_TEST_TOKEN", "secret")
-    transport = command_backend([sys.executable, "--flag"]).transport
+    transport = stdio_transport(command_backend([sys.executable, "--flag"]))
     assert transport.env is not None and transport.env["CODEPAGER_TEST_TOKEN"] == "secret"
     assert (transport.command, transport.args) == (sys.executable, ["--flag"])
     with pytest.raises(ValueError, match="not found"):

@@ -24,7 +24,7 @@ from harness.commands import codepager_cmd
 from server.proxy import build_proxy_app, command_backend
 from tests.code_tree import write_code_tree
 from tests.node_tools import node_env, npx
-from tests.proxy_helpers import proxy_settings, wire
+from tests.proxy_helpers import proxy_settings, stdio_transport, wire
 from tests.server_helpers import serve_env, structured
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -109,7 +109,8 @@ async def test_codepager_serve_behind_the_proxy(tmp_path: Path) -> None:
     root = write_code_tree(tmp_path / "repo")
     cmd, args = codepager_cmd()
     backend = command_backend([cmd, *args, "serve", "--root", str(root)], timeout_s=120)
-    backend.transport.env = {**(backend.transport.env or {}), **serve_env(tmp_path)}
+    transport = stdio_transport(backend)
+    transport.env = {**(transport.env or {}), **serve_env(tmp_path)}
     app = build_proxy_app(proxy_settings(tmp_path), [backend])
     async with Client(app, timeout=120, init_timeout=120) as c:
         small = structured(await c.call_tool("regex_search", {"pattern": "needle_3_1\\b"}))

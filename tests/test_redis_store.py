@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
@@ -46,7 +46,7 @@ def namespace() -> str:
 
 
 @pytest.fixture
-def raw(redis_server) -> redis.Redis:
+def raw(redis_server) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_server.url)
     yield client
     client.close()

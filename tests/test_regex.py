@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from tests.code_tree import write_code_tree
 CONFIG = EngineConfig()
 
 
-def search(root: Path, query: str, config: EngineConfig = CONFIG, **options: object) -> SearchResult:
+def search(root: Path, query: str, config: EngineConfig = CONFIG, **options: Any) -> SearchResult:
     return regex_search(SearchRequest(query=query, root=str(root), **options), config)
 
 

@@ -41,7 +41,7 @@ async def test_two_replicas_share_a_walk_and_a_crashed_replica_loses_nothing(cod
     a, b = HttpServer(code_tree, env).start(), HttpServer(code_tree, env).start()
     try:
         responses = [structured(await call(a, {"pattern": "needle", "page_size": 30}))]
-        order = [b, a, b, "kill a", b, "restart a", a, b, a]
+        order: list[HttpServer | str] = [b, a, b, "kill a", b, "restart a", a, b, a]
         for step in order:
             if step == "kill a":
                 a.kill()
@@ -52,6 +52,7 @@ async def test_two_replicas_share_a_walk_and_a_crashed_replica_loses_nothing(cod
             cursor = responses[-1]["pagination"]["next_cursor"]
             if cursor is None:
                 break
+            assert isinstance(step, HttpServer)
             responses.append(structured(await call(step, {"cursor": cursor})))
         assert responses[-1]["pagination"]["next_cursor"] is None
         # Every page after the first came from the session in Redis, whichever replica served it:

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import search_engine.chunk_jobs as chunk_jobs
+import search_engine.files as discovery
 import search_engine.index_store as index_store
 import search_engine.indexing as indexing
 from search_engine.config import EngineConfig
@@ -106,7 +108,7 @@ def test_the_build_streams_embedding_batches_between_files(
     root = many_files(tmp_path / "repo", 60)
     monkeypatch.setattr(indexing, "EMBED_BATCH", 16)
     events: list[str] = []
-    real_chunk = indexing.chunk_files
+    real_chunk = chunk_jobs.chunk_files
     real_embed = counting.embed
 
     def chunk(jobs, max_size, report):
@@ -139,7 +141,7 @@ def test_the_first_search_uses_the_index_on_disk_and_catches_up_in_the_backgroun
     (repo / "app/render.py").write_text("def render_markdown(text):\n    return text.upper()\n")
 
     walking, release = threading.Event(), threading.Event()
-    real_discover = indexing.discover
+    real_discover = discovery.discover
 
     def slow_discover(*args, **kwargs):
         walking.set()

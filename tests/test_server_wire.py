@@ -196,7 +196,8 @@ async def test_a_semantic_cursor_from_before_a_reindex_is_minus_32602_after_a_re
             timeout=300,
             check=True,
         )
-        return json.loads(out.stdout)["generation"]
+        generation: int = json.loads(out.stdout)["generation"]
+        return generation
 
     assert index() == 1
     async with stdio_client(code_tree, tmp_path, env) as client:

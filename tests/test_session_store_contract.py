@@ -11,6 +11,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -42,7 +43,7 @@ def backend(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[Backen
     stores: list[SessionStore] = []
     if request.param == "memory":
 
-        def make(**kw: object) -> SessionStore:
+        def make(**kw: Any) -> SessionStore:
             stores.append(MemoryStore(sweep_interval_s=None, clock=clock, **kw))
             return stores[-1]
 
@@ -51,7 +52,7 @@ def backend(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[Backen
         url = request.getfixturevalue("redis_server").url
         namespace = f"t{uuid.uuid4().hex[:12]}"
 
-        def make(**kw: object) -> SessionStore:  # every call is another replica on the same namespace
+        def make(**kw: Any) -> SessionStore:  # every call is another replica on the same namespace
             stores.append(RedisStore(url, namespace=namespace, clock=clock, **kw))
             return stores[-1]
 
