@@ -170,7 +170,10 @@ def test_size_limit_and_ignore_rules(tmp_path: Path) -> None:
 def test_globs_and_sub_path(tmp_path: Path) -> None:
     for rel in ("a.py", "a.md", "src/b.py", "src/c.go", "tests/t.py"):
         write(tmp_path, rel, "needle\n")
-    paths = lambda **kw: [m.path for m in search(tmp_path, "needle", **kw).matches]  # noqa: E731
+
+    def paths(**kw: Any) -> list[str]:
+        return [m.path for m in search(tmp_path, "needle", **kw).matches]
+
     assert paths(include=["*.py"]) == ["a.py", "src/b.py", "tests/t.py"]
     assert paths(include=["*.py"], exclude=["tests/**"]) == ["a.py", "src/b.py"]
     assert paths(path="src") == ["src/b.py", "src/c.go"]
