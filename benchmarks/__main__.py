@@ -35,14 +35,24 @@ def _names(value: str) -> list[str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--only", type=_names, metavar="A,B", help="run only these benchmarks")
     p.add_argument("--skip", type=_names, default=[], metavar="A,B", help="do not run these")
-    p.add_argument("--no-long", action="store_true", help="skip the long ones: " + ", ".join(b.name for b in SUITE if b.long))
-    p.add_argument("--quick", action="store_true", help="fewer repetitions (figures are noisier; the page shows the command)")
-    p.add_argument("--extra", action="append", default=[], metavar="NAME=ARGS",
-                   help="append ARGS to one benchmark's command, e.g. retrieval=--no-semble (repeatable)")
+    p.add_argument(
+        "--no-long", action="store_true", help="skip the long ones: " + ", ".join(b.name for b in SUITE if b.long)
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="fewer repetitions (figures are noisier; the page shows the command)"
+    )
+    p.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        help="append ARGS to one benchmark's command, e.g. retrieval=--no-semble (repeatable)",
+    )
     p.add_argument("--doc", type=Path, default=DEFAULT_DOC, help="page to update (default: docs/benchmarks.md)")
     p.add_argument("--no-write", action="store_true", help="run and print, but leave the page alone")
     p.add_argument("--list", action="store_true", help="list the benchmarks and their commands, run nothing")
@@ -91,9 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         if bench.name == "retrieval" and outcome.report.figures.get("runs"):
             markdown += retrieval_extra(outcome, args.doc.parent)
         blocks[bench.name] = doc.section_block(
-            headline=outcome.report.headline, command=outcome.command, when=when, load=load,
-            seconds=outcome.seconds, markdown=markdown,
-        )  # fmt: skip
+            headline=outcome.report.headline,
+            command=outcome.command,
+            when=when,
+            load=load,
+            seconds=outcome.seconds,
+            markdown=markdown,
+        )
 
     minutes = (time.perf_counter() - started) / 60
     invocation = " ".join(["python -m benchmarks", shlex.join(argv if argv is not None else sys.argv[1:])]).strip()
@@ -103,13 +117,20 @@ def main(argv: list[str] | None = None) -> int:
         for name, body in blocks.items():
             text = doc.put_block(text, name, titles[name], body)
         body = doc.machine_block(
-            machine, invocation=invocation, when=started_at, load_start=load_start, load_end=doc.load_average(),
-            minutes=minutes, summary=doc.summary_table(text),
-        )  # fmt: skip
+            machine,
+            invocation=invocation,
+            when=started_at,
+            load_start=load_start,
+            load_end=doc.load_average(),
+            minutes=minutes,
+            summary=doc.summary_table(text),
+        )
         args.doc.write_text(doc.put_machine_block(text, body), encoding="utf-8")
         print(f"wrote {args.doc}", file=sys.stderr)
-    print(f"{len(blocks)} benchmarks in {minutes:.1f} min" + (f"; failed: {', '.join(failures)}" if failures else ""),
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"{len(blocks)} benchmarks in {minutes:.1f} min" + (f"; failed: {', '.join(failures)}" if failures else ""),
+        file=sys.stderr,
+    )
     if minutes > BUDGET_MIN:
         print(f"warning: the suite took longer than its {BUDGET_MIN} min budget", file=sys.stderr)
     return 1 if failures else 0

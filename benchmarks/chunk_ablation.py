@@ -20,18 +20,19 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # benchmarks/regex.py would shadow the `regex` package
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import search_engine.chunking as chunking  # noqa: E402
-import search_engine.embeddings as embeddings  # noqa: E402
-from search_engine.chunk_jobs import ChunkJob, chunk_files  # noqa: E402
-from search_engine.config import EngineConfig  # noqa: E402
-from search_engine.files import discover  # noqa: E402
-from search_engine.paths import SearchLocation  # noqa: E402
+import search_engine.chunking as chunking
+import search_engine.embeddings as embeddings
+from search_engine.chunk_jobs import ChunkJob, chunk_files
+from search_engine.config import EngineConfig
+from search_engine.files import discover
+from search_engine.paths import SearchLocation
 
 BENCH = Path("/work/shared/bench")
 REPOS = ("aiohttp", "fastapi", "model2vec", "pydantic")
@@ -40,19 +41,25 @@ DEFAULT_CORPORA = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
 VARIANTS = [(1000, 2), (1000, 0), (1000, 1), (1000, 4), (600, 2), (1500, 2), (2500, 2)]
 
 
-def chunks_of(root: Path) -> list:
+def chunks_of(root: Path) -> list[Any]:
     config = EngineConfig()
     files = discover(SearchLocation(root.resolve(), None), (), (), config)
     results = chunk_files([ChunkJob(f, None) for f in files], config.max_file_size, lambda done, total: None)
     return [c for r in results if r is not None for c in (r.chunks or ())]
 
 
-def ndcg(rows: list[dict]) -> dict[str, float]:
+def ndcg(rows: list[dict[str, Any]]) -> dict[str, float]:
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as fh:
         fh.write("".join(json.dumps(r) + "\n" for r in rows))
-    out = subprocess.run([sys.executable, str(BENCH / "score.py"), fh.name], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "score.py"), fh.name], check=True, capture_output=True, text=True
+    ).stdout
     os.unlink(fh.name)
-    return {p[0]: float(p[-1].split("=")[1]) for p in (line.split() for line in out.splitlines()) if p and p[-1].startswith("ndcg@")}
+    return {
+        p[0]: float(p[-1].split("=")[1])
+        for p in (line.split() for line in out.splitlines())
+        if p and p[-1].startswith("ndcg@")
+    }
 
 
 def run(variant: tuple[int, int], corpora: Path, embedder: embeddings.LazyEmbedder) -> dict[str, float]:

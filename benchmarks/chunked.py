@@ -1,6 +1,6 @@
 """Chunked stdio benchmark: a ~5 MB tool result over chunked framing vs fastmcp's plain stdio.
 
-Side by side on one machine, one server body (`tests/chunked_server_fixture.py`, tool `blob`
+Side by side on one machine, one server body (`harness/chunked_server.py`, tool `blob`
 returning multi-byte text), each variant a real subprocess behind a real `fastmcp.Client`:
 
 - plain:   fastmcp `StdioTransport`  <->  `FastMCP.run_stdio_async` (one ~10 MB JSON line)
@@ -36,24 +36,30 @@ from fastmcp.client.transports import ClientTransport, StdioTransport
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.report import Report, add_report_argument, emit  # noqa: E402
-from server.transports.chunked_client import ChunkedStdioTransport  # noqa: E402
-from server.transports.framing import FramingOptions  # noqa: E402
-from tests.chunked_server_fixture import blob_text  # noqa: E402
+from benchmarks.report import Report, add_report_argument, emit
+from harness.chunked_server import blob_text
+from server.transports.chunked_client import ChunkedStdioTransport
+from server.transports.framing import FramingOptions
 
-FIXTURE = ["-m", "tests.chunked_server_fixture"]
+FIXTURE = ["-m", "harness.chunked_server"]
 UNSPLIT_LIMIT = 1 << 30
 
 
 def variants() -> dict[str, Callable[[], ClientTransport]]:
     return {
         "plain stdio (fastmcp)": lambda: StdioTransport(sys.executable, [*FIXTURE, "plain"], cwd=str(ROOT)),
-        "chunked stdio, 60 KiB frames": lambda: ChunkedStdioTransport(sys.executable, [*FIXTURE, "chunked"], cwd=str(ROOT)),
+        "chunked stdio, 60 KiB frames": lambda: ChunkedStdioTransport(
+            sys.executable, [*FIXTURE, "chunked"], cwd=str(ROOT)
+        ),
         "chunked stdio, unsplit": lambda: ChunkedStdioTransport(
-            sys.executable, [*FIXTURE, "chunked", str(UNSPLIT_LIMIT)], cwd=str(ROOT),
+            sys.executable,
+            [*FIXTURE, "chunked", str(UNSPLIT_LIMIT)],
+            cwd=str(ROOT),
             framing=FramingOptions(chunk_limit=UNSPLIT_LIMIT),
         ),
-        "plain server, chunked client": lambda: ChunkedStdioTransport(sys.executable, [*FIXTURE, "plain"], cwd=str(ROOT)),
+        "plain server, chunked client": lambda: ChunkedStdioTransport(
+            sys.executable, [*FIXTURE, "plain"], cwd=str(ROOT)
+        ),
     }
 
 
@@ -108,7 +114,10 @@ def run(args: argparse.Namespace) -> Report:
     speedup = baseline / medians["chunked stdio, 60 KiB frames"]
     return Report(
         markdown="\n".join(lines),
-        headline=f"a {result_bytes / 1e6:.0f} MB tool result over chunked stdio (60 KiB frames) is {speedup:.2f}x as fast as fastmcp's plain stdio",
+        headline=(
+            f"a {result_bytes / 1e6:.0f} MB tool result over chunked stdio (60 KiB frames) is {speedup:.2f}x "
+            "as fast as fastmcp's plain stdio"
+        ),
         figures={"result_bytes": result_bytes, "median_s": medians, "chunked_vs_plain": speedup},
     )
 

@@ -31,14 +31,15 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # As a script, sys.path[0] is benchmarks/, whose regex.py would shadow the `regex` package.
 sys.path[0] = str(ROOT)
 
-from benchmarks.report import Report, add_report_argument, emit  # noqa: E402
-from search_engine.config import EngineConfig  # noqa: E402
-from search_engine.embeddings import resolve_model  # noqa: E402
+from benchmarks.report import Report, add_report_argument, emit
+from search_engine.config import EngineConfig
+from search_engine.embeddings import resolve_model
 
 REPOS = ("aiohttp", "fastapi", "model2vec", "pydantic")
 DEFAULT_CORPORA = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "codepager-bench"
@@ -116,9 +117,10 @@ CODEPAGER_INCREMENTAL = textwrap.dedent("""\
 """)
 
 
-def run_json(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+def run_json(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     proc = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
 
 
 def parser() -> argparse.ArgumentParser:
@@ -143,15 +145,18 @@ def run(args: argparse.Namespace) -> Report:
     model_dir = resolve_model(EngineConfig()).source
     repos = ",".join(REPOS)
 
-    ours: list[dict] = []
-    theirs: list[dict] = []
+    ours: list[dict[str, Any]] = []
+    theirs: list[dict[str, Any]] = []
     for r in range(args.rounds):
         ours.append(run_json([sys.executable, "-c", CODEPAGER_COLD, str(args.corpora), str(ROOT), repos]))
         if args.semble_python.exists():
             env = {**os.environ, "SEMBLE_MODEL_NAME": str(model_dir), "HF_HUB_OFFLINE": "1"}
             theirs.append(run_json([str(args.semble_python), "-c", SEMBLE_COLD, str(args.corpora), repos], env))
-        print(f"round {r + 1}: codepager {ours[-1]['total_s']:.2f} s"
-              + (f", semble {theirs[-1]['total_s']:.2f} s" if theirs else ""), file=sys.stderr)
+        print(
+            f"round {r + 1}: codepager {ours[-1]['total_s']:.2f} s"
+            + (f", semble {theirs[-1]['total_s']:.2f} s" if theirs else ""),
+            file=sys.stderr,
+        )
 
     with tempfile.TemporaryDirectory(prefix="codepager-incr-") as tmp:
         copy = Path(tmp) / "corpora"
@@ -166,26 +171,33 @@ def run(args: argparse.Namespace) -> Report:
         cli = ROOT / ".venv" / "bin" / "codepager"
         started = time.perf_counter()
         for repo in REPOS:
-            subprocess.run([str(cli), "index", str(copy / repo), "--config", str(config)], check=True, capture_output=True)
+            subprocess.run(
+                [str(cli), "index", str(copy / repo), "--config", str(config)], check=True, capture_output=True
+            )
         cold_process_s = time.perf_counter() - started
 
     return report(ours, theirs, incremental, cold_process_s)
 
 
-def report(ours: list[dict], theirs: list[dict], incremental: dict, cold_process_s: float) -> Report:
+def report(
+    ours: list[dict[str, Any]], theirs: list[dict[str, Any]], incremental: dict[str, Any], cold_process_s: float
+) -> Report:
     out: list[str] = []
     ours_total = statistics.median(o["total_s"] for o in ours)
     chunks = sum(ours[0]["repos"][r]["chunks"] for r in REPOS)
-    out.append("| system | cold index, 4 repos (median of %d) | chunks | chunks/s |" % len(ours))
+    out.append(f"| system | cold index, 4 repos (median of {len(ours)}) | chunks | chunks/s |")
     out.append("|---|---|---|---|")
     out.append(f"| codepager static | {ours_total:.2f} s | {chunks} | {chunks / ours_total:,.0f} |")
     if theirs:
         theirs_total = statistics.median(t["total_s"] for t in theirs)
         their_chunks = sum(theirs[0]["repos"][r]["chunks"] for r in REPOS)
         out.append(f"| semble 0.7.0 | {theirs_total:.2f} s | {their_chunks} | {their_chunks / theirs_total:,.0f} |")
-        ratios = ", ".join(f"{o['total_s'] / t['total_s']:.2f}" for o, t in zip(ours, theirs))
+        ratios = ", ".join(f"{o['total_s'] / t['total_s']:.2f}" for o, t in zip(ours, theirs, strict=True))
         out.append(f"\ncodepager / semble cold index time: {ours_total / theirs_total:.2f}x (per round: {ratios})")
-    out.append("\nper repo (codepager, median s): " + ", ".join(f"{r} {statistics.median(o['repos'][r]['seconds'] for o in ours):.2f}" for r in REPOS))
+    out.append(
+        "\nper repo (codepager, median s): "
+        + ", ".join(f"{r} {statistics.median(o['repos'][r]['seconds'] for o in ours):.2f}" for r in REPOS)
+    )
     phases: dict[str, list[float]] = {}
     for o in ours:
         totals: dict[str, float] = {}
@@ -194,7 +206,10 @@ def report(ours: list[dict], theirs: list[dict], incremental: dict, cold_process
                 totals[phase] = totals.get(phase, 0.0) + s
         for phase, s in totals.items():
             phases.setdefault(phase, []).append(s)
-    out.append("phases (codepager, median s over 4 repos): " + ", ".join(f"{p} {statistics.median(v):.2f}" for p, v in phases.items()))
+    out.append(
+        "phases (codepager, median s over 4 repos): "
+        + ", ".join(f"{p} {statistics.median(v):.2f}" for p, v in phases.items())
+    )
     out.append("\n| incremental update (aiohttp, model loaded) | time | chunks embedded | generation |")
     out.append("|---|---|---|---|")
     for label, row in incremental.items():
@@ -206,8 +221,12 @@ def report(ours: list[dict], theirs: list[dict], incremental: dict, cold_process
     touched = incremental.get("touch one file", {}).get("seconds")
     if touched is not None:
         headline += f"; an update after touching one file takes {touched * 1000:.0f} ms"
-    figures = {"codepager_cold_s": ours_total, "semble_cold_s": theirs_total if theirs else None,
-               "incremental": incremental, "cold_process_s": cold_process_s}  # fmt: skip
+    figures = {
+        "codepager_cold_s": ours_total,
+        "semble_cold_s": theirs_total if theirs else None,
+        "incremental": incremental,
+        "cold_process_s": cold_process_s,
+    }
     return Report(markdown="\n".join(out), headline=headline, figures=figures)
 
 

@@ -41,19 +41,25 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import redis  # noqa: E402
-from fastmcp import Client  # noqa: E402
+import redis
+from fastmcp import Client
 
-from tests.http_server import HttpServer  # noqa: E402
-from tests.redis_server import RedisServer  # noqa: E402
+from harness.http_server import HttpServer
+from harness.redis_server import RedisServer
 
 SECRET = "load-benchmark-secret-0123456789"
 # On the 150-file load tree these match from 150 to 1,800 lines: walks of 1 to 36 pages.
+CHORES = ["retry with backoff", "parse config", "check input"]
 REGEX_PATTERNS = ["TODO", r"class \w+Error", r"retry|backoff", "import os", r"\bcache\b", r"log\('(http|auth)'"]
 HYBRID_QUERIES = [
-    "retry with exponential backoff", "parse the configuration file", "http request handler",
-    "cache eviction policy", "validate user input", "open a database connection", "render a template",
-]  # fmt: skip
+    "retry with exponential backoff",
+    "parse the configuration file",
+    "http request handler",
+    "cache eviction policy",
+    "validate user input",
+    "open a database connection",
+    "render a template",
+]
 TOPICS = ["retry", "config", "http", "cache", "validate", "database", "template", "auth", "queue", "metrics"]
 
 
@@ -67,7 +73,7 @@ def make_tree(root: Path, files: int, seed: int = 1) -> None:
         for j in range(12):
             lines += [
                 f"def handle_{topic}_{i}_{j}(request, cache=None):",
-                f'    """Handle a {topic} request: {rnd.choice(["retry with backoff", "parse config", "check input"])}."""',
+                f'    """Handle a {topic} request: {rnd.choice(CHORES)}."""',
                 f"    value = compute_{topic}(request, attempt={j})",
                 "    # TODO: tighten error handling" if j % 4 == 0 else f"    log('{topic}', value)",
                 f"    return finish_{topic}(value)",
@@ -111,7 +117,8 @@ def pct(values: list[float], q: float) -> float:
 def body(result: Any) -> dict[str, Any]:
     if result.is_error:
         raise RuntimeError(f"tool error: {json.dumps(result.structured_content)[:300]}")
-    return result.structured_content
+    content: dict[str, Any] = result.structured_content
+    return content
 
 
 async def wait_index_ready(url: str, timeout_s: float = 600) -> float:
@@ -139,7 +146,7 @@ class LoadStats:
     errors: list[str] = field(default_factory=list)
 
 
-async def walk(client: Client, tool: str, args: dict[str, Any], stats: LoadStats) -> None:
+async def walk(client: Client[Any], tool: str, args: dict[str, Any], stats: LoadStats) -> None:
     """One search and its page walk; checks the walk is complete and duplicate-free."""
     stats.walks += 1
     t0 = time.perf_counter()
@@ -155,7 +162,9 @@ async def walk(client: Client, tool: str, args: dict[str, Any], stats: LoadStats
     if len(seen) == total == len(set(seen)):
         stats.complete_walks += 1
     else:
-        stats.errors.append(f"incomplete walk {tool} {args}: {len(seen)} seen, {len(set(seen))} distinct, {total} announced")
+        stats.errors.append(
+            f"incomplete walk {tool} {args}: {len(seen)} seen, {len(set(seen))} distinct, {total} announced"
+        )
 
 
 def _identity(match: dict[str, Any]) -> tuple[Any, ...]:
@@ -170,12 +179,22 @@ async def one_client(url: str, client_no: int, searches: int, stats: LoadStats) 
             try:
                 if (client_no + j) % 5 < 2:
                     query = rnd.choice(HYBRID_QUERIES)
-                    await walk(client, "hybrid_search", {"query": query, "top_k": 30, "page_size": 10, "output_mode": "inline"}, stats)
+                    await walk(
+                        client,
+                        "hybrid_search",
+                        {"query": query, "top_k": 30, "page_size": 10, "output_mode": "inline"},
+                        stats,
+                    )
                 else:
                     pattern = rnd.choice(REGEX_PATTERNS)
                     page_size = rnd.choice([50, 100, 200])
-                    await walk(client, "regex_search", {"pattern": pattern, "page_size": page_size, "output_mode": "inline"}, stats)
-            except Exception as exc:  # noqa: BLE001 - every failure is counted and reported
+                    await walk(
+                        client,
+                        "regex_search",
+                        {"pattern": pattern, "page_size": page_size, "output_mode": "inline"},
+                        stats,
+                    )
+            except Exception as exc:
                 stats.errors.append(f"client {client_no}: {type(exc).__name__}: {exc}"[:300])
 
 
@@ -185,7 +204,7 @@ def run_load(tmp: Path, clients: int, searches: int) -> dict[str, Any]:
     server = HttpServer(root, base_env(tmp, index__index_on_start="true")).start()
     try:
         index_s = asyncio.run(wait_index_ready(server.url))
-        rss_before = rss_mb(server.proc.pid)
+        rss_before = rss_mb(server.pid)
         stats = LoadStats()
 
         async def all_clients() -> None:
@@ -194,7 +213,7 @@ def run_load(tmp: Path, clients: int, searches: int) -> dict[str, Any]:
         started = time.perf_counter()
         asyncio.run(all_clients())
         wall_s = time.perf_counter() - started
-        rss_after = rss_mb(server.proc.pid)
+        rss_after = rss_mb(server.pid)
     finally:
         stderr = server.stop()
     calls = len(stats.first_ms) + len(stats.next_ms)
@@ -252,7 +271,7 @@ async def soak_loop(url: str, n: int, on_search: Any, workers: int = 4) -> list[
                     page = body(await client.call_tool("regex_search", soak_args(i)))
                     if i % 10 == 0 and page["pagination"]["next_cursor"]:
                         body(await client.call_tool("regex_search", {"cursor": page["pagination"]["next_cursor"]}))
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     errors.append(f"{i}: {type(exc).__name__}: {exc}"[:300])
                 on_search(i)
 
@@ -315,7 +334,8 @@ run_app(build_app(settings, services), settings.server)
 
 def store_stats(path: Path) -> dict[str, dict[str, int]]:
     """The sampled server's latest {"now": stats, "max": largest so far} (see SAMPLED_SERVE)."""
-    return json.loads(path.read_text())
+    stats: dict[str, dict[str, int]] = json.loads(path.read_text())
+    return stats
 
 
 def run_soak_memory(tmp: Path, searches: int) -> dict[str, Any]:
@@ -336,13 +356,13 @@ def run_soak_memory(tmp: Path, searches: int) -> dict[str, Any]:
 
     def sample(i: int) -> None:
         if i == 0:
-            start.append(rss_mb(server.proc.pid))
+            start.append(rss_mb(server.pid))
         if i == 100:
-            baseline.append(rss_mb(server.proc.pid))
+            baseline.append(rss_mb(server.pid))
         if i % 250 == 0:
-            trajectory.append(round(rss_mb(server.proc.pid)))
+            trajectory.append(round(rss_mb(server.pid)))
         if i % 10 == 0:
-            samples.append(rss_mb(server.proc.pid))
+            samples.append(rss_mb(server.pid))
             sessions_seen.append(store_stats(stats_path)["now"]["sessions"])
             files, oldest = offload_state(mem_tmp / "offload")
             offload_max[0] = max(offload_max[0], files)
@@ -352,7 +372,7 @@ def run_soak_memory(tmp: Path, searches: int) -> dict[str, Any]:
         started = time.perf_counter()
         errors = asyncio.run(soak_loop(server.url, searches, sample))
         wall = time.perf_counter() - started
-        final = rss_mb(server.proc.pid)
+        final = rss_mb(server.pid)
         time.sleep(0.1)  # a last sample after the last search
         store = store_stats(stats_path)["max"]
     finally:
@@ -360,7 +380,7 @@ def run_soak_memory(tmp: Path, searches: int) -> dict[str, Any]:
     # The baseline is the server after one search: interpreter, libraries, caches. The
     # sessions held afterwards must fit the budget (plus the stated allowance).
     base = start[0]
-    peak = max(samples + [final])
+    peak = max(*samples, final)
     return {
         "searches": searches,
         "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX", "glibc default"),
@@ -396,7 +416,9 @@ def run_soak_redis(tmp: Path, searches: int) -> dict[str, Any]:
     red_tmp = tmp / "soak-redis"
     redis_srv = RedisServer(red_tmp / "redis").start()
     namespace = f"soak{uuid.uuid4().hex[:8]}"
-    server = HttpServer(root, base_env(red_tmp, sessions__backend=redis_srv.url, sessions__namespace=namespace, **limits)).start()
+    server = HttpServer(
+        root, base_env(red_tmp, sessions__backend=redis_srv.url, sessions__namespace=namespace, **limits)
+    ).start()
     probe = redis.Redis.from_url(redis_srv.url)
     counts: list[int] = []
     stored: list[int] = []
@@ -411,7 +433,7 @@ def run_soak_redis(tmp: Path, searches: int) -> dict[str, Any]:
         wall = time.perf_counter() - started
         used_memory = probe.info("memory")["used_memory"]
         evictions = int(probe.hget(f"codepager:{namespace}:stats", "evictions") or 0)
-        rss = rss_mb(server.proc.pid)
+        rss = rss_mb(server.pid)
     finally:
         stderr = server.stop()
         probe.close()
@@ -439,17 +461,25 @@ def run_soak_redis(tmp: Path, searches: int) -> dict[str, Any]:
 def index_status(root: Path, env: dict[str, str]) -> dict[str, Any]:
     out = subprocess.run(
         [str(Path(sys.executable).parent / "codepager"), "index", "--status", "--json", str(root)],
-        env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return json.loads(out.stdout)
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
 
 
 def index_update(root: Path, env: dict[str, str]) -> dict[str, Any]:
     out = subprocess.run(
         [str(Path(sys.executable).parent / "codepager"), "index", "--json", "--no-progress", str(root)],
-        env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return json.loads(out.stdout)
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
 
 
 async def wait_for_phase(url: str, phase: str, timeout_s: float = 300) -> dict[str, Any]:
@@ -503,11 +533,17 @@ def interrupted_indexing(tmp: Path, sig: signal.Signals) -> dict[str, Any]:
         "aborted_or_traceback": ("terminate called" in stderr) or ("Traceback" in stderr),
         "generation_before": first["generation"],
         "generation_after_signal": after_kill["generation"],
-        "index_intact": after_kill["exists"] and after_kill["generation"] == first["generation"]
-        and after_kill["files"] == first["files"] and after_kill["stale_reason"] is None,
-        "resumed": {k: resumed[k] for k in ("generation", "rebuilt", "files", "chunks", "modified", "chunks_embedded", "seconds")},
+        "index_intact": after_kill["exists"]
+        and after_kill["generation"] == first["generation"]
+        and after_kill["files"] == first["files"]
+        and after_kill["stale_reason"] is None,
+        "resumed": {
+            k: resumed[k]
+            for k in ("generation", "rebuilt", "files", "chunks", "modified", "chunks_embedded", "seconds")
+        },
         "edited_files": edited,
-        "resumed_incrementally": not resumed["rebuilt"] and resumed["modified"] == edited
+        "resumed_incrementally": not resumed["rebuilt"]
+        and resumed["modified"] == edited
         and resumed["generation"] == first["generation"] + 1,
         "full_build_chunks_embedded": first["chunks_embedded"],
     }
@@ -549,7 +585,9 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--searches", type=int, default=20)
     parser.add_argument("--soak", type=int, default=2000)
-    parser.add_argument("--only", default="load,soak,faults", help="any of load, soak (= soak-memory,soak-redis), faults")
+    parser.add_argument(
+        "--only", default="load,soak,faults", help="any of load, soak (= soak-memory,soak-redis), faults"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     only = set(args.only.split(","))

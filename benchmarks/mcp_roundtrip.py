@@ -30,10 +30,11 @@ from fastmcp.client.transports import StdioTransport
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import Report, add_report_argument, emit, verdict  # noqa: E402
+from benchmarks.report import Report, add_report_argument, emit, verdict
+from harness.results import structured_of, text_of
 
 ECHO_SERVER = textwrap.dedent(
-    '''
+    """
     import sys
     from fastmcp import FastMCP
     from fastmcp.tools.base import ToolResult
@@ -48,7 +49,7 @@ ECHO_SERVER = textwrap.dedent(
         return ToolResult(content=[TextContent(type="text", text=payload)], structured_content=structured)
 
     app.run("stdio", show_banner=False)
-    '''
+    """
 )
 
 
@@ -79,15 +80,15 @@ async def measure(root: Path, work: Path, repeats: int) -> dict[str, float]:
             t0 = time.perf_counter()
             r1 = await ours.call_tool("regex_search", {"pattern": pattern, "page_size": 50})
             first_times.append(time.perf_counter() - t0)
-            cursor = r1.structured_content["pagination"]["next_cursor"]
+            cursor = structured_of(r1.structured_content)["pagination"]["next_cursor"]
             t0 = time.perf_counter()
             r2 = await ours.call_tool("regex_search", {"cursor": cursor})
             cached_times.append(time.perf_counter() - t0)
-            assert r2.structured_content["metadata"]["cache"] == "hit"
-            page_bytes.append(len(r2.content[0].text.encode()))
+            assert structured_of(r2.structured_content)["metadata"]["cache"] == "hit"
+            page_bytes.append(len(text_of(r2.content[0]).encode()))
 
         payload_file = work / "payload.json"
-        payload_file.write_text(r2.content[0].text, encoding="utf-8")
+        payload_file.write_text(text_of(r2.content[0]), encoding="utf-8")
     script = work / "echo_server.py"
     script.write_text(ECHO_SERVER)
     bare = Client(StdioTransport(sys.executable, [str(script), str(payload_file)], env=env))
@@ -97,13 +98,13 @@ async def measure(root: Path, work: Path, repeats: int) -> dict[str, float]:
             t0 = time.perf_counter()
             r = await bare.call_tool("page", {})
             echo_times.append(time.perf_counter() - t0)
-            assert len(r.content[0].text) == len(payload_file.read_text(encoding="utf-8"))
+            assert len(text_of(r.content[0])) == len(payload_file.read_text(encoding="utf-8"))
     return {
         "first_ms": median_ms(first_times),
         "cached_ms": median_ms(cached_times),
         "echo_ms": median_ms(echo_times),
         "page_bytes": statistics.median(page_bytes),
-        "total_matches": r1.structured_content["results"]["total_count"],
+        "total_matches": structured_of(r1.structured_content)["results"]["total_count"],
     }
 
 
@@ -132,8 +133,9 @@ def run(args: argparse.Namespace) -> Report:
         f"{r['first_ms'] / r['cached_ms']:.1f}x; target cached page < 10 ms: {verdict(met)}"
     )
     headline = (
-        f"a cached page costs {r['cached_ms']:.2f} ms end to end over stdio, {r['cached_ms'] / r['echo_ms']:.2f}x a bare "
-        f"fastmcp tool returning the same page (target < 10 ms: {verdict(met)})"
+        f"a cached page costs {r['cached_ms']:.2f} ms end to end over stdio, "
+        f"{r['cached_ms'] / r['echo_ms']:.2f}x a bare fastmcp tool returning the same page "
+        f"(target < 10 ms: {verdict(met)})"
     )
     return Report(markdown=markdown, headline=headline, figures=r, target_met=met)
 

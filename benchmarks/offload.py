@@ -25,18 +25,19 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import Report, add_report_argument, emit  # noqa: E402
-from search_engine.models import Match, MatchType  # noqa: E402
-from server.output import ListPage, OffloadStore, OutputLayer, RenderOptions  # noqa: E402
-from server.output.descriptor import build_file_ref  # noqa: E402
-from server.records import match_record  # noqa: E402
-from server.settings import OffloadSettings  # noqa: E402
+from benchmarks.report import Report, add_report_argument, emit
+from search_engine.models import Match, MatchType
+from server.output import ListPage, OffloadStore, OutputLayer, OutputMode, RenderOptions
+from server.output.descriptor import build_file_ref
+from server.records import match_record
+from server.settings import OffloadSettings
 
 
-def make_records(target_bytes: int) -> list[dict]:
+def make_records(target_bytes: int) -> list[dict[str, Any]]:
     """Regex-match records of realistic code lines until their JSONL reaches `target_bytes`."""
     records, size, i = [], 0, 0
     while size < target_bytes:
@@ -75,14 +76,14 @@ def median_ms(fn: Callable[[], object], repeats: int, reset: Callable[[], object
     return statistics.median(wall) / 1e6, statistics.median(cpu) / 1e6
 
 
-def naive_offload(directory: Path, records: list[dict], counter: list[int]) -> None:
+def naive_offload(directory: Path, records: list[dict[str, Any]], counter: list[int]) -> None:
     counter[0] += 1
     with open(directory / f"naive-{counter[0]}.jsonl", "w", encoding="utf-8") as f:
         for record in records:
             f.write(json.dumps(record) + "\n")
 
 
-def measure(label: str, records: list[dict], repeats: int, work: Path) -> tuple[str, dict[str, float]]:
+def measure(label: str, records: list[dict[str, Any]], repeats: int, work: Path) -> tuple[str, dict[str, float]]:
     out_dir = work / label
     naive_dir = work / f"{label}-naive"
     naive_dir.mkdir()
@@ -90,7 +91,7 @@ def measure(label: str, records: list[dict], repeats: int, work: Path) -> tuple[
     store = OffloadStore(out_dir)
     layer = OutputLayer(settings, store)
     page = ListPage(records, search_block={"query": "handler_", "mode": "regex", "parameters": {}})
-    options = RenderOptions(tool="regex_search", query="handler_", output_mode="file_ref")
+    options = RenderOptions(tool="regex_search", query="handler_", output_mode=OutputMode.FILE_REF)
     counter = [0]
 
     def reset() -> None:
@@ -98,7 +99,9 @@ def measure(label: str, records: list[dict], repeats: int, work: Path) -> tuple[
         for p in naive_dir.iterdir():
             p.unlink()
 
-    size = layer.render(page, options).file_ref.size_bytes
+    file_ref = layer.render(page, options).file_ref
+    assert file_ref is not None
+    size = file_ref.size_bytes
 
     full = median_ms(lambda: layer.render(page, options), repeats, reset)
     write = median_ms(lambda: store.write(tool="regex_search", query="handler_", records=records), repeats, reset)
@@ -109,8 +112,13 @@ def measure(label: str, records: list[dict], repeats: int, work: Path) -> tuple[
     naive = median_ms(lambda: naive_offload(naive_dir, records, counter), repeats, reset)
     cells = " | ".join(f"{w:.2f} / {c:.2f} ms" for w, c in (full, write, descriptor, naive))
     row = f"| {label} ({len(records)} records, {size / 1e6:.2f} MB file) | {cells} | {full[1] / naive[1]:.2f}x |"
-    figures = {"render_wall_ms": full[0], "render_cpu_ms": full[1], "naive_wall_ms": naive[0],
-               "naive_cpu_ms": naive[1], "cpu_ratio": full[1] / naive[1]}  # fmt: skip
+    figures = {
+        "render_wall_ms": full[0],
+        "render_cpu_ms": full[1],
+        "naive_wall_ms": naive[0],
+        "naive_cpu_ms": naive[1],
+        "cpu_ratio": full[1] / naive[1],
+    }
     return row, figures
 
 

@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import Report, add_report_argument, emit, verdict  # noqa: E402
-from search_engine.config import EngineConfig  # noqa: E402
-from search_engine.engine import SearchEngine  # noqa: E402
-from search_engine.models import SearchRequest  # noqa: E402
-from sessions import CursorCodec, MemoryStore, Pager  # noqa: E402
+from benchmarks.report import Report, add_report_argument, emit, verdict
+from search_engine.config import EngineConfig
+from search_engine.engine import SearchEngine
+from search_engine.models import SearchRequest
+from sessions import CursorCodec, MemoryStore, Pager
 
 PAGE_SIZE = 50
 
@@ -112,11 +112,19 @@ def run(args: argparse.Namespace) -> Report:
     ]
     return Report(
         markdown="\n".join(lines),
-        headline=f"a cached page is {ratio:.0f}x faster than page 1 ({cached_ms:.3f} vs {first_ms:.1f} ms; target >= 50x: {verdict(met)})",
-        figures={"first_ms": first_ms, "cached_ms": cached_ms, "restored_ms": restored_ms,
-                 "seal_open_ms": seal_open_ms, "cached_speedup": ratio},
+        headline=(
+            f"a cached page is {ratio:.0f}x faster than page 1 ({cached_ms:.3f} vs {first_ms:.1f} ms; "
+            f"target >= 50x: {verdict(met)})"
+        ),
+        figures={
+            "first_ms": first_ms,
+            "cached_ms": cached_ms,
+            "restored_ms": restored_ms,
+            "seal_open_ms": seal_open_ms,
+            "cached_speedup": ratio,
+        },
         target_met=met,
-    )  # fmt: skip
+    )
 
 
 def main() -> int:

@@ -41,6 +41,7 @@ def plot_ndcg_vs_index_time(runs: Sequence[dict[str, Any]], out: Path, subtitle:
 
     matplotlib.use("Agg")  # files only, never a display
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     plotted, left_out = points(runs)
@@ -59,8 +60,14 @@ def plot_ndcg_vs_index_time(runs: Sequence[dict[str, Any]], out: Path, subtitle:
                 continue
             ax.scatter(seconds, score, color=colours[name], marker=marker, s=70, zorder=3)
             left = middle is not None and seconds > middle
-            ax.annotate(f"{name} {mode}: {score:.3f}, {seconds:.1f} s", (seconds, score), textcoords="offset points",
-                        xytext=(-dx if left else dx, dy), ha="right" if left else "left", fontsize=8)  # fmt: skip
+            ax.annotate(
+                f"{name} {mode}: {score:.3f}, {seconds:.1f} s",
+                (seconds, score),
+                textcoords="offset points",
+                xytext=(-dx if left else dx, dy),
+                ha="right" if left else "left",
+                fontsize=8,
+            )
     ax.set_xscale("log")
     plain = FuncFormatter(lambda value, _: f"{value:g}")
     ax.xaxis.set_major_formatter(plain)
@@ -74,7 +81,7 @@ def plot_ndcg_vs_index_time(runs: Sequence[dict[str, Any]], out: Path, subtitle:
     ax.set_xlim(min(xs) / 1.6, max(xs) * (1.6 if rightmost else 6))  # room for the labels
     ys = [p[3] for p in plotted]
     ax.set_ylim(max(0.0, min(ys) - 0.08), min(1.0, max(ys) + 0.06))
-    legend = [plt.Line2D([], [], color="grey", marker=mk, linestyle="", label=mode) for mode, mk, _ in MODES]
+    legend = [Line2D([], [], color="grey", marker=mk, linestyle="", label=mode) for mode, mk, _ in MODES]
     ax.legend(handles=legend, loc="lower right", fontsize=8)
     if left_out:
         fig.text(0.01, 0.01, "not timed cold: " + "; ".join(left_out), fontsize=7, color="grey")

@@ -1,11 +1,11 @@
 """Proxy benchmark: what `codepager proxy` costs on the way through, and when it intercepts.
 
-1. Pass-through latency, side by side on one small call (`small` of tests/proxy_backend.py,
+1. Pass-through latency, side by side on one small call (`small` of harness/proxy_backend.py,
    a few hundred bytes with structured content and _meta), each path a real stdio process
    driven by a fastmcp client, calls interleaved so load hits all paths alike:
    - direct: the backend itself;
    - fastmcp proxy: a bare fastmcp ProxyProvider in front of it (the floor of any proxy);
-   - codepager proxy: `codepager proxy -- python tests/proxy_backend.py`.
+   - codepager proxy: `codepager proxy -- python harness/proxy_backend.py`.
    Reported: median and p90 per call, and the median added over direct.
 2. Interception of a 50,000-record result (budget: 50-100 ms, the reference proxy's cost): the
    interceptor's whole path in process (wire size, records out of the JSON text, profile,
@@ -25,24 +25,26 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fastmcp import Client  # noqa: E402
-from fastmcp.client.transports import StdioTransport  # noqa: E402
-from fastmcp.tools.base import ToolResult  # noqa: E402
-from mcp_types import TextContent  # noqa: E402
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
+from fastmcp.tools.base import ToolResult
+from mcp_types import TextContent
 
-from benchmarks.report import Report, add_report_argument, emit  # noqa: E402
-from server.output import DatasetStore  # noqa: E402
-from server.output.schema import profile_records  # noqa: E402
-from server.proxy.extraction import extract_records  # noqa: E402
-from server.proxy.interceptor import wire_size  # noqa: E402
-from server.proxy.saver import ProxiedCall, ResultSaver  # noqa: E402
+from benchmarks.report import Report, add_report_argument, emit
+from harness.proxy_backend import BACKEND_SCRIPT
+from server.output import DatasetStore
+from server.output.schema import profile_records
+from server.proxy.extraction import extract_records
+from server.proxy.saver import ProxiedCall, ResultSaver
+from server.proxy.size import wire_size
 
-ROOT = Path(__file__).resolve().parents[1]
-BACKEND = [sys.executable, str(ROOT / "tests" / "proxy_backend.py")]
+BACKEND = [sys.executable, BACKEND_SCRIPT]
 BARE_PROXY = f"""
 import sys
 from fastmcp import FastMCP
@@ -66,9 +68,9 @@ async def pass_through(calls: int, data_dir: Path) -> dict[str, list[float]]:
     }
     clients = {name: Client(t, timeout=60, init_timeout=120) for name, t in paths.items()}
     times: dict[str, list[float]] = {name: [] for name in paths}
-    for c in clients.values():
-        await c.__aenter__()
-    try:
+    async with AsyncExitStack() as connected:
+        for c in clients.values():
+            await connected.enter_async_context(c)
         for c in clients.values():  # warm up: tool lists cached, subprocesses started
             for _ in range(5):
                 await c.call_tool_mcp("small", {"name": "bench"})
@@ -78,13 +80,10 @@ async def pass_through(calls: int, data_dir: Path) -> dict[str, list[float]]:
                 result = await c.call_tool_mcp("small", {"name": "bench"})
                 times[name].append((time.perf_counter_ns() - t0) / 1e6)
                 assert result.structured_content == {"greeting": "hello bench", "unicode": "héllo ✓"}
-    finally:
-        for c in clients.values():
-            await c.__aexit__(None, None, None)
     return times
 
 
-def rows(n: int) -> list[dict]:
+def rows(n: int) -> list[dict[str, Any]]:
     """Records like a database tool returns: an id, categories, numbers, a timestamp, free text."""
     statuses, regions = ("active", "suspended", "closed"), ("eu-west", "us-east", "ap-south", "sa-east")
     return [
@@ -115,8 +114,9 @@ def median_ms(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
 def interception(repeats: int, data_dir: Path) -> list[tuple[str, float, float, int]]:
     records = rows(50_000)
     json_result = ToolResult(content=[TextContent(type="text", text=json.dumps(records))])
-    text = "\n".join(f"2025-06-01T10:00:{i % 60:02d}Z INFO worker-{i % 8} handled request {i} in {i % 250} ms"
-                     for i in range(50_000))  # fmt: skip
+    text = "\n".join(
+        f"2025-06-01T10:00:{i % 60:02d}Z INFO worker-{i % 8} handled request {i} in {i % 250} ms" for i in range(50_000)
+    )
     text_result = ToolResult(content=[TextContent(type="text", text=text)])
     store = DatasetStore(data_dir)
     saver = ResultSaver(store, threshold_tokens=8192, schema_sample_size=100)
@@ -126,7 +126,9 @@ def interception(repeats: int, data_dir: Path) -> list[tuple[str, float, float, 
             extracted = extract_records(result)
             assert extracted is not None
             answer = saver.save(result, extracted, ProxiedCall("query", "db", {"sql": "SELECT *"}, wire_size(result)))
-            assert answer.structured_content is not None and answer.structured_content["intercepted"] == "saved_as_dataset"
+            assert (
+                answer.structured_content is not None and answer.structured_content["intercepted"] == "saved_as_dataset"
+            )
             return answer
 
         return run

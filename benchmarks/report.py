@@ -40,9 +40,11 @@ class Report:
 
 def add_report_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--report-json", type=Path, metavar="FILE",
+        "--report-json",
+        type=Path,
+        metavar="FILE",
         help="also write the report (markdown, headline, figures) as JSON; used by python -m benchmarks",
-    )  # fmt: skip
+    )
 
 
 def emit(report: Report, args: argparse.Namespace) -> int:

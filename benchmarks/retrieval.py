@@ -52,6 +52,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,13 +61,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # that transformers imports: search from the repository root instead.
 sys.path[0] = str(ROOT)
 
-from benchmarks.report import Report, add_report_argument, emit, verdict  # noqa: E402
-from search_engine.config import EngineConfig  # noqa: E402
-from search_engine.embeddings import resolve_model  # noqa: E402
-from search_engine.engine import SearchEngine  # noqa: E402
-from search_engine.index import Index  # noqa: E402
-from search_engine.models import SearchMode, SearchRequest  # noqa: E402
-from search_engine.tokenize import query_terms  # noqa: E402
+from benchmarks.report import Report, add_report_argument, emit, verdict
+from search_engine.config import EngineConfig
+from search_engine.embeddings import resolve_model
+from search_engine.engine import SearchEngine
+from search_engine.index import Index
+from search_engine.models import SearchMode, SearchRequest
+from search_engine.tokenize import query_terms
 
 BENCH = Path("/work/shared/bench")
 _CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
@@ -123,11 +124,9 @@ class Run:
     chunks: int | None = None
 
 
-def load_queries(bench: BenchSet) -> list[tuple[str, dict]]:
+def load_queries(bench: BenchSet) -> list[tuple[str, dict[str, Any]]]:
     return [
-        (repo, item)
-        for repo in bench.repos
-        for item in json.loads((bench.annotations / f"{repo}.json").read_text())
+        (repo, item) for repo in bench.repos for item in json.loads((bench.annotations / f"{repo}.json").read_text())
     ]
 
 
@@ -135,7 +134,9 @@ def score(results: Path, annotations: Path) -> dict[str, float]:
     """NDCG@10 by category, from the kit's own scorer (never reimplemented here)."""
     out = subprocess.run(
         [sys.executable, str(BENCH / "score.py"), str(results), "--annotations", str(annotations)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     table = {}
     for line in out.splitlines():  # "semantic      n=  35  ndcg@10=0.738"
@@ -160,7 +161,7 @@ def score_per_repo(results: Path, bench: BenchSet) -> dict[str, float]:
     return out
 
 
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -219,7 +220,7 @@ def run_codepager(profile: str, bench: BenchSet, args: argparse.Namespace) -> Ru
     indexes = {repo: engine.indexes.get(bench.corpora / repo) for repo in bench.repos}
     if run.chunks is None:
         run.chunks = sum(len(ix.chunks) for ix in indexes.values())
-    rows: dict[str, list[dict]] = {m: [] for m in MODES}
+    rows: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     latencies: list[float] = []
     cpu: list[float] = []
     for repo, item in load_queries(bench):
@@ -265,14 +266,29 @@ def run_semble(bench: BenchSet, args: argparse.Namespace) -> Run:
     out = args.out / f"{bench.name}-semble-hybrid.jsonl"
     env = {**os.environ, "SEMBLE_MODEL_NAME": str(model), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
-        [str(python), str(ROOT / "benchmarks" / "semble_worker.py"), str(bench.corpora), str(bench.annotations),
-         str(out)],
-        check=True, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(),
+        [
+            str(python),
+            str(ROOT / "benchmarks" / "semble_worker.py"),
+            str(bench.corpora),
+            str(bench.annotations),
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
     )
     timings = json.loads(proc.stdout.strip().splitlines()[-1])
-    run = Run("semble 0.7.0", set=bench.name, index_s=timings["index_total_s"], index_note="cold",
-              query_p50_ms=timings["query_p50_ms"], query_cpu_p50_ms=timings["query_cpu_p50_ms"],
-              chunks=timings["chunks"])
+    run = Run(
+        "semble 0.7.0",
+        set=bench.name,
+        index_s=timings["index_total_s"],
+        index_note="cold",
+        query_p50_ms=timings["query_p50_ms"],
+        query_cpu_p50_ms=timings["query_cpu_p50_ms"],
+        chunks=timings["chunks"],
+    )
     run.ndcg["hybrid"] = score(out, bench.annotations)
     run.per_repo["hybrid"] = score_per_repo(out, bench)
     return run
@@ -324,13 +340,17 @@ def versus_peer(runs: list[Run]) -> list[str]:
             if run.set != peer.set or run is peer or "hybrid" not in run.ndcg:
                 continue
             ours, theirs = run.ndcg["hybrid"].get("all", 0.0), peer.ndcg["hybrid"].get("all", 0.0)
-            index = (f"cold index {run.index_s:.1f} s vs {peer.index_s:.1f} s ({run.index_s / peer.index_s:.2f}x)"
-                     if run.index_note == "cold" else f"index not timed cold ({run.index_note})")
+            assert run.query_p50_ms is not None and peer.query_p50_ms is not None, "runs with NDCG are timed"
+            index = (
+                f"cold index {run.index_s:.1f} s vs {peer.index_s:.1f} s ({run.index_s / peer.index_s:.2f}x)"
+                if run.index_note == "cold" and run.index_s is not None and peer.index_s is not None
+                else f"index not timed cold ({run.index_note})"
+            )
             lines.append(
                 f"- {peer.set}: {run.name} vs {peer.name}: hybrid NDCG@10 {ours:.3f} vs {theirs:.3f} "
                 f"(**{ours / theirs:.2f}x**); {index}; warm query p50 {run.query_p50_ms:.1f} ms vs "
                 f"{peer.query_p50_ms:.1f} ms ({run.query_p50_ms / peer.query_p50_ms:.2f}x)"
-            )  # fmt: skip
+            )
     return lines
 
 
@@ -347,20 +367,31 @@ def targets(runs: list[Run]) -> tuple[list[str], bool | None]:
     checks: list[tuple[str, bool]] = []
     for ours in (r for r in runs if r.name == "codepager static" and "hybrid" in r.ndcg):
         hybrid, semantic = ours.ndcg["hybrid"], ours.ndcg.get("semantic", {})
+        assert ours.query_p50_ms is not None, "a run with NDCG has timed its queries"
         goal = TARGET_HYBRID.get(ours.set, max(TARGET_HYBRID.values()))
         checks += [
             (f"{ours.set}: hybrid NDCG@10 all {hybrid.get('all', 0.0):.3f} >= {goal}", hybrid.get("all", 0.0) >= goal),
-            (f"{ours.set}: hybrid symbol {hybrid.get('symbol', 0.0):.3f} >= {TARGET_SYMBOL}",
-             hybrid.get("symbol", 0.0) >= TARGET_SYMBOL),
-            (f"{ours.set}: semantic-only all {semantic.get('all', 0.0):.3f} >= {TARGET_SEMANTIC}",
-             semantic.get("all", 0.0) >= TARGET_SEMANTIC),
-            (f"{ours.set}: warm query p50 {ours.query_p50_ms:.2f} ms <= {TARGET_P50_MS} ms",
-             ours.query_p50_ms <= TARGET_P50_MS),
-        ]  # fmt: skip
+            (
+                f"{ours.set}: hybrid symbol {hybrid.get('symbol', 0.0):.3f} >= {TARGET_SYMBOL}",
+                hybrid.get("symbol", 0.0) >= TARGET_SYMBOL,
+            ),
+            (
+                f"{ours.set}: semantic-only all {semantic.get('all', 0.0):.3f} >= {TARGET_SEMANTIC}",
+                semantic.get("all", 0.0) >= TARGET_SEMANTIC,
+            ),
+            (
+                f"{ours.set}: warm query p50 {ours.query_p50_ms:.2f} ms <= {TARGET_P50_MS} ms",
+                ours.query_p50_ms <= TARGET_P50_MS,
+            ),
+        ]
         peer = next((r for r in runs if r.set == ours.set and r.name.startswith("semble")), None)
-        if peer is not None and ours.index_s is not None and ours.index_note == "cold":
-            checks.append((f"{ours.set}: cold index {ours.index_s:.1f} s <= semble's {peer.index_s:.1f} s",
-                           ours.index_s <= peer.index_s))  # fmt: skip
+        if peer is not None and ours.index_s is not None and peer.index_s is not None and ours.index_note == "cold":
+            checks.append(
+                (
+                    f"{ours.set}: cold index {ours.index_s:.1f} s <= semble's {peer.index_s:.1f} s",
+                    ours.index_s <= peer.index_s,
+                )
+            )
     if not checks:
         return [], None
     return [f"- target ({verdict(ok)}): {text}" for text, ok in checks], all(ok for _, ok in checks)
@@ -370,19 +401,31 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profiles", default="static,minilm")
     ap.add_argument("--sets", default="python,multilang", help="query sets to run: python, multilang")
-    ap.add_argument("--multilang-profiles", default="static",
-                    help="profiles run on the multi-language set (minilm embeds ~20 chunks/s: its ~62k chunks "
-                         "would take most of an hour)")
+    ap.add_argument(
+        "--multilang-profiles",
+        default="static",
+        help="profiles run on the multi-language set (minilm embeds ~20 chunks/s: its ~62k chunks "
+        "would take most of an hour)",
+    )
     ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA, help="the Python set's corpora")
-    ap.add_argument("--multilang-corpora", type=Path, default=DEFAULT_MULTILANG,
-                    help="the multi-language set's corpora (`/work/shared/bench/multilang/unpack DIR`)")
-    ap.add_argument("--cache", type=Path, default=DEFAULT_CORPORA / "codepager",
-                    help="index cache kept between runs (minilm indexing is slow)")
+    ap.add_argument(
+        "--multilang-corpora",
+        type=Path,
+        default=DEFAULT_MULTILANG,
+        help="the multi-language set's corpora (`/work/shared/bench/multilang/unpack DIR`)",
+    )
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=DEFAULT_CORPORA / "codepager",
+        help="index cache kept between runs (minilm indexing is slow)",
+    )
     ap.add_argument("--out", type=Path, default=DEFAULT_CORPORA / "results")
     ap.add_argument("--semble-python", default="/work/semble-venv/bin/python")
     ap.add_argument("--no-semble", action="store_true", help="skip the peer (e.g. when re-running one profile)")
-    ap.add_argument("--no-cold", action="store_true",
-                    help="reuse kept indexes without timing a cold build (quicker, for tuning)")
+    ap.add_argument(
+        "--no-cold", action="store_true", help="reuse kept indexes without timing a cold build (quicker, for tuning)"
+    )
     add_report_argument(ap)
     return ap
 
@@ -403,7 +446,9 @@ def run(args: argparse.Namespace) -> Report:
     best = max(runs, key=lambda r: r.ndcg.get("hybrid", {}).get("all", 0.0))
     headline = "; ".join(c[2:] for c in comparison) if comparison else f"best hybrid NDCG@10: {best.name}"
     return Report(
-        markdown="\n".join([table(runs), *([""] + comparison if comparison else []), *([""] + checks if checks else [])]),
+        markdown="\n".join(
+            [table(runs), *(["", *comparison] if comparison else []), *(["", *checks] if checks else [])]
+        ),
         headline=headline.replace("**", ""),
         figures={"runs": [dataclasses.asdict(r) for r in runs]},
         target_met=met,

@@ -32,14 +32,15 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # As a script, sys.path[0] is benchmarks/, whose regex.py would shadow the `regex` package.
 sys.path[0] = str(ROOT)
 
-from benchmarks.report import Report, add_report_argument, emit  # noqa: E402
-from search_engine.config import EngineConfig  # noqa: E402
-from search_engine.embeddings import resolve_model  # noqa: E402
+from benchmarks.report import Report, add_report_argument, emit
+from search_engine.config import EngineConfig
+from search_engine.embeddings import resolve_model
 
 DEFAULT_WORK = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "codepager-scale"
 DEFAULT_SOURCE = DEFAULT_WORK / "sympy-src"
@@ -200,11 +201,12 @@ def monorepo(source: Path, work: Path, copies: int) -> Path:
     return root
 
 
-def _json(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+def _json(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd[:3]} failed: {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
 
 
 def _edited(root: Path) -> list[str]:
@@ -213,10 +215,10 @@ def _edited(root: Path) -> list[str]:
     return files[::step][:EDITED_FILES]
 
 
-def measure(args: argparse.Namespace, copies: int, model_dir: Path) -> dict:
+def measure(args: argparse.Namespace, copies: int, model_dir: Path) -> dict[str, Any]:
     root = monorepo(args.source, args.work, copies)
     spec = json.dumps({"queries": QUERIES, "regexes": REGEXES, "repeats": args.repeats})
-    row: dict = {"copies": copies}
+    row: dict[str, Any] = {"copies": copies}
     with tempfile.TemporaryDirectory(prefix="codepager-scale-") as tmp:
         cache = Path(tmp)
         py, here = sys.executable, str(ROOT)
@@ -251,7 +253,7 @@ def run(args: argparse.Namespace) -> Report:
     return report(rows)
 
 
-def report(rows: list[dict]) -> Report:
+def report(rows: list[dict[str, Any]]) -> Report:
     out = [
         "| copies | chunks | cold index | peak RSS | index on disk | first search after start | serve RSS "
         "| regex p50 | semantic p50 | hybrid p50 | update, 100 files edited |",
@@ -270,8 +272,14 @@ def report(rows: list[dict]) -> Report:
         out += ["", "| copies | system | cold index | peak RSS | hybrid p50 |", "|---|---|---|---|---|"]
         for r in semble:
             c, s, t = r["cold"], r["start"], r["semble"]
-            out.append(f"| {r['copies']}x | codepager | {c['seconds']:.1f} s | {c['peak_rss_mb']:.0f} MB | {s['hybrid_p50_ms']:.1f} ms |")
-            out.append(f"| {r['copies']}x | semble 0.7.0 | {t['seconds']:.1f} s | {t['peak_rss_mb']:.0f} MB | {t['hybrid_p50_ms']:.1f} ms |")
+            out.append(
+                f"| {r['copies']}x | codepager | {c['seconds']:.1f} s | {c['peak_rss_mb']:.0f} MB "
+                f"| {s['hybrid_p50_ms']:.1f} ms |"
+            )
+            out.append(
+                f"| {r['copies']}x | semble 0.7.0 | {t['seconds']:.1f} s | {t['peak_rss_mb']:.0f} MB "
+                f"| {t['hybrid_p50_ms']:.1f} ms |"
+            )
     big = rows[-1]
     headline = (
         f"at {big['copies']}x ({big['cold']['chunks']:,} chunks): cold index {big['cold']['seconds']:.0f} s, "

@@ -38,7 +38,10 @@ def main(corpora: Path, annotations: Path, out: Path, top_k: int) -> int:
                 # "query" then "results" open the answer (any "repos" follow them), so the
                 # answer cut after result n is this prefix without its closing "]}".
                 ends = [
-                    [r.chunk.file_path, len(json.dumps({"query": answer["query"], "results": answer["results"][:n]})) - 2]
+                    [
+                        r.chunk.file_path,
+                        len(json.dumps({"query": answer["query"], "results": answer["results"][:n]})) - 2,
+                    ]
                     for n, r in enumerate(results, 1)
                 ]
                 row = {"repo": repo, "query": item["query"], "ends": ends, "chars": len(json.dumps(answer))}

@@ -87,9 +87,11 @@ def collect_load(stdout: str, out: Path) -> Report:
     load = results.get("load", {})
     headline = (
         f"{load.get('clients')} concurrent clients, {load.get('searches')} page walks: {load.get('errors')} errors, "
-        f"p50 {load.get('p50_ms')} ms, p99 {load.get('p99_ms')} ms per call (no peer: correctness and bounds under load)"
-        if load else "see the table (no peer: correctness and bounds under load)"
-    )  # fmt: skip
+        f"p50 {load.get('p50_ms')} ms, p99 {load.get('p99_ms')} ms per call "
+        "(no peer: correctness and bounds under load)"
+        if load
+        else "see the table (no peer: correctness and bounds under load)"
+    )
     return Report(markdown="\n".join(rows), headline=headline, figures=results)
 
 
@@ -106,8 +108,9 @@ def collect_ablation(stdout: str, _: Path) -> Report:
     headline = (
         f"semantic-only NDCG@10 {scores[shipped]:.3f} with the shipped chunking ({shipped}); "
         f"best variant {best}: {scores[best]:.3f} (an ablation: the peer is each other variant)"
-        if shipped and best else "see the table"
-    )  # fmt: skip
+        if shipped and best
+        else "see the table"
+    )
     return Report(markdown=stdout.strip(), headline=headline, figures={"ndcg_all": scores})
 
 
@@ -117,8 +120,13 @@ def collect_stdout(stdout: str, _: Path) -> Report:
 
 
 SUITE: tuple[Benchmark, ...] = (
-    Benchmark("regex", "Regex search", "regex.py", ("--repeats", "11", "--naive-repeats", "3"),
-              quick_args=("--repeats", "2", "--naive-repeats", "1")),
+    Benchmark(
+        "regex",
+        "Regex search",
+        "regex.py",
+        ("--repeats", "11", "--naive-repeats", "3"),
+        quick_args=("--repeats", "2", "--naive-repeats", "1"),
+    ),
     Benchmark("paging", "Paging", "paging.py", quick_args=("--first-runs", "3", "--repeats", "50")),
     Benchmark("offload", "Offload", "offload.py", quick_args=("--repeats", "30", "--big-repeats", "2")),
     Benchmark("mcp_roundtrip", "MCP round trip", "mcp_roundtrip.py", quick_args=("--repeats", "10")),
@@ -128,11 +136,16 @@ SUITE: tuple[Benchmark, ...] = (
     Benchmark("indexing", "Indexing", "indexing.py", long=True),
     Benchmark("chunk_ablation", "Chunk size and chunk text", "chunk_ablation.py", long=True, collect=collect_ablation),
     Benchmark("retrieval", "Retrieval quality", "retrieval.py", long=True, timeout_s=3600),
-    Benchmark("load", "Load", "load.py", long=True, timeout_s=1500, collect=collect_load,
-              out_option="--out"),
-    Benchmark("scale", "Monorepo scale", "scale.py", quick_args=("--sizes", "1", "--semble-sizes", "1"),
-              long=True, timeout_s=7200),
-)  # fmt: skip
+    Benchmark("load", "Load", "load.py", long=True, timeout_s=1500, collect=collect_load, out_option="--out"),
+    Benchmark(
+        "scale",
+        "Monorepo scale",
+        "scale.py",
+        quick_args=("--sizes", "1", "--semble-sizes", "1"),
+        long=True,
+        timeout_s=7200,
+    ),
+)
 
 
 @dataclass
@@ -153,18 +166,25 @@ def run_one(bench: Benchmark, quick: bool = False) -> Outcome:
     shown = command(bench, quick)
     with tempfile.TemporaryDirectory(prefix=f"codepager-bench-{bench.name}-") as tmp:
         out = Path(tmp) / "report.json"
-        extra = ["--report-json", str(out)] if bench.writes_report() else ([bench.out_option, str(out)] if bench.out_option else [])
+        extra = (
+            ["--report-json", str(out)]
+            if bench.writes_report()
+            else ([bench.out_option, str(out)] if bench.out_option else [])
+        )
         argv = [sys.executable, str(bench.path), *bench.argv(quick), *extra]
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
         started = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         try:
             stdout, stderr = proc.communicate(timeout=bench.timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-            return Outcome(bench, shown, time.perf_counter() - started, None, f"timed out after {bench.timeout_s:.0f} s")
+            return Outcome(
+                bench, shown, time.perf_counter() - started, None, f"timed out after {bench.timeout_s:.0f} s"
+            )
         seconds = time.perf_counter() - started
         try:
             if bench.writes_report():
@@ -187,14 +207,20 @@ def with_extra_args(chosen: list[Benchmark], extra: list[str]) -> list[Benchmark
     for item in extra:
         name, sep, words = item.partition("=")
         if not sep or name not in {b.name for b in SUITE}:
-            raise ValueError(f"--extra wants NAME=ARGS with NAME one of {', '.join(b.name for b in SUITE)}; got {item!r}")
+            raise ValueError(
+                f"--extra wants NAME=ARGS with NAME one of {', '.join(b.name for b in SUITE)}; got {item!r}"
+            )
         added.setdefault(name, []).extend(shlex.split(words))
     return [
-        replace(b, args=(*b.args, *added[b.name]),
-                quick_args=None if b.quick_args is None else (*b.quick_args, *added[b.name]))
-        if b.name in added else b
+        replace(
+            b,
+            args=(*b.args, *added[b.name]),
+            quick_args=None if b.quick_args is None else (*b.quick_args, *added[b.name]),
+        )
+        if b.name in added
+        else b
         for b in chosen
-    ]  # fmt: skip
+    ]
 
 
 def select(only: list[str] | None, skip: list[str], no_long: bool) -> list[Benchmark]:
@@ -204,6 +230,7 @@ def select(only: list[str] | None, skip: list[str], no_long: bool) -> list[Bench
     if unknown:
         raise ValueError(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(b.name for b in SUITE)}")
     return [
-        b for b in SUITE
+        b
+        for b in SUITE
         if (only is None or b.name in only) and b.name not in skip and not (no_long and b.long and not only)
-    ]  # fmt: skip
+    ]

@@ -41,18 +41,18 @@ from typing import Any
 
 sys.path[0] = str(Path(__file__).resolve().parents[1])  # benchmarks/regex.py must not shadow `regex`
 
-from fastmcp import Client  # noqa: E402
-from mcp_types import Implementation  # noqa: E402
+from fastmcp import Client
+from mcp_types import Implementation
 
-from benchmarks.report import Report, add_report_argument, emit, verdict  # noqa: E402
-from search_engine.config import EngineConfig  # noqa: E402
-from search_engine.embeddings import resolve_model  # noqa: E402
-from search_engine.ripgrep import rg_path  # noqa: E402
-from server.app import build_app  # noqa: E402
-from server.page_text import page_records  # noqa: E402
-from server.proxy.app import PROXY_TOOLS, build_proxy_app  # noqa: E402
-from server.proxy.backends import command_backend  # noqa: E402
-from server.settings import load_settings  # noqa: E402
+from benchmarks.report import Report, add_report_argument, emit, verdict
+from search_engine.config import EngineConfig
+from search_engine.embeddings import resolve_model
+from search_engine.ripgrep import rg_path
+from server.app import build_app
+from server.page_text import page_records
+from server.proxy.app import PROXY_TOOLS, build_proxy_app
+from server.proxy.backends import command_backend
+from server.settings import load_settings
 
 DEFAULT_CORPORA = Path.home() / ".cache" / "codepager-bench"
 BENCH = Path("/work/shared/bench")
@@ -87,10 +87,12 @@ def compact(value: Any) -> str:
 def rg_outputs(root: Path, pattern: str) -> tuple[list[str], str]:
     """`rg -n`'s first PAGE lines, and `rg --json`'s output up to the PAGE-th match event."""
     rg = rg_path()
-    lines = subprocess.run([rg, "--no-config", "--sort", "path", "-n", pattern], cwd=root,
-                           capture_output=True, text=True, check=True).stdout.splitlines(keepends=True)[:PAGE]  # fmt: skip
-    events = subprocess.run([rg, "--no-config", "--sort", "path", "--json", pattern], cwd=root,
-                            capture_output=True, text=True, check=True).stdout.splitlines(keepends=True)  # fmt: skip
+    lines = subprocess.run(
+        [rg, "--no-config", "--sort", "path", "-n", pattern], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.splitlines(keepends=True)[:PAGE]
+    events = subprocess.run(
+        [rg, "--no-config", "--sort", "path", "--json", pattern], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.splitlines(keepends=True)
     kept, seen = [], 0
     for line in events:
         kept.append(line)
@@ -101,12 +103,15 @@ def rg_outputs(root: Path, pattern: str) -> tuple[list[str], str]:
 
 
 def settings_for(root: Path, work: Path) -> Any:
-    return load_settings(None, {
-        "server": {"roots": [root]},
-        "index": {"cache_dir": work / "cache", "index_on_start": False},
-        "sessions": {"secret_key": "tokens-benchmark-secret-key-0123456789"},
-        "offload": {"output_dir": work / "offload"},
-    })  # fmt: skip
+    return load_settings(
+        None,
+        {
+            "server": {"roots": [root]},
+            "index": {"cache_dir": work / "cache", "index_on_start": False},
+            "sessions": {"secret_key": "tokens-benchmark-secret-key-0123456789"},
+            "offload": {"output_dir": work / "offload"},
+        },
+    )
 
 
 async def measure_corpus(root: Path, work: Path) -> list[dict[str, Any]]:
@@ -114,14 +119,21 @@ async def measure_corpus(root: Path, work: Path) -> list[dict[str, Any]]:
     rows = []
     for pattern in PATTERNS:
         rg_n, rg_json = rg_outputs(root, pattern)
-        row: dict[str, Any] = {"corpus": root.name, "pattern": pattern, "rg -n": len("".join(rg_n)) / PAGE,
-                               "rg --json": len(rg_json) / PAGE}  # fmt: skip
+        row: dict[str, Any] = {
+            "corpus": root.name,
+            "pattern": pattern,
+            "rg -n": len("".join(rg_n)) / PAGE,
+            "rg --json": len(rg_json) / PAGE,
+        }
         async with Client(app) as c:
             for name, extra in VARIANTS.items():
                 result = await c.call_tool("regex_search", {"pattern": pattern, "page_size": PAGE, **extra})
                 row[name] = len(compact(result.structured_content)) / PAGE
                 if name == "compact (default)":
-                    got = [f"{r['path']}:{r['line']}:{r['text']}\n" for r in page_records(result.structured_content["results"])]
+                    got = [
+                        f"{r['path']}:{r['line']}:{r['text']}\n"
+                        for r in page_records(result.structured_content["results"])
+                    ]
                     assert got == rg_n, f"{root.name} {pattern!r}: the page is not rg -n's first {PAGE} matches"
             legacy = await c.call_tool("regex_search", {"pattern": pattern, "page_size": PAGE, "output_mode": "legacy"})
             row["output_mode=legacy (text)"] = len(legacy.content[0].text) / PAGE
@@ -142,8 +154,13 @@ def listed_size(tools: list[Any]) -> int:
 async def tools_list_sizes(root: Path, work: Path) -> dict[str, int]:
     async with Client(build_app(settings_for(root, work))) as c:
         server = listed_size(list(await c.list_tools()))
-    backend = command_backend([str(Path(sys.executable).parent / "codepager"), "serve", "--root", str(root)], timeout_s=120)
-    proxy = build_proxy_app(load_settings(None, {"proxy": {"data_dir": work / "data"}, "offload": {"output_dir": work / "offload"}}), [backend])
+    backend = command_backend(
+        [str(Path(sys.executable).parent / "codepager"), "serve", "--root", str(root)], timeout_s=120
+    )
+    proxy = build_proxy_app(
+        load_settings(None, {"proxy": {"data_dir": work / "data"}, "offload": {"output_dir": work / "offload"}}),
+        [backend],
+    )
     async with Client(proxy, timeout=120, init_timeout=120) as c:
         injected = listed_size([t for t in await c.list_tools() if t.name in PROXY_TOOLS])
     return {"server": server, "proxy_injected": injected}
@@ -166,17 +183,24 @@ def file_ends(page: dict[str, Any]) -> list[tuple[str, int]]:
 async def codepager_answers(corpora: Path, annotations: Path, cache: Path, work: Path) -> list[dict[str, Any]]:
     rows = []
     for ann in sorted(annotations.glob("*.json")):
-        settings = load_settings(None, {
-            "server": {"roots": [corpora / ann.stem]},
-            "index": {"cache_dir": cache, "ready_wait_s": 1800, "index_on_start": True, "profile": "static"},
-            "sessions": {"secret_key": "tokens-benchmark-secret-key-0123456789"},
-            "offload": {"output_dir": work / "offload"},
-        })  # fmt: skip
+        settings = load_settings(
+            None,
+            {
+                "server": {"roots": [corpora / ann.stem]},
+                "index": {"cache_dir": cache, "ready_wait_s": 1800, "index_on_start": True, "profile": "static"},
+                "sessions": {"secret_key": "tokens-benchmark-secret-key-0123456789"},
+                "offload": {"output_dir": work / "offload"},
+            },
+        )
         async with Client(build_app(settings), timeout=1800) as c:
             for item in json.loads(ann.read_text()):
-                result = await c.call_tool("hybrid_search", {"query": item["query"], "top_k": TOP_K, "page_size": TOP_K})
+                result = await c.call_tool(
+                    "hybrid_search", {"query": item["query"], "top_k": TOP_K, "page_size": TOP_K}
+                )
                 page = result.structured_content
-                rows.append({"repo": ann.stem, "query": item["query"], "ends": file_ends(page), "chars": len(compact(page))})
+                rows.append(
+                    {"repo": ann.stem, "query": item["query"], "ends": file_ends(page), "chars": len(compact(page))}
+                )
     return rows
 
 
@@ -185,23 +209,35 @@ def semble_answers(corpora: Path, annotations: Path, cache: Path, work: Path, py
     out = work / f"semble-{annotations.parent.name}.jsonl"
     env = {**os.environ, "SEMBLE_MODEL_NAME": str(model), "HF_HUB_OFFLINE": "1"}
     worker = Path(__file__).resolve().parent / "semble_answers_worker.py"
-    subprocess.run([str(python), str(worker), str(corpora), str(annotations), str(out), str(TOP_K)],
-                   check=True, env=env, cwd=tempfile.gettempdir(), capture_output=True)  # fmt: skip
+    subprocess.run(
+        [str(python), str(worker), str(corpora), str(annotations), str(out), str(TOP_K)],
+        check=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
+        capture_output=True,
+    )
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 
 def recall_at(rows: list[dict[str, Any]], annotations: Path, budget_tokens: int) -> float:
     """Share of queries with a relevant file whose first result ends within the budget."""
-    relevant = {(ann.stem, item["query"]): set(item["relevant"])
-                for ann in annotations.glob("*.json") for item in json.loads(ann.read_text())}  # fmt: skip
+    relevant = {
+        (ann.stem, item["query"]): set(item["relevant"])
+        for ann in annotations.glob("*.json")
+        for item in json.loads(ann.read_text())
+    }
     limit = budget_tokens * 4
-    found = sum(any(path in relevant[(r["repo"], r["query"])] and end <= limit for path, end in r["ends"]) for r in rows)
+    found = sum(
+        any(path in relevant[(r["repo"], r["query"])] and end <= limit for path, end in r["ends"]) for r in rows
+    )
     return found / len(relevant)
 
 
 def recall_table(results: dict[str, dict[str, list[float]]]) -> str:
-    lines = ["| set | system | " + " | ".join(f"{b // 1000}k tokens" for b in BUDGETS) + " |",
-             "|---" * (len(BUDGETS) + 2) + "|"]  # fmt: skip
+    lines = [
+        "| set | system | " + " | ".join(f"{b // 1000}k tokens" for b in BUDGETS) + " |",
+        "|---" * (len(BUDGETS) + 2) + "|",
+    ]
     for name, systems in results.items():
         for system, shares in systems.items():
             lines.append(f"| {name} | {system} | " + " | ".join(f"{x:.3f}" for x in shares) + " |")
@@ -225,8 +261,11 @@ def table(rows: list[dict[str, Any]]) -> str:
         cells = " | ".join(f"{r[s]:.1f}" for s in shapes)
         lines.append(f"| {r['corpus']} | `{r['pattern']}` | {cells} | **{r['compact (default)'] / r['rg -n']:.2f}x** |")
     clients = [f"wire {c or 'unknown'}" for c in CLIENTS]
-    lines += ["", "| corpus | pattern | " + " | ".join(c.removeprefix("wire ") for c in clients) + " |",
-              "|---" * (len(clients) + 2) + "|"]  # fmt: skip
+    lines += [
+        "",
+        "| corpus | pattern | " + " | ".join(c.removeprefix("wire ") for c in clients) + " |",
+        "|---" * (len(clients) + 2) + "|",
+    ]
     for r in rows:
         lines.append(f"| {r['corpus']} | `{r['pattern']}` | " + " | ".join(f"{r[c]:.2f}x" for c in clients) + " |")
     return "\n".join(lines)
@@ -244,33 +283,45 @@ def run(args: argparse.Namespace) -> Report:
     worst, median = max(ratios), statistics.median(ratios)
     structured_clients = [r[f"wire {c}"] for r in rows for c in ("claude-code", "codex-mcp-client")]
     met = worst <= TARGET_RATIO and max(structured_clients) <= TARGET_WIRE and sizes["server"] <= TARGET_TOOLS_LIST
-    markdown = "\n".join([
-        f"chars per match on page 1 of `regex_search page_size={PAGE}` (structuredContent, compact JSON, envelope "
-        "included) against what ripgrep prints for the same matches:",
-        "",
-        table(rows),
-        "",
-        f"- default page vs `rg -n`: median **{median:.2f}x**, worst {worst:.2f}x "
-        f"(target <= {TARGET_RATIO}x: {verdict(worst <= TARGET_RATIO)}; stretch {STRETCH_RATIO}x: "
-        f"{verdict(worst <= STRETCH_RATIO)})",
-        f"- text + structuredContent over structuredContent: clients that show structuredContent only "
-        f"(Claude Code, Codex) at most {max(structured_clients):.2f}x (target <= {TARGET_WIRE}x: "
-        f"{verdict(max(structured_clients) <= TARGET_WIRE)}); clients that show text (Cursor) or are unknown "
-        "get the grep-like text as well, by design (see docs/tools.md, Client budgets)",
-        f"- tools/list: {sizes['server']:,} chars for the default server (target <= {TARGET_TOOLS_LIST:,}: "
-        f"{verdict(sizes['server'] <= TARGET_TOOLS_LIST)}); the proxy adds {sizes['proxy_injected']:,} chars "
-        f"for {', '.join(PROXY_TOOLS)}",
-    ])  # fmt: skip
-    headline = f"default page {median:.2f}x rg -n chars per match (worst {worst:.2f}x); tools/list {sizes['server']:,} chars"
+    markdown = "\n".join(
+        [
+            f"chars per match on page 1 of `regex_search page_size={PAGE}` (structuredContent, compact JSON, envelope "
+            "included) against what ripgrep prints for the same matches:",
+            "",
+            table(rows),
+            "",
+            f"- default page vs `rg -n`: median **{median:.2f}x**, worst {worst:.2f}x "
+            f"(target <= {TARGET_RATIO}x: {verdict(worst <= TARGET_RATIO)}; stretch {STRETCH_RATIO}x: "
+            f"{verdict(worst <= STRETCH_RATIO)})",
+            f"- text + structuredContent over structuredContent: clients that show structuredContent only "
+            f"(Claude Code, Codex) at most {max(structured_clients):.2f}x (target <= {TARGET_WIRE}x: "
+            f"{verdict(max(structured_clients) <= TARGET_WIRE)}); clients that show text (Cursor) or are unknown "
+            "get the grep-like text as well, by design (see docs/tools.md, Client budgets)",
+            f"- tools/list: {sizes['server']:,} chars for the default server (target <= {TARGET_TOOLS_LIST:,}: "
+            f"{verdict(sizes['server'] <= TARGET_TOOLS_LIST)}); the proxy adds {sizes['proxy_injected']:,} chars "
+            f"for {', '.join(PROXY_TOOLS)}",
+        ]
+    )
+    headline = (
+        f"default page {median:.2f}x rg -n chars per match (worst {worst:.2f}x); tools/list {sizes['server']:,} chars"
+    )
     if recall:
         ahead = [s["codepager hybrid"][0] > s["semble 0.7.0"][0] for s in recall.values() if "semble 0.7.0" in s]
-        markdown += "\n\nRecall at a token budget (share of queries whose relevant file is within the first N tokens of the answer, top_k " + str(TOP_K) + "):\n\n" + recall_table(recall)
+        markdown += (
+            "\n\nRecall at a token budget (share of queries whose relevant file is within the first N tokens "
+            "of the answer, top_k " + str(TOP_K) + "):\n\n" + recall_table(recall)
+        )
         if ahead:
-            markdown += f"\n\n- ahead of semble at 1k tokens on {sum(ahead)} of {len(ahead)} sets: {verdict(all(ahead))}"
+            markdown += (
+                f"\n\n- ahead of semble at 1k tokens on {sum(ahead)} of {len(ahead)} sets: {verdict(all(ahead))}"
+            )
             met = met and all(ahead)
         python = recall.get("python", {})
         if "semble 0.7.0" in python:
-            headline += f"; recall@1k tokens {python['codepager hybrid'][0]:.3f} vs semble {python['semble 0.7.0'][0]:.3f} (Python set)"
+            headline += (
+                f"; recall@1k tokens {python['codepager hybrid'][0]:.3f} "
+                f"vs semble {python['semble 0.7.0'][0]:.3f} (Python set)"
+            )
     return Report(markdown, headline, {"rows": rows, "tools_list": sizes, "recall": recall}, target_met=met)
 
 
@@ -279,8 +330,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA, help="fetch-corpora's folder")
     p.add_argument("--names", type=lambda v: v.split(","), default=list(CORPORA), metavar="A,B")
     p.add_argument("--recall", action="store_true", help="also measure recall at 1k/2k/4k tokens (indexes 12 repos)")
-    p.add_argument("--cache", type=Path, default=DEFAULT_CORPORA / "codepager" / "profile-static",
-                   help="index cache dir (default: retrieval.py's, so its indexes are reused)")
+    p.add_argument(
+        "--cache",
+        type=Path,
+        default=DEFAULT_CORPORA / "codepager" / "profile-static",
+        help="index cache dir (default: retrieval.py's, so its indexes are reused)",
+    )
     p.add_argument("--semble-python", type=Path, default=Path("/work/semble-venv/bin/python"))
     p.add_argument("--no-semble", action="store_true", help="leave the peer out of the recall table")
     add_report_argument(p)

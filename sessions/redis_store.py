@@ -171,7 +171,7 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class _LocalCache(LRUCache):
+class _LocalCache(LRUCache[str, Session]):
     """Decoded sessions this process already holds, with a by-key index kept exact on eviction."""
 
     def __init__(self, max_bytes: int) -> None:
@@ -345,7 +345,7 @@ class RedisStore:
                 return None
             with self._lock:
                 self._local.add(session)
-        session.last_access = time.time()
+        session.last_access = self._clock()
         return session
 
     def _forget(self, session_id: str) -> None:

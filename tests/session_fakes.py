@@ -7,6 +7,7 @@ ripgrep path is exercised separately in test_pager.py.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from search_engine.models import Match, MatchType, SearchRequest, SearchResult
 
@@ -41,7 +42,7 @@ def make_matches(n: int, tag: str = "") -> list[Match]:
     ]
 
 
-def request_for(query: str = "needle", **kw: object) -> SearchRequest:
+def request_for(query: str = "needle", **kw: Any) -> SearchRequest:
     return SearchRequest(query=query, root="/repo", **kw)
 
 

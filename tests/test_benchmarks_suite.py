@@ -41,8 +41,17 @@ Proxy prose.
 
 
 def test_every_benchmark_script_exists_and_the_long_ones_can_be_skipped():
-    assert {b.name for b in SUITE} >= {"regex", "paging", "offload", "mcp_roundtrip", "chunked", "proxy",
-                                       "indexing", "retrieval", "load"}  # fmt: skip
+    assert {b.name for b in SUITE} >= {
+        "regex",
+        "paging",
+        "offload",
+        "mcp_roundtrip",
+        "chunked",
+        "proxy",
+        "indexing",
+        "retrieval",
+        "load",
+    }
     for bench in SUITE:
         assert bench.path.is_file(), bench.script
         assert command(bench).split()[1] == f"benchmarks/{bench.script}"
@@ -50,7 +59,7 @@ def test_every_benchmark_script_exists_and_the_long_ones_can_be_skipped():
     assert {b.name for b in quick}.isdisjoint({"retrieval", "load", "indexing"})
     assert [b.name for b in select(["paging", "retrieval"], [], no_long=True)] == ["paging", "retrieval"]
     assert "regex" not in {b.name for b in select(None, ["regex"], no_long=False)}
-    with pytest.raises(ValueError, match="unknown benchmark.*choose from"):
+    with pytest.raises(ValueError, match=r"unknown benchmark.*choose from"):
         select(["nope"], [], no_long=False)
 
 
@@ -59,7 +68,9 @@ def test_put_block_replaces_inserts_and_appends_without_touching_prose():
     assert "old result" not in text and "**Result:** new result" in text
     assert "What paging measures, by hand." in text and "Notes by hand, kept." in text
     text = doc.put_block(text, "proxy", "Proxy", "**Result:** proxy result\n")
-    assert re.search(r"## Proxy\n\nProxy prose.\n\n<!-- bench:proxy -->\n\*\*Result:\*\* proxy result\n<!-- /bench:proxy -->", text)
+    assert re.search(
+        r"## Proxy\n\nProxy prose.\n\n<!-- bench:proxy -->\n\*\*Result:\*\* proxy result\n<!-- /bench:proxy -->", text
+    )
     text = doc.put_block(text, "load", "Load", "**Result:** load result\n")
     assert text.rstrip().endswith("## Load\n\n<!-- bench:load -->\n**Result:** load result\n<!-- /bench:load -->")
     rows = doc.summary_table(text)
@@ -81,7 +92,9 @@ def test_machine_info_reads_this_machine():
 
 
 def test_run_one_runs_a_real_benchmark_in_its_own_process():
-    bench = Benchmark("paging", "Paging", "paging.py", ("--results", "400", "--files", "8", "--first-runs", "2", "--repeats", "20"))
+    bench = Benchmark(
+        "paging", "Paging", "paging.py", ("--results", "400", "--files", "8", "--first-runs", "2", "--repeats", "20")
+    )
     outcome = run_one(bench)
     assert outcome.error is None and outcome.report is not None
     assert "| page N>1 from the session cache |" in outcome.report.markdown
@@ -97,7 +110,13 @@ def test_a_script_without_a_report_is_shown_as_it_prints(tmp_path):
     assert outcome.report == Report(markdown="| a | b |\n|---|---|\n| 1 | 2 |", headline="see the table")
     script.write_text("raise SystemExit('broken on purpose')\n")
     failed = run_one(Benchmark("plain", "Plain", str(script)))
-    assert failed.report is None and "broken on purpose" in failed.error
+    assert failed.report is None and failed.error is not None and "broken on purpose" in failed.error
+
+
+def _between(name: str, text: str) -> str:
+    found = re.search(rf"<!-- bench:{name} -->\n(.*?)<!-- /bench:{name} -->", text, re.S)
+    assert found is not None, f"no bench:{name} block"
+    return found[1]
 
 
 def test_suite_rewrites_only_its_blocks(tmp_path):
@@ -106,30 +125,41 @@ def test_suite_rewrites_only_its_blocks(tmp_path):
     assert main(["--only", "paging", "--quick", "--doc", str(page)]) == 0
     text = page.read_text()
     assert "Notes by hand, kept." in text and "Proxy prose." in text and "old result" not in text
-    block = re.search(r"<!-- bench:paging -->\n(.*?)<!-- /bench:paging -->", text, re.S)[1]
+    block = _between("paging", text)
     assert "Command: `" in block and "benchmarks/paging.py --first-runs 3 --repeats 50`" in block
     assert re.search(r"Measured \d{4}-\d\d-\d\d \d\d:\d\d UTC, load average [\d.]+ / [\d.]+ / [\d.]+", block)
-    machine = re.search(r"<!-- bench:machine -->\n(.*?)<!-- /bench:machine -->", text, re.S)[1]
+    machine = _between("machine", text)
     assert "| CPU |" in machine and "| ripgrep |" in machine and "at the start" in machine
     assert "| [Paging](#paging) | a cached page is" in machine
     assert main(["--only", "nope", "--doc", str(page)]) == 2
 
 
 SAMPLE_RUNS = [
-    {"name": "codepager static", "index_s": 3.6, "index_note": "cold",
-     "ndcg": {"hybrid": {"all": 0.866}, "semantic": {"all": 0.79}, "lexical": {"all": 0.7}}},
-    {"name": "codepager minilm", "index_s": 1.2, "index_note": "loading the cached index",
-     "ndcg": {"hybrid": {"all": 0.88}, "semantic": {"all": 0.83}}},
+    {
+        "name": "codepager static",
+        "index_s": 3.6,
+        "index_note": "cold",
+        "ndcg": {"hybrid": {"all": 0.866}, "semantic": {"all": 0.79}, "lexical": {"all": 0.7}},
+    },
+    {
+        "name": "codepager minilm",
+        "index_s": 1.2,
+        "index_note": "loading the cached index",
+        "ndcg": {"hybrid": {"all": 0.88}, "semantic": {"all": 0.83}},
+    },
     {"name": "semble 0.7.0", "index_s": 5.4, "index_note": "cold", "ndcg": {"hybrid": {"all": 0.80}}},
-]  # fmt: skip
+]
 
 
 def test_plot_places_cold_timed_systems_and_lists_the_others(tmp_path):
     plotted, left_out = points(SAMPLE_RUNS)
-    assert sorted(plotted) == sorted([
-        ("codepager static", "hybrid", 3.6, 0.866), ("codepager static", "semantic", 3.6, 0.79),
-        ("semble 0.7.0", "hybrid", 5.4, 0.80),
-    ])  # fmt: skip
+    assert sorted(plotted) == sorted(
+        [
+            ("codepager static", "hybrid", 3.6, 0.866),
+            ("codepager static", "semantic", 3.6, 0.79),
+            ("semble 0.7.0", "hybrid", 5.4, 0.80),
+        ]
+    )
     assert left_out == ["codepager minilm (loading the cached index)"]
     out = tmp_path / "chart.png"
     assert plot_ndcg_vs_index_time(SAMPLE_RUNS, out, subtitle="sample numbers") == left_out
@@ -144,12 +174,24 @@ def test_plot_places_cold_timed_systems_and_lists_the_others(tmp_path):
 
 def test_plot_gives_each_query_set_its_own_points():
     runs = [
-        {"name": "codepager static", "set": "python", "index_s": 2.4, "index_note": "cold",
-         "ndcg": {"hybrid": {"all": 0.88}}},
-        {"name": "codepager static", "set": "multilang", "index_s": 30.0, "index_note": "cold",
-         "ndcg": {"hybrid": {"all": 0.76}}},
-    ]  # fmt: skip
+        {
+            "name": "codepager static",
+            "set": "python",
+            "index_s": 2.4,
+            "index_note": "cold",
+            "ndcg": {"hybrid": {"all": 0.88}},
+        },
+        {
+            "name": "codepager static",
+            "set": "multilang",
+            "index_s": 30.0,
+            "index_note": "cold",
+            "ndcg": {"hybrid": {"all": 0.76}},
+        },
+    ]
     plotted, left_out = points(runs)
-    assert sorted(plotted) == [("codepager static [multilang]", "hybrid", 30.0, 0.76),
-                               ("codepager static [python]", "hybrid", 2.4, 0.88)]  # fmt: skip
+    assert sorted(plotted) == [
+        ("codepager static [multilang]", "hybrid", 30.0, 0.76),
+        ("codepager static [python]", "hybrid", 2.4, 0.88),
+    ]
     assert left_out == []

@@ -16,27 +16,30 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 from mcp import MCPError
 
+from harness.chunked_server import blob_text
+from harness.commands import codepager_cmd
+from harness.results import text_of
 from server.settings import ServerSettings, load_settings
 from server.transports.chunked_client import ChunkedStdioTransport
 from server.transports.framing import DEFAULT_CHUNK_LIMIT, FramingOptions, Reassembler, encode_message, parse_frame
 from server.transports.run import framing_options
-from tests.chunked_server_fixture import blob_text
-from tests.server_helpers import codepager_cmd, page_matches, serve_env, structured
+from server.transports.wire import Refused, TooLarge
+from tests.server_helpers import page_matches, serve_env, structured
 
-FIXTURE = ["-m", "tests.chunked_server_fixture"]
+FIXTURE = ["-m", "harness.chunked_server"]
 ROOT = Path(__file__).resolve().parent.parent
 MB = 1_000_000
 
 
 def _text(result: Any) -> str:
     assert not result.is_error, result
-    return result.content[0].text
+    return text_of(result.content[0])
 
 
 async def test_five_megabyte_result_and_request_intact_through_a_subprocess(tmp_path: Path) -> None:
     # `tee` records what the client really writes on the server's stdin.
     sent = tmp_path / "client-to-server.bin"
-    command = f'tee "$0" | exec "{sys.executable}" -m tests.chunked_server_fixture chunked'
+    command = f'tee "$0" | exec "{sys.executable}" -m harness.chunked_server chunked'
     async with Client(ChunkedStdioTransport("/bin/sh", ["-c", command, str(sent)], cwd=str(ROOT))) as client:
         assert _text(await client.call_tool("blob", {"size": 5 * MB})) == blob_text(5 * MB)
         payload = blob_text(MB)[::-1]
@@ -85,6 +88,7 @@ class _Wire:
                 line = await self._stdout.receive_until(b"\n", 64 * MB)
                 lines.append(line)
                 message = self._reassembler.feed(line)
+                assert not isinstance(message, (TooLarge, Refused)), message
                 if message is not None and json.loads(message).get("id") == request_id:
                     return json.loads(message), lines
 
@@ -102,7 +106,9 @@ async def test_server_refuses_bad_frames_and_keeps_serving() -> None:
     async with process:
         wire = _Wire(process)
         init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
-        await wire.send(_request(1, "initialize", init).encode(), b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        await wire.send(
+            _request(1, "initialize", init).encode(), b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+        )
         answer, lines = await wire.answer(1)
         assert answer["result"]["serverInfo"]["name"] == "chunked-fixture" and len(lines) == 1
 
@@ -154,7 +160,9 @@ async def test_codepager_serve_chunked_returns_a_five_megabyte_page_intact(tmp_p
     cmd, args = codepager_cmd()
     serve = [cmd, *args, "serve", "--root", str(root), "--transport", "chunked-stdio"]
     received = tmp_path / "server-to-client.bin"  # `tee` records what the server really writes
-    transport = ChunkedStdioTransport("/bin/sh", ["-c", '"$@" | tee "$0"', str(received), *serve], env=env, cwd=str(root))
+    transport = ChunkedStdioTransport(
+        "/bin/sh", ["-c", '"$@" | tee "$0"', str(received), *serve], env=env, cwd=str(root)
+    )
     async with Client(transport) as client:
         result = await client.call_tool(
             "regex_search", {"pattern": "needle", "page_size": 4000, "output_mode": "inline"}
@@ -178,10 +186,13 @@ def test_reassembly_settings_default_to_30_s_and_64_mib_and_are_configurable(tmp
     library = FramingOptions()
     assert (defaults.timeout_s, defaults.max_buffered_bytes) == (library.timeout_s, library.max_buffered_bytes)
     assert (defaults.max_partial_messages, defaults.max_frames_per_message) == (
-        library.max_partial_messages, library.max_frames_per_message,
-    )  # fmt: skip
+        library.max_partial_messages,
+        library.max_frames_per_message,
+    )
     toml = tmp_path / "codepager.toml"
-    toml.write_text("[server]\nchunk_timeout_s = 2.5\nchunk_max_buffered_bytes = 1048576\nchunk_max_partial_messages = 3\n")
+    toml.write_text(
+        "[server]\nchunk_timeout_s = 2.5\nchunk_max_buffered_bytes = 1048576\nchunk_max_partial_messages = 3\n"
+    )
     monkeypatch.setenv("CODEPAGER_SERVER__MAX_REQUEST_BYTES", "2097152")
     monkeypatch.setenv("CODEPAGER_SERVER__CHUNK_MAX_FRAMES_PER_MESSAGE", "100")
     configured = framing_options(load_settings(toml).server)
@@ -233,7 +244,9 @@ async def test_codepager_proxy_over_chunked_stdio_returns_a_large_result_intact(
     env = serve_env(tmp_path, proxy__threshold_tokens=str(10**9), proxy__data_dir=str(tmp_path / "data"))
     proxy = [cmd, *args, "proxy", "--transport", "chunked-stdio", "--", sys.executable, *FIXTURE, "plain"]
     received = tmp_path / "proxy-to-client.bin"
-    transport = ChunkedStdioTransport("/bin/sh", ["-c", '"$@" | tee "$0"', str(received), *proxy], env=env, cwd=str(ROOT))
+    transport = ChunkedStdioTransport(
+        "/bin/sh", ["-c", '"$@" | tee "$0"', str(received), *proxy], env=env, cwd=str(ROOT)
+    )
     async with Client(transport) as client:
         assert _text(await client.call_tool("blob", {"size": 300_000})) == blob_text(300_000)
         payload = blob_text(200_000)[::-1]

@@ -3,39 +3,21 @@ exact spans, nothing left unsearchable, and the line-window fallback."""
 
 from __future__ import annotations
 
-import re
+import itertools
 import textwrap
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from search_engine.chunking import MAX_CHARS, WINDOW_OVERLAP_LINES, chunk_file
-from search_engine.chunks import Chunk, content_hash
-
-# Header slack: a short signature may join the first piece of its body past MAX_CHARS.
-LIMIT = MAX_CHARS + 300
+from search_engine.chunks import Chunk
+from tests.index_helpers import assert_well_formed
 
 
 def chunks_of(path: str, source: str, language: str | None) -> list[Chunk]:
     return chunk_file(path, source.encode(), language)
-
-
-def assert_well_formed(data: bytes, chunks: list[Chunk]) -> None:
-    """Spans are exact, sizes bounded, and every line with a word character is in a chunk."""
-    lines = data.split(b"\n")
-    covered: set[int] = set()
-    for c in chunks:
-        assert data[c.byte_start:c.byte_end].decode("utf-8", "replace") == c.content
-        assert c.content_hash == content_hash(c.content)
-        assert 1 <= c.line_start <= c.line_end <= len(lines)
-        assert data[:c.byte_start].count(b"\n") + 1 == c.line_start
-        assert data[:max(c.byte_start, c.byte_end - 1)].count(b"\n") + 1 == c.line_end
-        assert c.byte_end - c.byte_start <= LIMIT
-        covered.update(range(c.line_start, c.line_end + 1))
-    for number, line in enumerate(lines, 1):
-        if re.search(rb"\w", line):
-            assert number in covered, f"line {number} is in no chunk: {line!r}"
 
 
 def names(chunks: list[Chunk]) -> list[tuple[str, str | None]]:
@@ -103,7 +85,7 @@ def test_a_large_class_becomes_a_header_plus_qualified_methods() -> None:
     assert "class Big(Base)" in header.content and "limit = 10" in header.content
     methods = [c for c in chunks if c.kind == "method"]
     assert [c.symbol for c in methods] == [f"Big.method_{i}" for i in range(30)]
-    assert all(c.content.lstrip().startswith(f"def {c.symbol.split('.')[1]}(") for c in methods)
+    assert all(c.content.lstrip().startswith(f"def {str(c.symbol).split('.')[1]}(") for c in methods)
     assert_well_formed(source.encode(), chunks)
 
 
@@ -129,7 +111,9 @@ def test_nested_functions_are_named_inside_their_parent() -> None:
 
 
 SAMPLES = {
-    "javascript": ("app.js", """\
+    "javascript": (
+        "app.js",
+        """\
 import x from "y";
 // Starts the app.
 export function start(port) {
@@ -140,9 +124,18 @@ class Router {
   route(path) { return path; }
 }
 module.exports.handler = function (req) { return req; };
-""", [("module", None), ("function", "start"), ("function", "stop"), ("class", "Router"),
-      ("function", "module.exports.handler")]),
-    "typescript": ("api.ts", """\
+""",
+        [
+            ("module", None),
+            ("function", "start"),
+            ("function", "stop"),
+            ("class", "Router"),
+            ("function", "module.exports.handler"),
+        ],
+    ),
+    "typescript": (
+        "api.ts",
+        """\
 export interface Options { retries: number }
 export type Id = string;
 export abstract class Client<T> {
@@ -151,14 +144,28 @@ export abstract class Client<T> {
 export enum Mode { Fast, Slow }
 namespace Internal { export function helper(): void {} }
 export const make = (o: Options): Client<string> => new Impl(o);
-""", [("class", "Options"), ("class", "Id"), ("class", "Client"), ("class", "Mode"),
-      ("namespace", "Internal"), ("function", "make")]),
-    "tsx": ("view.tsx", """\
+""",
+        [
+            ("class", "Options"),
+            ("class", "Id"),
+            ("class", "Client"),
+            ("class", "Mode"),
+            ("namespace", "Internal"),
+            ("function", "make"),
+        ],
+    ),
+    "tsx": (
+        "view.tsx",
+        """\
 export function Button(props: Props) {
   return <button onClick={props.onClick}>{props.label}</button>;
 }
-""", [("function", "Button")]),
-    "go": ("server.go", """\
+""",
+        [("function", "Button")],
+    ),
+    "go": (
+        "server.go",
+        """\
 package server
 
 // Server serves requests.
@@ -172,8 +179,12 @@ func (s *Server) Start() error {
 }
 
 func New(addr string) *Server { return &Server{addr: addr} }
-""", [("module", None), ("class", "Server"), ("method", "Server.Start"), ("function", "New")]),
-    "rust": ("lib.rs", """\
+""",
+        [("module", None), ("class", "Server"), ("method", "Server.Start"), ("function", "New")],
+    ),
+    "rust": (
+        "lib.rs",
+        """\
 use std::io;
 
 /// A point.
@@ -188,9 +199,12 @@ pub trait Shape { fn area(&self) -> f64; }
 mod tests { fn check() {} }
 
 pub fn main() {}
-""", [("module", None), ("class", "Point"), ("class", "Shape"), ("namespace", "tests"),
-      ("function", "main")]),  # a struct and its impl are neighbours of one name: one chunk
-    "java": ("Cache.java", """\
+""",
+        [("module", None), ("class", "Point"), ("class", "Shape"), ("namespace", "tests"), ("function", "main")],
+    ),  # a struct and its impl are neighbours of one name: one chunk
+    "java": (
+        "Cache.java",
+        """\
 package demo;
 import java.util.Map;
 
@@ -199,8 +213,12 @@ public class Cache {
     private Map<String, String> items;
     public String get(String key) { return items.get(key); }
 }
-""", [("module", None), ("class", "Cache")]),
-    "c": ("buf.c", """\
+""",
+        [("module", None), ("class", "Cache")],
+    ),
+    "c": (
+        "buf.c",
+        """\
 #include <stdlib.h>
 
 typedef struct { int len; } buffer;
@@ -211,8 +229,12 @@ static void buffer_free(buffer *b) {
 }
 
 enum color { RED, GREEN };
-""", [("module", None), ("class", "buffer"), ("function", "buffer_free"), ("class", "color")]),
-    "cpp": ("pool.cpp", """\
+""",
+        [("module", None), ("class", "buffer"), ("function", "buffer_free"), ("class", "color")],
+    ),
+    "cpp": (
+        "pool.cpp",
+        """\
 #include <vector>
 
 namespace net {
@@ -228,7 +250,9 @@ void net::Pool::drain() {
 
 template <typename T>
 T twice(T v) { return v + v; }
-""", [("module", None), ("namespace", "net"), ("function", "net.Pool.drain"), ("function", "twice")]),
+""",
+        [("module", None), ("namespace", "net"), ("function", "net.Pool.drain"), ("function", "twice")],
+    ),
 }
 
 
@@ -254,7 +278,9 @@ def test_large_members_are_qualified_in_every_brace_language() -> None:
 
 
 def test_markdown_windows_break_at_headings_and_carry_them() -> None:
-    sections = [f"## Section {i}\n\n" + "\n".join(f"Sentence {j} about topic {i}." for j in range(30)) for i in range(4)]
+    sections = [
+        f"## Section {i}\n\n" + "\n".join(f"Sentence {j} about topic {i}." for j in range(30)) for i in range(4)
+    ]
     source = "# Title\n\n" + "\n\n".join(sections) + "\n"
     chunks = chunks_of("docs/guide.md", source, "markdown")
     assert {c.kind for c in chunks} == {"section"}
@@ -271,7 +297,7 @@ def test_unknown_files_get_overlapping_line_windows() -> None:
     chunks = chunks_of("settings.conf", source, None)
     assert len(chunks) > 3
     assert {(c.kind, c.symbol) for c in chunks} == {("window", None)}
-    for a, b in zip(chunks, chunks[1:]):
+    for a, b in itertools.pairwise(chunks):
         assert b.line_start == a.line_end + 1 - WINDOW_OVERLAP_LINES
     assert_well_formed(source.encode(), chunks)
 
@@ -312,10 +338,26 @@ def test_windows_dedent_nothing_and_keep_bytes_of_invalid_utf8() -> None:
     assert (chunk.byte_start, chunk.byte_end) == (0, len(data) - 1)
 
 
-code_line = st.sampled_from([
-    "def f(x):", "    return x", "class A:", "    y = 1", "", "# note", "if x:", "    pass",
-    "print('hi')", "    def g(self):", "        return self", "@dec", ")", "x = [", "  1,", "]",
-])
+code_line = st.sampled_from(
+    [
+        "def f(x):",
+        "    return x",
+        "class A:",
+        "    y = 1",
+        "",
+        "# note",
+        "if x:",
+        "    pass",
+        "print('hi')",
+        "    def g(self):",
+        "        return self",
+        "@dec",
+        ")",
+        "x = [",
+        "  1,",
+        "]",
+    ]
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -328,7 +370,7 @@ def test_any_input_gives_well_formed_chunks(lines: list[str], language: str | No
 def test_real_module_chunks_stay_bounded_and_named() -> None:
     import search_engine.chunking as module
 
-    source = open(module.__file__, "rb").read()
+    source = Path(module.__file__).read_bytes()
     chunks = chunk_file("search_engine/chunking.py", source, "python")
     symbols = {c.symbol for c in chunks}
     assert {"chunk_file", "_Walker.block", "_Walker.pack", "_text_windows"} <= symbols

@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from tests.conftest import write_code_tree
+from tests.code_tree import write_code_tree
 from tests.node_tools import SCRIPTS_DIR, node_env, npm
+from tests.readme_blocks import blocks
 from tests.server_helpers import serve_env
-from tests.test_readme import blocks
 
 CLAUDE_CODE_VERSION = "2.1.330"
 CONNECTED = re.compile(r" - [✓✔] Connected$")
@@ -46,8 +46,18 @@ def _install(prefix: Path) -> None:
     interrupted install never looks like a finished one."""
     staging = Path(tempfile.mkdtemp(dir=prefix.parent, prefix=".install-"))
     try:
-        argv = [npm(), "install", "--prefix", str(staging), "--no-save", "--no-package-lock", "--no-fund",
-                "--no-audit", "--loglevel=error", f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"]  # fmt: skip
+        argv = [
+            npm(),
+            "install",
+            "--prefix",
+            str(staging),
+            "--no-save",
+            "--no-package-lock",
+            "--no-fund",
+            "--no-audit",
+            "--loglevel=error",
+            f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}",
+        ]
         done = subprocess.run(argv, env=node_env(), capture_output=True, text=True, timeout=1200)
         assert done.returncode == 0, f"npm install failed:\n{done.stdout}\n{done.stderr}"
         staging.rename(prefix)
@@ -98,8 +108,9 @@ def claude_env(tmp_path: Path, claude: Path, *, codepager_on_path: bool) -> dict
 
 def mcp_list(claude: Path, project: Path, env: dict[str, str]) -> str:
     """`claude mcp list`'s line for codepager (it connects to the server to check it)."""
-    done = subprocess.run([str(claude), "mcp", "list"], cwd=project, env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [str(claude), "mcp", "list"], cwd=project, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("codepager: ")]
     return line
@@ -108,8 +119,14 @@ def mcp_list(claude: Path, project: Path, env: dict[str, str]) -> str:
 def test_the_readme_command_connects_even_when_claude_starts_without_the_venv(claude, tmp_path):
     project = write_code_tree(tmp_path / "repo")
     ((_, line),) = blocks("readme-mcp-command")
-    add = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=project, capture_output=True, text=True,
-                         env=claude_env(tmp_path, claude, codepager_on_path=True), timeout=300)  # fmt: skip
+    add = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", line],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=claude_env(tmp_path, claude, codepager_on_path=True),
+        timeout=300,
+    )
     assert add.returncode == 0, add.stderr
 
     env = claude_env(tmp_path, claude, codepager_on_path=False)

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,15 +18,20 @@ from tests.server_helpers import make_settings
 CODEPAGER = Path(sys.executable).parent / "codepager"
 
 
-def effective(tmp_path: Path, toml: str, **env: str) -> dict:
+def effective(tmp_path: Path, toml: str, **env: str) -> dict[str, Any]:
     config = tmp_path / "codepager.toml"
     config.write_text(toml)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
     done = subprocess.run(
-        [str(CODEPAGER), "config", "--config", str(config)], env={**clean, **env}, capture_output=True, text=True, check=False
+        [str(CODEPAGER), "config", "--config", str(config)],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    shown: dict[str, Any] = json.loads(done.stdout)
+    return shown
 
 
 def test_environment_beats_toml_which_beats_defaults(tmp_path: Path) -> None:
@@ -59,6 +65,8 @@ def test_a_misspelt_key_is_an_error_naming_it(tmp_path: Path, source: str) -> No
     env = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
     if source == "env":
         env["CODEPAGER_SEARCH__MAX_RESULTZ"] = "5"
-    done = subprocess.run([str(CODEPAGER), "config", "--config", str(config)], env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [str(CODEPAGER), "config", "--config", str(config)], env=env, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert "search.max_resultz" in done.stderr and "not permitted" in done.stderr

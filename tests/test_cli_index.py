@@ -31,7 +31,7 @@ def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     (root / "src").mkdir(parents=True)
     (root / "src" / "jobs.py").write_text(
-        "def schedule(job, delay):\n    \"\"\"Run a job later.\"\"\"\n    return queue.put(job, delay)\n"
+        'def schedule(job, delay):\n    """Run a job later."""\n    return queue.put(job, delay)\n'
     )
     (root / "notes.md").write_text("# Notes\n\nHow jobs are scheduled.\n")
     return root
@@ -73,13 +73,17 @@ def test_status_text_and_json(project: Path, config: Path, capsys: pytest.Captur
     assert status["root"] == str(project.resolve())
 
 
-def test_profile_flag_changes_the_model_and_status_says_so(project: Path, config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_profile_flag_changes_the_model_and_status_says_so(
+    project: Path, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run(capsys, str(project), "--config", str(config))
     code, out, _ = run(capsys, str(project), "--config", str(config), "--status", "--profile", "minilm")
     assert code == 0 and "stale" in out and "minilm" in out
 
 
-def test_errors_exit_2_with_a_message(project: Path, config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_errors_exit_2_with_a_message(
+    project: Path, config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = run(capsys, str(project), "--config", str(config), "--model", str(tmp_path / "missing-model"))
     assert (code, out) == (2, "") and "does not exist" in err and "never downloaded" in err
     code, _, err = run(capsys, str(tmp_path / "nowhere"), "--config", str(config))
@@ -108,7 +112,9 @@ def test_progress_bar_draws_phases_on_one_line() -> None:
 def test_the_installed_command_indexes_a_tree(project: Path, config: Path) -> None:
     proc = subprocess.run(
         [str(CODEPAGER), "index", str(project), "--config", str(config)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("rebuilt: 2 files")

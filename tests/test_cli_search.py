@@ -118,7 +118,9 @@ def test_parity_with_rg_on_generated_tree(
         (["--glob", "*.py", "--exclude", "client/**"], ["-g", "*.py", "-g", "!client/**"], "import"),
     ],
 )
-def test_parity_with_rg_on_the_fastmcp_package(ours: list[str], theirs: list[str], pattern: str, capsys, monkeypatch) -> None:
+def test_parity_with_rg_on_the_fastmcp_package(
+    ours: list[str], theirs: list[str], pattern: str, capsys, monkeypatch
+) -> None:
     monkeypatch.chdir(FASTMCP_DIR)
     expected = rg_hits(FASTMCP_DIR, theirs, pattern)
     assert expected
@@ -195,10 +197,17 @@ def test_semantic_modes_reach_the_engine_with_top_k_and_threshold(
 
     monkeypatch.setattr(SearchEngine, "search", record)
     monkeypatch.chdir(parity_tree)
-    status, out, err = cli(["search", flag, "where are requests handled", "pkg", "--top-k", "3", "--threshold", "0.5"], capsys)
+    status, out, err = cli(
+        ["search", flag, "where are requests handled", "pkg", "--top-k", "3", "--threshold", "0.5"], capsys
+    )
     assert (status, out, err) == (1, "", "")
     [request] = seen
-    assert (request.mode, request.query, request.root, request.path) == (mode, "where are requests handled", str(parity_tree), "pkg")
+    assert (request.mode, request.query, request.root, request.path) == (
+        mode,
+        "where are requests handled",
+        str(parity_tree),
+        "pkg",
+    )
     assert (request.top_k, request.threshold) == (3, 0.5)
 
 
@@ -239,15 +248,35 @@ def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def rg_text(cwd: Path, args: list[str]) -> tuple[int, str, str]:
-    done = subprocess.run([rg_path(), "--no-config", "--sort", "path", "-n", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [rg_path(), "--no-config", "--sort", "path", "-n", *args], cwd=cwd, capture_output=True, text=True, check=False
+    )
     return done.returncode, done.stdout, done.stderr
 
 
 @pytest.mark.parametrize(
     "paths",
-    [[], ["."], ["./"], ["sub"], ["sub/"], ["./sub"], ["lnk"], ["../other"], ["../other/"], ["ABS"], ["ABS/"],
-     ["x.py"], ["./x.py"], ["../other/deep/w.py"], ["x.py", "sub/y.py"], [".", "../other"], ["sub//"], [".//"]],
-)  # fmt: skip
+    [
+        [],
+        ["."],
+        ["./"],
+        ["sub"],
+        ["sub/"],
+        ["./sub"],
+        ["lnk"],
+        ["../other"],
+        ["../other/"],
+        ["ABS"],
+        ["ABS/"],
+        ["x.py"],
+        ["./x.py"],
+        ["../other/deep/w.py"],
+        ["x.py", "sub/y.py"],
+        [".", "../other"],
+        ["sub//"],
+        [".//"],
+    ],
+)
 def test_any_path_is_searched_and_printed_as_rg_prints_it(work: Path, paths: list[str], capsys) -> None:
     """Outside the working directory too (the CLI is the user's own tool), several at once;
     paths relative as typed, absolute when given absolute, a lone file without its name."""
@@ -260,7 +289,9 @@ def test_any_path_is_searched_and_printed_as_rg_prints_it(work: Path, paths: lis
 def test_json_paths_are_the_printed_paths(work: Path, capsys) -> None:
     _, text, _ = cli(["search", "needle", "../other", "x.py"], capsys)
     _, jsonl, _ = cli(["search", "--jsonl", "needle", "../other", "x.py"], capsys)
-    assert [json.loads(line)["path"] for line in jsonl.splitlines()] == [line.split(":")[0] for line in text.splitlines()]
+    assert [json.loads(line)["path"] for line in jsonl.splitlines()] == [
+        line.split(":")[0] for line in text.splitlines()
+    ]
     assert "../other/deep/w.py" in jsonl and '"x.py"' in jsonl
 
 
@@ -287,7 +318,9 @@ def test_a_missing_path_is_reported_like_rg_and_the_others_still_searched(work: 
         (["--sem", "--limit", "3"], "--limit"),
     ],
 )
-def test_an_option_that_does_not_apply_to_the_mode_is_an_error(work: Path, argv: list[str], named: str, capsys, monkeypatch) -> None:
+def test_an_option_that_does_not_apply_to_the_mode_is_an_error(
+    work: Path, argv: list[str], named: str, capsys, monkeypatch
+) -> None:
     """It used to be ignored silently (--top-k with a regex), answering another question."""
 
     def never(self: SearchEngine, request: SearchRequest) -> SearchResult:
@@ -335,7 +368,12 @@ def test_an_unusable_cache_dir_is_an_error_not_nothing_found(parity_tree: Path, 
     not_a_dir.write_text("")
     env = {**os.environ, "CODEPAGER_INDEX__CACHE_DIR": str(not_a_dir)}
     done = subprocess.run(
-        [str(CODEPAGER), "search", "--hybrid", "handler"], cwd=parity_tree, env=env, capture_output=True, text=True, check=False
+        [str(CODEPAGER), "search", "--hybrid", "handler"],
+        cwd=parity_tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("codepager: ") and "Not a directory" in done.stderr and "Traceback" not in done.stderr

@@ -18,6 +18,7 @@ import starlette
 from fastmcp import Client
 from mcp_types import Implementation
 
+from harness.commands import codepager_cmd
 from search_engine.engine import SearchEngine
 from search_engine.models import Match, MatchType, SearchRequest
 from search_engine.ripgrep import rg_path
@@ -26,15 +27,15 @@ from server.cli import main as cli_main
 from server.clients import profile_for
 from server.output import estimate_tokens
 from server.proxy.app import PROXY_TOOLS, build_proxy_app
-from server.records import Detail, group_by_file, match_record, records_of_groups
 from server.proxy.backends import command_backend
+from server.records import Detail, group_by_file, match_record, records_of_groups
 from server.settings import load_settings
 from tests.jq_recipes import run_recipe
-from tests.server_helpers import codepager_cmd, make_settings, page_matches, serve_env, structured, walk
-from tests.test_proxy_app import proxy_settings
+from tests.proxy_helpers import proxy_settings, stdio_transport
+from tests.server_helpers import make_settings, page_matches, serve_env, structured, walk
 
 
-def client_for(app: Any, name: str | None = None) -> Client:
+def client_for(app: Any, name: str | None = None) -> Client[Any]:
     info = Implementation(name=name, version="1.0") if name else None
     return Client(app, client_info=info)
 
@@ -47,8 +48,16 @@ def wire_json(value: Any) -> str:
 
 
 def _match(path: str, line: int, end: int | None = None, **fields: Any) -> Match:
-    return Match(path=path, line_start=line, line_end=end or line, byte_start=0, byte_end=1,
-                 content=fields.pop("content", f"line {line}"), type=fields.pop("type", MatchType.REGEX), **fields)  # fmt: skip
+    return Match(
+        path=path,
+        line_start=line,
+        line_end=end or line,
+        byte_start=0,
+        byte_end=1,
+        content=fields.pop("content", f"line {line}"),
+        type=fields.pop("type", MatchType.REGEX),
+        **fields,
+    )
 
 
 def test_compact_records_group_by_file_and_back() -> None:
@@ -74,7 +83,9 @@ def test_compact_records_group_by_file_and_back() -> None:
     assert group_by_file(bare) == {"a.py": {"3": None}} and records_of_groups(group_by_file(bare)) == bare
 
 
-async def test_cli_mcp_page_offloaded_file_and_saved_dataset_hold_the_same_records(code_tree, tmp_path, capsys, monkeypatch):
+async def test_cli_mcp_page_offloaded_file_and_saved_dataset_hold_the_same_records(
+    code_tree, tmp_path, capsys, monkeypatch
+):
     """One printer: `codepager search --jsonl`, the MCP page (ungrouped), the offloaded JSONL
     lines and DuckDB's rows over that file are the same records, at both detail levels."""
     monkeypatch.chdir(code_tree)  # the CLI searches the working directory, as rg does
@@ -120,8 +131,11 @@ async def test_text_block_is_rg_heading_output_with_a_header(code_tree, tmp_path
     assert header == "regex_search 'needle_[12]_1?[0-9]\\b': 40 of 40 matches, last page"
     rg = subprocess.run(
         [rg_path(), "--no-config", "--sort", "path", "--heading", "-n", "needle_[12]_1?[0-9]\\b"],
-        cwd=code_tree, capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        cwd=code_tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "\n".join(lines) == rg.replace("\n\n", "\n").rstrip("\n")  # rg separates files by a blank line
     assert body["results"]["count"] == 40
 
@@ -188,7 +202,9 @@ async def test_tools_list_is_small_and_keeps_the_size_hint(code_tree, tmp_path):
         regex = next(t for t in tools if t.name == "regex_search")
         assert regex.meta == {"anthropic/maxResultSizeChars": 80_000}
         assert "jq_filter" not in regex.input_schema["properties"] and "additionalProperties" not in regex.input_schema
-        body = structured(await c.call_tool("regex_search", {"pattern": "needle", "stats_only": True, "include_snippet": False}))
+        body = structured(
+            await c.call_tool("regex_search", {"pattern": "needle", "stats_only": True, "include_snippet": False})
+        )
         assert body["results"]["mode"] == "stats_only"
         with pytest.raises(Exception, match="output_mode"):
             await c.call_tool("regex_search", {"pattern": "needle", "output_mode": "sideways"})
@@ -199,7 +215,8 @@ async def test_proxy_injected_tools_are_compact_too(tmp_path):
     root.mkdir()
     cmd, args = codepager_cmd()
     backend = command_backend([cmd, *args, "serve", "--root", str(root)], timeout_s=120)
-    backend.transport.env = {**(backend.transport.env or {}), **serve_env(tmp_path)}
+    transport = stdio_transport(backend)
+    transport.env = {**(transport.env or {}), **serve_env(tmp_path)}
     async with Client(build_proxy_app(proxy_settings(tmp_path), [backend]), timeout=120, init_timeout=120) as c:
         tools = {t.name: t for t in await c.list_tools()}
     injected = wire_json([tools[n].model_dump(mode="json", by_alias=True, exclude_none=True) for n in PROXY_TOOLS])
@@ -235,7 +252,9 @@ async def test_each_client_gets_pages_within_its_limit_and_the_walk_is_lossless(
         f.write_text("".join(f"long_{f.stem}_{i} = '{'x' * 250}'\n" for i in range(60)))
     app = build_app(make_settings(code_tree, tmp_path))
     async with client_for(app, client) as c:
-        matches, responses = await walk(c, "regex_search", {"pattern": "long_", "page_size": 200, "output_mode": "inline"})
+        matches, responses = await walk(
+            c, "regex_search", {"pattern": "long_", "page_size": 200, "output_mode": "inline"}
+        )
         for body in responses:
             text = wire_json(body)
             assert len(text.encode()) <= limit_bytes and estimate_tokens(text) <= limit_tokens
@@ -248,13 +267,17 @@ async def test_each_client_gets_pages_within_its_limit_and_the_walk_is_lossless(
         auto = structured(await c.call_tool("regex_search", {"pattern": "long_", "page_size": 200}))
         assert auto["results"]["mode"] == ("file_ref" if cut else "inline")
         assert len(wire_json(auto).encode()) <= limit_bytes
-        small = structured(await c.call_tool("regex_search", {"pattern": "long_", "page_size": 200, "max_output_tokens": 600}))
+        small = structured(
+            await c.call_tool("regex_search", {"pattern": "long_", "page_size": 200, "max_output_tokens": 600})
+        )
         assert estimate_tokens(wire_json(small)) <= 600 and small["results"]["count"] < 200
 
 
 async def test_codex_line_limit_applies_to_a_text_reading_client(code_tree, tmp_path):
     """A client configured to read text with a line limit gets text blocks within it."""
-    settings = make_settings(code_tree, tmp_path, offload={"clients": {"linebound": {"max_lines": 40, "reads": "text"}}})
+    settings = make_settings(
+        code_tree, tmp_path, offload={"clients": {"linebound": {"max_lines": 40, "reads": "text"}}}
+    )
     async with client_for(build_app(settings), "linebound-cli") as c:
         matches, _ = await walk(c, "regex_search", {"pattern": "needle", "page_size": 100, "output_mode": "inline"})
         result = await c.call_tool("regex_search", {"pattern": "needle", "page_size": 100, "output_mode": "inline"})
@@ -271,8 +294,13 @@ async def test_a_compact_page_costs_no_more_than_rg_n_on_real_code(tmp_path, pat
     shutil.copytree(Path(starlette.__file__).parent, root / "starlette", ignore=shutil.ignore_patterns("__pycache__"))
     async with Client(build_app(make_settings(root, tmp_path))) as c:
         body = structured(await c.call_tool("regex_search", {"pattern": pattern, "page_size": 50}))
-    rg = subprocess.run([rg_path(), "--no-config", "--sort", "path", "-n", pattern], cwd=root,
-                        capture_output=True, text=True, check=True).stdout  # fmt: skip
+    rg = subprocess.run(
+        [rg_path(), "--no-config", "--sort", "path", "-n", pattern],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     rg_n = "".join(rg.splitlines(keepends=True)[:50])
     assert [f"{r['path']}:{r['line']}:{r['text']}" for r in page_matches(body)] == rg_n.splitlines()
     assert len(wire_json(body)) <= len(rg_n), (len(wire_json(body)), len(rg_n))

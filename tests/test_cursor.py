@@ -38,7 +38,7 @@ STATE = CursorState(
     total_count=1234,
     digest="ab" * 12,
     request_json=REQUEST.model_dump_json(exclude_defaults=True),
-    view=".matches[] | select(.path | test(\"api\"))",
+    view='.matches[] | select(.path | test("api"))',
 )
 CODEC = CursorCodec(SECRET)
 TOKEN = CODEC.encode(STATE)
@@ -87,7 +87,7 @@ def test_equal_states_seal_to_different_cursors() -> None:
     assert CODEC.encode(STATE) != CODEC.encode(STATE)
 
 
-_OTHER_CHARS = st.sampled_from(list("AaZz09-_.=+/~ é\n") + ["%2E"])
+_OTHER_CHARS = st.sampled_from([*"AaZz09-_.=+/~ é\n", "%2E"])
 
 
 @settings(max_examples=300)
@@ -131,7 +131,9 @@ def test_equivalent_base64_spellings_are_rejected() -> None:
 OLD_SIGNED = ".eJwdi9FuwyA.aR9zXA.hKgkqAKrG09gCmgVvEDN3xVZ5PXDxyPKQWh7bhhOJc"  # the format before sealing
 
 
-@pytest.mark.parametrize("junk", ["", "abc", "a.b.c", "..", TOKEN + ".x", " " + TOKEN, TOKEN + "\n", OLD_SIGNED, TOKEN[:40]])
+@pytest.mark.parametrize(
+    "junk", ["", "abc", "a.b.c", "..", TOKEN + ".x", " " + TOKEN, TOKEN + "\n", OLD_SIGNED, TOKEN[:40]]
+)
 def test_junk_is_malformed_with_an_actionable_message(junk: str) -> None:
     with pytest.raises(CursorMalformedError, match="exactly as it was returned"):
         CODEC.decode(junk)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import os
 import sys
@@ -26,15 +27,15 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
-from tests.conftest import write_code_tree
+from harness.http_server import HttpServer
+from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
+from tests.code_tree import write_code_tree
 from tests.hostile_helpers import PeakRssGrowth, refused_async
-from tests.http_server import HttpServer
 from tests.server_helpers import serve_env, structured
 
 MB = 2**20
 BOMB_BYTES = 100 * MB  # what the forged cursors below inflate to
 MAX_GROWTH = 20 * MB
-BACKEND = str(Path(__file__).with_name("proxy_backend.py"))
 
 
 def b64(data: bytes) -> str:
@@ -81,7 +82,8 @@ def server(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Htt
 async def first_cursor(url: str, args: dict[str, Any] | None = None) -> str:
     async with Client(url, timeout=120) as c:
         page = structured(await c.call_tool("regex_search", args or {"pattern": "needle", "page_size": 10}))
-    return page["pagination"]["next_cursor"]
+    cursor: str = page["pagination"]["next_cursor"]
+    return cursor
 
 
 async def serves_page_2(url: str, cursor: str) -> None:
@@ -94,7 +96,9 @@ async def serves_page_2(url: str, cursor: str) -> None:
 
 
 @pytest.mark.parametrize("shape", ["signed-format", "sealed-format"])
-async def test_a_decompression_bomb_cursor_is_refused_without_growing_the_server(server: HttpServer, shape: str) -> None:
+async def test_a_decompression_bomb_cursor_is_refused_without_growing_the_server(
+    server: HttpServer, shape: str
+) -> None:
     genuine = await first_cursor(server.url)
     bomb = signed_format_bomb() if shape == "signed-format" else sealed_format_bomb(genuine)
     assert len(bomb) < 200_000  # well inside the 4 MiB request cap
@@ -180,7 +184,7 @@ FIRST = {"pattern": "needle", "page_size": 10, "include_patterns": ["*.py"], "ig
         ({"context_lines": 2}, "context_lines"),
         ({"include_patterns": ["*.md"]}, "include_patterns"),
         ({"exclude_patterns": ["lib/**"]}, "exclude_patterns"),
-        ({"jq_filter": "map(select(.file.path | startswith(\"lib/\")))"}, "jq_filter"),
+        ({"jq_filter": 'map(select(.file.path | startswith("lib/")))'}, "jq_filter"),
     ],
 )
 async def test_a_search_parameter_that_differs_from_the_cursors_is_refused(
@@ -197,11 +201,23 @@ async def test_equal_search_parameters_and_presentation_options_are_accepted_wit
     async with Client(server.url, timeout=120) as c:
         same = structured(await c.call_tool("regex_search", {"cursor": cursor, **FIRST}))
         partial = structured(await c.call_tool("regex_search", {"cursor": cursor, "pattern": "needle", "path": "."}))
-        presented = structured(await c.call_tool("regex_search", {
-            "cursor": cursor, "page_size": 5, "include_snippet": False, "snippet_length": 20, "output_mode": "inline",
-            "max_output_tokens": 2000, "stats_first": True, "include_patterns": None, "jq_filter": None,
-            "detail": "full",
-        }))  # fmt: skip
+        presented = structured(
+            await c.call_tool(
+                "regex_search",
+                {
+                    "cursor": cursor,
+                    "page_size": 5,
+                    "include_snippet": False,
+                    "snippet_length": 20,
+                    "output_mode": "inline",
+                    "max_output_tokens": 2000,
+                    "stats_first": True,
+                    "include_patterns": None,
+                    "jq_filter": None,
+                    "detail": "full",
+                },
+            )
+        )
     assert same["pagination"]["offset"] == partial["pagination"]["offset"] == presented["pagination"]["offset"] == 10
     assert same["results"]["count"] == 10 and presented["results"]["count"] == 5
     assert "content" not in presented["results"]["matches"][0]["match"] and "stats" in presented["results"]
@@ -225,10 +241,8 @@ def everything_readable(cursor: str) -> bytes:
             for start in range(min(64, len(raw))):
                 for wbits in (15, -15):
                     inflater = zlib.decompressobj(wbits)
-                    try:
+                    with contextlib.suppress(zlib.error):
                         found.append(inflater.decompress(raw[start:], 1 << 20))
-                    except zlib.error:
-                        pass
     return b"\n".join(found)
 
 

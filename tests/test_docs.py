@@ -86,16 +86,18 @@ def block_value(block: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def captured(tmp_path_factory) -> dict[str, Any]:
+def captured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     capture = load_script("capture_examples")
     cache = tmp_path_factory.mktemp("docs-cache")
-    return capture.run_capture(cache)
+    examples: dict[str, Any] = capture.run_capture(cache)
+    return examples
 
 
 @pytest.fixture(scope="module")
 def documented() -> dict[str, str]:
     capture = load_script("capture_examples")
-    return capture.blocks_in((DOCS / "tools.md").read_text(encoding="utf-8"))
+    blocks: dict[str, str] = capture.blocks_in((DOCS / "tools.md").read_text(encoding="utf-8"))
+    return blocks
 
 
 def test_every_captured_example_is_in_tools_md_and_nothing_else(captured, documented):
@@ -106,7 +108,9 @@ def test_parameter_and_error_tables_are_exactly_what_the_server_declares(capture
     tables = [name for name in captured if name.startswith("params_") or name == "error_codes"]
     assert len(tables) >= 9
     for name in tables:
-        assert documented[name] == captured[name], f"{name} is stale: run docs/capture_examples.py --write docs/tools.md"
+        assert documented[name] == captured[name], (
+            f"{name} is stale: run docs/capture_examples.py --write docs/tools.md"
+        )
 
 
 def test_examples_have_the_shape_of_live_answers(captured, documented):

@@ -81,7 +81,7 @@ def test_fast_pooling_matches_model2vec(static_embedder: LazyEmbedder) -> None:
         "class ClientSession:\n    def close(self) -> None:\n        self._connector.close()",
         "naïve café — 日本語 text, with_under_scores and CamelCaseWords!",
         "x = {'a': [1, 2, 3]}  # comment",
-        open(__file__, encoding="utf-8").read()[:400],
+        Path(__file__).read_text(encoding="utf-8")[:400],
         "SELECT * FROM users WHERE id = $1;",
         "    indented\tand\ttabbed\r\nlines",
         "",  # no tokens: zeros, like model2vec
@@ -119,8 +119,9 @@ def test_model2vec_weights_and_mapping_are_applied_as_model2vec_does(tmp_path: P
     clusters = rng.standard_normal((64, 16)).astype(np.float32)
     mapping = rng.integers(0, 64, size=vocab)
     weights = rng.uniform(0.1, 2.0, size=vocab)
-    StaticModel(vectors=clusters, tokenizer=tokenizer, weights=weights, token_mapping=mapping,
-                normalize=True).save_pretrained(tmp_path / "m2v")  # fmt: skip
+    StaticModel(
+        vectors=clusters, tokenizer=tokenizer, weights=weights, token_mapping=mapping, normalize=True
+    ).save_pretrained(tmp_path / "m2v")
     texts = ["def parse_cookies(header): return dict(pairs)", "retry with backoff", "a b c d e f", "x"]
     ours = load_static_model(tmp_path / "m2v").encode(texts)
     theirs = StaticModel.from_pretrained(tmp_path / "m2v", normalize=True).encode(texts)
@@ -156,7 +157,7 @@ def test_missing_local_model_path_is_a_clear_error_without_download(tmp_path: Pa
 
 
 def test_unknown_profile_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ModelLoadError, match="unknown embedding profile 'fast'.*static, minilm"):
+    with pytest.raises(ModelLoadError, match=r"unknown embedding profile 'fast'.*static, minilm"):
         embedder_for(EngineConfig(cache_dir=tmp_path, embedding_profile="fast"))
 
 
@@ -177,13 +178,23 @@ def test_minilm_profile_runs_the_packaged_transformer_offline(tmp_path: Path, no
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
     # a model name that is not in the local cache fails offline, with what to do instead
     unknown = embedder_for(EngineConfig(cache_dir=tmp_path, embedding_model="no-such-org/no-such-model"))
-    with pytest.raises(ModelLoadError, match="offline.*nothing is downloaded"):
+    with pytest.raises(ModelLoadError, match=r"offline.*nothing is downloaded"):
         unknown.embed(["x"])
 
 
 def test_chunk_text_weights_the_name_and_path() -> None:
-    chunk = Chunk("aiohttp/client_ws.py", "python", 1, 2, 0, 10, "body text", "method",
-                  "ClientWebSocketResponse.receive", content_hash("body text"))
+    chunk = Chunk(
+        "aiohttp/client_ws.py",
+        "python",
+        1,
+        2,
+        0,
+        10,
+        "body text",
+        "method",
+        "ClientWebSocketResponse.receive",
+        content_hash("body text"),
+    )
     text = chunk_text(chunk)
     assert text.endswith("body text")
     assert text.count("aiohttp client ws Client Web Socket Response receive") == NAME_WEIGHT

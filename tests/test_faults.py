@@ -24,16 +24,17 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
+from harness.commands import codepager_cmd
+from harness.http_server import HttpServer
 from search_engine.chunking import chunk_file
 from search_engine.config import EngineConfig
 from search_engine.index import IndexManager
 from search_engine.index_store import IndexStore, Snapshot, index_dir
 from search_engine.languages import language_for
 from server.app import build_app
-from tests.conftest import write_code_tree
+from tests.code_tree import write_code_tree
 from tests.hostile_helpers import SyncClient
-from tests.http_server import HttpServer
-from tests.server_helpers import codepager_cmd, make_settings, serve_env, page_matches, structured
+from tests.server_helpers import make_settings, page_matches, serve_env, structured
 
 
 @pytest.fixture
@@ -94,9 +95,16 @@ def cache_dir(tmp: Path) -> Path:
 
 def codepager_index(env: dict[str, str], *args: str) -> dict[str, Any]:
     cmd, pre = codepager_cmd()
-    out = subprocess.run([cmd, *pre, "index", "--json", "--no-progress", *args], env=env,
-                         capture_output=True, text=True, timeout=600, check=True)  # fmt: skip
-    return json.loads(out.stdout)
+    out = subprocess.run(
+        [cmd, *pre, "index", "--json", "--no-progress", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    stats: dict[str, Any] = json.loads(out.stdout)
+    return stats
 
 
 async def wait_until_embedding(url: str, timeout_s: float = 300) -> dict[str, Any]:
@@ -122,7 +130,9 @@ def assert_index_matches_the_tree(snapshot: Snapshot | None, root: Path) -> None
     assert set(snapshot.files) == set(rel)
     for name, entry in snapshot.files.items():
         assert entry.digest == hashlib.blake2b(rel[name].read_bytes(), digest_size=16).hexdigest(), name
-    expected = [(c.path, c.content) for n, p in sorted(rel.items()) for c in chunk_file(n, p.read_bytes(), language_for(n))]
+    expected = [
+        (c.path, c.content) for n, p in sorted(rel.items()) for c in chunk_file(n, p.read_bytes(), language_for(n))
+    ]
     assert sorted((c.path, c.content) for c in snapshot.chunks) == sorted(expected)
     assert snapshot.vectors.shape[0] == len(snapshot.chunks)
 
@@ -167,8 +177,15 @@ def test_sigterm_mid_indexing_keeps_the_last_generation_and_the_next_run_finishe
         assert resumed["chunks_embedded"] < resumed["chunks"] / 2
     assert_index_matches_the_tree(store.load(), root)
     cmd, pre = codepager_cmd()
-    found = subprocess.run([cmd, *pre, "search", "--hybrid", "needle_1234_7", "--jsonl", "--top-k", "3"], cwd=root,
-                           env=env, capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
+    found = subprocess.run(
+        [cmd, *pre, "search", "--hybrid", "needle_1234_7", "--jsonl", "--top-k", "3"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     top = json.loads(found.stdout.splitlines()[0])
     assert top["path"] == "lib/mod1234.py" and "needle_1234_7" in top["text"]
 
@@ -195,7 +212,9 @@ class TreeMutator(threading.Thread):
                 path.write_text(path.read_text() + f"def appended_{self.rnd.randrange(10**6)}(y):\n    return y\n")
             elif op == "add":
                 self.added += 1
-                (self.root / "new" / f"added{self.added}.py").write_text(f"def added_{self.added}():\n    return {self.added}\n")
+                (self.root / "new" / f"added{self.added}.py").write_text(
+                    f"def added_{self.added}():\n    return {self.added}\n"
+                )
             elif len(files) > 50:
                 path.unlink()
             if self.busy.is_set():

@@ -14,11 +14,12 @@ from pathlib import Path
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
-from tests.conftest import write_code_tree
-from tests.server_helpers import codepager_cmd, page_matches, serve_env, structured
+from harness.commands import codepager_cmd
+from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
+from tests.code_tree import write_code_tree
+from tests.server_helpers import page_matches, serve_env, structured
 
 LIMIT = 8 * 1024  # bytes a process may write into any one file: smaller than a page of matches
-BACKEND = str(Path(__file__).with_name("proxy_backend.py"))
 
 
 def limited(argv: list[str]) -> tuple[str, list[str]]:
@@ -52,7 +53,9 @@ async def test_a_full_offload_disk_falls_back_to_inline_pages_that_lose_nothing(
         assert any("could not be offloaded" in w for w in body["metadata"]["warnings"]), body["metadata"]["warnings"]
         pages = [body]
         while (cursor := body["pagination"]["next_cursor"]) is not None:
-            body = structured(await client.call_tool("regex_search", {"cursor": cursor, "output_mode": "file_ref", "detail": "full"}))
+            body = structured(
+                await client.call_tool("regex_search", {"cursor": cursor, "output_mode": "file_ref", "detail": "full"})
+            )
             pages.append(body)
     seen = [m for page in pages for m in page_matches(page)]
     assert len({(m["file"]["path"], m["match"]["line_number"]) for m in seen}) == len(seen) == 240
@@ -68,9 +71,19 @@ async def test_a_full_data_disk_gives_the_proxy_a_truncated_inline_answer(tmp_pa
     script, script_args = codepager_cmd()
     data = tmp_path / "data"
     command, args = limited(
-        [script, *script_args, "proxy", "--data-dir", str(data), "--threshold-tokens", "1000", "--",
-         sys.executable, BACKEND]
-    )  # fmt: skip
+        [
+            script,
+            *script_args,
+            "proxy",
+            "--data-dir",
+            str(data),
+            "--threshold-tokens",
+            "1000",
+            "--",
+            sys.executable,
+            BACKEND,
+        ]
+    )
     transport = StdioTransport(command, args, env=serve_env(tmp_path), log_file=tmp_path / "proxy.log")
     async with Client(transport, timeout=120, init_timeout=120) as client:
         body = structured(await client.call_tool("records", {"n": 2000}))

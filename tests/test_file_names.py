@@ -54,8 +54,11 @@ def test_exact_names_win_and_fuzzy_ones_are_then_not_looked_for(names: FileNames
     # `tokenize.py` is one letter away from `tokenizer`, but a file is named exactly.
     assert _named(names, "Tokenizer") == {"model2vec/tokenizer/tokenizer.py": 1.0}
     assert _named(names, "tokenizers") == {"model2vec/tokenizer/tokenizer.py": 1.0}  # plural
-    assert _named(names, "helpers") == {"aiohttp/helpers.py": 1.0, "aiohttp/_websocket/helpers.py": 1.0,
-                                        "docs/helpers.md": 1.0}
+    assert _named(names, "helpers") == {
+        "aiohttp/helpers.py": 1.0,
+        "aiohttp/_websocket/helpers.py": 1.0,
+        "docs/helpers.md": 1.0,
+    }
 
 
 def test_an_extension_must_match_and_makes_the_query_explicit(names: FileNames) -> None:

@@ -180,7 +180,14 @@ def test_reads_beneath_the_root_refuse_links_at_any_depth_and_never_block(tmp_pa
     os.mkfifo(root / "real" / "pipe")
     assert read_beneath(root, "real/sub/a.txt", 10) == b"x" * 10
     assert read_beneath(root, "real/sub/a.txt", 9) is None
-    for rel in ("dir_link/sub/secret.txt", "real/file_link.txt", "real/pipe", "real/../real/sub/a.txt", "/etc/passwd", "real//sub/a.txt"):
+    for rel in (
+        "dir_link/sub/secret.txt",
+        "real/file_link.txt",
+        "real/pipe",
+        "real/../real/sub/a.txt",
+        "/etc/passwd",
+        "real//sub/a.txt",
+    ):
         assert read_beneath(root, rel, 1 << 20) is None, rel
     with pytest.raises(OSError):
         open_beneath(root, "dir_link/sub/secret.txt")

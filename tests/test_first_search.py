@@ -7,12 +7,13 @@ status first no longer strands the root unbuilt."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from server.background_indexer import PHASES, RootState
-from tests.conftest import write_code_tree
+from tests.code_tree import write_code_tree
 from tests.server_helpers import page_matches, serve_env, stdio_client, structured
 
 Note = tuple[float, float | None, str | None]
@@ -38,7 +39,9 @@ async def test_first_hybrid_call_waits_with_phased_progress_and_answers(tmp_path
 
     stderr = tmp_path / "serve.stderr"
     async with stdio_client(root, tmp_path, env, log_file=stderr) as client:
-        result = await client.call_tool("hybrid_search", {"query": "needle 7", "top_k": 5}, progress_handler=on_progress)
+        result = await client.call_tool(
+            "hybrid_search", {"query": "needle 7", "top_k": 5}, progress_handler=on_progress
+        )
     body = structured(result)
     assert body["results"]["count"] == 5
     assert notes, "the first call waited for the index without a single progress notification"
@@ -66,7 +69,7 @@ async def test_a_long_build_answers_not_ready_with_an_estimate_and_status_shows_
         if progress["eta_s"] is not None:
             assert progress["eta_s"] > 0 and f"retry in about {progress['eta_s']:.0f} s" in error["message"]
         seen: list[str] = []
-        status: dict = {}
+        status: dict[str, Any] = {}
         with anyio.fail_after(600):
             while True:
                 status = structured(await client.call_tool("index_status", {}))
@@ -88,7 +91,9 @@ async def test_a_long_build_answers_not_ready_with_an_estimate_and_status_shows_
 
 
 @pytest.mark.parametrize("then", ["reindex", "hybrid_search"])
-async def test_index_status_first_does_not_strand_the_root_when_indexing_on_start_is_off(tmp_path: Path, then: str) -> None:
+async def test_index_status_first_does_not_strand_the_root_when_indexing_on_start_is_off(
+    tmp_path: Path, then: str
+) -> None:
     """Security (availability): with `index_on_start=false`, calling `index_status` first used
     to record the root as "queued" without queueing it; `reindex` then did nothing and semantic
     and hybrid search answered `index_not_ready` for the server's whole life."""
@@ -148,8 +153,17 @@ def test_progress_only_grows_through_the_phases_and_the_estimate_follows_the_emb
     state = RootState(clock=clock)
     state.started_at = clock.now
     percents = [state.percent()]
-    for phase, done, total in [("model", 0, 1), ("scan", 0, 0), ("scan", 40, 40), ("chunk", 10, 40), ("chunk", 40, 40),
-                               ("embed", 0, 1000), ("embed", 250, 1000), ("write", 0, 1), ("write", 1, 1)]:  # fmt: skip
+    for phase, done, total in [
+        ("model", 0, 1),
+        ("scan", 0, 0),
+        ("scan", 40, 40),
+        ("chunk", 10, 40),
+        ("chunk", 40, 40),
+        ("embed", 0, 1000),
+        ("embed", 250, 1000),
+        ("write", 0, 1),
+        ("write", 1, 1),
+    ]:
         state.advance(phase, done, total)
         percents.append(state.percent())
     assert percents == sorted(percents) and percents[-1] == 100.0

@@ -24,14 +24,17 @@ from server.transports.wire import LineSplitter, Refused, TooLarge, leading_fiel
 
 # Multi-byte heavy: 2-byte Latin, 3-byte CJK, 4-byte emoji, plus ASCII and escapes.
 MULTIBYTE = st.text(
-    alphabet=st.sampled_from(list("aZ09 \"\\\t{}[]:é ü ß 中文字 日本 🚀🧪😀👍🏽")) | st.characters(exclude_categories=("Cs",)),
+    alphabet=st.sampled_from(list('aZ09 "\\\t{}[]:é ü ß 中文字 日本 🚀🧪😀👍🏽'))
+    | st.characters(exclude_categories=["Cs"]),
     max_size=400,
 )
 
 
 def _message(text: str, request_id: int = 1) -> str:
     """A compact JSON-RPC text, as the transports serialize it (no raw newline)."""
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"text": text}}, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "result": {"text": text}}, ensure_ascii=False, separators=(",", ":")
+    )
 
 
 class _Clock:
@@ -81,7 +84,12 @@ def test_interleaved_messages_and_plain_lines(texts: list[str], limit: int, data
     queues = [data.draw(st.permutations(lines)) for lines in streams]
     order = data.draw(st.permutations([i for i, q in enumerate(queues) for _ in q]))
     reassembler = Reassembler()
-    out = [r for i in order if (r := reassembler.feed(queues[i].pop())) is not None]
+    out: list[bytes] = []
+    for i in order:
+        message = reassembler.feed(queues[i].pop())
+        if message is not None:
+            assert isinstance(message, bytes), message
+            out.append(message)
     assert sorted(out) == sorted([m.encode() for m in messages] + [b'{"jsonrpc":"2.0","method":"ping"}'])
     assert reassembler.buffered_bytes == 0
 
@@ -310,7 +318,7 @@ class _WatchedPartial(framing._Partial):
 
     reads = 0
 
-    @property  # type: ignore[override]
+    @property
     def last_seen(self) -> float:
         _WatchedPartial.reads += 1
         return self._last_seen
@@ -401,8 +409,10 @@ def test_line_splitter_never_holds_more_than_its_bound() -> None:
         assert splitter.held_bytes <= 4096  # only the head is kept once the bound is passed
     lines += splitter.feed(b'"}\n{"short":1}\npartial')
     assert [type(line) for line in lines] == [TooLarge, bytes]
-    assert lines[0].size > 100 * 1000 * 1000 and lines[0].limit == 1000
-    assert leading_fields(lines[0].head) == {"jsonrpc": "2.0", "id": "q1", "method": "x", "params": ...}
+    too_large = lines[0]
+    assert isinstance(too_large, TooLarge)
+    assert too_large.size > 100 * 1000 * 1000 and too_large.limit == 1000
+    assert leading_fields(too_large.head) == {"jsonrpc": "2.0", "id": "q1", "method": "x", "params": ...}
     assert lines[1] == b'{"short":1}'
     assert splitter.close() == b"partial" and splitter.close() is None
 
@@ -410,7 +420,10 @@ def test_line_splitter_never_holds_more_than_its_bound() -> None:
 @pytest.mark.parametrize(
     ("head", "fields"),
     [
-        (b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"id":6', {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": ...}),
+        (
+            b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"id":6',
+            {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": ...},
+        ),
         (b'{"method":"m","params":{"id":6,"s":"\\"id\\":7"},"id":"a"}', {"method": "m", "params": ..., "id": "a"}),
         (b'{"params":{"a":"unterminated \\"id\\": 9', {"params": ...}),
         (b'[{"id":1}]', {}),

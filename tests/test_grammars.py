@@ -13,7 +13,7 @@ from search_engine.chunks import Chunk
 from search_engine.grammars import SPECS, parser_for
 from search_engine.languages import language_for
 from search_engine.symbols import SymbolIndex
-from tests.test_chunking import assert_well_formed
+from tests.index_helpers import assert_well_formed
 
 SAMPLES = Path(__file__).parent / "grammar_samples"
 
@@ -21,14 +21,22 @@ SAMPLES = Path(__file__).parent / "grammar_samples"
 # doc comment or attribute: (symbol, first words), a query naming a definition)
 CASES = {
     "Widget.cs": ("csharp", [("namespace", "Demo.Widgets")], ("Demo.Widgets", "namespace"), "Widget"),
-    "base.rb": ("ruby", [("class", "Sinatra.Base"), ("method", "Sinatra.Base.mime_type")],
-                ("Sinatra.Base.mime_type", "# Lookup or register"), "Sinatra::Base"),
+    "base.rb": (
+        "ruby",
+        [("class", "Sinatra.Base"), ("method", "Sinatra.Base.mime_type")],
+        ("Sinatra.Base.mime_type", "# Lookup or register"),
+        "Sinatra::Base",
+    ),
     "Router.php": ("php", [("class", "Router"), ("function", "route_url")], ("Router", "/**"), "route_url"),
     "Cache.kt": ("kotlin", [("class", "Cache"), ("class", "Caches")], ("Cache", "/** An in-memory"), "Caches"),
     "Store.swift": ("swift", [("class", "Store"), ("class", "Persisting")], ("Store", "/// A key-value"), "Store"),
     "Parser.scala": ("scala", [("class", "ConfigParser")], ("ConfigParser", "/** Parses"), "ConfigParser"),
-    "router.ex": ("elixir", [("function", "Phoenix.Router.scope"), ("function", "Phoenix.Router.match")],
-                  ("Phoenix.Router.scope", "@doc"), "Phoenix.Router"),
+    "router.ex": (
+        "elixir",
+        [("function", "Phoenix.Router.scope"), ("function", "Phoenix.Router.match")],
+        ("Phoenix.Router.scope", "@doc"),
+        "Phoenix.Router",
+    ),
     "util.lua": ("lua", [("function", "M.split"), ("function", "trim")], ("M.split", "--- Splits"), "trim"),
     "build.sh": ("shell", [("function", "build_release")], ("build_release", "# Builds"), "build_release"),
     "Queue.hs": ("haskell", [("class", "Queue"), ("function", "push")], ("push", "-- | Adds"), "push"),

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from server.app import build_app
 from sessions import CursorCodec
 from sessions.cursor import CLOCK_SKEW_S
-from tests.conftest import write_code_tree
+from tests.code_tree import write_code_tree
 from tests.hostile_helpers import SyncClient
 from tests.server_helpers import SECRET, make_settings, structured
 
@@ -39,7 +39,8 @@ def client(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cursor(client) -> str:
     first = structured(client.call("regex_search", {"pattern": "needle", "page_size": 10}))
-    return first["pagination"]["next_cursor"]
+    cursor: str = first["pagination"]["next_cursor"]
+    return cursor
 
 
 def still_serves(client: SyncClient, cursor: str) -> None:
@@ -161,7 +162,9 @@ def test_fuzz_mutated_cursors(client, cursor, data):
     i = data.draw(st.integers(0, len(cursor) - 1))
     char = data.draw(st.characters(codec="ascii") | st.sampled_from("-_.=+/"))
     mutated = data.draw(
-        st.sampled_from([cursor[:i] + char + cursor[i + 1 :], cursor[:i] + char + cursor[i:], cursor[:i] + cursor[i + 1 :]])
+        st.sampled_from(
+            [cursor[:i] + char + cursor[i + 1 :], cursor[:i] + char + cursor[i:], cursor[:i] + cursor[i + 1 :]]
+        )
     )
     if mutated == cursor:
         return

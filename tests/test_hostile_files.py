@@ -8,21 +8,31 @@ import json
 import random
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
+from harness.commands import codepager_cmd
 from server.app import build_app
 from tests.hostile_helpers import SyncClient
-from tests.server_helpers import codepager_cmd, make_settings, page_matches, peak_rss, pid_with_args, serve_env, stdio_client, structured
+from tests.server_helpers import (
+    make_settings,
+    page_matches,
+    peak_rss,
+    pid_with_args,
+    serve_env,
+    stdio_client,
+    structured,
+)
 
 WIDTH = 200
 BIG = 50 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory) -> Path:
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("files") / "repo"
     root.mkdir()
     (root / "blob.bin").write_bytes(b"needle in a binary\n\x00\x01\x02needle again\n")
@@ -39,7 +49,7 @@ def client(tree, tmp_path_factory):
     sync.close()
 
 
-def matches(client: SyncClient, args: dict) -> list[dict]:
+def matches(client: SyncClient, args: dict[str, Any]) -> list[dict[str, Any]]:
     return page_matches(structured(client.call("regex_search", {"page_size": 200, **args})))
 
 
@@ -70,7 +80,9 @@ async def test_a_50_mb_single_line_file_is_cut_to_width_with_bounded_memory(tmp_
     _write_minified(root / "app.min.js", needle_at=BIG // 2)
     (root / "small.js").write_text("NEEDLE_HERE();\n")
     env = serve_env(tmp_path)
-    env.update({"CODEPAGER_SEARCH__MAX_FILE_SIZE": str(64 * 1024 * 1024), "CODEPAGER_SEARCH__MAX_LINE_WIDTH": str(WIDTH)})
+    env.update(
+        {"CODEPAGER_SEARCH__MAX_FILE_SIZE": str(64 * 1024 * 1024), "CODEPAGER_SEARCH__MAX_LINE_WIDTH": str(WIDTH)}
+    )
     cmd, args = codepager_cmd()
     transport = StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(root))
     async with Client(transport) as c:
@@ -78,8 +90,9 @@ async def test_a_50_mb_single_line_file_is_cut_to_width_with_bounded_memory(tmp_
         assert warm["results"]["count"] == 1
         pid = pid_with_args("serve", str(root))
         before = peak_rss(pid)
-        args = {"pattern": "NEEDLE_HERE", "path": "app.min.js", "detail": "full"}
-        body = structured(await c.call_tool("regex_search", args))
+        body = structured(
+            await c.call_tool("regex_search", {"pattern": "NEEDLE_HERE", "path": "app.min.js", "detail": "full"})
+        )
         growth_mb = (peak_rss(pid) - before) / 2**20
     (m,) = page_matches(body)
     content = m["match"]["content"]
@@ -167,5 +180,8 @@ async def test_a_file_named_in_path_is_held_to_max_file_size(tmp_path):
     for name, body in over.items():
         assert body["results"]["total_count"] == 0, name
         warnings = body["metadata"]["warnings"]
-        assert any(name in w and "over search.max_file_size (100,000 bytes)" in w and "CODEPAGER_SEARCH__MAX_FILE_SIZE" in w for w in warnings), warnings
+        assert any(
+            name in w and "over search.max_file_size (100,000 bytes)" in w and "CODEPAGER_SEARCH__MAX_FILE_SIZE" in w
+            for w in warnings
+        ), warnings
     assert growth_mb < 10, f"peak RSS grew by {growth_mb:.0f} MB for files the limit excludes"

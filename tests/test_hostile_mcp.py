@@ -22,10 +22,15 @@ from typing import Any
 
 import pytest
 
+from harness.commands import codepager_cmd
 from server.transports.framing import encode_message
-from tests.server_helpers import codepager_cmd, serve_env
+from tests.server_helpers import serve_env
 
-GOOD_CALL = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "regex_search", "arguments": {"pattern": "needle"}}}
+GOOD_CALL = {
+    "jsonrpc": "2.0",
+    "method": "tools/call",
+    "params": {"name": "regex_search", "arguments": {"pattern": "needle"}},
+}
 
 
 MB = 1024 * 1024
@@ -38,8 +43,11 @@ class RawStdio:
         self.transport = transport
         self.proc = subprocess.Popen(
             [cmd, *args, "serve", "--root", str(root), "--transport", transport],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=serve_env(tmp, **settings),
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=serve_env(tmp, **settings),
+        )
         self.next_id = 1000
         # Answers are read as they come, so a flood of them never fills the pipe and stalls the server.
         self._answers: queue.Queue[bytes] = queue.Queue()
@@ -73,7 +81,8 @@ class RawStdio:
 
     def receive(self, timeout: float = 30) -> dict[str, Any]:
         try:
-            return json.loads(self._answers.get(timeout=timeout))
+            answer: dict[str, Any] = json.loads(self._answers.get(timeout=timeout))
+            return answer
         except queue.Empty:
             raise AssertionError("no answer: the server dropped the message") from None
 
@@ -103,8 +112,18 @@ def raw_server(transport: str, tmp_path_factory, **settings: str) -> Iterator[Ra
     root.mkdir()
     (root / "a.txt").write_text("needle\n")
     raw = RawStdio(root, tmp, transport, **settings)
-    raw.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})  # fmt: skip
+    raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        }
+    )
     assert raw.receive(timeout=90)["id"] == 1
     raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
     yield raw
@@ -267,7 +286,9 @@ def test_ten_thousand_incomplete_messages_neither_stall_the_server_nor_pile_up(c
         _assert_dropped(refusal, None, f"{MAX_PARTIAL} framed messages are already incomplete")
     # The 64 held are the first 64 and still complete; a refused one's late frame is ignored.
     ping = '{"jsonrpc":"2.0","id":%d,"method":"ping"}'
-    chunked_server.send(b"".join(_frame(mid, 1, 2, (ping % (100 + i)).encode()) for i, mid in enumerate(ids[: MAX_PARTIAL + 1])))
+    chunked_server.send(
+        b"".join(_frame(mid, 1, 2, (ping % (100 + i)).encode()) for i, mid in enumerate(ids[: MAX_PARTIAL + 1]))
+    )
     answers = [chunked_server.receive() for _ in range(MAX_PARTIAL)]
     assert sorted(answer["id"] for answer in answers) == list(range(100, 100 + MAX_PARTIAL))
     chunked_server.good_call_works()  # and nothing was answered for the refused message's frame
@@ -279,7 +300,9 @@ def test_a_message_claiming_a_billion_frames_is_refused_at_once_and_costs_no_mem
     empty frames after it are discarded. Before, they were all held (RSS grew by tens of MB)."""
     message_id = str(uuid.uuid4())
     head = b'{"jsonrpc":"2.0","id":31,"method":"tools/call","params":{"name":"regex_search","arguments":'
-    flood = _frame(message_id, 0, 999_999_999, head) + b"".join(_frame(message_id, i, 999_999_999) for i in range(1, 300_000))
+    flood = _frame(message_id, 0, 999_999_999, head) + b"".join(
+        _frame(message_id, i, 999_999_999) for i in range(1, 300_000)
+    )
     answers, growth = chunked_server.answers_and_peak_rss_growth(flood)
     assert len(answers) == 1, answers
     _assert_dropped(answers[0], 31, "claims 999999999 frames")

@@ -9,10 +9,12 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastmcp import Client
 
+from harness.results import structured_of
 from server.app import build_app
 from tests.hostile_helpers import SyncClient
 from tests.server_helpers import make_settings, page_matches, serve_env, stdio_client, structured
@@ -21,7 +23,7 @@ DEPTH = 120  # directories: ~720 characters of path, deeper than any real reposi
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory) -> Path:
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("paths")
     outside = tmp / "outside"
     outside.mkdir()
@@ -54,13 +56,14 @@ def client(tree, tmp_path_factory):
     sync.close()
 
 
-def tool_error(client: SyncClient, args: dict) -> dict:
+def tool_error(client: SyncClient, args: dict[str, Any]) -> dict[str, Any]:
     result = client.call("regex_search", args, raise_on_error=False)
     assert result.is_error, result.structured_content
-    return result.structured_content["error"]
+    error: dict[str, Any] = structured_of(result.structured_content)["error"]
+    return error
 
 
-def all_matches(client: SyncClient, args: dict) -> list[dict]:
+def all_matches(client: SyncClient, args: dict[str, Any]) -> list[dict[str, Any]]:
     body = structured(client.call("regex_search", {"page_size": 200, **args}))
     assert body["pagination"]["next_cursor"] is None
     return page_matches(body)
@@ -68,10 +71,26 @@ def all_matches(client: SyncClient, args: dict) -> list[dict]:
 
 @pytest.mark.parametrize(
     "path",
-    ["..", "../outside", "../outside/secret.txt", "src/../../outside", "./../outside", "src/../..", "/etc", "/",
-     "/etc/passwd", "link_out", "link_out/secret.txt", "secret_link.txt", "zero", "urandom", "/dev/zero",
-     "../outside/does-not-exist", "/nonexistent/dir"],
-)  # fmt: skip
+    [
+        "..",
+        "../outside",
+        "../outside/secret.txt",
+        "src/../../outside",
+        "./../outside",
+        "src/../..",
+        "/etc",
+        "/",
+        "/etc/passwd",
+        "link_out",
+        "link_out/secret.txt",
+        "secret_link.txt",
+        "zero",
+        "urandom",
+        "/dev/zero",
+        "../outside/does-not-exist",
+        "/nonexistent/dir",
+    ],
+)
 def test_paths_that_leave_the_root_are_refused(client, tree, path):
     error = tool_error(client, {"pattern": "needle", "path": path})
     assert error["code"] == "invalid_path"
@@ -148,11 +167,14 @@ def test_paths_no_file_system_call_can_take_are_refused_clearly(client, path):
     error["message"].encode("utf-8")  # the message itself is valid text on the wire
 
 
-async def _progress(client: Client) -> dict:
-    return structured(await client.call_tool("index_status", {}))["progress"]
+async def _progress(client: Client[Any]) -> dict[str, Any]:
+    progress: dict[str, Any] = structured(await client.call_tool("index_status", {}))["progress"]
+    return progress
 
 
-async def _wait_for_phase(client: Client, ready: Callable[[dict], bool], timeout_s: float = 300) -> dict:
+async def _wait_for_phase(
+    client: Client[Any], ready: Callable[[dict[str, Any]], bool], timeout_s: float = 300
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         progress = await _progress(client)
@@ -175,7 +197,9 @@ async def test_a_directory_swapped_for_a_link_during_a_real_build_never_reaches_
     for i in range(1500):  # read before zzz/: seconds of chunking, the window for the swap
         path = root / "aaa" / f"m{i // 100}" / f"mod{i}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(f"def handler_{i}_{j}(request):\n    return request.value + {j}\n\n\n" for j in range(6)))
+        path.write_text(
+            "".join(f"def handler_{i}_{j}(request):\n    return request.value + {j}\n\n\n" for j in range(6))
+        )
     (root / "zzz").mkdir()
     (root / "zzz" / "leak.py").write_text("def leaked_credentials():\n    return 'inside, harmless'\n")
     async with stdio_client(root, tmp_path, serve_env(tmp_path, index__index_on_start="true")) as c:
@@ -188,7 +212,11 @@ async def test_a_directory_swapped_for_a_link_during_a_real_build_never_reaches_
         await _wait_for_phase(c, lambda p: p["phase"] == "embed" or (p["phase"] == "write" and p["done"] == 0))
         (root / "zzz").unlink()
         (root / ".zzz-real").rename(root / "zzz")
-        body = structured(await c.call_tool("hybrid_search", {"query": "leaked_credentials OUTSIDE_SECRET_TOKEN", "path": "zzz", "top_k": 10}))
+        body = structured(
+            await c.call_tool(
+                "hybrid_search", {"query": "leaked_credentials OUTSIDE_SECRET_TOKEN", "path": "zzz", "top_k": 10}
+            )
+        )
     contents = [r.get("text", "") for r in page_matches(body)]
     assert not any("OUTSIDE_SECRET_TOKEN" in text for text in contents), contents
     assert any("inside, harmless" in text for text in contents), contents  # the file is searched, read from inside

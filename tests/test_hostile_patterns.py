@@ -24,7 +24,7 @@ MAX_RESULTS = 3000
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory) -> Path:
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("patterns") / "repo"
     (root / "big").mkdir(parents=True)
     (root / "evil.txt").write_text(f"{EVIL_LINE}\n{'a' * 5000}\n")
@@ -80,7 +80,9 @@ def python_re_seconds(pattern: str, n: int) -> float:
 def test_regex_time_grows_linearly_where_backtracking_explodes(tmp_path, pattern):
     """4x the run costs the search under 8x the time (min of 3 runs, interleaved), while
     Python's backtracking `re` takes far more than 8x longer for 8 more a's."""
-    backtracking = min_time(3, lambda: python_re_seconds(pattern, 20)) / min_time(3, lambda: python_re_seconds(pattern, 12))
+    backtracking = min_time(3, lambda: python_re_seconds(pattern, 20)) / min_time(
+        3, lambda: python_re_seconds(pattern, 12)
+    )
     assert backtracking > 8, backtracking
 
     root = tmp_path / "repo"
@@ -93,7 +95,7 @@ def test_regex_time_grows_linearly_where_backtracking_explodes(tmp_path, pattern
     def search_ms(size: int) -> float:
         body = structured(sync.call("regex_search", {"pattern": pattern, "path": f"run{size}.txt", "detail": "full"}))
         assert body["results"]["total_count"] == 0
-        return body["metadata"]["search_time_ms"]
+        return float(body["metadata"]["search_time_ms"])
 
     try:
         times: dict[int, list[float]] = {RUN: [], 4 * RUN: []}

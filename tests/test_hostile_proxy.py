@@ -1,5 +1,5 @@
 """Hostile results through a real `codepager proxy` process in front of the real test backend
-(tests/proxy_backend.py, its stdio subprocess): a JSON result nested 5,000 levels deep is saved
+(harness/proxy_backend.py, its stdio subprocess): a JSON result nested 5,000 levels deep is saved
 intact (or passes through intact when small), a 40 MB reply line is answered in seconds and
 leaves the backend's channel free for the next call, a reply over the proxy's limit fails its
 call with an error saying so, and the proxy's analyze-with-duckdb streams a 300 MB SELECT with
@@ -13,17 +13,19 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
-from tests.server_helpers import codepager_cmd, peak_rss, pid_with_args, reset_peak_rss, serve_env, structured
-from tests.test_hostile_sql import HUGE_SELECT, MB, WIDE_CHARS, WIDE_ROWS
+from harness.commands import codepager_cmd
+from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
+from tests.hostile_helpers import HUGE_SELECT, MB, WIDE_CHARS, WIDE_ROWS
+from tests.server_helpers import peak_rss, pid_with_args, reset_peak_rss, serve_env, structured
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-BACKEND = str(Path(__file__).with_name("proxy_backend.py"))
 THRESHOLD_TOKENS = 2000
 #: Backend calls fail after this long: a reply the proxy takes longer to read is lost to it.
 CALL_TIMEOUT_S = 20
@@ -36,11 +38,22 @@ def nested(depth: int) -> str:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def proxy(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client, int]]:
+async def proxy(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client[Any], int]]:
     tmp = tmp_path_factory.mktemp("hostile-proxy")
     cmd, args = codepager_cmd()
-    argv = [*args, "proxy", "--data-dir", str(tmp / "data"), "--threshold-tokens", str(THRESHOLD_TOKENS),
-            "--call-timeout", str(CALL_TIMEOUT_S), "--", sys.executable, BACKEND]  # fmt: skip
+    argv = [
+        *args,
+        "proxy",
+        "--data-dir",
+        str(tmp / "data"),
+        "--threshold-tokens",
+        str(THRESHOLD_TOKENS),
+        "--call-timeout",
+        str(CALL_TIMEOUT_S),
+        "--",
+        sys.executable,
+        BACKEND,
+    ]
     env = serve_env(tmp, proxy__max_backend_message_bytes=str(MAX_BACKEND_MESSAGE))
     async with Client(StdioTransport(cmd, argv, env=env), timeout=120, init_timeout=120) as client:
         assert (await client.call_tool("small", {})).content[0].text == "hello world"
@@ -52,7 +65,9 @@ async def test_a_result_nested_5000_deep_is_saved_intact(proxy) -> None:
     body = structured(await client.call_tool("deep", {"depth": 5000}))
     ds = body["dataset"]
     assert body["intercepted"] == "saved_as_dataset" and ds["format"] == "text_lines" and ds["record_count"] == 1
-    assert [json.loads(line) for line in Path(ds["data_path"]).read_text().splitlines()] == [{"line": 1, "text": nested(5000)}]
+    assert [json.loads(line) for line in Path(ds["data_path"]).read_text().splitlines()] == [
+        {"line": 1, "text": nested(5000)}
+    ]
     sql = f"SELECT md5(text) AS digest FROM {ds['table']}"
     rows = structured(await client.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
     assert rows == [{"digest": hashlib.md5(nested(5000).encode()).hexdigest()}]

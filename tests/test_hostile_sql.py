@@ -9,21 +9,19 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
+from harness.commands import codepager_cmd
 from server.output.datasets import DEFAULT_MAX_RESULT_BYTES
-from tests.server_helpers import codepager_cmd, peak_rss, pid_with_args, reset_peak_rss, serve_env, structured
+from tests.hostile_helpers import HUGE_SELECT, MB, WIDE_CHARS, WIDE_ROWS
+from tests.server_helpers import peak_rss, pid_with_args, reset_peak_rss, serve_env, structured
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-MB = 1024 * 1024
-#: 30,000 rows of 10 KB: a 300 MB result (the issue's query had 8,000 rows of 100 KB; narrower
-#: rows keep DuckDB's own working set, one 2,048-row vector, small next to what is measured).
-WIDE_ROWS, WIDE_CHARS = 30_000, 10_000
-HUGE_SELECT = f"SELECT repeat('x', {WIDE_CHARS}) || i AS s FROM range({WIDE_ROWS}) t(i)"
 #: Sorting a million 130-byte rows needs far more than the memory limit below: DuckDB must spill.
 SPILLING_SORT = (
     "SELECT count(*) AS n, min(s) AS first FROM "
@@ -33,7 +31,7 @@ SECRET_TEXT = "planted-in-the-working-directory"
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client, int, Path]]:
+async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client[Any], int, Path]]:
     """One real stdio server, run (as MCP clients do) from a working directory that holds a
     `.tmp` folder with a file in it: DuckDB's default temp dir. Its DuckDB memory limit is low
     enough that a large sort has to spill."""
@@ -64,16 +62,25 @@ async def test_a_300_mb_select_is_streamed_to_a_capped_file_with_bounded_memory(
     assert results["mode"] == "file_ref" and results["truncated"] is True
     kept = results["count"]
     assert 0 < kept < WIDE_ROWS and results["total_count"] == kept and results["has_more"] is False
-    assert any(f"cut after {kept} rows" in w and "duckdb_max_result_bytes" in w and "LIMIT" in w for w in warnings), warnings
+    assert any(f"cut after {kept} rows" in w and "duckdb_max_result_bytes" in w and "LIMIT" in w for w in warnings), (
+        warnings
+    )
     ref = results["file_ref"]
-    assert ref["line_count"] == kept + 1 and DEFAULT_MAX_RESULT_BYTES - 2 * WIDE_CHARS < ref["size_bytes"] <= DEFAULT_MAX_RESULT_BYTES + 4096
+    assert (
+        ref["line_count"] == kept + 1
+        and DEFAULT_MAX_RESULT_BYTES - 2 * WIDE_CHARS < ref["size_bytes"] <= DEFAULT_MAX_RESULT_BYTES + 4096
+    )
     with Path(ref["path"]).open() as f:
         header = json.loads(f.readline())
         rows = [json.loads(line)["s"] for line in f]
     assert header["count"] == kept and header["record_keys"] == ["s"]
     assert rows == ["x" * WIDE_CHARS + str(i) for i in range(kept)]  # the first rows, in order, whole
 
-    again = structured(await client.call_tool("analyze-with-duckdb", {"query": f"SELECT count(*) AS n, max(length(s)) AS w FROM dataset_{ref['id']}"}))
+    again = structured(
+        await client.call_tool(
+            "analyze-with-duckdb", {"query": f"SELECT count(*) AS n, max(length(s)) AS w FROM dataset_{ref['id']}"}
+        )
+    )
     assert again["results"]["rows"] == [{"n": kept, "w": WIDE_CHARS + len(str(kept - 1))}]
 
 

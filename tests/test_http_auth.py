@@ -14,17 +14,21 @@ import pytest
 from fastmcp import Client
 from mcp import MCPError
 
-from server.auth import bearer_token
-from server.cli import serve_cmd
-from server.settings import ServerSettings, load_settings
-from tests.http_server import (
+from harness.http_server import (
     INITIALIZE as INIT,
+)
+from harness.http_server import (
     MCP_HEADERS as HEADERS,
+)
+from harness.http_server import (
     HttpServer,
     read_answer,
     send_more_chunks,
     unfinished_post,
 )
+from server.auth import bearer_token
+from server.cli import serve_cmd
+from server.settings import ServerSettings, load_settings
 from tests.server_helpers import serve_env, structured
 
 TOKEN = "test-token-0123456789abcdefghij"
@@ -32,7 +36,7 @@ TOKEN = "test-token-0123456789abcdefghij"
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory):
-    from tests.conftest import write_code_tree
+    from tests.code_tree import write_code_tree
 
     tmp = tmp_path_factory.mktemp("auth")
     env = serve_env(tmp)
@@ -62,12 +66,18 @@ def test_binds_loopback_only_by_default(guarded):
 
 @pytest.mark.parametrize(
     ("headers", "invalid"),
-    [({}, False), ({"Authorization": f"Basic {TOKEN}"}, False), ({"Authorization": "Bearer"}, False),
-     ({"Authorization": "Bearer wrong-token"}, True), ({"Authorization": f"Bearer {TOKEN}x"}, True),
-     ({"Authorization": f"Bearer {TOKEN[:-1]}"}, True), ({"Authorization": f"Bearer {TOKEN.upper()}"}, True),
-     ({"Authorization": "Bearer " + "é" * 10}, True)],
+    [
+        ({}, False),
+        ({"Authorization": f"Basic {TOKEN}"}, False),
+        ({"Authorization": "Bearer"}, False),
+        ({"Authorization": "Bearer wrong-token"}, True),
+        ({"Authorization": f"Bearer {TOKEN}x"}, True),
+        ({"Authorization": f"Bearer {TOKEN[:-1]}"}, True),
+        ({"Authorization": f"Bearer {TOKEN.upper()}"}, True),
+        ({"Authorization": "Bearer " + "é" * 10}, True),
+    ],
     ids=["none", "other-scheme", "empty", "wrong", "longer", "shorter", "upper-case", "non-ascii"],
-)  # fmt: skip
+)
 def test_requests_without_the_token_get_401_saying_how_to_pass_it(guarded, headers, invalid):
     encoded = {k: v.encode() for k, v in headers.items()}  # raw UTF-8 bytes, as a client would send them
     response = httpx.post(guarded.url, json=INIT, headers={**HEADERS, **encoded}, timeout=10)
@@ -77,7 +87,9 @@ def test_requests_without_the_token_get_401_saying_how_to_pass_it(guarded, heade
     message = body["error"]["message"]
     assert ("invalid token" in message) == invalid and ("requires a bearer token" in message) != invalid
     assert "Authorization: Bearer <token>" in message and "--auth-token" in message
-    assert f'claude mcp add --transport http codepager {guarded.url} --header "Authorization: Bearer <token>"' in message
+    assert (
+        f'claude mcp add --transport http codepager {guarded.url} --header "Authorization: Bearer <token>"' in message
+    )
     challenge = response.headers["www-authenticate"]
     assert challenge == ('Bearer error="invalid_token"' if invalid else "Bearer")
     everything = (response.text + str(response.headers)).lower()
@@ -96,7 +108,9 @@ async def test_fastmcp_client_with_the_token_searches(guarded):
     assert result["results"]["count"] == 5
 
 
-@pytest.mark.parametrize(("auth", "told"), [(None, "requires a bearer token"), ("wrong-token-0123456789", "invalid token")])
+@pytest.mark.parametrize(
+    ("auth", "told"), [(None, "requires a bearer token"), ("wrong-token-0123456789", "invalid token")]
+)
 async def test_fastmcp_client_without_the_token_cannot_connect_and_is_told_why(guarded, auth, told):
     """The client sees the 401 (shown above on raw HTTP) as a failed initialize, with its message."""
     with pytest.raises(MCPError, match=f"{told}.*Authorization: Bearer <token>"):
@@ -126,11 +140,16 @@ def test_risky_setups_are_warned_about(caplog):
         assert bearer_token(ServerSettings(transport="http", host="::1")) is None
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 3
-    assert "without --auth-token" in messages[0] and "ignored on stdio" in messages[1] and "only 5 characters" in messages[2]
+    assert (
+        "without --auth-token" in messages[0]
+        and "ignored on stdio" in messages[1]
+        and "only 5 characters" in messages[2]
+    )
 
 
 @pytest.mark.parametrize(
-    ("body", "codes"), [(b"not json", {-32700}), (b'{"jsonrpc":"2.0","id":1}', {-32600, -32602}), (b"[1,2]", {-32600, -32602})]
+    ("body", "codes"),
+    [(b"not json", {-32700}), (b'{"jsonrpc":"2.0","id":1}', {-32600, -32602}), (b"[1,2]", {-32600, -32602})],
 )
 def test_malformed_json_rpc_over_http_is_a_json_rpc_error(guarded, body, codes):
     """The SDK's HTTP transport answers these itself (400 + a JSON-RPC error body)."""
@@ -195,7 +214,12 @@ def test_unauthenticated_bodies_that_never_finish_get_401_at_once_and_hold_nothi
         for sock in clients:
             sock.close()
     assert growth_mib < 20, f"server peak RSS grew {growth_mib:.0f} MiB"
-    assert httpx.post(guarded.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"}, timeout=10).status_code == 200
+    assert (
+        httpx.post(
+            guarded.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"}, timeout=10
+        ).status_code
+        == 200
+    )
 
 
 BODY_TIMEOUT_S = 1.5
@@ -204,7 +228,7 @@ BODY_TIMEOUT_S = 1.5
 @pytest.fixture(scope="module")
 def impatient(tmp_path_factory):
     """A token-guarded server that drops a body after BODY_TIMEOUT_S of silence."""
-    from tests.conftest import write_code_tree
+    from tests.code_tree import write_code_tree
 
     tmp = tmp_path_factory.mktemp("body-timeout")
     env = serve_env(tmp, server__auth_token=TOKEN, server__body_timeout_s=str(BODY_TIMEOUT_S))
@@ -222,17 +246,26 @@ def test_an_authenticated_body_that_stalls_is_dropped_after_the_body_timeout(imp
         sock.close()
     assert answer is not None, "the stalled body was never dropped"
     assert answer.status == 408 and answer.closed
-    assert BODY_TIMEOUT_S * 0.9 <= answer.seconds
+    assert answer.seconds >= BODY_TIMEOUT_S * 0.9
     error = answer.json()["error"]
-    assert error["code"] == -32600 and "server.body_timeout_s" in error["message"] and "65536 bytes received" in error["message"]
-    assert httpx.post(impatient.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"}, timeout=10).status_code == 200
+    assert (
+        error["code"] == -32600
+        and "server.body_timeout_s" in error["message"]
+        and "65536 bytes received" in error["message"]
+    )
+    assert (
+        httpx.post(
+            impatient.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"}, timeout=10
+        ).status_code
+        == 200
+    )
 
 
 def test_a_slow_but_steady_body_is_not_cut_off(impatient):
     """The timeout is idle time, not age: a body arriving in pieces, each within the timeout
     but all together longer than it, is served."""
     text = json.dumps(INIT).encode()
-    pieces = [text[i : i + 16] for i in range(0, len(text), 16)][:7] + [text[7 * 16 :]]
+    pieces = [*[text[i : i + 16] for i in range(0, len(text), 16)][:7], text[7 * 16 :]]
     started = time.monotonic()
 
     def slowly():

@@ -9,16 +9,16 @@ import httpx
 import pytest
 from fastmcp import Client
 
+from harness.http_server import INITIALIZE, MCP_HEADERS, HttpServer, rebinding_attack
 from server.settings import ServerSettings
 from server.transports.http_origin import HostOriginGuard
-from tests.http_server import INITIALIZE, MCP_HEADERS, HttpServer, rebinding_attack
 from tests.server_helpers import serve_env, structured
 
 
 @pytest.fixture(scope="module")
 def loopback(tmp_path_factory):
     """The default set-up the attack targets: 127.0.0.1, no token, no allow-lists."""
-    from tests.conftest import write_code_tree
+    from tests.code_tree import write_code_tree
 
     tmp = tmp_path_factory.mktemp("origin")
     server = HttpServer(write_code_tree(tmp / "repo"), serve_env(tmp)).start()
@@ -29,10 +29,12 @@ def loopback(tmp_path_factory):
 @pytest.fixture(scope="module")
 def behind_a_proxy(tmp_path_factory):
     """A server that also answers the name a reverse proxy forwards, and one trusted web client."""
-    from tests.conftest import write_code_tree
+    from tests.code_tree import write_code_tree
 
     tmp = tmp_path_factory.mktemp("origin-lists")
-    env = serve_env(tmp, server__allowed_hosts='["code.example.com"]', server__allowed_origins='["https://app.example.com"]')
+    env = serve_env(
+        tmp, server__allowed_hosts='["code.example.com"]', server__allowed_origins='["https://app.example.com"]'
+    )
     server = HttpServer(write_code_tree(tmp / "repo"), env).start()
     yield server
     server.stop()
@@ -43,16 +45,21 @@ def assert_forbidden(answer: httpx.Response, setting: str) -> str:
     assert answer.status_code == 403, answer.text
     body = answer.json()
     assert body["jsonrpc"] == "2.0" and body["id"] is None and body["error"]["code"] == -32600
-    assert setting in body["error"]["message"]
-    return body["error"]["message"]
+    message: str = body["error"]["message"]
+    assert setting in message
+    return message
 
 
 @pytest.mark.parametrize(
     ("host", "origin"),
-    [("attacker.example:{port}", "http://attacker.example:{port}"), ("attacker.example:{port}", None),
-     ("127.0.0.1:{port}", "http://attacker.example:{port}"), ("localhost:{port}", "null")],
+    [
+        ("attacker.example:{port}", "http://attacker.example:{port}"),
+        ("attacker.example:{port}", None),
+        ("127.0.0.1:{port}", "http://attacker.example:{port}"),
+        ("localhost:{port}", "null"),
+    ],
     ids=["rebound-page", "host-only", "origin-only", "opaque-origin"],
-)  # fmt: skip
+)
 def test_a_web_page_on_another_site_cannot_call_the_server(loopback, host, origin):
     port = loopback.port
     answers = rebinding_attack(
@@ -72,18 +79,29 @@ def test_an_established_session_is_not_reachable_from_a_foreign_host(loopback):
     legit = httpx.post(loopback.url, json=INITIALIZE, headers=MCP_HEADERS, timeout=30)
     assert legit.status_code == 200
     session = legit.headers["mcp-session-id"]
-    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "regex_search", "arguments": {"pattern": "needle"}}}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "regex_search", "arguments": {"pattern": "needle"}},
+    }
     headers = {**MCP_HEADERS, "mcp-session-id": session, "Host": f"attacker.example:{loopback.port}"}
     assert_forbidden(httpx.post(loopback.url, json=call, headers=headers, timeout=30), "server.allowed_hosts")
 
 
 @pytest.mark.parametrize(
     ("host", "origin"),
-    [("127.0.0.1:{port}", None), ("localhost:{port}", None), ("[::1]:{port}", None), ("LOCALHOST", None),
-     ("127.0.0.1:{port}", "http://localhost:5173"), ("127.0.0.1:{port}", "http://127.0.0.1:{port}"),
-     ("localhost:{port}", "https://[::1]")],
+    [
+        ("127.0.0.1:{port}", None),
+        ("localhost:{port}", None),
+        ("[::1]:{port}", None),
+        ("LOCALHOST", None),
+        ("127.0.0.1:{port}", "http://localhost:5173"),
+        ("127.0.0.1:{port}", "http://127.0.0.1:{port}"),
+        ("localhost:{port}", "https://[::1]"),
+    ],
     ids=["ip", "localhost", "ipv6", "no-port", "local-dev-page", "same-origin", "ipv6-origin"],
-)  # fmt: skip
+)
 def test_loopback_names_and_local_pages_are_served(loopback, host, origin):
     headers = {**MCP_HEADERS, "Host": host.format(port=loopback.port)}
     if origin is not None:
@@ -100,11 +118,17 @@ async def test_a_client_that_is_not_a_browser_searches_as_before(loopback):
 
 @pytest.mark.parametrize(
     ("host", "origin", "allowed"),
-    [("code.example.com", None, True), ("Code.Example.com:443", "https://app.example.com", True),
-     ("code.example.com", "https://app.example.com:443", True), ("localhost:{port}", None, True),
-     ("other.example.com", None, False), ("code.example.com", "https://app.example.com:8443", False),
-     ("code.example.com", "http://app.example.com", False), ("code.example.com", "https://evil.example.com", False)],
-)  # fmt: skip
+    [
+        ("code.example.com", None, True),
+        ("Code.Example.com:443", "https://app.example.com", True),
+        ("code.example.com", "https://app.example.com:443", True),
+        ("localhost:{port}", None, True),
+        ("other.example.com", None, False),
+        ("code.example.com", "https://app.example.com:8443", False),
+        ("code.example.com", "http://app.example.com", False),
+        ("code.example.com", "https://evil.example.com", False),
+    ],
+)
 def test_the_allow_lists_admit_exactly_their_names(behind_a_proxy, host, origin, allowed):
     headers = {**MCP_HEADERS, "Host": host.format(port=behind_a_proxy.port), **({"Origin": origin} if origin else {})}
     answer = httpx.post(behind_a_proxy.url, json=INITIALIZE, headers=headers, timeout=30)
@@ -142,10 +166,16 @@ async def test_the_bind_address_is_answered_and_a_wildcard_bind_names_no_host():
 
 @pytest.mark.parametrize(
     ("key", "entry", "error"),
-    [("allowed_hosts", "code.example.com:8443", "without scheme or port"), ("allowed_hosts", "https://code.example.com", "without scheme or port"),
-     ("allowed_origins", "code.example.com", "scheme://host[:port]"), ("allowed_origins", "https://code.example.com/mcp", "without a path")],
-)  # fmt: skip
+    [
+        ("allowed_hosts", "code.example.com:8443", "without scheme or port"),
+        ("allowed_hosts", "https://code.example.com", "without scheme or port"),
+        ("allowed_origins", "code.example.com", "scheme://host[:port]"),
+        ("allowed_origins", "https://code.example.com/mcp", "without a path"),
+    ],
+)
 def test_allow_list_entries_that_cannot_match_are_refused_at_start(key, entry, error):
     with pytest.raises(ValueError, match=error.replace("[", r"\[").replace("]", r"\]")):
-        ServerSettings(**{key: [entry]})
-    assert ServerSettings(allowed_hosts=["[::1]", "10.0.0.5", "*"], allowed_origins=["http://[::1]:8080", "*"])
+        ServerSettings.model_validate({key: [entry]})
+    assert ServerSettings.model_validate(
+        {"allowed_hosts": ["[::1]", "10.0.0.5", "*"], "allowed_origins": ["http://[::1]:8080", "*"]}
+    )

@@ -12,7 +12,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,7 @@ from search_engine.index import IndexManager
 from search_engine.index_store import IndexStore, index_dir
 from search_engine.lexical import lexical_document
 from tests.index_helpers import REPO, CountingEmbedder, expected_chunks
+
 
 @pytest.fixture
 def cache(tmp_path: Path) -> Path:
@@ -65,7 +66,10 @@ def test_build_round_trips_chunks_and_vectors(repo: Path, manager: IndexManager,
     assert index.chunks[int(best_ids[0])].symbol == "retry_with_backoff"
     # nothing is written inside the indexed tree
     assert sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()) == [
-        "README.md", "app/client.py", "app/render.py", "web/app.js",
+        "README.md",
+        "app/client.py",
+        "app/render.py",
+        "web/app.js",
     ]
     assert index_dir(manager.config.cache_dir, repo).is_dir()
 
@@ -79,7 +83,9 @@ def test_a_cache_dir_inside_the_root_is_not_indexed(repo: Path, counting: Counti
     assert not any(c.path.startswith("idx-cache") for c in manager.get(repo).chunks)
 
 
-def test_a_second_process_loads_the_same_index_without_embedding(repo: Path, manager: IndexManager, counting: CountingEmbedder, cache: Path) -> None:
+def test_a_second_process_loads_the_same_index_without_embedding(
+    repo: Path, manager: IndexManager, counting: CountingEmbedder, cache: Path
+) -> None:
     manager.update(repo)
     first = manager.get(repo)
     counting.take()
@@ -145,7 +151,9 @@ def test_incremental_updates_embed_only_what_changed(
     np.testing.assert_allclose(index.vectors.file_vectors, rebuilt.vectors.file_vectors, atol=0.01)
 
 
-def test_a_changed_model_rebuilds_everything(repo: Path, manager: IndexManager, counting: CountingEmbedder, cache: Path) -> None:
+def test_a_changed_model_rebuilds_everything(
+    repo: Path, manager: IndexManager, counting: CountingEmbedder, cache: Path
+) -> None:
     manager.update(repo)
     total = len(counting.take())
     other_model = CountingEmbedder(counting.inner, model_id="another-model")
@@ -155,10 +163,14 @@ def test_a_changed_model_rebuilds_everything(repo: Path, manager: IndexManager, 
     assert len(other_model.take()) == total
 
 
-def test_an_index_from_an_older_version_is_rebuilt_not_fatal(repo: Path, manager: IndexManager, counting: CountingEmbedder) -> None:
+def test_an_index_from_an_older_version_is_rebuilt_not_fatal(
+    repo: Path, manager: IndexManager, counting: CountingEmbedder
+) -> None:
     manager.update(repo)
     store = manager.store(repo)
-    manifest_path = store.directory / store.current_name() / "manifest.json"
+    live = store.current_name()
+    assert live is not None
+    manifest_path = store.directory / live / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     manifest["format_version"] = 0
     manifest_path.write_text(json.dumps(manifest))
@@ -174,7 +186,9 @@ def test_an_index_from_an_older_version_is_rebuilt_not_fatal(repo: Path, manager
 def test_a_damaged_index_is_rebuilt(repo: Path, manager: IndexManager, damaged: str, reason: str) -> None:
     manager.update(repo)
     store = manager.store(repo)
-    (store.directory / store.current_name() / damaged).write_bytes(b"\x93garbage")
+    live = store.current_name()
+    assert live is not None
+    (store.directory / live / damaged).write_bytes(b"\x93garbage")
     if damaged == "manifest.json":
         status = manager.status(repo)
         assert status.exists and "unreadable" in (status.stale_reason or "")
@@ -213,7 +227,9 @@ def test_a_file_that_fails_to_parse_is_indexed_as_windows(repo: Path, manager: I
     assert kinds == {"window"}
 
 
-def test_get_sees_other_processes_updates_and_caches_in_between(repo: Path, cache: Path, counting: CountingEmbedder) -> None:
+def test_get_sees_other_processes_updates_and_caches_in_between(
+    repo: Path, cache: Path, counting: CountingEmbedder
+) -> None:
     reader = IndexManager(EngineConfig(cache_dir=cache), embedder=counting, refresh_interval_s=3600)
     writer = IndexManager(EngineConfig(cache_dir=cache), embedder=counting, refresh_interval_s=0)
     first = reader.get(repo)
@@ -269,7 +285,9 @@ def test_a_writer_killed_mid_write_leaves_the_previous_generation_usable(
     (repo / "app/render.py").write_text("def render_markdown(text):\n    return text\n")
     proc = subprocess.run(
         [sys.executable, "-c", CRASHING_UPDATE, str(cache), str(repo), point, str(REPO)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 17, proc.stderr
     store = manager.store(repo)
@@ -304,13 +322,17 @@ CONCURRENT_UPDATE = textwrap.dedent("""\
 """)
 
 
-def test_two_processes_updating_at_once_leave_a_consistent_index(repo: Path, cache: Path, manager: IndexManager, tmp_path: Path) -> None:
+def test_two_processes_updating_at_once_leave_a_consistent_index(
+    repo: Path, cache: Path, manager: IndexManager, tmp_path: Path
+) -> None:
     manager.update(repo)
     go = tmp_path / "go"
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", CONCURRENT_UPDATE, str(cache), str(repo), name, str(go), str(REPO)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for name in ("alpha", "beta")
     ]
@@ -336,7 +358,7 @@ def test_two_processes_updating_at_once_leave_a_consistent_index(repo: Path, cac
     assert manager.update(repo).changed is False  # both writes are in: nothing left to do
 
 
-def published_chunks(manager: IndexManager, root: Path) -> list[Chunk]:
+def published_chunks(manager: IndexManager, root: Path) -> Sequence[Chunk]:
     """The chunks of the live generation as stored (`manager.get` could update first)."""
     snapshot = manager.store(root).load()
     assert snapshot is not None
@@ -353,7 +375,12 @@ def swap_during_chunking(swap: Callable[[], None]) -> tuple[Callable[[str, int, 
 
     def hook(phase: str, done: int, total: int) -> None:
         if phase == "chunk" and done < total and not swapped.is_set():
-            worker = threading.Thread(target=lambda: (swap(), swapped.set()))
+
+            def swap_then_signal() -> None:
+                swap()
+                swapped.set()
+
+            worker = threading.Thread(target=swap_then_signal)
             worker.start()
             worker.join(30)
 
@@ -387,7 +414,9 @@ def test_a_directory_swapped_for_a_symlink_mid_build_is_never_read_through(
     assert [c.path for c in chunks] == ["a_first.py"] and stats.files == 1
 
 
-def test_a_file_grown_over_max_file_size_mid_build_is_not_indexed(tmp_path: Path, cache: Path, counting: CountingEmbedder) -> None:
+def test_a_file_grown_over_max_file_size_mid_build_is_not_indexed(
+    tmp_path: Path, cache: Path, counting: CountingEmbedder
+) -> None:
     """Discovery saw a small file; it grows past search.max_file_size before it is read. The
     read stops at the limit (plus one byte) and the file is left out, not indexed whole."""
     manager = IndexManager(EngineConfig(cache_dir=cache, max_file_size=4096), embedder=counting, refresh_interval_s=0)

@@ -23,21 +23,29 @@ def test_a_writer_that_cannot_get_the_lock_gives_up_clearly(tmp_path: Path, stat
     first = manager.update(repo)
     store = manager.store(repo.resolve())
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sys, time
             from search_engine.index_store import IndexStore
             with IndexStore({str(store.directory)!r}).lock(5):
                 print("held", flush=True)
                 sys.stdin.read()  # until the test closes our stdin
-        """)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1],
-    )  # fmt: skip
+        """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         (repo / "more.py").write_text("def cancel(job):\n    return None\n")
         with pytest.raises(IndexStoreError, match=r"another process has been updating the index .* try again later"):
             manager.update(repo)
-        assert store.read_manifest().generation == first.generation  # untouched
+        manifest = store.read_manifest()
+        assert manifest is not None and manifest.generation == first.generation  # untouched
     finally:
         assert holder.stdin is not None
         holder.stdin.close()

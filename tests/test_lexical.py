@@ -24,18 +24,18 @@ class ClientSession:
     def close(self):
         self._connector.release_all()
 ''',
-    "net/multipart.py": '''
+    "net/multipart.py": """
 def write_part(writer, boundary):
     writer.write(boundary)
-''',
-    "util/strings.py": '''
+""",
+    "util/strings.py": """
 def to_snake_case(name):
     return "".join("_" + c.lower() if c.isupper() else c for c in name)
 
 
 def client_session_banner():
     return "session"
-''',
+""",
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,16 +27,18 @@ def store(tmp_path: Path) -> OffloadStore:
 
 
 @pytest.fixture
-def records() -> list[dict]:
+def records() -> list[dict[str, Any]]:
     return make_records(60, scored=True, context=True)
 
 
 @pytest.fixture
-def dataset(store: OffloadStore, records: list[dict]) -> str:
+def dataset(store: OffloadStore, records: list[dict[str, Any]]) -> str:
     return store.write(tool="semantic_search", query="parse config", records=records, page=1, next_cursor="c").id
 
 
-def test_view_rows_are_the_records_without_the_header(store: OffloadStore, dataset: str, records: list[dict]) -> None:
+def test_view_rows_are_the_records_without_the_header(
+    store: OffloadStore, dataset: str, records: list[dict[str, Any]]
+) -> None:
     ds = Datasets(store)
     result = query(ds, f"SELECT * FROM dataset_{dataset}")
     assert result.columns == ["file", "match", "type", "context"]  # no header-only columns
@@ -175,6 +178,7 @@ def test_a_huge_select_goes_through_the_output_layer_and_is_offloaded(tmp_path: 
     layer = make_layer(store.root)
     r = layer.render(result.to_page(), options(tool="analyze-with-duckdb", query=result.sql, records_key="rows"))
     assert r.mode == "file_ref" and r.structured["results"]["total_count"] == 20000
+    assert r.file_ref is not None
     again = query(ds, f"SELECT count(*) AS n, sum(i) AS s FROM dataset_{r.file_ref.id}")
     assert again.rows == [{"n": 20000, "s": sum(range(20000))}]
 

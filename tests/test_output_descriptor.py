@@ -26,13 +26,21 @@ def _json_lines(out: str) -> list[Any]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def _descriptor(tmp_path: Path, records: list, page_size: int | None = None, **kw: Any) -> dict:
+def _descriptor(tmp_path: Path, records: list[Any], page_size: int | None = None, **kw: Any) -> dict[str, Any]:
     out = tmp_path / "it's a dir with spaces"
     r = make_layer(out).render(make_page(records, page_size), options(output_mode="file_ref", **kw))
-    return r.structured["results"]["file_ref"]
+    file_ref: dict[str, Any] = r.structured["results"]["file_ref"]
+    return file_ref
 
 
-def _match_checks(records: list) -> dict[str, Callable[[str, str], None]]:
+def _group(pattern: str, text: str) -> str:
+    """The first group of `pattern` in `text`, which must be there."""
+    found = re.search(pattern, text)
+    assert found is not None, f"{pattern!r} not in {text!r}"
+    return found.group(1)
+
+
+def _match_checks(records: list[Any]) -> dict[str, Callable[[str, str], None]]:
     def header(out: str, _: str) -> None:
         h = json.loads(out)
         assert h["type"] == "codepager_header" and h["count"] == len(records)
@@ -41,12 +49,12 @@ def _match_checks(records: list) -> dict[str, Callable[[str, str], None]]:
         assert out.splitlines() == [f"{r['file']['path']}:{r['match']['span']['line_start']}" for r in records]
 
     def glob(out: str, description: str) -> None:
-        suffix = re.search(r"glob \*(\.\w+)", description).group(1)
+        suffix = _group(r"glob \*(\.\w+)", description)
         assert _json_lines(out) == [r for r in records if r["file"]["path"].endswith(suffix)]
         assert 0 < len(_json_lines(out)) < len(records)
 
     def content(out: str, description: str) -> None:
-        word = re.search(r"contains '(\w+)'", description).group(1)
+        word = _group(r"contains '(\w+)'", description)
         expected = [r for r in records if re.search(word, r["match"]["content"], re.I)]
         assert _json_lines(out) == expected and expected
 
@@ -81,7 +89,7 @@ def _match_checks(records: list) -> dict[str, Callable[[str, str], None]]:
     }
 
 
-def _run_all(file_ref: dict, checks: dict[str, Callable[[str, str], None]]) -> set[str]:
+def _run_all(file_ref: dict[str, Any], checks: dict[str, Callable[[str, str], None]]) -> set[str]:
     used = set()
     for recipe in file_ref["jq_recipes"]:
         assert shlex.quote(file_ref["path"]) in recipe["command"]
@@ -114,7 +122,7 @@ def test_every_generic_recipe_runs_on_the_real_file(tmp_path: Path) -> None:
     def per_value(out: str, _: str) -> None:
         assert {row["value"]: row["count"] for row in _json_lines(out)} == dict(Counter(r["name"] for r in rows))
 
-    checks = {
+    checks: dict[str, Callable[[str, str], None]] = {
         "Read the header": header,
         "Count the records": lambda out, _: assert_equal(int(out), 23),
         "Show the first 5 records": lambda out, _: assert_equal(_json_lines(out), rows[:5]),

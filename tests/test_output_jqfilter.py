@@ -119,7 +119,7 @@ def test_bad_filters_get_clear_errors(expression: str, message: str) -> None:
 
 def test_runaway_filters_are_stopped() -> None:
     started = time.monotonic()
-    with pytest.raises(JqTimeoutError, match="longer than 0.5 s"):
+    with pytest.raises(JqTimeoutError, match=r"longer than 0.5 s"):
         apply_jq(RECORDS, "def f: f; f", timeout_s=0.5)
     assert time.monotonic() - started < 5
     with pytest.raises(JqFilterError, match="memory limit"):

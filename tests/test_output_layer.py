@@ -10,6 +10,7 @@ import signal
 import stat
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,11 +21,11 @@ from server.settings import OffloadSettings
 from tests.output_helpers import make_layer, make_page, make_records, options, walk
 
 
-def _jsonl(path: str) -> list[dict]:
+def _jsonl(path: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
 
-def _inline_size(records: list, tmp_path: Path) -> tuple[int, int]:
+def _inline_size(records: list[Any], tmp_path: Path) -> tuple[int, int]:
     """Tokens and bytes of the full inline response of one page of `records`."""
     r = make_layer(tmp_path / "probe", max_tokens=10**9, max_bytes=10**9).render(
         make_page(records), options(output_mode="inline")
@@ -223,7 +224,7 @@ def test_stats_first_adds_the_block_to_the_normal_page(tmp_path: Path) -> None:
 # -- offload failures ------------------------------------------------------------------------
 
 
-def _assert_inline_fallback(r, records: list, ceiling: int, reason: str) -> None:
+def _assert_inline_fallback(r, records: list[Any], ceiling: int, reason: str) -> None:
     assert r.mode == "inline"
     assert estimate_tokens(r.text) <= ceiling
     res = r.structured["results"]
@@ -279,9 +280,16 @@ def test_a_write_failing_midway_leaves_no_file_and_falls_back(tmp_path: Path) ->
 
 def test_everything_is_built_from_settings(tmp_path: Path) -> None:
     s = OffloadSettings(
-        output_dir=tmp_path, max_tokens=1234, max_bytes=5678, retention_hours=2, sweep_interval_s=7,
-        duckdb_memory_limit="64MB", duckdb_threads=2, duckdb_timeout_s=3, duckdb_max_rows=9,
-    )  # fmt: skip
+        output_dir=tmp_path,
+        max_tokens=1234,
+        max_bytes=5678,
+        retention_hours=2,
+        sweep_interval_s=7,
+        duckdb_memory_limit="64MB",
+        duckdb_threads=2,
+        duckdb_timeout_s=3,
+        duckdb_max_rows=9,
+    )
     store = OffloadStore.from_settings(s)
     assert (store.root, store.retention_s, store.sweeper.interval_s) == (tmp_path, 7200, 7)
     assert OutputLayer(s, store).ceiling == Ceiling(1234, 5678)

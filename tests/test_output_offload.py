@@ -31,7 +31,8 @@ def test_file_format_header_then_one_record_per_line(tmp_path: Path) -> None:
     store = OffloadStore(tmp_path / "out")
     records = make_records(25, scored=True, context=True, text="ünïcode")
     f = store.write(tool="semantic_search", query="needle", records=records, page=3, next_cursor="abc")
-    assert NAME.match(f.path.name)["id"] == f.id and f.path.parent == tmp_path / "out"
+    name = NAME.match(f.path.name)
+    assert name is not None and name["id"] == f.id and f.path.parent == tmp_path / "out"
     raw = f.path.read_bytes()
     assert f.size_bytes == len(raw) and raw.endswith(b"\n")
     lines = raw.decode("utf-8").splitlines()
@@ -63,7 +64,10 @@ def test_streamed_lines_make_the_same_file_as_records(tmp_path: Path) -> None:
     lines = (dumps_bytes(r) for r in records)
     streamed = store.write_lines(tool="analyze-with-duckdb", query="q", lines=lines, record_keys=["i", "text"])
     assert streamed.path.read_bytes().split(b"\n", 1)[1] == whole.path.read_bytes().split(b"\n", 1)[1]
-    assert (streamed.header["count"], streamed.header["record_keys"]) == (whole.header["count"], whole.header["record_keys"])
+    assert (streamed.header["count"], streamed.header["record_keys"]) == (
+        whole.header["count"],
+        whole.header["record_keys"],
+    )
     # estimated a chunk at a time: each chunk rounds its ASCII quarter-tokens up once
     assert 0 <= streamed.header["estimated_tokens"] - whole.header["estimated_tokens"] < 3
     assert (streamed.line_count, streamed.size_bytes) == (41, streamed.path.stat().st_size)
@@ -81,7 +85,8 @@ def test_permissions_dir_0700_files_0600_and_no_temp_left(tmp_path: Path) -> Non
 
 def test_tool_names_are_made_safe_for_file_names(tmp_path: Path) -> None:
     f = OffloadStore(tmp_path).write(tool="../evil tool/äx", query="q", records=[])
-    assert f.path.parent == tmp_path and NAME.match(f.path.name)["tool"] == ".._evil_tool_x"
+    name = NAME.match(f.path.name)
+    assert f.path.parent == tmp_path and name is not None and name["tool"] == ".._evil_tool_x"
     assert f.header["tool"] == "../evil tool/äx" and f.line_count == 1
 
 

@@ -5,6 +5,7 @@ end: every match exactly once, in the engine's order."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchRequest
@@ -24,7 +25,7 @@ def test_cut_pages_of_a_real_search_walk_losslessly(code_tree: Path, tmp_path: P
     pager = Pager(engine, MemoryStore(sweep_interval_s=None), CursorCodec("output-layer-test-secret-0123456789"))
     layer = make_layer(tmp_path / "out")
     opts = options(max_output_tokens=1500)
-    seen: list[dict] = []
+    seen: list[dict[str, Any]] = []
     rendered = layer.render(SearchResponse(pager.first_page(request, 100)), opts)
     while True:
         assert rendered.mode == "inline" and estimate_tokens(rendered.text) <= 1500

@@ -33,7 +33,10 @@ async def test_a_select_of_wide_rows_gets_a_file_ref_within_the_ceiling(tmp_path
         assert 0 < len(listed) < COLUMNS and listed == [f"col_{k:04d}" for k in range(len(listed))]
         assert ref["fields_omitted"] == COLUMNS - len(listed)
         assert list(ref["line_schema"]["properties"]) == listed and list(ref["summary"]["sample"]) == listed
-        assert f"{COLUMNS - len(listed):,} more fields" in ref["guidance"] and f"DESCRIBE dataset_{ref['id']}" in ref["guidance"]
+        assert (
+            f"{COLUMNS - len(listed):,} more fields" in ref["guidance"]
+            and f"DESCRIBE dataset_{ref['id']}" in ref["guidance"]
+        )
 
         described = structured(await c.call_tool("analyze-with-duckdb", {"query": f"DESCRIBE dataset_{ref['id']}"}))
         assert described["results"]["total_count"] == COLUMNS  # one row per column, itself offloaded

@@ -25,6 +25,12 @@ from sessions import (
 from tests.session_fakes import SECRET, FakeEngine, request_for
 
 
+def _cursor(page: Page) -> str:
+    """The cursor of a page that has a next one."""
+    assert page.next_cursor is not None, "the last page has no next cursor"
+    return page.next_cursor
+
+
 def contains_view(result: SearchResult, view: str) -> SearchResult:
     """A stand-in for the server's jq views: keep matches whose content contains `view`."""
     kept = [m for m in result.matches if view in m.content]
@@ -39,7 +45,7 @@ def make_pager(engine: object, store: MemoryStore | None = None, **kw: object) -
 def walk(pager: Pager, request: SearchRequest, page_size: int | None = None, view: str | None = None) -> list[Page]:
     pages = [pager.first_page(request, page_size, view=view)]
     while pages[-1].next_cursor is not None:
-        pages.append(pager.next_page(pages[-1].next_cursor))
+        pages.append(pager.next_page(_cursor(pages[-1])))
     return pages
 
 
@@ -49,7 +55,9 @@ def collected(pages: list[Page]) -> list[Match]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(0, 300), page_size=st.integers(1, 60), data=st.data())
-def test_walking_with_random_cuts_and_restarts_yields_each_result_once(n: int, page_size: int, data: st.DataObject) -> None:
+def test_walking_with_random_cuts_and_restarts_yields_each_result_once(
+    n: int, page_size: int, data: st.DataObject
+) -> None:
     engine = FakeEngine(default_size=n)
     pager = make_pager(engine)
     page = pager.first_page(request_for(), page_size)
@@ -84,7 +92,7 @@ def test_walking_with_random_cuts_and_restarts_yields_each_result_once(n: int, p
             break
         if data.draw(st.booleans(), label="restart"):  # session gone: new process, same key
             pager = make_pager(engine)
-        page = pager.next_page(page.next_cursor)
+        page = pager.next_page(_cursor(page))
     assert seen == engine.expected()
 
 
@@ -127,10 +135,10 @@ def test_a_restore_re_runs_the_search_once_and_continues_at_the_offset() -> None
     engine = FakeEngine(default_size=120)
     page1 = make_pager(engine).first_page(request_for(), 50)
     fresh = make_pager(engine)  # e.g. the server restarted; same key from the key file
-    page2 = fresh.next_page(page1.next_cursor)
+    page2 = fresh.next_page(_cursor(page1))
     assert (page2.cache, page2.offset, engine.calls) == ("restored", 50, 2)
     assert page2.session_id != page1.session_id
-    page3 = fresh.next_page(page2.next_cursor)
+    page3 = fresh.next_page(_cursor(page2))
     assert (page3.cache, engine.calls) == ("hit", 2)
     assert collected([page1, page2, page3]) == engine.expected()
 
@@ -141,7 +149,7 @@ def test_a_restore_prefers_a_live_twin_session() -> None:
     page1 = make_pager(engine, store).first_page(request_for(), 50)
     store.delete(page1.session_id)
     twin = make_pager(engine, store).first_page(request_for(), 50)  # same search again
-    page2 = make_pager(engine, store).next_page(page1.next_cursor)
+    page2 = make_pager(engine, store).next_page(_cursor(page1))
     assert (page2.cache, page2.session_id, engine.calls) == ("hit", twin.session_id, 2)
 
 
@@ -149,7 +157,7 @@ def test_a_cursor_from_another_key_is_refused() -> None:
     page = make_pager(FakeEngine()).first_page(request_for())
     other = Pager(FakeEngine(), MemoryStore(sweep_interval_s=None), CursorCodec("a-completely-different-key-42"))
     with pytest.raises(CursorSignatureError):
-        other.next_page(page.next_cursor)
+        other.next_page(_cursor(page))
 
 
 def test_a_live_session_keeps_serving_its_snapshot_across_an_index_change() -> None:
@@ -157,7 +165,7 @@ def test_a_live_session_keeps_serving_its_snapshot_across_an_index_change() -> N
     pager = make_pager(engine)
     page1 = pager.first_page(request_for(), 50)
     engine.gen, engine.edition = 1, 1
-    page2 = pager.next_page(page1.next_cursor)
+    page2 = pager.next_page(_cursor(page1))
     assert page2.cache == "hit" and page2.index_generation == 0
     assert page2.matches == FakeEngine().expected()[50:100]
 
@@ -170,12 +178,12 @@ def test_a_live_session_keeps_serving_its_snapshot_across_an_index_change() -> N
         (lambda e: setattr(e, "edition", 1), "files were edited"),
     ],
 )
-def test_a_restore_refuses_when_the_results_changed(change, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_restore_refuses_when_the_results_changed(change, message: str) -> None:
     engine = FakeEngine(default_size=120)
     page1 = make_pager(engine).first_page(request_for(), 50)
     change(engine)
     with pytest.raises(CursorGenerationError, match=f"{message}.*Restart the search without a cursor"):
-        make_pager(engine).next_page(page1.next_cursor)
+        make_pager(engine).next_page(_cursor(page1))
 
 
 def test_decode_hands_back_the_cursors_search_before_serving_it() -> None:
@@ -183,7 +191,7 @@ def test_decode_hands_back_the_cursors_search_before_serving_it() -> None:
     pager = make_pager(FakeEngine())
     request = request_for(ignore_case=True)
     page1 = pager.first_page(request, 50)
-    state = pager.decode(page1.next_cursor)
+    state = pager.decode(_cursor(page1))
     assert pager.request_of(state) == request and state.offset == 50
     assert pager.page_at(state).offset == 50
 
@@ -196,9 +204,9 @@ def test_page_size_limits_and_overrides() -> None:
     with pytest.raises(ValueError, match="got 0"):
         pager.first_page(request_for(), 0)
     page1 = pager.first_page(request_for(), 200)
-    page2 = pager.next_page(page1.next_cursor, page_size=30)
+    page2 = pager.next_page(_cursor(page1), page_size=30)
     assert (page2.offset, len(page2.matches), page2.page_size) == (200, 30, 30)
-    assert pager.next_page(page2.next_cursor).page_size == 30  # the cursor remembers the new size
+    assert pager.next_page(_cursor(page2)).page_size == 30  # the cursor remembers the new size
     with pytest.raises(ValueError, match="max_page_size"):
         make_pager(FakeEngine(), default_page_size=300, max_page_size=200)
 
@@ -208,11 +216,11 @@ def test_cut_bounds_and_cut_zero() -> None:
     page = pager.first_page(request_for(), 50)
     assert page.cut(50) is page
     for bad in (-1, 51):
-        with pytest.raises(ValueError, match="outside 0..50"):
+        with pytest.raises(ValueError, match=r"outside 0..50"):
             page.cut(bad)
     empty = page.cut(0)
     assert empty.matches == [] and empty.has_more
-    assert pager.next_page(empty.next_cursor).matches == page.matches  # resumes at the same offset
+    assert pager.next_page(_cursor(empty)).matches == page.matches  # resumes at the same offset
     last = walk(pager, request_for(), 50)[-1]
     assert last.cut(5).next_cursor is not None  # a cut last page is no longer last
 
@@ -228,7 +236,7 @@ def test_a_view_is_its_own_session_and_survives_a_restore() -> None:
     plain = pager.first_page(request_for(), 10)
     assert plain.cache == "miss" and plain.total_count == 300  # the unviewed list is another session
 
-    restored = make_pager(engine).next_page(pages[0].next_cursor)
+    restored = make_pager(engine).next_page(_cursor(pages[0]))
     assert restored.cache == "restored" and restored.view == "7"
     assert restored.matches == expected[10:20]
 
@@ -288,12 +296,12 @@ def test_real_regex_search_pages_and_restores(code_tree: Path) -> None:
     pages.append(pages[0].cut(9))
     pages[0] = pages.pop()
     while pages[-1].next_cursor is not None:
-        pages.append(make_pager(engine).next_page(pages[-1].next_cursor))  # a new process every page
+        pages.append(make_pager(engine).next_page(_cursor(pages[-1])))  # a new process every page
     assert collected(pages) == full
     assert {p.cache for p in pages[1:]} == {"restored"}
     (code_tree / "lib" / "mod00.py").write_text("def needle_0_10(x): pass\n")
     with pytest.raises(CursorGenerationError):
-        make_pager(engine).next_page(pages[1].next_cursor)
+        make_pager(engine).next_page(_cursor(pages[1]))
 
 
 def test_reuse_false_searches_afresh_but_cursors_keep_their_snapshot() -> None:
@@ -305,6 +313,6 @@ def test_reuse_false_searches_afresh_but_cursors_keep_their_snapshot() -> None:
     again = pager.first_page(request_for(), 50, reuse=False)
     assert (again.cache, engine.calls) == ("miss", 2)
     assert again.matches == engine.expected()[:50]
-    assert pager.next_page(first.next_cursor).matches == FakeEngine().expected()[50:100]
+    assert pager.next_page(_cursor(first)).matches == FakeEngine().expected()[50:100]
     viewed = pager.first_page(request_for(), view="needle-e1-1", reuse=False)
     assert (viewed.cache, engine.calls) == ("miss", 3)

@@ -52,10 +52,15 @@ def _factor(query: str, path: str) -> float:
     return PathPriors.for_query(query).factor(path, language_for(path))
 
 
-@pytest.mark.parametrize("query", [
-    "markdown rendering", "documentation generator", "how are docs built from doc comments",
-    "parse the config file",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "markdown rendering",
+        "documentation generator",
+        "how are docs built from doc comments",
+        "parse the config file",
+    ],
+)
 def test_topic_words_do_not_lift_the_prose_penalty(query: str) -> None:
     assert _factor(query, "docs/guide.md") < _factor(query, "src/render.rs")
 
@@ -84,7 +89,15 @@ def test_benchmarks_scripts_and_code_samples_in_docs_are_scaled_down_unless_aske
 def test_build_scripts_and_manifests_in_code_languages_are_tooling() -> None:
     """`Rakefile` named every part of sinatra and ranked first for "application startup";
     build files implement nothing the query asks about."""
-    for path in ("Rakefile", "sinatra.gemspec", "mix.exs", "build.gradle.kts", "setup.py", "vite.config.ts", "build.rs"):
+    for path in (
+        "Rakefile",
+        "sinatra.gemspec",
+        "mix.exs",
+        "build.gradle.kts",
+        "setup.py",
+        "vite.config.ts",
+        "build.rs",
+    ):
         assert _factor("application startup and command line entrypoint", path) < 1.0, path
     for path in ("lib/sinatra/main.rb", "src/config.ts", "lib/mix/tasks/phx.new.ex", "src/setup/mod.rs"):
         assert _factor("application startup and command line entrypoint", path) == 1.0, path
@@ -94,8 +107,15 @@ def test_build_scripts_and_manifests_in_code_languages_are_tooling() -> None:
 def test_a_header_beside_its_source_file_ranks_below_it() -> None:
     """libuv's `src/idna.h` declares what `src/idna.c` implements; a header-only library's
     header, or a public header with no source of its name, keeps full weight."""
-    paths = ["src/idna.h", "src/idna.c", "include/uv.h", "include/fmt/format.h", "src/format.cc",
-             "lib/Widget.hpp", "lib/Widget.cpp"]
+    paths = [
+        "src/idna.h",
+        "src/idna.c",
+        "include/uv.h",
+        "include/fmt/format.h",
+        "src/format.cc",
+        "lib/Widget.hpp",
+        "lib/Widget.cpp",
+    ]
     languages = [language_for(p) for p in paths]
     factors = dict(zip(paths, PathPriors.for_query("IDNA domain name encoding").factors(paths, languages)))
     assert factors["src/idna.h"] < factors["src/idna.c"] == 1.0

@@ -1,4 +1,4 @@
-"""The proxy app end to end with a real backend: tests/proxy_backend.py running as a stdio
+"""The proxy app end to end with a real backend: harness/proxy_backend.py running as a stdio
 subprocess behind `build_proxy_app`, driven by a real fastmcp client. Pass-through is exact,
 large results become datasets that SQL and read-dataset-page can read back, cursors are
 signed, backend errors, timeouts and crashes reach the client as errors (and a crashed backend
@@ -20,38 +20,17 @@ from fastmcp.client.transports import FastMCPTransport
 from mcp import MCPError
 from mcp_types import INVALID_PARAMS
 
+from harness.proxy_backend import BACKEND_SCRIPT, make_rows
+from harness.proxy_backend import app as backend_app
+from harness.results import text_of
 from server.output import BYTES_PER_TOKEN
 from server.proxy import Backend, build_proxy_app, command_backend
 from server.proxy.answer import answer_budget
-from server.settings import Settings, load_settings
-from tests.proxy_backend import app as backend_app
-from tests.proxy_backend import make_rows
-from tests.server_helpers import SECRET, structured
+from tests.proxy_helpers import THRESHOLD, proxy_settings, wire
+from tests.server_helpers import structured
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-BACKEND = [sys.executable, str(Path(__file__).with_name("proxy_backend.py"))]
-THRESHOLD = 4000
-#: Connection-level result metadata that every server stamps itself; not part of a result.
-CONNECTION_META = ("io.modelcontextprotocol/serverInfo",)
-
-
-def proxy_settings(tmp: Path, **proxy: Any) -> Settings:
-    return load_settings(
-        None,
-        {
-            "proxy": {"data_dir": tmp / "data", "threshold_tokens": THRESHOLD, **proxy},
-            "offload": {"output_dir": tmp / "offload"},
-            "index": {"cache_dir": tmp / "cache"},
-            "sessions": {"secret_key": SECRET},
-        },
-    )
-
-
-def wire(result: Any) -> dict[str, Any]:
-    """What a tool result is on the wire, minus the connection-level metadata."""
-    body = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-    meta = {k: v for k, v in (body.pop("_meta", None) or {}).items() if k not in CONNECTION_META}
-    return {**body, "_meta": meta}
+BACKEND = [sys.executable, BACKEND_SCRIPT]
 
 
 def sizes(result: Any) -> tuple[int, int]:
@@ -84,13 +63,13 @@ async def direct():
         yield c
 
 
-async def saved(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+async def saved(client: Client[Any], tool: str, args: dict[str, Any]) -> dict[str, Any]:
     body = structured(await client.call_tool(tool, args))
     assert body["intercepted"] == "saved_as_dataset", body
     return body
 
 
-async def test_small_results_and_errors_pass_through_exactly(client: Client, direct: Client) -> None:
+async def test_small_results_and_errors_pass_through_exactly(client: Client[Any], direct: Client[Any]) -> None:
     for tool, args in (("small", {"name": "ünïcode"}), ("records", {"n": 3}), ("fail", {"message": "nope"})):
         via_proxy = await client.call_tool_mcp(tool, args)
         straight = await direct.call_tool_mcp(tool, args)
@@ -101,7 +80,7 @@ async def test_small_results_and_errors_pass_through_exactly(client: Client, dir
     assert isinstance(pid.data, int) and pid.structured_content == {"result": pid.data}
 
 
-async def test_intercepted_tools_are_listed_without_an_output_schema(client: Client, direct: Client) -> None:
+async def test_intercepted_tools_are_listed_without_an_output_schema(client: Client[Any], direct: Client[Any]) -> None:
     proxied = {t.name: t for t in await client.list_tools()}
     straight = {t.name: t for t in await direct.list_tools()}
     assert straight["structured_records"].output_schema is not None
@@ -109,13 +88,16 @@ async def test_intercepted_tools_are_listed_without_an_output_schema(client: Cli
     assert proxied["structured_records"].input_schema == straight["structured_records"].input_schema
 
 
-async def test_a_large_json_result_is_saved_described_and_queryable(client: Client, tmp: Path) -> None:
+async def test_a_large_json_result_is_saved_described_and_queryable(client: Client[Any], tmp: Path) -> None:
     body = await saved(client, "records", {"n": 3000, "mixed": True})
     ds = body["dataset"]
     assert ds["record_count"] == 3000 and ds["format"] == "json_records" and ds["server"] == "tiny"
     assert ds["fields"]["value"] == "integer | string" and ds["estimated_tokens"] > THRESHOLD
-    assert ds["distinct_values"]["kind"] == [{"value": "alpha", "count": 1000}, {"value": "beta", "count": 1000},
-                                             {"value": "gamma", "count": 1000}]  # fmt: skip
+    assert ds["distinct_values"]["kind"] == [
+        {"value": "alpha", "count": 1000},
+        {"value": "beta", "count": 1000},
+        {"value": "gamma", "count": 1000},
+    ]
     assert len(json.dumps(body)) * 2 <= answer_budget(THRESHOLD)  # the answer itself is small, both copies
     data = Path(ds["data_path"])
     meta = json.loads(Path(ds["metadata_path"]).read_text())
@@ -135,7 +117,7 @@ async def test_a_large_json_result_is_saved_described_and_queryable(client: Clie
         assert structured(await client.call_tool("analyze-with-duckdb", {"query": example}))["results"]["rows"], example
 
 
-async def test_the_proxys_own_tools_answer_within_its_threshold(client: Client) -> None:
+async def test_the_proxys_own_tools_answer_within_its_threshold(client: Client[Any]) -> None:
     """analyze-with-duckdb gets the proxy's threshold (3 bytes a token), not the search server's
     20,000-token ceiling: 300 rows (~30 KB) go to a file instead of being sent inline."""
     table = (await saved(client, "records", {"n": 3000}))["dataset"]["table"]
@@ -147,7 +129,7 @@ async def test_the_proxys_own_tools_answer_within_its_threshold(client: Client) 
     assert few["results"]["mode"] == "inline" and len(few["results"]["rows"]) == 20
 
 
-async def test_nested_structured_and_text_results(client: Client) -> None:
+async def test_nested_structured_and_text_results(client: Client[Any]) -> None:
     nested = (await saved(client, "nested_records", {"n": 800}))["dataset"]
     assert nested["records_from"] == "text:rows" and nested["envelope"]["total"] == 800
     # structured_records declares an output schema; the client validated the answer against it
@@ -160,7 +142,7 @@ async def test_nested_structured_and_text_results(client: Client) -> None:
     assert rows == [{"n": 1400 // 7}]
 
 
-async def test_read_dataset_page_walks_every_record_with_signed_cursors(client: Client) -> None:
+async def test_read_dataset_page_walks_every_record_with_signed_cursors(client: Client[Any]) -> None:
     dataset_id = (await saved(client, "records", {"n": 1500}))["dataset"]["id"]
     records, cursor, pages = [], None, 0
     while True:
@@ -187,7 +169,7 @@ async def test_read_dataset_page_walks_every_record_with_signed_cursors(client: 
         assert refused.value.error.code == INVALID_PARAMS
 
 
-async def test_list_saved_datasets_filters(client: Client) -> None:
+async def test_list_saved_datasets_filters(client: Client[Any]) -> None:
     listed = structured(await client.call_tool("list-saved-datasets", {"filter": {"tool": "text", "server": "tiny"}}))
     assert listed["count"] >= 1 and {d["tool"] for d in listed["datasets"]} == {"text"}
     assert structured(await client.call_tool("list-saved-datasets", {"filter": {"server": "elsewhere"}}))["count"] == 0
@@ -196,7 +178,7 @@ async def test_list_saved_datasets_filters(client: Client) -> None:
     assert bad.value.error.code == INVALID_PARAMS
 
 
-async def test_concurrent_large_calls_each_get_their_own_complete_dataset(client: Client) -> None:
+async def test_concurrent_large_calls_each_get_their_own_complete_dataset(client: Client[Any]) -> None:
     bodies = await asyncio.gather(*(saved(client, "records", {"n": 600 + i}) for i in range(6)))
     ids = {b["dataset"]["id"] for b in bodies}
     assert len(ids) == 6
@@ -206,9 +188,9 @@ async def test_concurrent_large_calls_each_get_their_own_complete_dataset(client
         assert not list(data.parent.glob(".*.tmp"))
 
 
-async def test_timeouts_and_crashes_are_errors_and_a_crashed_backend_restarts(client: Client) -> None:
+async def test_timeouts_and_crashes_are_errors_and_a_crashed_backend_restarts(client: Client[Any]) -> None:
     slow = await client.call_tool("slow", {"seconds": 20}, raise_on_error=False)
-    assert slow.is_error and "timed out" in slow.content[0].text
+    assert slow.is_error and "timed out" in text_of(slow.content[0])
     before = (await client.call_tool_mcp("pid", {})).structured_content
     crashed = await client.call_tool("crash", {}, raise_on_error=False)
     assert crashed.is_error
@@ -232,9 +214,10 @@ async def test_a_result_sent_as_text_and_structured_content_is_counted_once(tmp_
         straight = await direct.call_tool_mcp("padded", {"pad": just_under})
         assert json.dumps(wire(under), sort_keys=True) == json.dumps(wire(straight), sort_keys=True)
         over = structured(await c.call_tool("padded", {"pad": just_over}))
-        assert over["intercepted"] == "saved_as_dataset" and over["dataset"]["original_size_bytes"] == len(
-            straight.content[0].text
-        ) + 1
+        assert (
+            over["intercepted"] == "saved_as_dataset"
+            and over["dataset"]["original_size_bytes"] == len(straight.content[0].text) + 1
+        )
 
 
 async def test_excluded_tools_are_never_intercepted(tmp_path: Path) -> None:
@@ -246,7 +229,10 @@ async def test_excluded_tools_are_never_intercepted(tmp_path: Path) -> None:
 
 
 async def test_several_backends_are_namespaced_and_each_named_in_its_datasets(tmp_path: Path) -> None:
-    backends = [Backend("one", FastMCPTransport(backend_app), None), Backend("two", FastMCPTransport(backend_app), None)]
+    backends = [
+        Backend("one", FastMCPTransport(backend_app), None),
+        Backend("two", FastMCPTransport(backend_app), None),
+    ]
     app = build_proxy_app(proxy_settings(tmp_path, excluded_tools=["one_text"]), backends)
     async with Client(app) as c:
         names = {t.name for t in await c.list_tools()}
@@ -277,6 +263,10 @@ async def test_retention_runs_in_the_background_at_start(tmp_path: Path) -> None
 async def test_a_backend_that_dies_at_start_does_not_stop_the_client_connecting(tmp_path: Path) -> None:
     dead = command_backend([sys.executable, "-c", "raise SystemExit(1)"], name="dead", timeout_s=10)
     async with Client(build_proxy_app(proxy_settings(tmp_path), [dead])) as c:
-        assert {t.name for t in await c.list_tools()} == {"analyze-with-duckdb", "list-saved-datasets", "read-dataset-page"}
+        assert {t.name for t in await c.list_tools()} == {
+            "analyze-with-duckdb",
+            "list-saved-datasets",
+            "read-dataset-page",
+        }
         with pytest.raises(Exception, match="Unknown tool"):
             await c.call_tool("records", {"n": 1})

@@ -6,19 +6,21 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
+from harness.commands import codepager_cmd
+from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
 from server.cli import main
 from server.proxy import config_backends
-from tests.server_helpers import codepager_cmd, serve_env, structured
+from tests.proxy_helpers import stdio_transport
+from tests.server_helpers import serve_env, structured
 
-BACKEND = str(Path(__file__).with_name("proxy_backend.py"))
 
-
-def write_config(path: Path, **servers: dict) -> Path:
+def write_config(path: Path, **servers: dict[str, Any]) -> Path:
     path.write_text(json.dumps({"mcpServers": servers}))
     return path
 
@@ -55,7 +57,8 @@ def test_config_servers_keep_their_names_env_and_timeouts(tmp_path: Path, monkey
     )
     files, remote = config_backends(config, timeout_s=60)
     assert (files.name, files.timeout_s, remote.name, remote.timeout_s) == ("files", 1.5, "remote", 60)
-    assert files.transport.env["TOKEN"] == "t" and files.transport.env["CODEPAGER_TEST_INHERITED"] == "yes"
+    env = stdio_transport(files).env
+    assert env is not None and env["TOKEN"] == "t" and env["CODEPAGER_TEST_INHERITED"] == "yes"
 
 
 async def test_a_real_proxy_process_serves_two_configured_servers(tmp_path: Path) -> None:
@@ -65,12 +68,25 @@ async def test_a_real_proxy_process_serves_two_configured_servers(tmp_path: Path
         beta={"command": sys.executable, "args": [BACKEND]},
     )
     cmd, args = codepager_cmd()
-    argv = [*args, "proxy", "--servers", str(config), "--data-dir", str(tmp_path / "data"), "--threshold-tokens", "1000"]
+    argv = [
+        *args,
+        "proxy",
+        "--servers",
+        str(config),
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--threshold-tokens",
+        "1000",
+    ]
     async with Client(StdioTransport(cmd, argv, env=serve_env(tmp_path)), timeout=120, init_timeout=120) as c:
         names = {t.name for t in await c.list_tools()}
         assert {"alpha_records", "beta_records", "analyze-with-duckdb", "read-dataset-page"} <= names
         body = structured(await c.call_tool("beta_records", {"n": 500}))
-        assert (body["dataset"]["server"], body["dataset"]["tool"], body["dataset"]["record_count"]) == ("beta", "records", 500)
+        assert (body["dataset"]["server"], body["dataset"]["tool"], body["dataset"]["record_count"]) == (
+            "beta",
+            "records",
+            500,
+        )
         assert (await c.call_tool("alpha_small", {})).structured_content["greeting"] == "hello world"
     assert Path(body["dataset"]["data_path"]).is_relative_to(tmp_path / "data" / "datasets")
 
@@ -85,4 +101,8 @@ def test_flags_win_over_environment_over_toml(tmp_path: Path, monkeypatch) -> No
     monkeypatch.setenv("CODEPAGER_PROXY__CLEANUP_AFTER_DAYS", "9")
     args = build_parser().parse_args(["proxy", "--config", str(toml), "--threshold-tokens", "222", "--", "srv"])
     settings = load_settings(args.config, proxy_overrides(args))
-    assert (settings.proxy.threshold_tokens, settings.proxy.cleanup_after_days, settings.proxy.excluded_tools) == (222, 9, ["a"])
+    assert (settings.proxy.threshold_tokens, settings.proxy.cleanup_after_days, settings.proxy.excluded_tools) == (
+        222,
+        9,
+        ["a"],
+    )

@@ -10,28 +10,38 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastmcp.tools.base import ToolResult
 from mcp_types import ImageContent, TextContent
 from ulid import ULID
 
+from harness.proxy_backend import make_rows
+from harness.results import structured_of, text_of
 from server.output import BYTES_PER_TOKEN, DatasetFilter, Datasets, DatasetStore, OffloadStore
 from server.output.schema import MAX_DISTINCT, as_object, profile_records
 from server.proxy.answer import answer_budget, example_sql
 from server.proxy.backends import ToolOwners, command_backend, server_name
-from server.proxy.extraction import MAX_NESTING, extract_records
+from server.proxy.extraction import MAX_NESTING, Extracted, extract_records
 from server.proxy.saver import ProxiedCall, ResultSaver
 from server.proxy.size import sent_size
 from tests.output_helpers import query
-from tests.proxy_backend import make_rows
+from tests.proxy_helpers import stdio_transport
 
 
-def text_result(text: str, structured: dict | None = None) -> ToolResult:
+def text_result(text: str, structured: dict[str, Any] | None = None) -> ToolResult:
     return ToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
 
-def objects(records) -> list:
+def extracted(result: ToolResult) -> Extracted:
+    """The records of a result that holds some."""
+    found = extract_records(result)
+    assert found is not None, "the result holds no records"
+    return found
+
+
+def objects(records) -> list[Any]:
     return [as_object(r) for r in records]
 
 
@@ -90,7 +100,7 @@ def nested_array(depth: int, inner: str = "1") -> str:
     [
         (f'[{{"a": {nested_array(MAX_NESTING - 2)}}}]', "json_records"),  # the array, the record, then the rest
         (f'[{{"a": {nested_array(MAX_NESTING - 1)}}}]', "text_lines"),
-        ('[{"a": "' + "[{" * 5000 + '"}, {"a": "\\\"]]]"}]', "json_records"),  # brackets in strings do not count
+        ('[{"a": "' + "[{" * 5000 + '"}, {"a": "\\"]]]"}]', "json_records"),  # brackets in strings do not count
         (nested_array(5000), "text_lines"),
         ('{"rows": [' + nested_array(5000, "{}") + "]}", "text_lines"),
     ],
@@ -118,8 +128,9 @@ def test_profile_reports_unions_optional_fields_and_distinct_values() -> None:
     profile = profile_records(rows, sample_size=100)
     assert profile.fields == {"id": "integer", "kind": "string", "value": "integer | string", "note": "string"}
     assert profile.optional == ["note"]
-    assert profile.distinct_values == {"kind": [{"value": "alpha", "count": 100}, {"value": "beta", "count": 100},
-                                                {"value": "gamma", "count": 100}]}  # fmt: skip
+    assert profile.distinct_values == {
+        "kind": [{"value": "alpha", "count": 100}, {"value": "beta", "count": 100}, {"value": "gamma", "count": 100}]
+    }
     assert profile.sample_size == 100 and len(profile.sample_records) == 3
 
 
@@ -127,15 +138,17 @@ def test_profile_reports_unions_optional_fields_and_distinct_values() -> None:
 def test_distinct_values_are_counted_over_every_record_not_just_the_sample(raw: bool) -> None:
     rows = [{"status": "ok", "n": i} for i in range(1000)]
     rows[501]["status"] = "rare"  # most likely not in a sample of 10: counted anyway
-    records = extract_records(text_result(json.dumps(rows))).records if raw else rows
+    records = extracted(text_result(json.dumps(rows))).records if raw else rows
     profile = profile_records(records, sample_size=10)
     assert profile.distinct_values["status"] == [{"value": "ok", "count": 999}, {"value": "rare", "count": 1}]
     assert profile.fields == {"status": "string", "n": "integer"} and profile.sample_records == rows[:3]
 
 
 def test_high_cardinality_long_and_nested_fields_are_not_categories() -> None:
-    rows = [{"id": i, "name": f"n{i % (MAX_DISTINCT + 5)}", "blob": "x" * 500, "tags": ["a"], "flag": i % 2 == 0}
-            for i in range(200)]  # fmt: skip
+    rows = [
+        {"id": i, "name": f"n{i % (MAX_DISTINCT + 5)}", "blob": "x" * 500, "tags": ["a"], "flag": i % 2 == 0}
+        for i in range(200)
+    ]
     profile = profile_records(rows, sample_size=100)
     assert set(profile.distinct_values) == {"flag"}
     assert profile.fields["tags"] == "array" and profile.fields["flag"] == "boolean"
@@ -257,7 +270,9 @@ def old_id_day(dataset_id: str) -> str:
     return f"{ULID.from_str(dataset_id).datetime:%Y-%m-%d}"
 
 
-@pytest.mark.parametrize("records", [make_rows(300, mixed=True), [{"line": i, "text": f"INFO start {i}"} for i in range(1, 50)]])
+@pytest.mark.parametrize(
+    "records", [make_rows(300, mixed=True), [{"line": i, "text": f"INFO start {i}"} for i in range(1, 50)]]
+)
 def test_every_example_query_runs(both, records) -> None:
     datasets, _, saved = both
     result = text_result(json.dumps(records) if "id" in records[0] else "\n".join(r["text"] for r in records))
@@ -292,7 +307,7 @@ def test_an_unwritable_data_dir_gives_a_truncated_inline_answer_within_the_thres
     assert extracted is not None
     answer = saver.save(result, extracted, ProxiedCall("read_file", "fs", {"path": "/x"}, len(text)))
     body = answer.structured_content
-    assert answer.is_error is False and body is not None and json.loads(answer.content[0].text) == body
+    assert answer.is_error is False and body is not None and json.loads(text_of(answer.content[0])) == body
     assert body["intercepted"] == "truncated" and "could not be saved" in body["warning"]
     assert text.startswith(body["text"]) and f"first {len(body['text']):,} of" in body["warning"]
     # the whole answer, sent as text and as structuredContent, escaping included, is under the threshold
@@ -312,15 +327,17 @@ def test_the_answer_for_wide_records_fits_its_budget_and_says_where_the_other_fi
     text = json.dumps(wide_rows(columns, rows))
     result = text_result(text)
     saver = ResultSaver(saved, threshold_tokens=8192, schema_sample_size=100)
-    answer = saver.save(result, extract_records(result), ProxiedCall("query", "db", {}, len(text)))
+    answer = saver.save(result, extracted(result), ProxiedCall("query", "db", {}, len(text)))
     body = answer.structured_content
-    assert body is not None and json.loads(answer.content[0].text) == body
+    assert body is not None and json.loads(text_of(answer.content[0])) == body
     assert sent_size(answer) <= answer_budget(8192) <= 8192 * BYTES_PER_TOKEN // 2
     ds = body["dataset"]
     assert ds["record_count"] == rows and ds["table"] == f"dataset_{ds['id']}" and body["example_sql"]
     listed = list(ds["fields"])
     assert 10 < len(listed) < columns and listed == [f"col_{k:04d}" for k in range(len(listed))]  # the first ones
-    assert ds["more_fields"].startswith(f"and {columns - len(listed):,} more fields") and "DESCRIBE" in ds["more_fields"]
+    assert (
+        ds["more_fields"].startswith(f"and {columns - len(listed):,} more fields") and "DESCRIBE" in ds["more_fields"]
+    )
     assert all(list(r) == listed for r in ds["sample_records"])
     assert set(ds["distinct_values"]) <= set(listed)
     for sql in body["example_sql"]:
@@ -335,9 +352,9 @@ def test_narrow_records_are_described_in_full(both) -> None:
     text = json.dumps(make_rows(3000, mixed=True))
     result = text_result(text)
     answer = ResultSaver(saved, threshold_tokens=8192, schema_sample_size=100).save(
-        result, extract_records(result), ProxiedCall("records", "tiny", {}, len(text))
+        result, extracted(result), ProxiedCall("records", "tiny", {}, len(text))
     )
-    ds = answer.structured_content["dataset"]
+    ds = structured_of(answer.structured_content)["dataset"]
     assert list(ds["fields"]) == ["id", "kind", "value", "note"] and "more_fields" not in ds
     assert ds["sample_records"] == make_rows(3, mixed=True) and set(ds["distinct_values"]) == {"kind"}
 
@@ -347,12 +364,15 @@ def test_a_tiny_threshold_still_gets_the_floor_answer(both) -> None:
     text = json.dumps({"page": {f"k{i}": i for i in range(2000)}, "rows": wide_rows(50, 100)})
     result = text_result(text)
     answer = ResultSaver(saved, threshold_tokens=10, schema_sample_size=100).save(
-        result, extract_records(result), ProxiedCall("query", "db", {}, len(text))
+        result, extracted(result), ProxiedCall("query", "db", {}, len(text))
     )
-    body = answer.structured_content
+    body = structured_of(answer.structured_content)
     assert body["intercepted"] == "saved_as_dataset" and sent_size(answer) < 2500
     assert {"id", "table", "record_count", "data_path", "metadata_path"} <= set(body["dataset"])
-    assert body["example_sql"] == [f"SELECT * FROM {body['dataset']['table']} LIMIT 20", f"DESCRIBE {body['dataset']['table']}"]
+    assert body["example_sql"] == [
+        f"SELECT * FROM {body['dataset']['table']} LIMIT 20",
+        f"DESCRIBE {body['dataset']['table']}",
+    ]
 
 
 def test_an_envelope_too_wide_to_shrink_is_replaced_by_a_note(both) -> None:
@@ -360,9 +380,9 @@ def test_an_envelope_too_wide_to_shrink_is_replaced_by_a_note(both) -> None:
     text = json.dumps({"page": {f"k{i}": i for i in range(2000)}, "rows": make_rows(3000)})
     result = text_result(text)
     answer = ResultSaver(saved, threshold_tokens=8192, schema_sample_size=100).save(
-        result, extract_records(result), ProxiedCall("query", "db", {}, len(text))
+        result, extracted(result), ProxiedCall("query", "db", {}, len(text))
     )
-    ds = answer.structured_content["dataset"]
+    ds = structured_of(answer.structured_content)["dataset"]
     assert ds["envelope"].startswith("<too large to show") and list(ds["fields"]) == ["id", "kind", "value", "note"]
     assert sent_size(answer) <= answer_budget(8192)
 
@@ -389,7 +409,9 @@ def test_server_names_from_commands(command: list[str], name: str) -> None:
 def test_tool_owners_single_and_namespaced() -> None:
     one = ToolOwners([command_backend([sys.executable], name="fs")])
     assert one.owner("read_file") == ("fs", "read_file")
-    many = ToolOwners([command_backend([sys.executable], name="git"), command_backend([sys.executable], name="git_hub")])
+    many = ToolOwners(
+        [command_backend([sys.executable], name="git"), command_backend([sys.executable], name="git_hub")]
+    )
     assert many.owner("git_hub_search") == ("git_hub", "search")
     assert many.owner("git_log") == ("git", "log")
     assert many.owner("analyze-with-duckdb") is None
@@ -397,7 +419,7 @@ def test_tool_owners_single_and_namespaced() -> None:
 
 def test_a_command_backend_inherits_the_environment(monkeypatch) -> None:
     monkeypatch.setenv("CODEPAGER_TEST_TOKEN", "secret")
-    transport = command_backend([sys.executable, "--flag"]).transport
+    transport = stdio_transport(command_backend([sys.executable, "--flag"]))
     assert transport.env is not None and transport.env["CODEPAGER_TEST_TOKEN"] == "secret"
     assert (transport.command, transport.args) == (sys.executable, ["--flag"])
     with pytest.raises(ValueError, match="not found"):

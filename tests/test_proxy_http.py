@@ -1,5 +1,5 @@
 """`codepager proxy --transport http` as a real process in front of the tiny test backend
-(tests/proxy_backend.py, a stdio subprocess of the proxy), driven by a fastmcp client over
+(harness/proxy_backend.py, a stdio subprocess of the proxy), driven by a fastmcp client over
 streamable HTTP: tools are listed, a large result is saved as a dataset that SQL reads back,
 and a small one passes through with its _meta intact. A web page on another site (DNS
 rebinding) cannot use it to call the backend's tools."""
@@ -11,11 +11,10 @@ from pathlib import Path
 
 from fastmcp import Client
 
-from tests.http_server import HttpServer, rebinding_attack
-from tests.proxy_backend import make_rows
+from harness.http_server import HttpServer, rebinding_attack
+from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
+from harness.proxy_backend import make_rows
 from tests.server_helpers import serve_env, structured
-
-BACKEND = str(Path(__file__).with_name("proxy_backend.py"))
 
 
 def proxy_server(tmp_path: Path) -> HttpServer:
@@ -55,7 +54,9 @@ def test_a_web_page_on_another_site_cannot_call_the_backend_through_the_proxy(tm
         assert [a.status_code for a in answers] == [403], [a.text[:200] for a in answers]
         error = answers[0].json()["error"]
         assert error["code"] == -32600 and "server.allowed_hosts" in error["message"]
-        origin_only = rebinding_attack(server.url, f"127.0.0.1:{server.port}", f"http://{foreign}", "small", {"name": "x"})
+        origin_only = rebinding_attack(
+            server.url, f"127.0.0.1:{server.port}", f"http://{foreign}", "small", {"name": "x"}
+        )
         assert [a.status_code for a in origin_only] == [403] and "server.allowed_origins" in origin_only[0].text
         local = rebinding_attack(server.url, f"localhost:{server.port}", None, "small", {"name": "local"})
         assert [a.status_code for a in local] == [200, 202, 200] and "hello local" in local[-1].text

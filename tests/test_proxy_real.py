@@ -20,11 +20,12 @@ import pytest_asyncio
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
+from harness.commands import codepager_cmd
 from server.proxy import build_proxy_app, command_backend
-from tests.conftest import write_code_tree
+from tests.code_tree import write_code_tree
 from tests.node_tools import node_env, npx
-from tests.server_helpers import codepager_cmd, serve_env, structured
-from tests.test_proxy_app import proxy_settings, wire
+from tests.proxy_helpers import proxy_settings, stdio_transport, wire
+from tests.server_helpers import serve_env, structured
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 FILESYSTEM = ["-y", "@modelcontextprotocol/server-filesystem"]
@@ -59,7 +60,7 @@ async def direct(tree: Path):
         yield c
 
 
-async def test_small_calls_pass_through_byte_identical(proxied: Client, direct: Client, tree: Path) -> None:
+async def test_small_calls_pass_through_byte_identical(proxied: Client[Any], direct: Client[Any], tree: Path) -> None:
     calls: list[tuple[str, dict[str, Any]]] = [
         ("read_text_file", {"path": str(tree / "small.txt")}),
         ("list_directory", {"path": str(tree / "d007")}),
@@ -72,7 +73,7 @@ async def test_small_calls_pass_through_byte_identical(proxied: Client, direct: 
     assert via_proxy["isError"] is True
 
 
-async def test_a_large_directory_tree_is_saved_and_sql_answers_about_it(proxied: Client, tree: Path) -> None:
+async def test_a_large_directory_tree_is_saved_and_sql_answers_about_it(proxied: Client[Any], tree: Path) -> None:
     body = structured(await proxied.call_tool("directory_tree", {"path": str(tree)}))
     assert body["intercepted"] == "saved_as_dataset"
     ds = body["dataset"]
@@ -87,14 +88,17 @@ async def test_a_large_directory_tree_is_saved_and_sql_answers_about_it(proxied:
     assert rows == [{"notes": DIRS // 4}]
 
 
-async def test_a_large_file_read_becomes_lines_that_sql_can_count(proxied: Client, tree: Path) -> None:
+async def test_a_large_file_read_becomes_lines_that_sql_can_count(proxied: Client[Any], tree: Path) -> None:
     body = structured(await proxied.call_tool("read_text_file", {"path": str(tree / "app.log")}))
     ds = body["dataset"]
     assert ds["format"] == "text_lines" and ds["record_count"] == LOG_LINES
     sql = f"SELECT split_part(text, ' ', 1) AS level, count(*) AS n FROM {ds['table']} GROUP BY 1 ORDER BY 1"
     rows = structured(await proxied.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
-    assert rows == [{"level": "ERROR", "n": LOG_LINES // 4}, {"level": "INFO", "n": LOG_LINES // 2},
-                    {"level": "WARN", "n": LOG_LINES // 4}]  # fmt: skip
+    assert rows == [
+        {"level": "ERROR", "n": LOG_LINES // 4},
+        {"level": "INFO", "n": LOG_LINES // 2},
+        {"level": "WARN", "n": LOG_LINES // 4},
+    ]
     page = structured(await proxied.call_tool("read-dataset-page", {"dataset_id": ds["id"], "page_size": 3}))
     assert page["results"]["records"][0] == {"line": 1, "text": "INFO request 0 took 0 ms"}
     listed = structured(await proxied.call_tool("list-saved-datasets", {"filter": {"tool": "read_text_file"}}))
@@ -105,20 +109,23 @@ async def test_codepager_serve_behind_the_proxy(tmp_path: Path) -> None:
     root = write_code_tree(tmp_path / "repo")
     cmd, args = codepager_cmd()
     backend = command_backend([cmd, *args, "serve", "--root", str(root)], timeout_s=120)
-    backend.transport.env = {**(backend.transport.env or {}), **serve_env(tmp_path)}
+    transport = stdio_transport(backend)
+    transport.env = {**(transport.env or {}), **serve_env(tmp_path)}
     app = build_proxy_app(proxy_settings(tmp_path), [backend])
     async with Client(app, timeout=120, init_timeout=120) as c:
         small = structured(await c.call_tool("regex_search", {"pattern": "needle_3_1\\b"}))
         assert small["results"]["count"] == 1 and "intercepted" not in small
 
-        body = structured(await c.call_tool("regex_search", {"pattern": "needle", "page_size": 200, "context_lines": 2}))
+        body = structured(
+            await c.call_tool("regex_search", {"pattern": "needle", "page_size": 200, "context_lines": 2})
+        )
         assert body["intercepted"] == "saved_as_dataset"
         ds = body["dataset"]
         assert ds["server"] == "codepager" and ds["record_count"] == 200
         assert ds["records_from"] == "structuredContent:results.files"  # the flat match records, as offloaded
         saved = [json.loads(line) for line in Path(ds["data_path"]).read_text().splitlines()]
         assert {"path", "line", "text", "before", "after"} <= set(saved[5])
-        sql = f'SELECT count(DISTINCT path) AS files, count(*) AS n FROM {ds["table"]}'
+        sql = f"SELECT count(DISTINCT path) AS files, count(*) AS n FROM {ds['table']}"
         rows = structured(await c.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
         assert rows == [{"files": len({m["path"] for m in saved}), "n": 200}]
 

@@ -20,16 +20,11 @@ from pathlib import Path
 import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
+
+from tests.readme_blocks import README, blocks
 from tests.server_helpers import page_matches
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCK = re.compile(r"<!-- (readme-[a-z-]+) -->\n```\w*\n(.*?)```", re.S)
 SEPARATOR = "@@readme-block-done@@"
-
-
-def blocks(kind: str | None = None) -> list[tuple[str, str]]:
-    found = BLOCK.findall(README.read_text(encoding="utf-8"))
-    return [(k, body) for k, body in found if kind is None or k == kind]
 
 
 def test_the_install_block_stays_first():
@@ -63,9 +58,13 @@ def demo(env) -> tuple[Path, list[str]]:
     assert len(demo_blocks) >= 2, "the README lost its demo"
     script = "".join(f"{body}\necho {SEPARATOR}\n" for body in demo_blocks) + 'echo "$PWD"\n'
     done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script], env=env, cwd=env["TMPDIR"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        ["bash", "-euo", "pipefail", "-c", script],
+        env=env,
+        cwd=env["TMPDIR"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     *outputs, last = done.stdout.split(f"{SEPARATOR}\n")
     return Path(last.strip()), outputs
@@ -89,8 +88,9 @@ def claude_argv(line: str, cwd: Path, env: dict[str, str]) -> list[str]:
     """The arguments `claude` gets from the README's `claude mcp add ...` line, expanded by bash
     in `cwd` with `env` exactly as in the user's shell (`claude` stubbed to print them)."""
     stub = "claude() { printf '%s\\0' \"$@\"; }\n"
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", stub + line], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", stub + line], cwd=cwd, env=env, capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.split("\0")[:-1]
 

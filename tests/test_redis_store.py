@@ -8,22 +8,31 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
 import redis
 
+from harness.redis_server import RedisServer
 from search_engine.models import SearchResult
 from sessions import Session
 from sessions.errors import SessionStoreUnavailableError
 from sessions.redis_store import RedisStore, encode_session, redacted
-from tests.redis_server import RedisServer
-from tests.session_fakes import make_matches, request_for
+from tests.session_fakes import FakeClock, make_matches, request_for
 
 
 def session(query: str = "needle", n: int = 10) -> Session:
     matches = make_matches(n, query)
     return Session.create(request_for(query), SearchResult(matches, len(matches)))
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float) -> None:
+    """Poll `condition` until it holds; `timeout_s` is a bound on a stall, not a timing."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "Redis did not expire the namespace"
+        time.sleep(0.01)
 
 
 def same(got: Session | None, expected: Session) -> bool:
@@ -37,7 +46,7 @@ def namespace() -> str:
 
 
 @pytest.fixture
-def raw(redis_server) -> redis.Redis:
+def raw(redis_server) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_server.url)
     yield client
     client.close()
@@ -59,25 +68,53 @@ def test_keys_are_namespaced_compact_and_expire_in_redis(redis_server, raw, name
         assert len(keys) == 9  # blob, lru, atime, size, keyof, index, bytes, seq, stats
 
 
-def test_redis_itself_slides_and_applies_the_ttl(redis_server, raw, namespace) -> None:
-    """Real clock, real Redis expiry: an access re-arms PX; an idle namespace disappears."""
-    with RedisStore(redis_server.url, namespace=namespace, ttl_s=1.0) as store:
+def test_expiry_follows_the_store_clock_and_an_access_slides_it(redis_server, raw, namespace) -> None:
+    """The store decides expiry by its injected clock: an access slides the TTL, an idle session
+    past it is gone (its blob deleted, the expiration counted), with no wait on Redis."""
+    clock = FakeClock()
+    with RedisStore(redis_server.url, namespace=namespace, ttl_s=1.0, clock=clock) as store:
         s = session()
         store.put(s)
-        time.sleep(0.6)
         blob_key = f"codepager:{namespace}:s:{s.id}"
+        clock.advance(0.6)
+        assert same(store.get(s.id), s)
+        clock.advance(0.6)  # 1.2 s after the put, 0.6 s after the access: still live
+        assert same(store.get(s.id), s)
+        clock.advance(1.1)
+        assert store.get(s.id) is None
+        assert raw.exists(blob_key) == 0
+        assert store.stats().expirations == 1
+
+
+def test_redis_itself_slides_and_applies_the_ttl(redis_server, raw, namespace) -> None:
+    """Redis's own expiry is the safety net under the store's clock: every access re-arms the
+    blob's PX, and an idle namespace disappears from Redis without any call from us, even while
+    the store's clock (frozen here) still counts the session as live."""
+    clock = FakeClock()
+    with RedisStore(redis_server.url, namespace=namespace, ttl_s=30, clock=clock) as store:
+        s = session()
+        store.put(s)
+        blob_key = f"codepager:{namespace}:s:{s.id}"
+        raw.pexpire(blob_key, 500)  # what 29.5 s of idle time leave of Redis's expiry
         assert raw.pttl(blob_key) < 600
         assert same(store.get(s.id), s)
-        assert raw.pttl(blob_key) > 800  # re-armed by the access
-        time.sleep(1.3)
+        assert raw.pttl(blob_key) > 29_000  # re-armed by the access
+    with RedisStore(redis_server.url, namespace=namespace, ttl_s=0.05, clock=clock) as store:
+        store.put(s)  # every key of the namespace now expires 50 ms after this, in Redis's time
+
+        def namespace_left() -> list[bytes]:
+            return [k for k in raw.keys(f"codepager:{namespace}:*") if not k.endswith(b":stats")]
+
+        wait_until(lambda: namespace_left() == [], timeout_s=30)
         assert raw.exists(blob_key) == 0  # Redis dropped it without any call from us
-        assert [k for k in raw.keys(f"codepager:{namespace}:*") if not k.endswith(b":stats")] == []
         assert store.get(s.id) is None
 
 
 def test_replicas_share_sessions_and_local_copies_never_outlive_redis(redis_server, namespace) -> None:
-    with RedisStore(redis_server.url, namespace=namespace, max_sessions=2) as a, \
-            RedisStore(redis_server.url, namespace=namespace, max_sessions=2) as b:  # fmt: skip
+    with (
+        RedisStore(redis_server.url, namespace=namespace, max_sessions=2) as a,
+        RedisStore(redis_server.url, namespace=namespace, max_sessions=2) as b,
+    ):
         s = session("shared", 50)
         a.put(s)
         assert same(b.get(s.id), s) and same(b.find(s.key), s)
@@ -91,8 +128,10 @@ def test_replicas_share_sessions_and_local_copies_never_outlive_redis(redis_serv
 
 
 def test_an_unreadable_blob_is_a_miss_and_is_dropped(redis_server, raw, namespace, caplog) -> None:
-    with RedisStore(redis_server.url, namespace=namespace) as writer, \
-            RedisStore(redis_server.url, namespace=namespace) as reader:  # fmt: skip
+    with (
+        RedisStore(redis_server.url, namespace=namespace) as writer,
+        RedisStore(redis_server.url, namespace=namespace) as reader,
+    ):
         s = session()
         writer.put(s)
         raw.set(f"codepager:{namespace}:s:{s.id}", b"\x07garbage", keepttl=True)

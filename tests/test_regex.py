@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,12 +14,12 @@ from search_engine.engine import SearchEngine
 from search_engine.errors import InvalidQueryError, PathNotFoundError, SearchTimeoutError
 from search_engine.models import MatchType, SearchRequest, SearchResult
 from search_engine.regex import ELLIPSIS, regex_search
-from tests.conftest import write_code_tree
+from tests.code_tree import write_code_tree
 
 CONFIG = EngineConfig()
 
 
-def search(root: Path, query: str, config: EngineConfig = CONFIG, **options: object) -> SearchResult:
+def search(root: Path, query: str, config: EngineConfig = CONFIG, **options: Any) -> SearchResult:
     return regex_search(SearchRequest(query=query, root=str(root), **options), config)
 
 
@@ -169,7 +170,10 @@ def test_size_limit_and_ignore_rules(tmp_path: Path) -> None:
 def test_globs_and_sub_path(tmp_path: Path) -> None:
     for rel in ("a.py", "a.md", "src/b.py", "src/c.go", "tests/t.py"):
         write(tmp_path, rel, "needle\n")
-    paths = lambda **kw: [m.path for m in search(tmp_path, "needle", **kw).matches]  # noqa: E731
+
+    def paths(**kw: Any) -> list[str]:
+        return [m.path for m in search(tmp_path, "needle", **kw).matches]
+
     assert paths(include=["*.py"]) == ["a.py", "src/b.py", "tests/t.py"]
     assert paths(include=["*.py"], exclude=["tests/**"]) == ["a.py", "src/b.py"]
     assert paths(path="src") == ["src/b.py", "src/c.go"]

@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
-from tests.conftest import write_code_tree
+from harness.http_server import HttpServer
+from harness.redis_server import RedisServer
+from tests.code_tree import write_code_tree
 from tests.hostile_helpers import refused_async
-from tests.http_server import HttpServer
-from tests.redis_server import RedisServer
-from tests.server_helpers import serve_env, page_matches, structured
-from tests.test_server_wire import cli_full_list
+from tests.server_helpers import cli_full_list, page_matches, serve_env, structured
 
 
 def replica_env(tmp: Path, redis_url: str) -> dict[str, str]:
@@ -42,7 +41,7 @@ async def test_two_replicas_share_a_walk_and_a_crashed_replica_loses_nothing(cod
     a, b = HttpServer(code_tree, env).start(), HttpServer(code_tree, env).start()
     try:
         responses = [structured(await call(a, {"pattern": "needle", "page_size": 30}))]
-        order = [b, a, b, "kill a", b, "restart a", a, b, a]
+        order: list[HttpServer | str] = [b, a, b, "kill a", b, "restart a", a, b, a]
         for step in order:
             if step == "kill a":
                 a.kill()
@@ -53,6 +52,7 @@ async def test_two_replicas_share_a_walk_and_a_crashed_replica_loses_nothing(cod
             cursor = responses[-1]["pagination"]["next_cursor"]
             if cursor is None:
                 break
+            assert isinstance(step, HttpServer)
             responses.append(structured(await call(step, {"cursor": cursor})))
         assert responses[-1]["pagination"]["next_cursor"] is None
         # Every page after the first came from the session in Redis, whichever replica served it:

@@ -82,7 +82,7 @@ def test_timeout_kills_rg(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with RipgrepRun(["--no-config", "x", str(fifo)], tmp_path, timeout_s=0.3) as run:
         pid = run.pid
-        with pytest.raises(SearchTimeoutError, match="took longer than 0.3s"):
+        with pytest.raises(SearchTimeoutError, match=r"took longer than 0.3s"):
             list(run.records())
         assert run.timed_out
     assert not Path(f"/proc/{pid}").exists(), "rg must be killed and reaped"
@@ -91,7 +91,7 @@ def test_timeout_kills_rg(tmp_path: Path) -> None:
 def test_bad_glob_is_the_callers_error(tmp_path: Path) -> None:
     with RipgrepRun(["--no-config", "--files", "--glob", "a{b"], tmp_path, timeout_s=30) as run:
         assert list(run.records()) == []
-        with pytest.raises(InvalidQueryError, match="invalid glob.*a\\{b"):
+        with pytest.raises(InvalidQueryError, match=r"invalid glob.*a\{b"):
             run.warnings(produced_output=False)
 
 
@@ -113,9 +113,8 @@ def test_per_file_errors_are_warnings_when_results_exist(tmp_path: Path) -> None
 def test_leaving_early_kills_rg(tmp_path: Path) -> None:
     """A consumer that fails mid-stream must not leave rg running."""
     (tmp_path / "a.txt").write_text("".join(f"needle {i}\n" for i in range(200_000)))
-    with pytest.raises(RuntimeError):
-        with RipgrepRun(["--no-config", "needle"], tmp_path, timeout_s=30) as run:
-            pid = run.pid
-            next(run.records())
-            raise RuntimeError("consumer gave up")
+    with pytest.raises(RuntimeError), RipgrepRun(["--no-config", "needle"], tmp_path, timeout_s=30) as run:
+        pid = run.pid
+        next(run.records())
+        raise RuntimeError("consumer gave up")
     assert not Path(f"/proc/{pid}").exists()

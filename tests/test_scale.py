@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import search_engine.chunk_jobs as chunk_jobs
+import search_engine.files as discovery
 import search_engine.index_store as index_store
 import search_engine.indexing as indexing
 from search_engine.config import EngineConfig
@@ -33,7 +35,9 @@ def many_files(root: Path, n: int) -> Path:
     for i in range(n):
         path = root / f"pkg{i % 5}" / f"mod_{i:03d}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"def handler_{i}(request):\n    return request.value + {i}\n\n\nclass Widget{i}:\n    size = {i}\n")
+        path.write_text(
+            f"def handler_{i}(request):\n    return request.value + {i}\n\n\nclass Widget{i}:\n    size = {i}\n"
+        )
     return root
 
 
@@ -61,14 +65,15 @@ def test_sign_bit_candidates_then_int8_rescoring_find_the_int8_top(static_embedd
     """Over more chunks than are rescored, candidates come from Hamming distance of sign bits;
     the top ten must still be the exact int8 top ten for queries drawn from the rows."""
     n = RESCORE * 3
-    texts = [f"def op_{i}(a, b):\n    return a {'+-*/%'[i % 5]} b * {i % 97}  # {['sum', 'parse', 'render', 'socket', 'retry'][i % 5]}" for i in range(n)]
+    topics = ["sum", "parse", "render", "socket", "retry"]
+    texts = [f"def op_{i}(a, b):\n    return a {'+-*/%'[i % 5]} b * {i % 97}  # {topics[i % 5]}" for i in range(n)]
     vectors = static_embedder.embed(texts)
     codes, scales, words = quantize(vectors)
     index = VectorIndex(codes, scales, np.ascontiguousarray(words.T), np.zeros((0, vectors.shape[1]), np.float32))
     allowed = np.arange(n)
     for q in (5, 1234, 9000):
         query = static_embedder.embed([texts[q] + " variant"])[0]
-        ids, sims = index.top(query, allowed, 10)
+        ids, _ = index.top(query, allowed, 10)
         exact = index.cosines(allowed, query)
         assert sorted(ids.tolist()) == sorted(np.argsort(-exact, kind="stable")[:10].tolist())
         full = index.similarities(query, allowed)
@@ -103,14 +108,14 @@ def test_the_build_streams_embedding_batches_between_files(
     root = many_files(tmp_path / "repo", 60)
     monkeypatch.setattr(indexing, "EMBED_BATCH", 16)
     events: list[str] = []
-    real_chunk = indexing.chunk_files
+    real_chunk = chunk_jobs.chunk_files
     real_embed = counting.embed
 
-    def chunk(jobs, max_size, report):  # noqa: ANN001, ANN202
+    def chunk(jobs, max_size, report):
         events.append("read")
         return real_chunk(jobs, max_size, report)
 
-    def embed(texts):  # noqa: ANN001, ANN202
+    def embed(texts):
         events.append("embed")
         return real_embed(texts)
 
@@ -136,9 +141,9 @@ def test_the_first_search_uses_the_index_on_disk_and_catches_up_in_the_backgroun
     (repo / "app/render.py").write_text("def render_markdown(text):\n    return text.upper()\n")
 
     walking, release = threading.Event(), threading.Event()
-    real_discover = indexing.discover
+    real_discover = discovery.discover
 
-    def slow_discover(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def slow_discover(*args, **kwargs):
         walking.set()
         assert release.wait(60)
         return real_discover(*args, **kwargs)
@@ -183,8 +188,12 @@ def test_superseded_generations_are_reclaimed_but_never_one_still_open(
     assert held is not None and held.manifest.generation == 1
 
     ready = tmp_path / "ready"
-    other = subprocess.Popen([sys.executable, "-c", HOLDER, str(store.directory), str(ready), str(REPO)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    other = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(store.directory), str(ready), str(REPO)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert other.stdout is not None and other.stdout.readline().strip() == "gen-00000001"
         (repo / "app/render.py").write_text("def render_markdown(text):\n    return text\n")
@@ -236,8 +245,11 @@ def test_symbols_and_text_round_trip_the_chunk_table_whatever_they_hold(tmp_path
     def chunk(path: str, content: str, symbol: str | None) -> Chunk:
         return Chunk(path, "cpp", 1, 2, 0, len(content.encode()), content, "function", symbol, content_hash(content))
 
-    chunks = [chunk("a.cpp", "bool operator()\n(int x) { return x; }", "operator\n()"),
-              chunk("a.cpp", "int naïve = 1; // ünïcode", None), chunk("b.cpp", "", "")]  # fmt: skip
+    chunks = [
+        chunk("a.cpp", "bool operator()\n(int x) { return x; }", "operator\n()"),
+        chunk("a.cpp", "int naïve = 1; // ünïcode", None),
+        chunk("b.cpp", "", ""),
+    ]
     writer = ChunkTableWriter(tmp_path)
     writer.add_file(chunks[:2], [text_key(c) for c in chunks[:2]])
     writer.add_file(chunks[2:], [text_key(c) for c in chunks[2:]])

@@ -7,10 +7,10 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
-import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
+import tomllib
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 

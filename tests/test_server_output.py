@@ -124,14 +124,16 @@ async def test_jq_filter_gets_its_own_session_and_refuses_escapes(code_tree, tmp
         assert len(matches) == 120 and all(m["path"].startswith("lib/") for m in matches)
         assert responses[0]["search"]["parameters"]["jq_filter"] == expr
 
-        for bad in ("$ENV", "env.HOME", 'input_filename', "map(.file.path)", "map(("):
+        for bad in ("$ENV", "env.HOME", "input_filename", "map(.file.path)", "map(("):
             r = await c.call_tool("regex_search", {"pattern": "needle", "jq_filter": bad}, raise_on_error=False)
             assert r.is_error and r.structured_content["error"]["code"] == "invalid_jq_filter", bad
 
 
 async def test_sql_over_offloaded_results_list_and_cleanup(wide_tree, tmp_path):
     async with Client(app_for(wide_tree, tmp_path)) as c:
-        body = structured(await c.call_tool("regex_search", {"pattern": "hit_", "page_size": 100, "output_mode": "file_ref"}))
+        body = structured(
+            await c.call_tool("regex_search", {"pattern": "hit_", "page_size": 100, "output_mode": "file_ref"})
+        )
         dataset = body["results"]["file_ref"]["id"]
 
         listed = structured(await c.call_tool("list-saved-datasets", {}))
@@ -146,12 +148,18 @@ async def test_sql_over_offloaded_results_list_and_cleanup(wide_tree, tmp_path):
         rows = structured(await c.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
         assert rows == [{"path": "f0.py", "n": 50}, {"path": "f1.py", "n": 50}]
         await c.call_tool("cleanup_temp_files", {"max_age_days": 0})
-        body = structured(await c.call_tool("regex_search", {"pattern": "hit_", "page_size": 100, "output_mode": "file_ref"}))
+        body = structured(
+            await c.call_tool("regex_search", {"pattern": "hit_", "page_size": 100, "output_mode": "file_ref"})
+        )
         dataset = body["results"]["file_ref"]["id"]
 
-        refused = await c.call_tool("analyze-with-duckdb", {"query": f"DROP VIEW dataset_{dataset}"}, raise_on_error=False)
+        refused = await c.call_tool(
+            "analyze-with-duckdb", {"query": f"DROP VIEW dataset_{dataset}"}, raise_on_error=False
+        )
         assert refused.is_error and refused.structured_content["error"]["code"] == "sql_rejected"
-        escape = await c.call_tool("analyze-with-duckdb", {"query": "SELECT * FROM read_csv('/etc/passwd')"}, raise_on_error=False)
+        escape = await c.call_tool(
+            "analyze-with-duckdb", {"query": "SELECT * FROM read_csv('/etc/passwd')"}, raise_on_error=False
+        )
         assert escape.is_error
 
         foreign = tmp_path / "offload" / "keep-me.txt"

@@ -71,7 +71,7 @@ async def test_hybrid_finds_symbols_and_explains_why(repo, tmp_path, model_cache
         body = structured(await c.call_tool("hybrid_search", {"query": "client_session", "top_k": 3}))
         top = page_matches(body)[0]
         assert top["path"] == "net/client.py" and top["line"] == 2 and top["end"] > 2
-        assert "ClientSession" in top["text"] and 0 < top["score"] and "ranks" not in top  # ranks on request
+        assert "ClientSession" in top["text"] and top["score"] > 0 and "ranks" not in top  # ranks on request
         assert body["search"]["mode"] == "hybrid"
 
         args = {"query": "client_session", "top_k": 3, "detail": "full"}
@@ -82,14 +82,20 @@ async def test_hybrid_finds_symbols_and_explains_why(repo, tmp_path, model_cache
         assert set(top["match"]["ranks"]) >= {"lexical", "semantic"}
         assert full["metadata"]["index"]["generation"] >= 1
 
-        nl = structured(await c.call_tool("semantic_search", {"query": "where do failed calls get retried", "top_k": 3, "detail": "full"}))
+        nl = structured(
+            await c.call_tool(
+                "semantic_search", {"query": "where do failed calls get retried", "top_k": 3, "detail": "full"}
+            )
+        )
         assert page_matches(nl)[0]["file"]["path"] == "net/retry.py"
         assert page_matches(nl)[0]["type"] == "semantic_match"
 
 
 async def test_ranked_results_page_and_filter_before_top_k(repo, tmp_path, model_cache):
     async with Client(build_app(settings_for(repo, tmp_path, model_cache))) as c:
-        matches, responses = await walk(c, "hybrid_search", {"query": "http session cookies", "top_k": 5, "page_size": 2})
+        matches, responses = await walk(
+            c, "hybrid_search", {"query": "http session cookies", "top_k": 5, "page_size": 2}
+        )
         assert len(responses) == len(range(0, len(matches), 2)) and len(matches) <= 5
         keys = [(m["path"], m["line"]) for m in matches]
         assert len(keys) == len(set(keys))
@@ -97,7 +103,9 @@ async def test_ranked_results_page_and_filter_before_top_k(repo, tmp_path, model
         assert scores == sorted(scores, reverse=True)
 
         only_web = structured(
-            await c.call_tool("hybrid_search", {"query": "client session pool", "top_k": 3, "include_patterns": ["web/**"]})
+            await c.call_tool(
+                "hybrid_search", {"query": "client session pool", "top_k": 3, "include_patterns": ["web/**"]}
+            )
         )
         assert page_matches(only_web)
         assert {m["path"] for m in page_matches(only_web)} == {"web/cookies.py"}
@@ -110,7 +118,9 @@ async def test_index_status_and_reindex_pick_up_changes(repo, tmp_path, model_ca
         assert status["exists"] and status["files"] == 4 and status["chunks"] >= 4 and not status["building"]
         generation = status["generation"]
 
-        (repo / "web" / "csrf.py").write_text('def verify_csrf_token(request):\n    """Reject forged cross-site form posts."""\n')
+        (repo / "web" / "csrf.py").write_text(
+            'def verify_csrf_token(request):\n    """Reject forged cross-site form posts."""\n'
+        )
         after = structured(await c.call_tool("reindex", {}))
         assert after["generation"] == generation + 1 and after["files"] == 5
         found = structured(await c.call_tool("hybrid_search", {"query": "verify_csrf_token", "top_k": 1}))
@@ -153,7 +163,9 @@ async def test_a_cursor_alone_waits_for_the_index_its_restore_needs(repo, tmp_pa
     is still being built the call answers 'not ready' in time (not block for the whole build
     behind the indexer), and once it is ready the same cursor continues, restored."""
     async with Client(build_app(settings_for(repo, tmp_path, model_cache))) as first:
-        page1 = structured(await first.call_tool("semantic_search", {"query": "retry a failed call", "top_k": 3, "page_size": 1}))
+        page1 = structured(
+            await first.call_tool("semantic_search", {"query": "retry a failed call", "top_k": 3, "page_size": 1})
+        )
         page2 = structured(await first.call_tool("semantic_search", {"cursor": page1["pagination"]["next_cursor"]}))
     cursor = page1["pagination"]["next_cursor"]
     async with Client(build_app(settings_for(repo, tmp_path, model_cache, ready_wait_s=0))) as restarted:

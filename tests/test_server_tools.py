@@ -48,9 +48,7 @@ async def test_regex_walk_returns_every_match_once_in_order(client, settings, co
     full = SearchEngine(settings.engine_config()).search(
         SearchRequest(query=r"needle \d+", root=str(code_tree.resolve()))
     )
-    assert [(m["path"], m["line"]) for m in matches] == [
-        (m.path, m.line_start) for m in full.matches
-    ]
+    assert [(m["path"], m["line"]) for m in matches] == [(m.path, m.line_start) for m in full.matches]
     assert len(matches) == 12 * 20
     first, last = responses[0], responses[-1]
     assert first["pagination"]["total_pages"] == len(responses) == 7
@@ -67,7 +65,9 @@ async def test_compact_page_groups_matches_by_file(client):
     type or duplicate line number; metadata without timing breakdowns or empty warnings."""
     body = structured(await client.call_tool("regex_search", {"pattern": "needle_3_[45]\\b"}))
     results = body["results"]
-    assert results["files"] == {"pkg/mod03.py": {"11": "def needle_3_4(x):  # needle 4", "13": "def needle_3_5(x):  # needle 5"}}
+    assert results["files"] == {
+        "pkg/mod03.py": {"11": "def needle_3_4(x):  # needle 4", "13": "def needle_3_5(x):  # needle 5"}
+    }
     assert results["count"] == results["total_count"] == 2 and "search_total_count" not in results
     assert set(body["metadata"]) == {"cache", "time_ms"}
     assert set(body["pagination"]) == {"next_cursor", "page_size", "current_page", "total_pages", "offset"}
@@ -76,7 +76,13 @@ async def test_compact_page_groups_matches_by_file(client):
 async def test_compact_entries_carry_context_as_objects(client):
     body = structured(await client.call_tool("regex_search", {"pattern": "needle_3_4", "context_lines": 1}))
     assert body["results"]["files"] == {
-        "pkg/mod03.py": {"11": {"text": "def needle_3_4(x):  # needle 4", "before": ["    return x + 3"], "after": ["    return x + 4"]}}
+        "pkg/mod03.py": {
+            "11": {
+                "text": "def needle_3_4(x):  # needle 4",
+                "before": ["    return x + 3"],
+                "after": ["    return x + 4"],
+            }
+        }
     }
     assert body["search"]["parameters"] == {"context_lines": 1}
 
@@ -104,7 +110,9 @@ async def test_snippet_length_and_include_snippet(client):
     assert len(content) == 10 and content.endswith("…")
     body = structured(await client.call_tool("regex_search", {"pattern": "needle_3_4", "include_snippet": False}))
     assert body["results"]["files"] == {"pkg/mod03.py": {"11": None}}
-    full = structured(await client.call_tool("regex_search", {"pattern": "needle_3_4", "include_snippet": False, "detail": "full"}))
+    full = structured(
+        await client.call_tool("regex_search", {"pattern": "needle_3_4", "include_snippet": False, "detail": "full"})
+    )
     assert "content" not in full["results"]["matches"][0]["match"]
 
 
@@ -181,7 +189,9 @@ async def test_sub_path_and_globs(client):
     assert body["results"]["total_count"] == 6 * 20
     assert all(m["path"].startswith("lib/") for m in page_matches(body))
     body = structured(
-        await client.call_tool("regex_search", {"pattern": "needle", "include_patterns": ["mod01.py"], "page_size": 200})
+        await client.call_tool(
+            "regex_search", {"pattern": "needle", "include_patterns": ["mod01.py"], "page_size": 200}
+        )
     )
     assert {m["path"] for m in page_matches(body)} == {"pkg/mod01.py"}
 

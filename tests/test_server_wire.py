@@ -16,15 +16,9 @@ import pytest
 from fastmcp import Client
 from mcp import MCPError
 
-from tests.http_server import HttpServer
-from tests.server_helpers import codepager_cmd, page_matches, serve_env, stdio_client, structured, walk
-
-
-def cli_full_list(root: Path, pattern: str) -> list[tuple[str, int]]:
-    cmd, args = codepager_cmd()
-    out = subprocess.run([cmd, *args, "search", "--jsonl", pattern], cwd=root, capture_output=True, text=True, check=True)
-    rows = [json.loads(line) for line in out.stdout.splitlines()]
-    return [(r["path"], r["line"]) for r in rows]
+from harness.commands import codepager_cmd
+from harness.http_server import HttpServer
+from tests.server_helpers import cli_full_list, page_matches, serve_env, stdio_client, structured, walk
 
 
 async def test_stdio_paging_to_the_end_equals_the_cli(code_tree, tmp_path):
@@ -42,7 +36,7 @@ def locations(matches: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [(m["path"], m["line"]) for m in matches]
 
 
-async def walk_all_at_once(client: Client, rotate: int = 0) -> list[list[tuple[str, int]]]:
+async def walk_all_at_once(client: Client[Any], rotate: int = 0) -> list[list[tuple[str, int]]]:
     """Every search in CONCURRENT_SEARCHES walked to its end at the same time on `client`
     (their page calls interleave), returned in CONCURRENT_SEARCHES order."""
     order = CONCURRENT_SEARCHES[rotate:] + CONCURRENT_SEARCHES[:rotate]
@@ -131,12 +125,19 @@ def test_stdout_carries_only_protocol(code_tree, tmp_path):
     """Anything but JSON-RPC on stdout would corrupt a stdio session: send garbage, then a valid
     initialize, and check every stdout line parses as JSON-RPC."""
     cmd, args = codepager_cmd()
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
     proc = subprocess.run(
         [cmd, *args, "serve", "--root", str(code_tree)],
-        input="this is not json\n" + json.dumps(init) + "\n", env=serve_env(tmp_path),
-        capture_output=True, text=True, timeout=60,
+        input="this is not json\n" + json.dumps(init) + "\n",
+        env=serve_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     assert lines, proc.stderr
@@ -187,13 +188,22 @@ async def test_a_semantic_cursor_from_before_a_reindex_is_minus_32602_after_a_re
     cmd, args = codepager_cmd()
 
     def index() -> int:
-        out = subprocess.run([cmd, *args, "index", "--json", "--no-progress", str(code_tree)], env=env,
-                             capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
-        return json.loads(out.stdout)["generation"]
+        out = subprocess.run(
+            [cmd, *args, "index", "--json", "--no-progress", str(code_tree)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        generation: int = json.loads(out.stdout)["generation"]
+        return generation
 
     assert index() == 1
     async with stdio_client(code_tree, tmp_path, env) as client:
-        first = structured(await client.call_tool("semantic_search", {"query": "add a number to x", "top_k": 20, "page_size": 5}))
+        first = structured(
+            await client.call_tool("semantic_search", {"query": "add a number to x", "top_k": 20, "page_size": 5})
+        )
         cursor = first["pagination"]["next_cursor"]
         assert cursor is not None and first["results"]["count"] == 5
     edit_a_matching_line(code_tree)

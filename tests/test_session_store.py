@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import time
 import weakref
+from typing import Any
 
 import msgspec
 import pytest
 
-from search_engine.models import SearchResult
+from search_engine.models import Match, SearchResult
 from sessions import MemoryStore, Session
 from tests.session_fakes import FakeClock, make_matches, request_for
 
@@ -27,7 +28,7 @@ def clock() -> FakeClock:
 
 
 def test_sweeper_returns_memory_without_any_traffic(clock: FakeClock) -> None:
-    class TrackedList(list):  # weak-referenceable, unlike a plain list
+    class TrackedList(list[Match]):  # weak-referenceable, unlike a plain list
         pass
 
     matches = TrackedList(make_matches(50))
@@ -58,14 +59,16 @@ def test_close_stops_the_sweeper_thread() -> None:
 
 
 @pytest.mark.parametrize("kw", [{"ttl_s": 0}, {"max_sessions": 0}, {"max_bytes": 0}, {"sweep_interval_s": 0}])
-def test_nonsense_limits_are_refused(kw: dict[str, float]) -> None:
+def test_nonsense_limits_are_refused(kw: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="positive"):
         MemoryStore(**kw)
 
 
 def test_session_round_trips_through_json_and_bytes() -> None:
-    s = session("round", 25, view='.matches | map(select(.line_start > 3))')
+    s = session("round", 25, view=".matches | map(select(.line_start > 3))")
     s.result.warnings.append("partial: 1 file unreadable")
-    s.result.matches[0] = msgspec.structs.replace(s.result.matches[0], ranks={"lexical": 1, "semantic": 3}, context_before=("a", "b"))
+    s.result.matches[0] = msgspec.structs.replace(
+        s.result.matches[0], ranks={"lexical": 1, "semantic": 3}, context_before=("a", "b")
+    )
     assert Session.from_dict(json.loads(json.dumps(s.to_dict()))) == s
     assert Session.from_bytes(s.to_bytes()) == s

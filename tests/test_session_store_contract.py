@@ -11,6 +11,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -42,7 +43,7 @@ def backend(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[Backen
     stores: list[SessionStore] = []
     if request.param == "memory":
 
-        def make(**kw: object) -> SessionStore:
+        def make(**kw: Any) -> SessionStore:
             stores.append(MemoryStore(sweep_interval_s=None, clock=clock, **kw))
             return stores[-1]
 
@@ -51,7 +52,7 @@ def backend(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[Backen
         url = request.getfixturevalue("redis_server").url
         namespace = f"t{uuid.uuid4().hex[:12]}"
 
-        def make(**kw: object) -> SessionStore:  # every call is another replica on the same namespace
+        def make(**kw: Any) -> SessionStore:  # every call is another replica on the same namespace
             stores.append(RedisStore(url, namespace=namespace, clock=clock, **kw))
             return stores[-1]
 
@@ -196,7 +197,7 @@ def test_concurrent_writers_never_exceed_the_cap(backend: Backend) -> None:
                 got = store.get(s.id)
                 assert got is None or got == s
                 peaks.append(store.stats().sessions)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(replicas[t % len(replicas)], t)) for t in range(8)]

@@ -45,20 +45,31 @@ def test_a_fresh_distillation_matches_the_shipped_tables(rebuilt: Path) -> None:
     cosines = (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
     assert cosines.min() > 0.999
     manifest, shipped_manifest = (json.loads((d / "manifest.json").read_text()) for d in (rebuilt, SHIPPED))
-    assert {k: v for k, v in manifest.items() if k != "files"} == {k: v for k, v in shipped_manifest.items() if k != "files"}
+    assert {k: v for k, v in manifest.items() if k != "files"} == {
+        k: v for k, v in shipped_manifest.items() if k != "files"
+    }
 
 
 def test_the_rebuilt_and_shipped_models_rank_alike(rebuilt: Path) -> None:
     corpus = {
-        "net/retry.py": "def retry(call, tries=5):\n    for attempt in range(tries):\n        time.sleep(0.1 * 2**attempt)",
+        "net/retry.py": (
+            "def retry(call, tries=5):\n    for attempt in range(tries):\n        time.sleep(0.1 * 2**attempt)"
+        ),
         "web/cookies.py": "def parse_cookies(header):\n    return dict(p.split('=') for p in header.split(';'))",
         "db/pool.py": "class ConnectionPool:\n    def acquire(self):\n        return self._idle.pop()",
         "cli/args.py": "def parse_args(argv):\n    parser = argparse.ArgumentParser()",
         "io/csv_reader.py": "def read_rows(path):\n    with open(path) as f:\n        yield from csv.reader(f)",
     }
-    chunks = [chunk_text(Chunk(p, "python", 1, 3, 0, len(t), t, "function", None, content_hash(t))) for p, t in corpus.items()]
-    queries = ["wait longer after each failure", "split a cookie header", "reuse database connections",
-               "parse command line arguments", "iterate over csv lines"]
+    chunks = [
+        chunk_text(Chunk(p, "python", 1, 3, 0, len(t), t, "function", None, content_hash(t))) for p, t in corpus.items()
+    ]
+    queries = [
+        "wait longer after each failure",
+        "split a cookie header",
+        "reuse database connections",
+        "parse command line arguments",
+        "iterate over csv lines",
+    ]
     rankings = []
     for directory in (rebuilt, SHIPPED):
         model = load_static_model(directory)

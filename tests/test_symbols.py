@@ -103,13 +103,16 @@ def test_a_cpp_primary_template_beats_its_specializations(definition_chunks: lis
     assert {definition_chunks[i].path for i in scores} == {"include/fmt/base.h", "include/fmt/std.h"}
 
 
-@pytest.mark.parametrize(("query", "path"), [
-    ("Sinatra::Base", "lib/sinatra/base.rb"),
-    ("appRouter", "src/app.ts"),
-    ("app_router", "src/app.ts"),
-    ("$http", "src/http.js"),
-    ("http", "src/http.js"),
-])
+@pytest.mark.parametrize(
+    ("query", "path"),
+    [
+        ("Sinatra::Base", "lib/sinatra/base.rb"),
+        ("appRouter", "src/app.ts"),
+        ("app_router", "src/app.ts"),
+        ("$http", "src/http.js"),
+        ("http", "src/http.js"),
+    ],
+)
 def test_qualified_sigilled_and_factory_made_names_are_found(
     definition_chunks: list[Chunk], query: str, path: str
 ) -> None:
@@ -121,11 +124,13 @@ def test_a_qualified_query_prefers_the_definition_under_that_qualifier() -> None
     sources = {
         "lib/sinatra/base.rb": "module Sinatra\n  module Helpers\n    def status(value)\n    end\n  end\nend\n",
         "contrib/lib/sinatra/respond_with.rb": "module Sinatra\n  module RespondWith\n    module Helpers\n"
-                                                "      def respond_with(obj)\n      end\n    end\n  end\nend\n",
+        "      def respond_with(obj)\n      end\n    end\n  end\nend\n",
     }
     chunks = _chunked(sources)
     big = "\n".join(f"    def helper_{i}(value)\n      value + {i}\n    end" for i in range(60))
-    chunks += chunk_file("lib/sinatra/more.rb", f"module Sinatra\n  module Helpers\n{big}\n  end\nend\n".encode(), "ruby")
+    chunks += chunk_file(
+        "lib/sinatra/more.rb", f"module Sinatra\n  module Helpers\n{big}\n  end\nend\n".encode(), "ruby"
+    )
     scores = SymbolIndex.build(chunks).match("Sinatra::Helpers")
     qualified = {chunks[i].path for i, s in scores.items() if s == max(scores.values())}
     assert "contrib/lib/sinatra/respond_with.rb" not in qualified
@@ -137,7 +142,7 @@ def test_a_name_many_files_define_counts_less_inside_a_sentence_than_asked_alone
     `ToStringBuilder`. Inside a sentence a name five files define is weak evidence; asked for
     alone (`to_s`) it is still matched at full weight."""
     sources = {
-        f"lib/shapes/{name.lower()}.rb": f"class {name}\n  def to_s\n    \"{name}\"\n  end\nend\n"
+        f"lib/shapes/{name.lower()}.rb": f'class {name}\n  def to_s\n    "{name}"\n  end\nend\n'
         for name in ("Pair", "Triple", "Range", "Fraction", "DiffResult")
     }
     sources["lib/shapes/inspect.rb"] = "module Inspect\n  def to_str(value)\n    value.inspect\n  end\nend\n"

@@ -11,12 +11,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.tools.base import ToolResult
 from mcp_types import TextContent
+
+#: This file, which a test or benchmark runs as the stdio command behind the proxy.
+BACKEND_SCRIPT = str(Path(__file__).resolve())
 
 app = FastMCP("proxy-test-backend")
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from tests.redis_server import free_port
-from tests.server_helpers import codepager_cmd
+from harness.commands import codepager_cmd
+from harness.redis_server import free_port
 
 
 class HttpServer:
@@ -40,14 +40,24 @@ class HttpServer:
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.proc: subprocess.Popen[bytes] | None = None
         # A file, not a pipe: a busy server's log lines would fill a pipe nobody reads and block it.
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as this object: logs span restarts
 
     def start(self, timeout_s: float = 90) -> HttpServer:
         cmd, args = codepager_cmd()
         self.proc = subprocess.Popen(
-            [*(self.program or [cmd, *args]), *self.subcommand, "--transport", "http", "--port", str(self.port), *self.extra_args],
-            env=self.env, stdout=subprocess.DEVNULL, stderr=self._stderr,
-        )  # fmt: skip
+            [
+                *(self.program or [cmd, *args]),
+                *self.subcommand,
+                "--transport",
+                "http",
+                "--port",
+                str(self.port),
+                *self.extra_args,
+            ],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+        )
         deadline = time.monotonic() + timeout_s
         while True:
             if self.proc.poll() is not None:
@@ -85,6 +95,12 @@ class HttpServer:
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace")
 
+    @property
+    def pid(self) -> int:
+        """The running server's process id."""
+        assert self.proc is not None, "the server is not running"
+        return self.proc.pid
+
     def memory_kib(self, field: str) -> int:
         """`VmRSS` (now) or `VmHWM` (peak) of the server process, from /proc, in KiB."""
         assert self.proc is not None
@@ -101,12 +117,16 @@ class HttpServer:
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 INITIALIZE = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
-}  # fmt: skip
+}
 
 
-def rebinding_attack(url: str, host: str, origin: str | None, tool: str, arguments: dict[str, Any]) -> list[httpx.Response]:
+def rebinding_attack(
+    url: str, host: str, origin: str | None, tool: str, arguments: dict[str, Any]
+) -> list[httpx.Response]:
     """What a web page does once its name resolves to the server (DNS rebinding): the browser
     sends its calls with the page's `Host` (and `Origin`). Initialize, confirm, call `tool`;
     stops at the first answer that is not a success. Returns every answer it got."""
@@ -126,7 +146,9 @@ def rebinding_attack(url: str, host: str, origin: str | None, tool: str, argumen
     return answers
 
 
-def unfinished_post(port: int, headers: dict[str, str], first: bytes, content_length: int | None = None) -> socket.socket:
+def unfinished_post(
+    port: int, headers: dict[str, str], first: bytes, content_length: int | None = None
+) -> socket.socket:
     """A POST to /mcp whose body never finishes: the headers and the first bytes of the body
     (`first`, as one chunk of a chunked body, or the start of a `content_length` one) are sent,
     and nothing more. A raw socket, not httpx: an HTTP/1.1 client library writes the whole body

@@ -1,7 +1,7 @@
 """A tiny FastMCP server for the chunked stdio tests and benchmark, run as a real subprocess.
 
-    python tests/chunked_server_fixture.py chunked [CHUNK_LIMIT]   # chunked framing
-    python tests/chunked_server_fixture.py plain                   # fastmcp's own stdio
+    python -m harness.chunked_server chunked [CHUNK_LIMIT]   # chunked framing
+    python -m harness.chunked_server plain                   # fastmcp's own stdio
 
 One server body for both transports, so the tests and benchmarks compare transports only.
 """

@@ -1,0 +1,41 @@
+"""Test modules stand alone: none imports another test module or conftest.py (shared code lives
+in helper modules), and benchmarks/ and harness/ import nothing from tests/. Read from the
+source's import statements, so a new import that breaks the rule fails here by name."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every absolute module `path` imports (`from a.b import c` counts as a.b and a.b.c)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_no_test_module_imports_another_or_conftest() -> None:
+    offenders = {
+        path.name: sorted(
+            m for m in imported_modules(path) if m.startswith(("tests.test_", "tests.conftest")) or m == "conftest"
+        )
+        for path in sorted((ROOT / "tests").glob("*.py"))
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
+def test_benchmarks_and_harness_import_nothing_from_tests() -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(m for m in imported_modules(path) if m == "tests" or m.startswith("tests."))
+        for folder in ("benchmarks", "harness")
+        for path in sorted((ROOT / folder).glob("*.py"))
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
