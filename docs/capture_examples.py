@@ -168,7 +168,9 @@ def body(result: Any) -> Any:
 
 def shown_text(text: str) -> str:
     """A text block as the docs show it: fenced, the next cursor clipped like JSON cursors."""
-    text = re.sub(r"next_cursor=(\S{%d})\S+(\S{%d})" % (CURSOR_CHARS // 2, CURSOR_CHARS // 2), r"next_cursor=\1…\2", text)
+    text = re.sub(
+        r"next_cursor=(\S{%d})\S+(\S{%d})" % (CURSOR_CHARS // 2, CURSOR_CHARS // 2), r"next_cursor=\1…\2", text
+    )
     return f"```text\n{text.rstrip()}\n```"
 
 
@@ -199,8 +201,13 @@ async def proxy_tool_schemas(settings: Settings) -> dict[str, dict[str, Any]]:
     on an app of its own so no backend server is needed."""
     services = build_services(settings)
     app = FastMCP("proxy-tools")
-    register_dataset_page_tool(app, services.datasets, CursorCodec("docs-example-secret-key"), services.renderer,
-                               max_output_tokens=settings.proxy.threshold_tokens)
+    register_dataset_page_tool(
+        app,
+        services.datasets,
+        CursorCodec("docs-example-secret-key"),
+        services.renderer,
+        max_output_tokens=settings.proxy.threshold_tokens,
+    )
     async with Client(app) as c:
         return {t.name: t.input_schema for t in await c.list_tools()}
 
@@ -315,22 +322,35 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
         out["regex_page_1"] = first
         cursor = first["pagination"]["next_cursor"]
         out["regex_page_2"] = await call(c, "regex_search", {"cursor": cursor})
-        out["regex_context"] = await call(c, "regex_search", {"pattern": r"def \w+", "page_size": 2, "context_lines": 1})
-        out["regex_full"] = await call(c, "regex_search", {"pattern": r"def \w+", "page_size": 2, "context_lines": 1, "detail": "full"})
+        out["regex_context"] = await call(
+            c, "regex_search", {"pattern": r"def \w+", "page_size": 2, "context_lines": 1}
+        )
+        out["regex_full"] = await call(
+            c, "regex_search", {"pattern": r"def \w+", "page_size": 2, "context_lines": 1, "detail": "full"}
+        )
         for client_name, key in (("cursor-vscode", "text_for_text_clients"), ("claude-code", "text_for_claude_code")):
             async with Client(app, client_info=Implementation(name=client_name, version="1.0")) as named:
                 result = await named.call_tool("regex_search", {"pattern": r"def \w+", "page_size": 3})
             out[key] = shown_text(result.content[0].text)
-        out["regex_cut"] = await call(c, "regex_search", {"pattern": r"def \w+", "context_lines": 3, "max_output_tokens": 350})
+        out["regex_cut"] = await call(
+            c, "regex_search", {"pattern": r"def \w+", "context_lines": 3, "max_output_tokens": 350}
+        )
         out["regex_stats_only"] = await call(c, "regex_search", {"pattern": r"def \w+", "stats_only": True})
-        legacy = await c.call_tool("regex_search", {"pattern": "cookie", "ignore_case": True, "output_mode": "legacy", "include_snippet": False})
+        legacy = await c.call_tool(
+            "regex_search",
+            {"pattern": "cookie", "ignore_case": True, "output_mode": "legacy", "include_snippet": False},
+        )
         out["regex_legacy"] = json.loads(legacy.content[0].text)
         out["regex_file_ref"] = await call(c, "regex_search", {"pattern": r"def \w+", "output_mode": "file_ref"})
         file_id = out["regex_file_ref"]["results"]["file_ref"]["id"]
         lines = await c.read_resource(f"codepager://results/{file_id}/lines/1-2")
         out["resource_lines"] = "".join(getattr(part, "text", "") for part in lines)
-        out["semantic_search"] = await call(c, "semantic_search", {"query": "wait longer after each failure", "top_k": 2})
-        out["hybrid_search"] = await call(c, "hybrid_search", {"query": "parse cookies from a request header", "top_k": 2})
+        out["semantic_search"] = await call(
+            c, "semantic_search", {"query": "wait longer after each failure", "top_k": 2}
+        )
+        out["hybrid_search"] = await call(
+            c, "hybrid_search", {"query": "parse cookies from a request header", "top_k": 2}
+        )
         out["index_status"] = await call(c, "index_status", {})
         out["reindex"] = await call(c, "reindex", {"full": False})
         out["sql"] = await call(

@@ -16,10 +16,10 @@ from fastmcp import FastMCP
 
 from search_engine import SearchEngine
 from server import __version__
+from server.background_indexer import BackgroundIndexer
 from server.errors import ErrorMiddleware
 from server.jq_view import jq_view
 from server.output import Datasets, OffloadStore, OutputLayer
-from server.background_indexer import BackgroundIndexer
 from server.rendering import Renderer
 from server.services import Services
 from server.settings import SessionSettings, Settings

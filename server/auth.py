@@ -57,7 +57,7 @@ def presented_token(scope: Scope) -> bytes | None:
     when there is no such header, it has another scheme (Basic, ...), or the token is empty."""
     for name, value in scope["headers"]:
         if name == b"authorization":
-            token = value[len(BEARER):].strip() if value[: len(BEARER)].lower() == BEARER else b""
+            token = value[len(BEARER) :].strip() if value[: len(BEARER)].lower() == BEARER else b""
             return token or None
     return None
 
@@ -95,4 +95,3 @@ def bearer_token(settings: ServerSettings) -> str | None:
             len(settings.auth_token),
         )
     return settings.auth_token
-

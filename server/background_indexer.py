@@ -91,7 +91,9 @@ class RootState:
 
 
 class BackgroundIndexer:
-    def __init__(self, engine: SearchEngine, ready_wait_s: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, engine: SearchEngine, ready_wait_s: float, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.engine = engine
         self.ready_wait_s = ready_wait_s
         self.clock = clock
@@ -152,9 +154,12 @@ class BackgroundIndexer:
                 state.phase, state.error = "failed", exc
             except OSError as exc:  # an environment fault (unwritable or full cache dir), not a bug
                 log.warning("indexing %s failed: %s", root, exc)
-                state.phase, state.error = "failed", IndexStoreError(
-                    f"the index cannot be written under index.cache_dir ({exc.strerror or exc}: "
-                    f"{exc.filename or ''}); semantic and hybrid search need a writable cache dir"
+                state.phase, state.error = (
+                    "failed",
+                    IndexStoreError(
+                        f"the index cannot be written under index.cache_dir ({exc.strerror or exc}: "
+                        f"{exc.filename or ''}); semantic and hybrid search need a writable cache dir"
+                    ),
                 )
             except Exception as exc:  # a bug must not kill the worker for the other roots
                 log.exception("indexing %s failed", root)
@@ -194,6 +199,9 @@ def _not_ready(state: RootState) -> IndexNotReadyError:
         f"{elapsed:.0f} s so far); {later}, or use regex_search meanwhile"
     )
     return IndexNotReadyError(
-        message, done=state.done, total=state.total or None, phase=state.phase,
+        message,
+        done=state.done,
+        total=state.total or None,
+        phase=state.phase,
         eta_s=eta,
     )

@@ -108,21 +108,53 @@ class InvalidParamsError(ToolError):
 
 #: Tool errors, most specific first: (exception type, stable code, what to do next).
 _TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
-    (SessionStoreUnavailableError, "session_store_unavailable", "retry the same call in a few seconds; the cursor stays valid"),
+    (
+        SessionStoreUnavailableError,
+        "session_store_unavailable",
+        "retry the same call in a few seconds; the cursor stays valid",
+    ),
     (InvalidQueryError, "invalid_query", "fix the pattern or query and call again without a cursor"),
     (PathError, "invalid_path", "pass a path inside the server's roots (or omit `path`)"),
     (SearchTimeoutError, "timeout", "narrow the search with `path` or `include_patterns` and try again"),
-    (IndexNotReadyError, "index_not_ready", "indexing is running in the background; retry after progress.eta_s seconds (or a few, if null), or use regex_search meanwhile"),
+    (
+        IndexNotReadyError,
+        "index_not_ready",
+        "indexing is running in the background; retry after progress.eta_s seconds (or a few, if null), or use regex_search meanwhile",
+    ),
     (ModelLoadError, "model_unavailable", "check the index.model / index.profile settings; regex_search still works"),
-    (IndexStoreError, "index_unavailable", "make index.cache_dir writable (or point it elsewhere) and call reindex; regex_search still works"),
+    (
+        IndexStoreError,
+        "index_unavailable",
+        "make index.cache_dir writable (or point it elsewhere) and call reindex; regex_search still works",
+    ),
     (JqTimeoutError, "jq_timeout", "simplify the jq_filter (it ran past its time limit) or page without it"),
-    (JqFilterError, "invalid_jq_filter", "fix the jq_filter: it must map the array of match objects to an array of match objects, e.g. map(select(...))"),
-    (SqlRejectedError, "sql_rejected", "send one read-only statement (SELECT, WITH, DESCRIBE, SUMMARIZE, SHOW, EXPLAIN) over dataset_<id> views"),
+    (
+        JqFilterError,
+        "invalid_jq_filter",
+        "fix the jq_filter: it must map the array of match objects to an array of match objects, e.g. map(select(...))",
+    ),
+    (
+        SqlRejectedError,
+        "sql_rejected",
+        "send one read-only statement (SELECT, WITH, DESCRIBE, SUMMARIZE, SHOW, EXPLAIN) over dataset_<id> views",
+    ),
     (SqlTimeoutError, "sql_timeout", "add filters or LIMIT, or aggregate, and try again"),
-    (SqlResultTooLargeError, "sql_result_too_large", "add LIMIT/OFFSET or select fewer columns, or call with output_mode=auto"),
-    (SqlExecutionError, "sql_failed", "check table and column names with list-saved-datasets and DESCRIBE dataset_<id>"),
+    (
+        SqlResultTooLargeError,
+        "sql_result_too_large",
+        "add LIMIT/OFFSET or select fewer columns, or call with output_mode=auto",
+    ),
+    (
+        SqlExecutionError,
+        "sql_failed",
+        "check table and column names with list-saved-datasets and DESCRIBE dataset_<id>",
+    ),
     (InvalidDatasetIdError, "invalid_dataset_id", "pass an id exactly as list-saved-datasets shows it"),
-    (DatasetNotFoundError, "dataset_not_found", "the dataset expired or was removed; run the search again to recreate it"),
+    (
+        DatasetNotFoundError,
+        "dataset_not_found",
+        "the dataset expired or was removed; run the search again to recreate it",
+    ),
     (SearchError, "search_failed", "adjust the request and try again"),
 )
 HANDLED_ERRORS = tuple(t for t, _, _ in _TOOL_ERRORS)

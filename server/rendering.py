@@ -84,7 +84,9 @@ class Renderer:
         )
         return tool_result(self.layer.render(page, render_options))
 
-    def render_search(self, response: SearchResponse, options: OutputOptions, *, tool: str, client: ClientProfile) -> ToolResult:
+    def render_search(
+        self, response: SearchResponse, options: OutputOptions, *, tool: str, client: ClientProfile
+    ) -> ToolResult:
         """A search page: compact pages group their records by file; the text block is grep's
         layout (the header alone for a client that shows only structuredContent); the page is
         cut to what `client` shows."""

@@ -88,9 +88,7 @@ def app_lifespan(app: FastMCP[Any]) -> AbstractAsyncContextManager[None]:
     return app._lifespan_manager()
 
 
-async def serve_connection(
-    app: FastMCP[Any], read_stream: ReadStream[Any], write_stream: WriteStream[Any]
-) -> None:
+async def serve_connection(app: FastMCP[Any], read_stream: ReadStream[Any], write_stream: WriteStream[Any]) -> None:
     """Serve one MCP connection over `read_stream`/`write_stream` until it ends."""
     lowlevel = app._mcp_server
     await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

@@ -60,33 +60,75 @@ class _Section(BaseModel):
 
 class SearchSettings(_Section):
     timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, description="Kill a regex search after this many seconds.")
-    max_results: int = Field(DEFAULT_MAX_RESULTS, ge=1, description="Stop collecting regex matches past this; the result is marked truncated. (The CLI prints every match unless given --limit.)")
-    max_line_width: int = Field(DEFAULT_MAX_LINE_WIDTH, ge=40, description="Cut long lines to this many characters around the match.")
+    max_results: int = Field(
+        DEFAULT_MAX_RESULTS,
+        ge=1,
+        description="Stop collecting regex matches past this; the result is marked truncated. (The CLI prints every match unless given --limit.)",
+    )
+    max_line_width: int = Field(
+        DEFAULT_MAX_LINE_WIDTH, ge=40, description="Cut long lines to this many characters around the match."
+    )
     max_file_size: int = Field(DEFAULT_MAX_FILE_SIZE, ge=1, description="Skip files larger than this (bytes).")
-    default_page_size: int = Field(DEFAULT_PAGE_SIZE, ge=1, description="Matches per page when a search call gives no page_size.")
+    default_page_size: int = Field(
+        DEFAULT_PAGE_SIZE, ge=1, description="Matches per page when a search call gives no page_size."
+    )
     max_page_size: int = Field(MAX_PAGE_SIZE, ge=1, description="Largest page_size a search call may ask for.")
-    default_snippet_length: int = Field(500, ge=1, description="Characters of each regex match's content shown when a call gives no snippet_length.")
-    default_ranked_snippet_length: int = Field(300, ge=1, description="The same for semantic and hybrid chunks (6-8 lines: enough to recognise the code, and more files fit a token budget).")
+    default_snippet_length: int = Field(
+        500, ge=1, description="Characters of each regex match's content shown when a call gives no snippet_length."
+    )
+    default_ranked_snippet_length: int = Field(
+        300,
+        ge=1,
+        description="The same for semantic and hybrid chunks (6-8 lines: enough to recognise the code, and more files fit a token budget).",
+    )
     max_snippet_length: int = Field(2000, ge=1, description="Largest snippet_length a search call may ask for.")
 
 
 class IndexSettings(_Section):
     cache_dir: Path = Field(default_factory=default_cache_dir, description="Where indexes and the cursor key live.")
-    profile: Literal["static", "minilm"] = Field(DEFAULT_EMBEDDING_PROFILE, description="Embedding profile (see docs/benchmarks.md for the measurement behind the default).")
-    model: str | None = Field(None, description="Any sentence-transformers model name or local path; overrides the profile.")
-    ready_wait_s: float = Field(30.0, ge=0, description="How long a semantic call waits for indexing (with progress notifications) before answering 'not ready' with an estimate of the time left.")
-    index_on_start: bool = Field(True, description="Start indexing every root in the background when the server starts.")
+    profile: Literal["static", "minilm"] = Field(
+        DEFAULT_EMBEDDING_PROFILE,
+        description="Embedding profile (see docs/benchmarks.md for the measurement behind the default).",
+    )
+    model: str | None = Field(
+        None, description="Any sentence-transformers model name or local path; overrides the profile."
+    )
+    ready_wait_s: float = Field(
+        30.0,
+        ge=0,
+        description="How long a semantic call waits for indexing (with progress notifications) before answering 'not ready' with an estimate of the time left.",
+    )
+    index_on_start: bool = Field(
+        True, description="Start indexing every root in the background when the server starts."
+    )
 
 
 class SessionSettings(_Section):
     backend: str = Field("memory", description="'memory', or a redis:// (rediss://, unix://) URL shared by replicas.")
-    namespace: str = Field("default", description="Redis key prefix codepager:<namespace>:; replicas sharing sessions use the same one.")
+    namespace: str = Field(
+        "default", description="Redis key prefix codepager:<namespace>:; replicas sharing sessions use the same one."
+    )
     ttl_s: float = Field(DEFAULT_TTL_S, gt=0, description="Sliding time-to-live of a cached result list.")
-    max_sessions: int = Field(DEFAULT_MAX_SESSIONS, ge=1, description="Cached result lists kept; the least recently used is evicted first.")
-    max_memory_mb: float = Field(DEFAULT_MAX_BYTES / 2**20, gt=0, description="Memory budget of the cached result lists (estimated); least recently used evicted first.")
-    sweep_interval_s: float = Field(DEFAULT_SWEEP_INTERVAL_S, gt=0, description="How often the memory backend frees expired sessions.")
-    secret_key: str | None = Field(None, description="Secret the cursor sealing key is derived from (replicas share it); generated and kept in the cache dir when unset.")
-    cursor_max_age_s: float = Field(DEFAULT_MAX_AGE_S, gt=0, description="Cursors older than this are refused as expired (the search must be re-run).")
+    max_sessions: int = Field(
+        DEFAULT_MAX_SESSIONS, ge=1, description="Cached result lists kept; the least recently used is evicted first."
+    )
+    max_memory_mb: float = Field(
+        DEFAULT_MAX_BYTES / 2**20,
+        gt=0,
+        description="Memory budget of the cached result lists (estimated); least recently used evicted first.",
+    )
+    sweep_interval_s: float = Field(
+        DEFAULT_SWEEP_INTERVAL_S, gt=0, description="How often the memory backend frees expired sessions."
+    )
+    secret_key: str | None = Field(
+        None,
+        description="Secret the cursor sealing key is derived from (replicas share it); generated and kept in the cache dir when unset.",
+    )
+    cursor_max_age_s: float = Field(
+        DEFAULT_MAX_AGE_S,
+        gt=0,
+        description="Cursors older than this are refused as expired (the search must be re-run).",
+    )
 
 
 def _default_offload_dir() -> Path:
@@ -102,84 +144,134 @@ class ClientBudget(_Section):
     max_tokens: int | None = Field(None, ge=256, description="Largest answer in estimated tokens.")
     max_bytes: int | None = Field(None, ge=1024, description="Largest answer in bytes.")
     max_lines: int | None = Field(None, ge=16, description="Largest text block in lines.")
-    reads: Literal["structured", "text", "both"] = Field("both", description="Which block of a result the client shows its model.")
+    reads: Literal["structured", "text", "both"] = Field(
+        "both", description="Which block of a result the client shows its model."
+    )
 
 
 class OffloadSettings(_Section):
-    output_dir: Path = Field(default_factory=_default_offload_dir, description="Where offloaded pages (JSONL) are written; created 0700.")
-    max_tokens: int = Field(20_000, ge=100, description="Page ceiling in estimated tokens; above it a page goes to a file.")
-    max_bytes: int = Field(1024 * 1024, ge=1024, description="Page ceiling in bytes of JSON; above it (or max_tokens) a page goes to a file.")
+    output_dir: Path = Field(
+        default_factory=_default_offload_dir, description="Where offloaded pages (JSONL) are written; created 0700."
+    )
+    max_tokens: int = Field(
+        20_000, ge=100, description="Page ceiling in estimated tokens; above it a page goes to a file."
+    )
+    max_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="Page ceiling in bytes of JSON; above it (or max_tokens) a page goes to a file.",
+    )
     retention_hours: float = Field(24.0, gt=0, description="Offloaded files older than this are deleted.")
     sweep_interval_s: float = Field(600.0, gt=0, description="How often expired offload files are swept.")
     jq_timeout_s: float = Field(5.0, gt=0, description="Kill a jq_filter after this many seconds.")
-    jq_memory_mb: int = Field(512, ge=16, description="Memory (address space) a jq_filter may use on top of its worker process's own; the filter is stopped past it.")
+    jq_memory_mb: int = Field(
+        512,
+        ge=16,
+        description="Memory (address space) a jq_filter may use on top of its worker process's own; the filter is stopped past it.",
+    )
     duckdb_memory_limit: str = Field("512MB", description="DuckDB memory_limit for analyze-with-duckdb.")
     duckdb_threads: int = Field(1, ge=1, description="DuckDB threads for analyze-with-duckdb.")
     duckdb_timeout_s: float = Field(30.0, gt=0, description="Interrupt an analyze-with-duckdb query after this long.")
-    duckdb_max_rows: int = Field(100_000, ge=1, description="Rows kept from one SQL result; the rest is reported as truncated.")
+    duckdb_max_rows: int = Field(
+        100_000, ge=1, description="Rows kept from one SQL result; the rest is reported as truncated."
+    )
     duckdb_max_result_bytes: int = Field(
-        64 * 1024 * 1024, ge=1024,
+        64 * 1024 * 1024,
+        ge=1024,
         description="JSON bytes of one SQL result written to its offload file; the rows past it are left out and the answer says so.",
     )
-    clients: dict[str, ClientBudget] = Field(default_factory=dict, description="Per-client page limits, keyed by a substring of the client's clientInfo.name; they override the built-in table (docs/tools.md, Client budgets).")
+    clients: dict[str, ClientBudget] = Field(
+        default_factory=dict,
+        description="Per-client page limits, keyed by a substring of the client's clientInfo.name; they override the built-in table (docs/tools.md, Client budgets).",
+    )
 
 
 class ProxySettings(_Section):
-    threshold_tokens: int = Field(8192, ge=1, description="Proxied results estimated above this (at 3 bytes a token) are saved as datasets.")
-    excluded_tools: list[str] = Field(default_factory=list, description="Tools whose results always pass through (as the client or the backend names them).")
-    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("codepager", appauthor=False)), description="Saved datasets go to <data_dir>/datasets/YYYY/MM/DD/.")
-    cleanup_after_days: float = Field(30.0, gt=0, description="Saved datasets older than this are removed in the background.")
+    threshold_tokens: int = Field(
+        8192, ge=1, description="Proxied results estimated above this (at 3 bytes a token) are saved as datasets."
+    )
+    excluded_tools: list[str] = Field(
+        default_factory=list,
+        description="Tools whose results always pass through (as the client or the backend names them).",
+    )
+    data_dir: Path = Field(
+        default_factory=lambda: Path(platformdirs.user_data_dir("codepager", appauthor=False)),
+        description="Saved datasets go to <data_dir>/datasets/YYYY/MM/DD/.",
+    )
+    cleanup_after_days: float = Field(
+        30.0, gt=0, description="Saved datasets older than this are removed in the background."
+    )
     schema_sample_size: int = Field(100, ge=1, description="Records sampled to infer a saved dataset's field types.")
     duckdb_memory_limit: str = Field("1GB", description="DuckDB memory_limit for analyze-with-duckdb on the proxy.")
     duckdb_threads: int = Field(2, ge=1, description="DuckDB threads for analyze-with-duckdb on the proxy.")
-    call_timeout_s: float | None = Field(300.0, gt=0, description="A backend call running longer than this fails with a timeout error.")
+    call_timeout_s: float | None = Field(
+        300.0, gt=0, description="A backend call running longer than this fails with a timeout error."
+    )
     max_backend_message_bytes: int = Field(
-        DEFAULT_MAX_BUFFERED_BYTES, ge=1024,
+        DEFAULT_MAX_BUFFERED_BYTES,
+        ge=1024,
         description="Largest message read from a stdio backend; a larger reply fails its call with an error saying so and is never held whole.",
     )
 
 
 class ServerSettings(_Section):
-    roots: list[Path] = Field(default_factory=lambda: [Path.cwd()], description="Directories the tools may search (`--root`, repeatable); paths outside them are refused. (`codepager search` in a shell searches whatever paths it is given.)")
-    transport: Literal["stdio", "http", "chunked-stdio"] = Field("stdio", description="How the MCP server is served (see docs/transports.md).")
+    roots: list[Path] = Field(
+        default_factory=lambda: [Path.cwd()],
+        description="Directories the tools may search (`--root`, repeatable); paths outside them are refused. (`codepager search` in a shell searches whatever paths it is given.)",
+    )
+    transport: Literal["stdio", "http", "chunked-stdio"] = Field(
+        "stdio", description="How the MCP server is served (see docs/transports.md)."
+    )
     host: str = Field("127.0.0.1", description="HTTP bind address.")
     port: int = Field(8765, ge=0, le=65535, description="HTTP port.")
-    auth_token: str | None = Field(None, description="When set, HTTP requests need `Authorization: Bearer <token>`; checked on the headers, before any body is read.")
+    auth_token: str | None = Field(
+        None,
+        description="When set, HTTP requests need `Authorization: Bearer <token>`; checked on the headers, before any body is read.",
+    )
     allowed_hosts: tuple[str, ...] = Field(
         (),
-        description="HTTP: Host names answered besides localhost, loopback addresses and `host` (any port), e.g. the name a reverse proxy forwards; other Hosts get 403 (DNS-rebinding guard). `\"*\"` allows any.",
+        description='HTTP: Host names answered besides localhost, loopback addresses and `host` (any port), e.g. the name a reverse proxy forwards; other Hosts get 403 (DNS-rebinding guard). `"*"` allows any.',
     )
     allowed_origins: tuple[str, ...] = Field(
         (),
-        description="HTTP: browser origins (`scheme://host[:port]`) allowed besides pages on localhost, loopback addresses and `host`; a request with another Origin gets 403. Requests without Origin (non-browser clients) are not affected. `\"*\"` allows any.",
+        description='HTTP: browser origins (`scheme://host[:port]`) allowed besides pages on localhost, loopback addresses and `host`; a request with another Origin gets 403. Requests without Origin (non-browser clients) are not affected. `"*"` allows any.',
     )
     body_timeout_s: float = Field(
-        30.0, gt=0, description="HTTP: a request body that sends nothing for this many seconds is answered 408 and its connection closed."
+        30.0,
+        gt=0,
+        description="HTTP: a request body that sends nothing for this many seconds is answered 408 and its connection closed.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "WARNING", description="Log level of codepager, fastmcp and (on HTTP) uvicorn; logs go to stderr only."
     )
     chunk_limit: int = Field(
-        DEFAULT_CHUNK_LIMIT, ge=MIN_CHUNK_LIMIT,
+        DEFAULT_CHUNK_LIMIT,
+        ge=MIN_CHUNK_LIMIT,
         description="chunked-stdio: messages above this many bytes are split into frames of at most this much data.",
     )
     max_request_bytes: int = Field(
-        4 * 1024 * 1024, ge=1024,
+        4 * 1024 * 1024,
+        ge=1024,
         description="Largest request accepted on every transport; a larger one gets JSON-RPC error -32600 (HTTP 413) and is never held whole. HTTP also keeps the MCP SDK's own 4 MiB cap.",
     )
     chunk_timeout_s: float = Field(
-        DEFAULT_CHUNK_TIMEOUT_S, gt=0, description="chunked-stdio: an incomplete incoming message with no new frame for this long is dropped."
+        DEFAULT_CHUNK_TIMEOUT_S,
+        gt=0,
+        description="chunked-stdio: an incomplete incoming message with no new frame for this long is dropped.",
     )
     chunk_max_buffered_bytes: int = Field(
-        DEFAULT_MAX_BUFFERED_BYTES, ge=1,
+        DEFAULT_MAX_BUFFERED_BYTES,
+        ge=1,
         description=f"chunked-stdio: bytes all incomplete incoming messages may hold together, each frame counting its data plus {FRAME_OVERHEAD}; a frame past it drops its message (answered -32600).",
     )
     chunk_max_partial_messages: int = Field(
-        DEFAULT_MAX_PARTIAL_MESSAGES, ge=1,
+        DEFAULT_MAX_PARTIAL_MESSAGES,
+        ge=1,
         description="chunked-stdio: incoming messages that may be incomplete at once; the first frame of one more is refused with -32600.",
     )
     chunk_max_frames_per_message: int = Field(
-        DEFAULT_MAX_FRAMES_PER_MESSAGE, ge=1,
+        DEFAULT_MAX_FRAMES_PER_MESSAGE,
+        ge=1,
         description="chunked-stdio: most frames one incoming message may claim (totalChunks); a message claiming more is refused with -32600 at its first frame.",
     )
 
@@ -203,7 +295,9 @@ class ServerSettings(_Section):
         for entry in entries:
             host = split_host(entry)
             if entry != ANY and (host is None or host.port is not None or "/" in entry):
-                raise ValueError(f"server.allowed_hosts: {entry!r} is not a host name; give names like \"code.example.com\" or \"10.0.0.5\", without scheme or port (any port is accepted)")
+                raise ValueError(
+                    f'server.allowed_hosts: {entry!r} is not a host name; give names like "code.example.com" or "10.0.0.5", without scheme or port (any port is accepted)'
+                )
         return entries
 
     @field_validator("allowed_origins")
@@ -213,7 +307,9 @@ class ServerSettings(_Section):
 
         for entry in entries:
             if entry != ANY and parse_origin(entry) is None:
-                raise ValueError(f"server.allowed_origins: {entry!r} is not an origin; give scheme://host[:port], like \"https://code.example.com\", without a path")
+                raise ValueError(
+                    f'server.allowed_origins: {entry!r} is not an origin; give scheme://host[:port], like "https://code.example.com", without a path'
+                )
         return entries
 
 

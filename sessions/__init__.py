@@ -23,7 +23,13 @@ from sessions.errors import (
     SessionStoreUnavailableError,
 )
 from sessions.keys import load_or_create_key
-from sessions.memory import DEFAULT_MAX_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SWEEP_INTERVAL_S, DEFAULT_TTL_S, MemoryStore
+from sessions.memory import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SWEEP_INTERVAL_S,
+    DEFAULT_TTL_S,
+    MemoryStore,
+)
 from sessions.models import Page, Session
 from sessions.pager import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Pager
 from sessions.store import SessionStore, StoreStats

@@ -32,7 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full", action="store_true", help="rebuild from scratch instead of updating")
     p.add_argument("--status", action="store_true", help="report on the index without changing it")
     p.add_argument("--json", action="store_true", help="print the summary or status as JSON")
-    p.add_argument("--profile", choices=["static", "minilm"], help=f"embedding profile (default: {default_of(IndexSettings, 'profile')})")
+    p.add_argument(
+        "--profile",
+        choices=["static", "minilm"],
+        help=f"embedding profile (default: {default_of(IndexSettings, 'profile')})",
+    )
     p.add_argument("--model", help="sentence-transformers model name or local path (overrides --profile)")
     p.add_argument("--config", type=Path, help="TOML settings file")
     p.add_argument("--no-progress", action="store_true", help="never draw the progress bar")

@@ -34,36 +34,75 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
     def default(key: str) -> object:
         return default_of(ProxySettings, key)
 
-    p.add_argument("--servers", type=Path, metavar="MCP_JSON",
-                   help="standard mcpServers config; with several servers, tool names are prefixed SERVER_")
+    p.add_argument(
+        "--servers",
+        type=Path,
+        metavar="MCP_JSON",
+        help="standard mcpServers config; with several servers, tool names are prefixed SERVER_",
+    )
     p.add_argument("--name", help="server name of the COMMAND backend (default: derived from the command)")
-    p.add_argument("--threshold-tokens", type=int,
-                   help=f"save results estimated above this many tokens (default {default('threshold_tokens')})")
-    p.add_argument("--exclude-tool", action="append", dest="excluded_tools", metavar="TOOL",
-                   help="never intercept this tool's results (repeatable)")
+    p.add_argument(
+        "--threshold-tokens",
+        type=int,
+        help=f"save results estimated above this many tokens (default {default('threshold_tokens')})",
+    )
+    p.add_argument(
+        "--exclude-tool",
+        action="append",
+        dest="excluded_tools",
+        metavar="TOOL",
+        help="never intercept this tool's results (repeatable)",
+    )
     p.add_argument("--data-dir", type=Path, help=f"where datasets are kept (default {default('data_dir')})")
-    p.add_argument("--cleanup-after-days", type=float,
-                   help=f"remove datasets older than this (default {default('cleanup_after_days'):g})")
-    p.add_argument("--schema-sample-size", type=int,
-                   help=f"records sampled to infer field types (default {default('schema_sample_size')})")
-    p.add_argument("--duckdb-memory-limit", help=f"memory limit of analyze-with-duckdb (default {default('duckdb_memory_limit')})")
-    p.add_argument("--duckdb-threads", type=int, help=f"threads of analyze-with-duckdb (default {default('duckdb_threads')})")
-    p.add_argument("--call-timeout", type=float, dest="call_timeout_s", metavar="SECONDS",
-                   help=f"fail a backend call after this long (default {default('call_timeout_s'):g})")
-    p.add_argument("--config", type=Path, metavar="FILE", help="TOML settings file ([proxy], [offload], [server] sections)")
+    p.add_argument(
+        "--cleanup-after-days",
+        type=float,
+        help=f"remove datasets older than this (default {default('cleanup_after_days'):g})",
+    )
+    p.add_argument(
+        "--schema-sample-size",
+        type=int,
+        help=f"records sampled to infer field types (default {default('schema_sample_size')})",
+    )
+    p.add_argument(
+        "--duckdb-memory-limit", help=f"memory limit of analyze-with-duckdb (default {default('duckdb_memory_limit')})"
+    )
+    p.add_argument(
+        "--duckdb-threads", type=int, help=f"threads of analyze-with-duckdb (default {default('duckdb_threads')})"
+    )
+    p.add_argument(
+        "--call-timeout",
+        type=float,
+        dest="call_timeout_s",
+        metavar="SECONDS",
+        help=f"fail a backend call after this long (default {default('call_timeout_s'):g})",
+    )
+    p.add_argument(
+        "--config", type=Path, metavar="FILE", help="TOML settings file ([proxy], [offload], [server] sections)"
+    )
     add_transport_arguments(p)
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]",
-                   help="the stdio MCP server to proxy")
+    p.add_argument(
+        "command", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]", help="the stdio MCP server to proxy"
+    )
     p.set_defaults(func=run)
 
 
 def proxy_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Flags that were given, as settings overrides (flags win over env and TOML)."""
-    keys = ("threshold_tokens", "excluded_tools", "data_dir", "cleanup_after_days", "schema_sample_size",
-            "duckdb_memory_limit", "duckdb_threads", "call_timeout_s")
+    keys = (
+        "threshold_tokens",
+        "excluded_tools",
+        "data_dir",
+        "cleanup_after_days",
+        "schema_sample_size",
+        "duckdb_memory_limit",
+        "duckdb_threads",
+        "call_timeout_s",
+    )
     return {"proxy": {k: getattr(args, k) for k in keys}, "server": transport_overrides(args)}
 
 
@@ -75,7 +114,9 @@ def backend_command(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     command = backend_command(args)
     if bool(command) == bool(args.servers):
-        print("codepager proxy: give either `-- COMMAND [ARGS...]` or --servers mcp.json (one of them)", file=sys.stderr)
+        print(
+            "codepager proxy: give either `-- COMMAND [ARGS...]` or --servers mcp.json (one of them)", file=sys.stderr
+        )
         return 2
     settings = server_settings(args.config, proxy_overrides(args))
     if settings is None:

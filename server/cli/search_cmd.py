@@ -58,9 +58,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("pattern", metavar="PATTERN", help="regex (ripgrep syntax), or a question with --sem/--hybrid")
-    p.add_argument("paths", metavar="PATH", nargs="*", help="directories or files to search (default: the current directory)")
+    p.add_argument(
+        "paths", metavar="PATH", nargs="*", help="directories or files to search (default: the current directory)"
+    )
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--regex", dest="mode", action="store_const", const=SearchMode.REGEX, help="regex search (default)")
+    mode.add_argument(
+        "--regex", dest="mode", action="store_const", const=SearchMode.REGEX, help="regex search (default)"
+    )
     mode.add_argument("--sem", dest="mode", action="store_const", const=SearchMode.SEMANTIC, help="semantic search")
     mode.add_argument("--hybrid", dest="mode", action="store_const", const=SearchMode.HYBRID, help="hybrid search")
     p.set_defaults(mode=SearchMode.REGEX)
@@ -68,17 +72,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-F", "--fixed-strings", action="store_true", help="regex: PATTERN is a literal string")
     p.add_argument("-w", "--word-regexp", action="store_true", help="regex: match whole words only")
     p.add_argument("-U", "--multiline", action="store_true", help="regex: let matches span lines")
-    p.add_argument("-C", "--context", type=_int_between(0, MAX_CONTEXT_LINES), metavar="N", help=f"regex: lines of context (0..{MAX_CONTEXT_LINES})")
+    p.add_argument(
+        "-C",
+        "--context",
+        type=_int_between(0, MAX_CONTEXT_LINES),
+        metavar="N",
+        help=f"regex: lines of context (0..{MAX_CONTEXT_LINES})",
+    )
     p.add_argument("--glob", action="append", default=[], metavar="G", help="only files matching glob G (repeatable)")
-    p.add_argument("--exclude", action="append", default=[], metavar="G", help="skip files matching glob G (repeatable)")
+    p.add_argument(
+        "--exclude", action="append", default=[], metavar="G", help="skip files matching glob G (repeatable)"
+    )
     output = p.add_mutually_exclusive_group()
     output.add_argument("--jsonl", action="store_const", dest="output", const="jsonl", help="one JSON object per match")
     output.add_argument("--json", action="store_const", dest="output", const="json", help="one JSON array of matches")
     p.set_defaults(output="text")
-    p.add_argument("--detail", choices=[d.value for d in Detail], default=Detail.COMPACT.value, help="--json/--jsonl: compact records (default) or the full shape with byte spans and ranks")
-    p.add_argument("--limit", type=_int_between(1), metavar="N", help="regex: stop after N matches (default: print every match)")
-    p.add_argument("--top-k", type=_int_between(1), metavar="N", help=f"--sem/--hybrid: how many chunks to return per PATH (default: {_TOP_K})")
-    p.add_argument("--threshold", type=float, metavar="X", help="--sem: minimum cosine similarity; --hybrid: minimum score relative to the best (0..1)")
+    p.add_argument(
+        "--detail",
+        choices=[d.value for d in Detail],
+        default=Detail.COMPACT.value,
+        help="--json/--jsonl: compact records (default) or the full shape with byte spans and ranks",
+    )
+    p.add_argument(
+        "--limit", type=_int_between(1), metavar="N", help="regex: stop after N matches (default: print every match)"
+    )
+    p.add_argument(
+        "--top-k",
+        type=_int_between(1),
+        metavar="N",
+        help=f"--sem/--hybrid: how many chunks to return per PATH (default: {_TOP_K})",
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        metavar="X",
+        help="--sem: minimum cosine similarity; --hybrid: minimum score relative to the best (0..1)",
+    )
     p.add_argument("--config", type=Path, metavar="FILE", help="TOML settings file")
     p.set_defaults(func=run)
 

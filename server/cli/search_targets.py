@@ -67,7 +67,9 @@ def resolve_target(given: str | None) -> Target:
         raise MissingPathError(f"{shown}: {getattr(exc, 'strerror', None) or 'cannot be resolved'}") from None
     is_file = stat.S_ISREG(mode)
     if not (is_file or stat.S_ISDIR(mode)):
-        raise MissingPathError(f"{shown}: not a regular file or directory (FIFOs, sockets and devices are not searched)")
+        raise MissingPathError(
+            f"{shown}: not a regular file or directory (FIFOs, sockets and devices are not searched)"
+        )
     if resolved == cwd or cwd in resolved.parents:
         rel = resolved.relative_to(cwd).as_posix()
         location = SearchLocation(cwd, None if rel == "." else rel)

@@ -17,8 +17,14 @@ from server.settings import ServerSettings, Settings, default_of, load_settings
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the MCP server")
-    p.add_argument("--root", action="append", type=Path, dest="roots", metavar="DIR",
-                   help="directory agents may search (repeatable; default: the current directory)")
+    p.add_argument(
+        "--root",
+        action="append",
+        type=Path,
+        dest="roots",
+        metavar="DIR",
+        help="directory agents may search (repeatable; default: the current directory)",
+    )
     add_transport_arguments(p)
     p.add_argument("--config", type=Path, help="TOML settings file")
     p.set_defaults(func=run)
@@ -26,13 +32,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_transport_arguments(p: argparse.ArgumentParser) -> None:
     """How an MCP server is served; shared by `serve` and `proxy`."""
+
     def default(key: str) -> object:
         return default_of(ServerSettings, key)
 
     p.add_argument("--transport", choices=["stdio", "http", "chunked-stdio"], help=f"default: {default('transport')}")
     p.add_argument("--host", help=f"HTTP bind address (default {default('host')})")
     p.add_argument("--port", type=int, help=f"HTTP port (default {default('port')})")
-    p.add_argument("--auth-token", help="require 'Authorization: Bearer TOKEN' on HTTP (or CODEPAGER_SERVER__AUTH_TOKEN)")
+    p.add_argument(
+        "--auth-token", help="require 'Authorization: Bearer TOKEN' on HTTP (or CODEPAGER_SERVER__AUTH_TOKEN)"
+    )
     p.add_argument("--log-level", help=f"stderr log level (default {default('log_level')})")
 
 

@@ -134,7 +134,9 @@ def saved_answer(
             if k < len(names):
                 dataset["more_fields"] = omitted_fields_note(len(names) - k, everything)
             dataset.update(
-                optional_fields=shown.optional, distinct_values=shown.distinct_values, sample_records=shown.sample_records
+                optional_fields=shown.optional,
+                distinct_values=shown.distinct_values,
+                sample_records=shown.sample_records,
             )
             if envelope is not None:
                 dataset["envelope"] = envelope
@@ -171,7 +173,9 @@ def answer_budget(threshold_tokens: int) -> int:
     return threshold_tokens * BYTES_PER_TOKEN // 2
 
 
-def truncated_answer(text: str, *, tool: str, server: str, size_bytes: int, threshold_tokens: int, why: str) -> ToolResult:
+def truncated_answer(
+    text: str, *, tool: str, server: str, size_bytes: int, threshold_tokens: int, why: str
+) -> ToolResult:
     """The longest start of the result whose whole answer (text and structuredContent together,
     escaping included) fits in `threshold_tokens`, with a warning saying why."""
     estimated = size_bytes // BYTES_PER_TOKEN

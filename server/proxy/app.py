@@ -112,7 +112,10 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
     saver = ResultSaver(saved, threshold_tokens=proxy.threshold_tokens, schema_sample_size=proxy.schema_sample_size)
     app.add_middleware(
         LargeResultInterceptor(
-            saver, ToolOwners(backends), threshold_tokens=proxy.threshold_tokens, excluded={*proxy.excluded_tools, *PROXY_TOOLS}
+            saver,
+            ToolOwners(backends),
+            threshold_tokens=proxy.threshold_tokens,
+            excluded={*proxy.excluded_tools, *PROXY_TOOLS},
         )
     )
     register_sql_tools(app, datasets, renderer)

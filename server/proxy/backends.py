@@ -33,7 +33,9 @@ from server.transports.chunked_client import PLAIN_STDIO, KeptStdioTransport
 from server.transports.framing import DEFAULT_MAX_BUFFERED_BYTES
 
 #: Launchers whose first plain argument, not themselves, names the server.
-_LAUNCHERS = frozenset({"npx", "bunx", "pnpx", "uvx", "pipx", "node", "deno", "bun", "python", "python3", "uv", "docker"})
+_LAUNCHERS = frozenset(
+    {"npx", "bunx", "pnpx", "uvx", "pipx", "node", "deno", "bun", "python", "python3", "uv", "docker"}
+)
 _LAUNCHER_WORDS = frozenset({"run", "exec", "x", "dlx", "-m"})
 
 
@@ -89,7 +91,9 @@ def command_backend(
     if not command:
         raise ValueError("no backend command: use `codepager proxy -- COMMAND [ARGS...]` or --config mcp.json")
     program, *args = command
-    return Backend(name or server_name(program, args), _stdio(program, args, dict(os.environ), max_message_bytes), timeout_s)
+    return Backend(
+        name or server_name(program, args), _stdio(program, args, dict(os.environ), max_message_bytes), timeout_s
+    )
 
 
 def config_backends(

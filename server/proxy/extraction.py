@@ -233,7 +233,9 @@ def extract_records(result: ToolResult, structured: bytes | None = None) -> Extr
     if structured is None and result.structured_content is not None:
         structured = dumps_bytes(result.structured_content)
     if structured is not None and not too_deep(structured):
-        found = _from_file_groups(result.structured_content) or _from_json(result.structured_content, "structuredContent")
+        found = _from_file_groups(result.structured_content) or _from_json(
+            result.structured_content, "structuredContent"
+        )
         if found is not None:
             return found
     raw = _json_text(text)

@@ -34,7 +34,9 @@ from server.proxy.size import structured_json, wire_size
 class LargeResultInterceptor(Middleware):
     """fastmcp middleware on the proxy app: saves backend results over `threshold_tokens`."""
 
-    def __init__(self, saver: ResultSaver, owners: ToolOwners, *, threshold_tokens: int, excluded: Collection[str]) -> None:
+    def __init__(
+        self, saver: ResultSaver, owners: ToolOwners, *, threshold_tokens: int, excluded: Collection[str]
+    ) -> None:
         self.saver = saver
         self.owners = owners
         self.max_bytes = threshold_tokens * BYTES_PER_TOKEN
@@ -60,7 +62,9 @@ class LargeResultInterceptor(Middleware):
         ]
 
     async def on_call_tool(
-        self, context: MiddlewareContext[mt.CallToolRequestParams], call_next: CallNext[mt.CallToolRequestParams, ToolResult]
+        self,
+        context: MiddlewareContext[mt.CallToolRequestParams],
+        call_next: CallNext[mt.CallToolRequestParams, ToolResult],
     ) -> Any:
         result = await call_next(context)
         # A multi-round-trip ask or a task acknowledgement carries no content to save; an error
@@ -77,5 +81,7 @@ class LargeResultInterceptor(Middleware):
         extracted = await anyio.to_thread.run_sync(extract_records, result, structured)
         if extracted is None:
             return result
-        call = ProxiedCall(tool=owner[1], server=owner[0], arguments=dict(context.message.arguments or {}), size_bytes=size)
+        call = ProxiedCall(
+            tool=owner[1], server=owner[0], arguments=dict(context.message.arguments or {}), size_bytes=size
+        )
         return await anyio.to_thread.run_sync(self.saver.save, result, extracted, call)

@@ -91,5 +91,10 @@ class ResultSaver:
         if not text and result.structured_content is not None:
             text = dumps(result.structured_content)
         return truncated_answer(
-            text, tool=call.tool, server=call.server, size_bytes=call.size_bytes, threshold_tokens=self.threshold_tokens, why=why
+            text,
+            tool=call.tool,
+            server=call.server,
+            size_bytes=call.size_bytes,
+            threshold_tokens=self.threshold_tokens,
+            why=why,
         )

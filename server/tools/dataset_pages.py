@@ -99,7 +99,9 @@ def register_dataset_page_tool(
     async def read_dataset_page(
         dataset_id: str,
         cursor: str | None = None,
-        page_size: Annotated[int | None, Field(ge=1, le=MAX_PAGE_SIZE, description=f"default {DEFAULT_PAGE_SIZE}")] = None,
+        page_size: Annotated[
+            int | None, Field(ge=1, le=MAX_PAGE_SIZE, description=f"default {DEFAULT_PAGE_SIZE}")
+        ] = None,
     ) -> ToolResult:
         page = await anyio.to_thread.run_sync(lambda: dataset_page(datasets, codec, dataset_id, cursor, page_size))
         options = OutputOptions(output_mode="inline", max_output_tokens=budget)

@@ -19,7 +19,9 @@ are left out: the spec gives them meaning only for tools that are not read-only.
 
 def local_writes(*, destructive: bool) -> ToolAnnotations:
     """A tool that changes local state (an index, the offload folder): idempotent, closed-world."""
-    return ToolAnnotations(read_only_hint=False, destructive_hint=destructive, idempotent_hint=True, open_world_hint=False)
+    return ToolAnnotations(
+        read_only_hint=False, destructive_hint=destructive, idempotent_hint=True, open_world_hint=False
+    )
 
 
 OutputModeName = Literal["auto", "inline", "file_ref", "legacy"]

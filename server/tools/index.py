@@ -7,8 +7,8 @@ from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
 from search_engine import IndexNotReadyError, resolve_search_path
-from server.errors import tool_errors
 from server.background_indexer import RootState
+from server.errors import tool_errors
 from server.rendering import json_result
 from server.services import Services
 from server.tools.descriptions import READ_ONLY, local_writes

@@ -16,15 +16,22 @@ from server.tools.descriptions import READ_ONLY, OutputModeName, local_writes
 from server.tools.schemas import CLEANUP_OUTPUT, DATASETS_OUTPUT, ROWS_OUTPUT
 
 
-
 def register_results_resources(app: FastMCP, store: OffloadStore) -> None:
-    @app.resource(RESULTS_URI, name="offloaded-results", mime_type="application/x-ndjson",
-                  description="A whole offloaded page: line 1 is a header, then one match per line.")
+    @app.resource(
+        RESULTS_URI,
+        name="offloaded-results",
+        mime_type="application/x-ndjson",
+        description="A whole offloaded page: line 1 is a header, then one match per line.",
+    )
     def whole(id: str) -> str:
         return store.read_whole(id)
 
-    @app.resource(LINES_URI, name="offloaded-results-lines", mime_type="application/x-ndjson",
-                  description="Lines start..end (1-based, inclusive; line 1 is the header) of an offloaded page.")
+    @app.resource(
+        LINES_URI,
+        name="offloaded-results-lines",
+        mime_type="application/x-ndjson",
+        description="Lines start..end (1-based, inclusive; line 1 is the header) of an offloaded page.",
+    )
     def lines(id: str, start: int, end: int) -> str:
         return store.read_lines(id, start, end)
 
@@ -51,7 +58,9 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
         output_mode: OutputModeName = "auto",
     ) -> ToolResult:
         options = RenderOptions(tool="analyze-with-duckdb", query=query, output_mode=output_mode, records_key="rows")
-        rendered = await anyio.to_thread.run_sync(lambda: answer_query(datasets, renderer.layer, query, dataset_id, options))
+        rendered = await anyio.to_thread.run_sync(
+            lambda: answer_query(datasets, renderer.layer, query, dataset_id, options)
+        )
         return tool_result(rendered)
 
     @app.tool(

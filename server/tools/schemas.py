@@ -20,6 +20,7 @@ from typing import Any
 from fastmcp.server.transforms import Transform
 from fastmcp.tools.base import Tool
 
+
 def _shape(required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "object", "required": required}
     if properties:

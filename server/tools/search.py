@@ -14,7 +14,6 @@ No `from __future__ import annotations` here: the parameter types are built at r
 time from settings (page-size limits), and fastmcp must be able to evaluate them.
 """
 
-
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -36,8 +35,8 @@ from search_engine import (
     resolve_search_path,
 )
 from server.clients import client_name, profile_for
-from server.output import MIN_OUTPUT_TOKENS
 from server.errors import InvalidParamsError, tool_errors
+from server.output import MIN_OUTPUT_TOKENS
 from server.records import Detail
 from server.rendering import OutputOptions
 from server.response import RecordOptions, SearchResponse
@@ -207,7 +206,9 @@ def _request(services: Services, call: SearchCall) -> SearchRequest:
         if name not in (call.query_param, "path", "jq_filter")
     }
     try:
-        return SearchRequest(mode=call.mode, query=query, root=str(location.root), path=location.sub, **fields, **call.fixed)
+        return SearchRequest(
+            mode=call.mode, query=query, root=str(location.root), path=location.sub, **fields, **call.fixed
+        )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))} {e['msg']}" for e in exc.errors())
         raise InvalidParamsError(f"invalid search parameters: {problems}") from None
@@ -230,8 +231,7 @@ def _check_cursor_root(searched: SearchRequest, roots: list[Path]) -> None:
         ) from None
     except PathError:
         raise InvalidParamsError(
-            "the folder or file this cursor searches is gone or unreadable now; run the search again "
-            "without a cursor."
+            "the folder or file this cursor searches is gone or unreadable now; run the search again without a cursor."
         ) from None
 
 
@@ -283,7 +283,9 @@ async def run_search(
             )
         _check_cursor_root(searched, services.roots)
         _check_sent_arguments(services, call, state, searched)
-    if searched.mode is not SearchMode.REGEX and (state is None or not await anyio.to_thread.run_sync(pager.is_live, state)):
+    if searched.mode is not SearchMode.REGEX and (
+        state is None or not await anyio.to_thread.run_sync(pager.is_live, state)
+    ):
         # A first page, or a cursor whose session is gone (restart, eviction): either searches
         # the index, so wait for it here, with progress, rather than block inside the search.
         await services.indexer.wait_ready(searched, ctx)

@@ -73,7 +73,9 @@ def _unanswerable(response: TooLarge | Refused, limit_setting: str) -> SessionMe
             f"the server's response is at least {response.size} bytes, over this client's limit of "
             f"{response.limit} bytes ({limit_setting}); ask for less (a smaller page) or raise the limit"
         )
-    error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=types.INTERNAL_ERROR, message=message))
+    error = types.JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=types.INTERNAL_ERROR, message=message)
+    )
     return SessionMessage(error)
 
 
@@ -206,9 +208,10 @@ class ChunkedStdioTransport(ClientTransport):
         **session_kwargs: Unpack[SessionKwargs],
     ) -> AsyncIterator[ClientSession]:
         options = transport_options or TransportOptions()
-        async with chunked_stdio_client(
-            self.server, errlog=self.log_file or sys.stderr, framing=self.framing
-        ) as (read_stream, write_stream):
+        async with chunked_stdio_client(self.server, errlog=self.log_file or sys.stderr, framing=self.framing) as (
+            read_stream,
+            write_stream,
+        ):
             async with options.session_class(read_stream, write_stream, **session_kwargs) as session:
                 yield session
 

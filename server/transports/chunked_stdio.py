@@ -88,4 +88,3 @@ async def chunked_stdio_server(
                     yield streams
             finally:
                 tg.cancel_scope.cancel()
-

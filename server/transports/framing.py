@@ -386,7 +386,11 @@ class Reassembler:
             received = len(partial.chunks)
         total = f" of {partial.total}" if partial is not None else ""
         logger.error(
-            "chunked stdio: dropped incomplete message %s (%d%s chunks received): %s", message_id, received, total, reason
+            "chunked stdio: dropped incomplete message %s (%d%s chunks received): %s",
+            message_id,
+            received,
+            total,
+            reason,
         )
         self._dropped[message_id] = now
         self._dropped.move_to_end(message_id)

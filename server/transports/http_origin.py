@@ -108,7 +108,9 @@ def _local_names(bind_host: str) -> frozenset[str]:
 
 
 class HostOriginGuard:
-    def __init__(self, app: ASGIApp, bind_host: str, allowed_hosts: Sequence[str], allowed_origins: Sequence[str]) -> None:
+    def __init__(
+        self, app: ASGIApp, bind_host: str, allowed_hosts: Sequence[str], allowed_origins: Sequence[str]
+    ) -> None:
         self.app = app
         self.local = _local_names(bind_host)
         self.any_host = ANY in allowed_hosts

@@ -73,8 +73,13 @@ def http_middleware(settings: ServerSettings, token: str | None) -> list[Middlew
     from server.transports.http_origin import HostOriginGuard
 
     guard = Middleware(
-        HostOriginGuard, bind_host=settings.host, allowed_hosts=settings.allowed_hosts, allowed_origins=settings.allowed_origins
+        HostOriginGuard,
+        bind_host=settings.host,
+        allowed_hosts=settings.allowed_hosts,
+        allowed_origins=settings.allowed_origins,
     )
     auth = [Middleware(BearerTokenGuard, token=token)] if token is not None else []
-    body = Middleware(RequestBodyLimits, max_request_bytes=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s)
+    body = Middleware(
+        RequestBodyLimits, max_request_bytes=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s
+    )
     return [guard, *auth, body]
