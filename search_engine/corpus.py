@@ -82,6 +82,13 @@ class Corpus:
             np.asarray(vectors.file_vectors, dtype=np.float32), FileNames(files), list(chunks.languages),
         )
 
+    def files_allowed(self, allowed: np.ndarray | None) -> np.ndarray:
+        """Ids (ascending) of the files with a chunk `allowed` lets through (a boolean mask
+        over chunks; None: every file)."""
+        if allowed is None:
+            return np.arange(len(self.files))
+        return np.flatnonzero(np.bincount(self.file_of[allowed], minlength=len(self.files)))
+
     def file_priors(self, priors: PathPriors) -> np.ndarray:
         """Each file's path-prior factor under `priors` (a handful of variants exist, each
         computed once)."""
