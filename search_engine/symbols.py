@@ -101,11 +101,18 @@ class _Definition:
 
 
 class SymbolIndex:
-    """Defined names -> defining chunks, for one list of chunks (indices into it)."""
+    """Defined names -> defining chunks, for one list of chunks (indices into it).
 
-    def __init__(self, definitions: dict[str, list[_Definition]]) -> None:
-        self._by_key = definitions
-        self._keys = list(definitions)
+    Built from every definition of an index when its first search needs it (600k at 450k
+    chunks), so building does the least per definition: it normalizes each distinct name once
+    and files the definition's row under its key; the `_Definition` of a row (with its
+    stem match) is made only when a query looks that key up."""
+
+    def __init__(self, rows: list[tuple[int, str, str, float]], by_key: dict[str, list[int]]) -> None:
+        self._rows = rows
+        self._by_key = by_key
+        self._keys = list(by_key)
+        self._stems: dict[str, str] = {}
 
     @classmethod
     def build(cls, chunks: Sequence[Chunk]) -> SymbolIndex:
@@ -117,15 +124,25 @@ class SymbolIndex:
     def from_definitions(cls, definitions: Iterable[tuple[int, str, str, float]]) -> SymbolIndex:
         """From (chunk id, chunk path, name, factor) as `defined_names` gives them: an index
         stores these at build time, so loading it reads no chunk text."""
-        by_key: dict[str, list[_Definition]] = defaultdict(list)
-        stems: dict[str, str] = {}
-        for i, path, name, factor in definitions:
-            stem = stems.get(path)
+        rows = list(definitions)
+        keys: dict[str, str] = {}
+        by_key: dict[str, list[int]] = defaultdict(list)
+        for r, (_, _, name, _) in enumerate(rows):
+            key = keys.get(name)
+            if key is None:
+                key = keys[name] = normalize(name)
+            by_key[key].append(r)
+        return cls(rows, dict(by_key))
+
+    def _definitions(self, key: str) -> list[_Definition]:
+        out = []
+        for r in self._by_key.get(key, ()):
+            chunk, path, name, factor = self._rows[r]
+            stem = self._stems.get(path)
             if stem is None:
-                stem = stems[path] = normalize(PurePosixPath(path).stem)
-            key = normalize(name)
-            by_key[key].append(_Definition(i, name, factor, _stem_matches(stem, key)))
-        return cls(dict(by_key))
+                stem = self._stems[path] = normalize(PurePosixPath(path).stem)
+            out.append(_Definition(chunk, name, factor, _stem_matches(stem, key)))
+        return out
 
     def match(self, query: str) -> dict[int, float]:
         """Chunks defining an identifier the query names, with a match score in (0, ~1.1].
@@ -149,7 +166,7 @@ class SymbolIndex:
 
     def _match_name(self, name: str, fuzzy: bool) -> dict[int, float]:
         key = normalize(name)
-        found = self._by_key.get(key, [])
+        found = self._definitions(key)
         exact = [d for d in found if d.name == name]
         if exact or found:
             return _scored(exact or found, EXACT if exact else NORMALIZED)
@@ -157,7 +174,7 @@ class SymbolIndex:
             return {}
         scores: dict[int, float] = {}
         for other, ratio, _ in process.extract(key, self._keys, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=10):
-            for chunk, score in _scored(self._by_key[other], FUZZY_WEIGHT * ratio / 100.0).items():
+            for chunk, score in _scored(self._definitions(other), FUZZY_WEIGHT * ratio / 100.0).items():
                 scores[chunk] = max(score, scores.get(chunk, 0.0))
         return scores
 
