@@ -43,8 +43,8 @@ MIN_PROBES = 8
 # 95% (8 sqrt(n): 96%, for twice the build time).
 SAMPLE_PER_LIST = 16
 ITERATIONS = 8
-# Rows compared with the centroids at a time (bounds the scratch of a build to ~100 MB).
-_BATCH = 32_768
+# Scratch of one batch of row-centroid products (bounds what a build adds to its peak).
+_SCRATCH_BYTES = 32 << 20
 _SEED = 20_240_601
 
 _CENTROIDS, _LISTS = "coarse.centroids.npy", "coarse.lists.npy"
@@ -92,12 +92,20 @@ class CoarseIndex:
 def nearest_lists(codes: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     """Each row's nearest centroid by cosine (int32). A row's scale does not change which
     centroid is nearest, so the int8 codes are compared as they are."""
-    out = np.empty(len(codes), dtype=np.int32)
+    return _nearest(codes, centroids)[0]
+
+
+def _nearest(rows: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's nearest centroid (int32) and its dot product with it, a batch at a time."""
+    labels = np.empty(len(rows), dtype=np.int32)
+    best = np.empty(len(rows), dtype=np.float32)
     t = np.ascontiguousarray(centroids.T, dtype=np.float32)
-    for start in range(0, len(codes), _BATCH):
-        rows = np.asarray(codes[start:start + _BATCH], dtype=np.float32)
-        out[start:start + len(rows)] = np.argmax(rows @ t, axis=1)
-    return out
+    batch = max(1, _SCRATCH_BYTES // (4 * max(len(centroids), 1)))
+    for start in range(0, len(rows), batch):
+        sims = np.asarray(rows[start:start + batch], dtype=np.float32) @ t
+        labels[start:start + len(sims)] = np.argmax(sims, axis=1)
+        best[start:start + len(sims)] = sims[np.arange(len(sims)), labels[start:start + len(sims)]]
+    return labels, best
 
 
 def train(codes: np.ndarray, count: int) -> np.ndarray:
@@ -109,8 +117,7 @@ def train(codes: np.ndarray, count: int) -> np.ndarray:
     x = _unit(np.asarray(codes[sample], dtype=np.float32))
     centroids = x[rng.choice(len(x), size=count, replace=False)]
     for _ in range(ITERATIONS):
-        sims = x @ centroids.T
-        labels = np.argmax(sims, axis=1)
+        labels, best = _nearest(x, centroids)
         order = np.argsort(labels, kind="stable")
         used, starts = np.unique(labels[order], return_index=True)
         sums = np.zeros_like(centroids)
@@ -119,7 +126,7 @@ def train(codes: np.ndarray, count: int) -> np.ndarray:
         # centroids serve worst.
         empty = np.setdiff1d(np.arange(count), used)
         if len(empty):
-            worst = np.argsort(sims[np.arange(len(x)), labels], kind="stable")[:len(empty)]
+            worst = np.argsort(best, kind="stable")[:len(empty)]
             sums[empty[:len(worst)]] = x[worst]
         centroids = _unit(sums)
     return centroids
