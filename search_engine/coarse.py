@@ -52,7 +52,7 @@ _CENTROIDS, _LISTS = "coarse.centroids.npy", "coarse.lists.npy"
 
 def list_count(n: int) -> int:
     """Lists for `n` chunks: ~4 sqrt(n), so a list holds ~sqrt(n) / 4 chunks."""
-    return max(1, int(round(4 * math.sqrt(n))))
+    return max(1, round(4 * math.sqrt(n)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,11 +57,11 @@ import msgpack
 import numpy as np
 from filelock import FileLock, Timeout
 
+from search_engine import coarse
 from search_engine.chunk_table import ChunkTable, ChunkTableWriter, text_key
 from search_engine.chunks import Chunk
 from search_engine.errors import IndexStoreError
 from search_engine.lexical import LexicalBuilder, LexicalIndex, lexical_document
-from search_engine import coarse
 from search_engine.vectors import VectorIndex, empty, quantize
 
 # Bumped whenever anything below changes shape, or what `symbols.defined_names` extracts (the

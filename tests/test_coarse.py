@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import search_engine.vectors as vectors
-from search_engine import coarse
+from search_engine import coarse, vectors
 from search_engine.config import EngineConfig
 from search_engine.errors import IndexStoreError
 from search_engine.index import IndexManager
