@@ -76,7 +76,7 @@ class Corpus:
         file_chunks = [order[bounds[f]:bounds[f + 1]] for f in range(len(files))]
         def_chunk, def_factor, def_names = chunks.definitions()
         def_paths = [files[f] for f in file_of[def_chunk].tolist()] if len(def_chunk) else []
-        symbols = SymbolIndex.from_definitions(zip(np.asarray(def_chunk).tolist(), def_paths, def_names, np.asarray(def_factor).tolist()))
+        symbols = SymbolIndex(np.asarray(def_chunk), def_paths, def_names, np.asarray(def_factor))
         return cls(
             chunks, vectors, lexical, symbols, files, file_of, file_chunks,
             np.asarray(vectors.file_vectors, dtype=np.float32), FileNames(files), list(chunks.languages),

@@ -15,11 +15,11 @@ several small definitions and line-window chunks of files that failed to parse.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+import numpy as np
 from rapidfuzz import fuzz, process
 
 from search_engine.chunks import Chunk
@@ -104,14 +104,27 @@ class SymbolIndex:
     """Defined names -> defining chunks, for one list of chunks (indices into it).
 
     Built from every definition of an index when its first search needs it (600k at 450k
-    chunks), so building does the least per definition: it normalizes each distinct name once
-    and files the definition's row under its key; the `_Definition` of a row (with its
-    stem match) is made only when a query looks that key up."""
+    chunks), so building does the least per definition and keeps columns, not objects: each
+    distinct name is normalized once, the definitions are sorted by key, and a key maps to
+    its range of rows. The `_Definition`s of a key (with their stem match) are made only
+    when a query looks it up."""
 
-    def __init__(self, rows: list[tuple[int, str, str, float]], by_key: dict[str, list[int]]) -> None:
-        self._rows = rows
-        self._by_key = by_key
-        self._keys = list(by_key)
+    def __init__(self, chunks: np.ndarray, paths: Sequence[str], names: Sequence[str], factors: np.ndarray) -> None:
+        """Definition columns: row r is chunk `chunks[r]` (in file `paths[r]`) defining
+        `names[r]` with evidence `factors[r]`."""
+        key_ids: dict[str, int] = {}
+        of_name: dict[str, int] = {}
+        row_keys = np.empty(len(names), dtype=np.int32)
+        for r, name in enumerate(names):
+            k = of_name.get(name)
+            if k is None:
+                k = of_name[name] = key_ids.setdefault(normalize(name), len(key_ids))
+            row_keys[r] = k
+        self._order = np.argsort(row_keys, kind="stable").astype(np.int32)
+        self._bounds = np.searchsorted(row_keys[self._order], np.arange(len(key_ids) + 1)).tolist()
+        self._key_ids = key_ids
+        self._keys = list(key_ids)
+        self._chunks, self._paths, self._names, self._factors = chunks, paths, names, factors
         self._stems: dict[str, str] = {}
 
     @classmethod
@@ -122,26 +135,22 @@ class SymbolIndex:
 
     @classmethod
     def from_definitions(cls, definitions: Iterable[tuple[int, str, str, float]]) -> SymbolIndex:
-        """From (chunk id, chunk path, name, factor) as `defined_names` gives them: an index
-        stores these at build time, so loading it reads no chunk text."""
+        """From (chunk id, chunk path, name, factor) as `defined_names` gives them."""
         rows = list(definitions)
-        keys: dict[str, str] = {}
-        by_key: dict[str, list[int]] = defaultdict(list)
-        for r, (_, _, name, _) in enumerate(rows):
-            key = keys.get(name)
-            if key is None:
-                key = keys[name] = normalize(name)
-            by_key[key].append(r)
-        return cls(rows, dict(by_key))
+        return cls(np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows], [r[2] for r in rows],
+                   np.array([r[3] for r in rows], dtype=np.float64))  # fmt: skip
 
     def _definitions(self, key: str) -> list[_Definition]:
+        k = self._key_ids.get(key)
+        if k is None:
+            return []
         out = []
-        for r in self._by_key.get(key, ()):
-            chunk, path, name, factor = self._rows[r]
+        for r in self._order[self._bounds[k]:self._bounds[k + 1]].tolist():
+            path = self._paths[r]
             stem = self._stems.get(path)
             if stem is None:
                 stem = self._stems[path] = normalize(PurePosixPath(path).stem)
-            out.append(_Definition(chunk, name, factor, _stem_matches(stem, key)))
+            out.append(_Definition(int(self._chunks[r]), self._names[r], float(self._factors[r]), _stem_matches(stem, key)))
         return out
 
     def match(self, query: str) -> dict[int, float]:
