@@ -57,11 +57,10 @@ def semantic_search(
         return []
     n = max(CANDIDATES, 4 * top_k)
     # Every chunk the vector index rescores (it never returns fewer than `n` if it has them).
-    nearest = vectors.nearest(query_vector, allowed, n)
-    ids = nearest.ids
+    ids, sims = vectors.nearest(query_vector, allowed, n).ranked()
     if len(ids) == 0:
         return []
-    sims = nearest.cosines.astype(np.float64)
+    sims = sims.astype(np.float64)
     files = file_of[ids]
     if file_similarity is not None:
         sims = (1.0 - FILE_WEIGHT) * sims + FILE_WEIGHT * file_similarity[files]

@@ -121,8 +121,7 @@ class VectorIndex:
             pool = np.arange(count) if allowed_ids is None else allowed_ids
             ids = pool[self._nearest_signs(query, allowed_ids, rescore)]
         sims = self.cosines(ids, query)
-        best = np.lexsort((ids, -sims))
-        return Nearest(ids[best], sims[best], self, np.asarray(query, dtype=np.float32))
+        return Nearest(ids, sims, self, np.asarray(query, dtype=np.float32))
 
     def _nearest_signs(self, query: np.ndarray, ids: np.ndarray | None, k: int) -> np.ndarray:
         """Positions in `ids` (None: every chunk) of the `k` chunks nearest by sign bits,
@@ -132,8 +131,9 @@ class VectorIndex:
 
 @dataclass(frozen=True, slots=True)
 class Nearest:
-    """A query's rescored chunks, `ids` best first (ties to the lower id) with their int8
-    `cosines`. Every other chunk ranks below all of them, in Hamming order (`at`)."""
+    """A query's rescored chunks, `ids` ascending with their int8 `cosines` (a caller
+    wanting a few best ones selects them; `ranked` sorts them all). Every other chunk ranks
+    below all of them, in Hamming order (`at`)."""
 
     ids: np.ndarray
     cosines: np.ndarray
@@ -145,12 +145,11 @@ class Nearest:
         cosine of a rescored chunk; for any other, a value below every rescored one that
         falls with its Hamming distance to the query (within [-1.5, 1))."""
         ids = np.asarray(ids, dtype=np.int64)
-        by_id = np.argsort(self.ids, kind="stable")
-        known = self.ids[by_id]
+        known = self.ids
         pos = np.minimum(np.searchsorted(known, ids), max(len(known) - 1, 0))
         hit = known[pos] == ids if len(known) else np.zeros(len(ids), dtype=bool)
         out = np.empty(len(ids), dtype=np.float32)
-        out[hit] = self.cosines[by_id[pos[hit]]]
+        out[hit] = self.cosines[pos[hit]]
         miss = np.flatnonzero(~hit)
         if len(miss):
             floor = float(self.cosines.min()) if len(self.cosines) else 0.0
@@ -158,6 +157,11 @@ class Nearest:
             distance = self.vectors.hamming(self.query, ids[miss])
             out[miss] = floor - 0.001 - distance.astype(np.float32) / (2.0 * dims)
         return out
+
+    def ranked(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, cosines) best first, ties to the lower id."""
+        best = np.lexsort((self.ids, -self.cosines))
+        return self.ids[best], self.cosines[best]
 
 
 def empty(dim: int) -> VectorIndex:

@@ -66,7 +66,7 @@ def test_the_coarse_path_finds_the_exhaustive_top_results(tmp_path: Path, static
         q = index.embed_query(query)
         pool = index.vectors.coarse.probe(q, None, coarse.PROBE_CHUNKS)
         assert coarse.PROBE_CHUNKS <= len(pool) < n  # the approximate path ran, on part of the index
-        got = index.vectors.nearest(q, None, 10).ids[:10]
+        got = index.vectors.nearest(q, None, 10).ranked()[0][:10]
         exact = exhaustive.cosines(everything, q)
         best = np.lexsort((everything, -exact))[:10]
         # the same top three (ties of equal cosines may swap places), nearly the same top ten
@@ -77,7 +77,7 @@ def test_the_coarse_path_finds_the_exhaustive_top_results(tmp_path: Path, static
     allowed = np.zeros(n, dtype=bool)
     allowed[::3] = True
     q = index.embed_query(TOPICS[0])
-    filtered = index.vectors.nearest(q, allowed, 10).ids
+    filtered = index.vectors.nearest(q, allowed, 10).ranked()[0]
     assert allowed[filtered].all() and filtered[0] == np.flatnonzero(allowed)[np.argmax(exact_of(index, q)[allowed])]
 
 
@@ -116,7 +116,7 @@ def test_the_coarse_index_survives_an_incremental_update(tmp_path: Path, static_
     np.testing.assert_array_equal(fresh.lists[new], coarse.nearest_lists(np.asarray(after.vectors.codes[new]), fresh.centroids))
     # and the new function is found through the coarse path
     q = after.embed_query("polygon_area: area of a polygon by the shoelace formula")
-    hit = after.vectors.nearest(q, None, 10).ids[0]
+    hit = after.vectors.nearest(q, None, 10).ranked()[0][0]
     assert hit == np.argmax(after.vectors.cosines(np.arange(len(after.chunks)), q))
     assert after.chunks[int(hit)].path == "pkg9/geometry.py"
 

@@ -70,13 +70,14 @@ def test_sign_bit_candidates_then_int8_rescoring_find_the_int8_top(static_embedd
         query = static_embedder.embed([texts[q] + " variant"])[0]
         nearest = index.nearest(query, None, 10)
         assert len(nearest.ids) == RESCORE
+        best, _ = nearest.ranked()
         exact = index.cosines(everything, query)
-        assert sorted(nearest.ids[:10].tolist()) == sorted(np.argsort(-exact, kind="stable")[:10].tolist())
+        assert sorted(best[:10].tolist()) == sorted(np.argsort(-exact, kind="stable")[:10].tolist())
         # every chunk has a value in the same order: the rescored ones their cosines, the
         # rest less, still rankable (hybrid adds 2.0)
         full = nearest.at(everything)
         np.testing.assert_array_equal(full[nearest.ids], nearest.cosines)
-        assert np.argsort(-full, kind="stable")[:10].tolist() == nearest.ids[:10].tolist()
+        assert np.argsort(-full, kind="stable")[:10].tolist() == best[:10].tolist()
         rest = np.setdiff1d(everything, nearest.ids)
         assert full[rest].max() < nearest.cosines.min() and full.min() > -1.6
 
