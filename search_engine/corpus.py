@@ -76,11 +76,18 @@ class Corpus:
         file_chunks = [order[bounds[f]:bounds[f + 1]] for f in range(len(files))]
         def_chunk, def_factor, def_names = chunks.definitions()
         def_paths = [files[f] for f in file_of[def_chunk].tolist()] if len(def_chunk) else []
-        symbols = SymbolIndex.from_definitions(zip(np.asarray(def_chunk).tolist(), def_paths, def_names, np.asarray(def_factor).tolist()))
+        symbols = SymbolIndex(np.asarray(def_chunk), def_paths, def_names, np.asarray(def_factor))
         return cls(
             chunks, vectors, lexical, symbols, files, file_of, file_chunks,
             np.asarray(vectors.file_vectors, dtype=np.float32), FileNames(files), list(chunks.languages),
         )
+
+    def files_allowed(self, allowed: np.ndarray | None) -> np.ndarray:
+        """Ids (ascending) of the files with a chunk `allowed` lets through (a boolean mask
+        over chunks; None: every file)."""
+        if allowed is None:
+            return np.arange(len(self.files))
+        return np.flatnonzero(np.bincount(self.file_of[allowed], minlength=len(self.files)))
 
     def file_priors(self, priors: PathPriors) -> np.ndarray:
         """Each file's path-prior factor under `priors` (a handful of variants exist, each

@@ -39,6 +39,7 @@ from search_engine.corpus import Corpus
 from search_engine.hits import Hit, diversify
 from search_engine.priors import PathPriors
 from search_engine.symbols import query_identifiers
+from search_engine.vectors import Nearest
 
 RRF_K = 60
 # Candidates taken from each ranked list before fusing; more only adds noise at the bottom.
@@ -74,17 +75,15 @@ def candidate_count(allowed: int, share: float) -> int:
 
 
 def reciprocal_ranks(values: np.ndarray, candidates: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The top `n` of `candidates` by `values` (descending, positive values only) and their
-    RRF contributions 1/(RRF_K + rank)."""
-    if len(candidates) == 0:
-        return candidates, np.zeros(0)
-    vals = values[candidates]
+    """The top `n` of `candidates` by `values` (aligned with them; descending, ties to the
+    lower id, positive values only) and their RRF contributions 1/(RRF_K + rank)."""
+    keep = values > 0
+    candidates, values = candidates[keep], values[keep]
     if len(candidates) > n:
-        part = np.argpartition(-vals, n)[:n]
-        top = part[np.argsort(-vals[part], kind="stable")]
-    else:
-        top = np.argsort(-vals, kind="stable")
-    top = top[vals[top] > 0]
+        # Everything scoring at least the n-th best value, ties at the cut included.
+        near = np.flatnonzero(values >= np.partition(values, len(values) - n)[len(values) - n])
+        candidates, values = candidates[near], values[near]
+    top = np.lexsort((candidates, -values))[:n]
     return candidates[top], 1.0 / (RRF_K + np.arange(1, len(top) + 1))
 
 
@@ -93,41 +92,52 @@ def hybrid_search(
     query: str,
     terms: list[str],
     query_vector: np.ndarray,
-    allowed: np.ndarray,
+    allowed: np.ndarray | None,
     top_k: int,
 ) -> list[Hit]:
     """The `top_k` best chunks for a query among those `allowed` (a boolean mask over the
-    corpus: path filters are applied before ranking, never to its output)."""
-    allowed_ids = np.flatnonzero(allowed)
-    if len(allowed_ids) == 0:
+    corpus, None for every chunk: path filters are applied before ranking, never to its
+    output).
+
+    Only candidates are scored: the chunks some query term occurs in, the rescored nearest
+    vectors, the defining chunks and the chunks of the scored files. `fused` is indexed by
+    chunk id but only ever read at `candidates`, so a query's cost follows those, not the
+    size of the index."""
+    if allowed is not None and not allowed.any():
         return []
     identifiers = query_identifiers(query)
     alpha = ALPHA_SYMBOL if identifiers.whole else ALPHA_NATURAL
-    n_cand = max(candidate_count(len(allowed_ids), CANDIDATE_SHARE), 2 * top_k)
-    fused = np.zeros(len(corpus.chunks))
+    n_allowed = len(corpus.chunks) if allowed is None else int(np.count_nonzero(allowed))
+    n_cand = max(candidate_count(n_allowed, CANDIDATE_SHARE), 2 * top_k)
+    fused = np.zeros(len(corpus.chunks))  # zero pages are only materialized where written
     ranks: dict[int, dict[str, int]] = {}
 
-    semantic = corpus.vectors.similarities(query_vector, allowed_ids)
+    semantic = corpus.vectors.nearest(query_vector, allowed, n_cand)
+    lexical_ids, lexical_scores = corpus.lexical.matching(terms, allowed)
     # Cosines are shifted to be positive so `reciprocal_ranks` keeps every candidate.
-    for name, values, weight in (
-        ("lexical", corpus.lexical.scores(terms), 1.0 - alpha),
-        ("semantic", semantic + 2.0, alpha),
+    listed = []
+    for name, ids, values, weight in (
+        ("lexical", lexical_ids, lexical_scores, 1.0 - alpha),
+        ("semantic", semantic.ids, semantic.cosines + 2.0, alpha),
     ):
-        order, contrib = reciprocal_ranks(values, allowed_ids, n_cand)
+        order, contrib = reciprocal_ranks(values, ids, n_cand)
         fused[order] += weight * contrib
+        listed.append(order)
         for r, i in enumerate(order.tolist(), 1):
             ranks.setdefault(i, {})[name] = r
-    unit = fused.max() if fused.any() else 1.0 / (RRF_K + 1)
+    candidates = np.unique(np.concatenate(listed))
+    unit = fused[candidates].max() if len(candidates) else 1.0 / (RRF_K + 1)
 
-    symbol_hits = [(i, s) for i, s in corpus.symbols.match(query).items() if allowed[i]]
+    symbol_hits = [(i, s) for i, s in corpus.symbols.match(query).items() if allowed is None or allowed[i]]
     symbol_weight = SYMBOL_WEIGHT_WHOLE if identifiers.whole else SYMBOL_WEIGHT_EMBEDDED
     for r, (i, s) in enumerate(sorted(symbol_hits, key=lambda h: (-h[1], h[0])), 1):
         fused[i] += symbol_weight * s * unit
         ranks.setdefault(i, {})["symbol"] = r
+    candidates = np.union1d(candidates, np.fromiter((i for i, _ in symbol_hits), dtype=np.int64, count=len(symbol_hits)))
 
-    _add_file_signals(corpus, query, terms, query_vector, alpha, allowed, allowed_ids, fused, ranks, semantic, unit)
+    credited = _add_file_signals(corpus, query, terms, query_vector, alpha, allowed, candidates, fused, ranks, semantic, unit)
 
-    candidates = np.flatnonzero(fused)
+    candidates = np.union1d(candidates, credited)
     fused[candidates] *= corpus.file_priors(PathPriors.for_query(query))[corpus.file_of[candidates]]
     return _select(corpus, candidates, fused, ranks, top_k)
 
@@ -138,16 +148,16 @@ def _add_file_signals(
     terms: list[str],
     query_vector: np.ndarray,
     alpha: float,
-    allowed: np.ndarray,
-    allowed_ids: np.ndarray,
+    allowed: np.ndarray | None,
+    candidates: np.ndarray,
     fused: np.ndarray,
     ranks: dict[int, dict[str, int]],
-    semantic: np.ndarray,
+    semantic: Nearest,
     unit: float,
-) -> None:
+) -> np.ndarray:
     """Score files as wholes and credit each file's score, and its ranks, to its best allowed
-    chunk."""
-    files_allowed = np.unique(corpus.file_of[allowed_ids])
+    chunk (`candidates`: the chunks scored so far, ascending); returns the credited chunks."""
+    files_allowed = corpus.files_allowed(allowed)
     file_score = np.zeros(len(corpus.files))
     file_ranks: dict[int, dict[str, int]] = {}
 
@@ -163,7 +173,8 @@ def _add_file_signals(
         ("file_lexical", corpus.lexical.file_scores(terms), FILE_LEXICAL_WEIGHT * (1.0 - alpha)),
         ("file_semantic", corpus.file_vectors @ query_vector + 2.0, FILE_SEMANTIC_WEIGHT * alpha),
     ):
-        order, contrib = reciprocal_ranks(values, files_allowed, candidate_count(len(files_allowed), FILE_CANDIDATE_SHARE))
+        n_files = candidate_count(len(files_allowed), FILE_CANDIDATE_SHARE)
+        order, contrib = reciprocal_ranks(values[files_allowed], files_allowed, n_files)
         add(name, order, weight * contrib)
     named = corpus.names.match(query)
     if named.scores:
@@ -174,7 +185,6 @@ def _add_file_signals(
         named_ids, closeness = named_ids[keep], closeness[keep]
         best_first = np.lexsort((named_ids, -closeness))
         add("path", named_ids[best_first], path_weight * unit * closeness[best_first])
-    candidates = np.flatnonzero(fused)
     if len(candidates):
         excess = np.maximum(fused[candidates] - np.median(fused[candidates]), 0.0)
         file_sum = np.bincount(corpus.file_of[candidates], weights=excess, minlength=len(corpus.files))
@@ -184,13 +194,14 @@ def _add_file_signals(
             add("coherence", coherent, COHERENCE_WEIGHT * unit * file_sum[coherent] / file_sum.max())
     scored = np.flatnonzero(file_score)
     if len(scored) == 0:
-        return
+        return scored
     members = np.concatenate([corpus.file_chunks[f] for f in scored.tolist()])
-    members = members[allowed[members]]
+    if allowed is not None:
+        members = members[allowed[members]]
     files = corpus.file_of[members]
     # Per file, the chunk with the best fused score (ties: the most similar): sort by file,
     # then take each file's first row.
-    order = np.lexsort((-semantic[members], -fused[members], files))
+    order = np.lexsort((-semantic.at(members), -fused[members], files))
     members, files = members[order], files[order]
     first = np.ones(len(members), dtype=bool)
     first[1:] = files[1:] != files[:-1]
@@ -198,6 +209,7 @@ def _add_file_signals(
     fused[credited] += file_score[credited_files]
     for i, f in zip(credited.tolist(), credited_files.tolist()):
         ranks.setdefault(i, {}).update(file_ranks[f])
+    return credited
 
 
 def _select(corpus: Corpus, candidates: np.ndarray, fused: np.ndarray,

@@ -15,6 +15,8 @@
             scales.bin        (chunks,) float32 row scales    } all memory-mapped
             words.bin         (dim / 64, chunks) uint64 signs }
             file_vectors.npy  (files with chunks, dim) float32: each file's mean vector
+            coarse.*.npy      large indexes only: centroids and each chunk's list
+                              (`search_engine.coarse`, written by `write_coarse`)
             lexical/          the BM25 postings (`search_engine.lexical`)
 
 Opening a generation maps its arrays and reads the small tables (manifest, file table,
@@ -55,6 +57,7 @@ import msgpack
 import numpy as np
 from filelock import FileLock, Timeout
 
+from search_engine import coarse
 from search_engine.chunk_table import ChunkTable, ChunkTableWriter, text_key
 from search_engine.chunks import Chunk
 from search_engine.errors import IndexStoreError
@@ -404,6 +407,7 @@ class GenerationWriter:
         staging = self.staging
         self._table.finish()
         self._transpose_words()
+        write_coarse(staging, self.chunks, self.dim, self.old)
         file_vectors = np.stack(self._file_vectors) if self._file_vectors else np.zeros((0, self.dim), np.float32)
         np.save(staging / _FILE_VECTORS, file_vectors.astype(np.float32))
         self._lexical.finish().save(staging / _LEXICAL)
@@ -470,6 +474,21 @@ def _read_files(path: Path) -> dict[str, FileEntry]:
     return {p: FileEntry(*r) for p, r in rows.items()}
 
 
+def write_coarse(directory: Path, n: int, dim: int, old: Snapshot | None) -> None:
+    """Write the coarse quantizer of a generation whose chunk table, `n` rows of int8 codes
+    and sign words are complete in `directory` (nothing below `coarse.MIN_CHUNKS`). Chunks
+    whose embedding text the previous generation `old` had keep their list there; the rest
+    are compared with its centroids (or new ones are trained, see `coarse.build`)."""
+    if n < coarse.MIN_CHUNKS:
+        return
+    codes = np.memmap(directory / _CODES, dtype=np.int8, mode="r", shape=(n, dim))
+    keys = np.asarray(ChunkTable(directory / _CHUNKS).rows["text_hash"])
+    previous = None
+    if old is not None and old.vectors.coarse is not None:
+        previous = (old.vectors.coarse, np.asarray(old.chunks.rows["text_hash"]))
+    coarse.save(directory, coarse.build(codes, keys, previous))
+
+
 def _read_vectors(directory: Path, n: int, dim: int) -> VectorIndex:
     """The quantized vectors, memory-mapped (sizes checked against the manifest)."""
     words = dim // _WORD_BITS
@@ -486,4 +505,5 @@ def _read_vectors(directory: Path, n: int, dim: int) -> VectorIndex:
         np.memmap(directory / _SCALES, dtype=np.float32, mode="r", shape=(n,)),
         np.memmap(directory / _WORDS, dtype=np.uint64, mode="r", shape=(words, n)),
         file_vectors,
+        coarse.load(directory, n, dim),
     )

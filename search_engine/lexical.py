@@ -168,6 +168,16 @@ class LexicalIndex:
         Terms absent from the vocabulary are skipped: an all-unknown query scores zeros."""
         return self._chunks.scores(self.term_ids(terms))
 
+    def matching(self, terms: Sequence[str], allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The chunks some term occurs in (ids ascending) among those `allowed` (a boolean
+        mask; None: every chunk), with their BM25 scores: every chunk with a positive score,
+        so a caller ranks these few instead of the whole index."""
+        scores = self.scores(terms)
+        ids = np.flatnonzero(scores > 0)  # a bool mask: numpy finds its nonzeros ~5x faster
+        if allowed is not None:
+            ids = ids[allowed[ids]]
+        return ids, scores[ids]
+
     def file_scores(self, terms: Sequence[str]) -> np.ndarray:
         """BM25 score of every file in `files` order, each file scored as one document."""
         return self._files.scores(self.term_ids(terms))

@@ -112,10 +112,11 @@ class Ranker:
             search_time_ms=(time.perf_counter() - started) * 1000,
         )
 
-    def allowed(self, request: SearchRequest) -> np.ndarray:
-        """Boolean mask of the chunks the request's sub-path and globs let through."""
+    def allowed(self, request: SearchRequest) -> np.ndarray | None:
+        """Boolean mask of the chunks the request's sub-path and globs let through; None when
+        they let every chunk through (ranking then builds nothing as long as the index)."""
         if request.path is None and not request.include and not request.exclude:
-            return np.ones(len(self.corpus.chunks), dtype=bool)
+            return None
         key = (request.root, request.path, request.include, request.exclude)
         mask = self._masks.get(key)
         if mask is None:

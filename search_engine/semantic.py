@@ -17,7 +17,8 @@ diversified similarity (a cosine blend in [-1, 1]), and `threshold` applies to i
 
 The chunk cosine is the int8 one of the index's quantized vectors (`search_engine.vectors`).
 The blend is computed over every chunk the index rescores anyway (all allowed chunks of an
-index up to `vectors.RESCORE`, else the `RESCORE` nearest by sign bits), not only over the
+index up to `vectors.RESCORE`, else the `RESCORE` nearest by sign bits, among the chunks of
+the nearest lists in an index large enough for a coarse quantizer), not only over the
 best few by cosine: a chunk of middling cosine in a file about the query must still be able to
 rise, as it did when every chunk was scored. So a query costs a pass over 32 bytes a chunk and
 a few thousand int8 rows, not a float product over the whole index.
@@ -28,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from search_engine.hits import Hit, diversify
-from search_engine.vectors import RESCORE, VectorIndex
+from search_engine.vectors import VectorIndex
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
 FILE_WEIGHT = 0.3
@@ -39,15 +40,15 @@ CANDIDATES = 100
 def semantic_search(
     vectors: VectorIndex,
     query_vector: np.ndarray,
-    allowed: np.ndarray,
+    allowed: np.ndarray | None,
     top_k: int,
     threshold: float | None,
     file_of: np.ndarray,
     file_similarity: np.ndarray | None = None,
     priors: np.ndarray | None = None,
 ) -> list[Hit]:
-    """The `top_k` chunks most similar to the query among those `allowed` (boolean mask; path
-    filters apply before top-k), diversified across files, dropping any scoring below `threshold`
+    """The `top_k` chunks most similar to the query among those `allowed` (boolean mask, None
+    for every chunk; path filters apply before top-k), diversified across files, dropping any scoring below `threshold`
     (`file_of`: each chunk's file id). `file_similarity` (each file's cosine with the query) and
     `priors` (each file's path factor in (0, 1]), when given, are per file: only the candidates'
     files are read, so a query costs no array as long as the index. Ties go to the earlier
@@ -56,7 +57,7 @@ def semantic_search(
         return []
     n = max(CANDIDATES, 4 * top_k)
     # Every chunk the vector index rescores (it never returns fewer than `n` if it has them).
-    ids, sims = vectors.top(query_vector, np.flatnonzero(allowed), max(RESCORE, n))
+    ids, sims = vectors.nearest(query_vector, allowed, n).ranked()
     if len(ids) == 0:
         return []
     sims = sims.astype(np.float64)

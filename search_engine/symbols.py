@@ -15,11 +15,11 @@ several small definitions and line-window chunks of files that failed to parse.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+import numpy as np
 from rapidfuzz import fuzz, process
 
 from search_engine.chunks import Chunk
@@ -107,11 +107,31 @@ class _Definition:
 
 
 class SymbolIndex:
-    """Defined names -> defining chunks, for one list of chunks (indices into it)."""
+    """Defined names -> defining chunks, for one list of chunks (indices into it).
 
-    def __init__(self, definitions: dict[str, list[_Definition]]) -> None:
-        self._by_key = definitions
-        self._keys = list(definitions)
+    Built from every definition of an index when its first search needs it (600k at 450k
+    chunks), so building does the least per definition and keeps columns, not objects: each
+    distinct name is normalized once, the definitions are sorted by key, and a key maps to
+    its range of rows. The `_Definition`s of a key (with their stem match) are made only
+    when a query looks it up."""
+
+    def __init__(self, chunks: np.ndarray, paths: Sequence[str], names: Sequence[str], factors: np.ndarray) -> None:
+        """Definition columns: row r is chunk `chunks[r]` (in file `paths[r]`) defining
+        `names[r]` with evidence `factors[r]`."""
+        key_ids: dict[str, int] = {}
+        of_name: dict[str, int] = {}
+        row_keys = np.empty(len(names), dtype=np.int32)
+        for r, name in enumerate(names):
+            k = of_name.get(name)
+            if k is None:
+                k = of_name[name] = key_ids.setdefault(normalize(name), len(key_ids))
+            row_keys[r] = k
+        self._order = np.argsort(row_keys, kind="stable").astype(np.int32)
+        self._bounds = np.searchsorted(row_keys[self._order], np.arange(len(key_ids) + 1)).tolist()
+        self._key_ids = key_ids
+        self._keys = list(key_ids)
+        self._chunks, self._paths, self._names, self._factors = chunks, paths, names, factors
+        self._stems: dict[str, str] = {}
 
     @classmethod
     def build(cls, chunks: Sequence[Chunk]) -> SymbolIndex:
@@ -121,17 +141,23 @@ class SymbolIndex:
 
     @classmethod
     def from_definitions(cls, definitions: Iterable[tuple[int, str, str, float]]) -> SymbolIndex:
-        """From (chunk id, chunk path, name, factor) as `defined_names` gives them: an index
-        stores these at build time, so loading it reads no chunk text."""
-        by_key: dict[str, list[_Definition]] = defaultdict(list)
-        stems: dict[str, str] = {}
-        for i, path, name, factor in definitions:
-            stem = stems.get(path)
+        """From (chunk id, chunk path, name, factor) as `defined_names` gives them."""
+        rows = list(definitions)
+        return cls(np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows], [r[2] for r in rows],
+                   np.array([r[3] for r in rows], dtype=np.float64))  # fmt: skip
+
+    def _definitions(self, key: str) -> list[_Definition]:
+        k = self._key_ids.get(key)
+        if k is None:
+            return []
+        out = []
+        for r in self._order[self._bounds[k]:self._bounds[k + 1]].tolist():
+            path = self._paths[r]
+            stem = self._stems.get(path)
             if stem is None:
-                stem = stems[path] = normalize(PurePosixPath(path).stem)
-            key = normalize(name)
-            by_key[key].append(_Definition(i, path, name, factor, _stem_matches(stem, key)))
-        return cls(dict(by_key))
+                stem = self._stems[path] = normalize(PurePosixPath(path).stem)
+            out.append(_Definition(int(self._chunks[r]), path, self._names[r], float(self._factors[r]), _stem_matches(stem, key)))
+        return out
 
     def match(self, query: str) -> dict[int, float]:
         """Chunks defining an identifier the query names, with a match score in (0, ~1.1].
@@ -157,7 +183,7 @@ class SymbolIndex:
         """Definitions of one name; near misses only for a `whole`-query identifier, and a
         name many files define scaled down only when it is not (see `SPREAD`)."""
         key = normalize(name)
-        found = self._by_key.get(key, [])
+        found = self._definitions(key)
         exact = [d for d in found if d.name == name]
         if exact or found:
             chosen = exact or found
@@ -167,7 +193,7 @@ class SymbolIndex:
             return {}
         scores: dict[int, float] = {}
         for other, ratio, _ in process.extract(key, self._keys, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=10):
-            for chunk, score in _scored(self._by_key[other], FUZZY_WEIGHT * ratio / 100.0).items():
+            for chunk, score in _scored(self._definitions(other), FUZZY_WEIGHT * ratio / 100.0).items():
                 scores[chunk] = max(score, scores.get(chunk, 0.0))
         return scores
 

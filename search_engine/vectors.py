@@ -13,7 +13,11 @@ A query ranks every allowed chunk by Hamming distance, rescores the `RESCORE` ne
 their int8 codes (a dot product over a few thousand rows) and gives the rest a value below
 every rescored one, still in Hamming order. Small indexes (at most `RESCORE` chunks) are
 rescored whole, so below that size the result equals the int8 ranking exactly. The NDCG cost
-of both approximations is measured in docs/benchmarks.md ("Scale").
+of both approximations is measured in docs/benchmarks.md ("Scale"). A large index (from
+`coarse.MIN_CHUNKS` chunks) also has a coarse quantizer (`search_engine.coarse`): the Hamming
+pass then covers only the chunks of the lists nearest to the query, so a query's cost stops
+growing with the index. A query's result (`Nearest`) holds only the rescored chunks: nothing
+as long as the index is allocated per query.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from search_engine import coarse
+from search_engine.coarse import CoarseIndex
 
 # Chunks rescored exactly per query. Hybrid search takes the top 100 of the semantic list;
 # the sign bits of a 256-dim PCA'd static model keep ~all of those within the nearest 4,000.
@@ -63,6 +70,7 @@ class VectorIndex:
     scales: np.ndarray
     words: np.ndarray
     file_vectors: np.ndarray
+    coarse: CoarseIndex | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -79,55 +87,81 @@ class VectorIndex:
         """The int8 cosine of each chunk in `ids` with `query` (normalized)."""
         return (self.codes[ids].astype(np.float32) @ np.asarray(query, dtype=np.float32)) * self.scales[ids]
 
-    def hamming(self, query: np.ndarray) -> np.ndarray:
-        """Hamming distance of every chunk's signs to the query's (uint16, length n)."""
+    def hamming(self, query: np.ndarray, ids: np.ndarray | None = None) -> np.ndarray:
+        """Hamming distance of the chunks' signs to the query's (uint16): of every chunk, or of
+        the chunks `ids` only."""
         q = sign_words(np.asarray(query, dtype=np.float32)[None, :])[0]
-        out = np.zeros(len(self), dtype=np.uint16)
-        word = np.empty(len(self), dtype=np.uint64)
-        count = np.empty(len(self), dtype=np.uint8)
+        size = len(self) if ids is None else len(ids)
+        out = np.zeros(size, dtype=np.uint16)
+        word = np.empty(size, dtype=np.uint64)
+        count = np.empty(size, dtype=np.uint8)
         for w in range(self.words.shape[0]):
-            np.bitwise_xor(self.words[w], q[w], out=word)
+            column = self.words[w] if ids is None else self.words[w][ids]
+            np.bitwise_xor(column, q[w], out=word)
             np.bitwise_count(word, out=count)
             out += count
         return out
 
-    def similarities(self, query: np.ndarray, allowed_ids: np.ndarray) -> np.ndarray:
-        """A score per chunk (float32, length n) whose order over `allowed_ids` is: the
-        `RESCORE` chunks nearest by sign bits, by int8 cosine, then the rest by Hamming
-        distance, each below every rescored one. Rescored values are cosines in [-1, 1];
-        the others lie in [-1.5, 1). Chunks not allowed score -2."""
-        n = len(self)
-        out = np.full(n, -2.0, dtype=np.float32)
-        if len(allowed_ids) == 0:
-            return out
-        if len(allowed_ids) <= RESCORE:
-            out[allowed_ids] = self.cosines(allowed_ids, query)
-            return out
-        dims = self.shape[1]
-        distance = self.hamming(query)[allowed_ids]
-        near = np.argpartition(distance, RESCORE - 1)[:RESCORE]
-        rescored = allowed_ids[near]
-        cos = self.cosines(rescored, query)
-        floor = float(cos.min())
-        out[allowed_ids] = floor - 0.001 - distance.astype(np.float32) / (2.0 * dims)
-        out[rescored] = cos
+    def nearest(self, query: np.ndarray, allowed: np.ndarray | None, want: int) -> Nearest:
+        """The chunks `allowed` (a boolean mask; None: every chunk) nearest to `query`: all of
+        them when there are at most `max(RESCORE, want)`, else that many chosen by sign bits
+        among every allowed chunk or, in an index with a coarse quantizer, among the chunks
+        of the lists nearest to the query (`search_engine.coarse`), then ranked by int8
+        cosine."""
+        allowed_ids = None if allowed is None else np.flatnonzero(allowed)
+        count = len(self) if allowed_ids is None else len(allowed_ids)
+        rescore = max(RESCORE, want)
+        probe = max(coarse.PROBE_CHUNKS, rescore)
+        if count <= rescore:
+            ids = np.arange(count) if allowed_ids is None else allowed_ids
+        elif self.coarse is not None and count > probe:
+            pool = self.coarse.probe(query, allowed, probe)
+            ids = pool if len(pool) <= rescore else pool[self._nearest_signs(query, pool, rescore)]
+        else:
+            pool = np.arange(count) if allowed_ids is None else allowed_ids
+            ids = pool[self._nearest_signs(query, allowed_ids, rescore)]
+        sims = self.cosines(ids, query)
+        return Nearest(ids, sims, self, np.asarray(query, dtype=np.float32))
+
+    def _nearest_signs(self, query: np.ndarray, ids: np.ndarray | None, k: int) -> np.ndarray:
+        """Positions in `ids` (None: every chunk) of the `k` chunks nearest by sign bits,
+        ascending."""
+        return np.sort(np.argpartition(self.hamming(query, ids), k - 1)[:k])
+
+
+@dataclass(frozen=True, slots=True)
+class Nearest:
+    """A query's rescored chunks, `ids` ascending with their int8 `cosines` (a caller
+    wanting a few best ones selects them; `ranked` sorts them all). Every other chunk ranks
+    below all of them, in Hamming order (`at`)."""
+
+    ids: np.ndarray
+    cosines: np.ndarray
+    vectors: VectorIndex
+    query: np.ndarray
+
+    def at(self, ids: np.ndarray) -> np.ndarray:
+        """A value per chunk in `ids` (float32) in the order the query ranks them: the int8
+        cosine of a rescored chunk; for any other, a value below every rescored one that
+        falls with its Hamming distance to the query (within [-1.5, 1))."""
+        ids = np.asarray(ids, dtype=np.int64)
+        known = self.ids
+        pos = np.minimum(np.searchsorted(known, ids), max(len(known) - 1, 0))
+        hit = known[pos] == ids if len(known) else np.zeros(len(ids), dtype=bool)
+        out = np.empty(len(ids), dtype=np.float32)
+        out[hit] = self.cosines[pos[hit]]
+        miss = np.flatnonzero(~hit)
+        if len(miss):
+            floor = float(self.cosines.min()) if len(self.cosines) else 0.0
+            dims = self.vectors.shape[1]
+            distance = self.vectors.hamming(self.query, ids[miss])
+            out[miss] = floor - 0.001 - distance.astype(np.float32) / (2.0 * dims)
         return out
 
-    def top(self, query: np.ndarray, allowed_ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The `k` allowed chunks most similar to `query` (ids, int8 cosines), best first,
-        ties to the lower id."""
-        if len(allowed_ids) <= max(RESCORE, k):
-            ids = allowed_ids
-        else:
-            distance = self.hamming(query)[allowed_ids]
-            ids = allowed_ids[np.sort(np.argpartition(distance, RESCORE - 1)[:RESCORE])]
-        sims = self.cosines(ids, query)
-        k = min(k, len(ids))
-        if k == 0:
-            return ids[:0], sims[:0]
-        top = np.argpartition(-sims, k - 1)[:k] if k < len(ids) else np.arange(len(ids))
-        top = top[np.lexsort((ids[top], -sims[top]))]
-        return ids[top], sims[top]
+    def ranked(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, cosines) best first, ties to the lower id."""
+        best = np.lexsort((self.ids, -self.cosines))
+        return self.ids[best], self.cosines[best]
 
 
 def empty(dim: int) -> VectorIndex:

@@ -62,7 +62,7 @@ def test_build_round_trips_chunks_and_vectors(repo: Path, manager: IndexManager,
     np.testing.assert_allclose(index.vectors.rows(np.arange(len(index.chunks))), exact, atol=0.005)
     assert index.lexical.size == len(index.chunks)
     query = index.embed_query("retry a failing call with backoff")
-    best_ids, _ = index.vectors.top(query, np.arange(len(index.chunks)), 1)
+    best_ids = index.vectors.nearest(query, None, 1).ranked()[0]
     assert index.chunks[int(best_ids[0])].symbol == "retry_with_backoff"
     # nothing is written inside the indexed tree
     assert sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()) == [

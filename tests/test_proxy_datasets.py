@@ -240,7 +240,10 @@ def test_sql_joins_an_offloaded_page_with_a_saved_result(both) -> None:
     page = offload.write(tool="regex_search", query="q", records=[{"kind": "alpha", "n": 1}, {"kind": "beta", "n": 2}])
     result_id = saved.new_id()
     saved.save(result_id, make_rows(30), {"tool": "records", "server": "backend"})
-    sql = f"SELECT p.n, count(*) AS c FROM dataset_{page.id} p JOIN dataset_{result_id} r USING (kind) GROUP BY 1 ORDER BY 1"
+    sql = (
+        f"SELECT p.n, count(*) AS c FROM dataset_{page.id} p JOIN dataset_{result_id} r USING (kind) "
+        "GROUP BY 1 ORDER BY 1"
+    )
     assert query(datasets, sql).rows == [{"n": 1, "c": 10}, {"n": 2, "c": 10}]
     assert query(datasets, "SELECT count(*) AS c FROM dataset", dataset_id=result_id).rows == [{"c": 30}]
 

@@ -70,15 +70,21 @@ def test_sign_bit_candidates_then_int8_rescoring_find_the_int8_top(static_embedd
     vectors = static_embedder.embed(texts)
     codes, scales, words = quantize(vectors)
     index = VectorIndex(codes, scales, np.ascontiguousarray(words.T), np.zeros((0, vectors.shape[1]), np.float32))
-    allowed = np.arange(n)
+    everything = np.arange(n)
     for q in (5, 1234, 9000):
         query = static_embedder.embed([texts[q] + " variant"])[0]
-        ids, _ = index.top(query, allowed, 10)
-        exact = index.cosines(allowed, query)
-        assert sorted(ids.tolist()) == sorted(np.argsort(-exact, kind="stable")[:10].tolist())
-        full = index.similarities(query, allowed)
-        assert np.argsort(-full, kind="stable")[:10].tolist() == ids.tolist()
-        assert full.min() > -1.6  # every allowed chunk stays rankable (hybrid adds 2.0)
+        nearest = index.nearest(query, None, 10)
+        assert len(nearest.ids) == RESCORE
+        best, _ = nearest.ranked()
+        exact = index.cosines(everything, query)
+        assert sorted(best[:10].tolist()) == sorted(np.argsort(-exact, kind="stable")[:10].tolist())
+        # every chunk has a value in the same order: the rescored ones their cosines, the
+        # rest less, still rankable (hybrid adds 2.0)
+        full = nearest.at(everything)
+        np.testing.assert_array_equal(full[nearest.ids], nearest.cosines)
+        assert np.argsort(-full, kind="stable")[:10].tolist() == best[:10].tolist()
+        rest = np.setdiff1d(everything, nearest.ids)
+        assert full[rest].max() < nearest.cosines.min() and full.min() > -1.6
 
 
 # --- the compact, memory-mapped index -----------------------------------------------------
