@@ -168,9 +168,8 @@ def body(result: Any) -> Any:
 
 def shown_text(text: str) -> str:
     """A text block as the docs show it: fenced, the next cursor clipped like JSON cursors."""
-    text = re.sub(
-        r"next_cursor=(\S{%d})\S+(\S{%d})" % (CURSOR_CHARS // 2, CURSOR_CHARS // 2), r"next_cursor=\1…\2", text
-    )
+    half = CURSOR_CHARS // 2
+    text = re.sub(rf"next_cursor=(\S{{{half}}})\S+(\S{{{half}}})", r"next_cursor=\1…\2", text)
     return f"```text\n{text.rstrip()}\n```"
 
 
@@ -256,14 +255,21 @@ def params_table(schema: dict[str, Any]) -> str:
 #: When each isError code happens, in words; `error_codes_table` fails on a code missing here.
 ERROR_CASES: dict[str, str] = {
     "session_store_unavailable": "the shared session store (Redis) did not answer",
-    "invalid_query": "the regex does not compile, or the pattern/query is too long or unusable (`position` points at the problem)",
+    "invalid_query": (
+        "the regex does not compile, or the pattern/query is too long or unusable (`position` points at the problem)"
+    ),
     "invalid_path": "`path` does not exist, is not searchable, or is outside the roots",
     "timeout": "the search ran longer than `search.timeout_s`",
-    "index_not_ready": "semantic/hybrid search waited `index.ready_wait_s` and the index is still building (`progress` says how far)",
+    "index_not_ready": (
+        "semantic/hybrid search waited `index.ready_wait_s` and the index is still building (`progress` says how far)"
+    ),
     "model_unavailable": "the embedding model cannot be loaded (it is never downloaded)",
     "index_unavailable": "the index on disk cannot be read or written",
     "jq_timeout": "`jq_filter` ran past `offload.jq_timeout_s`",
-    "invalid_jq_filter": "`jq_filter` was refused (reads the environment or files), does not compile, fails, or does not return match objects",
+    "invalid_jq_filter": (
+        "`jq_filter` was refused (reads the environment or files), does not compile, fails, "
+        "or does not return match objects"
+    ),
     "sql_rejected": "not exactly one read-only statement",
     "sql_timeout": "the SQL ran past `offload.duckdb_timeout_s`",
     "sql_result_too_large": "with `output_mode=legacy`, the result is larger than one answer",
@@ -353,10 +359,8 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
         )
         out["index_status"] = await call(c, "index_status", {})
         out["reindex"] = await call(c, "reindex", {"full": False})
-        out["sql"] = await call(
-            c, "analyze-with-duckdb",
-            {"query": "SELECT path, count(*) AS n, min(line) AS first FROM dataset GROUP BY path ORDER BY n DESC", "dataset_id": file_id},
-        )  # fmt: skip
+        sql = "SELECT path, count(*) AS n, min(line) AS first FROM dataset GROUP BY path ORDER BY n DESC"
+        out["sql"] = await call(c, "analyze-with-duckdb", {"query": sql, "dataset_id": file_id})
         out["list_datasets"] = await call(c, "list-saved-datasets", {})
         out["cleanup"] = await call(c, "cleanup_temp_files", {"max_age_days": 0})
         out["error_tampered_cursor"] = await call(c, "regex_search", {"cursor": tamper(cursor)})

@@ -119,7 +119,8 @@ _TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
     (
         IndexNotReadyError,
         "index_not_ready",
-        "indexing is running in the background; retry after progress.eta_s seconds (or a few, if null), or use regex_search meanwhile",
+        "indexing is running in the background; retry after progress.eta_s seconds (or a few, if null), or use "
+        "regex_search meanwhile",
     ),
     (ModelLoadError, "model_unavailable", "check the index.model / index.profile settings; regex_search still works"),
     (

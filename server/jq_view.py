@@ -22,8 +22,8 @@ def jq_view(settings: OffloadSettings) -> Callable[[SearchResult, str], SearchRe
             matches = [match_from_record(r) for r in kept]
         except ValueError as exc:
             raise JqFilterError(
-                f"jq_filter must keep match objects (filter, sort or slice them), but it produced something else: {exc}. "
-                "To reshape results, use output_mode=file_ref and run jq on the file instead"
+                "jq_filter must keep match objects (filter, sort or slice them), but it produced something "
+                f"else: {exc}. To reshape results, use output_mode=file_ref and run jq on the file instead"
             ) from None
         warning = f"jq_filter kept {len(matches)} of {len(result.matches)} matches"
         return replace(result, matches=matches, warnings=[*result.warnings, warning])

@@ -166,11 +166,13 @@ async def _hold_session(
     must be closed by the task that opened them, and it holds no reference to the transport,
     whose `__del__` sets `stop`."""
     try:
-        async with open_streams() as (read_stream, write_stream):
-            async with options.session_class(read_stream, write_stream, **session_kwargs) as opened:
-                session.set_result(opened)
-                ready.set()
-                await stop.wait()
+        async with (
+            open_streams() as (read_stream, write_stream),
+            options.session_class(read_stream, write_stream, **session_kwargs) as opened,
+        ):
+            session.set_result(opened)
+            ready.set()
+            await stop.wait()
     except Exception:
         ready.set()  # connect() then raises this task's failure
         raise

@@ -63,7 +63,10 @@ class SearchSettings(_Section):
     max_results: int = Field(
         DEFAULT_MAX_RESULTS,
         ge=1,
-        description="Stop collecting regex matches past this; the result is marked truncated. (The CLI prints every match unless given --limit.)",
+        description=(
+            "Stop collecting regex matches past this; the result is marked truncated. (The CLI prints every match "
+            "unless given --limit.)"
+        ),
     )
     max_line_width: int = Field(
         DEFAULT_MAX_LINE_WIDTH, ge=40, description="Cut long lines to this many characters around the match."
@@ -79,7 +82,10 @@ class SearchSettings(_Section):
     default_ranked_snippet_length: int = Field(
         300,
         ge=1,
-        description="The same for semantic and hybrid chunks (6-8 lines: enough to recognise the code, and more files fit a token budget).",
+        description=(
+            "The same for semantic and hybrid chunks (6-8 lines: enough to recognise the code, and more files fit a "
+            "token budget)."
+        ),
     )
     max_snippet_length: int = Field(2000, ge=1, description="Largest snippet_length a search call may ask for.")
 
@@ -96,7 +102,10 @@ class IndexSettings(_Section):
     ready_wait_s: float = Field(
         30.0,
         ge=0,
-        description="How long a semantic call waits for indexing (with progress notifications) before answering 'not ready' with an estimate of the time left.",
+        description=(
+            "How long a semantic call waits for indexing (with progress notifications) before answering 'not ready' "
+            "with an estimate of the time left."
+        ),
     )
     index_on_start: bool = Field(
         True, description="Start indexing every root in the background when the server starts."
@@ -122,7 +131,10 @@ class SessionSettings(_Section):
     )
     secret_key: str | None = Field(
         None,
-        description="Secret the cursor sealing key is derived from (replicas share it); generated and kept in the cache dir when unset.",
+        description=(
+            "Secret the cursor sealing key is derived from (replicas share it); generated and kept in the cache dir "
+            "when unset."
+        ),
     )
     cursor_max_age_s: float = Field(
         DEFAULT_MAX_AGE_S,
@@ -167,7 +179,10 @@ class OffloadSettings(_Section):
     jq_memory_mb: int = Field(
         512,
         ge=16,
-        description="Memory (address space) a jq_filter may use on top of its worker process's own; the filter is stopped past it.",
+        description=(
+            "Memory (address space) a jq_filter may use on top of its worker process's own; "
+            "the filter is stopped past it."
+        ),
     )
     duckdb_memory_limit: str = Field("512MB", description="DuckDB memory_limit for analyze-with-duckdb.")
     duckdb_threads: int = Field(1, ge=1, description="DuckDB threads for analyze-with-duckdb.")
@@ -178,11 +193,17 @@ class OffloadSettings(_Section):
     duckdb_max_result_bytes: int = Field(
         64 * 1024 * 1024,
         ge=1024,
-        description="JSON bytes of one SQL result written to its offload file; the rows past it are left out and the answer says so.",
+        description=(
+            "JSON bytes of one SQL result written to its offload file; the rows past it are left out and the answer "
+            "says so."
+        ),
     )
     clients: dict[str, ClientBudget] = Field(
         default_factory=dict,
-        description="Per-client page limits, keyed by a substring of the client's clientInfo.name; they override the built-in table (docs/tools.md, Client budgets).",
+        description=(
+            "Per-client page limits, keyed by a substring of the client's clientInfo.name; they override the built-in "
+            "table (docs/tools.md, Client budgets)."
+        ),
     )
 
 
@@ -210,14 +231,20 @@ class ProxySettings(_Section):
     max_backend_message_bytes: int = Field(
         DEFAULT_MAX_BUFFERED_BYTES,
         ge=1024,
-        description="Largest message read from a stdio backend; a larger reply fails its call with an error saying so and is never held whole.",
+        description=(
+            "Largest message read from a stdio backend; a larger reply fails its call with an error saying so and is "
+            "never held whole."
+        ),
     )
 
 
 class ServerSettings(_Section):
     roots: list[Path] = Field(
         default_factory=lambda: [Path.cwd()],
-        description="Directories the tools may search (`--root`, repeatable); paths outside them are refused. (`codepager search` in a shell searches whatever paths it is given.)",
+        description=(
+            "Directories the tools may search (`--root`, repeatable); paths outside them are refused. "
+            "(`codepager search` in a shell searches whatever paths it is given.)"
+        ),
     )
     transport: Literal["stdio", "http", "chunked-stdio"] = Field(
         "stdio", description="How the MCP server is served (see docs/transports.md)."
@@ -226,20 +253,32 @@ class ServerSettings(_Section):
     port: int = Field(8765, ge=0, le=65535, description="HTTP port.")
     auth_token: str | None = Field(
         None,
-        description="When set, HTTP requests need `Authorization: Bearer <token>`; checked on the headers, before any body is read.",
+        description=(
+            "When set, HTTP requests need `Authorization: Bearer <token>`; checked on the headers, before any body is "
+            "read."
+        ),
     )
     allowed_hosts: tuple[str, ...] = Field(
         (),
-        description='HTTP: Host names answered besides localhost, loopback addresses and `host` (any port), e.g. the name a reverse proxy forwards; other Hosts get 403 (DNS-rebinding guard). `"*"` allows any.',
+        description=(
+            "HTTP: Host names answered besides localhost, loopback addresses and `host` (any port), e.g. the name a "
+            'reverse proxy forwards; other Hosts get 403 (DNS-rebinding guard). `"*"` allows any.'
+        ),
     )
     allowed_origins: tuple[str, ...] = Field(
         (),
-        description='HTTP: browser origins (`scheme://host[:port]`) allowed besides pages on localhost, loopback addresses and `host`; a request with another Origin gets 403. Requests without Origin (non-browser clients) are not affected. `"*"` allows any.',
+        description=(
+            "HTTP: browser origins (`scheme://host[:port]`) allowed besides pages on localhost, loopback addresses and "
+            "`host`; a request with another Origin gets 403. Requests without Origin (non-browser clients) are not "
+            'affected. `"*"` allows any.'
+        ),
     )
     body_timeout_s: float = Field(
         30.0,
         gt=0,
-        description="HTTP: a request body that sends nothing for this many seconds is answered 408 and its connection closed.",
+        description=(
+            "HTTP: a request body that sends nothing for this many seconds is answered 408 and its connection closed."
+        ),
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "WARNING", description="Log level of codepager, fastmcp and (on HTTP) uvicorn; logs go to stderr only."
@@ -252,7 +291,10 @@ class ServerSettings(_Section):
     max_request_bytes: int = Field(
         4 * 1024 * 1024,
         ge=1024,
-        description="Largest request accepted on every transport; a larger one gets JSON-RPC error -32600 (HTTP 413) and is never held whole. HTTP also keeps the MCP SDK's own 4 MiB cap.",
+        description=(
+            "Largest request accepted on every transport; a larger one gets JSON-RPC error -32600 (HTTP 413) and is "
+            "never held whole. HTTP also keeps the MCP SDK's own 4 MiB cap."
+        ),
     )
     chunk_timeout_s: float = Field(
         DEFAULT_CHUNK_TIMEOUT_S,
@@ -262,17 +304,26 @@ class ServerSettings(_Section):
     chunk_max_buffered_bytes: int = Field(
         DEFAULT_MAX_BUFFERED_BYTES,
         ge=1,
-        description=f"chunked-stdio: bytes all incomplete incoming messages may hold together, each frame counting its data plus {FRAME_OVERHEAD}; a frame past it drops its message (answered -32600).",
+        description=(
+            "chunked-stdio: bytes all incomplete incoming messages may hold together, each frame counting its data "
+            f"plus {FRAME_OVERHEAD}; a frame past it drops its message (answered -32600)."
+        ),
     )
     chunk_max_partial_messages: int = Field(
         DEFAULT_MAX_PARTIAL_MESSAGES,
         ge=1,
-        description="chunked-stdio: incoming messages that may be incomplete at once; the first frame of one more is refused with -32600.",
+        description=(
+            "chunked-stdio: incoming messages that may be incomplete at once; the first frame of one more is refused "
+            "with -32600."
+        ),
     )
     chunk_max_frames_per_message: int = Field(
         DEFAULT_MAX_FRAMES_PER_MESSAGE,
         ge=1,
-        description="chunked-stdio: most frames one incoming message may claim (totalChunks); a message claiming more is refused with -32600 at its first frame.",
+        description=(
+            "chunked-stdio: most frames one incoming message may claim (totalChunks); a message claiming more is "
+            "refused with -32600 at its first frame."
+        ),
     )
 
     @field_validator("log_level", mode="before")
@@ -296,7 +347,8 @@ class ServerSettings(_Section):
             host = split_host(entry)
             if entry != ANY and (host is None or host.port is not None or "/" in entry):
                 raise ValueError(
-                    f'server.allowed_hosts: {entry!r} is not a host name; give names like "code.example.com" or "10.0.0.5", without scheme or port (any port is accepted)'
+                    f'server.allowed_hosts: {entry!r} is not a host name; give names like "code.example.com" or '
+                    '"10.0.0.5", without scheme or port (any port is accepted)'
                 )
         return entries
 
@@ -308,7 +360,8 @@ class ServerSettings(_Section):
         for entry in entries:
             if entry != ANY and parse_origin(entry) is None:
                 raise ValueError(
-                    f'server.allowed_origins: {entry!r} is not an origin; give scheme://host[:port], like "https://code.example.com", without a path'
+                    f"server.allowed_origins: {entry!r} is not an origin; give scheme://host[:port], like "
+                    '"https://code.example.com", without a path'
                 )
         return entries
 

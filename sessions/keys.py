@@ -8,6 +8,7 @@ server restart on the same machine. The file is created 0600 and published atomi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -45,10 +46,8 @@ def _create_key_file(path: Path) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(48) + "\n")
-        try:
+        with contextlib.suppress(FileExistsError):  # another process published its key first; use that one
             os.link(tmp, path)
-        except FileExistsError:
-            pass  # another process published its key first; use that one
     finally:
         tmp.unlink(missing_ok=True)
 

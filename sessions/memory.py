@@ -86,7 +86,8 @@ class MemoryStore:
     ) -> None:
         if ttl_s <= 0 or max_sessions < 1 or max_bytes < 1:
             raise ValueError(
-                f"session store limits must be positive (ttl_s={ttl_s}, max_sessions={max_sessions}, max_bytes={max_bytes})"
+                f"session store limits must be positive (ttl_s={ttl_s}, max_sessions={max_sessions}, "
+                f"max_bytes={max_bytes})"
             )
         self._lock = threading.Lock()
         self._cache = _SessionCache(max_sessions, max_bytes, ttl_s, clock, self._removed)

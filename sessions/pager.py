@@ -42,8 +42,9 @@ class Pager:
     """Serves pages of searches from a `SessionStore`, minting cursors with a `CursorCodec`.
 
     `view_fn(result, view)` derives the list actually paged from a search result (the server
-    uses it for jq filters); only its matches and warnings are used. A viewed list is a session of its own, and its cursors carry the
-    view so a restore re-runs search and view alike. Stateless itself: safe to share.
+    uses it for jq filters); only its matches and warnings are used. A viewed list is a session of
+    its own, and its cursors carry the view so a restore re-runs search and view alike. Stateless
+    itself: safe to share.
     """
 
     def __init__(

@@ -111,14 +111,14 @@ def test_other_statements_are_refused(store: OffloadStore, dataset: str, sql: st
     ],
 )
 def test_no_other_file_or_network_access(store: OffloadStore, dataset: str, sql: str) -> None:
-    with pytest.raises(SqlExecutionError, match="disabled|Permission"):
+    with pytest.raises(SqlExecutionError, match=r"disabled|Permission"):
         query(Datasets(store), sql, dataset_id=dataset)
 
 
 def test_other_offloaded_files_are_reachable_only_as_views(store: OffloadStore, dataset: str) -> None:
     other = store.write(tool="t", query="q", records=make_records(3))
     ds = Datasets(store)
-    with pytest.raises(SqlExecutionError, match="disabled|Permission"):
+    with pytest.raises(SqlExecutionError, match=r"disabled|Permission"):
         query(ds, f"SELECT * FROM read_json('{other.path}')", dataset_id=dataset)
     joined = query(ds, f"SELECT count(*) AS n FROM dataset_{other.id} JOIN dataset USING (type)", dataset_id=dataset)
     assert joined.rows == [{"n": 0}]  # regex vs semantic matches: real join, no rows in common
@@ -160,7 +160,7 @@ def test_non_object_and_empty_datasets(store: OffloadStore) -> None:
 
 
 def test_limits_time_and_rows(store: OffloadStore) -> None:
-    with pytest.raises(SqlTimeoutError, match="longer than 0.3 s"):
+    with pytest.raises(SqlTimeoutError, match=r"longer than 0\.3 s"):
         query(Datasets(store, timeout_s=0.3), "SELECT count(*) FROM range(100000000000) a, range(10) b")
     result = query(Datasets(store, max_rows=1000), "SELECT range AS i FROM range(5000)")
     assert len(result.rows) == 1000 and result.truncated

@@ -117,9 +117,9 @@ def test_a_header_beside_its_source_file_ranks_below_it() -> None:
         "lib/Widget.cpp",
     ]
     languages = [language_for(p) for p in paths]
-    factors = dict(zip(paths, PathPriors.for_query("IDNA domain name encoding").factors(paths, languages)))
+    factors = dict(zip(paths, PathPriors.for_query("IDNA domain name encoding").factors(paths, languages), strict=True))
     assert factors["src/idna.h"] < factors["src/idna.c"] == 1.0
     assert factors["lib/Widget.hpp"] < factors["lib/Widget.cpp"] == 1.0
     assert factors["include/uv.h"] == factors["include/fmt/format.h"] == 1.0
     asked = PathPriors.for_query("the IDNA header declarations").factors(paths, languages)
-    assert dict(zip(paths, asked))["src/idna.h"] == 1.0
+    assert dict(zip(paths, asked, strict=True))["src/idna.h"] == 1.0

@@ -204,7 +204,7 @@ def test_a_failed_write_raises_a_typed_error_and_leaves_nothing(tmp_path: Path) 
     blocker.write_text("a file where the data dir should be")
     from server.errors import StoreWriteError
 
-    with pytest.raises(StoreWriteError, match="not a directory|Not a directory"):
+    with pytest.raises(StoreWriteError, match=r"not a directory|Not a directory"):
         DatasetStore(blocker).save(DatasetStore.new_id(), [{"a": 1}], {})
 
 

@@ -186,7 +186,8 @@ def truncated_answer(
             {
                 "intercepted": TRUNCATED,
                 "message": (
-                    f"{tool} ({server}) returned about {estimated:,} tokens, over the proxy's {threshold_tokens:,}-token limit."
+                    f"{tool} ({server}) returned about {estimated:,} tokens, over the proxy's "
+                    f"{threshold_tokens:,}-token limit."
                 ),
                 "warning": (
                     f"the result could not be saved as a dataset ({why}), so this is only its first "

@@ -1,5 +1,6 @@
 """`index_status` and `reindex`: let an agent see and drive the semantic index of a root."""
 
+import contextlib
 from typing import Annotated, Any
 
 from fastmcp import Context, FastMCP
@@ -62,8 +63,6 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
     ) -> ToolResult:
         root = resolve_search_path(path, services.roots).root
         state = services.indexer.request(root, refresh=True, full=full)
-        try:
-            await services.indexer.wait(state, ctx)
-        except IndexNotReadyError:
-            pass  # still building: the status below says how far (a failure raises through)
+        with contextlib.suppress(IndexNotReadyError):  # still building: the status below says how far
+            await services.indexer.wait(state, ctx)  # (a failure raises through)
         return json_result(status(root, state))

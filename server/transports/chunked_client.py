@@ -208,12 +208,12 @@ class ChunkedStdioTransport(ClientTransport):
         **session_kwargs: Unpack[SessionKwargs],
     ) -> AsyncIterator[ClientSession]:
         options = transport_options or TransportOptions()
-        async with chunked_stdio_client(self.server, errlog=self.log_file or sys.stderr, framing=self.framing) as (
-            read_stream,
-            write_stream,
+        errlog = self.log_file or sys.stderr
+        async with (
+            chunked_stdio_client(self.server, errlog=errlog, framing=self.framing) as (read_stream, write_stream),
+            options.session_class(read_stream, write_stream, **session_kwargs) as session,
         ):
-            async with options.session_class(read_stream, write_stream, **session_kwargs) as session:
-                yield session
+            yield session
 
     def __repr__(self) -> str:
         return f"<ChunkedStdioTransport(command={self.server.command!r}, args={self.server.args!r})>"

@@ -144,8 +144,8 @@ class HostOriginGuard:
         return (
             f"Forbidden: this server does not answer requests addressed to Host {_shown(header)}. It answers only "
             f"loopback addresses and {_listed(self.hosts)} (localhost, its bind address and server.allowed_hosts), "
-            "so that web pages cannot reach it through a browser (DNS rebinding). If "
-            "clients reach this server under that name (e.g. through a reverse proxy), add it to the server's settings: TOML "
+            "so that web pages cannot reach it through a browser (DNS rebinding). If clients reach this server "
+            "under that name (e.g. through a reverse proxy), add it to the server's settings: TOML "
             f'`[server] allowed_hosts = ["{name}"]`, or CODEPAGER_SERVER__ALLOWED_HOSTS=\'["{name}"]\'.'
         )
 

@@ -54,7 +54,8 @@ def run_app(app: FastMCP, settings: ServerSettings) -> None:
         anyio.run(run_stdio, app, checked_stdio_server(settings.max_request_bytes))
     elif settings.transport == "http":
         app.run(
-            "http", show_banner=False, host=settings.host, port=settings.port, middleware=http_middleware(settings, token),
+            "http", show_banner=False, host=settings.host, port=settings.port,
+            middleware=http_middleware(settings, token),
             # uvicorn's loggers at the configured level, written through the root logger's stderr
             # handler (serve_cmd) instead of uvicorn's own (which sends access lines to stdout).
             log_level=settings.log_level, uvicorn_config={"log_config": None},
