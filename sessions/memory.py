@@ -32,7 +32,7 @@ DEFAULT_SWEEP_INTERVAL_S = 60.0
 RemovalReason = Literal["evicted", "expired"]
 
 
-class _SessionCache(TTLCache):
+class _SessionCache(TTLCache[str, Session]):
     """TTLCache that also caps the number of items and reports every removal it decides on.
 
     Overriding `popitem` (eviction) and `expire` is the extension point cachetools documents
@@ -141,9 +141,11 @@ class MemoryStore:
         with self._lock:
             return StoreStats(
                 sessions=len(self._cache),
-                bytes=self._cache.currsize,
+                # cachetools types sizes as float (maxsize may be inf); here they are sums of
+                # `Session.size` and the `max_bytes` int given, so int() only changes the type.
+                bytes=int(self._cache.currsize),
                 max_sessions=self._cache.max_sessions,
-                max_bytes=self._cache.maxsize,
+                max_bytes=int(self._cache.maxsize),
                 hits=self._hits,
                 misses=self._misses,
                 evictions=self._evictions,

@@ -128,7 +128,9 @@ class Session:
         )
 
     def to_bytes(self) -> bytes:
-        return msgpack.packb(self.to_dict(), use_bin_type=True)
+        packed = msgpack.packb(self.to_dict(), use_bin_type=True)
+        assert isinstance(packed, bytes)  # msgpack ships no types; packb without a stream returns bytes
+        return packed
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Session:

@@ -49,7 +49,8 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     unlike `proxy`) parses its own arguments intermixed."""
     if argv and argv[0] in _INTERMIXED:
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        return commands.choices[argv[0]].parse_intermixed_args(argv[1:])
+        command: argparse.ArgumentParser = commands.choices[argv[0]]
+        return command.parse_intermixed_args(argv[1:])
     return parser.parse_args(argv)
 
 

@@ -8,13 +8,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from server.settings import Settings, load_settings
 
 MASK = "***"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("config", help="print the effective settings as JSON")
     p.add_argument("--config", type=Path, help="TOML settings file")
     p.set_defaults(func=run)
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def masked(settings: Settings) -> dict:
+def masked(settings: Settings) -> dict[str, Any]:
     """The settings as JSON, with the cursor key, the HTTP token and any Redis password hidden."""
     from sessions import redacted  # here, not at the top: every command imports this module, and redis costs ~0.2 s
 

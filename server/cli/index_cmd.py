@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from search_engine import IndexStatus
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "index",
         help="build or update the semantic index of a directory",

@@ -25,7 +25,7 @@ EPILOG = """examples:
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "proxy",
         help="run in front of another MCP server, saving its large results as queryable datasets",

@@ -42,7 +42,7 @@ _TOP_K = SearchRequest.model_fields["top_k"].default
 _RANKED_ONLY = (("top_k", "--top-k"), ("threshold", "--threshold"))
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "search",
         help="search a codebase and print every match (grep-like, or JSON)",

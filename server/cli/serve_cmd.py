@@ -15,7 +15,7 @@ from typing import Any
 from server.settings import ServerSettings, Settings, default_of, load_settings
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve", help="run the MCP server")
     p.add_argument(
         "--root",
