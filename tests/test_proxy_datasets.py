@@ -19,6 +19,7 @@ from ulid import ULID
 
 from harness.proxy_backend import make_rows
 from harness.results import structured_of, text_of
+from server.errors import DatasetNotFoundError
 from server.output import BYTES_PER_TOKEN, DatasetFilter, Datasets, DatasetStore, OffloadStore
 from server.output.schema import MAX_DISTINCT, as_object, profile_records
 from server.proxy.answer import answer_budget, example_sql
@@ -177,6 +178,15 @@ def test_layout_metadata_and_atomic_files(tmp_path: Path) -> None:
     assert {p.name for p in folder.iterdir()} == {saved.data_path.name, saved.metadata_path.name}  # no temp files
     assert oct(saved.data_path.stat().st_mode & 0o777) == "0o600" and oct(folder.stat().st_mode & 0o777) == "0o700"
     assert store.open(dataset_id).read(2, 3) == rows[2:5]
+
+
+def test_a_metadata_file_that_is_not_a_json_object_reads_as_not_found(tmp_path: Path) -> None:
+    store = DatasetStore(tmp_path / "data")
+    dataset_id = store.new_id()
+    saved = store.save(dataset_id, make_rows(2), {"tool": "t", "server": "s"})
+    saved.metadata_path.write_text("[1, 2]")  # valid JSON, but no metadata object
+    with pytest.raises(DatasetNotFoundError, match="call the tool again to recreate it"):
+        store.open(dataset_id)
 
 
 def test_concurrent_saves_get_unique_complete_datasets(tmp_path: Path) -> None:

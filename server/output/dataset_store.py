@@ -22,7 +22,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +58,9 @@ class SavedDataset:
 
 
 def created_at(dataset_id: str) -> datetime:
-    """When the dataset was saved: the ULID's own timestamp (UTC)."""
-    return ULID.from_str(dataset_id).datetime
+    """When the dataset was saved: the ULID's own timestamp (UTC). Built from `timestamp`, as
+    `ULID.datetime` does: that property's annotation names itself, so type checkers see Any."""
+    return datetime.fromtimestamp(ULID.from_str(dataset_id).timestamp, timezone.utc)
 
 
 class DatasetStore(FileStore):
@@ -108,7 +109,10 @@ class DatasetStore(FileStore):
         path = self.day_dir(dataset_id) / f"dataset_{dataset_id}_metadata.json"
         try:
             with open_owned(path) as f:
-                return json.loads(f.read(_MAX_METADATA_BYTES))
+                metadata = json.loads(f.read(_MAX_METADATA_BYTES))
+            if not isinstance(metadata, dict):  # other JSON: not a metadata file this store wrote
+                raise ValueError(f"{path} holds no JSON object")
+            return metadata
         except (OSError, ValueError):
             raise DatasetNotFoundError(
                 f"no saved dataset {dataset_id} in {self.root}: it expired (kept {self.retention_days:g} days) "

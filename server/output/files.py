@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, BinaryIO, ClassVar, Protocol
 
 import msgspec
 from ulid import ULID
@@ -113,7 +113,7 @@ def write_atomically(dir_fd: int, name: str, chunks: Iterable[bytes]) -> None:
 
 def owned_files(
     pattern: re.Pattern[str], where: Path | int
-) -> Iterator[tuple[os.DirEntry[Any], os.stat_result, re.Match[str]]]:
+) -> Iterator[tuple[os.DirEntry[str], os.stat_result, re.Match[str]]]:
     """Entries of `where` (a path or directory descriptor) named like `pattern` that are regular
     files we own; symlinks are never followed. An unreadable directory yields nothing."""
     uid = os.geteuid()
@@ -129,7 +129,7 @@ def owned_files(
             yield entry, st, m
 
 
-def scandir(where: Path | int) -> list[os.DirEntry[Any]]:
+def scandir(where: Path | int) -> list[os.DirEntry[str]]:
     """The entries of a directory (path or descriptor); none when it cannot be read."""
     try:
         with os.scandir(where) as it:
@@ -139,7 +139,7 @@ def scandir(where: Path | int) -> list[os.DirEntry[Any]]:
 
 
 @contextlib.contextmanager
-def open_owned(path: Path) -> Iterator[Any]:
+def open_owned(path: Path) -> Iterator[BinaryIO]:
     """`path` opened for binary reading, if it is a regular file we own (FileNotFoundError or
     PermissionError otherwise); symlinks are refused."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)

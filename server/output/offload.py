@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from server.errors import DatasetNotFoundError, StoreWriteError
 from server.output.files import HEADER_TYPE, DatasetFile, DatasetInfo, FileStore, iso_timestamp, open_owned
@@ -179,7 +179,7 @@ class OffloadStore(FileStore):
         return b"".join(chunk).decode("utf-8")
 
     @contextlib.contextmanager
-    def _open_file(self, dataset_id: str) -> Iterator[Any]:
+    def _open_file(self, dataset_id: str) -> Iterator[BinaryIO]:
         path = self.path_of(dataset_id)
         try:
             with open_owned(path) as f:

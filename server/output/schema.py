@@ -23,6 +23,7 @@ land on the same phase every time and miss a type entirely.
 from __future__ import annotations
 
 import random
+import types
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -182,7 +183,10 @@ def _columns(records: Sequence[Any], names: list[str]) -> dict[str, list[Any]]:
         "Columns", [(i, Any, None) for i in idents], rename=dict(zip(idents, names, strict=True))
     )
     if records and all(type(r) is msgspec.Raw for r in records):
-        rows = msgspec.json.Decoder(list[struct]).decode(b"[" + b",".join(records) + b"]")
+        # list[struct], spelt as what that evaluates to: a type made at run time by defstruct
+        # cannot be a type argument for a checker
+        list_of_structs = types.GenericAlias(list, (struct,))
+        rows = msgspec.json.Decoder(list_of_structs).decode(b"[" + b",".join(records) + b"]")
     else:
         rows = [
             msgspec.json.decode(r, type=struct) if type(r) is msgspec.Raw else struct(*map(r.get, names))
