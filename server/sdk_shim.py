@@ -153,6 +153,10 @@ class KeepAliveStdioTransport(StdioTransport):
             self._session = await session
             return self._session
 
+    async def disconnect(self) -> None:
+        """fastmcp's own, unchanged; overridden only to give it the annotation it lacks."""
+        await super().disconnect()  # type: ignore[no-untyped-call]  # fastmcp 4.1: `async def disconnect(self):`
+
 
 async def _hold_session(
     open_streams: StreamsFactory,

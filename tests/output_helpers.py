@@ -15,6 +15,7 @@ from server.output import (
     ListPage,
     OffloadStore,
     OutputLayer,
+    OutputMode,
     QueryResult,
     Rendered,
     RenderOptions,
@@ -88,7 +89,9 @@ def query(datasets: Datasets, sql: str, dataset_id: str | None = None) -> QueryR
     under `datasets.max_result_bytes`, as a large one is."""
     with tempfile.TemporaryDirectory() as out:
         layer = make_layer(Path(out), max_bytes=1024)
-        answer = RenderOptions(tool="analyze-with-duckdb", query=sql, output_mode="file_ref", records_key="rows")
+        answer = RenderOptions(
+            tool="analyze-with-duckdb", query=sql, output_mode=OutputMode.FILE_REF, records_key="rows"
+        )
         r = answer_query(datasets, layer, sql, dataset_id, answer)
         assert r.file_ref is not None
         rows = [json.loads(line) for line in layer.store.read_whole(r.file_ref.id).splitlines()[1:]]

@@ -48,7 +48,7 @@ class Backend:
     transport: ClientTransport
     timeout_s: float | None
 
-    def client_factory(self) -> Callable[[], Client]:
+    def client_factory(self) -> Callable[[], Client[ClientTransport]]:
         """A fresh client per call over the one shared transport (fastmcp's proxy pattern: no
         request context leaks between concurrent calls, the subprocess is shared)."""
         base = ProxyClient(self.transport, mode="auto", timeout=self.timeout_s)
@@ -112,7 +112,7 @@ def config_backends(
         raise ValueError(f"{path} defines no servers under mcpServers")
     backends = []
     for name, server in config.mcpServers.items():
-        timeout = server.timeout / 1000 if getattr(server, "timeout", None) else timeout_s
+        timeout = server.timeout / 1000 if server.timeout else timeout_s
         if type(server) is StdioMCPServer:
             env = {**os.environ, **{k: str(v) for k, v in server.env.items()}}
             transport: ClientTransport = _stdio(server.command, server.args, env, max_message_bytes, server.cwd)

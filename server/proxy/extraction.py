@@ -212,7 +212,9 @@ def _from_file_groups(value: Any) -> Extracted | None:
     `server.records.group_by_file`) as its flat match records, the rows a dataset of them has
     wherever it was saved; None for anything else."""
     results = value.get("results") if type(value) is dict else None
-    files = results.get("files") if type(results) is dict else None
+    if type(results) is not dict:
+        return None
+    files = results.get("files")
     if type(files) is not dict or not files or not all(type(v) is dict for v in files.values()):
         return None
     try:

@@ -10,7 +10,16 @@ from fastmcp.tools.base import ToolResult
 from pydantic import Field, WithJsonSchema
 
 from server.errors import tool_errors
-from server.output import LINES_URI, RESULTS_URI, DatasetFilter, Datasets, OffloadStore, RenderOptions, answer_query
+from server.output import (
+    LINES_URI,
+    RESULTS_URI,
+    DatasetFilter,
+    Datasets,
+    OffloadStore,
+    OutputMode,
+    RenderOptions,
+    answer_query,
+)
 from server.rendering import Renderer, json_result, tool_result
 from server.tools.descriptions import READ_ONLY, OutputModeName, local_writes
 from server.tools.schemas import CLEANUP_OUTPUT, DATASETS_OUTPUT, ROWS_OUTPUT
@@ -57,7 +66,8 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
         dataset_id: str | None = None,
         output_mode: OutputModeName = "auto",
     ) -> ToolResult:
-        options = RenderOptions(tool="analyze-with-duckdb", query=query, output_mode=output_mode, records_key="rows")
+        mode = OutputMode.parse(output_mode)
+        options = RenderOptions(tool="analyze-with-duckdb", query=query, output_mode=mode, records_key="rows")
         rendered = await anyio.to_thread.run_sync(
             lambda: answer_query(datasets, renderer.layer, query, dataset_id, options)
         )

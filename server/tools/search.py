@@ -18,12 +18,13 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 import anyio
 from fastmcp import Context, FastMCP
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
+from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from search_engine import (
@@ -67,6 +68,14 @@ StatsFirst = Annotated[bool, Field(description="counts as well as matches")]
 DetailLevel = Annotated[Literal["compact", "full"], Field(description="full: byte spans, language, ranks")]
 
 
+class _ToolOptions(TypedDict):
+    """The `app.tool` options the three search tools share."""
+
+    annotations: ToolAnnotations
+    meta: dict[str, Any]
+    output_schema: dict[str, Any]
+
+
 #: Request fields named differently from the tool parameter that sets them.
 _REQUEST_FIELD = {"pattern": "query", "include_patterns": "include", "exclude_patterns": "exclude"}
 #: The names of the arguments the current tools/call carried (with a non-null value).
@@ -108,10 +117,9 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
     SnippetLength = Annotated[int, Field(ge=1, le=s.max_snippet_length, description="cut each text to this many chars")]
     MaxTokens = Annotated[int | None, Field(ge=MIN_OUTPUT_TOKENS, description="cut the page to this size")]
     JqFilter = Annotated[str | None, Field(description="jq over the list of full match objects, before paging")]
-    annotations = READ_ONLY
     meta = search_meta(services.settings.offload.max_tokens)
     contract = paging(services.settings.sessions.cursor_max_age_s)
-    tool = {"annotations": annotations, "meta": meta, "output_schema": SEARCH_OUTPUT}
+    tool = _ToolOptions(annotations=READ_ONLY, meta=meta, output_schema=SEARCH_OUTPUT)
 
     @app.tool(name="regex_search", description=REGEX_DESCRIPTION + contract, **tool)
     @tool_errors
