@@ -14,14 +14,22 @@ import pytest
 from search_engine import coarse, vectors
 from search_engine.config import EngineConfig
 from search_engine.errors import IndexStoreError
-from search_engine.index import IndexManager
+from search_engine.index import Index, IndexManager
 from search_engine.index_store import IndexStore
 
 TOPICS = [
-    "parse the configuration file", "retry the request with backoff", "render an html template",
-    "open a database connection", "compress the log archive", "validate the user password",
-    "resize the image thumbnail", "schedule the nightly job", "encode the json payload",
-    "hash the file contents", "send the email notification", "cache the query result",
+    "parse the configuration file",
+    "retry the request with backoff",
+    "render an html template",
+    "open a database connection",
+    "compress the log archive",
+    "validate the user password",
+    "resize the image thumbnail",
+    "schedule the nightly job",
+    "encode the json payload",
+    "hash the file contents",
+    "send the email notification",
+    "cache the query result",
 ]
 VERBS = ["load", "check", "build", "merge", "split", "count", "sort", "store", "fetch", "clean"]
 
@@ -34,9 +42,9 @@ def topical_tree(root: Path, files: int) -> Path:
         path = root / f"pkg{i % 7}" / f"{words[-1]}_{i:03d}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(
-            f"def {verb}_{words[-1]}_{i}(source):\n    \"\"\"{verb.title()} and {topic}.\"\"\"\n"
+            f'def {verb}_{words[-1]}_{i}(source):\n    """{verb.title()} and {topic}."""\n'
             f"    return source.{words[0]}({i}, mode='{verb}')\n\n\n"
-            f"class {words[-1].title()}{verb.title()}{i}:\n    \"\"\"Keeps the {words[-1]} for {topic} #{i}.\"\"\"\n"
+            f'class {words[-1].title()}{verb.title()}{i}:\n    """Keeps the {words[-1]} for {topic} #{i}."""\n'
             f"    limit = {i * 3 % 17}\n"
         )
     return root
@@ -62,7 +70,7 @@ def test_the_coarse_path_finds_the_exhaustive_top_results(tmp_path: Path, static
     exhaustive = replace(index.vectors, coarse=None)
     everything = np.arange(n)
     recall = []
-    for query in TOPICS + ["Keeps the payload for encode the json payload #20", "which function fetches an archive"]:
+    for query in [*TOPICS, "Keeps the payload for encode the json payload #20", "which function fetches an archive"]:
         q = index.embed_query(query)
         pool = index.vectors.coarse.probe(q, None, coarse.PROBE_CHUNKS)
         assert coarse.PROBE_CHUNKS <= len(pool) < n  # the approximate path ran, on part of the index
@@ -81,7 +89,7 @@ def test_the_coarse_path_finds_the_exhaustive_top_results(tmp_path: Path, static
     assert allowed[filtered].all() and filtered[0] == np.flatnonzero(allowed)[np.argmax(exact_of(index, q)[allowed])]
 
 
-def exact_of(index, q: np.ndarray) -> np.ndarray:
+def exact_of(index: Index, q: np.ndarray) -> np.ndarray:
     return index.vectors.cosines(np.arange(len(index.chunks)), q)
 
 
@@ -90,15 +98,20 @@ def test_the_coarse_index_survives_an_incremental_update(tmp_path: Path, static_
     manager = IndexManager(EngineConfig(cache_dir=tmp_path / "cache"), embedder=static_embedder)
     manager.update(root)
     before = manager.get(root)
-    old_keys = {int(k): int(lst) for k, lst in zip(before.chunks.rows["text_hash"], before.vectors.coarse.lists)}
-    old_centroids = np.array(before.vectors.coarse.centroids)
+    trained = before.vectors.coarse
+    assert trained is not None  # 240 files are past the lowered threshold: the index is coarse
+    old_keys = {int(k): int(lst) for k, lst in zip(before.chunks.rows["text_hash"], trained.lists, strict=True)}
+    old_centroids = np.array(trained.centroids)
 
     (root / "pkg0" / "file_000.py").unlink()
     edited = root / "pkg1" / "backoff_001.py"
-    edited.write_text(edited.read_text() + "\n\ndef jitter_delay(attempt):\n    \"\"\"Random jitter between retries.\"\"\"\n    return attempt * 0.1\n")
+    edited.write_text(
+        edited.read_text()
+        + '\n\ndef jitter_delay(attempt):\n    """Random jitter between retries."""\n    return attempt * 0.1\n'
+    )
     (root / "pkg9").mkdir()
     (root / "pkg9" / "geometry.py").write_text(
-        "def polygon_area(points):\n    \"\"\"Area of a polygon by the shoelace formula.\"\"\"\n"
+        'def polygon_area(points):\n    """Area of a polygon by the shoelace formula."""\n'
         "    return abs(sum(x0 * y1 - x1 * y0 for (x0, y0), (x1, y1) in zip(points, points[1:] + points[:1]))) / 2\n"
     )
     manager.update(root)
@@ -113,7 +126,9 @@ def test_the_coarse_index_survives_an_incremental_update(tmp_path: Path, static_
     # unchanged chunks keep their list; new ones join the list of their nearest centroid
     assert all(fresh.lists[i] == old_keys[int(keys[i])] for i in np.flatnonzero(kept))
     new = np.flatnonzero(~kept)
-    np.testing.assert_array_equal(fresh.lists[new], coarse.nearest_lists(np.asarray(after.vectors.codes[new]), fresh.centroids))
+    np.testing.assert_array_equal(
+        fresh.lists[new], coarse.nearest_lists(np.asarray(after.vectors.codes[new]), fresh.centroids)
+    )
     # and the new function is found through the coarse path
     q = after.embed_query("polygon_area: area of a polygon by the shoelace formula")
     hit = after.vectors.nearest(q, None, 10).ranked()[0][0]
@@ -128,7 +143,9 @@ def test_a_coarse_index_that_disagrees_with_its_vectors_is_refused(
     manager = IndexManager(EngineConfig(cache_dir=tmp_path / "cache"), embedder=static_embedder)
     manager.update(root)
     store = manager.store(root)
-    generation = store.directory / store.current_name()
+    name = store.current_name()
+    assert name is not None  # the update above published a generation
+    generation = store.directory / name
     lists = np.load(generation / "coarse.lists.npy")
     np.save(generation / "coarse.lists.npy", np.full_like(lists, 10**6))  # lists that do not exist
     with pytest.raises(IndexStoreError, match="coarse index"):

@@ -7,14 +7,19 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
-import tomllib
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from server import sdk_shim
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10 has no tomllib; pytest itself depends on tomli there
+    import tomli as tomllib
 
 
 def _owner(path: str) -> object:
