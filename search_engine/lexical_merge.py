@@ -43,26 +43,36 @@ def _merge(
     new_ids: np.ndarray, new_lengths: np.ndarray, size: int, vocab: int,
 ) -> Postings:
     """`old`'s kept entries renumbered by `doc_map`, with the new (doc, term, tf) entries
-    placed among them; `new_ids` are the new documents, `new_lengths` their token counts."""
+    placed among them; `new_ids` are the new documents, `new_lengths` their token counts.
+    Arrays as long as the postings are int32 or smaller, and only a few of them live at once:
+    an update of an 8x sympy tree (12.6M entries) stays within a few hundred MB."""
     indptr = np.asarray(old.indptr, dtype=np.int64)
     old_docs = doc_map[np.asarray(old.docs)]
     keep = old_docs >= 0
-    kept_terms = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))[keep]
-    kept_docs = old_docs[keep].astype(np.int32)
+    kept_docs = old_docs[keep]
+    del old_docs
     kept_tf = np.asarray(old.tf)[keep]
-    width = max(size, 1)
+    kept_before = np.zeros(len(keep) + 1, dtype=np.int32 if len(keep) < 2**31 else np.int64)
+    np.cumsum(keep, out=kept_before[1:])  # kept entries before each old one
+    del keep
+    # Each term's block among the kept entries; terms new to the vocabulary have none, and
+    # their entries go after every kept one (their ids are above every old term's).
+    kept_indptr = np.full(vocab + 1, len(kept_docs), dtype=np.int64)
+    kept_indptr[:len(indptr)] = kept_before[indptr]
+    del kept_before
     order = np.lexsort((docs, terms))
-    new_keys = terms[order].astype(np.int64) * width + docs[order]
-    # Where each new entry goes among the kept ones, then its slot in the merged array.
-    slots = np.searchsorted(kept_terms * width + kept_docs, new_keys) + np.arange(len(new_keys))
-    total = len(kept_docs) + len(new_keys)
-    is_new = np.zeros(total, dtype=bool)
-    is_new[slots] = True
-    out_docs = np.empty(total, dtype=np.int32)
-    out_docs[slots], out_docs[~is_new] = docs[order], kept_docs
-    out_tf = np.empty(total, dtype=kept_tf.dtype)
-    out_tf[slots], out_tf[~is_new] = tf[order], kept_tf
-    counts = np.bincount(kept_terms, minlength=vocab) + np.bincount(terms, minlength=vocab)
+    terms, docs, tf = terms[order], docs[order], tf[order]
+    # Each new entry goes into its term's block, before the first kept document above it:
+    # one binary search per term the new chunks use, over that term's block only.
+    slots = np.empty(len(terms), dtype=np.int64)
+    bounds = np.flatnonzero(np.diff(terms)) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(terms)]) if len(terms) else ():
+        t = int(terms[lo])
+        start, end = int(kept_indptr[t]), int(kept_indptr[t + 1])
+        slots[lo:hi] = start + np.searchsorted(kept_docs[start:end], docs[lo:hi])
+    out_docs = np.insert(kept_docs, slots, docs.astype(np.int32))
+    out_tf = np.insert(kept_tf, slots, tf.astype(kept_tf.dtype))
+    counts = np.diff(kept_indptr) + np.bincount(terms, minlength=vocab)
     out_indptr = np.zeros(vocab + 1, dtype=np.int64)
     np.cumsum(counts, out=out_indptr[1:])
     lengths = np.zeros(size, dtype=np.int32)
