@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import search_engine.chunk_jobs as chunk_jobs
 import search_engine.indexing as indexing
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
@@ -99,6 +100,29 @@ def test_an_update_gives_what_a_fresh_build_gives(tmp_path: Path, counting: Coun
     fresh = manager_for(tmp_path / "fresh2", CountingEmbedder(counting.inner), refresh_interval_s=3600)
     fresh.update(root)
     assert_same_index(manager.get(root), fresh.get(root))
+
+
+def test_a_build_read_by_worker_processes_equals_one_read_in_process(
+    tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = real_tree(tmp_path / "repo").resolve()
+    serial = manager_for(tmp_path / "serial", counting, refresh_interval_s=3600)
+    serial.update(root)
+    pools: list[object] = []
+
+    class CountedPool(chunk_jobs.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+            super().__init__(*args, **kwargs)
+            pools.append(self)
+
+    monkeypatch.setattr(chunk_jobs, "ProcessPoolExecutor", CountedPool)
+    monkeypatch.setattr(chunk_jobs, "POOL_MIN_FILES", 1)
+    monkeypatch.setattr(chunk_jobs, "BATCH", 3)  # several batches in flight, results in order
+    monkeypatch.setattr(indexing, "workers", lambda: 2)
+    pooled = manager_for(tmp_path / "pooled", counting, refresh_interval_s=3600)
+    stats = pooled.update(root)
+    assert len(pools) == 1 and stats.files == len(serial.get(root).snapshot.files)  # type: ignore[union-attr]
+    assert_same_index(pooled.get(root), serial.get(root))
 
 
 def test_a_generation_held_open_reads_its_own_data_after_an_update(tmp_path: Path, counting: CountingEmbedder) -> None:

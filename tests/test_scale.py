@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import search_engine.index_store as index_store
+import search_engine.chunk_jobs as chunk_jobs
 import search_engine.indexing as indexing
 from search_engine.config import EngineConfig
 from search_engine.embeddings import LazyEmbedder
@@ -103,18 +104,18 @@ def test_the_build_streams_embedding_batches_between_files(
     root = many_files(tmp_path / "repo", 60)
     monkeypatch.setattr(indexing, "EMBED_BATCH", 16)
     events: list[str] = []
-    real_chunk = indexing.chunk_files
+    real_run = chunk_jobs._run
     real_embed = counting.embed
 
-    def chunk(jobs, max_size, report):  # noqa: ANN001, ANN202
+    def run(job, max_size):  # noqa: ANN001, ANN202
         events.append("read")
-        return real_chunk(jobs, max_size, report)
+        return real_run(job, max_size)
 
     def embed(texts):  # noqa: ANN001, ANN202
         events.append("embed")
         return real_embed(texts)
 
-    monkeypatch.setattr(indexing, "chunk_files", chunk)
+    monkeypatch.setattr(chunk_jobs, "_run", run)
     monkeypatch.setattr(counting, "embed", embed)
     stats = manager_for(tmp_path / "cache", counting).update(root)
     assert stats.files == 60 and stats.chunks == 120
