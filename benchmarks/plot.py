@@ -120,7 +120,7 @@ def plot_scale(rows: Sequence[dict[str, Any]], out: Path, subtitle: str = "") ->
             if xs:
                 ax.plot(xs, ys, marker="o", color=colour, label=label)
                 for x, y in zip(xs, ys):
-                    ax.annotate(f"{y:.3g}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+                    ax.annotate(f"{y:,.0f}" if y >= 100 else f"{y:.3g}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
         ax.set_xscale("log", base=2)
         copies = sorted({int(r["copies"]) for r in rows})
         ax.set_xticks(copies, [f"{c}x" for c in copies])
