@@ -31,7 +31,6 @@ import json
 from array import array
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import msgpack

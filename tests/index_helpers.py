@@ -4,10 +4,12 @@ asked to embed, and the chunks a tree should index to. Fixtures over them live i
 from __future__ import annotations
 
 import textwrap
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from search_engine.chunking import chunk_file
 from search_engine.embeddings import LazyEmbedder
@@ -77,3 +79,20 @@ def expected_chunks(root: Path) -> list[tuple[str, str]]:
         rel = path.relative_to(root).as_posix()
         out += [(c.path, c.content) for c in chunk_file(rel, path.read_bytes(), language_for(rel))]
     return out
+
+
+def block_the_walk(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """Make the next index updates' tree walk wait: (walking, release) events, the first set
+    once a walk is waiting, the second to let it go on."""
+    import search_engine.indexing as indexing
+
+    walking, release = threading.Event(), threading.Event()
+    real_discover = indexing.discover
+
+    def blocked_discover(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        walking.set()
+        assert release.wait(60)
+        return real_discover(*args, **kwargs)
+
+    monkeypatch.setattr(indexing, "discover", blocked_discover)
+    return walking, release

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.index import Index, IndexManager
 from search_engine.models import SearchMode, SearchRequest
-from tests.index_helpers import REPO, CountingEmbedder, write_repo
+from tests.index_helpers import REPO, CountingEmbedder, block_the_walk, write_repo
 
 QUERIES = ("parse the chunk table columns", "merge postings of an update", "close pooled connections",
            "retry with backoff", "walk the tree for files")  # fmt: skip
@@ -158,15 +157,8 @@ def test_a_large_trees_freshness_check_runs_beside_the_search(
     manager = manager_for(cache, counting, refresh_interval_s=0, inline_refresh_max_files=10)
     manager.update(root)
     (root / "app/render.py").write_text("def render_markdown(text):\n    return text.upper()\n")
-    walking, release = threading.Event(), threading.Event()
     real_discover = indexing.discover
-
-    def blocked_discover(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        walking.set()
-        assert release.wait(60)
-        return real_discover(*args, **kwargs)
-
-    monkeypatch.setattr(indexing, "discover", blocked_discover)
+    walking, release = block_the_walk(monkeypatch)
     during = manager.get(root)  # returns while the walk is blocked
     assert walking.wait(30) and not release.is_set()
     assert during.generation == 1

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,7 @@ from search_engine.engine import SearchEngine
 from search_engine.index import IndexManager
 from search_engine.models import SearchMode, SearchRequest
 from search_engine.vectors import RESCORE, VectorIndex, quantize
-from tests.index_helpers import REPO, CountingEmbedder, expected_chunks
+from tests.index_helpers import REPO, CountingEmbedder, block_the_walk, expected_chunks
 
 
 def manager_for(cache: Path, embedder: CountingEmbedder, **kwargs: float) -> IndexManager:
@@ -136,15 +135,7 @@ def test_the_first_search_uses_the_index_on_disk_and_catches_up_in_the_backgroun
     manager_for(cache, counting).update(repo)
     (repo / "app/render.py").write_text("def render_markdown(text):\n    return text.upper()\n")
 
-    walking, release = threading.Event(), threading.Event()
-    real_discover = indexing.discover
-
-    def slow_discover(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        walking.set()
-        assert release.wait(60)
-        return real_discover(*args, **kwargs)
-
-    monkeypatch.setattr(indexing, "discover", slow_discover)
+    walking, release = block_the_walk(monkeypatch)
     engine = SearchEngine(EngineConfig(cache_dir=cache))
     engine._indexes = manager_for(cache, counting, refresh_interval_s=3600)
     request = SearchRequest(mode=SearchMode.HYBRID, query="render markdown", root=str(repo.resolve()), top_k=5)
