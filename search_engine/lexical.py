@@ -273,7 +273,9 @@ def file_entries(
     width = max(vocab, 1)
     pairs = file_of[docs].astype(np.int64) * width + terms
     order = np.argsort(pairs, kind="stable")
-    keys, starts = np.unique(pairs[order], return_index=True)
+    pairs = pairs[order]
+    starts = np.flatnonzero(np.r_[True, pairs[1:] != pairs[:-1]]) if len(pairs) else np.zeros(0, np.int64)
+    keys = pairs[starts]  # sorted already: no second sort, as np.unique would do
     file_tf = np.add.reduceat(tf[order].astype(np.uint32), starts) if len(keys) else np.zeros(0, np.uint32)
     ids, inverse = np.unique(file_of, return_inverse=True)
     file_lengths = np.bincount(inverse, weights=lengths, minlength=len(ids)).astype(np.int32)
