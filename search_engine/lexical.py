@@ -61,6 +61,10 @@ B = 0.5
 # count about as much as a few mentions in the body, without drowning the body.
 PATH_REPEAT = 2
 
+# Chunk entries grouped into per-file entries at a time (`file_entries`): bounds that step's
+# temporaries to a few tens of MB whatever the index's size.
+FILE_BLOCK = 1 << 21
+
 def lexical_document(chunk: Chunk) -> list[str]:
     """A chunk's BM25 tokens: its text, then its path tokens `PATH_REPEAT` times."""
     return tokenize_text(chunk.content) + path_tokens(chunk.path) * PATH_REPEAT
@@ -267,16 +271,27 @@ def file_entries(
     file_of: np.ndarray, docs: np.ndarray, terms: np.ndarray, tf: np.ndarray, lengths: np.ndarray, vocab: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per-file (file, term, frequency) entries in ascending (file, term) order, the files
-    present and their token counts, from chunk entries (`docs` index `file_of` and
-    `lengths`). A file is the concatenation of its chunks' documents: its frequencies are the
-    sums over its chunks of each (file, term) pair's."""
+    present and their token counts, from chunk entries in chunk order (`docs` ascending,
+    indexing `file_of`, which ascends too, and `lengths`). A file is the concatenation of its
+    chunks' documents: its frequencies are the sums over its chunks of each (file, term)
+    pair's. Sorted `FILE_BLOCK` entries at a time, cut between files, so the 8-byte keys
+    never exist for the whole index at once (at 8x sympy, 12.6M entries, they were ~400 MB
+    of the build's peak)."""
     width = max(vocab, 1)
-    pairs = file_of[docs].astype(np.int64) * width + terms
-    order = np.argsort(pairs, kind="stable")
-    pairs = pairs[order]
-    starts = np.flatnonzero(np.r_[True, pairs[1:] != pairs[:-1]]) if len(pairs) else np.zeros(0, np.int64)
-    keys = pairs[starts]  # sorted already: no second sort, as np.unique would do
-    file_tf = np.add.reduceat(tf[order].astype(np.uint32), starts) if len(keys) else np.zeros(0, np.uint32)
+    files = file_of[docs]
+    keys, file_tf = [np.zeros(0, np.int64)], [np.zeros(0, np.uint32)]
+    start = 0
+    while start < len(files):
+        end = min(start + FILE_BLOCK, len(files))
+        end = int(np.searchsorted(files, files[end - 1], side="right"))  # the last file whole
+        pairs = files[start:end].astype(np.int64) * width + terms[start:end]
+        order = np.argsort(pairs, kind="stable")
+        pairs = pairs[order]
+        starts = np.flatnonzero(np.r_[True, pairs[1:] != pairs[:-1]])
+        keys.append(pairs[starts])
+        file_tf.append(np.add.reduceat(tf[start:end][order].astype(np.uint32), starts))
+        start = end
+    all_keys = np.concatenate(keys)
     ids, inverse = np.unique(file_of, return_inverse=True)
     file_lengths = np.bincount(inverse, weights=lengths, minlength=len(ids)).astype(np.int32)
-    return (keys // width).astype(np.int32), (keys % width).astype(np.int32), file_tf, ids, file_lengths
+    return (all_keys // width).astype(np.int32), (all_keys % width).astype(np.int32), np.concatenate(file_tf), ids, file_lengths

@@ -14,9 +14,12 @@ import pytest
 
 import search_engine.chunk_jobs as chunk_jobs
 import search_engine.indexing as indexing
+import search_engine.lexical as lexical
+from search_engine.chunking import chunk_file
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.index import Index, IndexManager
+from search_engine.lexical import LexicalIndex
 from search_engine.models import SearchMode, SearchRequest
 from tests.index_helpers import REPO, CountingEmbedder, block_the_walk, write_repo
 
@@ -174,3 +177,15 @@ def test_a_large_trees_freshness_check_runs_beside_the_search(
     small.update(root)
     (root / "app/render.py").write_text("def render_rst(text):\n    return text.lower()\n")
     assert any("render_rst" in c.content for c in small.get(root).chunks)
+
+
+def test_per_file_postings_built_in_blocks_equal_those_built_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = real_tree(tmp_path / "repo")
+    chunks = [c for p in sorted(root.rglob("*.py")) for c in
+              chunk_file(p.relative_to(root).as_posix(), p.read_bytes(), "python")]  # fmt: skip
+    whole = LexicalIndex.build(chunks).file_postings
+    monkeypatch.setattr(lexical, "FILE_BLOCK", 7)  # many blocks, most cut short at a file's end
+    blocks = LexicalIndex.build(chunks).file_postings
+    assert len(chunks) > 200 and whole.size == blocks.size > 20
+    for part in ("indptr", "docs", "tf", "lengths"):
+        np.testing.assert_array_equal(getattr(blocks, part), getattr(whole, part))
