@@ -19,6 +19,9 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import select
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -94,6 +97,38 @@ def _run(job: ChunkJob, max_size: int) -> ChunkedFile | None:
     return ChunkedFile(digest, chunks, [lexical_document(c) for c in chunks])
 
 
+def _exit_with(pid: int) -> None:
+    """Worker initializer: end this worker when the indexing process `pid` ends. Every worker
+    holds both ends of the pool's queues, so one blocked on them never sees its indexer die:
+    after a SIGKILL of the indexer, the workers and their forkserver stayed forever."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):  # no pidfd (not Linux 5.3+): look once a second
+        fd = None
+
+    def watch() -> None:
+        if fd is not None:
+            select.select([fd], [], [])  # readable once the process has exited
+        else:
+            while _alive(pid):
+                time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="codepager-indexer-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _run_batch(jobs: Sequence[ChunkJob], max_size: int) -> list[ChunkedFile | None]:
     return [_run(job, max_size) for job in jobs]
 
@@ -111,7 +146,8 @@ class ChunkStream(Iterator["ChunkedFile | None"]):
         self._pool: ProcessPoolExecutor | None = None
         if workers > 1 and len(jobs) >= POOL_MIN_FILES:
             # forkserver: workers never inherit this process's threads or locks
-            self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"))
+            self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("forkserver"),
+                                             initializer=_exit_with, initargs=(os.getpid(),))  # fmt: skip
             self._ahead = workers * AHEAD
             self._fill()
 

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 import search_engine.chunk_jobs as chunk_jobs
@@ -189,3 +193,49 @@ def test_per_file_postings_built_in_blocks_equal_those_built_at_once(tmp_path: P
     assert len(chunks) > 200 and whole.size == blocks.size > 20
     for part in ("indptr", "docs", "tf", "lengths"):
         np.testing.assert_array_equal(getattr(blocks, part), getattr(whole, part))
+
+
+KILLED_BUILD = textwrap.dedent("""\
+    import sys, time
+    from pathlib import Path
+    import psutil
+    sys.path.insert(0, sys.argv[3])
+    import search_engine.chunk_jobs as chunk_jobs
+    import search_engine.indexing as indexing
+    from search_engine.config import EngineConfig
+    from search_engine.index import IndexManager
+
+    def hold(phase, done, total):  # once the workers run: say who they are, then wait to be killed
+        if phase == "embed":
+            pids = [p.pid for p in psutil.Process().children(recursive=True)]
+            print(" ".join(map(str, pids)), flush=True)
+            time.sleep(600)
+
+    if __name__ == "__main__":
+        chunk_jobs.POOL_MIN_FILES, chunk_jobs.BATCH = 1, 1
+        indexing.workers = lambda: 2
+        indexing.EMBED_BATCH = 8
+        IndexManager(EngineConfig(cache_dir=Path(sys.argv[2]))).update(Path(sys.argv[1]), progress=hold)
+""")
+
+
+def test_chunking_workers_end_with_an_indexer_killed_mid_build(tmp_path: Path) -> None:
+    root = real_tree(tmp_path / "repo")
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_BUILD, str(root), str(tmp_path / "cache"), str(REPO)],
+                            stdout=subprocess.PIPE, text=True, cwd=tmp_path)  # fmt: skip
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        pids = [int(p) for p in line.split()]
+        assert len(pids) >= 3, line  # the forkserver and two workers
+        assert all(psutil.pid_exists(p) for p in pids)
+    finally:
+        proc.kill()
+        proc.wait(30)
+    procs = []
+    for pid in pids:
+        try:
+            procs.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            continue  # already gone
+    _gone, alive = psutil.wait_procs(procs, timeout=30)
+    assert not alive, f"left running after the indexer was killed: {[p.pid for p in alive]}"
