@@ -11,7 +11,8 @@
 Each benchmark runs in its own process with the command its section shows. Its block in the
 page (result against its peer, command, date and load, tables) is replaced; blocks of
 benchmarks not run keep their previous figures, and prose outside the blocks is never touched.
-With the retrieval benchmark, the NDCG@10 / cold index time chart is drawn too.
+With the retrieval benchmark, the NDCG@10 / cold index time chart is drawn too; with the
+scale benchmark, its curves.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks import doc
-from benchmarks.plot import PLOT_NAME, plot_ndcg_vs_index_time
+from benchmarks.plot import PLOT_NAME, SCALE_PLOT_NAME, plot_ndcg_vs_index_time, plot_scale
 from benchmarks.suite import ROOT, SUITE, Outcome, command, run_one, select, with_extra_args
 
 DEFAULT_DOC = ROOT / "docs" / "benchmarks.md"
@@ -68,6 +69,13 @@ def retrieval_extra(outcome: Outcome, directory: Path) -> str:
     return f"\n\n![NDCG@10 against cold index time]({PLOT_NAME})\n\nThe chart is drawn from the table above.{note}\n"
 
 
+def scale_extra(outcome: Outcome, directory: Path) -> str:
+    """Draw the scale curves from the scale report; the markdown that shows them."""
+    assert outcome.report is not None
+    plot_scale(outcome.report.figures["rows"], directory / SCALE_PLOT_NAME, subtitle=f"measured {doc.now()}")
+    return f"\n\n![Monorepo scale curves]({SCALE_PLOT_NAME})\n\nThe chart is drawn from the tables above.\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
@@ -100,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         markdown = outcome.report.markdown
         if bench.name == "retrieval" and outcome.report.figures.get("runs"):
             markdown += retrieval_extra(outcome, args.doc.parent)
+        if bench.name == "scale" and outcome.report.figures.get("rows"):
+            markdown += scale_extra(outcome, args.doc.parent)
         blocks[bench.name] = doc.section_block(
             headline=outcome.report.headline,
             command=outcome.command,

@@ -89,3 +89,53 @@ def plot_ndcg_vs_index_time(runs: Sequence[dict[str, Any]], out: Path, subtitle:
     fig.savefig(out, format="png")
     plt.close(fig)
     return left_out
+
+
+SCALE_PLOT_NAME = "scale_curves.png"
+#: (title, unit, codepager's figure, semble's figure or None) per panel of the scale chart.
+SCALE_PANELS = (
+    ("cold index", "s", ("cold", "seconds"), ("semble", "seconds")),
+    ("peak RSS while indexing", "MB", ("cold", "peak_rss_mb"), ("semble", "peak_rss_mb")),
+    ("hybrid search p50", "ms", ("start", "hybrid_p50_ms"), ("semble", "hybrid_p50_ms")),
+    ("update after 100 files edited", "s", ("update", "seconds"), None),
+)
+
+
+def scale_series(rows: Sequence[dict[str, Any]], figure: tuple[str, str]) -> tuple[list[int], list[float]]:
+    """(copies, values) of one figure over the scale benchmark's rows, where it was measured."""
+    step, key = figure
+    pairs = [(int(r["copies"]), float(r[step][key])) for r in rows if key in r.get(step, {})]
+    return [c for c, _ in pairs], [v for _, v in pairs]
+
+
+def plot_scale(rows: Sequence[dict[str, Any]], out: Path, subtitle: str = "") -> None:
+    """The scale benchmark's curves (`figures["rows"]`): one panel per figure, codepager
+    and semble against the number of copies, written to `out` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, never a display
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        raise ValueError("no scale rows to plot")
+    fig, axes = plt.subplots(2, 2, figsize=(9, 6.5), dpi=120)
+    for ax, (title, unit, ours, theirs) in zip(axes.flat, SCALE_PANELS):
+        for label, figure, colour in (("codepager", ours, "C0"), ("semble 0.7.0", theirs, "C1")):
+            if figure is None:
+                continue
+            xs, ys = scale_series(rows, figure)
+            if xs:
+                ax.plot(xs, ys, marker="o", color=colour, label=label)
+                for x, y in zip(xs, ys):
+                    ax.annotate(f"{y:,.0f}" if y >= 100 else f"{y:.3g}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        ax.set_xscale("log", base=2)
+        copies = sorted({int(r["copies"]) for r in rows})
+        ax.set_xticks(copies, [f"{c}x" for c in copies])
+        ax.set_title(f"{title} ({unit})", fontsize=9)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle("Monorepo scale: N copies of sympy" + (f"\n{subtitle}" if subtitle else ""), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, format="png")
+    plt.close(fig)

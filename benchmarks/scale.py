@@ -12,10 +12,18 @@ a fresh process so its peak RSS is its own:
 - warm: p50 of regex, semantic and hybrid searches (top 10) in that process;
 - update: 100 files edited (one line appended each), then `update`: seconds.
 
-semble 0.7.0 (its own virtualenv, the same static model) runs the sizes given by
-`--semble-sizes`: cold index time, peak RSS and warm query p50.
+Each step also reports its process's CPU seconds (`cpu_s`; the cold step's excludes its
+chunking workers): on a shared machine the wall times follow the load, the CPU times less.
 
-usage: python benchmarks/scale.py [--sizes 1,2,4,8] [--semble-sizes 1,2] [--source DIR]
+A large build chunks its files in worker processes (`search_engine.chunk_jobs`): the cold
+step's peak RSS is the indexing process's own, and `workers_rss_mb` the largest sum of its
+workers' resident sets seen (sampled every 0.2 s).
+
+semble 0.7.0 (its own virtualenv, the same static model) runs beside it at every size, or at
+those given by `--semble-sizes`: cold index time, peak RSS and warm query p50. Run through
+`python -m benchmarks`, the curves are drawn for docs/benchmarks.md (`benchmarks.plot`).
+
+usage: python benchmarks/scale.py [--sizes 1,2,4,8] [--semble-sizes 1,2,4,8] [--source DIR]
        [--work DIR] [--semble-python PATH]
 The source defaults to the sympy wheel unpacked in ~/.cache/codepager-scale/sympy-src
 (`pip download --no-deps sympy` and unzip it there).
@@ -70,22 +78,40 @@ _RSS = textwrap.dedent("""\
 """)
 
 COLD = _RSS + textwrap.dedent("""\
-    import json, sys, time
+    import json, sys, threading, time
     from pathlib import Path
+    import psutil
     sys.path.insert(0, sys.argv[3])
     from search_engine.config import EngineConfig
     from search_engine.index import IndexManager
 
-    root, cache = Path(sys.argv[1]), Path(sys.argv[2])
-    manager = IndexManager(EngineConfig(cache_dir=cache))
-    manager.embedder.embed(["warm up"])
-    before = peak_mb()
-    started = time.perf_counter()
-    stats = manager.update(root)
-    seconds = time.perf_counter() - started
-    print(json.dumps({"seconds": seconds, "peak_rss_mb": peak_mb(), "model_rss_mb": before,
-                      "chunks": stats.chunks, "files": stats.files, "phases": stats.phase_seconds,
-                      "disk_mb": manager.store(root).size_on_disk() / 2**20}))
+    def workers_rss(done, peak):
+        me = psutil.Process()
+        while not done.wait(0.2):
+            total = 0
+            for child in me.children(recursive=True):
+                try:
+                    total += child.memory_info().rss
+                except psutil.Error:
+                    pass
+            peak[0] = max(peak[0], total / 2**20)
+
+    if __name__ == "__main__":  # the build's worker processes import this module again
+        root, cache = Path(sys.argv[1]), Path(sys.argv[2])
+        manager = IndexManager(EngineConfig(cache_dir=cache))
+        manager.embedder.embed(["warm up"])
+        before = peak_mb()
+        done, peak = threading.Event(), [0.0]
+        sampler = threading.Thread(target=workers_rss, args=(done, peak), daemon=True)
+        sampler.start()
+        started, cpu = time.perf_counter(), time.process_time()
+        stats = manager.update(root)
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        done.set()
+        sampler.join()
+        print(json.dumps({"seconds": seconds, "cpu_s": cpu, "peak_rss_mb": peak_mb(), "model_rss_mb": before,
+                          "workers_rss_mb": peak[0], "chunks": stats.chunks, "files": stats.files,
+                          "phases": stats.phase_seconds, "disk_mb": manager.store(root).size_on_disk() / 2**20}))
 """)
 
 START = _RSS + textwrap.dedent("""\
@@ -132,9 +158,10 @@ UPDATE = textwrap.dedent("""\
     for rel in edited:
         with (root / rel).open("a") as fh:
             fh.write("# edited by the scale benchmark\\n")
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     stats = manager.update(root)
-    print(json.dumps({"seconds": time.perf_counter() - started, "embedded": stats.chunks_embedded,
+    print(json.dumps({"seconds": time.perf_counter() - started, "cpu_s": time.process_time() - cpu,
+                      "embedded": stats.chunks_embedded, "phases": stats.phase_seconds,
                       "modified": stats.modified, "disk_mb": manager.store(root).size_on_disk() / 2**20}))
 """)
 
@@ -170,7 +197,7 @@ def _sizes(value: str) -> list[int]:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=_sizes, default=[1, 2, 4, 8], help="copies of the corpus, e.g. 1,2,4,8")
-    ap.add_argument("--semble-sizes", type=_sizes, default=[1, 2], help="sizes semble also runs")
+    ap.add_argument("--semble-sizes", type=_sizes, default=None, help="sizes semble also runs (default: every size)")
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the corpus copied N times")
     ap.add_argument("--work", type=Path, default=DEFAULT_WORK, help="where the monorepos are generated")
     ap.add_argument("--semble-python", type=Path, default=Path("/work/semble-venv/bin/python"))
@@ -240,7 +267,7 @@ def measure(args: argparse.Namespace, copies: int, model_dir: Path) -> dict[str,
         row["update"] = _json([py, "-c", UPDATE, str(edit_root), str(edit_cache), here, json.dumps(edited)])
         shutil.rmtree(edit_root, ignore_errors=True)
         print(f"{copies}x update: {row['update']}", file=sys.stderr)
-    if copies in args.semble_sizes and args.semble_python.exists():
+    if copies in (args.sizes if args.semble_sizes is None else args.semble_sizes) and args.semble_python.exists():
         env = {**os.environ, "SEMBLE_MODEL_NAME": str(model_dir), "HF_HUB_OFFLINE": "1"}
         row["semble"] = _json([str(args.semble_python), "-c", SEMBLE, str(root), spec], env)
         print(f"{copies}x semble: {row['semble']}", file=sys.stderr)
@@ -255,14 +282,15 @@ def run(args: argparse.Namespace) -> Report:
 
 def report(rows: list[dict[str, Any]]) -> Report:
     out = [
-        "| copies | chunks | cold index | peak RSS | index on disk | first search after start | serve RSS "
+        "| copies | chunks | cold index | peak RSS (+ workers) | index on disk | first search after start | serve RSS "
         "| regex p50 | semantic p50 | hybrid p50 | update, 100 files edited |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         c, s, u = r["cold"], r["start"], r["update"]
         out.append(
-            f"| {r['copies']}x | {c['chunks']:,} | {c['seconds']:.1f} s | {c['peak_rss_mb']:.0f} MB "
+            f"| {r['copies']}x | {c['chunks']:,} | {c['seconds']:.1f} s "
+            f"| {c['peak_rss_mb']:.0f} MB (+ {c.get('workers_rss_mb', 0):.0f} MB) "
             f"| {c['disk_mb']:.0f} MB | {s['first_search_s']:.2f} s | {s['rss_after_mb']:.0f} MB "
             f"| {s['regex_p50_ms']:.1f} ms | {s['semantic_p50_ms']:.1f} ms | {s['hybrid_p50_ms']:.1f} ms "
             f"| {u['seconds']:.2f} s |"

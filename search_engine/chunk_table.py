@@ -109,7 +109,7 @@ class ChunkTable(Sequence[Chunk]):
     def symbol(self, i: int) -> str | None:
         r = self.rows[i]
         n = int(r["symbol_len"])
-        return None if n < 0 else self.symbol_bytes(int(r["symbol_off"]), n).decode("utf-8", _ENC)
+        return None if n < 0 else bytes(self.symbol_bytes(int(r["symbol_off"]), n)).decode("utf-8", _ENC)
 
     def definitions(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """(chunk ids ascending, evidence factors, names): every name a chunk defines. Read
@@ -141,12 +141,16 @@ class ChunkTable(Sequence[Chunk]):
                 self._cache[f] = text
             return text
 
-    def symbol_bytes(self, start: int, n: int) -> bytes:
-        return bytes(self._symbols[start:start + n])
+    def symbol_bytes(self, start: int, n: int) -> memoryview:
+        return memoryview(self._symbols)[start:start + n]
 
-    def compressed_text(self, f: int) -> bytes:
-        start, end = int(self._text_bounds[f]), int(self._text_bounds[f + 1])
-        return bytes(self._text[start:end])
+    def text_bounds(self, f0: int, f1: int) -> np.ndarray:
+        """Where files `f0..f1` start in the compressed text, and where the last ends."""
+        return self._text_bounds[f0:f1 + 1]
+
+    def compressed_text_of(self, f0: int, f1: int) -> memoryview:
+        """Files `f0..f1`'s compressed text, as stored (one slice, nothing decompressed)."""
+        return memoryview(self._text)[int(self._text_bounds[f0]):int(self._text_bounds[f1])]
 
 
 class ChunkTableWriter:
@@ -191,26 +195,32 @@ class ChunkTableWriter:
         self._write_text(zlib.compress(bytes(blob), 6))
         self._append(rows)
 
-    def copy_file(self, table: ChunkTable, first: int, count: int) -> None:
-        """Chunks `first..first+count` of a previous generation's table (one whole file),
-        compressed text and all, without decompressing anything."""
-        old = np.array(table.rows[first:first + count])
-        f_old = int(old["file"][0])
-        old["file"] = self._new_file(table.paths[f_old], table.languages[f_old])
-        old["kind"] = [self._kind(table.kinds[k]) for k in old["kind"].tolist()]
-        for j in range(count):
-            n = int(old["symbol_len"][j])
-            if n > 0:
-                start = int(old["symbol_off"][j])
-                self._symbols.write(table.symbol_bytes(start, n))
-            old["symbol_off"][j] = self._symbol_size
-            self._symbol_size += max(n, 0)
-        self._write_text(table.compressed_text(f_old))
+    def copy_rows(self, table: ChunkTable, first: int, count: int) -> None:
+        """Chunks `first..first+count` of a previous generation's table (whole files, in a
+        row), columns, compressed text, symbols and definitions each copied as one slice:
+        an update costs a few array operations per run of unchanged files, not Python work
+        per chunk."""
+        rows = np.array(table.rows[first:first + count])
+        f0, f1 = int(rows["file"][0]), int(rows["file"][-1]) + 1
+        rows["file"] += len(self.paths) - f0
+        self.paths.extend(table.paths[f0:f1])
+        self.languages.extend(table.languages[f0:f1])
+        kinds = np.array([self._kind(k) for k in table.kinds], dtype=np.uint16)
+        rows["kind"] = kinds[rows["kind"]]
+        # Symbols were written in chunk order: the run's bytes are one slice of the blob.
+        s0 = int(rows["symbol_off"][0])
+        s1 = int(rows["symbol_off"][-1]) + max(int(rows["symbol_len"][-1]), 0)
+        self._symbols.write(table.symbol_bytes(s0, s1 - s0))
+        rows["symbol_off"] += self._symbol_size - s0
+        self._symbol_size += s1 - s0
+        bounds = table.text_bounds(f0, f1)
+        self._text.write(table.compressed_text_of(f0, f1))
+        self._text_bounds.extend((bounds[1:] - bounds[0] + self._text_bounds[-1]).tolist())
         chunk, factor, names = table.definitions_of(first, count)
         self._def_chunk.frombytes((chunk - first + self._count).astype(np.int32).tobytes())
         self._def_factor.frombytes(factor.astype(np.float32).tobytes())
         self._def_names.extend(names)
-        self._append(old)
+        self._append(rows)
 
     def finish(self) -> int:
         """Write the columns; the number of chunks written."""

@@ -49,6 +49,7 @@ import os
 import shutil
 import tempfile
 import weakref
+from array import array
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
@@ -62,6 +63,7 @@ from search_engine.chunk_table import ChunkTable, ChunkTableWriter, text_key
 from search_engine.chunks import Chunk
 from search_engine.errors import IndexStoreError
 from search_engine.lexical import LexicalBuilder, LexicalIndex, lexical_document
+from search_engine.lexical_merge import merge
 from search_engine.vectors import VectorIndex, empty, quantize
 
 # Bumped whenever anything below changes shape, or what `symbols.defined_names` extracts (the
@@ -332,10 +334,13 @@ class IndexStore:
 class GenerationWriter:
     """Writes one generation file by file, in order, then publishes it.
 
-    `add` takes a file's new chunks with their float vectors (quantized here), `copy` an
-    unchanged file's rows from the previous generation; either appends to the chunk table,
-    the vector files and the lexical builder at once, so what stays in memory is the
-    columns, not the chunks."""
+    `add` takes a file's new chunks with their float vectors (quantized here) and appends
+    them at once, so what stays in memory is the columns, not the chunks. `copy` takes an
+    unchanged file's rows from the previous generation; consecutive unchanged files are
+    copied together as one slice of every column (a run ends at the next added file), so an
+    update does array copies per run of unchanged files and Python work only for the chunks
+    that changed. The lexical postings of an update are the old ones with the new chunks'
+    entries merged in at `publish` (`search_engine.lexical_merge`), never re-sorted whole."""
 
     def __init__(self, store: IndexStore, staging: Path, old: Snapshot | None) -> None:
         self.store = store
@@ -352,8 +357,11 @@ class GenerationWriter:
         self._scales: BinaryIO = (staging / _SCALES).open("wb")
         self._words: BinaryIO = (staging / _WORDS).open("wb")
         self._file_vectors: list[np.ndarray] = []
+        # A cold build's every chunk, an update's new chunks only (their ids in `_new_chunks`).
         self._lexical = LexicalBuilder(old.lexical().tokens if old is not None else ())
-        self._old_rows = old.lexical().chunk_rows() if old is not None else None
+        self._new_chunks = array("q")
+        self._run: _Run | None = None  # unchanged files waiting to be copied as one slice
+        self._copied: list[_Run] = []
         self._open = True
 
     def add(
@@ -365,6 +373,7 @@ class GenerationWriter:
         self.files[path] = FileEntry(entry.mtime_ns, entry.size, entry.digest, self.chunks, len(chunks))
         if not chunks:
             return
+        self._copy_run()
         vectors = np.asarray(vectors, dtype=np.float32)
         if self.dim is None:
             self.dim = int(vectors.shape[1])
@@ -374,43 +383,73 @@ class GenerationWriter:
         self._scales.write(scales.tobytes())
         self._words.write(words.tobytes())
         mean = vectors.sum(axis=0)
-        self._file_vectors.append(mean / max(float(np.linalg.norm(mean)), 1e-9))
+        self._file_vectors.append((mean / max(float(np.linalg.norm(mean)), 1e-9))[None, :])
         for i, c in enumerate(chunks):
             self._lexical.add(c.path, documents[i] if documents is not None else lexical_document(c))
+        if self.old is not None:
+            self._new_chunks.extend(range(self.chunks, self.chunks + len(chunks)))
         self.chunks += len(chunks)
 
     def copy(self, path: str, entry: FileEntry, old_entry: FileEntry) -> None:
         """An unchanged file: its rows of the previous generation (`old_entry`), with the
-        file's current mtime, size and digest in `entry`."""
-        assert self.old is not None and self._old_rows is not None
+        file's current mtime, size and digest in `entry`. Copied with the unchanged files
+        around it, when the run ends."""
+        assert self.old is not None
         self.files[path] = FileEntry(entry.mtime_ns, entry.size, entry.digest, self.chunks, old_entry.count)
         if old_entry.count == 0:
             return
-        first, count = old_entry.first, old_entry.count
-        old = self.old
-        self._table.copy_file(old.chunks, first, count)
-        self._codes.write(np.asarray(old.vectors.codes[first:first + count]).tobytes())
-        self._scales.write(np.asarray(old.vectors.scales[first:first + count]).tobytes())
-        self._words.write(np.ascontiguousarray(old.vectors.words[:, first:first + count].T).tobytes())
-        self._file_vectors.append(np.asarray(old.vectors.file_vectors[int(old.chunks.file_of[first])]))
-        rows, lengths = self._old_rows
-        self._lexical.copy(path, rows, lengths, first, count)
-        self.chunks += count
+        first, end = old_entry.first, old_entry.first + old_entry.count
+        if self._run is not None and self._run.end == first:
+            self._run = replace(self._run, end=end)
+        else:
+            self._copy_run()
+            self._run = _Run(first, end, self.chunks)
+        self.chunks += old_entry.count
+
+    def _copy_run(self) -> None:
+        """Copy the pending run of unchanged files' rows, every column as one slice."""
+        run, self._run = self._run, None
+        if run is None:
+            return
+        assert self.old is not None
+        old, a, b = self.old, run.first, run.end
+        run.new_file = len(self._table.paths)
+        self._table.copy_rows(old.chunks, a, b - a)
+        self._codes.write(np.ascontiguousarray(old.vectors.codes[a:b]).data)
+        self._scales.write(np.ascontiguousarray(old.vectors.scales[a:b]).data)
+        self._words.write(np.ascontiguousarray(old.vectors.words[:, a:b].T).data)
+        self._file_vectors.append(np.asarray(old.vectors.file_vectors[run.files(old.chunks)]))
+        self._copied.append(run)
+
+    def _lexical_index(self) -> LexicalIndex:
+        """A cold build's postings, or the old generation's with this update merged in."""
+        if self.old is None:
+            return self._lexical.finish()
+        old = self.old.chunks
+        chunk_map = np.full(len(old), -1, dtype=np.int32)
+        file_map = np.full(len(old.paths), -1, dtype=np.int32)
+        for run in self._copied:
+            chunk_map[run.first:run.end] = np.arange(run.new_first, run.new_first + run.end - run.first)
+            files = run.files(old)
+            file_map[files] = np.arange(run.new_file, run.new_file + files.stop - files.start)
+        new_chunks = np.frombuffer(self._new_chunks, dtype=np.int64) if self._new_chunks else np.zeros(0, np.int64)
+        return merge(self.old.lexical(), chunk_map, file_map, self._lexical, new_chunks, self._table.paths)
 
     def publish(self, manifest: Manifest) -> Path:
         """Finish every part, rename the generation into place and make it live; then
         reclaim what it supersedes."""
         assert manifest.chunks == self.chunks and manifest.dim == (self.dim or manifest.dim)
         self.dim = manifest.dim
+        self._copy_run()
         for fh in (self._codes, self._scales, self._words):
             fh.close()
         staging = self.staging
         self._table.finish()
         self._transpose_words()
         write_coarse(staging, self.chunks, self.dim, self.old)
-        file_vectors = np.stack(self._file_vectors) if self._file_vectors else np.zeros((0, self.dim), np.float32)
+        file_vectors = np.concatenate(self._file_vectors) if self._file_vectors else np.zeros((0, self.dim), np.float32)
         np.save(staging / _FILE_VECTORS, file_vectors.astype(np.float32))
-        self._lexical.finish().save(staging / _LEXICAL)
+        self._lexical_index().save(staging / _LEXICAL)
         _write_files(staging / _FILES, self.files)
         (staging / _PINS).touch()
         (staging / _MANIFEST).write_text(json.dumps(asdict(manifest), indent=1), encoding="utf-8")
@@ -437,6 +476,21 @@ class GenerationWriter:
         path = self.staging / _WORDS
         words = np.fromfile(path, dtype=np.uint64).reshape(self.chunks, self.dim // _WORD_BITS)
         np.ascontiguousarray(words.T).tofile(path)
+
+
+@dataclass(slots=True)
+class _Run:
+    """Consecutive unchanged files' rows: old chunks `first..end`, written from chunk
+    `new_first` on, their files from table file `new_file` on (known once copied)."""
+
+    first: int
+    end: int
+    new_first: int
+    new_file: int = -1
+
+    def files(self, table: ChunkTable) -> slice:
+        """The run's files in the old table."""
+        return slice(int(table.file_of[self.first]), int(table.file_of[self.end - 1]) + 1)
 
 
 class _WriterLock(FileLock):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from search_engine.chunk_jobs import ChunkedFile, ChunkJob, chunk_files
+from search_engine.chunk_jobs import ChunkedFile, ChunkJob, ChunkStream, chunk_files, workers
 from search_engine.chunk_table import key_of_text
 from search_engine.chunking import CHUNKER_VERSION
 from search_engine.config import EngineConfig
@@ -129,9 +129,11 @@ def _update(
         return stats
     t = time.perf_counter()
     writer = store.begin(old)
+    reads = ChunkStream([ChunkJob(s.file, None) for s in states if s.reuse is None and s.new is None],
+                        config.max_file_size, workers())  # fmt: skip
     try:
         to_read = sum(1 for s in states if s.reuse is None)
-        stream = _Stream(writer, old, embedder, report, config.max_file_size, phases, to_read)
+        stream = _Stream(writer, old, embedder, report, reads, phases, to_read)
         for state in states:
             stream.add(state)
         stream.flush()
@@ -153,6 +155,7 @@ def _update(
         )
         writer.publish(manifest)
     finally:
+        reads.close()
         writer.abandon()
     report("write", 1, 1)
     phases["write"] = time.perf_counter() - t
@@ -248,10 +251,10 @@ class _Stream:
 
     def __init__(
         self, writer: GenerationWriter, old: Snapshot | None, embedder: Embedder, report: Progress,
-        max_size: int, phases: dict[str, float], to_read: int,
+        reads: ChunkStream, phases: dict[str, float], to_read: int,
     ) -> None:
         self.writer, self.old, self.embedder, self.report = writer, old, embedder, report
-        self.max_size, self.phases = max_size, phases
+        self.reads, self.phases = reads, phases  # `reads`: the added files' chunks, in order
         self.pending: list[tuple[_FileState, ChunkedFile, list[int], list[tuple[bool, int]]]] = []
         self.texts: list[str] = []
         self.text_index: dict[int, int] = {}
@@ -270,7 +273,7 @@ class _Stream:
             self.report("chunk", self.done, self.to_read)
         self.done += 1
         if chunked is None:
-            result = chunk_files([ChunkJob(state.file, None)], self.max_size, lambda d, t: None)[0]
+            result = next(self.reads)
             if result is None or result.chunks is None:
                 return  # vanished, unreadable or binary after all: not indexed
             chunked = result

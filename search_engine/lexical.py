@@ -18,9 +18,10 @@ A query reads the postings of its few terms and adds their scores with numpy, so
 follows the length of those postings, never the number of chunks times Python. The arrays
 are written as `.npy` files and memory-mapped on load, so opening an index reads only the
 vocabulary. An index is built one chunk at a time (`LexicalBuilder`): a build never holds
-every chunk's token list, and an update copies an unchanged chunk's postings from the
-previous generation instead of tokenizing it again (the vocabulary only grows between
-generations, so term ids stay valid). `save`/`load` only move files inside a directory the
+every chunk's token list, and an update merges the new chunks' entries into the previous
+generation's postings instead of tokenizing unchanged chunks again
+(`search_engine.lexical_merge`; the vocabulary only grows between generations, so term ids
+stay valid). `save`/`load` only move files inside a directory the
 caller provides (and makes atomic).
 """
 
@@ -30,7 +31,6 @@ import json
 from array import array
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import msgpack
@@ -61,20 +61,14 @@ B = 0.5
 # count about as much as a few mentions in the body, without drowning the body.
 PATH_REPEAT = 2
 
+# Chunk entries grouped into per-file entries at a time (`file_entries`): bounds that step's
+# temporaries to a few tens of MB whatever the index's size.
+FILE_BLOCK = 1 << 21
+
 def lexical_document(chunk: Chunk) -> list[str]:
     """A chunk's BM25 tokens: its text, then its path tokens `PATH_REPEAT` times."""
     return tokenize_text(chunk.content) + path_tokens(chunk.path) * PATH_REPEAT
 
-
-
-@dataclass(frozen=True, slots=True)
-class Rows:
-    """Document-major (document, term, frequency) rows: `indptr[d]:indptr[d + 1]` are document
-    d's entries in `terms` and `tf`. What an update copies an unchanged chunk's row from."""
-
-    indptr: np.ndarray
-    terms: np.ndarray
-    tf: np.ndarray
 
 
 class Postings:
@@ -113,16 +107,6 @@ class Postings:
             tf = self.tf[start:end].astype(np.float32)
             out[docs] += self._idf[t] * tf / (self._norm[docs] + tf)
         return out
-
-    def by_document(self) -> Rows:
-        """The document-major view of these term-major postings."""
-        indptr = np.asarray(self.indptr, dtype=np.int64)
-        terms = np.repeat(np.arange(len(indptr) - 1, dtype=np.int32), np.diff(indptr))
-        docs = np.asarray(self.docs)
-        order = np.argsort(docs, kind="stable")  # stable: terms stay ascending per document
-        rows = np.zeros(self.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(docs, minlength=self.size), out=rows[1:])
-        return Rows(rows, terms[order], np.asarray(self.tf)[order])
 
     def save(self, directory: Path, name: str) -> None:
         for part in ("indptr", "docs", "tf", "lengths"):
@@ -182,10 +166,15 @@ class LexicalIndex:
         """BM25 score of every file in `files` order, each file scored as one document."""
         return self._files.scores(self.term_ids(terms))
 
-    def chunk_rows(self) -> tuple[Rows, np.ndarray]:
-        """Each chunk's (term, frequency) row and token count: what `LexicalBuilder.copy`
-        takes from the previous generation."""
-        return self._chunks.by_document(), np.asarray(self._chunks.lengths)
+    @property
+    def chunk_postings(self) -> Postings:
+        """The per-chunk postings (what an update merges into the next generation's)."""
+        return self._chunks
+
+    @property
+    def file_postings(self) -> Postings:
+        """The per-file postings, aligned with `files`."""
+        return self._files
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -224,7 +213,8 @@ class LexicalBuilder:
 
     Each chunk leaves only its distinct term ids and frequencies behind (a few bytes per
     distinct token), never its token list. Starting from a previous generation's `tokens`
-    keeps its term ids, so `copy` can take unchanged chunks' rows from it as they are."""
+    keeps its term ids, so an update's new rows merge into that generation's postings
+    (`search_engine.lexical_merge`)."""
 
     def __init__(self, tokens: Sequence[str] = ()) -> None:
         self._tokens = list(tokens)
@@ -255,35 +245,63 @@ class LexicalBuilder:
         self._lengths.append(len(document))
         self._file_of.append(self._file(path))
 
-    def copy(self, path: str, rows: Rows, lengths: np.ndarray, first: int, count: int) -> None:
-        """The next `count` chunks, all of file `path`: rows `first...` of a previous
-        generation's `LexicalIndex.chunk_rows()` (built from the tokens this builder started
-        with)."""
-        start, end = int(rows.indptr[first]), int(rows.indptr[first + count])
-        self._terms.frombytes(rows.terms[start:end].astype(np.int32).tobytes())
-        self._tf.frombytes(rows.tf[start:end].astype(np.uint16).tobytes())
-        self._row_nnz.frombytes(np.diff(rows.indptr[first:first + count + 1]).astype(np.int32).tobytes())
-        self._lengths.frombytes(np.asarray(lengths[first:first + count], dtype=np.int32).tobytes())
-        file_id = self._file(path)
-        self._file_of.extend([file_id] * count)
+    @property
+    def tokens(self) -> list[str]:
+        """The vocabulary so far: the starting tokens, then each new one as first seen."""
+        return self._tokens
 
-    def finish(self) -> LexicalIndex:
-        vocab = len(self._tokens)
+    @property
+    def paths(self) -> list[str]:
+        """The distinct paths of the chunks added, in order."""
+        return self._files
+
+    def file_of(self) -> np.ndarray:
+        """Each chunk's index into `paths`."""
+        return np.frombuffer(self._file_of, dtype=np.int32) if self._file_of else np.zeros(0, np.int32)
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(chunk, term, frequency) entries in chunk order, and each chunk's token count."""
         row_nnz = np.frombuffer(self._row_nnz, dtype=np.int32) if self._row_nnz else np.zeros(0, np.int32)
-        n = len(row_nnz)
-        docs = np.repeat(np.arange(n, dtype=np.int32), row_nnz)
+        docs = np.repeat(np.arange(len(row_nnz), dtype=np.int32), row_nnz)
         terms = np.frombuffer(self._terms, dtype=np.int32) if self._terms else np.zeros(0, np.int32)
         tf = np.frombuffer(self._tf, dtype=np.uint16) if self._tf else np.zeros(0, np.uint16)
         lengths = np.frombuffer(self._lengths, dtype=np.int32) if self._lengths else np.zeros(0, np.int32)
-        file_of = np.frombuffer(self._file_of, dtype=np.int32) if self._file_of else np.zeros(0, np.int32)
+        return docs, terms, tf, lengths
+
+    def finish(self) -> LexicalIndex:
+        vocab = len(self._tokens)
+        docs, terms, tf, lengths = self.rows()
         chunks = Postings.from_triples(docs, terms, tf, lengths.copy(), vocab)
-        # A file is the concatenation of its chunks' documents: its frequencies are the sums
-        # over its chunks of each (file, term) pair's, in ascending (file, term) order.
-        pairs = file_of[docs].astype(np.int64) * max(vocab, 1) + terms
-        order = np.argsort(pairs, kind="stable")
-        keys, starts = np.unique(pairs[order], return_index=True)
-        file_tf = np.add.reduceat(tf[order].astype(np.uint32), starts) if len(keys) else np.zeros(0, np.uint32)
-        file_lengths = np.bincount(file_of, weights=lengths, minlength=len(self._files)).astype(np.int32)
-        files = Postings.from_triples((keys // max(vocab, 1)).astype(np.int32), (keys % max(vocab, 1)).astype(np.int32),
-                                      file_tf, file_lengths, vocab)  # fmt: skip
+        f_docs, f_terms, f_tf, _ids, f_lengths = file_entries(self.file_of(), docs, terms, tf, lengths, vocab)
+        files = Postings.from_triples(f_docs, f_terms, f_tf, f_lengths, vocab)
         return LexicalIndex(list(self._tokens), chunks, files, list(self._files))
+
+
+def file_entries(
+    file_of: np.ndarray, docs: np.ndarray, terms: np.ndarray, tf: np.ndarray, lengths: np.ndarray, vocab: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-file (file, term, frequency) entries in ascending (file, term) order, the files
+    present and their token counts, from chunk entries in chunk order (`docs` ascending,
+    indexing `file_of`, which ascends too, and `lengths`). A file is the concatenation of its
+    chunks' documents: its frequencies are the sums over its chunks of each (file, term)
+    pair's. Sorted `FILE_BLOCK` entries at a time, cut between files, so the 8-byte keys
+    never exist for the whole index at once (at 8x sympy, 12.6M entries, they were ~400 MB
+    of the build's peak)."""
+    width = max(vocab, 1)
+    files = file_of[docs]
+    keys, file_tf = [np.zeros(0, np.int64)], [np.zeros(0, np.uint32)]
+    start = 0
+    while start < len(files):
+        end = min(start + FILE_BLOCK, len(files))
+        end = int(np.searchsorted(files, files[end - 1], side="right"))  # the last file whole
+        pairs = files[start:end].astype(np.int64) * width + terms[start:end]
+        order = np.argsort(pairs, kind="stable")
+        pairs = pairs[order]
+        starts = np.flatnonzero(np.r_[True, pairs[1:] != pairs[:-1]])
+        keys.append(pairs[starts])
+        file_tf.append(np.add.reduceat(tf[start:end][order].astype(np.uint32), starts))
+        start = end
+    all_keys = np.concatenate(keys)
+    ids, inverse = np.unique(file_of, return_inverse=True)
+    file_lengths = np.bincount(inverse, weights=lengths, minlength=len(ids)).astype(np.int32)
+    return (all_keys // width).astype(np.int32), (all_keys % width).astype(np.int32), np.concatenate(file_tf), ids, file_lengths

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import re
 import textwrap
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pytest
 
 from search_engine.chunking import MAX_CHARS, chunk_file
 from search_engine.chunks import Chunk, content_hash
@@ -103,3 +106,20 @@ def assert_well_formed(data: bytes, chunks: list[Chunk]) -> None:
     for number, line in enumerate(lines, 1):
         if re.search(rb"\w", line):
             assert number in covered, f"line {number} is in no chunk: {line!r}"
+
+
+def block_the_walk(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """Make the next index updates' tree walk wait: (walking, release) events, the first set
+    once a walk is waiting, the second to let it go on."""
+    import search_engine.indexing as indexing
+
+    walking, release = threading.Event(), threading.Event()
+    real_discover = indexing.discover
+
+    def blocked_discover(*args: Any, **kwargs: Any) -> Any:
+        walking.set()
+        assert release.wait(60)
+        return real_discover(*args, **kwargs)
+
+    monkeypatch.setattr(indexing, "discover", blocked_discover)
+    return walking, release

@@ -195,3 +195,33 @@ def test_plot_gives_each_query_set_its_own_points():
         ("codepager static [python]", "hybrid", 2.4, 0.88),
     ]
     assert left_out == []
+
+
+SCALE_ROWS = [
+    {"copies": c, "cold": {"seconds": 10.0 * c, "peak_rss_mb": 200 + 50 * c, "workers_rss_mb": 180, "chunks": 54000 * c,
+                           "disk_mb": 43 * c},
+     "start": {"first_search_s": 0.5, "rss_after_mb": 200, "regex_p50_ms": 40, "semantic_p50_ms": 5, "hybrid_p50_ms": 15 * c},
+     "update": {"seconds": 1.0 + 0.1 * c},
+     **({"semble": {"seconds": 90.0 * c, "peak_rss_mb": 600 * c, "hybrid_p50_ms": 35 * c}} if c <= 2 else {})}
+    for c in (1, 2, 4, 8)
+]  # fmt: skip
+
+
+def test_scale_curves_follow_both_systems_where_each_was_measured(tmp_path):
+    from benchmarks.__main__ import scale_extra
+    from benchmarks.plot import SCALE_PLOT_NAME, scale_series
+    from benchmarks.scale import report
+    from benchmarks.suite import Outcome
+
+    assert scale_series(SCALE_ROWS, ("cold", "seconds")) == ([1, 2, 4, 8], [10.0, 20.0, 40.0, 80.0])
+    assert scale_series(SCALE_ROWS, ("semble", "seconds")) == ([1, 2], [90.0, 180.0])  # not run at 4x and 8x
+    scale = report(SCALE_ROWS)
+    assert "| 8x | 432,000 | 80.0 s | 600 MB (+ 180 MB) |" in scale.markdown
+    assert "| 2x | semble 0.7.0 | 180.0 s |" in scale.markdown
+    bench = next(b for b in SUITE if b.name == "scale")
+    markdown = scale_extra(Outcome(bench, "scale.py", 1.0, scale), tmp_path)
+    assert f"]({SCALE_PLOT_NAME})" in markdown
+    import matplotlib.image
+
+    image = matplotlib.image.imread(tmp_path / SCALE_PLOT_NAME)
+    assert image.shape[0] > 500 and image.shape[1] > 700

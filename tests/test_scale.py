@@ -8,14 +8,12 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import search_engine.chunk_jobs as chunk_jobs
-import search_engine.files as discovery
 import search_engine.index_store as index_store
 import search_engine.indexing as indexing
 from search_engine.config import EngineConfig
@@ -24,7 +22,7 @@ from search_engine.engine import SearchEngine
 from search_engine.index import IndexManager
 from search_engine.models import SearchMode, SearchRequest
 from search_engine.vectors import RESCORE, VectorIndex, quantize
-from tests.index_helpers import REPO, CountingEmbedder, expected_chunks
+from tests.index_helpers import REPO, CountingEmbedder, block_the_walk, expected_chunks
 
 
 def manager_for(cache: Path, embedder: CountingEmbedder, **kwargs: float) -> IndexManager:
@@ -114,18 +112,18 @@ def test_the_build_streams_embedding_batches_between_files(
     root = many_files(tmp_path / "repo", 60)
     monkeypatch.setattr(indexing, "EMBED_BATCH", 16)
     events: list[str] = []
-    real_chunk = chunk_jobs.chunk_files
+    real_run = chunk_jobs._run
     real_embed = counting.embed
 
-    def chunk(jobs, max_size, report):
+    def run(job, max_size):
         events.append("read")
-        return real_chunk(jobs, max_size, report)
+        return real_run(job, max_size)
 
     def embed(texts):
         events.append("embed")
         return real_embed(texts)
 
-    monkeypatch.setattr(indexing, "chunk_files", chunk)
+    monkeypatch.setattr(chunk_jobs, "_run", run)
     monkeypatch.setattr(counting, "embed", embed)
     stats = manager_for(tmp_path / "cache", counting).update(root)
     assert stats.files == 60 and stats.chunks == 120
@@ -146,15 +144,7 @@ def test_the_first_search_uses_the_index_on_disk_and_catches_up_in_the_backgroun
     manager_for(cache, counting).update(repo)
     (repo / "app/render.py").write_text("def render_markdown(text):\n    return text.upper()\n")
 
-    walking, release = threading.Event(), threading.Event()
-    real_discover = discovery.discover
-
-    def slow_discover(*args, **kwargs):
-        walking.set()
-        assert release.wait(60)
-        return real_discover(*args, **kwargs)
-
-    monkeypatch.setattr(indexing, "discover", slow_discover)
+    walking, release = block_the_walk(monkeypatch)
     engine = SearchEngine(EngineConfig(cache_dir=cache))
     engine._indexes = manager_for(cache, counting, refresh_interval_s=3600)
     request = SearchRequest(mode=SearchMode.HYBRID, query="render markdown", root=str(repo.resolve()), top_k=5)
