@@ -458,9 +458,10 @@ def run_soak_redis(tmp: Path, searches: int) -> dict[str, Any]:
 # -- faults ---------------------------------------------------------------------------------
 
 
-def index_status(root: Path, env: dict[str, str]) -> dict[str, Any]:
+def _index_json(env: dict[str, str], *args: str) -> dict[str, Any]:
+    """Run `codepager index --json <args>` and return the JSON it prints."""
     out = subprocess.run(
-        [str(Path(sys.executable).parent / "codepager"), "index", "--status", "--json", str(root)],
+        [str(Path(sys.executable).parent / "codepager"), "index", "--json", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -468,18 +469,14 @@ def index_status(root: Path, env: dict[str, str]) -> dict[str, Any]:
     )
     result: dict[str, Any] = json.loads(out.stdout)
     return result
+
+
+def index_status(root: Path, env: dict[str, str]) -> dict[str, Any]:
+    return _index_json(env, "--status", str(root))
 
 
 def index_update(root: Path, env: dict[str, str]) -> dict[str, Any]:
-    out = subprocess.run(
-        [str(Path(sys.executable).parent / "codepager"), "index", "--json", "--no-progress", str(root)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    result: dict[str, Any] = json.loads(out.stdout)
-    return result
+    return _index_json(env, "--no-progress", str(root))
 
 
 async def wait_for_phase(url: str, phase: str, timeout_s: float = 300) -> dict[str, Any]:

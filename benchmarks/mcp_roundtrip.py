@@ -30,7 +30,7 @@ from fastmcp.client.transports import StdioTransport
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import Report, add_report_argument, emit, verdict
+from benchmarks.report import Report, counts_parser, emit, verdict
 from harness.results import structured_of, text_of
 
 ECHO_SERVER = textwrap.dedent(
@@ -109,12 +109,7 @@ async def measure(root: Path, work: Path, repeats: int) -> dict[str, float]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--files", type=int, default=200)
-    p.add_argument("--hits", type=int, default=50)
-    p.add_argument("--repeats", type=int, default=60)
-    add_report_argument(p)
-    return p
+    return counts_parser(__doc__, files=200, hits=50, repeats=60)
 
 
 def run(args: argparse.Namespace) -> Report:

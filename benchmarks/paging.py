@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import Report, add_report_argument, emit, verdict
+from benchmarks.report import Report, counts_parser, emit, verdict
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchRequest
@@ -56,13 +56,7 @@ def median_ms(fn: Callable[[], object], repeats: int) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results", type=int, default=10_000)
-    p.add_argument("--files", type=int, default=200)
-    p.add_argument("--first-runs", type=int, default=9)
-    p.add_argument("--repeats", type=int, default=300)
-    add_report_argument(p)
-    return p
+    return counts_parser(__doc__, results=10_000, files=200, first_runs=9, repeats=300)
 
 
 def run(args: argparse.Namespace) -> Report:

@@ -36,7 +36,7 @@ from fastmcp.client.transports import StdioTransport
 from fastmcp.tools.base import ToolResult
 from mcp_types import TextContent
 
-from benchmarks.report import Report, add_report_argument, emit
+from benchmarks.report import Report, counts_parser, emit
 from harness.proxy_backend import BACKEND_SCRIPT
 from server.output import DatasetStore
 from server.output.schema import profile_records
@@ -151,11 +151,7 @@ def interception(repeats: int, data_dir: Path) -> list[tuple[str, float, float, 
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--calls", type=int, default=300)
-    p.add_argument("--repeats", type=int, default=15)
-    add_report_argument(p)
-    return p
+    return counts_parser(__doc__, calls=300, repeats=15)
 
 
 def run(args: argparse.Namespace) -> Report:

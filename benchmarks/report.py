@@ -47,6 +47,16 @@ def add_report_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def counts_parser(doc: str | None, **counts: int) -> argparse.ArgumentParser:
+    """The command line of a benchmark whose options are all whole numbers: one `--name`
+    (underscores spelt as dashes) per keyword, defaulting to its value, plus `--report-json`."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name, default in counts.items():
+        parser.add_argument("--" + name.replace("_", "-"), type=int, default=default)
+    add_report_argument(parser)
+    return parser
+
+
 def emit(report: Report, args: argparse.Namespace) -> int:
     """Print the report, write its JSON if asked; exit status 1 when a target was missed."""
     print(report.markdown)

@@ -54,8 +54,10 @@ class Benchmark:
         return list(self.quick_args if quick and self.quick_args is not None else self.args)
 
     def writes_report(self) -> bool:
-        """Whether the script takes --report-json (it builds its parser with add_report_argument)."""
-        return "add_report_argument" in self.path.read_text(encoding="utf-8")
+        """Whether the script takes --report-json (it builds its parser with add_report_argument,
+        or with counts_parser, which adds it)."""
+        source = self.path.read_text(encoding="utf-8")
+        return any(name in source for name in ("add_report_argument", "counts_parser"))
 
 
 def _python() -> str:
