@@ -21,7 +21,8 @@ an update of the root is already running, in which case the search uses the live
 rather than wait for it. That check runs inline for a tree of at most
 `INLINE_REFRESH_MAX_FILES` files; a larger tree is checked (and updated) in a background
 thread, and the search goes ahead on the live generation, picking up the new one on a later
-search. An agent that edits a file and searches within the interval (or, in a large tree,
+search. A check is due again only after `CHECK_SPACING` times as long as the last one took,
+so a tree whose listing is slow is not listed over and over while an agent searches it. An agent that edits a file and searches within the interval (or, in a large tree,
 before the background update has published) may see the previous generation; that is the
 price of single-digit-millisecond warm queries.
 
@@ -36,7 +37,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,6 +62,10 @@ DEFAULT_REFRESH_INTERVAL_S = 2.0
 # 12,700 files, the walk alone took most of a second). Counted, not timed, so which way a
 # tree goes never depends on the machine's load.
 INLINE_REFRESH_MAX_FILES = 2000
+# The next freshness check waits at least this many times as long as the last one took: a
+# listing of a 12k-file tree costs ~1 s of CPU, which every 2 s would be half a core spent on
+# an agent's searches; spaced by its own cost it stays under ~10% of one.
+CHECK_SPACING = 10.0
 
 
 @dataclass(eq=False)
@@ -115,6 +120,7 @@ class _Entry:
     index: Index
     directory_name: str
     checked_at: float
+    check_s: float = 0.0  # how long the freshness check behind this entry took
 
 
 class IndexManager:
@@ -131,8 +137,10 @@ class IndexManager:
         refresh_interval_s: float = DEFAULT_REFRESH_INTERVAL_S,
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
         inline_refresh_max_files: int = INLINE_REFRESH_MAX_FILES,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
+        self._clock = clock
         self.embedder = embedder if embedder is not None else embedder_for(config)
         self.refresh_interval_s = refresh_interval_s
         self.inline_refresh_max_files = inline_refresh_max_files
@@ -189,17 +197,19 @@ class IndexManager:
             with self._root_lock(root):
                 self._update(root, store)
                 entry = self._load(root, store, None)
-        elif not opened and time.monotonic() - entry.checked_at >= self.refresh_interval_s:
+        elif not opened and self._clock() - entry.checked_at >= max(
+            self.refresh_interval_s, CHECK_SPACING * entry.check_s
+        ):
             if entry.index.snapshot is not None and len(entry.index.snapshot.files) > self.inline_refresh_max_files:
                 self._refresh_in_background(root)  # a walk of a large tree: never on a query's time
             else:
                 lock = self._root_lock(root)
                 if lock.acquire(blocking=False):  # else an update is running: use the live generation
                     try:
-                        self._update(root, store)
+                        took = self._timed_update(root, store)
                     finally:
                         lock.release()
-                    entry = self._load(root, store, entry)
+                    entry = replace(self._load(root, store, entry), check_s=took)
         if store.current_name() != entry.directory_name:
             entry = self._load(root, store, entry)
         with self._guard:  # a background refresh may have stored a newer entry meanwhile
@@ -219,8 +229,14 @@ class IndexManager:
         try:
             manifest = store.read_manifest()
         except IndexStoreError as exc:
-            return IndexStatus(str(root), str(store.directory), True, configured_model_id=configured,
-                               size_bytes=store.size_on_disk(), stale_reason=str(exc))
+            return IndexStatus(
+                str(root),
+                str(store.directory),
+                True,
+                configured_model_id=configured,
+                size_bytes=store.size_on_disk(),
+                stale_reason=str(exc),
+            )
         if manifest is None:
             return IndexStatus(str(root), str(store.directory), False, configured_model_id=configured)
         return IndexStatus(
@@ -238,11 +254,25 @@ class IndexManager:
             stale_reason=stale_reason(manifest, configured, root),
         )
 
-    def _update(self, root: Path, store: IndexStore, *, full: bool = False, progress: Progress | None = None) -> UpdateStats:
+    def _update(
+        self, root: Path, store: IndexStore, *, full: bool = False, progress: Progress | None = None
+    ) -> UpdateStats:
         """Call with the root's lock held."""
         return update_index(
-            root, store, self.embedder, self.config, full=full, progress=progress, lock_timeout_s=self.lock_timeout_s,
+            root,
+            store,
+            self.embedder,
+            self.config,
+            full=full,
+            progress=progress,
+            lock_timeout_s=self.lock_timeout_s,
         )
+
+    def _timed_update(self, root: Path, store: IndexStore) -> float:
+        """A freshness check (an incremental update); returns how long it took by the clock."""
+        started = self._clock()
+        self._update(root, store)
+        return self._clock() - started
 
     def _open_existing(self, root: Path, store: IndexStore) -> _Entry | None:
         try:
@@ -262,10 +292,10 @@ class IndexManager:
             try:
                 with self._root_lock(root):
                     store = self.store(root)
-                    self._update(root, store)
+                    took = self._timed_update(root, store)
                     with self._guard:
                         previous = self._entries.get(root)
-                    entry = self._load(root, store, previous)
+                    entry = replace(self._load(root, store, previous), check_s=took)
                     with self._guard:
                         self._entries[root] = entry
             except (SearchError, OSError) as exc:
@@ -291,12 +321,12 @@ class IndexManager:
         for _attempt in range(3):
             name = store.current_name()
             if previous is not None and name == previous.directory_name:
-                return _Entry(previous.index, name, time.monotonic())
+                return _Entry(previous.index, name, self._clock())
             try:
                 snapshot = store.load()
                 if snapshot is None:
                     raise IndexStoreError(f"no index for {root} after updating it; check {store.directory}")
-                return _Entry(self._open(root, snapshot), snapshot.directory.name, time.monotonic())
+                return _Entry(self._open(root, snapshot), snapshot.directory.name, self._clock())
             except IndexStoreError:
                 if store.current_name() != name:
                     continue  # superseded while we read it

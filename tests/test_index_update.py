@@ -51,7 +51,9 @@ def edit_everywhere(root: Path) -> None:
     text = files.read_text()
     files.write_text(text[: len(text) // 2].rsplit("\n", 1)[0] + "\n")
     (root / "lib/hits.py").unlink()
-    (root / "lib/grammar_notes.py").write_text("def retry_with_backoff_notes(call):\n    '''Retry, with backoff.'''\n    return call()\n")
+    (root / "lib/grammar_notes.py").write_text(
+        "def retry_with_backoff_notes(call):\n    '''Retry, with backoff.'''\n    return call()\n"
+    )
     st = (root / "lib/paths.py").stat()
     os.utime(root / "lib/paths.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     client = root / "app/client.py"  # one function edited: its neighbours keep their vectors
@@ -72,7 +74,9 @@ def assert_same_index(updated: Index, fresh: Index) -> None:
     assert updated.lexical.files == fresh.lexical.files
     for token in fresh.lexical.tokens:  # every BM25 score, bit for bit
         np.testing.assert_array_equal(updated.lexical.scores([token]), fresh.lexical.scores([token]), err_msg=token)
-        np.testing.assert_array_equal(updated.lexical.file_scores([token]), fresh.lexical.file_scores([token]), err_msg=token)
+        np.testing.assert_array_equal(
+            updated.lexical.file_scores([token]), fresh.lexical.file_scores([token]), err_msg=token
+        )
     for token in set(updated.lexical.tokens) - set(fresh.lexical.tokens):  # only in deleted text
         assert not updated.lexical.scores([token]).any()
 
@@ -184,7 +188,43 @@ def test_a_large_trees_freshness_check_runs_beside_the_search(
     assert any("render_rst" in c.content for c in small.get(root).chunks)
 
 
-def test_per_file_postings_built_in_blocks_equal_those_built_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_slow_freshness_check_spaces_the_next_one_by_its_cost(
+    tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = real_tree(tmp_path / "repo").resolve()
+    now = [1000.0]
+    manager = IndexManager(
+        EngineConfig(cache_dir=tmp_path / "cache"),
+        embedder=counting,  # type: ignore[arg-type]
+        refresh_interval_s=2.0,
+        clock=lambda: now[0],
+    )
+    manager.update(root)
+    real_discover = indexing.discover
+    walks = []
+
+    def slow_discover(*args: object, **kwargs: object) -> object:
+        walks.append(now[0])
+        now[0] += 3.0  # this tree takes 3 s to list
+        return real_discover(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(indexing, "discover", slow_discover)
+    now[0] += 2.5
+    manager.get(root)  # past the 2 s interval after a check that cost nothing: checked
+    assert len(walks) == 1
+    (root / "app/render.py").write_text("def render_markdown(text):\n    return text.upper()\n")
+    now[0] += 2.5
+    assert manager.get(root).generation == 1  # 2.5 s after a 3 s check: not due for 30 s
+    now[0] += 20.0
+    manager.get(root)
+    assert len(walks) == 1
+    now[0] += 8.0  # 30.5 s after the check ended
+    assert manager.get(root).generation == 2 and len(walks) == 2
+
+
+def test_per_file_postings_built_in_blocks_equal_those_built_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = real_tree(tmp_path / "repo")
     chunks = [c for p in sorted(root.rglob("*.py")) for c in
               chunk_file(p.relative_to(root).as_posix(), p.read_bytes(), "python")]  # fmt: skip
