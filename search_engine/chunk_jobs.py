@@ -70,9 +70,7 @@ class ChunkedFile:
     documents: list[list[str]] | None
 
 
-def chunk_files(
-    jobs: list[ChunkJob], max_size: int, report: Callable[[int, int], None]
-) -> list[ChunkedFile | None]:
+def chunk_files(jobs: list[ChunkJob], max_size: int, report: Callable[[int, int], None]) -> list[ChunkedFile | None]:
     """One result per job, in order; None for a file that vanished, cannot be read (now lies
     through a symlink, is no longer a regular file), has grown over `max_size` bytes or turns
     out to be binary."""
@@ -167,7 +165,7 @@ class ChunkStream(Iterator["ChunkedFile | None"]):
     def _fill(self) -> None:
         assert self._pool is not None
         while len(self._pending) < self._ahead and self._next < len(self._jobs):
-            batch = self._jobs[self._next:self._next + BATCH]
+            batch = self._jobs[self._next : self._next + BATCH]
             self._pending.append(self._pool.submit(_run_batch, batch, self._max_size))
             self._next += len(batch)
 

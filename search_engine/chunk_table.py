@@ -85,7 +85,7 @@ class ChunkTable(Sequence[Chunk]):
             raise IndexError(i)
         r = self.rows[i]
         f = int(r["file"])
-        text = self._file_text(f)[int(r["text_off"]):int(r["text_off"]) + int(r["text_len"])].decode("utf-8", _ENC)
+        text = self._file_text(f)[int(r["text_off"]) : int(r["text_off"]) + int(r["text_len"])].decode("utf-8", _ENC)
         return Chunk(
             self.paths[f], self.languages[f], int(r["line_start"]), int(r["line_end"]), int(r["byte_start"]),
             int(r["byte_end"]), text, self.kinds[int(r["kind"])], self.symbol(i), f"{int(r['hash']):016x}",
@@ -142,15 +142,15 @@ class ChunkTable(Sequence[Chunk]):
             return text
 
     def symbol_bytes(self, start: int, n: int) -> memoryview:
-        return memoryview(self._symbols)[start:start + n]
+        return memoryview(self._symbols)[start : start + n]
 
     def text_bounds(self, f0: int, f1: int) -> np.ndarray:
         """Where files `f0..f1` start in the compressed text, and where the last ends."""
-        return self._text_bounds[f0:f1 + 1]
+        return self._text_bounds[f0 : f1 + 1]
 
     def compressed_text_of(self, f0: int, f1: int) -> memoryview:
         """Files `f0..f1`'s compressed text, as stored (one slice, nothing decompressed)."""
-        return memoryview(self._text)[int(self._text_bounds[f0]):int(self._text_bounds[f1])]
+        return memoryview(self._text)[int(self._text_bounds[f0]) : int(self._text_bounds[f1])]
 
 
 class ChunkTableWriter:
@@ -200,7 +200,7 @@ class ChunkTableWriter:
         row), columns, compressed text, symbols and definitions each copied as one slice:
         an update costs a few array operations per run of unchanged files, not Python work
         per chunk."""
-        rows = np.array(table.rows[first:first + count])
+        rows = np.array(table.rows[first : first + count])
         f0, f1 = int(rows["file"][0]), int(rows["file"][-1]) + 1
         rows["file"] += len(self.paths) - f0
         self.paths.extend(table.paths[f0:f1])
@@ -228,8 +228,14 @@ class ChunkTableWriter:
         self._symbols.close()
         rows = np.concatenate(self._rows) if self._rows else np.zeros(0, dtype=ROW)
         np.save(self.directory / _ROWS, rows)
-        np.save(self.directory / _DEF_CHUNK, np.frombuffer(self._def_chunk, dtype=np.int32) if self._def_chunk else np.zeros(0, np.int32))
-        np.save(self.directory / _DEF_FACTOR, np.frombuffer(self._def_factor, dtype=np.float32) if self._def_factor else np.zeros(0, np.float32))
+        np.save(
+            self.directory / _DEF_CHUNK,
+            np.frombuffer(self._def_chunk, dtype=np.int32) if self._def_chunk else np.zeros(0, np.int32),
+        )
+        np.save(
+            self.directory / _DEF_FACTOR,
+            np.frombuffer(self._def_factor, dtype=np.float32) if self._def_factor else np.zeros(0, np.float32),
+        )
         # msgpack, not lines: a chunk's symbol may span lines (a C++ operator, a macro)
         (self.directory / _DEF_NAMES).write_bytes(msgpack.packb(self._def_names, use_bin_type=True))
         strings = {"paths": self.paths, "languages": self.languages, "kinds": list(self._kinds),

@@ -32,7 +32,14 @@ from tree_sitter import Node
 
 from search_engine.chunks import Chunk, content_hash
 from search_engine.grammars import (
-    DefKind, Definition, LanguageSpec, body_of, definition_at, is_leading, parser_for, spec_for,
+    DefKind,
+    Definition,
+    LanguageSpec,
+    body_of,
+    definition_at,
+    is_leading,
+    parser_for,
+    spec_for,
 )
 
 # Bumped whenever chunk boundaries, kinds or symbols change: an index built by another
@@ -111,7 +118,7 @@ def chunk_file(path: str, data: bytes, language: str | None) -> list[Chunk]:
 
 
 def _to_chunk(piece: _Piece, path: str, language: str | None, lines: _Lines) -> Chunk | None:
-    content = lines.data[piece.start:piece.end].decode("utf-8", "replace")
+    content = lines.data[piece.start : piece.end].decode("utf-8", "replace")
     if not _WORD.search(content):
         return None  # a lone `}` or a blank run: nothing anyone could search for
     return Chunk(
@@ -155,7 +162,7 @@ def _disjoint(pieces: list[_Piece], lines: _Lines) -> list[_Piece]:
     for p in pieces:
         if out and p.start < out[-1].end:
             p.start = out[-1].end
-            if p.start < len(data) and data[p.start:p.start + 1] == b"\n":
+            if p.start < len(data) and data[p.start : p.start + 1] == b"\n":
                 p.start += 1
         if p.start < p.end:
             out.append(p)
@@ -174,7 +181,7 @@ def _merge_neighbours(pieces: list[_Piece], lines: _Lines) -> list[_Piece]:
             and prev.kind == p.kind
             and prev.symbol == p.symbol
             and p.end - prev.start <= MAX_CHARS
-            and not data[prev.end:p.start].strip()
+            and not data[prev.end : p.start].strip()
         ):
             prev.end = p.end
         else:
@@ -248,11 +255,9 @@ class _Walker:
         if gap <= 1:
             return True
         data = self.lines.data
-        return gap == 2 and bool(_DOC_COMMENT.match(data[last.start_byte:last.start_byte + 8]))
+        return gap == 2 and bool(_DOC_COMMENT.match(data[last.start_byte : last.start_byte + 8]))
 
-    def pack(
-        self, nodes: Sequence[Node], kind: str, symbol: str | None, scope: str, in_class: bool
-    ) -> list[_Piece]:
+    def pack(self, nodes: Sequence[Node], kind: str, symbol: str | None, scope: str, in_class: bool) -> list[_Piece]:
         """Greedily group consecutive non-definition nodes into pieces of at most MAX_CHARS;
         a node too large on its own is opened up (it may hold definitions) or windowed."""
         pieces: list[_Piece] = []
@@ -344,8 +349,9 @@ def _comments_before(body: Node, spec: LanguageSpec) -> list[Node]:
 # --- line windows -------------------------------------------------------------------------
 
 
-def _windows(lines: _Lines, first_row: int, last_row: int, overlap: int,
-             breaks: set[int] | None = None) -> list[tuple[int, int]]:
+def _windows(
+    lines: _Lines, first_row: int, last_row: int, overlap: int, breaks: set[int] | None = None
+) -> list[tuple[int, int]]:
     """Byte spans of windows over rows first..last, each at most MAX_CHARS (whole lines;
     a single longer line is cut into MAX_CHARS slices). A window prefers to end at a blank
     line in its second half, and breaks before any row in `breaks` once it is big enough."""
@@ -379,7 +385,7 @@ def _prefer_blank(lines: _Lines, first_row: int, end_row: int) -> int:
     """Move a window's end back to the last blank line in its second half, if any."""
     data = lines.data
     for r in range(end_row, first_row + (end_row - first_row) // 2, -1):
-        if not data[lines.start(r):lines.end(r)].strip():
+        if not data[lines.start(r) : lines.end(r)].strip():
             return r
     return end_row
 
@@ -409,7 +415,7 @@ def _text_windows(lines: _Lines, markdown: bool) -> list[_Piece]:
         return [_Piece(s, e, "window", None) for s, e in _windows(lines, 0, last_row, WINDOW_OVERLAP_LINES)]
     headings: dict[int, str] = {}
     for row in range(lines.count):
-        line = lines.data[lines.start(row):lines.end(row)]
+        line = lines.data[lines.start(row) : lines.end(row)]
         if line.lstrip().startswith(b"#"):
             m = _MD_HEADING.match(line)
             if m:

@@ -84,7 +84,7 @@ class CoarseIndex:
             sizes = np.bincount(self.lists[allowed], minlength=len(self.centroids))
         held = np.cumsum(sizes[nearest])
         count = max(MIN_PROBES, int(np.searchsorted(held, want)) + 1)
-        parts = [self.order[self.bounds[lst]:self.bounds[lst + 1]] for lst in nearest[:count].tolist()]
+        parts = [self.order[self.bounds[lst] : self.bounds[lst + 1]] for lst in nearest[:count].tolist()]
         ids = np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int32)
         return ids if allowed is None else ids[allowed[ids]]
 
@@ -102,9 +102,9 @@ def _nearest(rows: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.nd
     t = np.ascontiguousarray(centroids.T, dtype=np.float32)
     batch = max(1, _SCRATCH_BYTES // (4 * max(len(centroids), 1)))
     for start in range(0, len(rows), batch):
-        sims = np.asarray(rows[start:start + batch], dtype=np.float32) @ t
-        labels[start:start + len(sims)] = np.argmax(sims, axis=1)
-        best[start:start + len(sims)] = sims[np.arange(len(sims)), labels[start:start + len(sims)]]
+        sims = np.asarray(rows[start : start + batch], dtype=np.float32) @ t
+        labels[start : start + len(sims)] = np.argmax(sims, axis=1)
+        best[start : start + len(sims)] = sims[np.arange(len(sims)), labels[start : start + len(sims)]]
     return labels, best
 
 
@@ -126,8 +126,8 @@ def train(codes: np.ndarray, count: int) -> np.ndarray:
         # centroids serve worst.
         empty = np.setdiff1d(np.arange(count), used)
         if len(empty):
-            worst = np.argsort(best, kind="stable")[:len(empty)]
-            sums[empty[:len(worst)]] = x[worst]
+            worst = np.argsort(best, kind="stable")[: len(empty)]
+            sums[empty[: len(worst)]] = x[worst]
         centroids = _unit(sums)
     return centroids
 

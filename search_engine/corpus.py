@@ -73,13 +73,21 @@ class Corpus:
         file_of = np.asarray(chunks.file_of, dtype=np.int64)
         order = np.argsort(file_of, kind="stable")
         bounds = np.searchsorted(file_of[order], np.arange(len(files) + 1))
-        file_chunks = [order[bounds[f]:bounds[f + 1]] for f in range(len(files))]
+        file_chunks = [order[bounds[f] : bounds[f + 1]] for f in range(len(files))]
         def_chunk, def_factor, def_names = chunks.definitions()
         def_paths = [files[f] for f in file_of[def_chunk].tolist()] if len(def_chunk) else []
         symbols = SymbolIndex(np.asarray(def_chunk), def_paths, def_names, np.asarray(def_factor))
         return cls(
-            chunks, vectors, lexical, symbols, files, file_of, file_chunks,
-            np.asarray(vectors.file_vectors, dtype=np.float32), FileNames(files), list(chunks.languages),
+            chunks,
+            vectors,
+            lexical,
+            symbols,
+            files,
+            file_of,
+            file_chunks,
+            np.asarray(vectors.file_vectors, dtype=np.float32),
+            FileNames(files),
+            list(chunks.languages),
         )
 
     def files_allowed(self, allowed: np.ndarray | None) -> np.ndarray:
@@ -161,7 +169,7 @@ class FileNames:
         if cached is None:
             by_key: dict[str, list[int]] = {}
             for f, path in enumerate(self._paths):
-                parts = [*path.parent.parts[-(depth - 1):], path.stem] if depth > 1 else [path.stem]
+                parts = [*path.parent.parts[-(depth - 1) :], path.stem] if depth > 1 else [path.stem]
                 by_key.setdefault(_path_key(parts, path.suffix.lower() if with_suffix else ""), []).append(f)
             cached = self._keys[(depth, with_suffix)] = (by_key, list(by_key))
         return cached

@@ -58,7 +58,13 @@ class IndexNotReadyError(SearchError):
     the build's phase, its done/total, and an estimate of the seconds left (None: unknown)."""
 
     def __init__(
-        self, message: str, done: int = 0, total: int | None = None, *, phase: str | None = None, eta_s: float | None = None
+        self,
+        message: str,
+        done: int = 0,
+        total: int | None = None,
+        *,
+        phase: str | None = None,
+        eta_s: float | None = None,
     ) -> None:
         super().__init__(message)
         self.done = done

@@ -68,18 +68,33 @@ class LanguageSpec:
     containers: frozenset[str] = frozenset()
 
 
-_JS_FUNCTIONS = frozenset({
-    "function_declaration", "generator_function_declaration", "method_definition",
-    "function_signature", "abstract_method_signature",
-})
-_JS_CLASSES = frozenset({
-    "class_declaration", "abstract_class_declaration", "interface_declaration",
-    "enum_declaration", "class",
-})
+_JS_FUNCTIONS = frozenset(
+    {
+        "function_declaration",
+        "generator_function_declaration",
+        "method_definition",
+        "function_signature",
+        "abstract_method_signature",
+    }
+)
+_JS_CLASSES = frozenset(
+    {
+        "class_declaration",
+        "abstract_class_declaration",
+        "interface_declaration",
+        "enum_declaration",
+        "class",
+    }
+)
 _JS_BINDINGS = frozenset({"lexical_declaration", "variable_declaration", "expression_statement"})
-_FUNCTION_VALUES = frozenset({
-    "arrow_function", "function_expression", "function", "generator_function",
-})
+_FUNCTION_VALUES = frozenset(
+    {
+        "arrow_function",
+        "function_expression",
+        "function",
+        "generator_function",
+    }
+)
 _FACTORY_VALUES = frozenset({"call_expression", "new_expression", "await_expression"})
 _C_FUNCTIONS = frozenset({"function_definition"})
 _C_CLASSES = frozenset({"struct_specifier", "union_specifier", "enum_specifier"})
@@ -131,10 +146,15 @@ SPECS: dict[str, LanguageSpec] = {
         module="tree_sitter_java",
         loader="language",
         functions=frozenset({"method_declaration", "constructor_declaration", "compact_constructor_declaration"}),
-        classes=frozenset({
-            "class_declaration", "interface_declaration", "enum_declaration",
-            "record_declaration", "annotation_type_declaration",
-        }),
+        classes=frozenset(
+            {
+                "class_declaration",
+                "interface_declaration",
+                "enum_declaration",
+                "record_declaration",
+                "annotation_type_declaration",
+            }
+        ),
         comments=frozenset({"line_comment", "block_comment"}),
     ),
     "c": LanguageSpec(
@@ -167,9 +187,19 @@ def _elixir_call(node: Node) -> tuple[Node, str] | None:
 
 
 _ELIXIR_MODULES = frozenset({"defmodule", "defprotocol", "defimpl"})
-_ELIXIR_FUNCTIONS = frozenset({
-    "def", "defp", "defmacro", "defmacrop", "defguard", "defguardp", "defdelegate", "defn", "defnp",
-})
+_ELIXIR_FUNCTIONS = frozenset(
+    {
+        "def",
+        "defp",
+        "defmacro",
+        "defmacrop",
+        "defguard",
+        "defguardp",
+        "defdelegate",
+        "defn",
+        "defnp",
+    }
+)
 # `@doc`, `@spec`... document the definition that follows; `@moduledoc` stays with its module.
 _ELIXIR_LEADING = frozenset({"doc", "spec", "impl", "deprecated", "since", "dialyzer"})
 
@@ -200,94 +230,111 @@ def _elixir_leading(node: Node) -> bool:
     return call is not None and call[1] in _ELIXIR_LEADING
 
 
-SPECS.update({
-    "csharp": LanguageSpec(
-        module="tree_sitter_c_sharp",
-        functions=frozenset({
-            "method_declaration", "constructor_declaration", "destructor_declaration", "operator_declaration",
-            "local_function_statement",
-        }),
-        classes=frozenset({
-            "class_declaration", "interface_declaration", "struct_declaration", "enum_declaration",
-            "record_declaration",
-        }),
-        namespaces=frozenset({"namespace_declaration"}),
-    ),
-    "ruby": LanguageSpec(
-        module="tree_sitter_ruby",
-        functions=frozenset({"method", "singleton_method"}),
-        classes=frozenset({"class", "singleton_class"}),
-        namespaces=frozenset({"module"}),
-    ),
-    "php": LanguageSpec(
-        module="tree_sitter_php",
-        loader="language_php",
-        functions=frozenset({"function_definition", "method_declaration"}),
-        classes=frozenset({"class_declaration", "interface_declaration", "trait_declaration", "enum_declaration"}),
-        namespaces=frozenset({"namespace_definition"}),
-    ),
-    "kotlin": LanguageSpec(
-        module="tree_sitter_kotlin",
-        functions=frozenset({"function_declaration", "secondary_constructor"}),
-        classes=frozenset({"class_declaration", "object_declaration", "companion_object"}),
-        comments=frozenset({"line_comment", "block_comment"}),
-    ),
-    "swift": LanguageSpec(
-        module="tree_sitter_swift",
-        functions=frozenset({
-            "function_declaration", "init_declaration", "deinit_declaration", "protocol_function_declaration",
-            "subscript_declaration",
-        }),
-        classes=frozenset({"class_declaration", "protocol_declaration"}),
-        comments=frozenset({"comment", "multiline_comment"}),
-    ),
-    "scala": LanguageSpec(
-        module="tree_sitter_scala",
-        functions=frozenset({"function_definition", "function_declaration"}),
-        classes=frozenset({"class_definition", "object_definition", "trait_definition", "enum_definition"}),
-        comments=frozenset({"comment", "block_comment"}),
-    ),
-    "elixir": LanguageSpec(
-        module="tree_sitter_elixir",
-        is_leading=_elixir_leading,
-        definer=_elixir_definer,
-    ),
-    "lua": LanguageSpec(
-        module="tree_sitter_lua",
-        functions=frozenset({"function_declaration"}),
-    ),
-    "shell": LanguageSpec(
-        module="tree_sitter_bash",
-        functions=frozenset({"function_definition"}),
-    ),
-    "haskell": LanguageSpec(
-        module="tree_sitter_haskell",
-        functions=frozenset({"function", "bind"}),
-        classes=frozenset({"data_type", "newtype", "class", "instance", "type_family"}),
-        comments=frozenset({"comment", "haddock"}),
-        leading=frozenset({"signature"}),
-        containers=frozenset({"declarations"}),
-    ),
-    "zig": LanguageSpec(
-        module="tree_sitter_zig",
-        functions=frozenset({"function_declaration", "test_declaration"}),
-    ),
-    "ocaml": LanguageSpec(
-        module="tree_sitter_ocaml",
-        loader="language_ocaml",
-        functions=frozenset({"value_definition"}),
-        classes=frozenset({"type_definition", "class_definition"}),
-        namespaces=frozenset({"module_definition", "module_type_definition"}),
-    ),
-    "julia": LanguageSpec(
-        module="tree_sitter_julia",
-        functions=frozenset({"function_definition", "macro_definition"}),
-        classes=frozenset({"struct_definition", "abstract_definition"}),
-        namespaces=frozenset({"module_definition"}),
-        comments=frozenset({"line_comment", "block_comment"}),
-        leading=frozenset({"string_literal"}),  # a docstring precedes what it documents
-    ),
-})
+SPECS.update(
+    {
+        "csharp": LanguageSpec(
+            module="tree_sitter_c_sharp",
+            functions=frozenset(
+                {
+                    "method_declaration",
+                    "constructor_declaration",
+                    "destructor_declaration",
+                    "operator_declaration",
+                    "local_function_statement",
+                }
+            ),
+            classes=frozenset(
+                {
+                    "class_declaration",
+                    "interface_declaration",
+                    "struct_declaration",
+                    "enum_declaration",
+                    "record_declaration",
+                }
+            ),
+            namespaces=frozenset({"namespace_declaration"}),
+        ),
+        "ruby": LanguageSpec(
+            module="tree_sitter_ruby",
+            functions=frozenset({"method", "singleton_method"}),
+            classes=frozenset({"class", "singleton_class"}),
+            namespaces=frozenset({"module"}),
+        ),
+        "php": LanguageSpec(
+            module="tree_sitter_php",
+            loader="language_php",
+            functions=frozenset({"function_definition", "method_declaration"}),
+            classes=frozenset({"class_declaration", "interface_declaration", "trait_declaration", "enum_declaration"}),
+            namespaces=frozenset({"namespace_definition"}),
+        ),
+        "kotlin": LanguageSpec(
+            module="tree_sitter_kotlin",
+            functions=frozenset({"function_declaration", "secondary_constructor"}),
+            classes=frozenset({"class_declaration", "object_declaration", "companion_object"}),
+            comments=frozenset({"line_comment", "block_comment"}),
+        ),
+        "swift": LanguageSpec(
+            module="tree_sitter_swift",
+            functions=frozenset(
+                {
+                    "function_declaration",
+                    "init_declaration",
+                    "deinit_declaration",
+                    "protocol_function_declaration",
+                    "subscript_declaration",
+                }
+            ),
+            classes=frozenset({"class_declaration", "protocol_declaration"}),
+            comments=frozenset({"comment", "multiline_comment"}),
+        ),
+        "scala": LanguageSpec(
+            module="tree_sitter_scala",
+            functions=frozenset({"function_definition", "function_declaration"}),
+            classes=frozenset({"class_definition", "object_definition", "trait_definition", "enum_definition"}),
+            comments=frozenset({"comment", "block_comment"}),
+        ),
+        "elixir": LanguageSpec(
+            module="tree_sitter_elixir",
+            is_leading=_elixir_leading,
+            definer=_elixir_definer,
+        ),
+        "lua": LanguageSpec(
+            module="tree_sitter_lua",
+            functions=frozenset({"function_declaration"}),
+        ),
+        "shell": LanguageSpec(
+            module="tree_sitter_bash",
+            functions=frozenset({"function_definition"}),
+        ),
+        "haskell": LanguageSpec(
+            module="tree_sitter_haskell",
+            functions=frozenset({"function", "bind"}),
+            classes=frozenset({"data_type", "newtype", "class", "instance", "type_family"}),
+            comments=frozenset({"comment", "haddock"}),
+            leading=frozenset({"signature"}),
+            containers=frozenset({"declarations"}),
+        ),
+        "zig": LanguageSpec(
+            module="tree_sitter_zig",
+            functions=frozenset({"function_declaration", "test_declaration"}),
+        ),
+        "ocaml": LanguageSpec(
+            module="tree_sitter_ocaml",
+            loader="language_ocaml",
+            functions=frozenset({"value_definition"}),
+            classes=frozenset({"type_definition", "class_definition"}),
+            namespaces=frozenset({"module_definition", "module_type_definition"}),
+        ),
+        "julia": LanguageSpec(
+            module="tree_sitter_julia",
+            functions=frozenset({"function_definition", "macro_definition"}),
+            classes=frozenset({"struct_definition", "abstract_definition"}),
+            namespaces=frozenset({"module_definition"}),
+            comments=frozenset({"line_comment", "block_comment"}),
+            leading=frozenset({"string_literal"}),  # a docstring precedes what it documents
+        ),
+    }
+)
 
 
 # What only C++ says at the start of a line: `template <`, `namespace x {`, `class X {`.
@@ -348,8 +395,7 @@ def _unwrap(node: Node, spec: LanguageSpec) -> Node | None:
     seen = 0
     while node.type in spec.wrappers and seen < 4:
         inner = next(
-            (c for c in node.named_children
-             if c.type in spec.wrappers or _kind_of(c, spec) or c.type in spec.bindings),
+            (c for c in node.named_children if c.type in spec.wrappers or _kind_of(c, spec) or c.type in spec.bindings),
             None,
         )
         if inner is None:
@@ -360,10 +406,16 @@ def _unwrap(node: Node, spec: LanguageSpec) -> Node | None:
 
 # Types that only declare when they have no body: `struct foo x;` or a bare `enum E` in C
 # mentions a type; Rust's `mod x;` points at the file that defines the module.
-_BODY_REQUIRED = frozenset({
-    "struct_specifier", "union_specifier", "enum_specifier", "class_specifier", "mod_item",
-    "namespace_definition",
-})
+_BODY_REQUIRED = frozenset(
+    {
+        "struct_specifier",
+        "union_specifier",
+        "enum_specifier",
+        "class_specifier",
+        "mod_item",
+        "namespace_definition",
+    }
+)
 
 
 def _kind_of(node: Node, spec: LanguageSpec) -> DefKind | None:
@@ -385,13 +437,31 @@ def is_leading(node: Node, spec: LanguageSpec) -> bool:
     return node.type in spec.leading or (spec.is_leading is not None and spec.is_leading(node))
 
 
-_BODY_TYPES = frozenset({
-    "block", "class_body", "declaration_list", "field_declaration_list", "statement_block",
-    "compound_statement", "interface_body", "enum_body", "enum_variant_list", "constructor_body",
-    "template_body", "body_statement", "do_block", "protocol_body", "enum_class_body",
-    "enum_member_declaration_list", "enum_declaration_list", "class_declarations", "instance_declarations",
-    "structure", "signature",
-})
+_BODY_TYPES = frozenset(
+    {
+        "block",
+        "class_body",
+        "declaration_list",
+        "field_declaration_list",
+        "statement_block",
+        "compound_statement",
+        "interface_body",
+        "enum_body",
+        "enum_variant_list",
+        "constructor_body",
+        "template_body",
+        "body_statement",
+        "do_block",
+        "protocol_body",
+        "enum_class_body",
+        "enum_member_declaration_list",
+        "enum_declaration_list",
+        "class_declarations",
+        "instance_declarations",
+        "structure",
+        "signature",
+    }
+)
 
 
 def body_of(node: Node) -> Node | None:
@@ -437,7 +507,12 @@ def _value_definition(node: Node, spec: LanguageSpec) -> tuple[Node, DefKind, st
     if value is None:
         return None
     kind = _value_kind(value, spec)
-    if kind is None and value.type in _FACTORY_VALUES and node.parent is not None and node.parent.type == "export_statement":
+    if (
+        kind is None
+        and value.type in _FACTORY_VALUES
+        and node.parent is not None
+        and node.parent.type == "export_statement"
+    ):
         kind = DefKind.FUNCTION  # `export const appRouter = router({...})`: made by a factory, defined all the same
     return (value, kind, _name_of(declarators[0])) if kind else None
 
@@ -455,10 +530,15 @@ def _text(node: Node) -> str:
 
 
 # Declarator wrappers in C/C++ between a function definition and its name.
-_DECLARATOR_HOPS = frozenset({
-    "function_declarator", "pointer_declarator", "reference_declarator", "parenthesized_declarator",
-    "attributed_declarator",
-})
+_DECLARATOR_HOPS = frozenset(
+    {
+        "function_declarator",
+        "pointer_declarator",
+        "reference_declarator",
+        "parenthesized_declarator",
+        "attributed_declarator",
+    }
+)
 
 
 def _name_of(node: Node) -> str | None:
@@ -484,15 +564,35 @@ def _name_of(node: Node) -> str | None:
 
 # Node types that are a definition's name, and nodes that hold one (looked through, at most
 # `_NAME_DEPTH` deep) when a grammar has no `name` field.
-_NAME_TYPES = frozenset({
-    "identifier", "constant", "type_identifier", "simple_identifier", "value_name", "module_name",
-    "module_type_name", "type_constructor", "variable", "word", "scope_resolution", "dot_index_expression",
-    "method_index_expression",
-})
-_NAME_HOLDERS = frozenset({
-    "let_binding", "type_binding", "module_binding", "signature", "call_expression", "type_head",
-    "class_binding", "user_type",
-})
+_NAME_TYPES = frozenset(
+    {
+        "identifier",
+        "constant",
+        "type_identifier",
+        "simple_identifier",
+        "value_name",
+        "module_name",
+        "module_type_name",
+        "type_constructor",
+        "variable",
+        "word",
+        "scope_resolution",
+        "dot_index_expression",
+        "method_index_expression",
+    }
+)
+_NAME_HOLDERS = frozenset(
+    {
+        "let_binding",
+        "type_binding",
+        "module_binding",
+        "signature",
+        "call_expression",
+        "type_head",
+        "class_binding",
+        "user_type",
+    }
+)
 _NAME_DEPTH = 3
 
 

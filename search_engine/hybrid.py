@@ -133,9 +133,13 @@ def hybrid_search(
     for r, (i, s) in enumerate(sorted(symbol_hits, key=lambda h: (-h[1], h[0])), 1):
         fused[i] += symbol_weight * s * unit
         ranks.setdefault(i, {})["symbol"] = r
-    candidates = np.union1d(candidates, np.fromiter((i for i, _ in symbol_hits), dtype=np.int64, count=len(symbol_hits)))
+    candidates = np.union1d(
+        candidates, np.fromiter((i for i, _ in symbol_hits), dtype=np.int64, count=len(symbol_hits))
+    )
 
-    credited = _add_file_signals(corpus, query, terms, query_vector, alpha, allowed, candidates, fused, ranks, semantic, unit)
+    credited = _add_file_signals(
+        corpus, query, terms, query_vector, alpha, allowed, candidates, fused, ranks, semantic, unit
+    )
 
     candidates = np.union1d(candidates, credited)
     fused[candidates] *= corpus.file_priors(PathPriors.for_query(query))[corpus.file_of[candidates]]
@@ -212,8 +216,9 @@ def _add_file_signals(
     return credited
 
 
-def _select(corpus: Corpus, candidates: np.ndarray, fused: np.ndarray,
-            ranks: dict[int, dict[str, int]], top_k: int) -> list[Hit]:
+def _select(
+    corpus: Corpus, candidates: np.ndarray, fused: np.ndarray, ranks: dict[int, dict[str, int]], top_k: int
+) -> list[Hit]:
     """The top k, diversified across files, scored relative to the best (1.0 first)."""
     held = diversify(corpus.file_of, candidates, fused, top_k)
     best = held[0][0] if held else 1.0

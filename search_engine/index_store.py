@@ -270,7 +270,9 @@ class IndexStore:
         current = self.current_name()
         if current is None:
             return []
-        return [name for name in self._generations() if _number(name) < _number(current) and self._delete_unpinned(name)]
+        return [
+            name for name in self._generations() if _number(name) < _number(current) and self._delete_unpinned(name)
+        ]
 
     def _point_current_at(self, name: str) -> None:
         tmp = self.directory / f"{_TMP_PREFIX}{_CURRENT}.{os.getpid()}"
@@ -365,8 +367,13 @@ class GenerationWriter:
         self._open = True
 
     def add(
-        self, path: str, entry: FileEntry, chunks: list[Chunk], vectors: np.ndarray | None,
-        documents: list[list[str]] | None = None, text_keys: list[int] | None = None,
+        self,
+        path: str,
+        entry: FileEntry,
+        chunks: list[Chunk],
+        vectors: np.ndarray | None,
+        documents: list[list[str]] | None = None,
+        text_keys: list[int] | None = None,
     ) -> None:
         """A file with new chunks (maybe none), `vectors` aligned with them (float32,
         normalized); `documents` their lexical documents when already made."""
@@ -429,7 +436,7 @@ class GenerationWriter:
         chunk_map = np.full(len(old), -1, dtype=np.int32)
         file_map = np.full(len(old.paths), -1, dtype=np.int32)
         for run in self._copied:
-            chunk_map[run.first:run.end] = np.arange(run.new_first, run.new_first + run.end - run.first)
+            chunk_map[run.first : run.end] = np.arange(run.new_first, run.new_first + run.end - run.first)
             files = run.files(old)
             file_map[files] = np.arange(run.new_file, run.new_file + files.stop - files.start)
         new_chunks = np.frombuffer(self._new_chunks, dtype=np.int64) if self._new_chunks else np.zeros(0, np.int64)
@@ -509,7 +516,7 @@ class _WriterLock(FileLock):
 
 def _number(name: str) -> int:
     try:
-        return int(name[len(_GEN_PREFIX):])
+        return int(name[len(_GEN_PREFIX) :])
     except ValueError:
         return -1
 
@@ -551,7 +558,9 @@ def _read_vectors(directory: Path, n: int, dim: int) -> VectorIndex:
     for name, size in expected.items():
         actual = (directory / name).stat().st_size
         if actual != size:
-            raise IndexStoreError(f"index {directory} is inconsistent ({name}: {actual} bytes, expected {size}); it will be rebuilt")
+            raise IndexStoreError(
+                f"index {directory} is inconsistent ({name}: {actual} bytes, expected {size}); it will be rebuilt"
+            )
     if n == 0:
         return replace(empty(dim), file_vectors=file_vectors)
     return VectorIndex(

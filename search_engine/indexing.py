@@ -107,8 +107,14 @@ def update_index(
 
 
 def _update(
-    root: Path, store: IndexStore, embedder: Embedder, config: EngineConfig, old: Snapshot | None,
-    reason: str | None, report: Progress, started: float,
+    root: Path,
+    store: IndexStore,
+    embedder: Embedder,
+    config: EngineConfig,
+    old: Snapshot | None,
+    reason: str | None,
+    report: Progress,
+    started: float,
 ) -> UpdateStats:
     phases: dict[str, float] = {}
     t = time.perf_counter()
@@ -250,8 +256,14 @@ class _Stream:
     already has for that file keeps its vector."""
 
     def __init__(
-        self, writer: GenerationWriter, old: Snapshot | None, embedder: Embedder, report: Progress,
-        reads: ChunkStream, phases: dict[str, float], to_read: int,
+        self,
+        writer: GenerationWriter,
+        old: Snapshot | None,
+        embedder: Embedder,
+        report: Progress,
+        reads: ChunkStream,
+        phases: dict[str, float],
+        to_read: int,
     ) -> None:
         self.writer, self.old, self.embedder, self.report = writer, old, embedder, report
         self.reads, self.phases = reads, phases  # `reads`: the added files' chunks, in order
@@ -333,7 +345,7 @@ class _Stream:
         entry = self.old.files.get(path) if self.old is not None else None
         if entry is None or self.old is None:
             return {}
-        keys = self.old.chunks.rows["text_hash"][entry.first:entry.first + entry.count]
+        keys = self.old.chunks.rows["text_hash"][entry.first : entry.first + entry.count]
         return {int(k): entry.first + j for j, k in enumerate(keys.tolist())}
 
 

@@ -191,8 +191,10 @@ _KIND_BY_LANGUAGE: dict[str, FileKind] = {
     **dict.fromkeys(("lockfile", "sourcemap", "snapshot", "expected-output"), FileKind.GENERATED),
 }
 # Extension-less files that are prose (`LICENSE`, `AUTHORS`, `ChangeLog`...).
-_DOC_NAMES = re.compile(r"^(?:licen[cs]e|copying|authors|contributors|changelog|changes|news|readme|notice|history)"
-                        r"(?:[-_.].*)?$")
+_DOC_NAMES = re.compile(
+    r"^(?:licen[cs]e|copying|authors|contributors|changelog|changes|news|readme|notice|history)"
+    r"(?:[-_.].*)?$"
+)
 _GENERATED_NAME = re.compile(r"\.min\.(?:js|css)$|\.(?:pb|generated|gen|g)\.\w+$|_pb2\.py$")
 _VENDORED_DIR = re.compile(r"(?:^|/)(?:vendor|vendored|_vendor|third_party|thirdparty|node_modules)/")
 

@@ -65,10 +65,10 @@ PATH_REPEAT = 2
 # temporaries to a few tens of MB whatever the index's size.
 FILE_BLOCK = 1 << 21
 
+
 def lexical_document(chunk: Chunk) -> list[str]:
     """A chunk's BM25 tokens: its text, then its path tokens `PATH_REPEAT` times."""
     return tokenize_text(chunk.content) + path_tokens(chunk.path) * PATH_REPEAT
-
 
 
 class Postings:
@@ -88,7 +88,9 @@ class Postings:
         self._norm = (K1 * ((1.0 - B) + B * np.asarray(lengths, dtype=np.float32) / max(avg, 1e-9))).astype(np.float32)
 
     @classmethod
-    def from_triples(cls, docs: np.ndarray, terms: np.ndarray, tf: np.ndarray, lengths: np.ndarray, vocab: int) -> Postings:
+    def from_triples(
+        cls, docs: np.ndarray, terms: np.ndarray, tf: np.ndarray, lengths: np.ndarray, vocab: int
+    ) -> Postings:
         """From (document, term, frequency) entries with each (document, term) at most once,
         in ascending document order."""
         order = np.argsort(terms, kind="stable")  # stable: documents stay ascending per term
@@ -114,7 +116,9 @@ class Postings:
 
     @classmethod
     def load(cls, directory: Path, name: str) -> Postings:
-        parts = [np.load(directory / f"{name}.{part}.npy", mmap_mode="r") for part in ("indptr", "docs", "tf", "lengths")]
+        parts = [
+            np.load(directory / f"{name}.{part}.npy", mmap_mode="r") for part in ("indptr", "docs", "tf", "lengths")
+        ]
         return cls(*parts)
 
 
@@ -204,7 +208,9 @@ class LexicalIndex:
         except (OSError, ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
             raise IndexStoreError(f"cannot read the lexical index in {directory}: {exc}; rebuild the index") from exc
         if chunks.size != int(meta["chunks"]) or by_file.size != len(files) or len(chunks.indptr) != len(tokens) + 1:
-            raise IndexStoreError(f"cannot read the lexical index in {directory}: its parts disagree; rebuild the index")
+            raise IndexStoreError(
+                f"cannot read the lexical index in {directory}: its parts disagree; rebuild the index"
+            )
         return cls(tokens, chunks, by_file, files)
 
 
@@ -304,4 +310,10 @@ def file_entries(
     all_keys = np.concatenate(keys)
     ids, inverse = np.unique(file_of, return_inverse=True)
     file_lengths = np.bincount(inverse, weights=lengths, minlength=len(ids)).astype(np.int32)
-    return (all_keys // width).astype(np.int32), (all_keys % width).astype(np.int32), np.concatenate(file_tf), ids, file_lengths
+    return (
+        (all_keys // width).astype(np.int32),
+        (all_keys % width).astype(np.int32),
+        np.concatenate(file_tf),
+        ids,
+        file_lengths,
+    )

@@ -39,8 +39,15 @@ def merge(old: LexicalIndex, chunk_map: np.ndarray, file_map: np.ndarray, new: L
 
 
 def _merge(
-    old: Postings, doc_map: np.ndarray, docs: np.ndarray, terms: np.ndarray, tf: np.ndarray,
-    new_ids: np.ndarray, new_lengths: np.ndarray, size: int, vocab: int,
+    old: Postings,
+    doc_map: np.ndarray,
+    docs: np.ndarray,
+    terms: np.ndarray,
+    tf: np.ndarray,
+    new_ids: np.ndarray,
+    new_lengths: np.ndarray,
+    size: int,
+    vocab: int,
 ) -> Postings:
     """`old`'s kept entries renumbered by `doc_map`, with the new (doc, term, tf) entries
     placed among them; `new_ids` are the new documents, `new_lengths` their token counts.
@@ -58,7 +65,7 @@ def _merge(
     # Each term's block among the kept entries; terms new to the vocabulary have none, and
     # their entries go after every kept one (their ids are above every old term's).
     kept_indptr = np.full(vocab + 1, len(kept_docs), dtype=np.int64)
-    kept_indptr[:len(indptr)] = kept_before[indptr]
+    kept_indptr[: len(indptr)] = kept_before[indptr]
     del kept_before
     order = np.lexsort((docs, terms))
     terms, docs, tf = terms[order], docs[order], tf[order]

@@ -122,10 +122,16 @@ class PathPriors:
 
 # (path kind, the `PathPriors` field whose False lifts the penalty or None, factor)
 _PENALTIES = (
-    ("test", "tests", TEST_FACTOR), ("prose", "prose", PROSE_FACTOR), ("example", "examples", EXAMPLE_FACTOR),
-    ("tooling", "tooling", TOOLING_FACTOR), ("config", "config", CONFIG_FACTOR),
-    ("template", "templates", TEMPLATE_FACTOR), ("data", None, DATA_FACTOR),
-    ("generated", None, GENERATED_FACTOR), ("shim", None, SHIM_FACTOR), ("reexport", None, REEXPORT_FACTOR),
+    ("test", "tests", TEST_FACTOR),
+    ("prose", "prose", PROSE_FACTOR),
+    ("example", "examples", EXAMPLE_FACTOR),
+    ("tooling", "tooling", TOOLING_FACTOR),
+    ("config", "config", CONFIG_FACTOR),
+    ("template", "templates", TEMPLATE_FACTOR),
+    ("data", None, DATA_FACTOR),
+    ("generated", None, GENERATED_FACTOR),
+    ("shim", None, SHIM_FACTOR),
+    ("reexport", None, REEXPORT_FACTOR),
     ("declaration", "declarations", DECLARATION_FACTOR),
 )
 
@@ -162,6 +168,9 @@ def _path_kinds(path: str, language: str | None) -> frozenset[str]:
 
 
 _KIND_NAMES = {
-    FileKind.DOCS: "prose", FileKind.CONFIG: "config", FileKind.DATA: "data", FileKind.GENERATED: "generated",
+    FileKind.DOCS: "prose",
+    FileKind.CONFIG: "config",
+    FileKind.DATA: "data",
+    FileKind.GENERATED: "generated",
     FileKind.TEMPLATE: "template",
 }

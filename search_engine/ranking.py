@@ -92,7 +92,12 @@ class Ranker:
             if request.mode is SearchMode.SEMANTIC:
                 corpus = self.corpus
                 hits = semantic_search(
-                    corpus.vectors, query_vector, allowed, request.top_k, request.threshold, corpus.file_of,
+                    corpus.vectors,
+                    query_vector,
+                    allowed,
+                    request.top_k,
+                    request.threshold,
+                    corpus.file_of,
                     file_similarity=corpus.file_vectors @ query_vector,
                     priors=corpus.file_priors(PathPriors.for_query(request.query)),
                 )

@@ -292,7 +292,19 @@ class _EventReader:
         before = tuple(text for number, text in self.before if number >= first)
         self.before.clear()
         file = self.file
-        self.pending = [file.path, line, end_line, start, end, content, MatchType.REGEX, file.language, None, before, []]
+        self.pending = [
+            file.path,
+            line,
+            end_line,
+            start,
+            end,
+            content,
+            MatchType.REGEX,
+            file.language,
+            None,
+            before,
+            [],
+        ]
         self.pending_end = end_line
 
     def _context(self, d: _Lines) -> None:

@@ -136,7 +136,9 @@ class SymbolIndex:
     @classmethod
     def build(cls, chunks: Sequence[Chunk]) -> SymbolIndex:
         return cls.from_definitions(
-            (i, chunk.path, name, factor) for i, chunk in enumerate(chunks) for name, factor in defined_names(chunk).items()
+            (i, chunk.path, name, factor)
+            for i, chunk in enumerate(chunks)
+            for name, factor in defined_names(chunk).items()
         )
 
     @classmethod
@@ -151,12 +153,16 @@ class SymbolIndex:
         if k is None:
             return []
         out = []
-        for r in self._order[self._bounds[k]:self._bounds[k + 1]].tolist():
+        for r in self._order[self._bounds[k] : self._bounds[k + 1]].tolist():
             path = self._paths[r]
             stem = self._stems.get(path)
             if stem is None:
                 stem = self._stems[path] = normalize(PurePosixPath(path).stem)
-            out.append(_Definition(int(self._chunks[r]), path, self._names[r], float(self._factors[r]), _stem_matches(stem, key)))
+            out.append(
+                _Definition(
+                    int(self._chunks[r]), path, self._names[r], float(self._factors[r]), _stem_matches(stem, key)
+                )
+            )
         return out
 
     def match(self, query: str) -> dict[int, float]:
@@ -228,7 +234,7 @@ def defined_names(chunk: Chunk) -> dict[str, float]:
     for m in _DEFINITION_RE.finditer(content):
         name = m.group(1).replace("::", ".")
         # C++ `struct formatter<std::string>` specializes the template defined elsewhere.
-        if specializes and content[m.end():m.end() + 1] == "<":
+        if specializes and content[m.end() : m.end() + 1] == "<":
             special.add(name)
             _add_qualified(names, name, SPECIALIZATION_FACTOR)
         else:
