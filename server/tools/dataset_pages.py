@@ -20,10 +20,10 @@ from fastmcp import FastMCP
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from server.errors import tool_errors
 from server.output import MIN_OUTPUT_TOKENS, DatasetFile, Datasets, ListPage
 from server.rendering import OutputOptions, Renderer
-from server.tools.descriptions import READ_ONLY
+from server.tools.descriptions import READ_ONLY, READ_PAGE_DESCRIPTION
+from server.tools.registry import mcp_tool
 from server.tools.schemas import ROWS_OUTPUT
 from sessions import CursorCodec, CursorGenerationError, CursorParamsMismatchError, CursorState
 
@@ -86,16 +86,13 @@ def register_dataset_page_tool(
     """`max_output_tokens` caps every page (at least MIN_OUTPUT_TOKENS, which the envelope needs)."""
     budget = max(max_output_tokens, MIN_OUTPUT_TOKENS)
 
-    @app.tool(
-        name="read-dataset-page",
-        description=(
-            "Read a saved dataset page by page (results.records); pass pagination.next_cursor back "
-            "as `cursor`, with the same dataset_id, until it is null."
-        ),
+    @mcp_tool(
+        app,
+        "read-dataset-page",
+        READ_PAGE_DESCRIPTION,
         annotations=READ_ONLY,
         output_schema=ROWS_OUTPUT,
     )
-    @tool_errors
     async def read_dataset_page(
         dataset_id: str,
         cursor: str | None = None,

@@ -56,6 +56,17 @@ HYBRID_DESCRIPTION = (
 )
 
 
+ANALYZE_DESCRIPTION = (
+    "Read-only DuckDB SQL over saved results: views dataset_<id> (file_ref.id; with dataset_id also "
+    "`dataset`). A large result goes to a file."
+)
+
+READ_PAGE_DESCRIPTION = (
+    "Read a saved dataset page by page (results.records); pass pagination.next_cursor back "
+    "as `cursor`, with the same dataset_id, until it is null."
+)
+
+
 def search_meta(max_tokens: int) -> dict[str, Any]:
     """`anthropic/maxResultSizeChars` tells Claude Code the largest answer to expect: our page
     ceiling, in characters (the token estimate counts `CHARS_PER_TOKEN` ASCII characters a token)."""

@@ -9,10 +9,10 @@ from pydantic import Field
 
 from search_engine import IndexNotReadyError, resolve_search_path
 from server.background_indexer import RootState
-from server.errors import tool_errors
 from server.rendering import json_result
 from server.services import Services
 from server.tools.descriptions import READ_ONLY, local_writes
+from server.tools.registry import mcp_tool
 from server.tools.schemas import INDEX_OUTPUT
 
 PathArg = Annotated[str | None, Field(description="default: the first root")]
@@ -38,24 +38,24 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
             "error": str(state.error) if state.error else None,
         }
 
-    @app.tool(
-        name="index_status",
-        description="Files, chunks, model and build progress of a root's semantic index.",
+    @mcp_tool(
+        app,
+        "index_status",
+        "Files, chunks, model and build progress of a root's semantic index.",
         annotations=READ_ONLY,
         output_schema=INDEX_OUTPUT,
     )
-    @tool_errors
     async def index_status(path: PathArg = None) -> ToolResult:
         root = resolve_search_path(path, services.roots).root
         return json_result(status(root, services.indexer.state(root)))
 
-    @app.tool(
-        name="reindex",
-        description="Update a root's semantic index (full=true: rebuild); returns index_status.",
+    @mcp_tool(
+        app,
+        "reindex",
+        "Update a root's semantic index (full=true: rebuild); returns index_status.",
         annotations=local_writes(destructive=False),
         output_schema=INDEX_OUTPUT,
     )
-    @tool_errors
     async def reindex(
         ctx: Context,
         path: PathArg = None,

@@ -9,7 +9,6 @@ from fastmcp import FastMCP
 from fastmcp.tools.base import ToolResult
 from pydantic import Field, WithJsonSchema
 
-from server.errors import tool_errors
 from server.output import (
     LINES_URI,
     RESULTS_URI,
@@ -21,7 +20,8 @@ from server.output import (
     answer_query,
 )
 from server.rendering import Renderer, json_result, tool_result
-from server.tools.descriptions import READ_ONLY, OutputModeName, local_writes
+from server.tools.descriptions import ANALYZE_DESCRIPTION, READ_ONLY, OutputModeName, local_writes
+from server.tools.registry import mcp_tool
 from server.tools.schemas import CLEANUP_OUTPUT, DATASETS_OUTPUT, ROWS_OUTPUT
 
 
@@ -51,16 +51,13 @@ def register_results_tools(app: FastMCP, store: OffloadStore, datasets: Datasets
 
 
 def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> None:
-    @app.tool(
-        name="analyze-with-duckdb",
-        description=(
-            "Read-only DuckDB SQL over saved results: views dataset_<id> (file_ref.id; with dataset_id also "
-            "`dataset`). A large result goes to a file."
-        ),
+    @mcp_tool(
+        app,
+        "analyze-with-duckdb",
+        ANALYZE_DESCRIPTION,
         annotations=READ_ONLY,
         output_schema=ROWS_OUTPUT,
     )
-    @tool_errors
     async def analyze_with_duckdb(
         query: str,
         dataset_id: str | None = None,
@@ -73,13 +70,13 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
         )
         return tool_result(rendered)
 
-    @app.tool(
-        name="list-saved-datasets",
-        description="Saved datasets, newest first.",
+    @mcp_tool(
+        app,
+        "list-saved-datasets",
+        "Saved datasets, newest first.",
         annotations=READ_ONLY,
         output_schema=DATASETS_OUTPUT,
     )
-    @tool_errors
     async def list_saved_datasets(
         filter: Annotated[
             str | DatasetFilter | None,
@@ -93,13 +90,13 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
 
 
 def register_cleanup_tool(app: FastMCP, store: OffloadStore) -> None:
-    @app.tool(
-        name="cleanup_temp_files",
-        description="Delete offloaded result files older than max_age_days.",
+    @mcp_tool(
+        app,
+        "cleanup_temp_files",
+        "Delete offloaded result files older than max_age_days.",
         annotations=local_writes(destructive=True),
         output_schema=CLEANUP_OUTPUT,
     )
-    @tool_errors
     async def cleanup_temp_files(
         max_age_days: Annotated[float | None, Field(ge=0)] = None,
     ) -> ToolResult:

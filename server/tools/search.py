@@ -17,14 +17,14 @@ time from settings (page-size limits), and fastmcp must be able to evaluate them
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
 
 import anyio
 from fastmcp import Context, FastMCP
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
-from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from search_engine import (
@@ -36,7 +36,7 @@ from search_engine import (
     resolve_search_path,
 )
 from server.clients import client_name, profile_for
-from server.errors import InvalidParamsError, tool_errors
+from server.errors import InvalidParamsError
 from server.output import MIN_OUTPUT_TOKENS
 from server.records import Detail
 from server.rendering import OutputOptions
@@ -51,6 +51,7 @@ from server.tools.descriptions import (
     paging,
     search_meta,
 )
+from server.tools.registry import mcp_tool
 from server.tools.schemas import SEARCH_OUTPUT
 from sessions import CursorParamsMismatchError, CursorState
 
@@ -66,14 +67,6 @@ OutputMode = Annotated[
 StatsOnly = Annotated[bool, Field(description="counts per file instead of matches")]
 StatsFirst = Annotated[bool, Field(description="counts as well as matches")]
 DetailLevel = Annotated[Literal["compact", "full"], Field(description="full: byte spans, language, ranks")]
-
-
-class _ToolOptions(TypedDict):
-    """The `app.tool` options the three search tools share."""
-
-    annotations: ToolAnnotations
-    meta: dict[str, Any]
-    output_schema: dict[str, Any]
 
 
 #: Request fields named differently from the tool parameter that sets them.
@@ -119,10 +112,10 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
     JqFilter = Annotated[str | None, Field(description="jq over the list of full match objects, before paging")]
     meta = search_meta(services.settings.offload.max_tokens)
     contract = paging(services.settings.sessions.cursor_max_age_s)
-    tool = _ToolOptions(annotations=READ_ONLY, meta=meta, output_schema=SEARCH_OUTPUT)
+    # The registration options the three search tools share.
+    search_tool = partial(mcp_tool, app, annotations=READ_ONLY, output_schema=SEARCH_OUTPUT, meta=meta)
 
-    @app.tool(name="regex_search", description=REGEX_DESCRIPTION + contract, **tool)
-    @tool_errors
+    @search_tool("regex_search", REGEX_DESCRIPTION + contract)
     async def regex_search(
         ctx: Context,
         pattern: str | None = None,
@@ -157,8 +150,7 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
         )  # fmt: skip
 
     def make_ranked_tool(mode: SearchMode, name: str, description: str) -> None:
-        @app.tool(name=name, description=description + contract, **tool)
-        @tool_errors
+        @search_tool(name, description + contract)
         async def ranked_search(
             ctx: Context,
             query: str | None = None,
