@@ -48,20 +48,10 @@ class RedisServer:
 
     def start(self) -> RedisServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        # Loopback only, no snapshots and no append-only file: nothing outlives the process.
+        config = {"port": str(self.port), "bind": "127.0.0.1", "save": "", "appendonly": "no", "dir": str(self.workdir)}
         self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.workdir),
-            ],
+            [self.binary, *(arg for name, value in config.items() for arg in (f"--{name}", value))],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
