@@ -86,13 +86,7 @@ def register_dataset_page_tool(
     """`max_output_tokens` caps every page (at least MIN_OUTPUT_TOKENS, which the envelope needs)."""
     budget = max(max_output_tokens, MIN_OUTPUT_TOKENS)
 
-    @mcp_tool(
-        app,
-        "read-dataset-page",
-        READ_PAGE_DESCRIPTION,
-        annotations=READ_ONLY,
-        output_schema=ROWS_OUTPUT,
-    )
+    @mcp_tool(app, "read-dataset-page", READ_PAGE_DESCRIPTION, annotations=READ_ONLY, output_schema=ROWS_OUTPUT)
     async def read_dataset_page(
         dataset_id: str,
         cursor: str | None = None,

@@ -51,13 +51,7 @@ def register_results_tools(app: FastMCP, store: OffloadStore, datasets: Datasets
 
 
 def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> None:
-    @mcp_tool(
-        app,
-        "analyze-with-duckdb",
-        ANALYZE_DESCRIPTION,
-        annotations=READ_ONLY,
-        output_schema=ROWS_OUTPUT,
-    )
+    @mcp_tool(app, "analyze-with-duckdb", ANALYZE_DESCRIPTION, annotations=READ_ONLY, output_schema=ROWS_OUTPUT)
     async def analyze_with_duckdb(
         query: str,
         dataset_id: str | None = None,
