@@ -96,7 +96,7 @@ class ChunkTable(Sequence[Chunk]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]

@@ -170,7 +170,7 @@ def _add_file_signals(
         share a rank (two files both named `helpers.py` are both first)."""
         file_score[files] += scores
         tied_ranks = np.searchsorted(-scores, -scores, side="left") + 1
-        for f, r in zip(files.tolist(), tied_ranks.tolist()):
+        for f, r in zip(files.tolist(), tied_ranks.tolist(), strict=True):
             file_ranks.setdefault(f, {})[name] = r
 
     for name, values, weight in (
@@ -211,7 +211,7 @@ def _add_file_signals(
     first[1:] = files[1:] != files[:-1]
     credited, credited_files = members[first], files[first]
     fused[credited] += file_score[credited_files]
-    for i, f in zip(credited.tolist(), credited_files.tolist()):
+    for i, f in zip(credited.tolist(), credited_files.tolist(), strict=True):
         ranks.setdefault(i, {}).update(file_ranks[f])
     return credited
 

@@ -298,7 +298,7 @@ class _Stream:
         keys = [key_of_text(t) for t in texts]
         old_rows = self._old_rows_by_key(state.file.path) if state.new is not None else {}
         sources: list[tuple[bool, int]] = []  # per chunk: (from the old index?, row or text index)
-        for text, key in zip(texts, keys):
+        for text, key in zip(texts, keys, strict=True):
             if key in old_rows:
                 sources.append((True, old_rows[key]))
                 continue

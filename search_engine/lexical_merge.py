@@ -73,7 +73,7 @@ def _merge(
     # one binary search per term the new chunks use, over that term's block only.
     slots = np.empty(len(terms), dtype=np.int64)
     bounds = np.flatnonzero(np.diff(terms)) + 1
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(terms)]) if len(terms) else ():
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(terms)], strict=True) if len(terms) else ():
         t = int(terms[lo])
         start, end = int(kept_indptr[t]), int(kept_indptr[t + 1])
         slots[lo:hi] = start + np.searchsorted(kept_docs[start:end], docs[lo:hi])

@@ -107,7 +107,7 @@ class PathPriors:
     def factors(self, paths: Sequence[str], languages: Sequence[str | None]) -> list[float]:
         """`factor` of every file of one index, which also knows each file's siblings."""
         implemented = implemented_headers(paths)
-        return [self.factor(p, lang, p in implemented) for p, lang in zip(paths, languages)]
+        return [self.factor(p, lang, p in implemented) for p, lang in zip(paths, languages, strict=True)]
 
     def factor(self, path: str, language: str | None, implemented: bool = False) -> float:
         """The factor of one file; `implemented` says it is a header whose source file sits
