@@ -34,7 +34,6 @@ from search_engine.files import DiscoveredFile
 from search_engine.languages import language_for
 from search_engine.lexical import lexical_document
 
-
 # A tree with fewer files to read is read in-process: starting workers costs about a second.
 POOL_MIN_FILES = 400
 # Files per task sent to a worker, and tasks in flight per worker: enough to keep the workers

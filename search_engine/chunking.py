@@ -32,8 +32,8 @@ from tree_sitter import Node
 
 from search_engine.chunks import Chunk, content_hash
 from search_engine.grammars import (
-    DefKind,
     Definition,
+    DefKind,
     LanguageSpec,
     body_of,
     definition_at,
