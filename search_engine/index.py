@@ -22,9 +22,10 @@ rather than wait for it. That check runs inline for a tree of at most
 `INLINE_REFRESH_MAX_FILES` files; a larger tree is checked (and updated) in a background
 thread, and the search goes ahead on the live generation, picking up the new one on a later
 search. A check is due again only after `CHECK_SPACING` times as long as the last one took,
-so a tree whose listing is slow is not listed over and over while an agent searches it. An agent that edits a file and searches within the interval (or, in a large tree,
-before the background update has published) may see the previous generation; that is the
-price of single-digit-millisecond warm queries.
+so a tree whose listing is slow is not listed over and over while an agent searches it. An
+agent that edits a file and searches within the interval (or, in a large tree, before the
+background update has published) may see the previous generation; that is the price of
+single-digit-millisecond warm queries.
 
 Each loaded `Index` pins its generation on disk (`search_engine.index_store`) for as long as
 it is referenced: a search running on it keeps it, and dropping the last reference lets the

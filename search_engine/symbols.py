@@ -30,7 +30,8 @@ from search_engine.languages import FileKind, file_kind
 # languages we chunk. Column-0 assignments (`Name = ...`, `Name: T = ...`) define module-level
 # names (type aliases, singletons) and count too.
 _DEFINITION_RE = re.compile(
-    r"^[ \t]*(?:(?:export|default|pub(?:\([^)]*\))?|public|private|protected|static|abstract|final|async|unsafe|const)\s+)*"
+    r"^[ \t]*(?:(?:export|default|pub(?:\([^)]*\))?"
+    r"|public|private|protected|static|abstract|final|async|unsafe|const)\s+)*"
     r"(?:def|defp|defmacro|defmodule|class|func|fn|function|struct|enum|trait|interface|type|module|record"
     r"|object|protocol|typedef)\s+"
     r"(?:\([^)]*\)\s*)?([$]?[^\W\d][\w$]*(?:(?:::|\.)[^\W\d]\w*)*)",

@@ -166,5 +166,9 @@ class Nearest:
 
 def empty(dim: int) -> VectorIndex:
     """The vectors of an index with no chunks."""
-    return VectorIndex(np.zeros((0, dim), np.int8), np.zeros(0, np.float32), np.zeros((dim // _WORD_BITS, 0), np.uint64),
-                       np.zeros((0, dim), np.float32))  # fmt: skip
+    return VectorIndex(
+        np.zeros((0, dim), np.int8),
+        np.zeros(0, np.float32),
+        np.zeros((dim // _WORD_BITS, 0), np.uint64),
+        np.zeros((0, dim), np.float32),
+    )
