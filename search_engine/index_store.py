@@ -42,6 +42,7 @@ inside it is excluded from indexing).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -142,10 +143,8 @@ class _Pin:
 
 def _unpin(fd: int, store_dir: Path) -> None:
     os.close(fd)
-    try:
+    with contextlib.suppress(OSError):  # best effort: the next publish or release sweeps again
         IndexStore(store_dir).reclaim()
-    except OSError:
-        pass  # best effort: the next publish or release sweeps again
 
 
 @dataclass(eq=False)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
+from itertools import pairwise
 from pathlib import Path
 
 import msgspec
@@ -155,7 +156,7 @@ def regex_search(request: SearchRequest, config: EngineConfig) -> SearchResult:
 class _File:
     """The matches of one file while its events stream in."""
 
-    __slots__ = ("path", "language", "matches", "count", "keep")
+    __slots__ = ("count", "keep", "language", "matches", "path")
 
     def __init__(self, path: str, keep: bool) -> None:
         self.path = path
@@ -334,10 +335,7 @@ def _cut(text: str, start: int, end: int, width: int) -> str:
     an ellipsis at each end that was cut. Cuts between code points, never inside one."""
     if len(text) <= width:
         return text
-    if end - start >= width:
-        left = start
-    else:
-        left = max(0, min(start - (width - (end - start)) // 2, len(text) - width))
+    left = start if end - start >= width else max(0, min(start - (width - (end - start)) // 2, len(text) - width))
     right = left + width
     return (ELLIPSIS if left > 0 else "") + text[left:right] + (ELLIPSIS if right < len(text) else "")
 
@@ -381,7 +379,7 @@ def _caret_position(lines: list[str], pattern: str) -> int | None:
     is closed by the wrapper's `)`): then the caret lies outside the pattern and None is
     returned.
     """
-    for shown, caret in zip(lines, lines[1:]):
+    for shown, caret in pairwise(lines):
         if _CARET.match(caret):
             at = shown.find(pattern) if pattern else -1
             position = caret.index("^") - at

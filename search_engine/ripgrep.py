@@ -12,6 +12,7 @@ directory is tried first and PATH second.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -64,10 +65,8 @@ def _grow_pipe(fd: int) -> None:
     set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
     if set_size is None:
         return
-    try:
+    with contextlib.suppress(OSError):
         fcntl.fcntl(fd, set_size, _PIPE_SIZE)
-    except OSError:
-        pass
 
 
 class RipgrepRun:
@@ -84,7 +83,8 @@ class RipgrepRun:
     def __init__(self, args: Sequence[str], cwd: Path, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         self.timed_out = False
-        self._stderr = tempfile.TemporaryFile()
+        # Lives as long as the run: closed by `__exit__` (or below if rg cannot start).
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
         self._stderr_text: str | None = None
         try:
             self._proc = subprocess.Popen(

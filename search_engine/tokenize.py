@@ -39,15 +39,19 @@ MIN_TOKEN_LEN = 2
 # say "security", not so many that every file shares the repo's top folder name.
 PATH_DIR_DEPTH = 2
 
-STOPWORDS: frozenset[str] = frozenset(
-    """a about above after all also am an and any are as at be been being but by can could did
-    do does doing done during each either etc for from had has have having he her here hers him
-    his how i if in into is it its itself just let lets may me might more most must my no nor
-    not of off on once only onto or other our ours out over own per please same she should so
-    some such than that the their theirs them then there these they this those though through
-    to too under until up upon us use used uses using very via was we were what whatever when
-    where whether which while who whom whose why will with within without would yet you your""".split()
-)
+# fmt: off
+STOPWORDS: frozenset[str] = frozenset({
+    "a", "about", "above", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "being",
+    "but", "by", "can", "could", "did", "do", "does", "doing", "done", "during", "each", "either", "etc", "for", "from",
+    "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is",
+    "it", "its", "itself", "just", "let", "lets", "may", "me", "might", "more", "most", "must", "my", "no", "nor",
+    "not", "of", "off", "on", "once", "only", "onto", "or", "other", "our", "ours", "out", "over", "own", "per",
+    "please", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "then",
+    "there", "these", "they", "this", "those", "though", "through", "to", "too", "under", "until", "up", "upon", "us",
+    "use", "used", "uses", "using", "very", "via", "was", "we", "were", "what", "whatever", "when", "where", "whether",
+    "which", "while", "who", "whom", "whose", "why", "will", "with", "within", "without", "would", "yet", "you", "your",
+})
+# fmt: on
 
 
 _STEMMER = Stemmer.Stemmer("english")
