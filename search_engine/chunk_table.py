@@ -142,7 +142,7 @@ class ChunkTable(Sequence[Chunk]):
             return text
 
     def symbol_bytes(self, start: int, n: int) -> memoryview:
-        return memoryview(self._symbols)[start : start + n]
+        return self._symbols[start : start + n]
 
     def text_bounds(self, f0: int, f1: int) -> np.ndarray:
         """Where files `f0..f1` start in the compressed text, and where the last ends."""
@@ -150,7 +150,7 @@ class ChunkTable(Sequence[Chunk]):
 
     def compressed_text_of(self, f0: int, f1: int) -> memoryview:
         """Files `f0..f1`'s compressed text, as stored (one slice, nothing decompressed)."""
-        return memoryview(self._text)[int(self._text_bounds[f0]) : int(self._text_bounds[f1])]
+        return self._text[int(self._text_bounds[f0]) : int(self._text_bounds[f1])]
 
 
 class ChunkTableWriter:
@@ -267,6 +267,7 @@ class ChunkTableWriter:
 
 def _load(path: Path, dtype: np.dtype) -> np.ndarray:
     """A .npy column memory-mapped (an empty one cannot be mapped: read it)."""
+    array_: np.ndarray
     try:
         array_ = np.load(path, mmap_mode="r")
     except ValueError:  # numpy cannot map a zero-length array
@@ -276,5 +277,6 @@ def _load(path: Path, dtype: np.dtype) -> np.ndarray:
     return array_
 
 
-def _blob(path: Path) -> np.ndarray | bytes:
-    return np.memmap(path, dtype=np.uint8, mode="r") if path.stat().st_size else b""
+def _blob(path: Path) -> memoryview:
+    """A byte column's bytes, memory-mapped (an empty file cannot be mapped)."""
+    return np.memmap(path, dtype=np.uint8, mode="r").data if path.stat().st_size else memoryview(b"")

@@ -329,8 +329,8 @@ class _Walker:
 
 
 def _kind_name(kind: DefKind, in_class: bool) -> str:
-    if kind is DefKind.FUNCTION:
-        return "method" if in_class else "function"
+    if kind is DefKind.FUNCTION and in_class:
+        return "method"
     return kind.value
 
 

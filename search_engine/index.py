@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -87,7 +87,8 @@ class Index:
 
     def embed_query(self, text: str) -> np.ndarray:
         """The query's vector, from the model that embedded the chunks."""
-        return self.embedder.embed([text])[0]
+        query: np.ndarray = self.embedder.embed([text])[0]
+        return query
 
     def memo(self, key: str, build: Callable[[], T]) -> T:
         """`build()` once per generation and key: ranking keeps derived structures (file
@@ -95,7 +96,8 @@ class Index:
         with self._memo_lock:
             if key not in self._memo:
                 self._memo[key] = build()
-            return self._memo[key]
+            # Each key is only ever built by callers passing the same kind of `build`.
+            return cast("T", self._memo[key])
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,7 @@ import weakref
 from array import array
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import msgpack
 import numpy as np
@@ -479,6 +479,7 @@ class GenerationWriter:
 
     def _transpose_words(self) -> None:
         """Sign words were appended row by row; search reads them column by column."""
+        assert self.dim is not None, "publish sets dim from the manifest before this"
         path = self.staging / _WORDS
         words = np.fromfile(path, dtype=np.uint64).reshape(self.chunks, self.dim // _WORD_BITS)
         np.ascontiguousarray(words.T).tofile(path)
@@ -520,7 +521,7 @@ def _number(name: str) -> int:
         return -1
 
 
-def _manifest(raw: dict) -> Manifest:
+def _manifest(raw: dict[str, Any]) -> Manifest:
     return Manifest(**{k: raw[k] for k in Manifest.__dataclass_fields__})
 
 

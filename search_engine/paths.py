@@ -45,10 +45,10 @@ def resolve_search_path(path: str | os.PathLike[str] | None, roots: list[Path]) 
         raise PathOutsideRootError("no search roots are configured; start the server with --root DIR")
     resolved_roots = [Path(r).resolve() for r in roots]
     if path is None or str(path) in ("", "."):
-        root = resolved_roots[0]
-        if not root.is_dir():
-            raise PathNotFoundError(f"search root does not exist or is not a directory: {root}")
-        return SearchLocation(root, None)
+        first = resolved_roots[0]
+        if not first.is_dir():
+            raise PathNotFoundError(f"search root does not exist or is not a directory: {first}")
+        return SearchLocation(first, None)
     raw = Path(path)
     candidate = raw if raw.is_absolute() else resolved_roots[0] / raw
     try:

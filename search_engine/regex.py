@@ -32,6 +32,7 @@ import time
 from collections import deque
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -234,7 +235,8 @@ class _EventReader:
         # Context mode only: the context lines since the last match (the next match's
         # "before"), and the last match, held open until its "after" lines have arrived.
         self.before: deque[tuple[int, str]] = deque(maxlen=self.context or 1)
-        self.pending: list | None = None
+        # `Match`'s fields in order, the last ("after" lines) a list still growing.
+        self.pending: list[Any] | None = None
         self.pending_end = 0
 
     def feed(self, buffer: bytes) -> None:

@@ -81,11 +81,14 @@ class VectorIndex:
 
     def rows(self, ids: np.ndarray | slice) -> np.ndarray:
         """Dequantized float32 vectors of the given rows."""
-        return self.codes[ids].astype(np.float32) * self.scales[ids][:, None]
+        rows: np.ndarray = self.codes[ids].astype(np.float32) * self.scales[ids][:, None]
+        return rows
 
     def cosines(self, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
         """The int8 cosine of each chunk in `ids` with `query` (normalized)."""
-        return (self.codes[ids].astype(np.float32) @ np.asarray(query, dtype=np.float32)) * self.scales[ids]
+        codes = self.codes[ids].astype(np.float32)
+        cosines: np.ndarray = (codes @ np.asarray(query, dtype=np.float32)) * self.scales[ids]
+        return cosines
 
     def hamming(self, query: np.ndarray, ids: np.ndarray | None = None) -> np.ndarray:
         """Hamming distance of the chunks' signs to the query's (uint16): of every chunk, or of
