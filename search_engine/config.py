@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import platformdirs
 
@@ -35,7 +36,7 @@ DEFAULT_MAX_LINE_WIDTH = 500
 """Long lines are cut to this many characters around the match."""
 DEFAULT_MAX_FILE_SIZE = 1024 * 1024
 """Files larger than this (bytes) are skipped."""
-DEFAULT_EMBEDDING_PROFILE = "static"
+DEFAULT_EMBEDDING_PROFILE: Final = "static"
 """The embedding profile (see docs/benchmarks.md for the measurement behind it)."""
 
 
