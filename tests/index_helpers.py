@@ -15,7 +15,9 @@ import pytest
 
 from search_engine.chunking import MAX_CHARS, chunk_file
 from search_engine.chunks import Chunk, content_hash
+from search_engine.config import EngineConfig
 from search_engine.embeddings import LazyEmbedder
+from search_engine.index import DEFAULT_REFRESH_INTERVAL_S, INLINE_REFRESH_MAX_FILES, IndexManager
 from search_engine.languages import language_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,15 +113,32 @@ def assert_well_formed(data: bytes, chunks: list[Chunk]) -> None:
 def block_the_walk(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
     """Make the next index updates' tree walk wait: (walking, release) events, the first set
     once a walk is waiting, the second to let it go on."""
+    import search_engine.files as files
     import search_engine.indexing as indexing
 
     walking, release = threading.Event(), threading.Event()
-    real_discover = indexing.discover
+    real_discover = files.discover
 
     def blocked_discover(*args: Any, **kwargs: Any) -> Any:
         walking.set()
         assert release.wait(60)
         return real_discover(*args, **kwargs)
 
-    monkeypatch.setattr(indexing, "discover", blocked_discover)
+    monkeypatch.setattr(indexing, "discover", blocked_discover)  # the name indexing calls
     return walking, release
+
+
+def manager_for(
+    cache: Path,
+    embedder: CountingEmbedder,
+    *,
+    refresh_interval_s: float = DEFAULT_REFRESH_INTERVAL_S,
+    inline_refresh_max_files: int = INLINE_REFRESH_MAX_FILES,
+) -> IndexManager:
+    """An index manager caching in `cache` that embeds with `embedder`."""
+    return IndexManager(
+        EngineConfig(cache_dir=cache),
+        embedder=embedder,
+        refresh_interval_s=refresh_interval_s,
+        inline_refresh_max_files=inline_refresh_max_files,
+    )

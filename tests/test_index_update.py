@@ -10,13 +10,16 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
 import pytest
 
 import search_engine.chunk_jobs as chunk_jobs
+import search_engine.files as files
 import search_engine.indexing as indexing
 import search_engine.lexical as lexical
 from search_engine.chunking import chunk_file
@@ -25,7 +28,7 @@ from search_engine.engine import SearchEngine
 from search_engine.index import Index, IndexManager
 from search_engine.lexical import LexicalIndex
 from search_engine.models import SearchMode, SearchRequest
-from tests.index_helpers import REPO, CountingEmbedder, block_the_walk, write_repo
+from tests.index_helpers import REPO, CountingEmbedder, block_the_walk, manager_for, write_repo
 
 QUERIES = ("parse the chunk table columns", "merge postings of an update", "close pooled connections",
            "retry with backoff", "walk the tree for files")  # fmt: skip
@@ -37,10 +40,6 @@ def real_tree(root: Path) -> Path:
     write_repo(root)
     shutil.copytree(REPO / "search_engine", root / "lib", ignore=shutil.ignore_patterns("model", "__pycache__"))
     return root
-
-
-def manager_for(cache: Path, embedder: CountingEmbedder, **kwargs: float) -> IndexManager:
-    return IndexManager(EngineConfig(cache_dir=cache), embedder=embedder, **kwargs)  # type: ignore[arg-type]
 
 
 def edit_everywhere(root: Path) -> None:
@@ -62,8 +61,11 @@ def edit_everywhere(root: Path) -> None:
 
 def assert_same_index(updated: Index, fresh: Index) -> None:
     assert list(updated.chunks) == list(fresh.chunks)
-    for a, b in zip(updated.chunks.definitions(), fresh.chunks.definitions(), strict=True):
-        assert list(a) == list(b)
+    updated_chunks, updated_factors, updated_names = updated.chunks.definitions()
+    fresh_chunks, fresh_factors, fresh_names = fresh.chunks.definitions()
+    assert updated_chunks.tolist() == fresh_chunks.tolist()
+    assert updated_factors.tolist() == fresh_factors.tolist()
+    assert updated_names == fresh_names
     assert updated.snapshot is not None and fresh.snapshot is not None
     ranges = {p: (e.digest, e.first, e.count) for p, e in updated.snapshot.files.items()}
     assert ranges == {p: (e.digest, e.first, e.count) for p, e in fresh.snapshot.files.items()}
@@ -120,8 +122,8 @@ def test_a_build_read_by_worker_processes_equals_one_read_in_process(
     serial.update(root)
     pools: list[object] = []
 
-    class CountedPool(chunk_jobs.ProcessPoolExecutor):
-        def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+    class CountedPool(ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             pools.append(self)
 
@@ -169,7 +171,7 @@ def test_a_large_trees_freshness_check_runs_beside_the_search(
     manager = manager_for(cache, counting, refresh_interval_s=0, inline_refresh_max_files=10)
     manager.update(root)
     (root / "app/render.py").write_text("def render_markdown(text):\n    return text.upper()\n")
-    real_discover = indexing.discover
+    real_discover = files.discover
     walking, release = block_the_walk(monkeypatch)
     during = manager.get(root)  # returns while the walk is blocked
     assert walking.wait(30) and not release.is_set()
@@ -195,18 +197,18 @@ def test_a_slow_freshness_check_spaces_the_next_one_by_its_cost(
     now = [1000.0]
     manager = IndexManager(
         EngineConfig(cache_dir=tmp_path / "cache"),
-        embedder=counting,  # type: ignore[arg-type]
+        embedder=counting,
         refresh_interval_s=2.0,
         clock=lambda: now[0],
     )
     manager.update(root)
-    real_discover = indexing.discover
+    real_discover = files.discover
     walks = []
 
-    def slow_discover(*args: object, **kwargs: object) -> object:
+    def slow_discover(*args: Any, **kwargs: Any) -> Any:
         walks.append(now[0])
         now[0] += 3.0  # this tree takes 3 s to list
-        return real_discover(*args, **kwargs)  # type: ignore[arg-type]
+        return real_discover(*args, **kwargs)
 
     monkeypatch.setattr(indexing, "discover", slow_discover)
     now[0] += 2.5

@@ -19,14 +19,9 @@ import search_engine.indexing as indexing
 from search_engine.config import EngineConfig
 from search_engine.embeddings import LazyEmbedder
 from search_engine.engine import SearchEngine
-from search_engine.index import IndexManager
 from search_engine.models import SearchMode, SearchRequest
 from search_engine.vectors import RESCORE, VectorIndex, quantize
-from tests.index_helpers import REPO, CountingEmbedder, block_the_walk, expected_chunks
-
-
-def manager_for(cache: Path, embedder: CountingEmbedder, **kwargs: float) -> IndexManager:
-    return IndexManager(EngineConfig(cache_dir=cache), embedder=embedder, **kwargs)
+from tests.index_helpers import REPO, CountingEmbedder, block_the_walk, expected_chunks, manager_for
 
 
 def many_files(root: Path, n: int) -> Path:
