@@ -200,7 +200,8 @@ def test_plot_gives_each_query_set_its_own_points():
 SCALE_ROWS = [
     {"copies": c, "cold": {"seconds": 10.0 * c, "peak_rss_mb": 200 + 50 * c, "workers_rss_mb": 180, "chunks": 54000 * c,
                            "disk_mb": 43 * c},
-     "start": {"first_search_s": 0.5, "rss_after_mb": 200, "regex_p50_ms": 40, "semantic_p50_ms": 5, "hybrid_p50_ms": 15 * c},
+     "start": {"first_search_s": 0.5, "rss_after_mb": 200, "regex_p50_ms": 40, "semantic_p50_ms": 5,
+               "hybrid_p50_ms": 15 * c},
      "update": {"seconds": 1.0 + 0.1 * c},
      **({"semble": {"seconds": 90.0 * c, "peak_rss_mb": 600 * c, "hybrid_p50_ms": 35 * c}} if c <= 2 else {})}
     for c in (1, 2, 4, 8)
