@@ -87,14 +87,7 @@ _JS_CLASSES = frozenset(
     }
 )
 _JS_BINDINGS = frozenset({"lexical_declaration", "variable_declaration", "expression_statement"})
-_FUNCTION_VALUES = frozenset(
-    {
-        "arrow_function",
-        "function_expression",
-        "function",
-        "generator_function",
-    }
-)
+_FUNCTION_VALUES = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
 _FACTORY_VALUES = frozenset({"call_expression", "new_expression", "await_expression"})
 _C_FUNCTIONS = frozenset({"function_definition"})
 _C_CLASSES = frozenset({"struct_specifier", "union_specifier", "enum_specifier"})
