@@ -89,7 +89,7 @@ def command_backend(
 ) -> Backend:
     """The backend `codepager proxy -- COMMAND ARGS...` runs."""
     if not command:
-        raise ValueError("no backend command: use `codepager proxy -- COMMAND [ARGS...]` or --config mcp.json")
+        raise ValueError("no backend command: use `codepager proxy -- COMMAND [ARGS...]` or --servers mcp.json")
     program, *args = command
     return Backend(
         name or server_name(program, args), _stdio(program, args, dict(os.environ), max_message_bytes), timeout_s
