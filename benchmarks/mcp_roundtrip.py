@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import sys
@@ -39,9 +40,9 @@ ECHO_SERVER = textwrap.dedent(
     from fastmcp import FastMCP
     from fastmcp.tools.base import ToolResult
     from mcp_types import TextContent
-    payload = open(sys.argv[1], encoding="utf-8").read()
     import json
-    structured = json.loads(payload)
+    payload = open(sys.argv[1], encoding="utf-8").read()
+    structured = json.loads(open(sys.argv[2], encoding="utf-8").read())
     app = FastMCP("echo")
 
     @app.tool
@@ -87,11 +88,14 @@ async def measure(root: Path, work: Path, repeats: int) -> dict[str, float]:
             assert structured_of(r2.structured_content)["metadata"]["cache"] == "hit"
             page_bytes.append(len(text_of(r2.content[0]).encode()))
 
-        payload_file = work / "payload.json"
+        # The same answer as our cached page: its text block and its structuredContent.
+        payload_file = work / "payload.txt"
         payload_file.write_text(text_of(r2.content[0]), encoding="utf-8")
+        structured_file = work / "structured.json"
+        structured_file.write_text(json.dumps(r2.structured_content), encoding="utf-8")
     script = work / "echo_server.py"
     script.write_text(ECHO_SERVER)
-    bare = Client(StdioTransport(sys.executable, [str(script), str(payload_file)], env=env))
+    bare = Client(StdioTransport(sys.executable, [str(script), str(payload_file), str(structured_file)], env=env))
     echo_times = []
     async with bare:
         for _ in range(repeats):
