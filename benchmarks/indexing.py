@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> Report:
         shutil.rmtree(cache / "indexes")
         config = cache / "codepager.toml"
         config.write_text(f'[index]\ncache_dir = "{cache}"\n')
-        cli = ROOT / ".venv" / "bin" / "codepager"
+        cli = Path(sys.executable).parent / "codepager"  # the console script this interpreter installed
         started = time.perf_counter()
         for repo in REPOS:
             subprocess.run(
