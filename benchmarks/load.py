@@ -280,9 +280,15 @@ async def soak_loop(url: str, n: int, on_search: Any, workers: int = 4) -> list[
 
 
 def offload_state(directory: Path) -> tuple[int, float]:
-    """(files, age of the oldest in seconds) of the offload dir."""
+    """(files, age of the oldest in seconds) of the offload dir. The server's sweeper removes
+    expired files while this looks: one listed and gone by its stat no longer counts."""
     now = time.time()
-    ages = [now - p.stat().st_mtime for p in directory.glob("*.jsonl")] if directory.is_dir() else []
+    ages = []
+    for path in directory.glob("*.jsonl") if directory.is_dir() else ():
+        try:
+            ages.append(now - path.stat().st_mtime)
+        except FileNotFoundError:
+            continue
     return len(ages), max(ages, default=0.0)
 
 
