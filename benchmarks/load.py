@@ -168,6 +168,8 @@ async def walk(client: Client[Any], tool: str, args: dict[str, Any], stats: Load
 
 
 def _identity(match: dict[str, Any]) -> tuple[Any, ...]:
+    """A match's place, down to its bytes (two matches on one line differ): why the walks ask
+    for `detail="full"` pages, whose records carry the byte span the compact ones leave out."""
     span = match["match"]["span"]
     return match["file"]["path"], span["line_start"], span["byte_start"], span["byte_end"]
 
@@ -182,7 +184,7 @@ async def one_client(url: str, client_no: int, searches: int, stats: LoadStats) 
                     await walk(
                         client,
                         "hybrid_search",
-                        {"query": query, "top_k": 30, "page_size": 10, "output_mode": "inline"},
+                        {"query": query, "top_k": 30, "page_size": 10, "output_mode": "inline", "detail": "full"},
                         stats,
                     )
                 else:
@@ -191,7 +193,7 @@ async def one_client(url: str, client_no: int, searches: int, stats: LoadStats) 
                     await walk(
                         client,
                         "regex_search",
-                        {"pattern": pattern, "page_size": page_size, "output_mode": "inline"},
+                        {"pattern": pattern, "page_size": page_size, "output_mode": "inline", "detail": "full"},
                         stats,
                     )
             except Exception as exc:
@@ -252,7 +254,7 @@ RSS_ALLOWANCE_MB = 64  # allocator slack, HTTP buffers, per-request transients
 def soak_args(i: int) -> dict[str, Any]:
     """Distinct parameters for every i: each is a new session (~1,000-3,000 matches)."""
     pattern = [r"def handle_\w+", r"return \w+\(", r"value = compute_\w+"][i % 3] + f"|no_such_{i}"
-    args: dict[str, Any] = {"pattern": pattern, "page_size": 50, "output_mode": "inline"}
+    args: dict[str, Any] = {"pattern": pattern, "page_size": 50, "output_mode": "inline", "detail": "full"}
     if i % 5 == 0:
         args["output_mode"] = "file_ref"
     if i % 7 == 0:
