@@ -156,7 +156,7 @@ async def walk(client: Client[Any], tool: str, args: dict[str, Any], stats: Load
     seen = [_identity(m) for m in page["results"]["matches"]]
     while (cursor := page["pagination"]["next_cursor"]) is not None:
         t0 = time.perf_counter()
-        page = body(await client.call_tool(tool, {"cursor": cursor, "output_mode": "inline"}))
+        page = body(await client.call_tool(tool, {"cursor": cursor, "output_mode": "inline", "detail": "full"}))
         stats.next_ms.append((time.perf_counter() - t0) * 1000)
         seen += [_identity(m) for m in page["results"]["matches"]]
     if len(seen) == total == len(set(seen)):
