@@ -52,7 +52,10 @@ class Sweeper:
             self.sweep()
 
     def start(self, *, now: bool = True) -> Sweeper:
-        """Start the thread (idempotent): a sweep now when `now`, then one every interval."""
+        """Start the thread (idempotent): a sweep now when `now`, then one every interval. A
+        zero interval (sweep on every `maybe_sweep`) has no thread: it would sweep in a loop."""
+        if self.interval_s <= 0:
+            raise ValueError(f"a sweeper thread needs a positive sweep_interval_s, got {self.interval_s}")
         if self._thread is None:
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, args=(now,), name=self.name, daemon=True)

@@ -14,6 +14,7 @@ import pytest
 
 from search_engine.models import Match, SearchResult
 from sessions import MemoryStore, Session
+from sessions.sweeper import Sweeper
 from tests.session_fakes import FakeClock, make_matches, request_for
 
 
@@ -47,6 +48,17 @@ def test_sweeper_returns_memory_without_any_traffic(clock: FakeClock) -> None:
     finally:
         store.close()
     assert store.stats().expirations == 1
+
+
+def test_a_zero_interval_sweeps_on_each_check_and_starts_no_thread(clock: FakeClock) -> None:
+    swept: list[float] = []
+    sweeper = Sweeper(lambda: swept.append(clock()), 0, name="t", clock=clock)
+    sweeper.maybe_sweep()
+    sweeper.maybe_sweep()
+    assert len(swept) == 2
+    with pytest.raises(ValueError, match="positive sweep_interval_s"):
+        sweeper.start()  # a thread would sweep in a loop without pause
+    assert not sweeper.is_alive()
 
 
 def test_close_stops_the_sweeper_thread() -> None:
