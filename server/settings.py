@@ -403,8 +403,9 @@ class Settings(BaseSettings):
 
 
 def default_of(section: type[BaseModel], key: str) -> Any:
-    """A setting's built-in default, for CLI help: the defaults are written once, in the models
-    above, and the help never drifts from them."""
+    """A setting's built-in default, for CLI help and for the defaults of the classes the
+    settings configure: the defaults are written once, in the models above, and nothing that
+    reads them drifts from them."""
     return section.model_fields[key].get_default(call_default_factory=True)
 
 

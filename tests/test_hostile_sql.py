@@ -17,12 +17,14 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
 from harness.commands import codepager_cmd
-from server.output.datasets import DEFAULT_MAX_RESULT_BYTES
+from server.settings import OffloadSettings, default_of
 from tests.hostile_helpers import HUGE_SELECT, MB, WIDE_CHARS, WIDE_ROWS
 from tests.server_helpers import peak_rss, pid_with_args, reset_peak_rss, serve_env, structured
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 #: Sorting a million 130-byte rows needs far more than the memory limit below: DuckDB must spill.
+#: What one SQL result may write to its file unless configured otherwise.
+MAX_RESULT_BYTES: int = default_of(OffloadSettings, "duckdb_max_result_bytes")
 SPILLING_SORT = (
     "SELECT count(*) AS n, min(s) AS first FROM "
     "(SELECT md5(i::VARCHAR) || repeat('y', 100) AS s FROM range(1000000) t(i) ORDER BY s DESC LIMIT 999999)"
@@ -68,7 +70,7 @@ async def test_a_300_mb_select_is_streamed_to_a_capped_file_with_bounded_memory(
     ref = results["file_ref"]
     assert (
         ref["line_count"] == kept + 1
-        and DEFAULT_MAX_RESULT_BYTES - 2 * WIDE_CHARS < ref["size_bytes"] <= DEFAULT_MAX_RESULT_BYTES + 4096
+        and MAX_RESULT_BYTES - 2 * WIDE_CHARS < ref["size_bytes"] <= MAX_RESULT_BYTES + 4096
     )
     with Path(ref["path"]).open() as f:
         header = json.loads(f.readline())

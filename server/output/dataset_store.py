@@ -40,7 +40,7 @@ from server.output.files import (
     scandir,
 )
 from server.output.jsontext import dumps_bytes, dumps_lines
-from server.settings import ProxySettings
+from server.settings import ProxySettings, default_of
 
 _YEAR, _TWO_DIGITS = re.compile(r"^\d{4}$"), re.compile(r"^\d{2}$")
 _MAX_METADATA_BYTES = 4 << 20
@@ -69,7 +69,9 @@ class DatasetStore(FileStore):
     name = r"dataset_{id}_(?:data\.jsonl|metadata\.json)"
     label = "proxy.data_dir"
 
-    def __init__(self, data_dir: Path, *, retention_days: float = 30.0) -> None:
+    def __init__(
+        self, data_dir: Path, *, retention_days: float = default_of(ProxySettings, "cleanup_after_days")
+    ) -> None:
         super().__init__(
             Path(data_dir) / "datasets", retention_s=retention_days * 86400.0, sweep_interval_s=SWEEP_INTERVAL_S
         )

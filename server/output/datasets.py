@@ -68,7 +68,7 @@ from server.output.files import (
 )
 from server.output.jsontext import CHARS_PER_TOKEN, dumps_lines
 from server.output.layer import ListPage, OutputLayer, OutputMode, Rendered, RenderOptions, select_mode
-from server.settings import OffloadSettings
+from server.settings import OffloadSettings, default_of
 
 _VIEW_REF = re.compile(rf"\bdataset_({ULID_PATTERN})\b", re.IGNORECASE)
 _EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(?:ANALY[SZ]E\s+)?", re.IGNORECASE)
@@ -76,7 +76,6 @@ _EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(?:ANALY[SZ]E\s+)?", re.IGNORECASE)
 #: then the size follows the rows seen so far), and never more rows than DuckDB's vector.
 BATCH_BYTES = 1 << 20
 MAX_BATCH_ROWS = 2048
-DEFAULT_MAX_RESULT_BYTES = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,11 +323,11 @@ class Datasets:
     def __init__(
         self,
         *sources: DatasetSource,
-        memory_limit: str = "512MB",
-        threads: int = 1,
-        timeout_s: float = 30.0,
-        max_rows: int = 100_000,
-        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        memory_limit: str = default_of(OffloadSettings, "duckdb_memory_limit"),
+        threads: int = default_of(OffloadSettings, "duckdb_threads"),
+        timeout_s: float = default_of(OffloadSettings, "duckdb_timeout_s"),
+        max_rows: int = default_of(OffloadSettings, "duckdb_max_rows"),
+        max_result_bytes: int = default_of(OffloadSettings, "duckdb_max_result_bytes"),
     ) -> None:
         if not sources:
             raise ValueError("Datasets needs at least one source of datasets")

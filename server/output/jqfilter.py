@@ -35,6 +35,7 @@ from typing import Any
 from server.errors import JqFilterError, JqTimeoutError
 from server.output import jq_worker
 from server.output.jsontext import dumps_bytes
+from server.settings import OffloadSettings, default_of
 
 #: Builtins and keywords that read the environment, files, other inputs or write to stderr.
 FORBIDDEN_NAMES = frozenset(
@@ -55,8 +56,8 @@ FORBIDDEN_NAMES = frozenset(
     }
 )
 FORBIDDEN_VARIABLES = frozenset({"ENV"})
-DEFAULT_TIMEOUT_S = 5.0
-DEFAULT_MEMORY_MB = 512
+DEFAULT_TIMEOUT_S: float = default_of(OffloadSettings, "jq_timeout_s")
+DEFAULT_MEMORY_MB: int = default_of(OffloadSettings, "jq_memory_mb")
 DEFAULT_MAX_OUTPUT_BYTES = 64 << 20
 MAX_EXPRESSION_CHARS = 10_000
 

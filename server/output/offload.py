@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 from server.errors import DatasetNotFoundError, StoreWriteError
 from server.output.files import HEADER_TYPE, DatasetFile, DatasetInfo, FileStore, iso_timestamp, open_owned
 from server.output.jsontext import dumps_bytes, dumps_lines, estimate_tokens
-from server.settings import OffloadSettings
+from server.settings import OffloadSettings, default_of
 
 SCHEMA_VERSION = 1
 _UNSAFE_TOOL_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -56,7 +56,13 @@ class OffloadStore(FileStore):
     name = r"codepager-(?P<tool>[A-Za-z0-9_.-]{1,64})-{id}\.jsonl"
     label = "offload.output_dir"
 
-    def __init__(self, output_dir: Path, *, retention_hours: float = 24.0, sweep_interval_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        output_dir: Path,
+        *,
+        retention_hours: float = default_of(OffloadSettings, "retention_hours"),
+        sweep_interval_s: float = default_of(OffloadSettings, "sweep_interval_s"),
+    ) -> None:
         super().__init__(output_dir, retention_s=retention_hours * 3600.0, sweep_interval_s=sweep_interval_s)
 
     @classmethod
