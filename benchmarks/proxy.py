@@ -146,7 +146,7 @@ def interception(repeats: int, data_dir: Path) -> list[tuple[str, float, float, 
         ("50,000 text lines: whole interception", intercept(text_result)),
     ):
         wall, cpu = median_ms(fn, repeats)
-        out.append((label, wall, cpu, size if label.startswith("50,000 JSON") else 0))
+        out.append((label, wall, cpu, size.bytes if label.startswith("50,000 JSON") else 0))
     return out
 
 

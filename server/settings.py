@@ -209,7 +209,9 @@ class OffloadSettings(_Section):
 
 class ProxySettings(_Section):
     threshold_tokens: int = Field(
-        8192, ge=1, description="Proxied results estimated above this (at 3 bytes a token) are saved as datasets."
+        8192,
+        ge=1,
+        description="Proxied results estimated above this many tokens (the one estimate) are saved as datasets.",
     )
     excluded_tools: list[str] = Field(
         default_factory=list,

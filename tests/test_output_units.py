@@ -19,6 +19,9 @@ from server.output.schema import infer_schema, leaf_fields
 )
 def test_estimate_tokens(text: str, tokens: int) -> None:
     assert estimate_tokens(text) == tokens
+    if text != "\udcff":  # a lone surrogate has no UTF-8 encoding
+        # a backend's raw JSON is measured as bytes by the same rule
+        assert estimate_tokens(text.encode("utf-8")) == tokens
 
 
 def test_json_text_is_compact_unescaped_and_always_valid() -> None:

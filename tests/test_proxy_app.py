@@ -23,7 +23,7 @@ from mcp_types import INVALID_PARAMS
 from harness.proxy_backend import BACKEND_SCRIPT, make_rows
 from harness.proxy_backend import app as backend_app
 from harness.results import text_of
-from server.output import BYTES_PER_TOKEN
+from server.output import CHARS_PER_TOKEN, estimate_tokens
 from server.proxy import Backend, build_proxy_app, command_backend
 from server.proxy.answer import answer_budget
 from tests.proxy_helpers import THRESHOLD, proxy_settings, wire
@@ -42,6 +42,18 @@ def sizes(result: Any) -> tuple[int, int]:
     )
     structured_bytes = len(json.dumps(result.structured_content, separators=(",", ":"), ensure_ascii=False).encode())
     return content, structured_bytes if result.structured_content is not None else 0
+
+
+def tokens(result: Any) -> tuple[int, int]:
+    """(estimated tokens of the content blocks, of the structured content), by the one estimate
+    every codepager answer is sized with."""
+    content = sum(
+        estimate_tokens(b.text if b.type == "text" else b.model_dump_json(by_alias=True, exclude_none=True))
+        for b in result.content
+    )
+    if result.structured_content is None:
+        return content, 0
+    return content, estimate_tokens(json.dumps(result.structured_content, separators=(",", ":"), ensure_ascii=False))
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +110,7 @@ async def test_a_large_json_result_is_saved_described_and_queryable(client: Clie
         {"value": "beta", "count": 1000},
         {"value": "gamma", "count": 1000},
     ]
-    assert len(json.dumps(body)) * 2 <= answer_budget(THRESHOLD)  # the answer itself is small, both copies
+    assert estimate_tokens(json.dumps(body)) * 2 <= answer_budget(THRESHOLD)  # the answer is small, both copies
     data = Path(ds["data_path"])
     meta = json.loads(Path(ds["metadata_path"]).read_text())
     day = meta["timestamp"][:10].replace("-", "/")
@@ -118,13 +130,13 @@ async def test_a_large_json_result_is_saved_described_and_queryable(client: Clie
 
 
 async def test_the_proxys_own_tools_answer_within_its_threshold(client: Client[Any]) -> None:
-    """analyze-with-duckdb gets the proxy's threshold (3 bytes a token), not the search server's
+    """analyze-with-duckdb gets the proxy's threshold, not the search server's
     20,000-token ceiling: 300 rows (~30 KB) go to a file instead of being sent inline."""
     table = (await saved(client, "records", {"n": 3000}))["dataset"]["table"]
     result = await client.call_tool("analyze-with-duckdb", {"query": f"SELECT * FROM {table} ORDER BY id LIMIT 300"})
     body = structured(result)
     assert body["results"]["mode"] == "file_ref" and body["results"]["total_count"] == 300
-    assert max(sizes(result)) <= THRESHOLD * BYTES_PER_TOKEN
+    assert max(tokens(result)) <= THRESHOLD
     few = structured(await client.call_tool("analyze-with-duckdb", {"query": f"SELECT * FROM {table} LIMIT 20"}))
     assert few["results"]["mode"] == "inline" and len(few["results"]["rows"]) == 20
 
@@ -150,7 +162,7 @@ async def test_read_dataset_page_walks_every_record_with_signed_cursors(client: 
         if cursor:
             args["cursor"] = cursor
         result = await client.call_tool("read-dataset-page", args)
-        assert max(sizes(result)) <= THRESHOLD * BYTES_PER_TOKEN  # cut to the proxy's threshold, losslessly
+        assert max(tokens(result)) <= THRESHOLD  # cut to the proxy's threshold, losslessly
         page = structured(result)
         records += page["results"]["records"]
         pages += 1
@@ -207,10 +219,10 @@ async def test_a_result_sent_as_text_and_structured_content_is_counted_once(tmp_
     """fastmcp sends the same JSON as text and as structuredContent: the threshold applies to it
     once, so a result just under the threshold passes untouched and one just over is saved."""
     threshold, overhead = 1000, len('{"data":""}')
-    just_under, just_over = threshold * BYTES_PER_TOKEN - overhead, threshold * BYTES_PER_TOKEN - overhead + 1
+    just_under, just_over = threshold * CHARS_PER_TOKEN - overhead, threshold * CHARS_PER_TOKEN - overhead + 1
     async with Client(in_memory_proxy(tmp_path, threshold_tokens=threshold)) as c, Client(backend_app) as direct:
         under = await c.call_tool_mcp("padded", {"pad": just_under})
-        assert sizes(under) == (threshold * BYTES_PER_TOKEN,) * 2
+        assert sizes(under) == (threshold * CHARS_PER_TOKEN,) * 2 and tokens(under) == (threshold, threshold)
         straight = await direct.call_tool_mcp("padded", {"pad": just_under})
         assert json.dumps(wire(under), sort_keys=True) == json.dumps(wire(straight), sort_keys=True)
         over = structured(await c.call_tool("padded", {"pad": just_over}))

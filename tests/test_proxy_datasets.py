@@ -20,15 +20,20 @@ from ulid import ULID
 from harness.proxy_backend import make_rows
 from harness.results import structured_of, text_of
 from server.errors import DatasetNotFoundError
-from server.output import BYTES_PER_TOKEN, DatasetFilter, Datasets, DatasetStore, OffloadStore
+from server.output import CHARS_PER_TOKEN, DatasetFilter, Datasets, DatasetStore, OffloadStore, estimate_tokens
 from server.output.schema import MAX_DISTINCT, as_object, profile_records
 from server.proxy.answer import answer_budget, example_sql
 from server.proxy.backends import ToolOwners, command_backend, server_name
 from server.proxy.extraction import MAX_NESTING, Extracted, extract_records
 from server.proxy.saver import ProxiedCall, ResultSaver
-from server.proxy.size import sent_size
+from server.proxy.size import Size, sent_size
 from tests.output_helpers import query
 from tests.proxy_helpers import stdio_transport
+
+
+def size_of(text: str) -> Size:
+    """The size the interceptor hands the saver for a text result."""
+    return Size(len(text.encode()), estimate_tokens(text))
 
 
 def text_result(text: str, structured: dict[str, Any] | None = None) -> ToolResult:
@@ -318,14 +323,14 @@ def test_an_unwritable_data_dir_gives_a_truncated_inline_answer_within_the_thres
     result = text_result(text)
     extracted = extract_records(result)
     assert extracted is not None
-    answer = saver.save(result, extracted, ProxiedCall("read_file", "fs", {"path": "/x"}, len(text)))
+    answer = saver.save(result, extracted, ProxiedCall("read_file", "fs", {"path": "/x"}, size_of(text)))
     body = answer.structured_content
     assert answer.is_error is False and body is not None and json.loads(text_of(answer.content[0])) == body
     assert body["intercepted"] == "truncated" and "could not be saved" in body["warning"]
     assert text.startswith(body["text"]) and f"first {len(body['text']):,} of" in body["warning"]
     # the whole answer, sent as text and as structuredContent, escaping included, is under the threshold
-    assert sent_size(answer) <= 1000 * BYTES_PER_TOKEN
-    assert len(body["text"]) > 1000 * BYTES_PER_TOKEN // 6  # and not cut much further than that needs
+    assert sent_size(answer).tokens <= 1000
+    assert len(body["text"]) > 1000 * CHARS_PER_TOKEN // 6  # and not cut much further than that needs
 
 
 def wide_rows(columns: int, rows: int) -> list[dict[str, str]]:
@@ -340,10 +345,10 @@ def test_the_answer_for_wide_records_fits_its_budget_and_says_where_the_other_fi
     text = json.dumps(wide_rows(columns, rows))
     result = text_result(text)
     saver = ResultSaver(saved, threshold_tokens=8192, schema_sample_size=100)
-    answer = saver.save(result, extracted(result), ProxiedCall("query", "db", {}, len(text)))
+    answer = saver.save(result, extracted(result), ProxiedCall("query", "db", {}, size_of(text)))
     body = answer.structured_content
     assert body is not None and json.loads(text_of(answer.content[0])) == body
-    assert sent_size(answer) <= answer_budget(8192) <= 8192 * BYTES_PER_TOKEN // 2
+    assert sent_size(answer).tokens <= answer_budget(8192) <= 8192 // 2
     ds = body["dataset"]
     assert ds["record_count"] == rows and ds["table"] == f"dataset_{ds['id']}" and body["example_sql"]
     listed = list(ds["fields"])
@@ -365,7 +370,7 @@ def test_narrow_records_are_described_in_full(both) -> None:
     text = json.dumps(make_rows(3000, mixed=True))
     result = text_result(text)
     answer = ResultSaver(saved, threshold_tokens=8192, schema_sample_size=100).save(
-        result, extracted(result), ProxiedCall("records", "tiny", {}, len(text))
+        result, extracted(result), ProxiedCall("records", "tiny", {}, size_of(text))
     )
     ds = structured_of(answer.structured_content)["dataset"]
     assert list(ds["fields"]) == ["id", "kind", "value", "note"] and "more_fields" not in ds
@@ -377,10 +382,10 @@ def test_a_tiny_threshold_still_gets_the_floor_answer(both) -> None:
     text = json.dumps({"page": {f"k{i}": i for i in range(2000)}, "rows": wide_rows(50, 100)})
     result = text_result(text)
     answer = ResultSaver(saved, threshold_tokens=10, schema_sample_size=100).save(
-        result, extracted(result), ProxiedCall("query", "db", {}, len(text))
+        result, extracted(result), ProxiedCall("query", "db", {}, size_of(text))
     )
     body = structured_of(answer.structured_content)
-    assert body["intercepted"] == "saved_as_dataset" and sent_size(answer) < 2500
+    assert body["intercepted"] == "saved_as_dataset" and sent_size(answer).bytes < 2500
     assert {"id", "table", "record_count", "data_path", "metadata_path"} <= set(body["dataset"])
     assert body["example_sql"] == [
         f"SELECT * FROM {body['dataset']['table']} LIMIT 20",
@@ -393,11 +398,11 @@ def test_an_envelope_too_wide_to_shrink_is_replaced_by_a_note(both) -> None:
     text = json.dumps({"page": {f"k{i}": i for i in range(2000)}, "rows": make_rows(3000)})
     result = text_result(text)
     answer = ResultSaver(saved, threshold_tokens=8192, schema_sample_size=100).save(
-        result, extracted(result), ProxiedCall("query", "db", {}, len(text))
+        result, extracted(result), ProxiedCall("query", "db", {}, size_of(text))
     )
     ds = structured_of(answer.structured_content)["dataset"]
     assert ds["envelope"].startswith("<too large to show") and list(ds["fields"]) == ["id", "kind", "value", "note"]
-    assert sent_size(answer) <= answer_budget(8192)
+    assert sent_size(answer).tokens <= answer_budget(8192)
 
 
 # -- backends ----------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from server.output.descriptor import JSONL_MIME_TYPE, LINES_URI, RESULTS_URI
 from server.output.files import DatasetFile, quote_ident
 from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project, shrink_to_fit
 from server.output.jqfilter import apply_jq
-from server.output.jsontext import BYTES_PER_TOKEN, CHARS_PER_TOKEN, dumps, dumps_bytes, estimate_tokens
+from server.output.jsontext import CHARS_PER_TOKEN, dumps, dumps_bytes, estimate_tokens
 from server.output.layer import (
     MIN_OUTPUT_TOKENS,
     Ceiling,
@@ -29,7 +29,6 @@ from server.output.offload import OffloadStore
 from server.output.schema import Profile, as_object, profile_records
 
 __all__ = [
-    "BYTES_PER_TOKEN",
     "CHARS_PER_TOKEN",
     "JSONL_MIME_TYPE",
     "LINES_URI",

@@ -12,13 +12,12 @@ library with each lone surrogate written as the JSON escape `\\udcxx`, so the te
 valid Unicode and valid JSON (that path refuses NaN rather than write invalid JSON).
 
 Size: Claude Code refuses MCP tool output above ~25,000 tokens, so every "does this fit?"
-question (inline vs file_ref, how far to cut a page, the proxy's threshold) is answered from
-this module's rule, or two layers would disagree about the same response. Text we produce is
-estimated a little pessimistically, 4 ASCII characters per token and 1 token per non-ASCII
-character (CJK text and emoji tokenize far worse than English): `estimate_tokens`. Text we
-cannot see (what a proxied backend sends: code, prose, base64, CJK) is sized by its bytes at
-the cautious end of the usual range, 3 bytes a token (`BYTES_PER_TOKEN`), so a result the agent
-would choke on is never let through.
+question (inline vs file_ref, how far to cut a page, the proxy's threshold for a backend's
+result and for its own answers) is answered by one rule, `estimate_tokens`, or two layers would
+disagree about the same response: 4 ASCII characters a token and 1 token per non-ASCII
+character (CJK text and emoji tokenize far worse than English, about a token a character, so
+text of any script is estimated a little pessimistically). It reads text or its UTF-8 bytes
+alike, so a backend's raw JSON is measured without decoding it when it is ASCII.
 """
 
 from __future__ import annotations
@@ -31,8 +30,6 @@ import msgspec
 
 #: ASCII characters per token, the rule of `estimate_tokens` (also: a client limit in characters).
 CHARS_PER_TOKEN = 4
-#: Bytes per token of text we cannot see (the proxy's threshold and its own answers).
-BYTES_PER_TOKEN = 3
 _ENCODER = msgspec.json.Encoder()
 _STDLIB = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -68,10 +65,13 @@ def byte_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
-def estimate_tokens(text: str) -> int:
-    """Estimated tokens of `text`: ceil(ascii_chars / 4) + non_ascii_chars. `str.isascii()` is
-    O(1) on CPython (a flag on the object); otherwise one C-level encode counts the ASCII."""
+def estimate_tokens(text: str | bytes) -> int:
+    """Estimated tokens of `text` (or of the text its UTF-8 bytes encode): ceil(ascii_chars / 4)
+    + non_ascii_chars. `str.isascii()` is O(1) on CPython (a flag on the object) and
+    `bytes.isascii()` one C pass; otherwise one C-level encode counts the ASCII."""
     if text.isascii():
         return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
     ascii_chars = len(text.encode("ascii", "ignore"))
     return (ascii_chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN + (len(text) - ascii_chars)

@@ -4,8 +4,9 @@ The answer must let an agent carry on without ever seeing the data: what was sav
 how big it was, which fields it has and how the rows split over categorical ones, and SQL it
 can run as is (the real table name filled in). It travels as structuredContent and as the
 same JSON in a text block (clients differ in which they show), so both copies count against
-its budget: half the threshold (`answer_budget`). Records can have thousands of fields, so the
-answer describes as many as fit (`server.output.fit`) and says where the rest are.
+its budget: half the threshold (`answer_budget`), by the output layer's one token estimate.
+Records can have thousands of fields, so the answer describes as many as fit
+(`server.output.fit`) and says where the rest are.
 
 When the dataset cannot be written, the answer is the start of the result instead, cut so the
 whole answer (both copies, JSON escaping included) fits the threshold, with a warning saying
@@ -24,7 +25,7 @@ from typing import Any
 from fastmcp.tools.base import ToolResult
 
 from server.output import (
-    BYTES_PER_TOKEN,
+    CHARS_PER_TOKEN,
     Profile,
     SavedDataset,
     clip_strings,
@@ -36,7 +37,7 @@ from server.output import (
     shrink_to_fit,
 )
 from server.proxy.extraction import Extracted
-from server.proxy.size import sent_size
+from server.proxy.size import Size, sent_size
 from server.rendering import json_result
 
 SAVED = "saved_as_dataset"
@@ -97,19 +98,19 @@ def saved_answer(
     *,
     tool: str,
     server: str,
-    size_bytes: int,
+    size: Size,
     threshold_tokens: int,
     retention_days: float,
 ) -> ToolResult:
-    """The compact answer, within `answer_budget(threshold_tokens)` bytes (text and
+    """The compact answer, within `answer_budget(threshold_tokens)` tokens (text and
     structuredContent together). It describes the first `k` fields, `k` the most that fit, and
     points to the rest; when not even the id, counts and paths fit with the envelope, the
     message and the next steps, a floor of just those (id, table, record count, example SQL,
     paths: about 1 KB a copy with data paths of ordinary length) is sent, which fits any
-    threshold from about 1,500 tokens up (the default is 8,192)."""
+    threshold from about 1,000 tokens up (the default is 8,192)."""
     table = f"dataset_{saved.id}"
     count = len(extracted.records)
-    estimated = size_bytes // BYTES_PER_TOKEN
+    estimated = size.tokens
     tool, server = clip_strings(tool, _NAME_CHARS), clip_strings(server, _NAME_CHARS)
     envelope = _envelope(extracted) if extracted.envelope is not None else None
     kind = "JSON records" if extracted.format == "json_records" else "lines of text"
@@ -126,7 +127,7 @@ def saved_answer(
             "format": extracted.format,
             "records_from": clip_strings(extracted.records_from, _NAME_CHARS),
             "record_count": count,
-            "original_size_bytes": size_bytes,
+            "original_size_bytes": size.bytes,
             "estimated_tokens": estimated,
         }
         if full:
@@ -162,23 +163,21 @@ def saved_answer(
         return json_result(answer)
 
     budget = answer_budget(threshold_tokens)
-    answer, fits = largest_fitting(build, len(names), lambda result: sent_size(result) <= budget)
+    answer, fits = largest_fitting(build, len(names), lambda result: sent_size(result).tokens <= budget)
     return answer if fits else build(0, full=False)
 
 
 def answer_budget(threshold_tokens: int) -> int:
-    """Bytes the saved answer may take, text and structuredContent together: half the
+    """Tokens the saved answer may take, text and structuredContent together: half the
     threshold, so that however a client shows it, it stays well under what the proxy itself
     would have intercepted."""
-    return threshold_tokens * BYTES_PER_TOKEN // 2
+    return threshold_tokens // 2
 
 
-def truncated_answer(
-    text: str, *, tool: str, server: str, size_bytes: int, threshold_tokens: int, why: str
-) -> ToolResult:
+def truncated_answer(text: str, *, tool: str, server: str, size: Size, threshold_tokens: int, why: str) -> ToolResult:
     """The longest start of the result whose whole answer (text and structuredContent together,
     escaping included) fits in `threshold_tokens`, with a warning saying why."""
-    estimated = size_bytes // BYTES_PER_TOKEN
+    estimated = size.tokens
     tool, server = clip_strings(tool, _NAME_CHARS), clip_strings(server, _NAME_CHARS)
 
     def build(n: int) -> ToolResult:
@@ -193,11 +192,12 @@ def truncated_answer(
                     f"the result could not be saved as a dataset ({why}), so this is only its first "
                     f"{n:,} of {len(text):,} characters; narrow the call to get the rest"
                 ),
-                "original_size_bytes": size_bytes,
+                "original_size_bytes": size.bytes,
                 "estimated_tokens": estimated,
                 "text": text[:n],
             }
         )
 
-    max_bytes = threshold_tokens * BYTES_PER_TOKEN
-    return largest_fitting(build, min(len(text), max_bytes), lambda result: sent_size(result) <= max_bytes)[0]
+    # Every character is at least a quarter token, so no longer start than this can fit.
+    most = min(len(text), threshold_tokens * CHARS_PER_TOKEN)
+    return largest_fitting(build, most, lambda result: sent_size(result).tokens <= threshold_tokens)[0]

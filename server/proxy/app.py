@@ -19,7 +19,7 @@ from fastmcp.server.providers.proxy import ProxyProvider
 
 from server import __version__
 from server.errors import ErrorMiddleware
-from server.output import BYTES_PER_TOKEN, Datasets, DatasetStore, OffloadStore, OutputLayer
+from server.output import MIN_OUTPUT_TOKENS, Datasets, DatasetStore, OffloadStore, OutputLayer
 from server.proxy.backends import Backend, ToolOwners
 from server.proxy.interceptor import LargeResultInterceptor
 from server.proxy.saver import ResultSaver
@@ -34,8 +34,8 @@ from sessions import CursorCodec, load_or_create_key
 log = logging.getLogger("codepager.proxy")
 
 PROXY_TOOLS = ("analyze-with-duckdb", "list-saved-datasets", "read-dataset-page")
-#: Room left next to a page's text for the resource_link block a file_ref answer carries.
-LINK_BYTES = 512
+#: Room (in tokens) left next to a page's text for the resource_link block a file_ref answer carries.
+LINK_TOKENS = 128
 MANY_BACKENDS_INSTRUCTIONS = (
     "This server proxies several MCP servers; each tool name starts with its server's name. "
     "Tool results too large to send are saved as datasets: query them with analyze-with-duckdb, "
@@ -60,11 +60,13 @@ class _BackendMetadata(ProxyMetadataMiddleware):
 
 def own_tools_ceiling(settings: Settings) -> OffloadSettings:
     """The offload settings for the proxy's own tools: their page ceiling is the proxy's
-    threshold by the proxy's estimate (3 bytes a token), not the search server's token ceiling,
-    so nothing the proxy answers itself is larger than what it would have intercepted. (Not
-    below 1 KB, the least a page envelope needs: a threshold under ~500 tokens is not met.)"""
-    limit = settings.proxy.threshold_tokens * BYTES_PER_TOKEN - LINK_BYTES
-    return settings.offload.model_copy(update={"max_bytes": max(min(settings.offload.max_bytes, limit), 1024)})
+    threshold, not the search server's token ceiling, so nothing the proxy answers itself is
+    larger than what it would have intercepted. (Not below `MIN_OUTPUT_TOKENS`, the least a
+    page envelope needs: a threshold under ~400 tokens is not met.)"""
+    limit = settings.proxy.threshold_tokens - LINK_TOKENS
+    return settings.offload.model_copy(
+        update={"max_tokens": max(min(settings.offload.max_tokens, limit), MIN_OUTPUT_TOKENS)}
+    )
 
 
 def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:

@@ -1,6 +1,6 @@
 """The proxy's one intervention: results over the threshold become datasets, nothing else changes.
 
-A result's size is estimated at one token per 3 bytes of what the agent is handed
+A result's size is the output layer's token estimate of what the agent is handed
 (`size.wire_size`: the larger of the content and the structured content, which fastmcp
 backends fill with the same JSON, so it is not counted twice). Under the threshold,
 an error result, an excluded tool, one of the proxy's own tools, or a result that is not
@@ -24,7 +24,6 @@ import mcp_types as mt
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools.base import InputRequiredToolResult, Tool, ToolResult
 
-from server.output import BYTES_PER_TOKEN
 from server.proxy.backends import ToolOwners
 from server.proxy.extraction import extract_records
 from server.proxy.saver import ProxiedCall, ResultSaver
@@ -39,7 +38,7 @@ class LargeResultInterceptor(Middleware):
     ) -> None:
         self.saver = saver
         self.owners = owners
-        self.max_bytes = threshold_tokens * BYTES_PER_TOKEN
+        self.threshold_tokens = threshold_tokens
         self.excluded = frozenset(excluded)
 
     def _owner(self, tool: str) -> tuple[str, str] | None:
@@ -76,12 +75,10 @@ class LargeResultInterceptor(Middleware):
             return result
         structured = structured_json(result)  # serialized once: measured here, split into records below
         size = wire_size(result, structured)
-        if size <= self.max_bytes:
+        if size.tokens <= self.threshold_tokens:
             return result
         extracted = await anyio.to_thread.run_sync(extract_records, result, structured)
         if extracted is None:
             return result
-        call = ProxiedCall(
-            tool=owner[1], server=owner[0], arguments=dict(context.message.arguments or {}), size_bytes=size
-        )
+        call = ProxiedCall(tool=owner[1], server=owner[0], arguments=dict(context.message.arguments or {}), size=size)
         return await anyio.to_thread.run_sync(self.saver.save, result, extracted, call)

@@ -16,6 +16,7 @@ from server.errors import StoreWriteError
 from server.output import DatasetStore, Profile, clip_strings, dumps, profile_records
 from server.proxy.answer import saved_answer, truncated_answer
 from server.proxy.extraction import Extracted, result_text
+from server.proxy.size import Size
 
 log = logging.getLogger(__name__)
 #: Arguments are kept in the metadata to tell datasets apart; long values (a file being
@@ -31,7 +32,7 @@ class ProxiedCall:
     tool: str
     server: str
     arguments: dict[str, Any]
-    size_bytes: int
+    size: Size
 
 
 class ResultSaver:
@@ -63,7 +64,7 @@ class ResultSaver:
             profile,
             tool=call.tool,
             server=call.server,
-            size_bytes=call.size_bytes,
+            size=call.size,
             threshold_tokens=self.threshold_tokens,
             retention_days=self.store.retention_days,
         )
@@ -74,7 +75,7 @@ class ResultSaver:
             "tool": call.tool,
             "server": call.server,
             "arguments": clip_strings(call.arguments, _ARGUMENT_CHARS),
-            "original_size": call.size_bytes,
+            "original_size": call.size.bytes,
             "format": extracted.format,
             "records_from": extracted.records_from,
             "schema": profile.schema(),
@@ -94,7 +95,7 @@ class ResultSaver:
             text,
             tool=call.tool,
             server=call.server,
-            size_bytes=call.size_bytes,
+            size=call.size,
             threshold_tokens=self.threshold_tokens,
             why=why,
         )
