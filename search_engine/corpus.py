@@ -25,7 +25,7 @@ from rapidfuzz import fuzz, process
 
 from search_engine.chunk_table import ChunkTable
 from search_engine.lexical import LexicalIndex
-from search_engine.priors import PathPriors
+from search_engine.priors import PathPriors, satellite_packages
 from search_engine.symbols import MIN_FUZZY_LEN, SymbolIndex, normalize
 from search_engine.vectors import VectorIndex
 
@@ -62,6 +62,8 @@ class Corpus:
     names: FileNames
     _file_languages: list[str | None]
     _priors: dict[PathPriors, np.ndarray] = field(default_factory=dict)
+    #: The index's satellite packages (`search_engine.priors`), found once from its paths.
+    satellites: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, chunks: ChunkTable, vectors: VectorIndex, lexical: LexicalIndex) -> Corpus:
@@ -88,6 +90,7 @@ class Corpus:
             np.asarray(vectors.file_vectors, dtype=np.float32),
             FileNames(files),
             list(chunks.languages),
+            satellites=satellite_packages(files),
         )
 
     def files_allowed(self, allowed: np.ndarray | None) -> np.ndarray:
@@ -96,6 +99,10 @@ class Corpus:
         if allowed is None:
             return np.arange(len(self.files))
         return np.flatnonzero(np.bincount(self.file_of[allowed], minlength=len(self.files)))
+
+    def priors_for(self, query: str) -> np.ndarray:
+        """Each file's path-prior factor for `query` (see `search_engine.priors`)."""
+        return self.file_priors(PathPriors.for_query(query, self.satellites))
 
     def file_priors(self, priors: PathPriors) -> np.ndarray:
         """Each file's path-prior factor under `priors` (a handful of variants exist, each

@@ -37,7 +37,6 @@ import numpy as np
 
 from search_engine.corpus import Corpus
 from search_engine.hits import Hit, diversify
-from search_engine.priors import PathPriors
 from search_engine.symbols import query_identifiers
 from search_engine.vectors import Nearest
 
@@ -146,7 +145,7 @@ def hybrid_search(
     )
 
     candidates = np.union1d(candidates, credited)
-    fused[candidates] *= corpus.file_priors(PathPriors.for_query(query))[corpus.file_of[candidates]]
+    fused[candidates] *= corpus.priors_for(query)[corpus.file_of[candidates]]
     return _select(corpus, candidates, fused, ranks, top_k)
 
 

@@ -10,13 +10,21 @@ kind of file ("tests for the retry logic", "the README"), its penalty is lifted.
 Docs are asked for by the *kind* of document ("README", "changelog", "guide", "tutorial"), not
 by topic words: "markdown rendering" or "documentation generator" describe a feature of the
 code, and lifting the prose penalty for them let pages about the feature outrank it.
+
+A project whose root is itself a package (a manifest and a `lib/` or `src/` at the top) may
+carry sibling packages in top-level folders with a manifest and a `lib/` or `src/` of their
+own: a contrib collection, a plugin, an installer (sinatra's `rack-protection/` and
+`sinatra-contrib/`, phoenix's `installer/`). They share the project's vocabulary, and a
+question about the project is about its root package, so they are scaled down too, unless the
+query names one (every word of its folder name: "rack protection"). A workspace whose root is
+no package (tokio, serde, a `packages/*` monorepo) has no such centre, and nothing is scaled.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
@@ -73,16 +81,25 @@ DATA_FACTOR = 0.3
 GENERATED_FACTOR = 0.2
 TEMPLATE_FACTOR = 0.5
 DECLARATION_FACTOR = 0.5
+SATELLITE_FACTOR = 0.5
 # A C/C++ header next to its own implementation (`src/idna.h` beside `src/idna.c`) declares
 # what the source file does: the source is the answer. A header with no such sibling (a
 # header-only library's `include/fmt/format.h`, a public `include/uv.h`) keeps full weight.
 _HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx")
 _SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".m", ".mm")
+# What makes a folder a package of its own (see the module doc): a manifest beside a source folder.
+_MANIFEST_RE = re.compile(
+    r"^(?:[^/]*\.gemspec|mix\.exs|package\.json|Cargo\.toml|pom\.xml|pyproject\.toml|setup\.py|go\.mod"
+    r"|build\.gradle(?:\.kts)?|composer\.json|[^/]*\.cabal|Package\.swift)$"
+)
+_SOURCE_DIRS = frozenset({"lib", "src"})
+_WORD_RE = re.compile(r"[a-z0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
 class PathPriors:
-    """The penalties that apply to one query (some are lifted by what it asks for)."""
+    """The penalties that apply to one query (some are lifted by what it asks for);
+    `named_satellites` are the satellite packages (see the module doc) the query names."""
 
     tests: bool = True
     prose: bool = True
@@ -91,9 +108,13 @@ class PathPriors:
     config: bool = True
     templates: bool = True
     declarations: bool = True
+    named_satellites: frozenset[str] = frozenset()
 
     @classmethod
-    def for_query(cls, query: str) -> PathPriors:
+    def for_query(cls, query: str, satellites: Mapping[str, frozenset[str]] | None = None) -> PathPriors:
+        """The priors of `query` over an index whose satellite packages are `satellites` (folder
+        -> the words of its name, from `satellite_packages`)."""
+        words = set(_WORD_RE.findall(query.lower()))
         return cls(
             tests=not _ASKS_FOR_TESTS_RE.search(query),
             prose=not _ASKS_FOR_DOCS_RE.search(query),
@@ -102,17 +123,24 @@ class PathPriors:
             config=not _ASKS_FOR_CONFIG_RE.search(query),
             templates=not _ASKS_FOR_TEMPLATES_RE.search(query),
             declarations=not _ASKS_FOR_DECLARATIONS_RE.search(query),
+            named_satellites=frozenset(f for f, name in (satellites or {}).items() if name <= words),
         )
 
     def factors(self, paths: Sequence[str], languages: Sequence[str | None]) -> list[float]:
         """`factor` of every file of one index, which also knows each file's siblings."""
         implemented = implemented_headers(paths)
-        return [self.factor(p, lang, p in implemented) for p, lang in zip(paths, languages, strict=True)]
+        scaled = set(satellite_packages(paths)) - self.named_satellites
+        return [
+            self.factor(p, lang, p in implemented, p.split("/", 1)[0] in scaled)
+            for p, lang in zip(paths, languages, strict=True)
+        ]
 
-    def factor(self, path: str, language: str | None, implemented: bool = False) -> float:
+    def factor(self, path: str, language: str | None, implemented: bool = False, satellite: bool = False) -> float:
         """The factor of one file; `implemented` says it is a header whose source file sits
-        beside it (see `implemented_headers`)."""
+        beside it (see `implemented_headers`), `satellite` that it lies in a satellite package
+        the query does not name (see `satellite_packages`)."""
         kinds = _path_kinds(path, language) | ({"declaration"} if implemented else set())
+        kinds |= {"satellite"} if satellite else set()
         f = 1.0
         for kind, lifted_by, penalty in _PENALTIES:
             if kind in kinds and not (lifted_by and not getattr(self, lifted_by)):
@@ -133,6 +161,7 @@ _PENALTIES = (
     ("shim", None, SHIM_FACTOR),
     ("reexport", None, REEXPORT_FACTOR),
     ("declaration", "declarations", DECLARATION_FACTOR),
+    ("satellite", None, SATELLITE_FACTOR),
 )
 
 
@@ -145,6 +174,22 @@ def implemented_headers(paths: Sequence[str]) -> set[str]:
         if suffix.lower() in _HEADER_SUFFIXES and any(root + s in present for s in _SOURCE_SUFFIXES):
             headers.add(path)
     return headers
+
+
+def satellite_packages(paths: Sequence[str]) -> dict[str, frozenset[str]]:
+    """The top-level folders among `paths` that are packages beside a root package (see the
+    module doc), each with the words of its name; none when the root is no package."""
+    top = [p for p in paths if "/" not in p]
+    if not any(map(_MANIFEST_RE.match, top)) or not any(p.split("/", 1)[0] in _SOURCE_DIRS for p in paths):
+        return {}
+    manifests, sources = set(), set()
+    for path in paths:
+        parts = path.split("/", 2)
+        if len(parts) == 2 and _MANIFEST_RE.match(parts[1]):
+            manifests.add(parts[0])
+        elif len(parts) == 3 and parts[1] in _SOURCE_DIRS:
+            sources.add(parts[0])
+    return {folder: frozenset(_WORD_RE.findall(folder.lower())) for folder in sorted(manifests & sources)}
 
 
 @lru_cache(maxsize=65536)

@@ -32,7 +32,6 @@ from search_engine.hybrid import hybrid_search
 from search_engine.lexical import LexicalIndex
 from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
 from search_engine.paths import SearchLocation
-from search_engine.priors import PathPriors
 from search_engine.semantic import semantic_search
 from search_engine.tokenize import validate_query
 from search_engine.vectors import VectorIndex
@@ -99,7 +98,7 @@ class Ranker:
                     request.threshold,
                     corpus.file_of,
                     file_similarity=corpus.file_vectors @ query_vector,
-                    priors=corpus.file_priors(PathPriors.for_query(request.query)),
+                    priors=corpus.priors_for(request.query),
                 )
                 kind = MatchType.SEMANTIC
             elif request.mode is SearchMode.HYBRID:

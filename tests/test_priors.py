@@ -1,12 +1,13 @@
 """What a path says before its content is read: the kind of every file in the benchmark
-corpora, and which queries lift which penalty (docs by kind of document, not by topic)."""
+corpora, which queries lift which penalty (docs by kind of document, not by topic), and the
+satellite packages beside a root package."""
 
 from __future__ import annotations
 
 import pytest
 
 from search_engine.languages import FileKind, file_kind, language_for
-from search_engine.priors import PathPriors
+from search_engine.priors import SATELLITE_FACTOR, PathPriors, satellite_packages
 
 KINDS = {
     "src/main/java/org/apache/commons/lang3/StringUtils.java": FileKind.CODE,
@@ -123,3 +124,46 @@ def test_a_header_beside_its_source_file_ranks_below_it() -> None:
     assert factors["include/uv.h"] == factors["include/fmt/format.h"] == 1.0
     asked = PathPriors.for_query("the IDNA header declarations").factors(paths, languages)
     assert dict(zip(paths, asked, strict=True))["src/idna.h"] == 1.0
+
+
+SINATRA_LIKE = [
+    "sinatra.gemspec",
+    "lib/sinatra/base.rb",
+    "rack-protection/rack-protection.gemspec",
+    "rack-protection/lib/rack/protection/http_origin.rb",
+    "sinatra-contrib/sinatra-contrib.gemspec",
+    "sinatra-contrib/lib/sinatra/namespace.rb",
+    "examples/chat.rb",
+]
+
+
+def test_sibling_packages_of_a_root_package_are_satellites() -> None:
+    """A folder with its own manifest and lib/ beside a root package (sinatra's rack-protection,
+    phoenix's installer) is a satellite; a workspace whose root is no package has none."""
+    assert satellite_packages(SINATRA_LIKE) == {
+        "rack-protection": frozenset({"rack", "protection"}),
+        "sinatra-contrib": frozenset({"sinatra", "contrib"}),
+    }
+    phoenix = ["mix.exs", "lib/phoenix/router.ex", "installer/mix.exs", "installer/lib/phx_new.ex", "assets/js/app.js"]
+    assert satellite_packages(phoenix) == {"installer": frozenset({"installer"})}
+    workspace = ["Cargo.toml", "tokio/Cargo.toml", "tokio/src/lib.rs", "tokio-util/Cargo.toml", "tokio-util/src/lib.rs"]
+    assert satellite_packages(workspace) == {}
+    no_manifest_beside = ["package.json", "src/index.ts", "website/src/page.ts"]  # no manifest in website/
+    assert satellite_packages(no_manifest_beside) == {}
+
+
+def test_satellite_packages_rank_below_the_root_package_unless_the_query_names_one() -> None:
+    languages = [language_for(p) for p in SINATRA_LIKE]
+    satellites = satellite_packages(SINATRA_LIKE)
+
+    def factors(query: str) -> dict[str, float]:
+        priors = PathPriors.for_query(query, satellites)
+        return dict(zip(SINATRA_LIKE, priors.factors(SINATRA_LIKE, languages), strict=True))
+
+    plain = factors("how the Rack middleware stack is assembled")
+    assert plain["lib/sinatra/base.rb"] == 1.0
+    assert plain["rack-protection/lib/rack/protection/http_origin.rb"] == SATELLITE_FACTOR
+    assert plain["sinatra-contrib/lib/sinatra/namespace.rb"] == SATELLITE_FACTOR
+    named = factors("rack protection against forged origins")
+    assert named["rack-protection/lib/rack/protection/http_origin.rb"] == 1.0
+    assert named["sinatra-contrib/lib/sinatra/namespace.rb"] == SATELLITE_FACTOR

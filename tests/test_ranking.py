@@ -396,3 +396,49 @@ def test_bigger_indexes_fuse_a_share_of_their_chunks_not_a_fixed_hundred() -> No
     assert candidate_count(1_574, FILE_CANDIDATE_SHARE, MAX_FILE_CANDIDATES) == 157
     assert candidate_count(12_700, FILE_CANDIDATE_SHARE, MAX_FILE_CANDIDATES) == MAX_FILE_CANDIDATES == 200
     assert candidate_count(450_000, CANDIDATE_SHARE) == MAX_CANDIDATES
+
+
+SATELLITE_REPO = {
+    "webkit.gemspec": "Gem::Specification.new { |s| s.name = 'webkit' }\n",
+    "lib/webkit/base.rb": """
+module Webkit
+  # The application class: builds the Rack middleware stack around the app and routes requests.
+  class Base
+    def self.build(app)
+      builder = Rack::Builder.new
+      middleware.each { |klass, args| builder.use(klass, *args) }
+      builder.run(app)
+      builder
+    end
+  end
+end
+""",
+    "guard/guard.gemspec": "Gem::Specification.new { |s| s.name = 'guard' }\n",
+    "guard/lib/guard/origin.rb": """
+module Guard
+  # Rack middleware stack guard: assembled into the middleware stack, it refuses requests
+  # from another origin before the Rack middleware stack hands them to the app.
+  class Origin
+    def initialize(app)
+      @app = app
+    end
+
+    def call(env)
+      return [403, {}, ["forbidden"]] unless env["HTTP_ORIGIN"].nil?
+      @app.call(env)
+    end
+  end
+end
+""",
+}
+
+
+def test_a_satellite_package_ranks_below_the_root_package(engine: SearchEngine, tmp_path: Path) -> None:
+    """`guard/` has its own gemspec and lib/ beside the root package: a question about the
+    project's middleware stack is about the root package's, unless it names the satellite."""
+    repo = _write(tmp_path / "repo", SATELLITE_REPO)
+    for mode in (SearchMode.HYBRID, SearchMode.SEMANTIC):
+        assert _paths(_search(engine, repo, "how the Rack middleware stack is assembled", mode))[0] == (
+            "lib/webkit/base.rb"
+        )
+    assert _paths(_search(engine, repo, "guard middleware refusing another origin"))[0] == "guard/lib/guard/origin.rb"
