@@ -11,6 +11,11 @@ Docs are asked for by the *kind* of document ("README", "changelog", "guide", "t
 by topic words: "markdown rendering" or "documentation generator" describe a feature of the
 code, and lifting the prose penalty for them let pages about the feature outrank it.
 
+A cross-platform project keeps ports beside its main implementation (libuv's `src/win/tcp.c`
+beside `src/unix/tcp.c`, Go's `file_windows.go`, `os390.c`, `aix.c`): a question that names no
+platform is about the implementation most readers mean, so files of a port rank a little below
+it, until the query names a platform.
+
 A project whose root is itself a package (a manifest and a `lib/` or `src/` at the top) may
 carry sibling packages in top-level folders with a manifest and a `lib/` or `src/` of their
 own: a contrib collection, a plugin, an installer (sinatra's `rack-protection/` and
@@ -48,6 +53,12 @@ _BUILD_FILE_RE = re.compile(
     r"|(?:gulp|grunt|jake)file\.\w+|setup\.py|noxfile\.py|build\.rs|[^/]*\.config\.(?:js|cjs|mjs|ts|cts|mts))$",
     re.IGNORECASE,
 )
+# A folder or file name part naming a platform port: `win/`, `win32.c`, `fs_windows.go`, `os390.c`.
+_PLATFORM_RE = re.compile(
+    r"(?:^|/|[_.-])(?:win|win32|win64|windows|os390|zos|aix|sunos|solaris|ibmi|cygwin|haiku|qnx|hurd|plan9|illumos)"
+    r"(?:/|[_.-][^/]*$)",
+    re.IGNORECASE,
+)
 _REEXPORT_NAMES = frozenset({"__init__.py", "package-info.java", "mod.ts", "index.ts", "index.js"})
 
 _ASKS_FOR_TESTS_RE = re.compile(r"\b(?:tests?|testing|specs?|fixtures?|conftest)\b", re.IGNORECASE)
@@ -64,6 +75,11 @@ _ASKS_FOR_TOOLING_RE = re.compile(
     re.IGNORECASE,
 )
 _ASKS_FOR_DECLARATIONS_RE = re.compile(r"\b(?:headers?|declarations?|declared|prototypes?)\b", re.IGNORECASE)
+_ASKS_FOR_PLATFORM_RE = re.compile(
+    r"\b(?:win|win32|win64|windows|os390|z/os|zos|aix|sunos|solaris|ibmi|cygwin|haiku|qnx|hurd|plan9|illumos"
+    r"|platforms?)\b",
+    re.IGNORECASE,
+)
 _ASKS_FOR_TEMPLATES_RE = re.compile(r"\btemplates?\b", re.IGNORECASE)
 _ASKS_FOR_CONFIG_RE = re.compile(
     r"\b(?:config(?:uration)?|settings|manifest|dependenc(?:y|ies)|ci|workflow)\b|\.(?:json|ya?ml|toml|ini|cfg)\b",
@@ -81,6 +97,7 @@ DATA_FACTOR = 0.3
 GENERATED_FACTOR = 0.2
 TEMPLATE_FACTOR = 0.5
 DECLARATION_FACTOR = 0.5
+PLATFORM_FACTOR = 0.7
 SATELLITE_FACTOR = 0.5
 # A C/C++ header next to its own implementation (`src/idna.h` beside `src/idna.c`) declares
 # what the source file does: the source is the answer. A header with no such sibling (a
@@ -108,6 +125,7 @@ class PathPriors:
     config: bool = True
     templates: bool = True
     declarations: bool = True
+    platforms: bool = True
     named_satellites: frozenset[str] = frozenset()
 
     @classmethod
@@ -123,6 +141,7 @@ class PathPriors:
             config=not _ASKS_FOR_CONFIG_RE.search(query),
             templates=not _ASKS_FOR_TEMPLATES_RE.search(query),
             declarations=not _ASKS_FOR_DECLARATIONS_RE.search(query),
+            platforms=not _ASKS_FOR_PLATFORM_RE.search(query),
             named_satellites=frozenset(f for f, name in (satellites or {}).items() if name <= words),
         )
 
@@ -161,6 +180,7 @@ _PENALTIES = (
     ("shim", None, SHIM_FACTOR),
     ("reexport", None, REEXPORT_FACTOR),
     ("declaration", "declarations", DECLARATION_FACTOR),
+    ("platform", "platforms", PLATFORM_FACTOR),
     ("satellite", None, SATELLITE_FACTOR),
 )
 
@@ -201,6 +221,8 @@ def _path_kinds(path: str, language: str | None) -> frozenset[str]:
         kinds.add("example")
     if _TOOLING_DIR_RE.search(path) or _BUILD_FILE_RE.search(path):
         kinds.add("tooling")
+    if _PLATFORM_RE.search(path):
+        kinds.add("platform")
     if PurePosixPath(path).name in _REEXPORT_NAMES:
         kinds.add("reexport")
     kind = file_kind(path, language)

@@ -1,13 +1,13 @@
 """What a path says before its content is read: the kind of every file in the benchmark
 corpora, which queries lift which penalty (docs by kind of document, not by topic), and the
-satellite packages beside a root package."""
+satellite packages beside a root package, platform ports."""
 
 from __future__ import annotations
 
 import pytest
 
 from search_engine.languages import FileKind, file_kind, language_for
-from search_engine.priors import SATELLITE_FACTOR, PathPriors, satellite_packages
+from search_engine.priors import PLATFORM_FACTOR, SATELLITE_FACTOR, PathPriors, satellite_packages
 
 KINDS = {
     "src/main/java/org/apache/commons/lang3/StringUtils.java": FileKind.CODE,
@@ -167,3 +167,17 @@ def test_satellite_packages_rank_below_the_root_package_unless_the_query_names_o
     named = factors("rack protection against forged origins")
     assert named["rack-protection/lib/rack/protection/http_origin.rb"] == 1.0
     assert named["sinatra-contrib/lib/sinatra/namespace.rb"] == SATELLITE_FACTOR
+
+
+@pytest.mark.parametrize(
+    "path", ["src/win/tcp.c", "include/uv/win.h", "src/os390.c", "os/file_windows.go", "tokio/src/signal/windows.rs"]
+)
+def test_platform_ports_rank_a_little_below_the_main_implementation_unless_a_platform_is_named(path: str) -> None:
+    assert _factor("TCP stream connect and accept implementation", path) == PLATFORM_FACTOR
+    assert _factor("how TCP connect works on Windows", path) == 1.0
+    assert _factor("platform-specific TCP connect", path) == 1.0
+
+
+@pytest.mark.parametrize("path", ["src/unix/tcp.c", "src/window.ts", "lib/twin.rb", "os/file_unix.go", "src/linux.c"])
+def test_the_main_implementation_and_look_alike_names_are_no_platform_port(path: str) -> None:
+    assert _factor("TCP stream connect and accept implementation", path) == 1.0

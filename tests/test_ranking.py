@@ -442,3 +442,40 @@ def test_a_satellite_package_ranks_below_the_root_package(engine: SearchEngine, 
             "lib/webkit/base.rb"
         )
     assert _paths(_search(engine, repo, "guard middleware refusing another origin"))[0] == "guard/lib/guard/origin.rb"
+
+
+TWINS_REPO = {
+    "src/unix/tcp.c": """
+/* Connect a TCP stream socket and accept incoming connections. */
+int uv_tcp_connect(uv_tcp_t* handle, const struct sockaddr* addr) {
+  return connect(handle->fd, addr, sizeof(*addr));
+}
+
+int uv_tcp_accept(uv_tcp_t* server, uv_tcp_t* client) {
+  client->fd = accept(server->fd, NULL, NULL);
+  return client->fd < 0 ? -1 : 0;
+}
+""",
+    "src/win/tcp.c": """
+/* TCP stream connect and accept implementation: connect a TCP stream socket with ConnectEx and
+ * accept incoming TCP stream connections with AcceptEx, the TCP connect and accept of this port. */
+int uv_tcp_connect(uv_tcp_t* handle, const struct sockaddr* addr) {
+  return ConnectEx(handle->socket, addr, sizeof(*addr), NULL, 0, NULL, &handle->overlapped);
+}
+
+int uv_tcp_accept(uv_tcp_t* server, uv_tcp_t* client) {
+  return AcceptEx(server->socket, client->socket, server->buffer, 0, 0, 0, NULL, &server->overlapped);
+}
+""",
+}
+
+
+def test_a_platform_port_ranks_below_the_main_implementation(engine: SearchEngine, tmp_path: Path) -> None:
+    """libuv-style twins: a query naming no platform wants the main (unix) implementation even
+    when the Windows port describes itself in the query's words; naming Windows lifts that."""
+    repo = _write(tmp_path / "repo", TWINS_REPO)
+    for mode in (SearchMode.HYBRID, SearchMode.SEMANTIC):
+        assert _paths(_search(engine, repo, "TCP stream connect and accept implementation", mode))[0] == (
+            "src/unix/tcp.c"
+        )
+    assert _paths(_search(engine, repo, "TCP stream connect and accept on Windows"))[0] == "src/win/tcp.c"
