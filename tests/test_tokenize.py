@@ -86,3 +86,24 @@ def test_tokens_are_lowercase_and_long_enough_for_any_text(text: str) -> None:
     for token in tokenize_text(text):
         assert token == token.lower()
         assert len(token) >= MIN_TOKEN_LEN - 1  # a stem may be one shorter than its word
+
+
+def test_a_word_code_abbreviates_brings_its_abbreviation_along() -> None:
+    """Code says `impls.rs`, `cb` and `cfg` where a question says "implementations", "callbacks"
+    and "configuration"; each abbreviation is added once, after the query's own terms."""
+    assert query_terms("standard library Serialize implementations") == [
+        "standard",
+        "librari",
+        "serial",
+        "implement",
+        "impl",
+    ]
+    assert query_terms("idle callbacks and the callback queue") == ["idl", "callback", "callback", "queue", "cb"]
+    assert query_terms("endpoint configuration") == ["endpoint", "configur", "config", "cfg"]
+    # the term a file named by the abbreviation (`impls.rs`) is indexed under is among them
+    assert set(tokenize_text("impls")) <= set(query_terms("Serialize implementations"))
+
+
+def test_keywords_and_everyday_names_are_not_added_as_abbreviations() -> None:
+    for query, absent in (("function arguments", {"fn", "func", "arg"}), ("asynchronous request", {"async", "req"})):
+        assert not absent & set(query_terms(query))
