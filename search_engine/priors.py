@@ -16,6 +16,11 @@ beside `src/unix/tcp.c`, Go's `file_windows.go`, `os390.c`, `aix.c`): a question
 platform is about the implementation most readers mean, so files of a port rank a little below
 it, until the query names a platform.
 
+A `v1/` folder whose files also stand one level up (`pydantic/v1/fields.py` beside
+`pydantic/fields.py`) is the first version of an API kept for compatibility, a shim like
+`compat/`, unless the query says "v1". Only `v1`: Go puts a new major version in `v2/` beside the old root, so a higher
+number may well be the current code.
+
 A project whose root is itself a package (a manifest and a `lib/` or `src/` at the top) may
 carry sibling packages in top-level folders with a manifest and a `lib/` or `src/` of their
 own: a contrib collection, a plugin, an installer (sinatra's `rack-protection/` and
@@ -80,6 +85,7 @@ _ASKS_FOR_PLATFORM_RE = re.compile(
     r"|platforms?)\b",
     re.IGNORECASE,
 )
+_ASKS_FOR_FIRST_VERSION_RE = re.compile(r"\bv1\b", re.IGNORECASE)
 _ASKS_FOR_TEMPLATES_RE = re.compile(r"\btemplates?\b", re.IGNORECASE)
 _ASKS_FOR_CONFIG_RE = re.compile(
     r"\b(?:config(?:uration)?|settings|manifest|dependenc(?:y|ies)|ci|workflow)\b|\.(?:json|ya?ml|toml|ini|cfg)\b",
@@ -110,6 +116,9 @@ _MANIFEST_RE = re.compile(
     r"|build\.gradle(?:\.kts)?|composer\.json|[^/]*\.cabal|Package\.swift)$"
 )
 _SOURCE_DIRS = frozenset({"lib", "src"})
+_V1_RE = re.compile(r"^(?P<parent>(?:.*/)?)v1/(?P<rest>.+)$")
+# A `v1/` folder counts as a kept first version once this many of its files have a twin above.
+_MIN_V1_TWINS = 3
 _WORD_RE = re.compile(r"[a-z0-9]+")
 
 
@@ -126,6 +135,7 @@ class PathPriors:
     templates: bool = True
     declarations: bool = True
     platforms: bool = True
+    first_versions: bool = True
     named_satellites: frozenset[str] = frozenset()
 
     @classmethod
@@ -142,6 +152,7 @@ class PathPriors:
             templates=not _ASKS_FOR_TEMPLATES_RE.search(query),
             declarations=not _ASKS_FOR_DECLARATIONS_RE.search(query),
             platforms=not _ASKS_FOR_PLATFORM_RE.search(query),
+            first_versions=not _ASKS_FOR_FIRST_VERSION_RE.search(query),
             named_satellites=frozenset(f for f, name in (satellites or {}).items() if name <= words),
         )
 
@@ -149,17 +160,27 @@ class PathPriors:
         """`factor` of every file of one index, which also knows each file's siblings."""
         implemented = implemented_headers(paths)
         scaled = set(satellite_packages(paths)) - self.named_satellites
+        kept = tuple(kept_first_versions(paths)) if self.first_versions else ()
         return [
-            self.factor(p, lang, p in implemented, p.split("/", 1)[0] in scaled)
+            self.factor(p, lang, p in implemented, p.split("/", 1)[0] in scaled, p.startswith(kept) if kept else False)
             for p, lang in zip(paths, languages, strict=True)
         ]
 
-    def factor(self, path: str, language: str | None, implemented: bool = False, satellite: bool = False) -> float:
+    def factor(
+        self,
+        path: str,
+        language: str | None,
+        implemented: bool = False,
+        satellite: bool = False,
+        kept_version: bool = False,
+    ) -> float:
         """The factor of one file; `implemented` says it is a header whose source file sits
         beside it (see `implemented_headers`), `satellite` that it lies in a satellite package
-        the query does not name (see `satellite_packages`)."""
+        the query does not name (see `satellite_packages`), `kept_version` in a kept first
+        version (`kept_first_versions`)."""
         kinds = _path_kinds(path, language) | ({"declaration"} if implemented else set())
         kinds |= {"satellite"} if satellite else set()
+        kinds |= {"shim"} if kept_version else set()
         f = 1.0
         for kind, lifted_by, penalty in _PENALTIES:
             if kind in kinds and not (lifted_by and not getattr(self, lifted_by)):
@@ -194,6 +215,19 @@ def implemented_headers(paths: Sequence[str]) -> set[str]:
         if suffix.lower() in _HEADER_SUFFIXES and any(root + s in present for s in _SOURCE_SUFFIXES):
             headers.add(path)
     return headers
+
+
+def kept_first_versions(paths: Sequence[str]) -> set[str]:
+    """The `.../v1/` folders (with their slash) among `paths` that keep a first version of the
+    files one level up (see the module doc)."""
+    present = set(paths)
+    twins: dict[str, int] = {}
+    for path in paths:
+        m = _V1_RE.match(path)
+        if m and m["parent"] + m["rest"] in present:
+            folder = m["parent"] + "v1/"
+            twins[folder] = twins.get(folder, 0) + 1
+    return {folder for folder, n in twins.items() if n >= _MIN_V1_TWINS}
 
 
 def satellite_packages(paths: Sequence[str]) -> dict[str, frozenset[str]]:

@@ -1,13 +1,20 @@
 """What a path says before its content is read: the kind of every file in the benchmark
 corpora, which queries lift which penalty (docs by kind of document, not by topic), and the
-satellite packages beside a root package, platform ports."""
+satellite packages beside a root package, platform ports and kept first versions."""
 
 from __future__ import annotations
 
 import pytest
 
 from search_engine.languages import FileKind, file_kind, language_for
-from search_engine.priors import PLATFORM_FACTOR, SATELLITE_FACTOR, PathPriors, satellite_packages
+from search_engine.priors import (
+    PLATFORM_FACTOR,
+    SATELLITE_FACTOR,
+    SHIM_FACTOR,
+    PathPriors,
+    kept_first_versions,
+    satellite_packages,
+)
 
 KINDS = {
     "src/main/java/org/apache/commons/lang3/StringUtils.java": FileKind.CODE,
@@ -181,3 +188,36 @@ def test_platform_ports_rank_a_little_below_the_main_implementation_unless_a_pla
 @pytest.mark.parametrize("path", ["src/unix/tcp.c", "src/window.ts", "lib/twin.rb", "os/file_unix.go", "src/linux.c"])
 def test_the_main_implementation_and_look_alike_names_are_no_platform_port(path: str) -> None:
     assert _factor("TCP stream connect and accept implementation", path) == 1.0
+
+
+def test_a_v1_folder_twinning_the_files_above_it_is_a_kept_first_version() -> None:
+    """pydantic keeps its first API in `pydantic/v1/` beside the current modules: scaled like a
+    compat shim unless the query says v1; a `v2/` (Go's new major version) or a v1 folder of
+    its own files (`api/v1/` routes) is current code."""
+    paths = [
+        "pydantic/fields.py",
+        "pydantic/main.py",
+        "pydantic/types.py",
+        "pydantic/v1/fields.py",
+        "pydantic/v1/main.py",
+        "pydantic/v1/types.py",
+        "pydantic/v1/only_here.py",
+        "mod/client.go",
+        "mod/server.go",
+        "mod/codec.go",
+        "mod/v2/client.go",
+        "mod/v2/server.go",
+        "mod/v2/codec.go",
+        "api/v1/users.py",
+        "api/v1/orders.py",
+        "api/v1/items.py",
+    ]
+    assert kept_first_versions(paths) == {"pydantic/v1/"}
+    languages = [language_for(p) for p in paths]
+    plain = dict(
+        zip(paths, PathPriors.for_query("how are model fields declared").factors(paths, languages), strict=True)
+    )
+    assert plain["pydantic/v1/fields.py"] == plain["pydantic/v1/only_here.py"] == SHIM_FACTOR
+    assert plain["pydantic/fields.py"] == plain["mod/v2/client.go"] == plain["api/v1/users.py"] == 1.0
+    asked = PathPriors.for_query("how v1 model fields are declared").factors(paths, languages)
+    assert dict(zip(paths, asked, strict=True))["pydantic/v1/fields.py"] == 1.0
