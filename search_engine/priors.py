@@ -18,8 +18,8 @@ it, until the query names a platform.
 
 A `v1/` folder whose files also stand one level up (`pydantic/v1/fields.py` beside
 `pydantic/fields.py`) is the first version of an API kept for compatibility, a shim like
-`compat/`, unless the query says "v1". Only `v1`: Go puts a new major version in `v2/` beside the old root, so a higher
-number may well be the current code.
+`compat/`, unless the query says "v1". Only `v1`: Go puts a new major version in `v2/` beside
+the old root, so a higher number may well be the current code.
 
 A project whose root is itself a package (a manifest and a `lib/` or `src/` at the top) may
 carry sibling packages in top-level folders with a manifest and a `lib/` or `src/` of their
