@@ -28,6 +28,27 @@ class Hit:
     ranks: dict[str, int]
 
 
+def saturated(files: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Each candidate's score as `diversify` would decay it (`files` and `scores` aligned, one
+    row per candidate): a file's n-th best candidate keeps SATURATION**n of its score (a
+    negative score is pushed down by the same fraction).
+
+    Greedy selection visits a file's chunks best first and keeps every one it visits, so a
+    file's n-th best chunk always has exactly n chosen before it: `diversify`'s top k are the
+    top k of these values. Cutting a long candidate list by them, rather than by raw score,
+    keeps what the selection needs: by raw score, the best hundred chunks of a large index can
+    come from three long files, whose further chunks are worth a fraction each, and the
+    results then held nothing else."""
+    order = np.lexsort((-scores, files))
+    grouped = files[order]
+    first = np.searchsorted(grouped, grouped, side="left")  # where each file's run starts
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.arange(len(order)) - first
+    decay = SATURATION**ranks
+    decayed: np.ndarray = np.where(scores >= 0, scores * decay, scores * (2.0 - decay))
+    return decayed
+
+
 def diversify(file_of: np.ndarray, candidates: np.ndarray, scores: np.ndarray, top_k: int) -> list[tuple[float, int]]:
     """Greedy top-k of `candidates` (chunk ids) by `scores` (indexed by chunk id) with per-file
     saturation: a file's n-th chosen chunk counts SATURATION**n (a negative score is pushed

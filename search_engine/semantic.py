@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from search_engine.hits import Hit, diversify
+from search_engine.hits import Hit, diversify, saturated
 from search_engine.vectors import VectorIndex
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
 FILE_WEIGHT = 0.3
-# Most similar chunks (at least; 4 x top_k if more) the per-file selection chooses among.
+# Chunks (at least; 4 x top_k if more) the per-file selection chooses among: the best by
+# their score once decayed for the file's chunks before them (`hits.saturated`).
 CANDIDATES = 100
 
 
@@ -68,8 +69,9 @@ def semantic_search(
         # A factor scales a positive similarity down and a negative one further down.
         factor = priors[files]
         sims = np.where(sims > 0, sims * factor, sims / factor)
-    # The best few per file are enough to fill top_k across files; diversify over those.
-    top = np.argpartition(-sims, n - 1)[:n] if n < len(ids) else np.arange(len(ids))
+    # The best n by the score the per-file selection will give them are enough to fill top_k
+    # across files (by raw score, a few long files could fill all n); diversify over those.
+    top = np.argpartition(-saturated(files, sims), n - 1)[:n] if n < len(ids) else np.arange(len(ids))
     top = top[np.lexsort((ids[top], -sims[top]))]
     scores = np.zeros(len(file_of), dtype=np.float64)
     scores[ids[top]] = sims[top]
