@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from search_engine.corpus import Corpus
-from search_engine.hits import Hit, diversify
+from search_engine.hits import Hit, coherence, diversify
 from search_engine.priors import PathPriors
 from search_engine.symbols import query_identifiers
 from search_engine.vectors import Nearest
@@ -193,13 +193,9 @@ def _add_file_signals(
         named_ids, closeness = named_ids[keep], closeness[keep]
         best_first = np.lexsort((named_ids, -closeness))
         add("path", named_ids[best_first], path_weight * unit * closeness[best_first])
-    if len(candidates):
-        excess = np.maximum(fused[candidates] - np.median(fused[candidates]), 0.0)
-        file_sum = np.bincount(corpus.file_of[candidates], weights=excess, minlength=len(corpus.files))
-        if file_sum.max() > 0:
-            coherent = np.flatnonzero(file_sum)
-            coherent = coherent[np.argsort(-file_sum[coherent], kind="stable")]
-            add("coherence", coherent, COHERENCE_WEIGHT * unit * file_sum[coherent] / file_sum.max())
+    coherent, strength = coherence(corpus.file_of[candidates], fused[candidates])
+    if len(coherent):
+        add("coherence", coherent, COHERENCE_WEIGHT * unit * strength)
     scored = np.flatnonzero(file_score)
     if len(scored) == 0:
         return scored
