@@ -46,6 +46,23 @@ CANDIDATES = 100
 COHERENCE_WEIGHT = 0.2
 
 
+def similarity(
+    cosines: np.ndarray, files: np.ndarray, file_similarity: np.ndarray | None, priors: np.ndarray | None
+) -> np.ndarray:
+    """Chunks' similarity to the query as this mode ranks them (float64, aligned with
+    `cosines` and `files`, their file ids): the cosine blended with the file's
+    (`file_similarity`, per file) by `FILE_WEIGHT`, then scaled by the file's path prior
+    (`priors`, per file; a factor scales a positive similarity down and a negative one further
+    down). Hybrid search ranks its semantic list by it too."""
+    sims = np.asarray(cosines, dtype=np.float64)
+    if file_similarity is not None:
+        sims = (1.0 - FILE_WEIGHT) * sims + FILE_WEIGHT * file_similarity[files]
+    if priors is not None:
+        factor = priors[files]
+        sims = np.where(sims > 0, sims * factor, sims / factor)
+    return sims
+
+
 def semantic_search(
     vectors: VectorIndex,
     query_vector: np.ndarray,
@@ -69,14 +86,8 @@ def semantic_search(
     ids, sims = vectors.nearest(query_vector, allowed, n).ranked()
     if len(ids) == 0:
         return []
-    sims = sims.astype(np.float64)
     files = file_of[ids]
-    if file_similarity is not None:
-        sims = (1.0 - FILE_WEIGHT) * sims + FILE_WEIGHT * file_similarity[files]
-    if priors is not None:
-        # A factor scales a positive similarity down and a negative one further down.
-        factor = priors[files]
-        sims = np.where(sims > 0, sims * factor, sims / factor)
+    sims = similarity(sims, files, file_similarity, priors)
     # The best n by the score the per-file selection will give them are enough to fill top_k
     # across files (by raw score, a few long files could fill all n); diversify over those.
     _add_coherence(files, sims, n)
