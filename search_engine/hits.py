@@ -46,6 +46,18 @@ def coherence(files: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.nda
     return ids[order], sums[order] / sums.max() if len(sums) else sums
 
 
+def by_file_best_first(files: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Positions of the candidates (`files` and `scores` aligned) grouped by file, ascending,
+    each file's best score first. Equal scores keep a fixed order, not necessarily the lower
+    position first: numpy's stable sorts (and `lexsort`) took ~0.5 ms for the 4,000 chunks a
+    semantic query rescores, two unstable sorts take a fifth of that."""
+    by_score = np.argsort(-scores)
+    place = np.empty(len(scores), dtype=np.int64)
+    place[by_score] = np.arange(len(scores))
+    order: np.ndarray = np.argsort(files.astype(np.int64) * max(len(scores), 1) + place)  # keys are distinct
+    return order
+
+
 def saturated(files: np.ndarray, scores: np.ndarray) -> np.ndarray:
     """Each candidate's score as `diversify` would decay it (`files` and `scores` aligned, one
     row per candidate): a file's n-th best candidate keeps SATURATION**n of its score (a
@@ -57,7 +69,7 @@ def saturated(files: np.ndarray, scores: np.ndarray) -> np.ndarray:
     keeps what the selection needs: by raw score, the best hundred chunks of a large index can
     come from three long files, whose further chunks are worth a fraction each, and the
     results then held nothing else."""
-    order = np.lexsort((-scores, files))
+    order = by_file_best_first(files, scores)
     grouped = files[order]
     first = np.searchsorted(grouped, grouped, side="left")  # where each file's run starts
     ranks = np.empty(len(order), dtype=np.int64)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from search_engine.hits import Hit, coherence, diversify, saturated
+from search_engine.hits import Hit, by_file_best_first, coherence, diversify, saturated
 from search_engine.vectors import VectorIndex
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
@@ -110,7 +110,7 @@ def _add_coherence(files: np.ndarray, sims: np.ndarray, n: int) -> None:
     if best > 0:
         pool = np.argpartition(-sims, n - 1)[:n] if n < len(sims) else np.arange(len(sims))
         coherent, strength = coherence(files[pool], sims[pool])
-        by_file = np.lexsort((-sims, files))
+        by_file = by_file_best_first(files, sims)
         file_best = by_file[np.searchsorted(files[by_file], coherent)]
         sims[file_best] += COHERENCE_WEIGHT * best * strength
     sims /= 1.0 + COHERENCE_WEIGHT
