@@ -88,9 +88,9 @@ def semantic_search(
         return []
     files = file_of[ids]
     sims = similarity(sims, files, file_similarity, priors)
+    _add_coherence(files, sims, n)
     # The best n by the score the per-file selection will give them are enough to fill top_k
     # across files (by raw score, a few long files could fill all n); diversify over those.
-    _add_coherence(files, sims, n)
     top = np.argpartition(-saturated(files, sims), n - 1)[:n] if n < len(ids) else np.arange(len(ids))
     top = top[np.lexsort((ids[top], -sims[top]))]
     scores = np.zeros(len(file_of), dtype=np.float64)
