@@ -28,6 +28,57 @@ class Hit:
     ranks: dict[str, int]
 
 
+def coherence(files: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How strongly each file's candidates as a group match (`files` and `scores` aligned, one
+    row per candidate): the sum of their scores' excess over the candidates' median, relative
+    to the strongest file's (1.0). Returns the files with any excess, strongest first (ties:
+    the lower id), and their strengths.
+
+    A module about the question has several chunks that match it well, a stray look-alike
+    elsewhere one; counting only the excess over the median keeps a long file's many middling
+    chunks from adding up to strength by number alone."""
+    excess = np.maximum(scores - np.median(scores), 0.0) if len(scores) else np.zeros(0)
+    ids, inverse = np.unique(files, return_inverse=True)
+    sums = np.bincount(inverse, weights=excess, minlength=len(ids))
+    keep = sums > 0
+    ids, sums = ids[keep], sums[keep]
+    order = np.argsort(-sums, kind="stable")
+    return ids[order], sums[order] / sums.max() if len(sums) else sums
+
+
+def by_file_best_first(files: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Positions of the candidates (`files` and `scores` aligned) grouped by file, ascending,
+    each file's best score first. Equal scores keep a fixed order, not necessarily the lower
+    position first: numpy's stable sorts (and `lexsort`) took ~0.5 ms for the 4,000 chunks a
+    semantic query rescores, two unstable sorts take a fifth of that."""
+    by_score = np.argsort(-scores)
+    place = np.empty(len(scores), dtype=np.int64)
+    place[by_score] = np.arange(len(scores))
+    order: np.ndarray = np.argsort(files.astype(np.int64) * max(len(scores), 1) + place)  # keys are distinct
+    return order
+
+
+def saturated(files: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Each candidate's score as `diversify` would decay it (`files` and `scores` aligned, one
+    row per candidate): a file's n-th best candidate keeps SATURATION**n of its score (a
+    negative score is pushed down by the same fraction).
+
+    Greedy selection visits a file's chunks best first and keeps every one it visits, so a
+    file's n-th best chunk always has exactly n chosen before it: `diversify`'s top k are the
+    top k of these values. Cutting a long candidate list by them, rather than by raw score,
+    keeps what the selection needs: by raw score, the best hundred chunks of a large index can
+    come from three long files, whose further chunks are worth a fraction each, and the
+    results then held nothing else."""
+    order = by_file_best_first(files, scores)
+    grouped = files[order]
+    first = np.searchsorted(grouped, grouped, side="left")  # where each file's run starts
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.arange(len(order)) - first
+    decay = SATURATION**ranks
+    decayed: np.ndarray = np.where(scores >= 0, scores * decay, scores * (2.0 - decay))
+    return decayed
+
+
 def diversify(file_of: np.ndarray, candidates: np.ndarray, scores: np.ndarray, top_k: int) -> list[tuple[float, int]]:
     """Greedy top-k of `candidates` (chunk ids) by `scores` (indexed by chunk id) with per-file
     saturation: a file's n-th chosen chunk counts SATURATION**n (a negative score is pushed

@@ -3,8 +3,11 @@
 Signals, each turned into reciprocal-rank contributions 1/(k + rank) (k = 60, the usual RRF
 constant) so that scores of different scales can be added:
 
-- per chunk: BM25 (`lexical`) and cosine similarity of embeddings (`semantic`), weighted by
-  `alpha` — more lexical for a bare identifier, balanced for a question;
+- per chunk: BM25 (`lexical`) and the similarity of embeddings (`semantic`), weighted by
+  `alpha` — more lexical for a bare identifier, balanced for a question. The semantic list is
+  ranked as semantic mode ranks chunks (`search_engine.semantic.similarity`: the cosine
+  blended with the file's, scaled by the path priors), so tests, docs and stray look-alikes
+  do not take the list's places from the implementation;
 - `symbol`: chunks that *define* an identifier the query names (see `search_engine.symbols`),
   added on top, strongly for a bare identifier;
 - per file, credited to the file's best chunk: BM25 over the whole file, the cosine with the
@@ -36,7 +39,8 @@ from __future__ import annotations
 import numpy as np
 
 from search_engine.corpus import Corpus
-from search_engine.hits import Hit, diversify
+from search_engine.hits import Hit, coherence, diversify
+from search_engine.semantic import similarity
 from search_engine.symbols import query_identifiers
 from search_engine.vectors import Nearest
 
@@ -114,14 +118,17 @@ def hybrid_search(
     n_cand = max(candidate_count(n_allowed, CANDIDATE_SHARE), 2 * top_k)
     fused = np.zeros(len(corpus.chunks))  # zero pages are only materialized where written
     ranks: dict[int, dict[str, int]] = {}
+    priors = corpus.priors_for(query)
+    file_similarity = corpus.file_vectors @ query_vector
 
     semantic = corpus.vectors.nearest(query_vector, allowed, n_cand)
     lexical_ids, lexical_scores = corpus.lexical.matching(terms, allowed)
-    # Cosines are shifted to be positive so `reciprocal_ranks` keeps every candidate.
+    # Similarities are shifted to be positive so `reciprocal_ranks` keeps every candidate.
+    sims = similarity(semantic.cosines, corpus.file_of[semantic.ids], file_similarity, priors)
     listed = []
     for name, ids, values, weight in (
         ("lexical", lexical_ids, lexical_scores, 1.0 - alpha),
-        ("semantic", semantic.ids, semantic.cosines + 2.0, alpha),
+        ("semantic", semantic.ids, sims - sims.min(initial=0.0) + 1.0, alpha),
     ):
         order, contrib = reciprocal_ranks(values, ids, n_cand)
         fused[order] += weight * contrib
@@ -141,11 +148,11 @@ def hybrid_search(
     )
 
     credited = _add_file_signals(
-        corpus, query, terms, query_vector, alpha, allowed, candidates, fused, ranks, semantic, unit
+        corpus, query, terms, file_similarity, alpha, allowed, candidates, fused, ranks, semantic, unit
     )
 
     candidates = np.union1d(candidates, credited)
-    fused[candidates] *= corpus.priors_for(query)[corpus.file_of[candidates]]
+    fused[candidates] *= priors[corpus.file_of[candidates]]
     return _select(corpus, candidates, fused, ranks, top_k)
 
 
@@ -153,7 +160,7 @@ def _add_file_signals(
     corpus: Corpus,
     query: str,
     terms: list[str],
-    query_vector: np.ndarray,
+    file_similarity: np.ndarray,
     alpha: float,
     allowed: np.ndarray | None,
     candidates: np.ndarray,
@@ -163,7 +170,8 @@ def _add_file_signals(
     unit: float,
 ) -> np.ndarray:
     """Score files as wholes and credit each file's score, and its ranks, to its best allowed
-    chunk (`candidates`: the chunks scored so far, ascending); returns the credited chunks."""
+    chunk (`candidates`: the chunks scored so far, ascending; `file_similarity`: each file's
+    cosine with the query); returns the credited chunks."""
     files_allowed = corpus.files_allowed(allowed)
     file_score = np.zeros(len(corpus.files))
     file_ranks: dict[int, dict[str, int]] = {}
@@ -178,7 +186,7 @@ def _add_file_signals(
 
     for name, values, weight in (
         ("file_lexical", corpus.lexical.file_scores(terms), FILE_LEXICAL_WEIGHT * (1.0 - alpha)),
-        ("file_semantic", corpus.file_vectors @ query_vector + 2.0, FILE_SEMANTIC_WEIGHT * alpha),
+        ("file_semantic", file_similarity + 2.0, FILE_SEMANTIC_WEIGHT * alpha),
     ):
         n_files = candidate_count(len(files_allowed), FILE_CANDIDATE_SHARE, MAX_FILE_CANDIDATES)
         order, contrib = reciprocal_ranks(values[files_allowed], files_allowed, n_files)
@@ -192,13 +200,9 @@ def _add_file_signals(
         named_ids, closeness = named_ids[keep], closeness[keep]
         best_first = np.lexsort((named_ids, -closeness))
         add("path", named_ids[best_first], path_weight * unit * closeness[best_first])
-    if len(candidates):
-        excess = np.maximum(fused[candidates] - np.median(fused[candidates]), 0.0)
-        file_sum = np.bincount(corpus.file_of[candidates], weights=excess, minlength=len(corpus.files))
-        if file_sum.max() > 0:
-            coherent = np.flatnonzero(file_sum)
-            coherent = coherent[np.argsort(-file_sum[coherent], kind="stable")]
-            add("coherence", coherent, COHERENCE_WEIGHT * unit * file_sum[coherent] / file_sum.max())
+    coherent, strength = coherence(corpus.file_of[candidates], fused[candidates])
+    if len(coherent):
+        add("coherence", coherent, COHERENCE_WEIGHT * unit * strength)
     scored = np.flatnonzero(file_score)
     if len(scored) == 0:
         return scored

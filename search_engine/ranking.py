@@ -79,9 +79,10 @@ class Ranker:
         """Rank the index's chunks for a semantic or hybrid `request`.
 
         `threshold` drops matches scoring below it: for semantic search the score is the
-        cosine similarity (blended with the file's and scaled by the path priors, see
-        `search_engine.semantic`); for hybrid it is the fused score relative to the best match (1.0),
-        since fused reciprocal-rank sums have no absolute scale. Raises InvalidQueryError for
+        cosine similarity (blended with the file's, scaled by the path priors, raised for
+        a coherent file's best chunk and kept in [-1, 1], see `search_engine.semantic`);
+        for hybrid it is the fused score relative to the best match (1.0), since fused
+        reciprocal-rank sums have no absolute scale. Raises InvalidQueryError for
         an empty or stopword-only query (before any work)."""
         started = time.perf_counter()
         terms = validate_query(request.query)

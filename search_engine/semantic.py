@@ -8,12 +8,17 @@ crowded it out):
 
 - what the file as a whole is about: the cosine with the file's mean vector is added with
   `FILE_WEIGHT`, so a function in a module about the query beats a stray look-alike elsewhere;
+- how many of the file's chunks match together: as in hybrid search, the best chunk of a file
+  whose chunks stand out as a group among the most similar gains up to `COHERENCE_WEIGHT`
+  (`search_engine.hits.coherence`). A mean vector cannot say this of a long file, whose
+  many topics blur it;
 - the path priors of hybrid search (`search_engine.priors`): tests, docs, examples, generated
   and vendored files are scaled down unless the query asks for them.
 
 Results are then spread over files as in hybrid search (`search_engine.hits.diversify`): a
 file's second chunk keeps half its score, its third a quarter. The score is that prior-weighted,
-diversified similarity (a cosine blend in [-1, 1]), and `threshold` applies to it.
+diversified similarity (a cosine blend, scaled back into [-1, 1] after coherence), and
+`threshold` applies to it.
 
 The chunk cosine is the int8 one of the index's quantized vectors (`search_engine.vectors`).
 The blend is computed over every chunk the index rescores anyway (all allowed chunks of an
@@ -28,13 +33,34 @@ from __future__ import annotations
 
 import numpy as np
 
-from search_engine.hits import Hit, diversify
+from search_engine.hits import Hit, by_file_best_first, coherence, diversify, saturated
 from search_engine.vectors import VectorIndex
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
 FILE_WEIGHT = 0.3
-# Most similar chunks (at least; 4 x top_k if more) the per-file selection chooses among.
+# Chunks (at least; 4 x top_k if more) the per-file selection chooses among: the best by
+# their score once decayed for the file's chunks before them (`hits.saturated`).
 CANDIDATES = 100
+# A file whose chunks match as a group (coherence, as in hybrid search and with its weight):
+# its best chunk gains up to this much of the best similarity.
+COHERENCE_WEIGHT = 0.2
+
+
+def similarity(
+    cosines: np.ndarray, files: np.ndarray, file_similarity: np.ndarray | None, priors: np.ndarray | None
+) -> np.ndarray:
+    """Chunks' similarity to the query as this mode ranks them (float64, aligned with
+    `cosines` and `files`, their file ids): the cosine blended with the file's
+    (`file_similarity`, per file) by `FILE_WEIGHT`, then scaled by the file's path prior
+    (`priors`, per file; a factor scales a positive similarity down and a negative one further
+    down). Hybrid search ranks its semantic list by it too."""
+    sims = np.asarray(cosines, dtype=np.float64)
+    if file_similarity is not None:
+        sims = (1.0 - FILE_WEIGHT) * sims + FILE_WEIGHT * file_similarity[files]
+    if priors is not None:
+        factor = priors[files]
+        sims = np.where(sims > 0, sims * factor, sims / factor)
+    return sims
 
 
 def semantic_search(
@@ -60,16 +86,12 @@ def semantic_search(
     ids, sims = vectors.nearest(query_vector, allowed, n).ranked()
     if len(ids) == 0:
         return []
-    sims = sims.astype(np.float64)
     files = file_of[ids]
-    if file_similarity is not None:
-        sims = (1.0 - FILE_WEIGHT) * sims + FILE_WEIGHT * file_similarity[files]
-    if priors is not None:
-        # A factor scales a positive similarity down and a negative one further down.
-        factor = priors[files]
-        sims = np.where(sims > 0, sims * factor, sims / factor)
-    # The best few per file are enough to fill top_k across files; diversify over those.
-    top = np.argpartition(-sims, n - 1)[:n] if n < len(ids) else np.arange(len(ids))
+    sims = similarity(sims, files, file_similarity, priors)
+    _add_coherence(files, sims, n)
+    # The best n by the score the per-file selection will give them are enough to fill top_k
+    # across files (by raw score, a few long files could fill all n); diversify over those.
+    top = np.argpartition(-saturated(files, sims), n - 1)[:n] if n < len(ids) else np.arange(len(ids))
     top = top[np.lexsort((ids[top], -sims[top]))]
     scores = np.zeros(len(file_of), dtype=np.float64)
     scores[ids[top]] = sims[top]
@@ -77,3 +99,18 @@ def semantic_search(
     if threshold is not None:
         held = [(s, i) for s, i in held if s >= threshold]
     return [Hit(i, s, {"semantic": r}) for r, (s, i) in enumerate(held, 1)]
+
+
+def _add_coherence(files: np.ndarray, sims: np.ndarray, n: int) -> None:
+    """Raise the best chunk of each file whose chunks, among the `n` most similar, match as a
+    group (`hits.coherence`) by up to COHERENCE_WEIGHT times the best similarity, then scale
+    every similarity by 1 / (1 + COHERENCE_WEIGHT) so scores stay in [-1, 1] (in place;
+    `files` and `sims` aligned, one row per rescored chunk)."""
+    best = float(sims.max())
+    if best > 0:
+        pool = np.argpartition(-sims, n - 1)[:n] if n < len(sims) else np.arange(len(sims))
+        coherent, strength = coherence(files[pool], sims[pool])
+        by_file = by_file_best_first(files, sims)
+        file_best = by_file[np.searchsorted(files[by_file], coherent)]
+        sims[file_best] += COHERENCE_WEIGHT * best * strength
+    sims /= 1.0 + COHERENCE_WEIGHT
