@@ -24,6 +24,7 @@ import numpy as np
 from rapidfuzz import fuzz, process
 
 from search_engine.chunk_table import ChunkTable
+from search_engine.file_words import FileWords
 from search_engine.lexical import LexicalIndex
 from search_engine.priors import PathPriors, satellite_packages
 from search_engine.symbols import MIN_FUZZY_LEN, SymbolIndex, normalize
@@ -60,6 +61,7 @@ class Corpus:
     file_chunks: list[np.ndarray]
     file_vectors: np.ndarray
     names: FileNames
+    words: FileWords
     _file_languages: list[str | None]
     _priors: dict[PathPriors, np.ndarray] = field(default_factory=dict)
     #: The index's satellite packages (`search_engine.priors`), found once from its paths.
@@ -89,6 +91,7 @@ class Corpus:
             file_chunks,
             np.asarray(vectors.file_vectors, dtype=np.float32),
             FileNames(files),
+            FileWords(files),
             list(chunks.languages),
             satellites=satellite_packages(files),
         )

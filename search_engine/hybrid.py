@@ -13,7 +13,9 @@ constant) so that scores of different scales can be added:
 - per file, credited to the file's best chunk: BM25 over the whole file, the cosine with the
   file's mean vector, whether the query names the file (`path`: `tokenizer.py` for
   `Tokenizer` even when the class is imported from elsewhere; `web_urldispatcer`, `hlpers.py`
-  or `client/sesion` for the file they nearly spell, see `search_engine.corpus.FileNames`),
+  or `client/sesion` for the file they nearly spell, see `search_engine.corpus.FileNames`;
+  otherwise, more lightly, whether the query's words are the words of the file's name or
+  folder: `show_exceptions.rb` for "exception rendering", see `search_engine.file_words`),
   and how many of its chunks score well (above the median candidate: RRF scores are flat, so
   counting every candidate would just favour long files). Results are judged by whether the
   right file comes first, and a module that matches a question as a whole usually beats a
@@ -73,6 +75,10 @@ FILE_LEXICAL_WEIGHT = 1.0
 FILE_SEMANTIC_WEIGHT = 1.0
 FILE_NAMED_WEIGHT = 1.0
 PATH_WEIGHT_EXPLICIT = SYMBOL_WEIGHT_WHOLE
+# A file whose stem or folder shares the query's words (`search_engine.file_words`), when no
+# file is named outright: half a named file's weight (0.3 gained less on the multi-language
+# set, 1.0 cost the Python set).
+PATH_WORDS_WEIGHT = 0.5
 COHERENCE_WEIGHT = 0.2
 
 
@@ -192,10 +198,13 @@ def _add_file_signals(
         order, contrib = reciprocal_ranks(values[files_allowed], files_allowed, n_files)
         add(name, order, weight * contrib)
     named = corpus.names.match(query)
-    if named.scores:
-        path_weight = PATH_WEIGHT_EXPLICIT if named.explicit else FILE_NAMED_WEIGHT
-        named_ids = np.fromiter(named.scores, dtype=np.int64, count=len(named.scores))
-        closeness = np.fromiter(named.scores.values(), dtype=np.float64, count=len(named_ids))
+    path_weight = PATH_WEIGHT_EXPLICIT if named.explicit else FILE_NAMED_WEIGHT
+    by_name = named.scores
+    if not by_name:  # no file named outright: the files whose path words the query uses
+        by_name, path_weight = corpus.words.match(query), PATH_WORDS_WEIGHT
+    if by_name:
+        named_ids = np.fromiter(by_name, dtype=np.int64, count=len(by_name))
+        closeness = np.fromiter(by_name.values(), dtype=np.float64, count=len(named_ids))
         keep = np.isin(named_ids, files_allowed)
         named_ids, closeness = named_ids[keep], closeness[keep]
         best_first = np.lexsort((named_ids, -closeness))

@@ -479,3 +479,58 @@ def test_a_platform_port_ranks_below_the_main_implementation(engine: SearchEngin
             "src/unix/tcp.c"
         )
     assert _paths(_search(engine, repo, "TCP stream connect and accept on Windows"))[0] == "src/win/tcp.c"
+
+
+HUB_REPO = {
+    "lib/app/base.rb": "\n".join(
+        [
+            """
+module App
+  # How errors are shown to the user: when the application raises, the error and its stack
+  # trace are shown to the user on an error page, so every error the user hits is shown.
+  class Base
+    def handle_exception!(error)
+      render_exception(error, error.backtrace)
+    end
+  end
+end
+""",
+            *(
+                f"""
+module App
+  # Request helper {i}: reads the params and headers of the request for routing step {i}.
+  class Helper{i}
+    def call(env)
+      env["PATH_INFO"].split("/")[{i}]
+    end
+  end
+end
+"""
+                for i in range(6)
+            ),
+        ]
+    ),
+    "lib/app/show_errors.rb": """
+module App
+  # Middleware that catches what the app raises and renders a page for it.
+  class ShowErrors
+    def call(env)
+      @app.call(env)
+    rescue StandardError => e
+      [500, {"content-type" => "text/html"}, [page(e)]]
+    end
+  end
+end
+""",
+}
+
+
+def test_a_file_named_after_the_question_beats_a_hub_file_that_mentions_it(
+    engine: SearchEngine, tmp_path: Path
+) -> None:
+    """`show_errors.rb` is named after what the question asks ("errors shown"); the hub file
+    `base.rb` has one chunk about it among many others. The file's name decides."""
+    repo = _write(tmp_path / "repo", HUB_REPO)
+    result = _search(engine, repo, "how errors are shown to the user")
+    assert _paths(result)[0] == "lib/app/show_errors.rb"
+    assert (result.matches[0].ranks or {}).get("path") == 1

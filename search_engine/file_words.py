@@ -1,0 +1,95 @@
+"""Which files a question's words name: `show_exceptions.rb` for "exception rendering",
+`internals/attr.rs` for "field-level serde attributes", `format.h` for `formatter`.
+
+Projects name files after what they do, and a question often uses the same word as the file
+name, inflected differently. BM25 sees path words too (`search_engine.lexical` adds them to
+every chunk), but stemmed and among the body's words, where a word the whole project uses
+("name", "format") drowns the one file named after it; and stems miss derivations
+(`formatter` stems to `formatt`, "formatting" to `format`). So, as semble does, a query's words
+are compared with the words of each file's stem and folder (`show_exceptions.rb` in
+`lib/sinatra/`: show, exceptions, sinatra), a word matching a path word when one is a prefix of
+the other, three letters at least ("exception" ~ `exceptions`, "attributes" ~ `attr`). A
+file scores the share of the query's words it matches, each word weighted by how few files it
+matches (a word in every path says nothing); shares under `MIN_SHARE` are dropped.
+
+The path words are indexed once per index generation (sorted, so a query word finds the longer
+words it begins in one bisection), and a query reads only the files its words name, so a
+query's cost follows those, never the number of files times Python.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+
+import numpy as np
+
+from search_engine.tokenize import STOPWORDS
+
+#: Words shorter than this are neither compared nor prefixes ("io" would begin half the paths).
+MIN_WORD_LEN = 3
+#: A file must match this share of the query's (weighted) words to score at all.
+MIN_SHARE = 0.1
+_QUERY_WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The pieces of a path word: camelCase humps, snake_case, kebab-case and dotted parts.
+_PIECE_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def path_words(path: str) -> set[str]:
+    """The lowercased words of a file's stem and of its folder's name."""
+    p = PurePosixPath(path)
+    names = [p.stem] + ([p.parent.name] if p.parent.name else [])
+    return {w.lower() for name in names for w in _PIECE_RE.findall(name) if len(w) >= MIN_WORD_LEN}
+
+
+def query_words(query: str) -> list[str]:
+    """The words of a query worth comparing with file names, lowercased, once each."""
+    words = (w.lower() for w in _QUERY_WORD_RE.findall(query))
+    return list(dict.fromkeys(w for w in words if len(w) >= MIN_WORD_LEN and w not in STOPWORDS))
+
+
+class FileWords:
+    """The words of every file's stem and folder, and which files a query's words name."""
+
+    def __init__(self, files: Sequence[str]) -> None:
+        by_word: dict[str, list[int]] = {}
+        for f, path in enumerate(files):
+            for word in path_words(path):
+                by_word.setdefault(word, []).append(f)
+        self._words = sorted(by_word)
+        self._files = [np.asarray(by_word[w], dtype=np.int64) for w in self._words]
+        self._index = {w: i for i, w in enumerate(self._words)}
+        self._n_files = len(files)
+
+    def _files_of(self, word: str) -> np.ndarray:
+        """Files with a path word that begins with `word` or that `word` begins with."""
+        start = bisect.bisect_left(self._words, word)
+        end = start
+        while end < len(self._words) and self._words[end].startswith(word):
+            end += 1
+        found = list(range(start, end))
+        for cut in range(MIN_WORD_LEN, len(word)):  # the path word is a prefix of the query word
+            i = self._index.get(word[:cut])
+            if i is not None:
+                found.append(i)
+        if not found:
+            return np.empty(0, dtype=np.int64)
+        return np.unique(np.concatenate([self._files[i] for i in found]))
+
+    def match(self, query: str) -> dict[int, float]:
+        """File id -> the weighted share of the query's words its path matches (0 to 1), for
+        the files at `MIN_SHARE` or above."""
+        words = query_words(query)
+        if not words or not self._n_files:
+            return {}
+        named = [self._files_of(w) for w in words]
+        weights = [math.log1p(self._n_files / (1 + len(files))) for files in named]
+        total = sum(weights)
+        share = np.zeros(self._n_files)
+        for files, weight in zip(named, weights, strict=True):
+            share[files] += weight / total
+        hits = np.flatnonzero(share >= MIN_SHARE)
+        return dict(zip(hits.tolist(), share[hits].tolist(), strict=True))
