@@ -56,8 +56,12 @@ async def test_stdio_tampered_cursor_is_minus_32602_on_the_wire(code_tree, tmp_p
     async with stdio_client(code_tree, tmp_path) as client:
         first = structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 10}))
         cursor = first["pagination"]["next_cursor"]
+        # One character changed, to one it is not already (base64url: 1 in 64 cursors had an `x`
+        # there, and the "tampered" cursor was the real one).
+        tampered = cursor[:20] + ("y" if cursor[20] == "x" else "x") + cursor[21:]
+        assert tampered != cursor
         with pytest.raises(MCPError) as info:
-            await client.call_tool("regex_search", {"cursor": cursor[:20] + "x" + cursor[21:]})
+            await client.call_tool("regex_search", {"cursor": tampered})
         assert info.value.error.code == -32602
         # The server keeps serving after the refusal.
         again = structured(await client.call_tool("regex_search", {"cursor": cursor}))
