@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks import doc
-from benchmarks.plot import PLOT_NAME, SCALE_PLOT_NAME, plot_ndcg_vs_index_time, plot_scale
+from benchmarks.plot import PLOT_NAME, SCALE_PLOT_NAME, plot_ndcg_vs_index_time, plot_scale, points
 from benchmarks.suite import ROOT, SUITE, Outcome, command, run_one, select, with_extra_args
 
 DEFAULT_DOC = ROOT / "docs" / "benchmarks.md"
@@ -64,6 +64,9 @@ def retrieval_extra(outcome: Outcome, directory: Path) -> str:
     """Draw the chart from the retrieval report; the markdown that shows it."""
     assert outcome.report is not None
     runs = outcome.report.figures.get("runs", [])
+    plotted, left_out = points(runs)
+    if not plotted:  # e.g. `--no-cold`: nothing was timed cold, so the chart keeps its last points
+        return f"\n\nNo run was timed cold ({'; '.join(left_out)}), so the chart was not redrawn.\n"
     left_out = plot_ndcg_vs_index_time(runs, directory / PLOT_NAME, subtitle=f"measured {doc.now()}")
     note = f" Not timed cold, so not placed: {'; '.join(left_out)}." if left_out else ""
     return f"\n\n![NDCG@10 against cold index time]({PLOT_NAME})\n\nThe chart is drawn from the table above.{note}\n"
@@ -106,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"    {outcome.seconds:.0f} s: {outcome.report.headline}", file=sys.stderr, flush=True)
         markdown = outcome.report.markdown
-        if bench.name == "retrieval" and outcome.report.figures.get("runs"):
+        # Charts are files beside the page: drawn only when the page is written.
+        if not args.no_write and bench.name == "retrieval" and outcome.report.figures.get("runs"):
             markdown += retrieval_extra(outcome, args.doc.parent)
-        if bench.name == "scale" and outcome.report.figures.get("rows"):
+        if not args.no_write and bench.name == "scale" and outcome.report.figures.get("rows"):
             markdown += scale_extra(outcome, args.doc.parent)
         blocks[bench.name] = doc.section_block(
             headline=outcome.report.headline,

@@ -226,3 +226,18 @@ def test_scale_curves_follow_both_systems_where_each_was_measured(tmp_path):
 
     image = matplotlib.image.imread(tmp_path / SCALE_PLOT_NAME)
     assert image.shape[0] > 500 and image.shape[1] > 700
+
+
+def test_a_retrieval_run_without_cold_timings_leaves_the_chart_alone(tmp_path):
+    """`--no-cold` runs time no cold build: nothing to place on the chart, so it is not redrawn
+    (drawing it raised before) and the page says why."""
+    from benchmarks.__main__ import retrieval_extra
+    from benchmarks.plot import PLOT_NAME
+    from benchmarks.suite import Outcome
+
+    runs = [{"name": "codepager static", "set": "python", "index_note": "not timed (--no-cold)", "ndcg": {}}]
+    report = Report(markdown="| t |", headline="h", figures={"runs": runs})
+    bench = next(b for b in SUITE if b.name == "retrieval")
+    markdown = retrieval_extra(Outcome(bench, "retrieval.py", 1.0, report), tmp_path)
+    assert "not redrawn" in markdown and "codepager static [python] (not timed (--no-cold))" in markdown
+    assert not (tmp_path / PLOT_NAME).exists()
