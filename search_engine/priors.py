@@ -58,12 +58,10 @@ _BUILD_FILE_RE = re.compile(
     r"|(?:gulp|grunt|jake)file\.\w+|setup\.py|noxfile\.py|build\.rs|[^/]*\.config\.(?:js|cjs|mjs|ts|cts|mts))$",
     re.IGNORECASE,
 )
-# A folder or file name part naming a platform port: `win/`, `win32.c`, `fs_windows.go`, `os390.c`.
-_PLATFORM_RE = re.compile(
-    r"(?:^|/|[_.-])(?:win|win32|win64|windows|os390|zos|aix|sunos|solaris|ibmi|cygwin|haiku|qnx|hurd|plan9|illumos)"
-    r"(?:/|[_.-][^/]*$)",
-    re.IGNORECASE,
-)
+# Platforms a port is for, and a folder or file name part naming one: `win/`, `win32.c`,
+# `fs_windows.go`, `os390.c`.
+_PLATFORMS = "win|win32|win64|windows|os390|zos|aix|sunos|solaris|ibmi|cygwin|haiku|qnx|hurd|plan9|illumos"
+_PLATFORM_RE = re.compile(rf"(?:^|/|[_.-])(?:{_PLATFORMS})(?:/|[_.-][^/]*$)", re.IGNORECASE)
 _REEXPORT_NAMES = frozenset({"__init__.py", "package-info.java", "mod.ts", "index.ts", "index.js"})
 
 _ASKS_FOR_TESTS_RE = re.compile(r"\b(?:tests?|testing|specs?|fixtures?|conftest)\b", re.IGNORECASE)
@@ -80,11 +78,7 @@ _ASKS_FOR_TOOLING_RE = re.compile(
     re.IGNORECASE,
 )
 _ASKS_FOR_DECLARATIONS_RE = re.compile(r"\b(?:headers?|declarations?|declared|prototypes?)\b", re.IGNORECASE)
-_ASKS_FOR_PLATFORM_RE = re.compile(
-    r"\b(?:win|win32|win64|windows|os390|z/os|zos|aix|sunos|solaris|ibmi|cygwin|haiku|qnx|hurd|plan9|illumos"
-    r"|platforms?)\b",
-    re.IGNORECASE,
-)
+_ASKS_FOR_PLATFORM_RE = re.compile(rf"\b(?:{_PLATFORMS}|z/os|platforms?)\b", re.IGNORECASE)
 _ASKS_FOR_FIRST_VERSION_RE = re.compile(r"\bv1\b", re.IGNORECASE)
 _ASKS_FOR_TEMPLATES_RE = re.compile(r"\btemplates?\b", re.IGNORECASE)
 _ASKS_FOR_CONFIG_RE = re.compile(

@@ -433,17 +433,6 @@ end
 }
 
 
-def test_a_satellite_package_ranks_below_the_root_package(engine: SearchEngine, tmp_path: Path) -> None:
-    """`guard/` has its own gemspec and lib/ beside the root package: a question about the
-    project's middleware stack is about the root package's, unless it names the satellite."""
-    repo = _write(tmp_path / "repo", SATELLITE_REPO)
-    for mode in (SearchMode.HYBRID, SearchMode.SEMANTIC):
-        assert _paths(_search(engine, repo, "how the Rack middleware stack is assembled", mode))[0] == (
-            "lib/webkit/base.rb"
-        )
-    assert _paths(_search(engine, repo, "guard middleware refusing another origin"))[0] == "guard/lib/guard/origin.rb"
-
-
 TWINS_REPO = {
     "src/unix/tcp.c": """
 /* Connect a TCP stream socket and accept incoming connections. */
@@ -470,15 +459,43 @@ int uv_tcp_accept(uv_tcp_t* server, uv_tcp_t* client) {
 }
 
 
-def test_a_platform_port_ranks_below_the_main_implementation(engine: SearchEngine, tmp_path: Path) -> None:
-    """libuv-style twins: a query naming no platform wants the main (unix) implementation even
-    when the Windows port describes itself in the query's words; naming Windows lifts that."""
-    repo = _write(tmp_path / "repo", TWINS_REPO)
+@pytest.mark.parametrize(
+    ("files", "query", "expected", "naming_query", "named"),
+    [
+        # `guard/` has its own gemspec and lib/ beside the root package: a question about the
+        # project's middleware stack is about the root package's, unless it names the satellite.
+        (
+            SATELLITE_REPO,
+            "how the Rack middleware stack is assembled",
+            "lib/webkit/base.rb",
+            "guard middleware refusing another origin",
+            "guard/lib/guard/origin.rb",
+        ),
+        # libuv-style twins: a query naming no platform wants the main (unix) implementation
+        # even when the Windows port describes itself in the query's words.
+        (
+            TWINS_REPO,
+            "TCP stream connect and accept implementation",
+            "src/unix/tcp.c",
+            "TCP stream connect and accept on Windows",
+            "src/win/tcp.c",
+        ),
+    ],
+    ids=["satellite-package", "platform-port"],
+)
+def test_a_side_copy_ranks_below_the_main_code_unless_the_query_names_it(
+    engine: SearchEngine,
+    tmp_path: Path,
+    files: dict[str, str],
+    query: str,
+    expected: str,
+    naming_query: str,
+    named: str,
+) -> None:
+    repo = _write(tmp_path / "repo", files)
     for mode in (SearchMode.HYBRID, SearchMode.SEMANTIC):
-        assert _paths(_search(engine, repo, "TCP stream connect and accept implementation", mode))[0] == (
-            "src/unix/tcp.c"
-        )
-    assert _paths(_search(engine, repo, "TCP stream connect and accept on Windows"))[0] == "src/win/tcp.c"
+        assert _paths(_search(engine, repo, query, mode))[0] == expected
+    assert _paths(_search(engine, repo, naming_query))[0] == named
 
 
 HUB_REPO = {
