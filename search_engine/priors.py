@@ -32,6 +32,7 @@ no package (tokio, serde, a `packages/*` monorepo) has no such centre, and nothi
 
 from __future__ import annotations
 
+import math
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
@@ -116,20 +117,43 @@ _MIN_V1_TWINS = 3
 _WORD_RE = re.compile(r"[a-z0-9]+")
 
 
+# What a query says to ask for a kind of file, lifting that kind's penalty.
+_ASKS_FOR = (
+    ("test", _ASKS_FOR_TESTS_RE),
+    ("prose", _ASKS_FOR_DOCS_RE),
+    ("example", _ASKS_FOR_EXAMPLES_RE),
+    ("tooling", _ASKS_FOR_TOOLING_RE),
+    ("config", _ASKS_FOR_CONFIG_RE),
+    ("template", _ASKS_FOR_TEMPLATES_RE),
+    ("declaration", _ASKS_FOR_DECLARATIONS_RE),
+    ("platform", _ASKS_FOR_PLATFORM_RE),
+    ("first_version", _ASKS_FOR_FIRST_VERSION_RE),
+)
+# Each kind of path and its factor; a kind no query can ask for (data, generated, shims and
+# re-exports, satellites unless named) is never lifted.
+_PENALTIES = {
+    "test": TEST_FACTOR,
+    "prose": PROSE_FACTOR,
+    "example": EXAMPLE_FACTOR,
+    "tooling": TOOLING_FACTOR,
+    "config": CONFIG_FACTOR,
+    "template": TEMPLATE_FACTOR,
+    "data": DATA_FACTOR,
+    "generated": GENERATED_FACTOR,
+    "shim": SHIM_FACTOR,
+    "reexport": REEXPORT_FACTOR,
+    "declaration": DECLARATION_FACTOR,
+    "platform": PLATFORM_FACTOR,
+    "satellite": SATELLITE_FACTOR,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class PathPriors:
-    """The penalties that apply to one query (some are lifted by what it asks for);
-    `named_satellites` are the satellite packages (see the module doc) the query names."""
+    """The penalties that apply to one query: `lifted` are the kinds of file it asks for
+    (`_ASKS_FOR`), `named_satellites` the satellite packages (see the module doc) it names."""
 
-    tests: bool = True
-    prose: bool = True
-    examples: bool = True
-    tooling: bool = True
-    config: bool = True
-    templates: bool = True
-    declarations: bool = True
-    platforms: bool = True
-    first_versions: bool = True
+    lifted: frozenset[str] = frozenset()
     named_satellites: frozenset[str] = frozenset()
 
     @classmethod
@@ -138,15 +162,7 @@ class PathPriors:
         -> the words of its name, from `satellite_packages`)."""
         words = set(_WORD_RE.findall(query.lower()))
         return cls(
-            tests=not _ASKS_FOR_TESTS_RE.search(query),
-            prose=not _ASKS_FOR_DOCS_RE.search(query),
-            examples=not _ASKS_FOR_EXAMPLES_RE.search(query),
-            tooling=not _ASKS_FOR_TOOLING_RE.search(query),
-            config=not _ASKS_FOR_CONFIG_RE.search(query),
-            templates=not _ASKS_FOR_TEMPLATES_RE.search(query),
-            declarations=not _ASKS_FOR_DECLARATIONS_RE.search(query),
-            platforms=not _ASKS_FOR_PLATFORM_RE.search(query),
-            first_versions=not _ASKS_FOR_FIRST_VERSION_RE.search(query),
+            lifted=frozenset(kind for kind, asks in _ASKS_FOR if asks.search(query)),
             named_satellites=frozenset(f for f, name in (satellites or {}).items() if name <= words),
         )
 
@@ -154,7 +170,7 @@ class PathPriors:
         """`factor` of every file of one index, which also knows each file's siblings."""
         implemented = implemented_headers(paths)
         scaled = set(satellite_packages(paths)) - self.named_satellites
-        kept = tuple(kept_first_versions(paths)) if self.first_versions else ()
+        kept = () if "first_version" in self.lifted else tuple(kept_first_versions(paths))
         return [
             self.factor(p, lang, p in implemented, p.split("/", 1)[0] in scaled, p.startswith(kept) if kept else False)
             for p, lang in zip(paths, languages, strict=True)
@@ -171,33 +187,12 @@ class PathPriors:
         """The factor of one file; `implemented` says it is a header whose source file sits
         beside it (see `implemented_headers`), `satellite` that it lies in a satellite package
         the query does not name (see `satellite_packages`), `kept_version` in a kept first
-        version (`kept_first_versions`)."""
+        version (`kept_first_versions`), which is scaled as a shim."""
         kinds = _path_kinds(path, language) | ({"declaration"} if implemented else set())
         kinds |= {"satellite"} if satellite else set()
         kinds |= {"shim"} if kept_version else set()
-        f = 1.0
-        for kind, lifted_by, penalty in _PENALTIES:
-            if kind in kinds and not (lifted_by and not getattr(self, lifted_by)):
-                f *= penalty
-        return f
-
-
-# (path kind, the `PathPriors` field whose False lifts the penalty or None, factor)
-_PENALTIES = (
-    ("test", "tests", TEST_FACTOR),
-    ("prose", "prose", PROSE_FACTOR),
-    ("example", "examples", EXAMPLE_FACTOR),
-    ("tooling", "tooling", TOOLING_FACTOR),
-    ("config", "config", CONFIG_FACTOR),
-    ("template", "templates", TEMPLATE_FACTOR),
-    ("data", None, DATA_FACTOR),
-    ("generated", None, GENERATED_FACTOR),
-    ("shim", None, SHIM_FACTOR),
-    ("reexport", None, REEXPORT_FACTOR),
-    ("declaration", "declarations", DECLARATION_FACTOR),
-    ("platform", "platforms", PLATFORM_FACTOR),
-    ("satellite", None, SATELLITE_FACTOR),
-)
+        # In the table's order, so the product is the same float in every process.
+        return math.prod(f for kind, f in _PENALTIES.items() if kind in kinds and kind not in self.lifted)
 
 
 def implemented_headers(paths: Sequence[str]) -> set[str]:
