@@ -69,6 +69,7 @@ class FileWords:
         self._words = sorted(by_word)
         self._files = [np.asarray(by_word[w], dtype=np.int64) for w in self._words]
         self._index = {w: i for i, w in enumerate(self._words)}
+        self._longest = max(map(len, self._words), default=0)
         self._n_files = len(files)
 
     def _files_of(self, word: str) -> np.ndarray:
@@ -78,7 +79,9 @@ class FileWords:
         while end < len(self._words) and self._words[end].startswith(word):
             end += 1
         found = list(range(start, end))
-        for cut in range(MIN_WORD_LEN, len(word)):  # the path word is a prefix of the query word
+        # The path word is a prefix of the query word: no longer than the longest path word, so
+        # a hostile query of one long word costs no more than an ordinary one.
+        for cut in range(MIN_WORD_LEN, min(len(word), self._longest + 1)):
             i = self._index.get(word[:cut])
             if i is not None:
                 found.append(i)

@@ -40,6 +40,11 @@ _CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 # Single characters (`i`, `x`, `_`) are noise in code and never what a query is about.
 MIN_TOKEN_LEN = 2
 
+# The longest semantic or hybrid query: a description of code, never a document. Every step of a
+# query (tokens, terms, file-name words, symbols) grows with it, so a hostile client's megabyte
+# of words is refused before any of them runs.
+MAX_QUERY_CHARS = 10_000
+
 # How many parent directories of a file contribute tokens: enough for `fastapi/security/` to
 # say "security", not so many that every file shares the repo's top folder name.
 PATH_DIR_DEPTH = 2
@@ -187,11 +192,17 @@ def query_terms(query: str) -> list[str]:
 
 
 def validate_query(query: str) -> list[str]:
-    """The query's terms, or InvalidQueryError when it has nothing to search for.
+    """The query's terms, or InvalidQueryError when it is longer than `MAX_QUERY_CHARS` or has
+    nothing to search for.
 
     Both semantic and hybrid modes call this first, so "", "   " and "how is the" fail the
     same way in every mode, with a message telling the caller what to send instead.
     """
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidQueryError(
+            f"the query is {len(query):,} characters, over the {MAX_QUERY_CHARS:,} a semantic or hybrid query may "
+            "have; describe the code in a sentence or two, or search for an exact text with regex_search"
+        )
     if not query.strip():
         raise InvalidQueryError("the query is empty; describe the code you are looking for, e.g. 'retry logic'")
     terms = query_terms(query)

@@ -66,3 +66,10 @@ def test_no_shared_word_and_tiny_shares_name_nothing() -> None:
     assert FileWords([]).match("format") == {}
     many = " ".join(f"word{i}x" for i in range(30))  # one shared word among thirty: under MIN_SHARE
     assert FileWords(FILES).match(f"format {many}") == {}
+
+
+def test_a_query_word_longer_than_any_path_word_still_matches_by_prefix() -> None:
+    """The path-word-is-a-prefix check stops at the longest path word, so a word of thousands of
+    letters costs no more than a short one, and still finds the file it begins with."""
+    scores = FileWords(FILES).match("format" + "x" * 5000)
+    assert max(scores, key=lambda f: scores[f]) == FILES.index("include/fmt/format.h")

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from search_engine.errors import InvalidQueryError
 from search_engine.tokenize import (
+    MAX_QUERY_CHARS,
     MIN_TOKEN_LEN,
     path_tokens,
     query_terms,
@@ -107,3 +108,11 @@ def test_a_word_code_abbreviates_brings_its_abbreviation_along() -> None:
 def test_keywords_and_everyday_names_are_not_added_as_abbreviations() -> None:
     for query, absent in (("function arguments", {"fn", "func", "arg"}), ("asynchronous request", {"async", "req"})):
         assert not absent & set(query_terms(query))
+
+
+def test_a_query_over_the_length_limit_is_refused_before_any_work() -> None:
+    """A semantic or hybrid query describes code; a hostile megabyte of words would cost every
+    step of the search, so it is refused with the limit and what to do instead."""
+    assert validate_query("retry " * (MAX_QUERY_CHARS // 6))  # at the limit: searched
+    with pytest.raises(InvalidQueryError, match=r"over the 10,000 .*regex_search"):
+        validate_query("retry " * (MAX_QUERY_CHARS // 6 + 1))
