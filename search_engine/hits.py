@@ -14,6 +14,9 @@ import numpy as np
 
 # Each further chunk from an already selected file keeps this fraction of its score.
 SATURATION = 0.5
+# What a file whose chunks match as a group (`coherence`) gains, in units of the best score:
+# one weight for hybrid and semantic mode alike.
+COHERENCE_WEIGHT = 0.2
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from search_engine.corpus import Corpus
-from search_engine.hits import Hit, coherence, diversify
+from search_engine.hits import COHERENCE_WEIGHT, Hit, coherence, diversify
 from search_engine.semantic import similarity
 from search_engine.symbols import query_identifiers
 from search_engine.vectors import Nearest
@@ -79,7 +79,6 @@ PATH_WEIGHT_EXPLICIT = SYMBOL_WEIGHT_WHOLE
 # file is named outright: half a named file's weight (0.3 gained less on the multi-language
 # set, 1.0 cost the Python set).
 PATH_WORDS_WEIGHT = 0.5
-COHERENCE_WEIGHT = 0.2
 
 
 def candidate_count(allowed: int, share: float, most: int = MAX_CANDIDATES) -> int:

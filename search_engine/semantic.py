@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from search_engine.hits import Hit, by_file_best_first, coherence, diversify, saturated
+from search_engine.hits import COHERENCE_WEIGHT, Hit, by_file_best_first, coherence, diversify, saturated
 from search_engine.vectors import VectorIndex
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
@@ -41,9 +41,6 @@ FILE_WEIGHT = 0.3
 # Chunks (at least; 4 x top_k if more) the per-file selection chooses among: the best by
 # their score once decayed for the file's chunks before them (`hits.saturated`).
 CANDIDATES = 100
-# A file whose chunks match as a group (coherence, as in hybrid search and with its weight):
-# its best chunk gains up to this much of the best similarity.
-COHERENCE_WEIGHT = 0.2
 
 
 def similarity(
