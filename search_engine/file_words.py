@@ -27,15 +27,16 @@ from functools import lru_cache
 
 import numpy as np
 
-from search_engine.tokenize import STOPWORDS
+from search_engine.tokenize import STOPWORDS, word_parts
 
 #: Words shorter than this are neither compared nor prefixes ("io" would begin half the paths).
 MIN_WORD_LEN = 3
 #: A file must match this share of the query's (weighted) words to score at all.
 MIN_SHARE = 0.1
 _QUERY_WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# The pieces of a path word: camelCase humps, snake_case, kebab-case and dotted parts.
-_PIECE_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+# What separates the pieces of a file or folder name: `_`, `-`, `.` and anything not ASCII
+# alphanumeric (the camelCase humps inside a piece are the tokenizer's `word_parts`).
+_SEPARATOR_RE = re.compile(r"[^A-Za-z0-9]+")
 
 
 def path_words(path: str) -> set[str]:
@@ -49,7 +50,7 @@ def path_words(path: str) -> set[str]:
 def _name_words(name: str) -> tuple[str, ...]:
     """The words of one file or folder name; cached, since a tree repeats its names (`utils`,
     `tests`, `__init__`) and an index of 12,000 files was 76 ms of regex without it."""
-    return tuple(w.lower() for w in _PIECE_RE.findall(name) if len(w) >= MIN_WORD_LEN)
+    return tuple(w for piece in _SEPARATOR_RE.split(name) if piece for w in word_parts(piece) if len(w) >= MIN_WORD_LEN)
 
 
 def query_words(query: str) -> list[str]:

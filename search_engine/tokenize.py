@@ -138,7 +138,7 @@ def split_identifier(word: str) -> tuple[str, ...]:
     (`parsing` -> pars). Cached: code repeats its identifiers a lot.
     """
     whole = word.replace("_", "").lower()
-    parts = [p for piece in word.split("_") if piece for p in _word_parts(piece)]
+    parts = [p for piece in word.split("_") if piece for p in word_parts(piece)]
     parts = [p for p in parts if len(p) >= MIN_TOKEN_LEN and not p.isdigit()]
     if len(parts) <= 1 and (not parts or parts[0] == whole):
         return (_STEMMER.stemWord(whole),) if len(whole) >= MIN_TOKEN_LEN else ()
@@ -147,9 +147,10 @@ def split_identifier(word: str) -> tuple[str, ...]:
     return (whole, *stems)
 
 
-def _word_parts(piece: str) -> list[str]:
-    """camelCase parts of an underscore-free piece; non-ASCII pieces stay whole (their case
-    boundaries are not what `_CAMEL_RE` knows)."""
+def word_parts(piece: str) -> list[str]:
+    """Lowercased camelCase parts of an underscore-free piece (`getHTTPResponse2` -> get, http,
+    response, 2), unstemmed; non-ASCII pieces stay whole (their case boundaries are not what
+    `_CAMEL_RE` knows)."""
     if not piece.isascii():
         return [piece.lower()]
     return [m.lower() for m in _CAMEL_RE.findall(piece)]
