@@ -34,6 +34,7 @@ def test_json_text_is_compact_unescaped_and_always_valid() -> None:
     assert dumps_lines([{"a": "é"}, 2]) == '{"a":"é"}\n2\n'.encode()
     assert dumps_lines(iter([{"a": "x\udcff"}, 2])) == b'{"a":"x\\udcff"}\n2\n'
     assert byte_size("é") == 2 and byte_size("ab") == 2
+    assert byte_size("a\udcff") == 4  # a lone surrogate counts the bytes it is written in
     with pytest.raises(TypeError):
         dumps({"x": object()})
 

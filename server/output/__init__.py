@@ -14,7 +14,7 @@ from server.output.descriptor import JSONL_MIME_TYPE, LINES_URI, RESULTS_URI
 from server.output.files import DatasetFile, quote_ident
 from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project, shrink_to_fit
 from server.output.jqfilter import apply_jq
-from server.output.jsontext import CHARS_PER_TOKEN, dumps, dumps_bytes, estimate_tokens
+from server.output.jsontext import CHARS_PER_TOKEN, byte_size, dumps, dumps_bytes, estimate_tokens
 from server.output.layer import (
     MIN_OUTPUT_TOKENS,
     Ceiling,
@@ -52,6 +52,7 @@ __all__ = [
     "answer_query",
     "apply_jq",
     "as_object",
+    "byte_size",
     "clip_strings",
     "dumps",
     "dumps_bytes",

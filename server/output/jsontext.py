@@ -61,8 +61,9 @@ def dumps(value: Any) -> str:
 
 
 def byte_size(text: str) -> int:
-    """UTF-8 size of `text`, without encoding ASCII text."""
-    return len(text) if text.isascii() else len(text.encode("utf-8"))
+    """UTF-8 size of `text`, without encoding ASCII text. A lone surrogate (a proxied backend's
+    JSON may carry `\\udc80`) counts the 3 bytes it is written in, instead of failing."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def estimate_tokens(text: str | bytes) -> int:

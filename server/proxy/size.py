@@ -12,7 +12,7 @@ import pydantic_core
 from fastmcp.tools.base import ToolResult
 from mcp_types import TextContent
 
-from server.output import dumps_bytes, estimate_tokens
+from server.output import byte_size, dumps_bytes, estimate_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,11 +29,6 @@ class Size:
 _NOTHING = Size(0, 0)
 
 
-def _text_bytes(text: str) -> int:
-    """UTF-8 bytes of `text`; a backend's text may hold lone surrogates (JSON `\\udc80`)."""
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-
-
 def structured_json(result: ToolResult) -> bytes | None:
     """The structured content as JSON (None without any), to measure and to extract records from
     without serializing it twice."""
@@ -47,7 +42,7 @@ def part_sizes(result: ToolResult, structured: bytes | None = None) -> tuple[Siz
     content = _NOTHING
     for block in result.content:
         if isinstance(block, TextContent):
-            content += Size(_text_bytes(block.text), estimate_tokens(block.text))
+            content += Size(byte_size(block.text), estimate_tokens(block.text))
         else:
             raw = pydantic_core.to_json(block, exclude_none=True, by_alias=True)
             content += Size(len(raw), estimate_tokens(raw))
