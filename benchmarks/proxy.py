@@ -38,9 +38,9 @@ from mcp_types import TextContent
 
 from benchmarks.report import Report, counts_parser, emit
 from harness.proxy_backend import BACKEND_SCRIPT
-from server.output import DatasetStore
-from server.output.schema import profile_records
+from server.proxy.dataset_store import DatasetStore
 from server.proxy.extraction import extract_records
+from server.proxy.profile import profile_records
 from server.proxy.saver import ProxiedCall, ResultSaver
 from server.proxy.size import wire_size
 

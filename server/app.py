@@ -18,11 +18,12 @@ from search_engine import SearchEngine
 from server import __version__
 from server.background_indexer import BackgroundIndexer
 from server.errors import ErrorMiddleware
-from server.jq_view import jq_view
-from server.output import Datasets, OffloadStore, OutputLayer
+from server.jq import jq_view
+from server.output import OffloadStore, OutputLayer
 from server.rendering import Renderer
 from server.services import Services
 from server.settings import SessionSettings, Settings
+from server.sql import Datasets
 from server.tools.index import register_index_tools
 from server.tools.results import register_results_resources, register_results_tools
 from server.tools.schemas import CompactSchemas
@@ -127,7 +128,7 @@ def build_services(settings: Settings) -> Services:
         engine=engine,
         pager=pager,
         offload=offload,
-        datasets=Datasets.from_settings(offload, settings.offload),
+        datasets=Datasets(offload, limits=settings.offload),
         renderer=Renderer(OutputLayer(settings.offload, offload)),
         indexer=BackgroundIndexer(engine, settings.index.ready_wait_s),
     )

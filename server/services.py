@@ -8,9 +8,10 @@ from pathlib import Path
 
 from search_engine import SearchEngine
 from server.background_indexer import BackgroundIndexer
-from server.output import Datasets, OffloadStore
+from server.output import OffloadStore
 from server.rendering import Renderer
 from server.settings import Settings
+from server.sql import Datasets
 from sessions import Pager
 
 

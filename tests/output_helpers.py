@@ -10,19 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from search_engine.models import Match, MatchType
-from server.output import (
-    Datasets,
-    ListPage,
-    OffloadStore,
-    OutputLayer,
-    OutputMode,
-    QueryResult,
-    Rendered,
-    RenderOptions,
-    answer_query,
-)
+from server.output import ListPage, OffloadStore, OutputLayer, OutputMode, Rendered, RenderOptions
 from server.records import match_record
 from server.settings import OffloadSettings
+from server.sql import Datasets, QueryResult, answer_query
 
 LANGUAGES = {".py": "python", ".go": "go", ".rs": "rust"}
 

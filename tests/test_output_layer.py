@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from server.output import MIN_OUTPUT_TOKENS, Datasets, OffloadStore, OutputLayer, OutputMode, estimate_tokens
+from server.output import MIN_OUTPUT_TOKENS, OffloadStore, OutputLayer, OutputMode, estimate_tokens
 from server.output.jsontext import byte_size
 from server.output.layer import Ceiling, select_mode
 from server.settings import OffloadSettings
+from server.sql import Datasets
 from tests.output_helpers import make_layer, make_page, make_records, options, walk
 
 
@@ -293,8 +294,14 @@ def test_everything_is_built_from_settings(tmp_path: Path) -> None:
     store = OffloadStore.from_settings(s)
     assert (store.root, store.retention_s, store.sweeper.interval_s) == (tmp_path, 7200, 7)
     assert OutputLayer(s, store).ceiling == Ceiling(1234, 5678)
-    ds = Datasets.from_settings(store, s)
-    assert (ds.memory_limit, ds.threads, ds.timeout_s, ds.max_rows) == ("64MB", 2, 3, 9)
+    ds = Datasets(store, limits=s)
+    limits = ds.limits
+    assert (limits.duckdb_memory_limit, limits.duckdb_threads, limits.duckdb_timeout_s, limits.duckdb_max_rows) == (
+        "64MB",
+        2,
+        3,
+        9,
+    )
 
 
 def test_an_output_dir_of_ours_open_to_others_is_made_0700(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

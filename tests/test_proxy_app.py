@@ -258,7 +258,7 @@ async def test_several_backends_are_namespaced_and_each_named_in_its_datasets(tm
 async def test_retention_runs_in_the_background_at_start(tmp_path: Path) -> None:
     from ulid import ULID
 
-    from server.output import DatasetStore
+    from server.proxy.dataset_store import DatasetStore
 
     store = DatasetStore(tmp_path / "data", retention_days=1)
     old = str(ULID.from_timestamp(ULID().timestamp - 3 * 86400))

@@ -20,13 +20,15 @@ from ulid import ULID
 from harness.proxy_backend import make_rows
 from harness.results import structured_of, text_of
 from server.errors import DatasetNotFoundError
-from server.output import CHARS_PER_TOKEN, DatasetFilter, Datasets, DatasetStore, OffloadStore, estimate_tokens
-from server.output.schema import MAX_DISTINCT, as_object, profile_records
+from server.output import CHARS_PER_TOKEN, OffloadStore, estimate_tokens
 from server.proxy.answer import answer_budget, example_sql
 from server.proxy.backends import ToolOwners, command_backend, server_name
-from server.proxy.extraction import MAX_NESTING, Extracted, extract_records
+from server.proxy.dataset_store import DatasetStore
+from server.proxy.extraction import MAX_NESTING, Extracted, as_object, extract_records
+from server.proxy.profile import MAX_DISTINCT, profile_records
 from server.proxy.saver import ProxiedCall, ResultSaver
 from server.proxy.size import Size, sent_size
+from server.sql import DatasetFilter, Datasets
 from tests.output_helpers import query
 from tests.proxy_helpers import stdio_transport
 

@@ -1,20 +1,29 @@
 """The large-result output layer shared by the search tools, the SQL tool and the proxy.
 
 `OutputLayer.render(page, RenderOptions(...))` turns one page into a response that fits:
-inline, file_ref (a JSONL file plus a descriptor), legacy, or stats. `OffloadStore` and
-`DatasetStore` are the two kinds of `FileStore` (offloaded pages; the proxy's saved results),
-`Datasets` the read-only SQL over both, `apply_jq` the sandboxed jq filter, `estimate_tokens`
-the one size estimate everything uses. This is the package's public surface: the proxy and the
-tools import from here, never from its modules. Its errors are in `server.errors`.
+inline, file_ref (a JSONL file plus a descriptor), legacy, or stats. `FileStore` is the one
+store of every file codepager writes; `OffloadStore` (offloaded pages) is its kind here, the
+proxy's saved datasets another, and `DatasetFile` is what any of them is to its readers (SQL,
+paging). `estimate_tokens` is the one size estimate everything uses. This is the package's
+public surface: the SQL package, the proxy and the tools import from here, never from its
+modules. Its errors are in `server.errors`.
 """
 
-from server.output.dataset_store import DatasetStore, SavedDataset
-from server.output.datasets import DatasetFilter, Datasets, QueryResult, answer_query
 from server.output.descriptor import JSONL_MIME_TYPE, LINES_URI, RESULTS_URI
-from server.output.files import DatasetFile, quote_ident
+from server.output.files import (
+    HEADER_TYPE,
+    ULID_PATTERN,
+    DatasetFile,
+    DatasetInfo,
+    DatasetSource,
+    FileStore,
+    check_id,
+    iso_timestamp,
+    open_owned,
+    scandir,
+)
 from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project, shrink_to_fit
-from server.output.jqfilter import apply_jq
-from server.output.jsontext import CHARS_PER_TOKEN, byte_size, dumps, dumps_bytes, estimate_tokens
+from server.output.jsontext import CHARS_PER_TOKEN, byte_size, dumps, dumps_bytes, dumps_lines, estimate_tokens
 from server.output.layer import (
     MIN_OUTPUT_TOKENS,
     Ceiling,
@@ -24,43 +33,46 @@ from server.output.layer import (
     PageView,
     Rendered,
     RenderOptions,
+    select_mode,
 )
 from server.output.offload import OffloadStore
-from server.output.schema import Profile, as_object, profile_records
+from server.output.schema import SAMPLE_MAX_CHARS, infer_schema
 
 __all__ = [
     "CHARS_PER_TOKEN",
+    "HEADER_TYPE",
     "JSONL_MIME_TYPE",
     "LINES_URI",
     "MIN_OUTPUT_TOKENS",
     "RESULTS_URI",
+    "SAMPLE_MAX_CHARS",
+    "ULID_PATTERN",
     "Ceiling",
     "DatasetFile",
-    "DatasetFilter",
-    "DatasetStore",
-    "Datasets",
+    "DatasetInfo",
+    "DatasetSource",
+    "FileStore",
     "ListPage",
     "OffloadStore",
     "OutputLayer",
     "OutputMode",
     "PageView",
-    "Profile",
-    "QueryResult",
     "RenderOptions",
     "Rendered",
-    "SavedDataset",
-    "answer_query",
-    "apply_jq",
-    "as_object",
     "byte_size",
+    "check_id",
     "clip_strings",
     "dumps",
     "dumps_bytes",
+    "dumps_lines",
     "estimate_tokens",
+    "infer_schema",
+    "iso_timestamp",
     "largest_fitting",
     "omitted_fields_note",
-    "profile_records",
+    "open_owned",
     "project",
-    "quote_ident",
+    "scandir",
+    "select_mode",
     "shrink_to_fit",
 ]

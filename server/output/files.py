@@ -292,16 +292,6 @@ class FileStore:
 
 #: What line 1 of an offloaded page is (`"type": "codepager_header"`), not a record.
 HEADER_TYPE = "codepager_header"
-#: DuckDB's default `maximum_object_size` for read_json.
-DUCKDB_OBJECT_SIZE = 16 * 1024 * 1024
-
-
-def quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def quote_literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,30 +339,6 @@ class DatasetFile:
     record_keys: tuple[str, ...] = ()
     columns: tuple[tuple[str, str], ...] = ()
     max_record_bytes: int = 0
-
-    def view_sql(self) -> str:
-        """SELECT over the file's records only, in the records' own key order. Every key is a
-        column however many there are (DuckDB would otherwise read records of over 200 keys
-        as one MAP column, leaving nothing for DESCRIBE to show and no column to select)."""
-        path = quote_literal(str(self.path))
-        if not self.count:
-            return "SELECT NULL AS empty WHERE false"
-        # DuckDB refuses a record over 16 MB unless told a larger bound.
-        big = self.max_record_bytes >= DUCKDB_OBJECT_SIZE
-        size = f", maximum_object_size={self.max_record_bytes + 1}" if big else ""
-        if self.columns:
-            types = ", ".join(f"{quote_literal(name)}: {quote_literal(kind)}" for name, kind in self.columns)
-            return f"SELECT * FROM read_json({path}, format='newline_delimited', columns={{{types}}}{size})"
-        source = f"read_json({path}, format='newline_delimited', sample_size=-1, map_inference_threshold=-1{size})"
-        if not self.header:
-            return f"SELECT * FROM {source}"
-        not_header = f"IS DISTINCT FROM {quote_literal(HEADER_TYPE)}"
-        if not self.record_keys:  # the records are not objects: one JSON column `value`
-            return (
-                f"SELECT json AS value FROM read_json_objects({path}, format='newline_delimited') "
-                f"WHERE json_extract_string(json, '$.type') {not_header}"
-            )
-        return f'SELECT {", ".join(map(quote_ident, self.record_keys))} FROM {source} WHERE "type" {not_header}'
 
     def read(self, offset: int, limit: int) -> list[Any]:
         """Records `offset`..`offset + limit` (0-based), decoded; fewer at the end of the file."""

@@ -26,19 +26,19 @@ from fastmcp.tools.base import ToolResult
 
 from server.output import (
     CHARS_PER_TOKEN,
-    Profile,
-    SavedDataset,
     clip_strings,
     dumps_bytes,
     largest_fitting,
     omitted_fields_note,
     project,
-    quote_ident,
     shrink_to_fit,
 )
+from server.proxy.dataset_store import SavedDataset
 from server.proxy.extraction import Extracted
+from server.proxy.profile import Profile
 from server.proxy.size import Size, sent_size
 from server.rendering import json_result
+from server.sql import quote_ident
 
 SAVED = "saved_as_dataset"
 TRUNCATED = "truncated"

@@ -19,13 +19,15 @@ from fastmcp.server.providers.proxy import ProxyProvider
 
 from server import __version__
 from server.errors import ErrorMiddleware
-from server.output import MIN_OUTPUT_TOKENS, Datasets, DatasetStore, OffloadStore, OutputLayer
+from server.output import MIN_OUTPUT_TOKENS, OffloadStore, OutputLayer
 from server.proxy.backends import Backend, ToolOwners
+from server.proxy.dataset_store import DatasetStore
 from server.proxy.interceptor import LargeResultInterceptor
 from server.proxy.saver import ResultSaver
 from server.rendering import Renderer
 from server.sdk_shim import ProxyMetadataMiddleware
 from server.settings import OffloadSettings, Settings
+from server.sql import Datasets
 from server.tools.dataset_pages import register_dataset_page_tool
 from server.tools.results import register_results_resources, register_sql_tools
 from server.tools.schemas import CompactSchemas
@@ -75,15 +77,9 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
     proxy = settings.proxy
     offload = OffloadStore.from_settings(settings.offload)
     saved = DatasetStore.from_settings(proxy)
-    datasets = Datasets(
-        offload,
-        saved,
-        memory_limit=proxy.duckdb_memory_limit,
-        threads=proxy.duckdb_threads,
-        timeout_s=settings.offload.duckdb_timeout_s,
-        max_rows=settings.offload.duckdb_max_rows,
-        max_result_bytes=settings.offload.duckdb_max_result_bytes,
-    )
+    # The proxy sets its own DuckDB memory and threads; the other limits are the offload's.
+    own = {"duckdb_memory_limit": proxy.duckdb_memory_limit, "duckdb_threads": proxy.duckdb_threads}
+    datasets = Datasets(offload, saved, limits=settings.offload.model_copy(update=own))
     renderer = Renderer(OutputLayer(own_tools_ceiling(settings), offload))
     key = load_or_create_key(settings.index.cache_dir, settings.sessions.secret_key)
     codec = CursorCodec(key, max_age_s=settings.sessions.cursor_max_age_s)

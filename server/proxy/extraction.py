@@ -37,7 +37,7 @@ import numpy as np
 from fastmcp.tools.base import ToolResult
 from mcp_types import EmbeddedResource, TextContent, TextResourceContents
 
-from server.output import as_object, dumps_bytes
+from server.output import dumps_bytes
 from server.records import records_of_groups
 
 RecordFormat = Literal["json_records", "text_lines"]
@@ -54,6 +54,12 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEPS = bytes(1 if b in b"[{" else 0xFF for b in range(256))
 #: Steps summed per pass, bounding the temporary array (8 bytes a step).
 _BLOCK = 1 << 20
+
+
+def as_object(record: Any) -> Any:
+    """A record as Python data; raw JSON (`msgspec.Raw`, how the proxy holds large results
+    without building objects for them) is decoded."""
+    return msgspec.json.decode(record) if type(record) is msgspec.Raw else record
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,11 @@ from typing import Any
 from fastmcp.tools.base import ToolResult
 
 from server.errors import StoreWriteError
-from server.output import DatasetStore, Profile, clip_strings, dumps, profile_records
+from server.output import clip_strings, dumps
 from server.proxy.answer import saved_answer, truncated_answer
+from server.proxy.dataset_store import DatasetStore
 from server.proxy.extraction import Extracted, result_text
+from server.proxy.profile import Profile, profile_records
 from server.proxy.size import Size
 
 log = logging.getLogger(__name__)

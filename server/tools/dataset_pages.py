@@ -20,8 +20,9 @@ from fastmcp import FastMCP
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from server.output import MIN_OUTPUT_TOKENS, DatasetFile, Datasets, ListPage
+from server.output import MIN_OUTPUT_TOKENS, DatasetFile, ListPage
 from server.rendering import OutputOptions, Renderer
+from server.sql import Datasets
 from server.tools.descriptions import READ_ONLY, READ_PAGE_DESCRIPTION
 from server.tools.registry import mcp_tool
 from server.tools.schemas import ROWS_OUTPUT

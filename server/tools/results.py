@@ -9,17 +9,9 @@ from fastmcp import FastMCP
 from fastmcp.tools.base import ToolResult
 from pydantic import Field, WithJsonSchema
 
-from server.output import (
-    LINES_URI,
-    RESULTS_URI,
-    DatasetFilter,
-    Datasets,
-    OffloadStore,
-    OutputMode,
-    RenderOptions,
-    answer_query,
-)
+from server.output import LINES_URI, RESULTS_URI, OffloadStore, OutputMode, RenderOptions
 from server.rendering import Renderer, json_result, tool_result
+from server.sql import DatasetFilter, Datasets, answer_query
 from server.tools.descriptions import ANALYZE_DESCRIPTION, READ_ONLY, OutputModeName, local_writes
 from server.tools.registry import mcp_tool
 from server.tools.schemas import CLEANUP_OUTPUT, DATASETS_OUTPUT, ROWS_OUTPUT

@@ -1,8 +1,8 @@
 """The child process that runs one jq_filter on libjq (the `jq` PyPI binding).
 
-Started by `server.output.jqfilter.apply_jq` as `python -I jq_worker.py MEMORY_BYTES`, with an
+Started by `server.jq.sandbox.apply_jq` as `python -I worker.py MEMORY_BYTES`, with an
 empty environment and an empty working directory. It is run as a script, not imported as
-`server.output.jq_worker`, so it loads nothing but the standard library and `jq`: no server
+`server.jq.worker`, so it loads nothing but the standard library and `jq`: no server
 code, no settings, no secrets. Everything arrives on stdin:
 
     line 1   the filter, as one JSON string

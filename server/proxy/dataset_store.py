@@ -29,18 +29,19 @@ from typing import Any
 from ulid import ULID
 
 from server.errors import DatasetNotFoundError
-from server.output.files import (
-    DUCKDB_OBJECT_SIZE,
+from server.output import (
     DatasetFile,
     DatasetInfo,
     FileStore,
     check_id,
+    dumps_bytes,
+    dumps_lines,
     iso_timestamp,
     open_owned,
     scandir,
 )
-from server.output.jsontext import dumps_bytes, dumps_lines
 from server.settings import ProxySettings, default_of
+from server.sql import DUCKDB_OBJECT_SIZE
 
 _YEAR, _TWO_DIGITS = re.compile(r"^\d{4}$"), re.compile(r"^\d{2}$")
 _MAX_METADATA_BYTES = 4 << 20

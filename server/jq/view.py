@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from search_engine import SearchResult
 from server.errors import JqFilterError
-from server.output import apply_jq
+from server.jq.sandbox import apply_jq
 from server.records import match_from_record, match_record
 from server.settings import OffloadSettings
 

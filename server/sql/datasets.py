@@ -14,34 +14,19 @@ agent, so it is treated as untrusted:
 - DuckDB spills to a temp dir of its own per query (0700, removed afterwards), never the
   default `.tmp` in the server's working directory: DuckDB always lets SQL read its temp dir,
   so a shared one would expose whatever else is in it.
-
-Answering (`answer_query`) never holds a whole result either: one SELECT can produce gigabytes
-(`SELECT repeat('x', 100000) FROM range(100000)`), so rows are fetched in small batches
-(`QueryStream`), each turned into a JSON-ready record and its JSON line as it arrives:
-- the rows that fit one answer (the layer's byte ceiling) are kept; when the result ends
-  there, it is answered like any page (inline, or a file when over the token ceiling);
-- otherwise, in `auto` and `file_ref` mode, they and the rest are streamed to an offload file,
-  up to `max_result_bytes` of JSON, and the answer is that file's descriptor, saying where and
-  why the result was cut. The file is a dataset like any other: SQL, read-dataset-page and jq
-  read it;
-- in `inline` mode (or with max_output_tokens) the rows read so far are answered, cut to fit,
-  and the answer says the result goes on and how to get the rest;
-- `legacy` (a bare array) has no room to say it was cut, so a result over the ceiling is
-  refused with what to do instead.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import itertools
 import math
 import re
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -49,26 +34,10 @@ from typing import Any
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from server.errors import (
-    DatasetNotFoundError,
-    SqlExecutionError,
-    SqlRejectedError,
-    SqlResultTooLargeError,
-    SqlTimeoutError,
-    StoreWriteError,
-)
-from server.output.files import (
-    ULID_PATTERN,
-    DatasetFile,
-    DatasetInfo,
-    DatasetSource,
-    check_id,
-    quote_ident,
-    quote_literal,
-)
-from server.output.jsontext import CHARS_PER_TOKEN, dumps_lines
-from server.output.layer import ListPage, OutputLayer, OutputMode, Rendered, RenderOptions, select_mode
-from server.settings import OffloadSettings, default_of
+from server.errors import DatasetNotFoundError, SqlExecutionError, SqlRejectedError, SqlTimeoutError
+from server.output import ULID_PATTERN, DatasetFile, DatasetInfo, DatasetSource, ListPage, check_id, dumps_lines
+from server.settings import OffloadSettings
+from server.sql.views import quote_ident, quote_literal, view_sql
 
 _VIEW_REF = re.compile(rf"\bdataset_({ULID_PATTERN})\b", re.IGNORECASE)
 _EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(?:ANALY[SZ]E\s+)?", re.IGNORECASE)
@@ -116,31 +85,6 @@ class Row:
     def size(self) -> int:
         """Bytes the row takes in a JSONL file."""
         return len(self.line) + 1
-
-
-class BoundedRows:
-    """`rows` up to `max_bytes` of JSON lines in all; afterwards `count` says how many passed
-    and `cut` whether any were left out."""
-
-    def __init__(self, rows: Iterable[Row], max_bytes: int) -> None:
-        self.rows, self.max_bytes = rows, max_bytes
-        self.count, self.cut = 0, False
-
-    def __iter__(self) -> Iterator[Row]:
-        size = 0
-        for row in self.rows:
-            size += row.size
-            if size > self.max_bytes:
-                self.cut = True
-                return
-            self.count += 1
-            yield row
-
-    def cuts(self) -> list[str]:
-        """The warning saying where the rows were cut, if they were."""
-        reached = f"its JSON reached offload.duckdb_max_result_bytes ({self.max_bytes} bytes)"
-        fix = "add LIMIT/OFFSET, select fewer or shorter columns (e.g. left(col, 200)), or aggregate"
-        return [f"the result was cut after {self.count} rows: {reached}; {fix}"] if self.cut else []
 
 
 class QueryStream:
@@ -320,34 +264,12 @@ class DatasetFilter(BaseModel):
 class Datasets:
     """Lists saved datasets from its sources (asked in order) and runs read-only SQL over them."""
 
-    def __init__(
-        self,
-        *sources: DatasetSource,
-        memory_limit: str = default_of(OffloadSettings, "duckdb_memory_limit"),
-        threads: int = default_of(OffloadSettings, "duckdb_threads"),
-        timeout_s: float = default_of(OffloadSettings, "duckdb_timeout_s"),
-        max_rows: int = default_of(OffloadSettings, "duckdb_max_rows"),
-        max_result_bytes: int = default_of(OffloadSettings, "duckdb_max_result_bytes"),
-    ) -> None:
+    def __init__(self, *sources: DatasetSource, limits: OffloadSettings | None = None) -> None:
+        """`limits`: the `duckdb_*` settings every query runs under (the defaults without)."""
         if not sources:
             raise ValueError("Datasets needs at least one source of datasets")
         self.sources = list(sources)
-        self.memory_limit = memory_limit
-        self.threads = threads
-        self.timeout_s = timeout_s
-        self.max_rows = max_rows
-        self.max_result_bytes = max_result_bytes
-
-    @classmethod
-    def from_settings(cls, store: DatasetSource, settings: OffloadSettings) -> Datasets:
-        return cls(
-            store,
-            memory_limit=settings.duckdb_memory_limit,
-            threads=settings.duckdb_threads,
-            timeout_s=settings.duckdb_timeout_s,
-            max_rows=settings.duckdb_max_rows,
-            max_result_bytes=settings.duckdb_max_result_bytes,
-        )
+        self.limits = limits or OffloadSettings()
 
     def infos(self, filter: str | DatasetFilter | None = None) -> list[DatasetInfo]:
         """Datasets, newest first. A string `filter` matches id, tool, server or query text
@@ -383,12 +305,15 @@ class Datasets:
             ids = [check_id(dataset_id), *(i for i in ids if i != dataset_id)]
         with tempfile.TemporaryDirectory(prefix="codepager-duckdb-") as spill:
             con = self._connect(ids, alias=dataset_id, temp_dir=spill)
-            timer = threading.Timer(self.timeout_s, con.interrupt)
+            limits = self.limits
+            timer = threading.Timer(limits.duckdb_timeout_s, con.interrupt)
             timer.start()
             try:
-                with sql_errors(self.timeout_s):
+                with sql_errors(limits.duckdb_timeout_s):
                     cursor = con.execute(statement)
-                yield QueryStream(statement, ids, cursor, max_rows=self.max_rows, timeout_s=self.timeout_s)
+                yield QueryStream(
+                    statement, ids, cursor, max_rows=limits.duckdb_max_rows, timeout_s=limits.duckdb_timeout_s
+                )
             finally:
                 timer.cancel()
                 con.close()
@@ -400,8 +325,8 @@ class Datasets:
         con = duckdb.connect(
             ":memory:",
             config={
-                "threads": self.threads,
-                "memory_limit": self.memory_limit,
+                "threads": self.limits.duckdb_threads,
+                "memory_limit": self.limits.duckdb_memory_limit,
                 "temp_directory": temp_dir,
                 "autoinstall_known_extensions": False,
                 "autoload_known_extensions": False,
@@ -411,7 +336,7 @@ class Datasets:
             paths = []
             for dataset_id in ids:
                 file = self.open(dataset_id)
-                view = file.view_sql()
+                view = view_sql(file)
                 con.execute(f"CREATE VIEW {quote_ident('dataset_' + dataset_id)} AS {view}")
                 if dataset_id == alias:
                     con.execute(f"CREATE VIEW dataset AS {view}")
@@ -427,65 +352,3 @@ class Datasets:
             con.close()
             raise SqlExecutionError(f"could not open the dataset views: {exc}") from None
         return con
-
-
-def answer_query(
-    datasets: Datasets, layer: OutputLayer, sql: str, dataset_id: str | None, options: RenderOptions
-) -> Rendered:
-    """Run `sql` and answer it (see the module doc); raises the Sql*Error of a bad query."""
-    budget = answer_bytes(layer)
-    with datasets.stream(sql, dataset_id) as stream:
-        rows = stream.rows()
-        head, size = [], 0
-        for row in rows:
-            head.append(row)
-            size += row.size
-            if size > budget:
-                break
-        else:  # the whole result is at most one answer's size
-            return layer.render(stream.result([r.record for r in head], []).to_page(), options)
-        mode = select_mode(options.output_mode, fits=False, wants_small=options.max_output_tokens is not None)
-        if mode is OutputMode.LEGACY:
-            raise SqlResultTooLargeError(
-                f"the result is over {budget} bytes of JSON, more than output_mode=legacy can return "
-                "(a bare array has no room to say what was cut); add LIMIT/OFFSET or select fewer columns, or call "
-                "with output_mode=auto to have the whole result written to a file"
-            )
-        if mode is OutputMode.INLINE:
-            more = (
-                f"only the first {len(head)} rows were read: the result is larger than one answer ({budget} "
-                f"bytes); call with output_mode=auto to have it written to a file (up to {datasets.max_result_bytes} "
-                "bytes), or narrow it with LIMIT/OFFSET or fewer columns"
-            )
-            return layer.render(stream.result([r.record for r in head], [more]).to_page(), options)
-        return _written(stream, head, rows, datasets.max_result_bytes, layer, options)
-
-
-def answer_bytes(layer: OutputLayer) -> int:
-    """Bytes of rows past which a result cannot fit one answer: the byte ceiling, or the token
-    ceiling at its most generous (an ASCII character is a quarter token, any other at most 4
-    bytes a token)."""
-    return min(layer.ceiling.bytes, CHARS_PER_TOKEN * layer.ceiling.tokens)
-
-
-def _written(
-    stream: QueryStream,
-    head: list[Row],
-    rest: Iterator[Row],
-    max_bytes: int,
-    layer: OutputLayer,
-    options: RenderOptions,
-) -> Rendered:
-    """Stream the result to an offload file and answer with its descriptor; `head` (already
-    read) is also the sample the descriptor shows."""
-    kept = BoundedRows(itertools.chain(head, rest), max_bytes)
-    lines = (row.line for row in kept)
-    try:
-        offloaded = layer.store.write_lines(
-            tool=options.tool, query=options.query, lines=lines, record_keys=stream.columns
-        )
-    except StoreWriteError as exc:  # answered inline instead, cut to fit, by the layer
-        why = f"only the first {len(head)} rows were read: the result could not be written to a file ({exc})"
-        return layer.render(stream.result([r.record for r in head], [why]).to_page(), options)
-    sample = [r.record for r in head[: kept.count]]
-    return layer.render_written(stream.result(sample, kept.cuts()).to_page(written=kept.count), offloaded, options)

@@ -17,7 +17,9 @@ from server.errors import (
     SqlRejectedError,
     SqlTimeoutError,
 )
-from server.output import Datasets, OffloadStore
+from server.output import OffloadStore
+from server.settings import OffloadSettings
+from server.sql import Datasets
 from tests.output_helpers import make_layer, make_records, options, query
 
 
@@ -161,12 +163,18 @@ def test_non_object_and_empty_datasets(store: OffloadStore) -> None:
 
 def test_limits_time_and_rows(store: OffloadStore) -> None:
     with pytest.raises(SqlTimeoutError, match=r"longer than 0\.3 s"):
-        query(Datasets(store, timeout_s=0.3), "SELECT count(*) FROM range(100000000000) a, range(10) b")
-    result = query(Datasets(store, max_rows=1000), "SELECT range AS i FROM range(5000)")
+        query(
+            Datasets(store, limits=OffloadSettings(duckdb_timeout_s=0.3)),
+            "SELECT count(*) FROM range(100000000000) a, range(10) b",
+        )
+    result = query(Datasets(store, limits=OffloadSettings(duckdb_max_rows=1000)), "SELECT range AS i FROM range(5000)")
     assert len(result.rows) == 1000 and result.truncated
     page = result.to_page()
     assert page.counts()["truncated"] and "first 1000 rows" in page.metadata()["warnings"][0]
-    wide = query(Datasets(store, max_result_bytes=2048), "SELECT repeat('x', 100) AS s FROM range(100)")
+    wide = query(
+        Datasets(store, limits=OffloadSettings(duckdb_max_result_bytes=2048)),
+        "SELECT repeat('x', 100) AS s FROM range(100)",
+    )
     line = len(json.dumps({"s": "x" * 100}, separators=(",", ":"))) + 1
     assert len(wide.rows) == 2048 // line and wide.truncated
     assert "cut after 18 rows" in wide.warnings[0] and "duckdb_max_result_bytes" in wide.warnings[0]

@@ -7,7 +7,7 @@ code, with layered limits:
    looking inside string interpolations (`"\\(env)"`) but not inside plain strings or after a
    `.` (so `test("env")` and `.env` are fine);
 2. libjq (the `jq` PyPI binding: no jq program needs to be installed) runs in a child Python
-   process (`jq_worker.py`, run as a script so it loads no server code) with an empty
+   process (`worker.py`, run as a script so it loads no server code) with an empty
    environment, no inherited file descriptors, an empty working directory, the filter and the
    input on stdin (so nothing is parsed as an option), an address-space limit it sets on
    itself, and a wall-clock timeout after which it is killed: a runaway filter takes down the
@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from server.errors import JqFilterError, JqTimeoutError
-from server.output import jq_worker
-from server.output.jsontext import dumps_bytes
+from server.jq import worker
+from server.output import dumps_bytes
 from server.settings import OffloadSettings, default_of
 
 #: Builtins and keywords that read the environment, files, other inputs or write to stderr.
@@ -63,7 +63,7 @@ MAX_EXPRESSION_CHARS = 10_000
 
 #: The child that runs libjq (see its docstring for the protocol): `python -I` ignores PYTHON*
 #: variables and the user's site directory, and puts no script directory on sys.path.
-_WORKER = jq_worker.__file__
+_WORKER = worker.__file__
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:::[A-Za-z_][A-Za-z0-9_]*)*")
 
 
@@ -211,7 +211,7 @@ def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int
 
 
 def _explain_failure(stderr: str, returncode: int, memory_mb: int) -> str:
-    if returncode == jq_worker.COMPILE_ERROR:
+    if returncode == worker.COMPILE_ERROR:
         return f"jq_filter does not compile: {stderr}"
     if returncode < 0 or "cannot allocate memory" in stderr:
         return f"jq_filter failed (exit {returncode}), probably over its {memory_mb} MiB memory limit: {stderr}"

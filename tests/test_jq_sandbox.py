@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from server.errors import JqFilterError, JqTimeoutError
-from server.output import apply_jq
-from server.output.jqfilter import check_expression
+from server.jq import apply_jq, check_expression
 from tests.output_helpers import make_records
 
 RECORDS = make_records(30, scored=True)
@@ -77,7 +76,7 @@ def test_the_same_words_as_data_or_field_names_are_fine(expression: str) -> None
 def test_even_a_name_the_check_missed_sees_an_empty_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Defence in depth: with the name check switched off, jq itself finds no environment."""
     monkeypatch.setenv("CODEPAGER_TEST_SECRET", "s3cret")
-    monkeypatch.setattr("server.output.jqfilter.check_expression", lambda expression: None)
+    monkeypatch.setattr("server.jq.sandbox.check_expression", lambda expression: None)
     assert apply_jq(RECORDS, "$ENV") == [{}]
     assert apply_jq(RECORDS, "env | length") == [0]
 
@@ -87,7 +86,7 @@ def test_even_with_the_name_check_off_no_file_or_other_input_is_reachable(
 ) -> None:
     """Defence in depth: libjq runs with no input file name, no further inputs and an empty
     working directory, so a module next to the server (its cwd) cannot be included."""
-    monkeypatch.setattr("server.output.jqfilter.check_expression", lambda expression: None)
+    monkeypatch.setattr("server.jq.sandbox.check_expression", lambda expression: None)
     (tmp_path / "secret.jq").write_text('def leak: "s3cret";')
     monkeypatch.chdir(tmp_path)
     assert apply_jq(RECORDS, "input_filename") == [None]
