@@ -1,12 +1,12 @@
 """Answering one SQL query (`analyze-with-duckdb`) without ever holding its whole result.
 
-One SELECT can produce gigabytes
-(`SELECT repeat('x', 100000) FROM range(100000)`), so rows are fetched in small batches
-(`QueryStream`), each turned into a JSON-ready record and its JSON line as it arrives:
+One SELECT can produce gigabytes (`SELECT repeat('x', 100000) FROM range(100000)`), so rows
+are fetched in small batches (`QueryStream`), each turned into a JSON-ready record and its
+JSON line as it arrives:
 - the rows that fit one answer (the layer's byte ceiling) are kept; when the result ends
   there, it is answered like any page (inline, or a file when over the token ceiling);
 - otherwise, in `auto` and `file_ref` mode, they and the rest are streamed to an offload file,
-  up to `max_result_bytes` of JSON, and the answer is that file's descriptor, saying where and
+  up to `offload.duckdb_max_result_bytes` of JSON, and the answer is that file's descriptor, saying where and
   why the result was cut. The file is a dataset like any other: SQL, read-dataset-page and jq
   read it;
 - in `inline` mode (or with max_output_tokens) the rows read so far are answered, cut to fit,
