@@ -143,20 +143,9 @@ class Match(msgspec.Struct, frozen=True, gc=False):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Match:
-        return cls(
-            path=d["path"],
-            line_start=d["line_start"],
-            line_end=d["line_end"],
-            byte_start=d["byte_start"],
-            byte_end=d["byte_end"],
-            content=d["content"],
-            type=MatchType(d["type"]),
-            language=d.get("language"),
-            score=d.get("score"),
-            context_before=tuple(d.get("context_before") or ()),
-            context_after=tuple(d.get("context_after") or ()),
-            ranks=d.get("ranks"),
-        )
+        """The inverse of `to_dict`, also msgspec's (about twice as fast as building it by hand):
+        fields left out take their defaults, a value of the wrong type is a ValueError."""
+        return msgspec.convert(d, cls)
 
     def approx_size(self) -> int:
         """Rough bytes held in memory, for the session store's memory budget."""
