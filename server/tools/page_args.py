@@ -14,7 +14,6 @@ types, and fastmcp must be able to evaluate them.
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
 from typing import Annotated, Any, Literal, get_type_hints
 
@@ -34,7 +33,8 @@ class PageArgs:
     """The shared arguments of one search tool call, in the order the tools declare them.
 
     `page_size` and `snippet_length` are bounded by settings, and the default snippet length
-    differs between regex and ranked search: `page_parameters` adds those at registration."""
+    differs between regex and ranked search (the 0 below is never used): `page_parameters`
+    adds those at registration."""
 
     # Descriptions are short and only where the name and type do not say it all: the three
     # search tools repeat them, and tools/list is paid for in every conversation.
@@ -73,7 +73,7 @@ def page_parameters(bounded: dict[str, Any], snippet_length: int) -> list[inspec
     return [inspect.Parameter(name, kind, default=value, annotation=types[name]) for name, value in defaults.items()]
 
 
-def with_page_args(body: Callable[..., Awaitable[ToolResult]], shared: list[inspect.Parameter]) -> ToolBody:
+def with_page_args(body: ToolBody, shared: list[inspect.Parameter]) -> ToolBody:
     """The tool fastmcp registers for `body`, whose `page_args: PageArgs` parameter stands for
     `shared`: its signature is the body's own parameters followed by `shared`, and a call's
     shared arguments reach the body gathered into one `PageArgs`."""
