@@ -9,7 +9,7 @@ it brings in the numeric stack, which a plain regex search never needs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from search_engine.config import (
     DEFAULT_EMBEDDING_PROFILE,
@@ -34,6 +34,7 @@ from search_engine.errors import (
 )
 from search_engine.files import display_path
 from search_engine.languages import language_for
+from search_engine.lazy import lazy_exports
 from search_engine.models import (
     DEFAULT_MAX_RESULTS,
     MAX_CONTEXT_LINES,
@@ -78,13 +79,10 @@ __all__ = [
     "default_cache_dir",
     "display_path",
     "language_for",
+    "lazy_exports",
     "resolve_search_path",
 ]
 
 
-def __getattr__(name: str) -> Any:  # the names imported on first use (see the module doc)
-    if name in ("IndexManager", "IndexStatus"):
-        from search_engine import index
-
-        return getattr(index, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The names imported on first use (see the module doc).
+__getattr__ = lazy_exports(__name__, dict.fromkeys(("IndexManager", "IndexStatus"), "search_engine.index"))

@@ -9,8 +9,9 @@ needs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from search_engine import lazy_exports
 from sessions.cursor import DEFAULT_MAX_AGE_S, CursorCodec, CursorState
 from sessions.errors import (
     CursorError,
@@ -67,9 +68,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:  # the names imported on first use (see the module doc)
-    if name in ("RedisStore", "redacted"):
-        from sessions import redis_store
-
-        return getattr(redis_store, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The names imported on first use (see the module doc).
+__getattr__ = lazy_exports(__name__, dict.fromkeys(("RedisStore", "redacted"), "sessions.redis_store"))

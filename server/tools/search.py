@@ -2,8 +2,8 @@
 
 Each is a thin adapter: validate arguments -> `SearchRequest` -> `Pager` -> output layer ->
 `ToolResult`. The three share every paging and presentation parameter; only the search-defining
-ones differ, so the shared part is declared once as annotated types and handled by
-`run_search`.
+ones differ, so the shared part is declared once (`server.tools.page_args.PageArgs`) and handled
+by `run_search`.
 
 With a cursor, the search is the cursor's: it is checked against this server's roots (the key
 that sealed it may be shared by servers rooted elsewhere), and every search-defining argument
@@ -17,9 +17,8 @@ time from settings (page-size limits), and fastmcp must be able to evaluate them
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio
 from fastmcp import Context, FastMCP
@@ -37,36 +36,23 @@ from search_engine import (
 )
 from server.clients import client_name, profile_for
 from server.errors import InvalidParamsError
-from server.output import MIN_OUTPUT_TOKENS
-from server.records import Detail
-from server.rendering import OutputOptions
-from server.response import RecordOptions, SearchResponse
+from server.response import SearchResponse
 from server.services import Services
 from server.tools.descriptions import (
     HYBRID_DESCRIPTION,
     READ_ONLY,
     REGEX_DESCRIPTION,
     SEMANTIC_DESCRIPTION,
-    OutputModeName,
     paging,
     search_meta,
 )
-from server.tools.registry import mcp_tool
+from server.tools.page_args import PageArgs, page_parameters, with_page_args
+from server.tools.registry import ToolBody, mcp_tool
 from server.tools.schemas import SEARCH_OUTPUT
 from sessions import CursorParamsMismatchError, CursorState
 
-# Parameter descriptions are short and only where the name and type do not say it all: the
-# three search tools repeat them, and tools/list is paid for in every conversation.
 IncludeGlobs = list[str] | None
 ExcludeGlobs = list[str] | None
-Cursor = str | None
-OutputMode = Annotated[
-    OutputModeName,
-    Field(description="auto: a file when over the size limit; inline: cut instead; legacy: bare JSON array"),
-]
-StatsOnly = Annotated[bool, Field(description="counts per file instead of matches")]
-StatsFirst = Annotated[bool, Field(description="counts as well as matches")]
-DetailLevel = Annotated[Literal["compact", "full"], Field(description="full: byte spans, language, ranks")]
 
 
 #: Request fields named differently from the tool parameter that sets them.
@@ -106,16 +92,25 @@ class SearchCall:
 def register_search_tools(app: FastMCP, services: Services) -> None:
     app.add_middleware(SentArguments())
     s = services.settings.search
-    PageSize = Annotated[int | None, Field(ge=1, le=s.max_page_size)]
-    SnippetLength = Annotated[int, Field(ge=1, le=s.max_snippet_length, description="cut each text to this many chars")]
-    MaxTokens = Annotated[int | None, Field(ge=MIN_OUTPUT_TOKENS, description="cut the page to this size")]
-    JqFilter = Annotated[str | None, Field(description="jq over the list of full match objects, before paging")]
+    bounded = {
+        "page_size": Annotated[int | None, Field(ge=1, le=s.max_page_size)],
+        "snippet_length": Annotated[
+            int, Field(ge=1, le=s.max_snippet_length, description="cut each text to this many chars")
+        ],
+    }
     meta = search_meta(services.settings.offload.max_tokens)
     contract = paging(services.settings.sessions.cursor_max_age_s)
-    # The registration options the three search tools share.
-    search_tool = partial(mcp_tool, app, annotations=READ_ONLY, output_schema=SEARCH_OUTPUT, meta=meta)
 
-    @search_tool("regex_search", REGEX_DESCRIPTION + contract)
+    def search_tool(name: str, description: str, snippet_length: int) -> Callable[[ToolBody], ToolBody]:
+        """Register the decorated body as search tool `name`, taking the shared `PageArgs` after
+        its own parameters, with the registration options the three search tools share."""
+        shared = page_parameters(bounded, snippet_length)
+        register = mcp_tool(
+            app, name, description + contract, annotations=READ_ONLY, output_schema=SEARCH_OUTPUT, meta=meta
+        )
+        return lambda body: register(with_page_args(body, shared))
+
+    @search_tool("regex_search", REGEX_DESCRIPTION, s.default_snippet_length)
     async def regex_search(
         ctx: Context,
         pattern: str | None = None,
@@ -127,30 +122,18 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
         include_patterns: IncludeGlobs = None,
         exclude_patterns: ExcludeGlobs = None,
         context_lines: Annotated[int, Field(ge=0, le=MAX_CONTEXT_LINES)] = 0,
-        include_snippet: bool = True,
-        snippet_length: SnippetLength = s.default_snippet_length,
-        page_size: PageSize = None,
-        cursor: Cursor = None,
-        output_mode: OutputMode = "auto",
-        max_output_tokens: MaxTokens = None,
-        stats_only: StatsOnly = False,
-        stats_first: StatsFirst = False,
-        jq_filter: JqFilter = None,
-        detail: DetailLevel = "compact",
+        *,
+        page_args: PageArgs,
     ) -> ToolResult:
         call = SearchCall(SearchMode.REGEX, {
             "pattern": pattern, "path": path, "ignore_case": ignore_case, "fixed_string": fixed_string,
             "whole_word": whole_word, "multiline": multiline, "include_patterns": include_patterns,
-            "exclude_patterns": exclude_patterns, "context_lines": context_lines, "jq_filter": jq_filter,
+            "exclude_patterns": exclude_patterns, "context_lines": context_lines, "jq_filter": page_args.jq_filter,
         }, fixed={"max_results": s.max_results})  # fmt: skip
-        return await run_search(
-            services, ctx, "regex_search", call, cursor, page_size,
-            _record_options(include_snippet, snippet_length, detail, output_mode),
-            OutputOptions(output_mode, max_output_tokens, stats_only, stats_first),
-        )  # fmt: skip
+        return await run_search(services, ctx, "regex_search", call, page_args)
 
     def make_ranked_tool(mode: SearchMode, name: str, description: str) -> None:
-        @search_tool(name, description + contract)
+        @search_tool(name, description, s.default_ranked_snippet_length)
         async def ranked_search(
             ctx: Context,
             query: str | None = None,
@@ -159,36 +142,18 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
             threshold: float | None = None,
             include_patterns: IncludeGlobs = None,
             exclude_patterns: ExcludeGlobs = None,
-            include_snippet: bool = True,
-            snippet_length: SnippetLength = s.default_ranked_snippet_length,
-            page_size: PageSize = None,
-            cursor: Cursor = None,
-            output_mode: OutputMode = "auto",
-            max_output_tokens: MaxTokens = None,
-            stats_only: StatsOnly = False,
-            stats_first: StatsFirst = False,
-            jq_filter: JqFilter = None,
-            detail: DetailLevel = "compact",
+            *,
+            page_args: PageArgs,
         ) -> ToolResult:
             call = SearchCall(mode, {
                 "query": query, "path": path, "top_k": top_k, "threshold": threshold,
-                "include_patterns": include_patterns, "exclude_patterns": exclude_patterns, "jq_filter": jq_filter,
+                "include_patterns": include_patterns, "exclude_patterns": exclude_patterns,
+                "jq_filter": page_args.jq_filter,
             })  # fmt: skip
-            return await run_search(
-                services, ctx, name, call, cursor, page_size,
-                _record_options(include_snippet, snippet_length, detail, output_mode),
-                OutputOptions(output_mode, max_output_tokens, stats_only, stats_first),
-            )  # fmt: skip
+            return await run_search(services, ctx, name, call, page_args)
 
     make_ranked_tool(SearchMode.SEMANTIC, "semantic_search", SEMANTIC_DESCRIPTION)
     make_ranked_tool(SearchMode.HYBRID, "hybrid_search", HYBRID_DESCRIPTION)
-
-
-def _record_options(include_snippet: bool, snippet_length: int, detail: str, output_mode: str) -> RecordOptions:
-    """`legacy` prints the seed-compatible records whatever `detail` says: it exists for
-    clients written against that shape."""
-    level = Detail.FULL if output_mode == "legacy" else Detail(detail)
-    return RecordOptions(include_snippet, snippet_length, level)
 
 
 def _request(services: Services, call: SearchCall) -> SearchRequest:
@@ -259,15 +224,13 @@ async def run_search(
     ctx: Context,
     tool: str,
     call: SearchCall,
-    cursor: str | None,
-    page_size: int | None,
-    record_options: RecordOptions,
-    output_options: OutputOptions,
+    page_args: PageArgs,
 ) -> ToolResult:
     """Check the cursor, wait for the index if the page needs it, then page and render in one
     worker-thread hop: ripgrep and the index block, and a cached page is cheap enough that a
     second hop would be a measurable share of its latency."""
     pager = services.pager
+    cursor, page_size = page_args.cursor, page_args.page_size
     if cursor is None:
         state, request = None, _request(services, call)
         searched = request
@@ -300,7 +263,7 @@ async def run_search(
             # Regex results are not versioned by an index: search the files as they are now.
             fresh = request.mode is SearchMode.REGEX
             page = pager.first_page(request, page_size, view=call.args["jq_filter"], reuse=not fresh)
-        response = SearchResponse(page, record_options)
-        return services.renderer.render_search(response, output_options, tool=tool, client=client)
+        response = SearchResponse(page, page_args.record_options())
+        return services.renderer.render_search(response, page_args.output_options(), tool=tool, client=client)
 
     return await anyio.to_thread.run_sync(page_and_render)
