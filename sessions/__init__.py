@@ -34,6 +34,7 @@ from sessions.memory import (
 from sessions.models import Page, Session
 from sessions.pager import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Pager
 from sessions.store import SessionStore, StoreStats
+from sessions.sweeper import Sweeper
 
 if TYPE_CHECKING:
     from sessions.redis_store import RedisStore, redacted
@@ -63,6 +64,7 @@ __all__ = [
     "SessionStore",
     "SessionStoreUnavailableError",
     "StoreStats",
+    "Sweeper",
     "load_or_create_key",
     "redacted",
 ]

@@ -1,5 +1,6 @@
 """Test modules stand alone: none imports another test module or conftest.py (shared code lives
-in helper modules), and benchmarks/ and harness/ import nothing from tests/. Read from the
+in helper modules), benchmarks/ and harness/ import nothing from tests/, and the product's
+packages are used only through their public names. Read from the
 source's import statements, so a new import that breaks the rule fails here by name."""
 
 from __future__ import annotations
@@ -39,3 +40,40 @@ def test_benchmarks_and_harness_import_nothing_from_tests() -> None:
         for path in sorted((ROOT / folder).glob("*.py"))
     }
     assert {name: found for name, found in offenders.items() if found} == {}
+
+
+#: Packages whose users import only the names in their `__init__`'s `__all__`, never a module.
+SEALED = ("search_engine", "sessions", "server.output", "server.sql", "server.jq")
+
+
+def test_packages_are_used_through_their_public_names() -> None:
+    """A module outside a sealed package imports the package, not its modules (`server` ->
+    `sessions` -> `search_engine`; the proxy and tools -> output, sql and jq), so a package can
+    move its modules without touching its users."""
+
+    def package_of(path: Path) -> str:
+        return ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+
+    offenders = {}
+    for folder in ("search_engine", "sessions", "server"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            home = package_of(path)
+            reached = sorted(
+                m
+                for m in imported_modules(path)
+                for sealed in SEALED
+                if m.startswith(sealed + ".")
+                and m.split(".")[sealed.count(".") + 1] in _modules_of(sealed)
+                and not (home + ".").startswith(sealed + ".")
+            )
+            if reached:
+                offenders[str(path.relative_to(ROOT))] = reached
+    assert offenders == {}
+
+
+def _modules_of(package: str) -> set[str]:
+    """The module and subpackage names directly inside `package`."""
+    folder = ROOT.joinpath(*package.split("."))
+    return {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | {
+        p.name for p in folder.iterdir() if (p / "__init__.py").is_file()
+    }

@@ -38,7 +38,7 @@ import msgspec
 from ulid import ULID
 
 from server.errors import DatasetNotFoundError, InvalidDatasetIdError, PrivateFileError, StoreWriteError
-from sessions.sweeper import Sweeper
+from sessions import Sweeper
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from search_engine.languages import language_for
+from search_engine import language_for
 
 TOP_FILES = 10
 
