@@ -1,7 +1,7 @@
 """Test modules stand alone: none imports another test module or conftest.py (shared code lives
 in helper modules), benchmarks/ and harness/ import nothing from tests/, and the product's
-packages are used only through their public names. Read from the
-source's import statements, so a new import that breaks the rule fails here by name."""
+packages are used only through their public names. Read from the source's import statements,
+so a new import that breaks a rule fails here by name."""
 
 from __future__ import annotations
 
