@@ -170,6 +170,8 @@ CALL = '{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":"regex_s
         (CALL.replace("ID", "13").replace("ARGS", '{"pattern":"x","nonsense":1}').encode(), -32602, 13),
         (CALL.replace("ID", "14").replace("ARGS", '{"cursor":"garbage"}').encode(), -32602, 14),
         (b'{"jsonrpc":"2.0","id":15,"method":"tools/call","params":"x"}', -32600, 15),
+        # The name the search tools' shared arguments reach the tool body under is not an argument.
+        (CALL.replace("ID", "16").replace("ARGS", '{"pattern":"x","page_args":{"cursor":"c"}}').encode(), -32602, 16),
     ],
     ids=lambda v: None if isinstance(v, bytes) else str(v),
 )
