@@ -11,8 +11,10 @@ never lists a path through one (rg does not follow links), so no legitimate read
 
 Linux's openat2(RESOLVE_BENEATH) does the same walk in one call; the portable walk measured
 ~7 µs per file against ~3 µs for a single open (20,000 files, 4.3 directories deep on
-average), small next to the 64 KiB binary sniff each file costs anyway, so there is one code
-path on every platform.
+average), so there is one code path on every platform. Where many files are opened at once
+(discovery opens every file of the tree), `BeneathWalk` keeps the directories of the last
+path and opens only what differs: a tree listed in sorted order costs one open a directory
+and one a file (discovery of an 8x sympy tree, 12,528 files: 0.24 s -> 0.18 s).
 
 The last component is opened `O_NONBLOCK`, so a FIFO swapped in for a file never blocks the
 reader (it is then refused as not a regular file; for regular files the flag does nothing).
@@ -37,18 +39,60 @@ def open_beneath(root: Path | str, rel: str) -> int:
     gone, EINVAL for a path that is not plainly relative. `root` itself is opened as given:
     it is the caller's resolved root, not something the tree can swap.
     """
-    parts = rel.split("/")
-    if any(part in ("", ".", "..") for part in parts):
-        raise OSError(errno.EINVAL, "not a plain relative path", rel)
-    fd = os.open(root, _DIR_FLAGS & ~os.O_NOFOLLOW)
-    try:
-        for part in parts[:-1]:
-            inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+    with BeneathWalk(root) as walk:
+        return walk.open(rel)
+
+
+class BeneathWalk:
+    """`open_beneath` for many files of one root, keeping the descriptors of the directories
+    on the way to the last one opened: a file in the same directory, or a sibling one, costs
+    one or two opens instead of a walk from the root (discovery opens every file of the tree,
+    and ~6 opens a file were most of its time). Fed paths in sorted order, it opens each
+    directory once.
+
+    The guarantee is `open_beneath`'s: every directory kept was opened `O_NOFOLLOW` relative
+    to its parent, from the root down, so a file opened relative to it is one that lay inside
+    the root when that directory was reached; a symlink swapped in later is never followed.
+    Holds at most the tree's depth in descriptors, until `close`.
+    """
+
+    def __init__(self, root: Path | str) -> None:
+        self._root = os.open(root, _DIR_FLAGS & ~os.O_NOFOLLOW)
+        self._dirs: list[tuple[str, int]] = []  # (name, descriptor), from the root down
+
+    def open(self, rel: str) -> int:
+        """A read-only descriptor of `rel` (see `open_beneath`, which raises the same errors)."""
+        *dirs, name = parts = rel.split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            raise OSError(errno.EINVAL, "not a plain relative path", rel)
+        shared = 0
+        for (kept, _), part in zip(self._dirs, dirs, strict=False):
+            if kept != part:
+                break
+            shared += 1
+        for _, fd in reversed(self._dirs[shared:]):
             os.close(fd)
-            fd = inner
-        return os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
-    finally:
-        os.close(fd)
+        del self._dirs[shared:]
+        for part in dirs[shared:]:
+            self._dirs.append((part, os.open(part, _DIR_FLAGS, dir_fd=self._parent())))
+        return os.open(name, _FILE_FLAGS, dir_fd=self._parent())
+
+    def close(self) -> None:
+        for _, fd in reversed(self._dirs):
+            os.close(fd)
+        self._dirs.clear()
+        if self._root >= 0:
+            os.close(self._root)
+            self._root = -1
+
+    def __enter__(self) -> BeneathWalk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _parent(self) -> int:
+        return self._dirs[-1][1] if self._dirs else self._root
 
 
 def read_beneath(root: Path | str, rel: str, limit: int) -> bytes | None:

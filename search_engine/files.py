@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from search_engine.beneath import open_beneath
+from search_engine.beneath import BeneathWalk, open_beneath
 from search_engine.config import EngineConfig
 from search_engine.errors import PathNotFoundError
 from search_engine.paths import SearchLocation
@@ -88,26 +88,33 @@ def discover(
     with RipgrepRun(args, location.root, config.timeout_s) as run:
         listing = b"".join(run.records(b"\0"))
         run.warnings(produced_output=bool(listing))
-    found = []
-    for raw in listing.split(b"\0"):
-        if not raw:
-            continue
-        rel = os.fsdecode(raw)
-        described = _describe(location.root, rel, config.max_file_size)
-        if described is not None:
-            found.append(DiscoveredFile(display_path(raw), location.root, rel, *described))
+    found: list[DiscoveredFile] = []
+    try:
+        walk = BeneathWalk(location.root)
+    except OSError:  # the root itself went away since rg listed it: nothing to describe
+        return found
+    # Sorted, so files of one directory are described one after another and the walk opens
+    # each directory once.
+    with walk:
+        for raw in sorted(listing.split(b"\0")):
+            if not raw:
+                continue
+            rel = os.fsdecode(raw)
+            described = _describe(walk, rel, config.max_file_size)
+            if described is not None:
+                found.append(DiscoveredFile(display_path(raw), location.root, rel, *described))
     found.sort(key=lambda f: f.path)
     return found
 
 
-def _describe(root: Path, rel: str, max_size: int) -> tuple[int, int] | None:
+def _describe(walk: BeneathWalk, rel: str, max_size: int) -> tuple[int, int] | None:
     """(size, mtime_ns) of a regular, small enough, non-binary file; None to skip it.
 
     Re-checked here because the tree may change between rg's walk and this call; opened
     beneath the root, so a directory swapped for a link cannot lead outside it.
     """
     try:
-        fd = open_beneath(root, rel)
+        fd = walk.open(rel)
     except OSError:
         return None
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from search_engine.beneath import open_beneath, read_beneath
+from search_engine.beneath import BeneathWalk, open_beneath, read_beneath
 from search_engine.config import EngineConfig
 from search_engine.errors import InvalidQueryError, PathNotFoundError
 from search_engine.files import BINARY_SNIFF_BYTES, discover
@@ -191,6 +191,40 @@ def test_reads_beneath_the_root_refuse_links_at_any_depth_and_never_block(tmp_pa
         assert read_beneath(root, rel, 1 << 20) is None, rel
     with pytest.raises(OSError):
         open_beneath(root, "dir_link/sub/secret.txt")
+
+
+def test_a_walk_reuses_directories_yet_refuses_a_link_swapped_in_and_leaks_nothing(tmp_path: Path) -> None:
+    """Discovery opens every file through one `BeneathWalk`, which keeps the directories on the
+    way to the last file: siblings, cousins and a path visited out of order open the right
+    files; a directory replaced by a link once the walk has left it is refused when visited
+    again; and closing the walk leaves no descriptor open."""
+    outside = put(tmp_path, "outside/b/secret.txt", "secret")
+    root = tmp_path / "root"
+    for rel in ("a/b/x.txt", "a/b/y.txt", "a/c/z.txt", "d.txt", "a/b/w.txt"):
+        put(root, rel, rel)
+    fds = len(os.listdir("/proc/self/fd"))
+    with BeneathWalk(root) as walk:
+        for rel in ("a/b/x.txt", "a/b/y.txt", "a/c/z.txt", "d.txt", "a/b/w.txt"):
+            fd = walk.open(rel)
+            try:
+                assert os.read(fd, 100) == rel.encode(), rel
+            finally:
+                os.close(fd)
+        held = len(os.listdir("/proc/self/fd")) - fds
+        assert held == 3, "the root, a and a/b"  # nothing more than the path's depth
+        os.rename(root / "a", root / "a_moved")
+        (root / "a").symlink_to(outside.parent.parent, target_is_directory=True)
+        fd = walk.open("a/b/w.txt")  # `a` and `a/b` are still held: the directory that was checked
+        try:
+            assert os.read(fd, 100) == b"a/b/w.txt"
+        finally:
+            os.close(fd)
+        os.close(walk.open("d.txt"))  # leaves `a`; its next visit walks again and meets the link
+        with pytest.raises(OSError):
+            walk.open("a/b/secret.txt")
+        with pytest.raises(OSError):
+            walk.open("a/../d.txt")
+    assert len(os.listdir("/proc/self/fd")) == fds
 
 
 @pytest.mark.parametrize("named", ["sub", "sub/a.txt"])
