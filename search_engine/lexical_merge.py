@@ -17,6 +17,9 @@ import numpy as np
 
 from search_engine.lexical import LexicalBuilder, LexicalIndex, Postings, file_entries
 
+#: Entries renumbered per `np.take` call (see `_renumbered`).
+_SLICE = 1 << 20
+
 
 def merge(old: LexicalIndex, chunk_map: np.ndarray, file_map: np.ndarray, new: LexicalBuilder,
           new_chunks: np.ndarray, files: list[str]) -> LexicalIndex:  # fmt: skip
@@ -54,19 +57,19 @@ def _merge(
     Arrays as long as the postings are int32 or smaller, and only a few of them live at once:
     an update of an 8x sympy tree (12.6M entries) stays within a few hundred MB."""
     indptr = np.asarray(old.indptr, dtype=np.int64)
-    old_docs = doc_map[np.asarray(old.docs)]
+    old_docs = _renumbered(np.asarray(old.docs), doc_map)
     keep = old_docs >= 0
+    # The dropped entries (changed and deleted documents') are few: each term's block among
+    # the kept entries starts where its old block did, less the dropped entries before it.
+    dropped = np.flatnonzero(~keep)
     kept_docs = old_docs[keep]
     del old_docs
     kept_tf = np.asarray(old.tf)[keep]
-    kept_before = np.zeros(len(keep) + 1, dtype=np.int32 if len(keep) < 2**31 else np.int64)
-    np.cumsum(keep, out=kept_before[1:])  # kept entries before each old one
     del keep
-    # Each term's block among the kept entries; terms new to the vocabulary have none, and
-    # their entries go after every kept one (their ids are above every old term's).
+    # Terms new to the vocabulary have no kept entries, and their entries go after every kept
+    # one (their ids are above every old term's).
     kept_indptr = np.full(vocab + 1, len(kept_docs), dtype=np.int64)
-    kept_indptr[: len(indptr)] = kept_before[indptr]
-    del kept_before
+    kept_indptr[: len(indptr)] = indptr - np.searchsorted(dropped, indptr)
     order = np.lexsort((docs, terms))
     terms, docs, tf = terms[order], docs[order], tf[order]
     # Each new entry goes into its term's block, before the first kept document above it:
@@ -87,3 +90,13 @@ def _merge(
     lengths[doc_map[kept]] = np.asarray(old.lengths)[kept]
     lengths[new_ids] = new_lengths
     return Postings(out_indptr, out_docs, out_tf, lengths)
+
+
+def _renumbered(docs: np.ndarray, doc_map: np.ndarray) -> np.ndarray:
+    """`doc_map[docs]`, a slice at a time: indexing with the whole int32 array at once first
+    widens it to a temporary index array twice its size (100 MB for 12.6M entries), which
+    took longer than the lookups."""
+    out = np.empty(len(docs), dtype=doc_map.dtype)
+    for start in range(0, len(docs), _SLICE):
+        np.take(doc_map, docs[start : start + _SLICE], out=out[start : start + _SLICE])
+    return out

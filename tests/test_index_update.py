@@ -22,6 +22,7 @@ import search_engine.chunk_jobs as chunk_jobs
 import search_engine.files as files
 import search_engine.indexing as indexing
 import search_engine.lexical as lexical
+import search_engine.lexical_merge as lexical_merge
 from search_engine.chunking import chunk_file
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
@@ -94,7 +95,13 @@ def rankings(manager: IndexManager, root: Path) -> list[list[tuple[str, int]]]:
     return out
 
 
-def test_an_update_gives_what_a_fresh_build_gives(tmp_path: Path, counting: CountingEmbedder) -> None:
+@pytest.mark.parametrize("renumber_slice", [lexical_merge._SLICE, 97], ids=["default", "many-slices"])
+def test_an_update_gives_what_a_fresh_build_gives(
+    tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch, renumber_slice: int
+) -> None:
+    """Also with the postings renumbered in slices smaller than a term's block, so the slice
+    boundaries fall everywhere (the real slice is larger than this tree's postings)."""
+    monkeypatch.setattr(lexical_merge, "_SLICE", renumber_slice)
     root = real_tree(tmp_path / "repo").resolve()
     manager = manager_for(tmp_path / "cache", counting, refresh_interval_s=3600)
     manager.update(root)
