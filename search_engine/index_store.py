@@ -51,6 +51,7 @@ import shutil
 import tempfile
 import weakref
 from array import array
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -427,6 +428,9 @@ class GenerationWriter:
         self._file_vectors.append(np.asarray(old.vectors.file_vectors[run.files(old.chunks)]))
         self._copied.append(run)
 
+    def _write_postings(self) -> None:
+        self._lexical_index().save(self.staging / _LEXICAL)
+
     def _lexical_index(self) -> LexicalIndex:
         """A cold build's postings, or the old generation's with this update merged in."""
         if self.old is None:
@@ -450,13 +454,25 @@ class GenerationWriter:
         for fh in (self._codes, self._scales, self._words):
             fh.close()
         staging = self.staging
-        self._table.finish()
-        self._transpose_words()
-        write_coarse(staging, self.chunks, self.dim, self.old)
-        file_vectors = np.concatenate(self._file_vectors) if self._file_vectors else np.zeros((0, self.dim), np.float32)
-        np.save(staging / _FILE_VECTORS, file_vectors.astype(np.float32))
-        self._lexical_index().save(staging / _LEXICAL)
-        _write_files(staging / _FILES, self.files)
+        # An update's postings (a merge of 12.6M entries at 8x sympy, mostly numpy work that
+        # releases the GIL) share nothing with the other parts: they are written on a second
+        # core meanwhile (0.1-0.2 s of a 2.5 s update). Not a cold build's: its postings sort
+        # and the coarse training at once raised its peak memory by a third. Leaving the block
+        # waits for them, error or not.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="codepager-postings") as pool:
+            postings = pool.submit(self._write_postings) if self.old is not None else None
+            self._table.finish()
+            self._transpose_words()
+            write_coarse(staging, self.chunks, self.dim, self.old)
+            file_vectors = (
+                np.concatenate(self._file_vectors) if self._file_vectors else np.zeros((0, self.dim), np.float32)
+            )
+            np.save(staging / _FILE_VECTORS, file_vectors.astype(np.float32))
+            _write_files(staging / _FILES, self.files)
+            if postings is None:
+                self._write_postings()
+            else:
+                postings.result()
         (staging / _PINS).touch()
         (staging / _MANIFEST).write_text(json.dumps(asdict(manifest), indent=1), encoding="utf-8")
         store = self.store

@@ -303,6 +303,48 @@ def test_a_writer_killed_mid_write_leaves_the_previous_generation_usable(
     assert any(c.symbol == "render_markdown" for c in manager.get(repo).chunks)
 
 
+@pytest.mark.parametrize("failing", ["postings", "the rest"])
+def test_a_failed_publish_waits_for_the_postings_and_leaves_the_previous_generation(
+    repo: Path, manager: IndexManager, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """The postings are written on a second thread while the rest of the generation is
+    finished. Whichever side fails, the error reaches the caller, and the half-written
+    generation is removed only once the postings thread is done with it (it is held back
+    here until the other side has failed), so nothing is left behind and the previous
+    generation stays live."""
+    manager.update(repo)
+    store = manager.store(repo)
+    other_side_failed = threading.Event()
+    save = index_store.LexicalIndex.save
+    saved: list[Path] = []
+
+    def postings(self: index_store.LexicalIndex, directory: Path) -> None:
+        if failing == "postings":
+            raise OSError(28, "No space left on device (postings)")
+        assert other_side_failed.wait(30)
+        # Slower than the cleanup that follows the failure: a publish that did not wait for
+        # this thread would remove the directory under it, and this save would fail.
+        time.sleep(0.2)
+        save(self, directory)
+        saved.append(directory)
+
+    def rest(*args: object) -> None:
+        other_side_failed.set()
+        raise OSError(28, "No space left on device (coarse index)")
+
+    monkeypatch.setattr(index_store.LexicalIndex, "save", postings)
+    if failing == "the rest":
+        monkeypatch.setattr(index_store, "write_coarse", rest)
+    (repo / "app/render.py").write_text("def render_markdown(text):\n    return text\n")
+    with pytest.raises(OSError, match="postings" if failing == "postings" else "coarse index"):
+        manager.update(repo)
+    assert sorted(os.listdir(store.directory)) == ["CURRENT", "ROOT", "gen-00000001", "write.lock"]
+    assert len(saved) == (failing == "the rest")  # the postings were complete before the cleanup
+    monkeypatch.undo()
+    stats = manager.update(repo)
+    assert stats.changed and any(c.symbol == "render_markdown" for c in manager.get(repo).chunks)
+
+
 CONCURRENT_UPDATE = textwrap.dedent("""\
     import json, sys, time
     from pathlib import Path
