@@ -26,7 +26,7 @@ from rapidfuzz import fuzz, process
 from search_engine.chunk_table import ChunkTable
 from search_engine.file_words import FileWords
 from search_engine.lexical import LexicalIndex
-from search_engine.priors import PathPriors, satellite_packages
+from search_engine.priors import PathPriors, TreeFacts
 from search_engine.symbols import MIN_FUZZY_LEN, SymbolIndex, normalize
 from search_engine.vectors import VectorIndex
 
@@ -63,9 +63,9 @@ class Corpus:
     names: FileNames
     words: FileWords
     _file_languages: list[str | None]
+    #: What the path priors read from the index's paths as a whole, found once.
+    tree: TreeFacts
     _priors: dict[PathPriors, np.ndarray] = field(default_factory=dict)
-    #: The index's satellite packages (`search_engine.priors`), found once from its paths.
-    satellites: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, chunks: ChunkTable, vectors: VectorIndex, lexical: LexicalIndex) -> Corpus:
@@ -93,7 +93,7 @@ class Corpus:
             FileNames(files),
             FileWords(files),
             list(chunks.languages),
-            satellites=satellite_packages(files),
+            TreeFacts.of(files),
         )
 
     def files_allowed(self, allowed: np.ndarray | None) -> np.ndarray:
@@ -105,14 +105,14 @@ class Corpus:
 
     def priors_for(self, query: str) -> np.ndarray:
         """Each file's path-prior factor for `query` (see `search_engine.priors`)."""
-        return self.file_priors(PathPriors.for_query(query, self.satellites))
+        return self.file_priors(PathPriors.for_query(query, self.tree.satellites))
 
     def file_priors(self, priors: PathPriors) -> np.ndarray:
         """Each file's path-prior factor under `priors` (a handful of variants exist, each
         computed once)."""
         factors = self._priors.get(priors)
         if factors is None:
-            factors = np.array(priors.factors(self.files, self._file_languages))
+            factors = np.array(priors.factors(self.files, self._file_languages, self.tree))
             self._priors[priors] = factors
         return factors
 

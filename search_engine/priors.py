@@ -166,13 +166,18 @@ class PathPriors:
             named_satellites=frozenset(f for f, name in (satellites or {}).items() if name <= words),
         )
 
-    def factors(self, paths: Sequence[str], languages: Sequence[str | None]) -> list[float]:
-        """`factor` of every file of one index, which also knows each file's siblings."""
-        implemented = implemented_headers(paths)
-        scaled = set(satellite_packages(paths)) - self.named_satellites
-        kept = () if "first_version" in self.lifted else tuple(kept_first_versions(paths))
+    def factors(
+        self, paths: Sequence[str], languages: Sequence[str | None], tree: TreeFacts | None = None
+    ) -> list[float]:
+        """`factor` of every file of one index, which also knows each file's siblings (`tree`,
+        found from `paths` when not given)."""
+        tree = tree or TreeFacts.of(paths)
+        scaled = set(tree.satellites) - self.named_satellites
+        kept = () if "first_version" in self.lifted else tree.kept_versions
         return [
-            self.factor(p, lang, p in implemented, p.split("/", 1)[0] in scaled, p.startswith(kept) if kept else False)
+            self.factor(
+                p, lang, p in tree.implemented, p.split("/", 1)[0] in scaled, p.startswith(kept) if kept else False
+            )
             for p, lang in zip(paths, languages, strict=True)
         ]
 
@@ -193,6 +198,26 @@ class PathPriors:
         kinds |= {"shim"} if kept_version else set()
         # In the table's order, so the product is the same float in every process.
         return math.prod(f for kind, f in _PENALTIES.items() if kind in kinds and kind not in self.lifted)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeFacts:
+    """What the priors read from an index's paths as a whole, the same for every query: the
+    headers with a source file beside them (`implemented_headers`), the kept first versions
+    (`kept_first_versions`) and the satellite packages (`satellite_packages`). Found once per
+    index, not once per variant of the priors."""
+
+    implemented: frozenset[str]
+    kept_versions: tuple[str, ...]
+    satellites: Mapping[str, frozenset[str]]
+
+    @classmethod
+    def of(cls, paths: Sequence[str]) -> TreeFacts:
+        return cls(
+            frozenset(implemented_headers(paths)),
+            tuple(sorted(kept_first_versions(paths))),
+            satellite_packages(paths),
+        )
 
 
 def implemented_headers(paths: Sequence[str]) -> set[str]:

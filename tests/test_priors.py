@@ -12,6 +12,8 @@ from search_engine.priors import (
     SATELLITE_FACTOR,
     SHIM_FACTOR,
     PathPriors,
+    TreeFacts,
+    implemented_headers,
     kept_first_versions,
     satellite_packages,
 )
@@ -221,3 +223,28 @@ def test_a_v1_folder_twinning_the_files_above_it_is_a_kept_first_version() -> No
     assert plain["pydantic/fields.py"] == plain["mod/v2/client.go"] == plain["api/v1/users.py"] == 1.0
     asked = PathPriors.for_query("how v1 model fields are declared").factors(paths, languages)
     assert dict(zip(paths, asked, strict=True))["pydantic/v1/fields.py"] == 1.0
+
+
+def test_the_tree_facts_an_index_finds_once_are_the_ones_its_priors_read() -> None:
+    """A corpus finds its tree facts (headers with a source beside them, kept first versions,
+    satellite packages) once and hands them to every variant of the priors: they are what the
+    three finders say, and factors read them instead of finding them again."""
+    paths = [
+        *SINATRA_LIKE,
+        "lib/Widget.hpp",
+        "lib/Widget.cpp",
+        *(f"pydantic/{name}.py" for name in ("fields", "main", "types")),
+        *(f"pydantic/v1/{name}.py" for name in ("fields", "main", "types")),
+    ]
+    languages = [language_for(p) for p in paths]
+    tree = TreeFacts.of(paths)
+    assert tree.implemented == implemented_headers(paths) == {"lib/Widget.hpp"}
+    assert set(tree.kept_versions) == kept_first_versions(paths) == {"pydantic/v1/"}
+    assert tree.satellites == satellite_packages(paths) != {}
+    for query in ("how the Rack middleware stack is assembled", "rack protection", "v1 fields", "the header"):
+        priors = PathPriors.for_query(query, tree.satellites)
+        assert priors.factors(paths, languages, tree) == priors.factors(paths, languages), query
+    unaware = dict(zip(paths, PathPriors().factors(paths, languages, TreeFacts.of([])), strict=True))
+    aware = dict(zip(paths, PathPriors().factors(paths, languages, tree), strict=True))
+    for path in ("lib/Widget.hpp", "pydantic/v1/fields.py", "rack-protection/lib/rack/protection/http_origin.rb"):
+        assert aware[path] < unaware[path] == 1.0, path
