@@ -29,6 +29,8 @@ from pathlib import Path
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+#: Directory descriptors a `BeneathWalk` keeps at most (source trees are rarely 15 deep).
+MAX_HELD = 32
 
 
 def open_beneath(root: Path | str, rel: str) -> int:
@@ -53,7 +55,9 @@ class BeneathWalk:
     The guarantee is `open_beneath`'s: every directory kept was opened `O_NOFOLLOW` relative
     to its parent, from the root down, so a file opened relative to it is one that lay inside
     the root when that directory was reached; a symlink swapped in later is never followed.
-    Holds at most the tree's depth in descriptors, until `close`.
+    Keeps at most `MAX_HELD` directories: a hostile tree thousands of directories deep must
+    not make the process run out of descriptors (its other threads serve requests). Deeper
+    components are walked for each file, one descriptor at a time, as `open_beneath` did.
     """
 
     def __init__(self, root: Path | str) -> None:
@@ -65,17 +69,28 @@ class BeneathWalk:
         *dirs, name = parts = rel.split("/")
         if any(part in ("", ".", "..") for part in parts):
             raise OSError(errno.EINVAL, "not a plain relative path", rel)
+        kept, deeper = dirs[:MAX_HELD], dirs[MAX_HELD:]
         shared = 0
-        for (kept, _), part in zip(self._dirs, dirs, strict=False):
-            if kept != part:
+        for (held, _), part in zip(self._dirs, kept, strict=False):
+            if held != part:
                 break
             shared += 1
         for _, fd in reversed(self._dirs[shared:]):
             os.close(fd)
         del self._dirs[shared:]
-        for part in dirs[shared:]:
+        for part in kept[shared:]:
             self._dirs.append((part, os.open(part, _DIR_FLAGS, dir_fd=self._parent())))
-        return os.open(name, _FILE_FLAGS, dir_fd=self._parent())
+        parent, transient = self._parent(), -1
+        try:
+            for part in deeper:
+                parent = os.open(part, _DIR_FLAGS, dir_fd=parent)
+                if transient >= 0:
+                    os.close(transient)
+                transient = parent
+            return os.open(name, _FILE_FLAGS, dir_fd=parent)
+        finally:
+            if transient >= 0:
+                os.close(transient)
 
     def close(self) -> None:
         for _, fd in reversed(self._dirs):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from search_engine.beneath import BeneathWalk, open_beneath, read_beneath
+from search_engine.beneath import MAX_HELD, BeneathWalk, open_beneath, read_beneath
 from search_engine.config import EngineConfig
 from search_engine.errors import InvalidQueryError, PathNotFoundError
 from search_engine.files import BINARY_SNIFF_BYTES, discover
@@ -225,6 +225,31 @@ def test_a_walk_reuses_directories_yet_refuses_a_link_swapped_in_and_leaks_nothi
         with pytest.raises(OSError):
             walk.open("a/../d.txt")
     assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_a_hostile_deep_tree_cannot_exhaust_descriptors(tmp_path: Path) -> None:
+    """A tree far deeper than `MAX_HELD` directories: its files are still found and opened,
+    a link deep below the kept directories is still refused, and the walk never holds more
+    than `MAX_HELD` directories (plus the root and the file) however deep the path."""
+    outside = put(tmp_path, "outside/secret.txt", "secret")
+    root = tmp_path / "root"
+    deep = "/".join(["d"] * (MAX_HELD * 3))
+    put(root, f"{deep}/a.txt", "a")
+    put(root, f"{deep}/b.txt", "b")
+    (root / deep / "link").symlink_to(outside.parent, target_is_directory=True)
+    fds = len(os.listdir("/proc/self/fd"))
+    with BeneathWalk(root) as walk:
+        for name in ("a.txt", "b.txt"):
+            fd = walk.open(f"{deep}/{name}")
+            try:
+                assert len(os.listdir("/proc/self/fd")) - fds <= MAX_HELD + 2
+                assert os.read(fd, 10) == name[0].encode()
+            finally:
+                os.close(fd)
+        with pytest.raises(OSError):
+            walk.open(f"{deep}/link/secret.txt")
+    assert len(os.listdir("/proc/self/fd")) == fds
+    assert [f.path for f in discover(SearchLocation(root, None))] == [f"{deep}/a.txt", f"{deep}/b.txt"]
 
 
 @pytest.mark.parametrize("named", ["sub", "sub/a.txt"])
