@@ -171,7 +171,7 @@ class PathPriors:
     ) -> list[float]:
         """`factor` of every file of one index, which also knows each file's siblings (`tree`,
         found from `paths` when not given)."""
-        tree = tree or TreeFacts.of(paths)
+        tree = TreeFacts.of(paths) if tree is None else tree
         scaled = set(tree.satellites) - self.named_satellites
         kept = () if "first_version" in self.lifted else tree.kept_versions
         return [
