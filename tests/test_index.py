@@ -25,7 +25,7 @@ from search_engine.chunks import Chunk
 from search_engine.config import EngineConfig
 from search_engine.index import IndexManager
 from search_engine.index_store import IndexStore, index_dir
-from search_engine.lexical import lexical_document
+from search_engine.lexical import LexicalIndex, lexical_document
 from tests.index_helpers import REPO, CountingEmbedder, expected_chunks
 
 
@@ -315,10 +315,10 @@ def test_a_failed_publish_waits_for_the_postings_and_leaves_the_previous_generat
     manager.update(repo)
     store = manager.store(repo)
     other_side_failed = threading.Event()
-    save = index_store.LexicalIndex.save
+    save = LexicalIndex.save
     saved: list[Path] = []
 
-    def postings(self: index_store.LexicalIndex, directory: Path) -> None:
+    def postings(self: LexicalIndex, directory: Path) -> None:
         if failing == "postings":
             raise OSError(28, "No space left on device (postings)")
         assert other_side_failed.wait(30)
@@ -332,7 +332,7 @@ def test_a_failed_publish_waits_for_the_postings_and_leaves_the_previous_generat
         other_side_failed.set()
         raise OSError(28, "No space left on device (coarse index)")
 
-    monkeypatch.setattr(index_store.LexicalIndex, "save", postings)
+    monkeypatch.setattr(LexicalIndex, "save", postings)
     if failing == "the rest":
         monkeypatch.setattr(index_store, "write_coarse", rest)
     (repo / "app/render.py").write_text("def render_markdown(text):\n    return text\n")
