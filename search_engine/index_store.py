@@ -51,7 +51,7 @@ import shutil
 import tempfile
 import weakref
 from array import array
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -431,6 +431,15 @@ class GenerationWriter:
     def _write_postings(self) -> None:
         self._lexical_index().save(self.staging / _LEXICAL)
 
+    def _start_postings(self, pool: ThreadPoolExecutor) -> Future[None] | None:
+        """The postings being written on `pool`'s thread, or None (the caller writes them) when
+        no thread can start: a background refresh still publishing while the interpreter
+        shuts down is refused new threads, and must not fail for that."""
+        try:
+            return pool.submit(self._write_postings)
+        except RuntimeError:
+            return None
+
     def _lexical_index(self) -> LexicalIndex:
         """A cold build's postings, or the old generation's with this update merged in."""
         if self.old is None:
@@ -460,7 +469,7 @@ class GenerationWriter:
         # and the coarse training at once raised its peak memory by a third. Leaving the block
         # waits for them, error or not.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="codepager-postings") as pool:
-            postings = pool.submit(self._write_postings) if self.old is not None else None
+            postings = self._start_postings(pool) if self.old is not None else None
             self._table.finish()
             self._transpose_words()
             write_coarse(staging, self.chunks, self.dim, self.old)

@@ -323,7 +323,9 @@ def test_a_failed_publish_waits_for_the_postings_and_leaves_the_previous_generat
             raise OSError(28, "No space left on device (postings)")
         assert other_side_failed.wait(30)
         # Slower than the cleanup that follows the failure: a publish that did not wait for
-        # this thread would remove the directory under it, and this save would fail.
+        # this thread would have removed the generation before this save (which would then
+        # recreate part of it as debris), and the caller would see the error before `saved`
+        # is filled.
         time.sleep(0.2)
         save(self, directory)
         saved.append(directory)
@@ -343,6 +345,56 @@ def test_a_failed_publish_waits_for_the_postings_and_leaves_the_previous_generat
     monkeypatch.undo()
     stats = manager.update(repo)
     assert stats.changed and any(c.symbol == "render_markdown" for c in manager.get(repo).chunks)
+
+
+UPDATE_AT_SHUTDOWN = textwrap.dedent("""\
+    import atexit, json, sys, threading
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[3])
+    from search_engine.config import EngineConfig
+    from search_engine.index import IndexManager
+
+    cache, root = Path(sys.argv[1]), Path(sys.argv[2])
+    manager = IndexManager(EngineConfig(cache_dir=cache))
+    manager.update(root)
+    (root / "app/render.py").write_text("def render_markdown(text):\\n    return text\\n")
+    go, outcome = threading.Event(), {}
+
+    def refresh():  # a background refresh, as the server runs them: a daemon thread
+        go.wait()
+        try:
+            outcome["generation"] = manager.update(root).generation
+        except BaseException as exc:
+            outcome["error"] = repr(exc)
+
+    thread = threading.Thread(target=refresh, daemon=True)
+    thread.start()
+
+    def at_exit():  # runs once the interpreter is shutting down: no new threads from here on
+        go.set()
+        thread.join(120)
+        print(json.dumps(outcome), flush=True)
+
+    atexit.register(at_exit)
+""")
+
+
+def test_an_update_published_while_the_interpreter_shuts_down_still_completes(repo: Path, cache: Path) -> None:
+    """A background refresh can still be publishing when the server exits, and from then on
+    no thread may start: the postings are then written on the publishing thread itself, and
+    the update completes instead of failing on the refused thread."""
+    proc = subprocess.run(
+        [sys.executable, "-c", UPDATE_AT_SHUTDOWN, str(cache), str(repo), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"generation": 2}, proc.stderr
+    snapshot = IndexStore(index_dir(cache, repo.resolve())).load()
+    assert snapshot is not None and snapshot.manifest.generation == 2
+    assert any(c.symbol == "render_markdown" for c in snapshot.chunks)
+    snapshot.release()
 
 
 CONCURRENT_UPDATE = textwrap.dedent("""\
