@@ -193,6 +193,11 @@ def test_reads_beneath_the_root_refuse_links_at_any_depth_and_never_block(tmp_pa
         open_beneath(root, "dir_link/sub/secret.txt")
 
 
+def open_descriptors() -> int:
+    """This process's open descriptors (`/dev/fd` lists them on Linux and macOS alike)."""
+    return len(os.listdir("/dev/fd"))
+
+
 def test_a_walk_reuses_directories_yet_refuses_a_link_swapped_in_and_leaks_nothing(tmp_path: Path) -> None:
     """Discovery opens every file through one `BeneathWalk`, which keeps the directories on the
     way to the last file: siblings, cousins and a path visited out of order open the right
@@ -202,7 +207,7 @@ def test_a_walk_reuses_directories_yet_refuses_a_link_swapped_in_and_leaks_nothi
     root = tmp_path / "root"
     for rel in ("a/b/x.txt", "a/b/y.txt", "a/c/z.txt", "d.txt", "a/b/w.txt"):
         put(root, rel, rel)
-    fds = len(os.listdir("/proc/self/fd"))
+    fds = open_descriptors()
     with BeneathWalk(root) as walk:
         for rel in ("a/b/x.txt", "a/b/y.txt", "a/c/z.txt", "d.txt", "a/b/w.txt"):
             fd = walk.open(rel)
@@ -210,7 +215,7 @@ def test_a_walk_reuses_directories_yet_refuses_a_link_swapped_in_and_leaks_nothi
                 assert os.read(fd, 100) == rel.encode(), rel
             finally:
                 os.close(fd)
-        held = len(os.listdir("/proc/self/fd")) - fds
+        held = open_descriptors() - fds
         assert held == 3, "the root, a and a/b"  # nothing more than the path's depth
         os.rename(root / "a", root / "a_moved")
         (root / "a").symlink_to(outside.parent.parent, target_is_directory=True)
@@ -224,7 +229,7 @@ def test_a_walk_reuses_directories_yet_refuses_a_link_swapped_in_and_leaks_nothi
             walk.open("a/b/secret.txt")
         with pytest.raises(OSError):
             walk.open("a/../d.txt")
-    assert len(os.listdir("/proc/self/fd")) == fds
+    assert open_descriptors() == fds
 
 
 def test_a_hostile_deep_tree_cannot_exhaust_descriptors(tmp_path: Path) -> None:
@@ -237,18 +242,18 @@ def test_a_hostile_deep_tree_cannot_exhaust_descriptors(tmp_path: Path) -> None:
     put(root, f"{deep}/a.txt", "a")
     put(root, f"{deep}/b.txt", "b")
     (root / deep / "link").symlink_to(outside.parent, target_is_directory=True)
-    fds = len(os.listdir("/proc/self/fd"))
+    fds = open_descriptors()
     with BeneathWalk(root) as walk:
         for name in ("a.txt", "b.txt"):
             fd = walk.open(f"{deep}/{name}")
             try:
-                assert len(os.listdir("/proc/self/fd")) - fds <= MAX_HELD + 2
+                assert open_descriptors() - fds <= MAX_HELD + 2
                 assert os.read(fd, 10) == name[0].encode()
             finally:
                 os.close(fd)
         with pytest.raises(OSError):
             walk.open(f"{deep}/link/secret.txt")
-    assert len(os.listdir("/proc/self/fd")) == fds
+    assert open_descriptors() == fds
     assert [f.path for f in discover(SearchLocation(root, None))] == [f"{deep}/a.txt", f"{deep}/b.txt"]
 
 
