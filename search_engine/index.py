@@ -60,12 +60,13 @@ DEFAULT_REFRESH_INTERVAL_S = 2.0
 # Trees up to this many indexed files are checked for freshness inline when due (the walk
 # costs tens of milliseconds, and the search then sees an edit made just before it); larger
 # ones in a background thread while the search uses the live generation (at 8x sympy,
-# 12,700 files, the walk alone took most of a second). Counted, not timed, so which way a
-# tree goes never depends on the machine's load.
+# 12,500 files, a check that finds nothing changed takes 0.25 s warm and seconds with a cold
+# page cache). Counted, not timed, so which way a tree goes never depends on the machine's load.
 INLINE_REFRESH_MAX_FILES = 2000
 # The next freshness check waits at least this many times as long as the last one took: a
-# listing of a 12k-file tree costs ~1 s of CPU, which every 2 s would be half a core spent on
-# an agent's searches; spaced by its own cost it stays under ~10% of one.
+# check of a 12k-file tree costs 0.25 s of CPU warm (more on a slow disk or a busy machine),
+# which every 2 s would be an eighth of a core spent on an agent's searches; spaced by its
+# own cost it stays under ~10% of one whatever the tree.
 CHECK_SPACING = 10.0
 
 
