@@ -232,6 +232,16 @@ def test_config_file_is_honoured_but_not_its_roots(parity_tree: Path, tmp_path: 
     assert status == 2 and "config file not found" in err
 
 
+def test_a_missing_pattern_names_only_the_pattern(capsys) -> None:
+    """PATH is optional (the working directory by default), so the usage error must not say it
+    is required too."""
+    with pytest.raises(SystemExit) as exited:
+        main(["search"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert "the following arguments are required: PATTERN" in err and "PATH" not in err.splitlines()[-1]
+
+
 @pytest.fixture
 def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The working directory (x.py, sub/y.py, a link to sub) next to another tree, other/."""

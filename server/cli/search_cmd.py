@@ -59,7 +59,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("pattern", metavar="PATTERN", help="regex (ripgrep syntax), or a question with --sem/--hybrid")
     p.add_argument(
-        "paths", metavar="PATH", nargs="*", help="directories or files to search (default: the current directory)"
+        "paths",
+        metavar="PATH",
+        nargs="*",
+        default=[],  # a default makes argparse treat PATH as optional when it reports what is missing
+        help="directories or files to search (default: the current directory)",
     )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
