@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -404,6 +404,11 @@ class Settings(BaseSettings):
         )
 
 
+#: Settings whose values are never shown (`codepager config` masks them, errors do not echo them);
+#: `sessions.backend` is shown with its password redacted.
+SECRET_SETTINGS = (("sessions", "secret_key"), ("server", "auth_token"))
+
+
 def default_of(section: type[BaseModel], key: str) -> Any:
     """A setting's built-in default, for CLI help and for the defaults of the classes the
     settings configure: the defaults are written once, in the models above, and nothing that
@@ -432,5 +437,32 @@ def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | N
             elif values is not None:
                 merged[section] = values
         return Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise ValueError(invalid_settings(exc, config_file)) from None
+    except ValueError as exc:  # the TOML parser's error (tomllib's, or tomli's before 3.11)
+        if config_file is None:
+            raise
+        raise ValueError(f"{config_file} is not valid TOML: {exc}") from None
     finally:
         _toml_path.reset(token)
+
+
+def invalid_settings(exc: ValidationError, config_file: Path | None) -> str:
+    """What is wrong with the settings, one line a key (`search.max_results: ...`), and where a
+    user changes it: pydantic's own report names the model, not the file, and ends each error
+    with a documentation link."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        key = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")  # our validators' messages name the key
+        problem = message if message.startswith(key) else f"{key}: {message}"
+        secret = tuple(error["loc"][:2]) in SECRET_SETTINGS or error["loc"][-1:] == ("backend",)
+        if not secret and error["type"] not in ("extra_forbidden", "missing", "value_error"):
+            problem += f" (got {error['input']!r})"
+        problems.append(problem)
+    where = f"{config_file}, " if config_file is not None else ""
+    return (
+        f"invalid settings: {'; '.join(problems)}. Fix {'it' if len(problems) == 1 else 'them'} in {where}the "
+        "CODEPAGER_<SECTION>__<KEY> environment variables or the command's flags (`codepager config` prints what "
+        "is in effect)."
+    )

@@ -70,3 +70,38 @@ def test_a_misspelt_key_is_an_error_naming_it(tmp_path: Path, source: str) -> No
     )
     assert done.returncode == 2 and done.stdout == ""
     assert "search.max_resultz" in done.stderr and "not permitted" in done.stderr
+
+
+def refused(tmp_path: Path, toml: str) -> str:
+    """stderr of `codepager config` over a settings file it must refuse (exit 2, nothing on stdout)."""
+    config = tmp_path / "codepager.toml"
+    config.write_text(toml)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
+    done = subprocess.run(
+        [str(CODEPAGER), "config", "--config", str(config)], env=clean, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    return done.stderr
+
+
+def test_a_file_that_is_not_toml_is_named_with_the_parser_error(tmp_path: Path) -> None:
+    err = refused(tmp_path, "[search]\nmax_results = [\n")
+    assert f"{tmp_path / 'codepager.toml'} is not valid TOML: " in err
+
+
+def test_a_bad_value_names_its_key_the_value_and_where_to_fix_it(tmp_path: Path) -> None:
+    """One line a problem (pydantic's report names the model and links its docs instead)."""
+    err = refused(tmp_path, "[search]\nmax_results = -5\n[server]\nport = 'http'\n")
+    assert "search.max_results: Input should be greater than or equal to 1 (got -5)" in err
+    assert "server.port: Input should be a valid integer" in err and "(got 'http')" in err
+    assert str(tmp_path / "codepager.toml") in err and "Fix them in" in err
+    assert "errors.pydantic.dev" not in err and "validation error for Settings" not in err
+
+
+def test_a_refused_secret_is_not_echoed(tmp_path: Path) -> None:
+    """The error goes to terminals and bug reports, like `codepager config`'s output."""
+    err = refused(
+        tmp_path, "[sessions]\nsecret_key = ['hunter2-signing-key']\n[server]\nauth_token = ['bearer-secret']\n"
+    )
+    assert "sessions.secret_key: Input should be a valid string" in err and "server.auth_token" in err
+    assert "hunter2" not in err and "bearer-secret" not in err

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from server.settings import Settings, load_settings
+from server.settings import SECRET_SETTINGS, Settings, load_settings
 
 MASK = "***"
 
@@ -36,7 +36,7 @@ def masked(settings: Settings) -> dict[str, Any]:
     from sessions import redacted  # here, not at the top: every command imports this module, and redis costs ~0.2 s
 
     dumped = settings.model_dump(mode="json")
-    for section, key in (("sessions", "secret_key"), ("server", "auth_token")):
+    for section, key in SECRET_SETTINGS:
         if dumped[section][key] is not None:
             dumped[section][key] = MASK
     dumped["sessions"]["backend"] = redacted(dumped["sessions"]["backend"])
