@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -448,21 +449,29 @@ def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | N
 
 
 def invalid_settings(exc: ValidationError, config_file: Path | None) -> str:
-    """What is wrong with the settings, one line a key (`search.max_results: ...`), and where a
-    user changes it: pydantic's own report names the model, not the file, and ends each error
-    with a documentation link."""
-    problems = []
-    for error in exc.errors(include_url=False):
-        key = ".".join(str(part) for part in error["loc"])
-        message = error["msg"].removeprefix("Value error, ")  # our validators' messages name the key
-        problem = message if message.startswith(key) else f"{key}: {message}"
-        secret = tuple(error["loc"][:2]) in SECRET_SETTINGS or error["loc"][-1:] == ("backend",)
-        if not secret and error["type"] not in ("extra_forbidden", "missing", "value_error"):
-            problem += f" (got {error['input']!r})"
-        problems.append(problem)
+    """What is wrong with the settings and where a user changes it."""
+    problems = validation_problems(
+        exc, shown=lambda loc: tuple(loc[:2]) not in SECRET_SETTINGS and loc[-1:] != ("backend",)
+    )
     where = f"{config_file}, " if config_file is not None else ""
     return (
         f"invalid settings: {'; '.join(problems)}. Fix {'it' if len(problems) == 1 else 'them'} in {where}the "
         "CODEPAGER_<SECTION>__<KEY> environment variables or the command's flags (`codepager config` prints what "
         "is in effect)."
     )
+
+
+def validation_problems(exc: ValidationError, *, shown: Callable[[tuple[str | int, ...]], bool]) -> list[str]:
+    """One line a problem of a configuration file (`search.max_results: ... (got -5)`), the
+    value echoed only where `shown(location)` allows: pydantic's own report names the model
+    rather than the file, ends each error with a documentation link, and prints every refused
+    value, secrets (a token, a server's `env`) included, into terminals and bug reports."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        key = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")  # our validators' messages name the key
+        problem = message if message.startswith(key) or not key else f"{key}: {message}"
+        if shown(error["loc"]) and error["type"] not in ("extra_forbidden", "missing", "value_error", "json_invalid"):
+            problem += f" (got {error['input']!r})"
+        problems.append(problem)
+    return problems

@@ -48,6 +48,23 @@ def test_an_empty_or_malformed_config_is_refused(tmp_path: Path) -> None:
         config_backends(tmp_path / "bad.json")
 
 
+def test_a_refused_config_says_what_is_wrong_without_echoing_its_secrets(tmp_path: Path, capsys) -> None:
+    """A server's env and headers hold tokens, and the error lands in terminals and bug reports."""
+    config = write_config(
+        tmp_path / "mcp.json",
+        files={"command": "npx", "args": "not-a-list", "env": {"GITHUB_TOKEN": "ghp_sekrit"}},
+        remote={"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer sekrit-2"}, "timeout": "soon"},
+    )
+    assert main(["proxy", "--servers", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "mcpServers.files.StdioMCPServer.args: Input should be a valid array" in err
+    assert "mcpServers.remote.RemoteMCPServer.timeout" in err
+    assert "sekrit" not in err and "errors.pydantic.dev" not in err
+    (tmp_path / "bad.json").write_text('{"mcpServers": {"x": {"command": "npx",}}}')
+    assert main(["proxy", "--servers", str(tmp_path / "bad.json")]) == 2
+    assert "is not a valid mcpServers config: Invalid JSON: " in capsys.readouterr().err
+
+
 def test_config_servers_keep_their_names_env_and_timeouts(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("CODEPAGER_TEST_INHERITED", "yes")
     config = write_config(

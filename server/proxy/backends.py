@@ -28,7 +28,9 @@ from fastmcp import Client
 from fastmcp.client.transports import ClientTransport
 from fastmcp.mcp_config import MCPConfig, StdioMCPServer
 from fastmcp.server.providers.proxy import ProxyClient
+from pydantic import ValidationError
 
+from server.settings import validation_problems
 from server.transports.chunked_client import PLAIN_STDIO, KeptStdioTransport
 from server.transports.framing import DEFAULT_MAX_BUFFERED_BYTES
 
@@ -106,6 +108,9 @@ def config_backends(
         raise FileNotFoundError(f"MCP config not found: {path}")
     try:
         config = MCPConfig.from_file(path)
+    except ValidationError as exc:  # values unshown: a server's env and headers hold tokens
+        problems = validation_problems(exc, shown=lambda _: False)
+        raise ValueError(f"{path} is not a valid mcpServers config: {'; '.join(problems)}") from None
     except ValueError as exc:
         raise ValueError(f"{path} is not a valid mcpServers config: {exc}") from None
     if not config.mcpServers:
