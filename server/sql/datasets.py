@@ -193,6 +193,11 @@ def check_sql(sql: str) -> str:
     if len(statements) != 1:
         raise SqlRejectedError(f"pass exactly one statement per call (got {len(statements)})")
     statement = statements[0]
+    if re.match(r"PRAGMA\b", _after_comments(sql), re.IGNORECASE):  # DuckDB 1.x rewrites some to a SELECT
+        raise SqlRejectedError(
+            "only read-only queries are allowed (SELECT, WITH, DESCRIBE, SUMMARIZE, SHOW, EXPLAIN); got a PRAGMA "
+            "statement"
+        )
     if statement.type == duckdb.StatementType.EXPLAIN:
         inner = _EXPLAIN_PREFIX.sub("", statement.query, count=1)
         if inner == statement.query:
@@ -206,13 +211,34 @@ def check_sql(sql: str) -> str:
     return statement.query
 
 
+def _after_comments(sql: str) -> str:
+    """`sql` from its first word on: leading blanks, `--` and `/* */` comments skipped, in one
+    pass (a regex of alternatives would backtrack exponentially over `-- -- -- ...`)."""
+    i = 0
+    while i < len(sql):
+        if sql[i].isspace():
+            i += 1
+        elif sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = len(sql) if end < 0 else end + 1
+        elif sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            i = len(sql) if end < 0 else end + 2
+        else:
+            break
+    return sql[i:]
+
+
 def _instant(text: str, *, end_of_day: bool) -> dt.datetime:
     """An ISO date or date-time as an aware UTC instant; a bare date bound is the start of that
     day, or (for an upper bound) the start of the next one."""
-    value = dt.datetime.fromisoformat(text.strip())
+    text = text.strip()
+    # Python 3.10's fromisoformat takes neither a "Z" suffix nor the forms 3.11 added; UTC
+    # spelled "Z" is what dataset timestamps and agents write.
+    value = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text)
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.timezone.utc)
-    if end_of_day and len(text.strip()) == 10:
+    if end_of_day and len(text) == 10:
         value += dt.timedelta(days=1)
     return value
 
