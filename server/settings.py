@@ -199,6 +199,15 @@ class OffloadSettings(_Section):
             "says so."
         ),
     )
+    duckdb_fetch: Literal["auto", "spool"] = Field(
+        "auto",
+        description=(
+            "How SQL result rows reach the server. auto: streamed as they are read (DuckDB 2), or spooled on DuckDB "
+            "1.x (the newest Python 3.10 gets), whose client would hold a whole result in memory. spool: the result "
+            "is first written into a table inside DuckDB, under duckdb_memory_limit (the rest spills to disk), then "
+            "read back a batch at a time."
+        ),
+    )
     clients: dict[str, ClientBudget] = Field(
         default_factory=dict,
         description=(

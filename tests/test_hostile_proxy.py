@@ -22,6 +22,7 @@ from fastmcp.client.transports import StdioTransport
 
 from harness.commands import codepager_cmd
 from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
+from server.sql.datasets import STREAMS
 from tests.hostile_helpers import HUGE_SELECT, MB, WIDE_CHARS, WIDE_ROWS
 from tests.server_helpers import peak_rss, pid_with_args, reset_peak_rss, serve_env, structured
 
@@ -114,7 +115,10 @@ async def test_the_proxys_sql_streams_a_300_mb_select_with_bounded_memory(proxy)
     growth = peak_rss(pid) - before
     # The proxy's DuckDB runs two threads (proxy.duckdb_threads), each with a 2,048-row vector of
     # 10 KB rows in flight: measured 120-158 MB here, against 1,262 MB before rows were streamed.
-    assert growth < 200 * MB, f"peak RSS grew by {growth / MB:.0f} MB for a {WIDE_ROWS * WIDE_CHARS / MB:.0f} MB result"
+    # DuckDB 1.x (Python 3.10) cannot stream: the result is spooled into a DuckDB table, which
+    # proxy.duckdb_memory_limit (1GB) holds before it spills (+326 MB measured there).
+    bound = 200 * MB if STREAMS else 1024 * MB + 200 * MB
+    assert growth < bound, f"peak RSS grew by {growth / MB:.0f} MB for a {WIDE_ROWS * WIDE_CHARS / MB:.0f} MB result"
     results, warnings = body["results"], body["metadata"]["warnings"]
     assert results["mode"] == "file_ref" and results["truncated"] is True and 0 < results["count"] < WIDE_ROWS
     assert any("duckdb_max_result_bytes" in w for w in warnings), warnings

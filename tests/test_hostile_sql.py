@@ -32,11 +32,15 @@ SPILLING_SORT = (
 SECRET_TEXT = "planted-in-the-working-directory"
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client[Any], int, Path]]:
-    """One real stdio server, run (as MCP clients do) from a working directory that holds a
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["auto", "spool"])
+async def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[Client[Any], int, Path]]:
+    """A real stdio server, run (as MCP clients do) from a working directory that holds a
     `.tmp` folder with a file in it: DuckDB's default temp dir. Its DuckDB memory limit is low
-    enough that a large sort has to spill."""
+    enough that a large sort has to spill. One per way rows reach the server
+    (`offload.duckdb_fetch`): auto (streamed on DuckDB 2), and spooled in a DuckDB table first
+    (what auto does on DuckDB 1.x)."""
     tmp = tmp_path_factory.mktemp("sql")
     root, cwd = tmp / "repo", tmp / "cwd"
     root.mkdir()
@@ -44,7 +48,7 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tupl
     (cwd / ".tmp").mkdir(parents=True)
     (cwd / ".tmp" / "planted.txt").write_text(SECRET_TEXT + "\n")
     (cwd / ".tmp" / "planted.csv").write_text(f"secret\n{SECRET_TEXT}\n")
-    env = serve_env(tmp, offload__duckdb_memory_limit="64MB")
+    env = serve_env(tmp, offload__duckdb_memory_limit="64MB", offload__duckdb_fetch=request.param)
     cmd, args = codepager_cmd()
     transport = StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(cwd))
     async with Client(transport, timeout=300) as client:

@@ -20,7 +20,16 @@ from server.errors import (
 from server.output import OffloadStore
 from server.settings import OffloadSettings
 from server.sql import Datasets
+from server.sql import datasets as sql_datasets
 from tests.output_helpers import make_layer, make_records, options, query
+
+
+@pytest.fixture(autouse=True, params=["stream", "spool"])
+def fetching(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs both ways rows reach Python (`offload.duckdb_fetch` = auto): the cursor
+    DuckDB 2 streams, and the `Spool` DuckDB 1.x needs (Python 3.10 gets 1.x), whichever
+    DuckDB is installed."""
+    monkeypatch.setattr(sql_datasets, "STREAMS", request.param == "stream")
 
 
 @pytest.fixture
@@ -51,6 +60,15 @@ def test_view_rows_are_the_records_without_the_header(
         "GROUP BY ALL ORDER BY path",
     ).rows
     assert {r["path"]: r["n"] for r in per_file} == dict(Counter(r["file"]["path"] for r in records))
+
+
+def test_columns_named_alike_or_rowid_come_back_in_order(store: OffloadStore, dataset: str) -> None:
+    """Both fetch paths: the spool's table numbers its columns, so neither a repeated name nor a
+    column called rowid (which would hide the row id the spool reads batches by) changes rows."""
+    sql = "SELECT i AS a, 10 - i AS a, 7 AS rowid FROM range(5) t(i) ORDER BY i DESC"
+    result = query(Datasets(store), sql, dataset_id=dataset)
+    assert result.columns == ["a", "a_2", "rowid"]
+    assert result.rows == [{"a": i, "a_2": 10 - i, "rowid": 7} for i in range(4, -1, -1)]
 
 
 @pytest.mark.parametrize(

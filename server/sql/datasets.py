@@ -13,7 +13,11 @@ agent, so it is treated as untrusted:
 - memory, threads, wall time and the number of rows returned are bounded;
 - DuckDB spills to a temp dir of its own per query (0700, removed afterwards), never the
   default `.tmp` in the server's working directory: DuckDB always lets SQL read its temp dir,
-  so a shared one would expose whatever else is in it.
+  so a shared one would expose whatever else is in it;
+- rows reach Python a batch at a time. DuckDB 2's Python client streams a result as it is
+  fetched; 1.x's (the newest Python 3.10 can install) holds the whole result before the first
+  row, so there the result is first written into a table inside DuckDB (`Spool`), where its
+  memory limit holds (the rest spills to the temp dir, itself capped), and read back by rowid.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -45,6 +49,10 @@ _EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(?:ANALY[SZ]E\s+)?", re.IGNORECASE)
 #: then the size follows the rows seen so far), and never more rows than DuckDB's vector.
 BATCH_BYTES = 1 << 20
 MAX_BATCH_ROWS = 2048
+#: Whether `con.execute(...).fetchmany` streams (DuckDB 2) or holds the whole result (1.x).
+STREAMS = int(duckdb.__version__.split(".", 1)[0]) >= 2
+#: What a spooled query may spill to disk (its result beyond the memory limit, sorts, joins).
+SPOOL_MAX_SPILL = "4GiB"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +104,7 @@ class QueryStream:
     Fetch errors are the query's errors: a timeout is SqlTimeoutError, the rest
     SqlExecutionError."""
 
-    def __init__(
-        self, sql: str, datasets: list[str], cursor: duckdb.DuckDBPyConnection, *, max_rows: int, timeout_s: float
-    ) -> None:
+    def __init__(self, sql: str, datasets: list[str], cursor: Cursor, *, max_rows: int, timeout_s: float) -> None:
         self.sql = sql
         self.datasets = datasets
         self.columns = _unique_columns([d[0] for d in cursor.description or []])
@@ -136,6 +142,42 @@ class QueryStream:
     def _fetch(self, n: int) -> list[tuple[Any, ...]]:
         with sql_errors(self._timeout_s):
             return self._cursor.fetchmany(n)
+
+
+class Cursor(Protocol):
+    """What `QueryStream` reads rows from: a DuckDB cursor, or a `Spool`."""
+
+    @property
+    def description(self) -> Sequence[tuple[Any, ...]] | None: ...
+
+    def fetchmany(self, size: int) -> list[tuple[Any, ...]]: ...
+
+
+class Spool:
+    """A statement's result written into a table inside DuckDB first, then read back by rowid,
+    for DuckDB 1.x, whose Python client would otherwise hold the whole result in Python's
+    memory before the first row (a 300 MB SELECT cost +315 MB). Inside DuckDB the table is
+    under the connection's memory limit and spills to its temp dir (at most
+    `SPOOL_MAX_SPILL`); only `rows` rows are written, the caller's row cap plus one. Its
+    columns are numbered (`c1`, ...): a result may name two columns alike, or one `rowid`,
+    which would hide the row id the batches are read by. The table, `codepager_result`, is
+    visible to the statement's own SHOW TABLES."""
+
+    TABLE = "codepager_result"
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, statement: str, rows: int) -> None:
+        relation = con.sql(statement)
+        columns = ", ".join(f"#{i} AS c{i}" for i in range(1, len(relation.columns) + 1))
+        relation.project(columns).limit(rows).create(self.TABLE)
+        self.description = [(name,) for name in relation.columns]
+        self._con = con
+        self._next = 0
+
+    def fetchmany(self, size: int) -> list[tuple[Any, ...]]:
+        start, self._next = self._next, self._next + size
+        return self._con.execute(
+            f"SELECT * FROM {self.TABLE} WHERE rowid >= ? AND rowid < ?", [start, self._next]
+        ).fetchall()
 
 
 @contextlib.contextmanager
@@ -297,6 +339,13 @@ class Datasets:
         self.sources = list(sources)
         self.limits = limits or OffloadSettings()
 
+    @property
+    def spool(self) -> bool:
+        """Whether queries run through a `Spool` (`offload.duckdb_fetch`; by default where
+        DuckDB cannot stream)."""
+        fetch = self.limits.duckdb_fetch
+        return fetch == "spool" or (fetch == "auto" and not STREAMS)
+
     def infos(self, filter: str | DatasetFilter | None = None) -> list[DatasetInfo]:
         """Datasets, newest first. A string `filter` matches id, tool, server or query text
         (case-insensitive); a `DatasetFilter` narrows by tool, server and creation date too."""
@@ -336,7 +385,12 @@ class Datasets:
             timer.start()
             try:
                 with sql_errors(limits.duckdb_timeout_s):
-                    cursor = con.execute(statement)
+                    explain = duckdb.extract_statements(statement)[0].type == duckdb.StatementType.EXPLAIN
+                    cursor: Cursor = (
+                        Spool(con, statement, limits.duckdb_max_rows + 1)
+                        if self.spool and not explain  # a plan is a few rows, and no relation
+                        else con.execute(statement)
+                    )
                 yield QueryStream(
                     statement, ids, cursor, max_rows=limits.duckdb_max_rows, timeout_s=limits.duckdb_timeout_s
                 )
@@ -354,6 +408,7 @@ class Datasets:
                 "threads": self.limits.duckdb_threads,
                 "memory_limit": self.limits.duckdb_memory_limit,
                 "temp_directory": temp_dir,
+                **({"max_temp_directory_size": SPOOL_MAX_SPILL} if self.spool else {}),
                 "autoinstall_known_extensions": False,
                 "autoload_known_extensions": False,
             },
