@@ -227,6 +227,18 @@ def test_a_file_that_fails_to_parse_is_indexed_as_windows(repo: Path, manager: I
     assert kinds == {"window"}
 
 
+def test_a_pathologically_nested_file_does_not_fail_the_build(repo: Path, manager: IndexManager) -> None:
+    """6 KB of `f(f(f(...)))` used to raise RecursionError in the chunker and fail the whole
+    build: no semantic search of the tree at all. It is indexed (as windows) with the rest."""
+    (repo / "web" / "nested.js").write_bytes(b"f(" * 3000 + b"1" + b")" * 3000 + b";\n")
+    stats = manager.update(repo)
+    assert stats.files == 5
+    index = manager.get(repo)
+    assert any(c.path == "web/nested.js" for c in index.chunks)
+    best_ids = index.vectors.nearest(index.embed_query("retry a failing call with backoff"), None, 1).ranked()[0]
+    assert index.chunks[int(best_ids[0])].symbol == "retry_with_backoff"
+
+
 def test_get_sees_other_processes_updates_and_caches_in_between(
     repo: Path, cache: Path, counting: CountingEmbedder
 ) -> None:
