@@ -25,6 +25,7 @@ the escapes keep such names distinct and readable.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from collections.abc import Sequence
@@ -36,6 +37,8 @@ from search_engine.config import EngineConfig
 from search_engine.errors import PathNotFoundError
 from search_engine.paths import SearchLocation
 from search_engine.ripgrep import RipgrepRun
+
+log = logging.getLogger(__name__)
 
 BINARY_SNIFF_BYTES = 64 * 1024
 
@@ -103,8 +106,26 @@ def discover(
             described = _describe(walk, rel, config.max_file_size)
             if described is not None:
                 found.append(DiscoveredFile(display_path(raw), location.root, rel, *described))
-    found.sort(key=lambda f: f.path)
-    return found
+    # The file spelled as shown first: see `_distinct`.
+    found.sort(key=lambda f: (f.path, f.rel != f.path))
+    return _distinct(found)
+
+
+def _distinct(found: list[DiscoveredFile]) -> list[DiscoveredFile]:
+    """`found` (sorted) with one file per display path.
+
+    Two names can show the same: `caf\xe9.py` whose byte 0xE9 is not UTF-8, and a file whose
+    name really is `caf\xe9.py`, backslash and all. The index keys files by display path, and
+    such a pair corrupted it (every semantic search then failed, every update crashed). The
+    file whose name is spelled as shown is kept: it is the one a caller can name.
+    """
+    out: list[DiscoveredFile] = []
+    for f in found:
+        if out and out[-1].path == f.path:
+            log.warning("not indexing %r: its name shows as %s, the name of another file", f.rel, f.path)
+            continue
+        out.append(f)
+    return out
 
 
 def _describe(walk: BeneathWalk, rel: str, max_size: int) -> tuple[int, int] | None:
