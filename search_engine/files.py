@@ -13,6 +13,8 @@ ripgrep walk flags from `selection_args`:
   glob also re-admits a file that an ignore file or hiding would skip (the way to search an
   ignored file on purpose), though not the inside of a directory those rules pruned;
 - files over `EngineConfig.max_file_size` skipped;
+- bytes read as they are (`--encoding none`: no BOM sniffing, so a UTF-16 file, full of NULs,
+  is binary and byte offsets are the file's own);
 - binary files skipped. rg decides that itself while searching (a NUL byte in what it reads;
   see `regex.py`); `discover` cannot afford to read whole files on every incremental pass, so
   it sniffs the first `BINARY_SNIFF_BYTES`, the size of rg's own first read, which agrees with
@@ -64,7 +66,10 @@ class DiscoveredFile:
 
 def selection_args(config: EngineConfig, include: Sequence[str], exclude: Sequence[str]) -> list[str]:
     """The ripgrep flags that select files, shared by `rg --files` and `rg --json`."""
-    args = ["--no-config", "--no-require-git", "--max-filesize", str(config.max_file_size)]
+    # `--encoding none`: bytes as they are. rg otherwise transcodes a file starting with a BOM
+    # and reports offsets into the transcoded text (3 bytes early after a UTF-8 BOM, anywhere
+    # in UTF-16), and searches UTF-16 text that `discover` rightly calls binary (NULs).
+    args = ["--no-config", "--no-require-git", "--encoding", "none", "--max-filesize", str(config.max_file_size)]
     for glob in include:
         args += ["--glob", glob]
     for glob in (*config.default_excludes, *exclude):
