@@ -76,13 +76,16 @@ def test_build_round_trips_chunks_and_vectors(repo: Path, manager: IndexManager,
     assert index_dir(manager.config.cache_dir, repo).is_dir()
 
 
-def test_a_cache_dir_inside_the_root_is_not_indexed(repo: Path, counting: CountingEmbedder) -> None:
-    cache = repo / "idx-cache"
+@pytest.mark.parametrize("name", ["idx-cache", "idx[1]", "cache["])
+def test_a_cache_dir_inside_the_root_is_not_indexed(repo: Path, counting: CountingEmbedder, name: str) -> None:
+    """Its name is escaped in the exclude glob: `idx[1]` as a glob missed the directory (the
+    index indexed itself on every update) and `cache[` was a glob rg refused (no index)."""
+    cache = repo / name
     manager = IndexManager(EngineConfig(cache_dir=cache), embedder=counting)
     first = manager.update(repo)
     second = manager.update(repo)  # its own output is not a change to index
     assert (first.files, second.changed, second.generation) == (4, False, 1)
-    assert not any(c.path.startswith("idx-cache") for c in manager.get(repo).chunks)
+    assert not any(c.path.startswith(name) for c in manager.get(repo).chunks)
 
 
 def test_a_second_process_loads_the_same_index_without_embedding(
