@@ -55,6 +55,11 @@ _HEADING_BREAK_CHARS = MAX_CHARS // 3
 # A signature this short always joins the first piece of its body, even past MAX_CHARS:
 # alone it would be a chunk with a name and no content.
 _HEADER_SLACK = 300
+# Constructs nested deeper than this are cut into line windows instead of being opened up:
+# the walk recurses (in Python) once a level, so a hostile file of a few KB such as
+# `f(f(f(...)))` 3,000 deep raised RecursionError and failed the whole index build. Real code
+# nests definitions a handful of levels deep.
+MAX_NESTING = 64
 _WORD = re.compile(r"\w")
 # Doc comments (`/** ... */`, `///`, `(** ... *)`, Haskell's `-- |`) still document the
 # definition after them across one blank line; plain comments do not.
@@ -200,6 +205,8 @@ class _Walker:
         self.lines = lines
         self.spec = spec
         self.definitions = 0
+        self.depth = 0  # `block`s open on the stack (see MAX_NESTING)
+        self._windowed = (0, -1)  # the rows `windows` cut last
 
     def span(self, first_row: int, last_row: int) -> tuple[int, int]:
         return self.lines.start(first_row), self.lines.end(last_row)
@@ -213,6 +220,17 @@ class _Walker:
     ) -> list[_Piece]:
         """Pieces of a sequence of sibling nodes: definitions on their own, the code between
         them grouped. `kind`/`symbol` label that in-between code (the enclosing construct)."""
+        if self.depth >= MAX_NESTING:
+            return self.windows(children[0].start_point.row, _end_row(children[-1]), kind, symbol) if children else []
+        self.depth += 1
+        try:
+            return self._block(children, kind, symbol, scope, in_class)
+        finally:
+            self.depth -= 1
+
+    def _block(
+        self, children: Sequence[Node], kind: str, symbol: str | None, scope: str, in_class: bool
+    ) -> list[_Piece]:
         pieces: list[_Piece] = []
         run: list[Node] = []
         lead: list[Node] = []  # comments and attributes that may lead into the next definition
@@ -324,7 +342,16 @@ class _Walker:
         return parts
 
     def windows(self, first_row: int, last_row: int, kind: str, symbol: str | None) -> list[_Piece]:
-        """Line windows over rows of one construct (no overlap: its neighbours are exact)."""
+        """Line windows over rows of one construct (no overlap: its neighbours are exact).
+
+        Rows inside the ones windowed last are not windowed again: every node sharing an
+        over-long line is "too large" and windowed as that whole line, so a one-line minified
+        file of n statements made n copies of the line's windows (`_disjoint` then dropped
+        all but the first): a 120 KB line cost 8 s and 770 MB, a 1 MB one tens of GB."""
+        done_first, done_last = self._windowed
+        if done_first <= first_row and last_row <= done_last:
+            return []
+        self._windowed = (first_row, last_row)
         return [_Piece(s, e, kind, symbol) for s, e in _windows(self.lines, first_row, last_row, overlap=0)]
 
 

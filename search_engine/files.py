@@ -13,6 +13,8 @@ ripgrep walk flags from `selection_args`:
   glob also re-admits a file that an ignore file or hiding would skip (the way to search an
   ignored file on purpose), though not the inside of a directory those rules pruned;
 - files over `EngineConfig.max_file_size` skipped;
+- bytes read as they are (`--encoding none`: no BOM sniffing, so a UTF-16 file, full of NULs,
+  is binary and byte offsets are the file's own);
 - binary files skipped. rg decides that itself while searching (a NUL byte in what it reads;
   see `regex.py`); `discover` cannot afford to read whole files on every incremental pass, so
   it sniffs the first `BINARY_SNIFF_BYTES`, the size of rg's own first read, which agrees with
@@ -25,6 +27,7 @@ the escapes keep such names distinct and readable.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from collections.abc import Sequence
@@ -36,6 +39,8 @@ from search_engine.config import EngineConfig
 from search_engine.errors import PathNotFoundError
 from search_engine.paths import SearchLocation
 from search_engine.ripgrep import RipgrepRun
+
+log = logging.getLogger(__name__)
 
 BINARY_SNIFF_BYTES = 64 * 1024
 
@@ -61,7 +66,10 @@ class DiscoveredFile:
 
 def selection_args(config: EngineConfig, include: Sequence[str], exclude: Sequence[str]) -> list[str]:
     """The ripgrep flags that select files, shared by `rg --files` and `rg --json`."""
-    args = ["--no-config", "--no-require-git", "--max-filesize", str(config.max_file_size)]
+    # `--encoding none`: bytes as they are. rg otherwise transcodes a file starting with a BOM
+    # and reports offsets into the transcoded text (3 bytes early after a UTF-8 BOM, anywhere
+    # in UTF-16), and searches UTF-16 text that `discover` rightly calls binary (NULs).
+    args = ["--no-config", "--no-require-git", "--encoding", "none", "--max-filesize", str(config.max_file_size)]
     for glob in include:
         args += ["--glob", glob]
     for glob in (*config.default_excludes, *exclude):
@@ -103,8 +111,26 @@ def discover(
             described = _describe(walk, rel, config.max_file_size)
             if described is not None:
                 found.append(DiscoveredFile(display_path(raw), location.root, rel, *described))
-    found.sort(key=lambda f: f.path)
-    return found
+    # The file spelled as shown first: see `_distinct`.
+    found.sort(key=lambda f: (f.path, f.rel != f.path))
+    return _distinct(found)
+
+
+def _distinct(found: list[DiscoveredFile]) -> list[DiscoveredFile]:
+    """`found` (sorted) with one file per display path.
+
+    Two names can show the same: `caf\xe9.py` whose byte 0xE9 is not UTF-8, and a file whose
+    name really is `caf\xe9.py`, backslash and all. The index keys files by display path, and
+    such a pair corrupted it (every semantic search then failed, every update crashed). The
+    file whose name is spelled as shown is kept: it is the one a caller can name.
+    """
+    out: list[DiscoveredFile] = []
+    for f in found:
+        if out and out[-1].path == f.path:
+            log.warning("not indexing %r: its name shows as %s, the name of another file", f.rel, f.path)
+            continue
+        out.append(f)
+    return out
 
 
 def _describe(walk: BeneathWalk, rel: str, max_size: int) -> tuple[int, int] | None:

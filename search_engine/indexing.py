@@ -21,6 +21,7 @@ One pass, under the writer lock:
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ Progress = Callable[[str, int, int], None]
 # off (1,024 -> 4,096 saved ~15% of embedding CPU), small enough to bound the chunks held.
 EMBED_BATCH = 4096
 DEFAULT_LOCK_TIMEOUT_S = 600.0
+_GLOB_SPECIAL = re.compile(r"[\\*?\[\]{}]")
 
 
 @dataclass(slots=True)
@@ -180,7 +182,10 @@ def _cache_exclude(root: Path, config: EngineConfig) -> tuple[str, ...]:
         inside = Path(config.cache_dir).resolve().relative_to(root)
     except ValueError:
         return ()
-    return (f"/{inside.as_posix()}/**",) if inside.parts else ()
+    # Escaped: a directory named `idx[1]` or `cache[` is a glob otherwise, one that missed
+    # the directory (indexed on every update) or that rg refused (no index at all).
+    escaped = _GLOB_SPECIAL.sub(lambda m: "\\" + m[0], inside.as_posix())
+    return (f"/{escaped}/**",) if inside.parts else ()
 
 
 def _compatible(store: IndexStore, model_id: str, root: Path) -> tuple[Snapshot | None, str | None]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import textwrap
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from search_engine.chunking import MAX_CHARS, WINDOW_OVERLAP_LINES, chunk_file
 from search_engine.chunks import Chunk
+from search_engine.languages import language_for
 from tests.index_helpers import assert_well_formed
 
 
@@ -322,6 +324,44 @@ def test_an_over_long_line_is_sliced_on_character_boundaries() -> None:
     chunks = chunk_file("blob.txt", data, None)
     assert len(chunks) >= 3
     assert "".join(c.content for c in chunks) == line
+    assert_well_formed(data, chunks)
+
+
+DEEP = 3000  # nesting levels: a few KB of file, far past Python's recursion limit of 1,000
+
+
+@pytest.mark.parametrize(
+    ("path", "data"),
+    [
+        ("calls.js", b"f(" * DEEP + b"1" + b")" * DEEP + b";\n"),
+        ("blocks.js", b"function a() {\n" * DEEP + b"return 1;\n" + b"}\n" * DEEP),
+        ("parens.c", b"int f() { return " + b"(" * DEEP + b"1" + b")" * DEEP + b"; }\n"),
+        ("classes.py", b"".join(b" " * i + b"class A%d:\n" % i for i in range(DEEP)) + b" " * DEEP + b"pass\n"),
+    ],
+    ids=["js-calls", "js-functions", "c-parens", "py-classes"],
+)
+def test_pathologically_deep_nesting_is_chunked_not_a_recursion_error(path: str, data: bytes) -> None:
+    """The walk recursed once a nesting level: 3,000 nested calls (6 KB) raised RecursionError,
+    which failed the index build of the whole tree. Past the nesting limit it windows."""
+    chunks = chunk_file(path, data, language_for(path))
+    assert chunks
+    assert_well_formed(data, chunks)
+
+
+def test_a_one_line_minified_file_is_windowed_once() -> None:
+    """Every statement of a one-line minified file shares the over-long line, so each was
+    windowed as the whole line: n statements, n copies of its windows (a 120 KB line cost 8 s
+    and 770 MB; a 1 MB one, the default max_file_size, tens of GB). Memory is now proportional
+    to the file (~130 bytes of Python objects a byte, the parse tree's nodes; 3,300 before)."""
+    data = b"var a=function(b){return b+1};" * 2000  # 60 KB, one line
+    tracemalloc.start()
+    try:
+        chunks = chunk_file("app.min.js", data, "javascript")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 500 * len(data), f"{peak / 2**20:.0f} MB for a {len(data) // 1024} KB line"
+    assert "".join(c.content for c in chunks).encode() == data
     assert_well_formed(data, chunks)
 
 

@@ -152,6 +152,17 @@ def test_non_utf8_file_name(tmp_path: Path) -> None:
     assert [m.path for m in result.matches] == ["caf\\xe9.py", "ok.py"]
 
 
+def test_a_name_spelling_another_names_escape_is_listed_once(tmp_path: Path) -> None:
+    """`caf\\xe9.py` (a real backslash) shows as the non-UTF-8 `caf<0xE9>.py` does: listed
+    twice, the pair corrupted the index (see tests/test_index.py). The file named as shown
+    is kept: it is the one a caller can name."""
+    with open(os.path.join(os.fsencode(tmp_path), b"caf\xe9.py"), "wb") as f:
+        f.write(b"RAW\n")
+    put(tmp_path, "caf\\xe9.py", "LITERAL\n")
+    (found,) = discover(SearchLocation(tmp_path, None))
+    assert found.path == "caf\\xe9.py" and found.os_path.read_bytes() == b"LITERAL\n"
+
+
 def test_sorted_and_repeatable(tmp_path: Path) -> None:
     for i in range(60):
         put(tmp_path, f"d{i % 7}/f{i:02d}.py")

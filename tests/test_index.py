@@ -26,6 +26,8 @@ from search_engine.config import EngineConfig
 from search_engine.index import IndexManager
 from search_engine.index_store import IndexStore, index_dir
 from search_engine.lexical import LexicalIndex, lexical_document
+from search_engine.models import SearchMode, SearchRequest
+from search_engine.ranking import Ranker
 from tests.index_helpers import REPO, CountingEmbedder, expected_chunks
 
 
@@ -74,13 +76,16 @@ def test_build_round_trips_chunks_and_vectors(repo: Path, manager: IndexManager,
     assert index_dir(manager.config.cache_dir, repo).is_dir()
 
 
-def test_a_cache_dir_inside_the_root_is_not_indexed(repo: Path, counting: CountingEmbedder) -> None:
-    cache = repo / "idx-cache"
+@pytest.mark.parametrize("name", ["idx-cache", "idx[1]", "cache["])
+def test_a_cache_dir_inside_the_root_is_not_indexed(repo: Path, counting: CountingEmbedder, name: str) -> None:
+    """Its name is escaped in the exclude glob: `idx[1]` as a glob missed the directory (the
+    index indexed itself on every update) and `cache[` was a glob rg refused (no index)."""
+    cache = repo / name
     manager = IndexManager(EngineConfig(cache_dir=cache), embedder=counting)
     first = manager.update(repo)
     second = manager.update(repo)  # its own output is not a change to index
     assert (first.files, second.changed, second.generation) == (4, False, 1)
-    assert not any(c.path.startswith("idx-cache") for c in manager.get(repo).chunks)
+    assert not any(c.path.startswith(name) for c in manager.get(repo).chunks)
 
 
 def test_a_second_process_loads_the_same_index_without_embedding(
@@ -225,6 +230,36 @@ def test_a_file_that_fails_to_parse_is_indexed_as_windows(repo: Path, manager: I
     manager.update(repo)
     kinds = {c.kind for c in manager.get(repo).chunks if c.path == "broken.py"}
     assert kinds == {"window"}
+
+
+def test_a_pathologically_nested_file_does_not_fail_the_build(repo: Path, manager: IndexManager) -> None:
+    """6 KB of `f(f(f(...)))` used to raise RecursionError in the chunker and fail the whole
+    build: no semantic search of the tree at all. It is indexed (as windows) with the rest."""
+    (repo / "web" / "nested.js").write_bytes(b"f(" * 3000 + b"1" + b")" * 3000 + b";\n")
+    stats = manager.update(repo)
+    assert stats.files == 5
+    index = manager.get(repo)
+    assert any(c.path == "web/nested.js" for c in index.chunks)
+    best_ids = index.vectors.nearest(index.embed_query("retry a failing call with backoff"), None, 1).ranked()[0]
+    assert index.chunks[int(best_ids[0])].symbol == "retry_with_backoff"
+
+
+def test_a_name_shown_like_another_does_not_corrupt_the_index(repo: Path, manager: IndexManager) -> None:
+    """A non-UTF-8 name `caf<0xE9>.py` shows as `caf\\xe9.py`, and a file may really be named
+    that. Both were indexed under one path: every semantic search then failed ("the chunk
+    table and the lexical index list different files") and the next update crashed."""
+    with open(os.path.join(os.fsencode(repo), b"caf\xe9.py"), "wb") as f:
+        f.write(b"def raw_name():\n    return 1\n")
+    (repo / "caf\\xe9.py").write_text("def literal_name():\n    return 2\n")
+    assert manager.update(repo).files == 5
+    (repo / "app" / "render.py").write_text("def render_page(name):\n    return name\n")
+    stats = manager.update(repo)
+    assert (stats.files, stats.modified) == (5, 1)
+    index = manager.get(repo)
+    assert [c.content for c in index.chunks if c.path == "caf\\xe9.py"] == ["def literal_name():\n    return 2"]
+    request = SearchRequest(mode=SearchMode.SEMANTIC, query="retry with backoff", root=str(repo), top_k=1)
+    (best,) = Ranker(index, manager.config).search(request).matches
+    assert best.path == "app/client.py"
 
 
 def test_get_sees_other_processes_updates_and_caches_in_between(

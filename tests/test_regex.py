@@ -12,7 +12,9 @@ import pytest
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.errors import InvalidQueryError, PathNotFoundError, SearchTimeoutError
+from search_engine.files import discover
 from search_engine.models import MatchType, SearchRequest, SearchResult
+from search_engine.paths import SearchLocation
 from search_engine.regex import ELLIPSIS, regex_search
 from tests.code_tree import write_code_tree
 
@@ -72,6 +74,21 @@ def test_unicode_offsets_are_bytes(tmp_path: Path) -> None:
     assert m.content == "naïve ☃ needle ☃"
     assert text.encode()[m.byte_start : m.byte_end] == b"needle"
     assert m.language == "markdown"
+
+
+def test_byte_spans_are_the_files_own_even_after_a_byte_order_mark(tmp_path: Path) -> None:
+    """rg decoded a file starting with a BOM and reported offsets into its transcoded text:
+    3 bytes early after a UTF-8 BOM (and disagreeing with the index's spans of the same
+    file), anywhere in a UTF-16 file. It now reads bytes as they are, as discovery does: a
+    UTF-16 file is full of NULs, so it is binary to both, and regex and semantic search
+    agree on which files exist."""
+    utf8 = b"\xef\xbb\xbfdef f():\n    return 'needle'\n"
+    write(tmp_path, "bom8.py", utf8)
+    write(tmp_path, "bom16.py", "def g():\n    return 'needle'\n".encode("utf-16"))
+    [m] = search(tmp_path, "needle").matches
+    assert (m.path, m.line_start) == ("bom8.py", 2)
+    assert utf8[m.byte_start : m.byte_end] == b"needle"
+    assert [f.path for f in discover(SearchLocation(tmp_path, None))] == ["bom8.py"]
 
 
 def test_invalid_utf8_line(tmp_path: Path) -> None:
