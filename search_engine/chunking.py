@@ -38,7 +38,7 @@ from search_engine.grammars import (
     body_of,
     definition_at,
     is_leading,
-    parser_for,
+    parse,
     spec_for,
 )
 
@@ -149,7 +149,9 @@ def _code_pieces(lines: _Lines, spec: LanguageSpec) -> list[_Piece] | None:
     Tree-sitter recovers from errors, and C/C++ preprocessor tricks yield ERROR nodes around
     perfectly good functions, so errors alone are no reason to give up: definitions are
     still found inside them. Only a file with errors and no definition at all is windowed."""
-    tree = parser_for(spec).parse(lines.data)
+    tree = parse(spec, lines.data)
+    if tree is None:
+        return None
     root = tree.root_node
     walker = _Walker(lines, spec)
     children = [g for c in root.children for g in (c.children if c.type in spec.containers else (c,))]

@@ -4,6 +4,8 @@ exact spans, nothing left unsearchable, and the line-window fallback."""
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 import textwrap
 import tracemalloc
 from pathlib import Path
@@ -363,6 +365,32 @@ def test_a_one_line_minified_file_is_windowed_once() -> None:
     assert peak < 500 * len(data), f"{peak / 2**20:.0f} MB for a {len(data) // 1024} KB line"
     assert "".join(c.content for c in chunks).encode() == data
     assert_well_formed(data, chunks)
+
+
+_OUTGROWN = r"""
+import resource, sys
+from search_engine.chunking import chunk_file
+from search_engine.grammars import PARSE_MEMORY_BUDGET
+
+hostile = b"a<" * 262_144  # 512 KB; tree-sitter's C++ parser took 2.4 KB a byte of it
+chunks = chunk_file("t.cpp", hostile, "cpp")
+assert b"".join(c.content.encode() for c in chunks) == hostile and {c.kind for c in chunks} == {"window"}
+# the same worker's parser, reset after the stopped parse, parses the next file whole
+after = chunk_file("ok.cpp", b"int add(int a, int b) {\n  return a + b;\n}\n", "cpp")
+assert [(c.kind, c.symbol) for c in after] == [("function", "add")], after
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, PARSE_MEMORY_BUDGET)
+"""
+
+
+def test_a_parse_that_outgrows_its_memory_budget_is_windowed() -> None:
+    """An input that is ambiguous for its grammar made tree-sitter take thousands of bytes a
+    byte (1.2 GB for this 512 KB file, ~3 GB for a 1 MB one in each chunking worker), and it
+    crashes when memory runs out: the parse is stopped at PARSE_MEMORY_BUDGET and the file
+    windowed. Its own process, so the peak is this parse's."""
+    done = subprocess.run([sys.executable, "-c", _OUTGROWN], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    peak, budget = map(int, done.stdout.split())
+    assert peak < budget + 200 * 2**20, f"peak RSS {peak / 2**20:.0f} MB"
 
 
 @pytest.mark.parametrize("source", ["", "\n\n   \n", "}\n};\n"])
