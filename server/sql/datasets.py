@@ -104,7 +104,11 @@ class QueryStream:
     Fetch errors are the query's errors: a timeout is SqlTimeoutError, the rest
     SqlExecutionError."""
 
-    def __init__(self, sql: str, datasets: list[str], cursor: Cursor, *, max_rows: int, timeout_s: float) -> None:
+    def __init__(
+        self, sql: str, datasets: list[str], cursor: Cursor, *, max_rows: int, timeout_s: float, started: float
+    ) -> None:
+        """`started`: when the statement was sent (`time.perf_counter()`), so `elapsed_ms`
+        counts its execution too (a `Spool` runs it whole before the first row)."""
         self.sql = sql
         self.datasets = datasets
         self.columns = _unique_columns([d[0] for d in cursor.description or []])
@@ -112,7 +116,7 @@ class QueryStream:
         self.truncated = False
         self._cursor = cursor
         self._timeout_s = timeout_s
-        self._started = time.perf_counter()
+        self._started = started
 
     @property
     def elapsed_ms(self) -> float:
@@ -384,6 +388,7 @@ class Datasets:
             timer = threading.Timer(limits.duckdb_timeout_s, con.interrupt)
             timer.start()
             try:
+                started = time.perf_counter()
                 with sql_errors(limits.duckdb_timeout_s):
                     explain = duckdb.extract_statements(statement)[0].type == duckdb.StatementType.EXPLAIN
                     cursor: Cursor = (
@@ -392,7 +397,12 @@ class Datasets:
                         else con.execute(statement)
                     )
                 yield QueryStream(
-                    statement, ids, cursor, max_rows=limits.duckdb_max_rows, timeout_s=limits.duckdb_timeout_s
+                    statement,
+                    ids,
+                    cursor,
+                    max_rows=limits.duckdb_max_rows,
+                    timeout_s=limits.duckdb_timeout_s,
+                    started=started,
                 )
             finally:
                 timer.cancel()
