@@ -220,3 +220,15 @@ async def test_unwritable_offload_dir_falls_back_to_a_cut_inline_page(wide_tree,
         assert any("could not be offloaded" in w for w in body["metadata"]["warnings"])
         rest, _ = await walk(c, "regex_search", {"cursor": body["pagination"]["next_cursor"]})
         assert len(ids(page_matches(body)) + ids(rest)) == 300
+
+
+async def test_a_date_filter_on_the_last_day_a_date_can_hold_lists_what_it_should(wide_tree, tmp_path):
+    """`date_to` of a bare date includes its whole day, up to the next day's start, which for
+    9999-12-31 is no date: the listing failed with "date value out of range"."""
+    async with Client(app_for(wide_tree, tmp_path)) as c:
+        ref = structured(await c.call_tool("regex_search", {"pattern": "hit_", "output_mode": "file_ref"}))
+        until_the_end = {"filter": {"date_to": "9999-12-31"}}
+        listed = structured(await c.call_tool("list-saved-datasets", until_the_end))
+        assert [d["id"] for d in listed["datasets"]] == [ref["results"]["file_ref"]["id"]]
+        last_day = {"filter": {"date_from": "9999-12-31", "date_to": "9999-12-31"}}
+        assert structured(await c.call_tool("list-saved-datasets", last_day))["datasets"] == []
