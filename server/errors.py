@@ -73,6 +73,10 @@ class DatasetNotFoundError(LookupError):
     """No stored result has this id (never written, expired, or cleaned up)."""
 
 
+class LineRangeError(ValueError):
+    """A line range of an offloaded page that is not 1-based start <= end, or past its end."""
+
+
 class SqlRejectedError(ValueError):
     """The SQL is not a single read-only statement, or does not parse."""
 

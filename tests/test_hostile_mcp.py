@@ -145,6 +145,7 @@ def chunked_server(tmp_path_factory):
 
 
 CALL = '{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":"regex_search","arguments":ARGS}}'
+SEMANTIC = CALL.replace("regex_search", "semantic_search")
 
 
 @pytest.mark.parametrize(
@@ -172,6 +173,19 @@ CALL = '{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":"regex_s
         (b'{"jsonrpc":"2.0","id":15,"method":"tools/call","params":"x"}', -32600, 15),
         # The name the search tools' shared arguments reach the tool body under is not an argument.
         (CALL.replace("ID", "16").replace("ARGS", '{"pattern":"x","page_args":{"cursor":"c"}}').encode(), -32602, 16),
+        # The JSON parser reads NaN and 1e999 (infinity) as floats: as a threshold, the search
+        # answered `"threshold": null` and kept nothing (NaN, 1e999) or everything (-1e999),
+        # instead of refusing a bound that is no number.
+        (SEMANTIC.replace("ID", "17").replace("ARGS", '{"query":"needle","threshold":NaN}').encode(), -32602, 17),
+        (SEMANTIC.replace("ID", "18").replace("ARGS", '{"query":"needle","threshold":-1e999}').encode(), -32602, 18),
+        (
+            SEMANTIC.replace("semantic", "hybrid")
+            .replace("ID", "19")
+            .replace("ARGS", '{"query":"needle","threshold":1e999}')
+            .encode(),
+            -32602,
+            19,
+        ),
     ],
     ids=lambda v: None if isinstance(v, bytes) else str(v),
 )

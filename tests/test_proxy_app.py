@@ -290,3 +290,28 @@ async def test_a_backend_that_dies_at_start_does_not_stop_the_client_connecting(
         }
         with pytest.raises(Exception, match="Unknown tool"):
             await c.call_tool("records", {"n": 1})
+
+
+@pytest.mark.parametrize(
+    "dataset_id",
+    [
+        "01M879WC9JA1AE61CNJBXXHH3H\n",  # `$` in a pattern matches before a final newline
+        "7ZZZZZZZZZZZZZZZZZZZZZZZZZ",  # a ULID whose time is past the year 9999
+        "ZZZZZZZZZZZZZZZZZZZZZZZZZZ",  # more than a ULID's 128 bits
+    ],
+)
+async def test_ids_that_only_look_like_ulids_are_refused_as_invalid_ids(tmp_path: Path, dataset_id: str) -> None:
+    """Each was an unhandled exception ("year 10889 is out of range") from the proxy's dataset
+    store, which files a dataset under its id's day."""
+    async with Client(in_memory_proxy(tmp_path)) as c:
+        calls = [
+            ("read-dataset-page", {"dataset_id": dataset_id}),
+            ("analyze-with-duckdb", {"query": "SELECT 1", "dataset_id": dataset_id}),
+        ]
+        if dataset_id.startswith("7"):  # a view name SQL would take for a dataset's
+            calls.append(("analyze-with-duckdb", {"query": f"SELECT * FROM dataset_{dataset_id}"}))
+        for tool, args in calls:
+            result = await c.call_tool(tool, args, raise_on_error=False)
+            assert result.is_error, (tool, args)
+            assert result.structured_content is not None, (tool, result.content)
+            assert result.structured_content["error"]["code"] == "invalid_dataset_id", (tool, result.content)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from fastmcp import Client
+from mcp import MCPError
+from mcp_types import INVALID_PARAMS
 
 from server.app import build_app
 from server.output import estimate_tokens
@@ -67,6 +69,44 @@ async def test_auto_offloads_a_page_over_the_ceiling_and_the_file_reads_back(wid
         rest, _ = await walk(c, "regex_search", {"cursor": body["pagination"]["next_cursor"]})
         everything = first_ids + ids(rest)
         assert len(everything) == len(set(everything)) == 300
+
+
+@pytest.mark.parametrize(
+    ("suffix", "says"),
+    [
+        ("/lines/0-5", "1-based start <= end"),
+        ("/lines/5-2", "1-based start <= end"),
+        ("/lines/900-950", "past the end"),
+        ("/lines/abc-2", "invalid line number 'abc'"),
+        ("/lines/+1-+2", "invalid line number '+1'"),
+        ("/lines/1-" + "9" * 5000, None),  # an end past any file reads to the end
+        ("/lines/" + "9" * 30 + "-" + "9" * 30, "past the end"),
+    ],
+)
+async def test_bad_line_ranges_are_invalid_params_that_say_what_to_send(wide_tree, tmp_path, suffix, says):
+    """Each was an internal error (-32603), some quoting Python ("invalid literal for int()",
+    "Stop argument for islice()"): an agent could not tell its own mistake from a server fault."""
+    async with Client(app_for(wide_tree, tmp_path)) as c:
+        ref = structured(await c.call_tool("regex_search", {"pattern": "hit_", "output_mode": "file_ref"}))
+        uri = ref["results"]["file_ref"]["uri"]
+        if says is None:
+            whole = await c.read_resource(uri)
+            assert (await c.read_resource(uri + suffix))[0].text == whole[0].text
+            return
+        with pytest.raises(MCPError) as refused:
+            await c.read_resource(uri + suffix)
+        assert refused.value.error.code == INVALID_PARAMS and says in refused.value.error.message
+
+
+@pytest.mark.parametrize("uri", ["codepager://results/01ARZ3NDEKTSV4RRFFQ69G5FAV", "codepager://results/not-an-id"])
+async def test_unknown_and_malformed_result_ids_are_invalid_params(wide_tree, tmp_path, uri):
+    async with Client(app_for(wide_tree, tmp_path)) as c:
+        for target in (uri, uri + "/lines/1-2"):
+            with pytest.raises(MCPError) as refused:
+                await c.read_resource(target)
+            error = refused.value.error
+            assert error.code == INVALID_PARAMS
+            assert "run the search again" in error.message or "26-character id" in error.message, error.message
 
 
 async def test_inline_mode_cuts_losslessly(wide_tree, tmp_path):
@@ -180,3 +220,15 @@ async def test_unwritable_offload_dir_falls_back_to_a_cut_inline_page(wide_tree,
         assert any("could not be offloaded" in w for w in body["metadata"]["warnings"])
         rest, _ = await walk(c, "regex_search", {"cursor": body["pagination"]["next_cursor"]})
         assert len(ids(page_matches(body)) + ids(rest)) == 300
+
+
+async def test_a_date_filter_on_the_last_day_a_date_can_hold_lists_what_it_should(wide_tree, tmp_path):
+    """`date_to` of a bare date includes its whole day, up to the next day's start, which for
+    9999-12-31 is no date: the listing failed with "date value out of range"."""
+    async with Client(app_for(wide_tree, tmp_path)) as c:
+        ref = structured(await c.call_tool("regex_search", {"pattern": "hit_", "output_mode": "file_ref"}))
+        until_the_end = {"filter": {"date_to": "9999-12-31"}}
+        listed = structured(await c.call_tool("list-saved-datasets", until_the_end))
+        assert [d["id"] for d in listed["datasets"]] == [ref["results"]["file_ref"]["id"]]
+        last_day = {"filter": {"date_from": "9999-12-31", "date_to": "9999-12-31"}}
+        assert structured(await c.call_tool("list-saved-datasets", last_day))["datasets"] == []

@@ -42,8 +42,9 @@ from sessions import Sweeper
 
 log = logging.getLogger(__name__)
 
-ULID_PATTERN = r"[0-9A-HJKMNP-TV-Z]{26}"
-_ID_RE = re.compile(rf"^{ULID_PATTERN}$")
+#: A ULID as text: 128 bits in 26 Crockford base32 digits, so the first is at most 7.
+ULID_PATTERN = r"[0-7][0-9A-HJKMNP-TV-Z]{25}"
+_ID_RE = re.compile(ULID_PATTERN)
 #: A temp file younger than this may still be being written by another thread; leave it.
 _TEMP_GRACE_S = 600.0
 
@@ -156,13 +157,24 @@ def iso_timestamp(moment: datetime) -> str:
 
 
 def check_id(dataset_id: str) -> str:
-    """`dataset_id` if it is a ULID; it becomes part of a file name, so nothing else passes."""
-    if not isinstance(dataset_id, str) or not _ID_RE.match(dataset_id):
+    """`dataset_id` if it is a ULID; it becomes part of a file name, so nothing else passes
+    (matched whole: `$` would let a trailing newline through). Its time must be a date, as every
+    id we issue is: stores file datasets by the day of their id."""
+    if not isinstance(dataset_id, str) or not _ID_RE.fullmatch(dataset_id) or not _dated(dataset_id):
         raise InvalidDatasetIdError(
             f"invalid result id {dataset_id!r}: expected the 26-character id from a file_ref "
             "(e.g. the part after codepager://results/)"
         )
     return dataset_id
+
+
+def _dated(dataset_id: str) -> bool:
+    """Whether the ULID's millisecond time stamp is a date Python can hold (up to year 9999)."""
+    try:
+        datetime.fromtimestamp(ULID.from_str(dataset_id).timestamp, timezone.utc)
+    except (ValueError, OverflowError):
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

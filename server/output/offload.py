@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from server.errors import DatasetNotFoundError, StoreWriteError
+from server.errors import DatasetNotFoundError, LineRangeError, StoreWriteError
 from server.output.files import HEADER_TYPE, DatasetFile, DatasetInfo, FileStore, iso_timestamp, open_owned
 from server.output.jsontext import dumps_bytes, dumps_lines, estimate_tokens
 from server.settings import OffloadSettings, default_of
@@ -177,11 +177,14 @@ class OffloadStore(FileStore):
     def read_lines(self, dataset_id: str, start: int, end: int) -> str:
         """Lines `start`..`end` (1-based, inclusive; line 1 is the header), clamped at EOF."""
         if start < 1 or end < start:
-            raise ValueError(f"invalid line range {start}-{end}: use 1-based start <= end (line 1 is the header)")
+            raise LineRangeError(f"invalid line range {start}-{end}: use 1-based start <= end (line 1 is the header)")
         with self._open_file(dataset_id) as f:
             chunk = list(itertools.islice(f, start - 1, end))
         if not chunk:
-            raise ValueError(f"line range {start}-{end} is past the end of result {dataset_id}")
+            raise LineRangeError(
+                f"line range {start}-{end} is past the end of result {dataset_id}; its descriptor's line_count "
+                "is the last line"
+            )
         return b"".join(chunk).decode("utf-8")
 
     @contextlib.contextmanager

@@ -285,7 +285,10 @@ def _instant(text: str, *, end_of_day: bool) -> dt.datetime:
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.timezone.utc)
     if end_of_day and len(text) == 10:
-        value += dt.timedelta(days=1)
+        try:
+            value += dt.timedelta(days=1)
+        except OverflowError:  # the last day datetime holds (9999-12-31): its end is the end of time
+            return dt.datetime.max.replace(tzinfo=dt.timezone.utc)
     return value
 
 

@@ -2,19 +2,49 @@
 SQL, list and clean them up. Shared by the search server and the proxy (which registers the SQL
 tools over its own datasets too, but not the cleanup of temp files)."""
 
+import contextlib
+import logging
+import re
+import sys
+from collections.abc import Iterator
 from typing import Annotated
 
 import anyio
 from fastmcp import FastMCP
+from fastmcp.exceptions import ValidationError
 from fastmcp.tools.base import ToolResult
 from pydantic import Field, WithJsonSchema
 
+from server.errors import DatasetNotFoundError, InvalidDatasetIdError, LineRangeError
 from server.output import LINES_URI, RESULTS_URI, OffloadStore, OutputMode, RenderOptions
 from server.rendering import Renderer, json_result, tool_result
 from server.sql import DatasetFilter, Datasets, answer_query
 from server.tools.descriptions import ANALYZE_DESCRIPTION, READ_ONLY, OutputModeName, local_writes
 from server.tools.registry import mcp_tool
 from server.tools.schemas import CLEANUP_OUTPUT, DATASETS_OUTPUT, ROWS_OUTPUT
+
+_LINE_NUMBER = re.compile(r"[0-9]+")
+
+
+@contextlib.contextmanager
+def _resource_errors() -> Iterator[None]:
+    """A bad or unknown result id, or a bad line range, as JSON-RPC -32602 with our message (a
+    resource has no isError result): fastmcp would report any other exception as an internal
+    error (-32603), logged with a traceback."""
+    try:
+        yield
+    except (InvalidDatasetIdError, DatasetNotFoundError, LineRangeError) as exc:
+        raise ValidationError(str(exc), log_level=logging.DEBUG) from None
+
+
+def _line_number(text: str) -> int:
+    """A line number of a lines URI. Read here, not by fastmcp's `int` coercion, which takes
+    `+1`, `1_000` or non-ASCII digits and answers `abc` (or 5,000 digits, over Python's int parsing limit)
+    with an internal error. A number past any file's end reads as the largest one."""
+    if not _LINE_NUMBER.fullmatch(text):
+        raise LineRangeError(f"invalid line number {text!r}: use codepager://results/ID/lines/START-END, e.g. 1-50")
+    digits = text.lstrip("0") or "0"
+    return int(digits) if len(digits) < len(str(sys.maxsize)) else sys.maxsize
 
 
 def register_results_resources(app: FastMCP, store: OffloadStore) -> None:
@@ -25,7 +55,8 @@ def register_results_resources(app: FastMCP, store: OffloadStore) -> None:
         description="A whole offloaded page: line 1 is a header, then one match per line.",
     )
     def whole(id: str) -> str:
-        return store.read_whole(id)
+        with _resource_errors():
+            return store.read_whole(id)
 
     @app.resource(
         LINES_URI,
@@ -33,8 +64,9 @@ def register_results_resources(app: FastMCP, store: OffloadStore) -> None:
         mime_type="application/x-ndjson",
         description="Lines start..end (1-based, inclusive; line 1 is the header) of an offloaded page.",
     )
-    def lines(id: str, start: int, end: int) -> str:
-        return store.read_lines(id, start, end)
+    def lines(id: str, start: str, end: str) -> str:
+        with _resource_errors():
+            return store.read_lines(id, _line_number(start), _line_number(end))
 
 
 def register_results_tools(app: FastMCP, store: OffloadStore, datasets: Datasets, renderer: Renderer) -> None:

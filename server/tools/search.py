@@ -139,7 +139,7 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
             query: str | None = None,
             path: str | None = None,
             top_k: Annotated[int, Field(ge=1, le=s.max_results)] = 10,
-            threshold: float | None = None,
+            threshold: Annotated[float | None, Field(allow_inf_nan=False)] = None,
             include_patterns: IncludeGlobs = None,
             exclude_patterns: ExcludeGlobs = None,
             *,
