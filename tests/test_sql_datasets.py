@@ -127,6 +127,7 @@ def test_read_only_statement_kinds_are_accepted(store: OffloadStore, dataset: st
         ("EXPLAIN ANALYZE COPY (SELECT 1) TO '/tmp/codepager-x.csv'", "COPY"),
         ("SELEKT 1", "does not parse"),
         ("   ", "empty"),
+        ("SELECT '\ud800' AS s", "not valid text: surrogates not allowed at character 8"),
     ],
 )
 def test_other_statements_are_refused(store: OffloadStore, dataset: str, sql: str, message: str) -> None:

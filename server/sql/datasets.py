@@ -233,6 +233,10 @@ def check_sql(sql: str) -> str:
     if not sql or not sql.strip():
         raise SqlRejectedError("query is empty; pass one SELECT statement, e.g. SELECT * FROM dataset_<id> LIMIT 10")
     try:
+        sql.encode()
+    except UnicodeEncodeError as exc:  # a lone surrogate, which DuckDB's binding fails on with a TypeError
+        raise SqlRejectedError(f"query is not valid text: {exc.reason} at character {exc.start}") from None
+    try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
         raise SqlRejectedError(f"query does not parse: {exc}") from None
