@@ -30,6 +30,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec
 
+import pydantic
 from fastmcp.exceptions import NotFoundError, ToolError, ValidationError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
@@ -45,6 +46,7 @@ from search_engine import (
     SearchError,
     SearchTimeoutError,
 )
+from server.settings import validation_problems
 from sessions import CursorError, SessionStoreUnavailableError
 
 P = ParamSpec("P")
@@ -220,6 +222,12 @@ class ErrorMiddleware(Middleware):
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc.__cause__ or exc)
+    """Every problem with the arguments, one `name: what is wrong` each: the first lines of
+    pydantic's report hid all but its first error, so a union such as list-saved-datasets'
+    `filter` (a string or an object) said only that an object is not a string."""
+    cause = exc.__cause__ or exc
+    if isinstance(cause, pydantic.ValidationError):
+        return "; ".join(validation_problems(cause, shown=lambda _: False))
+    text = str(cause)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "errors.pydantic.dev" not in ln]
     return " ".join(lines[:3]) if lines else type(exc).__name__

@@ -109,6 +109,19 @@ async def test_unknown_and_malformed_result_ids_are_invalid_params(wide_tree, tm
             assert "run the search again" in error.message or "26-character id" in error.message, error.message
 
 
+async def test_bad_arguments_name_every_problem(wide_tree, tmp_path):
+    """A union argument (list-saved-datasets' `filter`: text or an object) fails once per
+    branch; the message said only that an object is not a string, and never why the object
+    was refused."""
+    async with Client(app_for(wide_tree, tmp_path)) as c:
+        with pytest.raises(MCPError) as refused:
+            await c.call_tool_mcp("list-saved-datasets", {"filter": {"date_from": "garbage"}})
+        error = refused.value.error
+        assert error.code == INVALID_PARAMS
+        assert "filter.DatasetFilter.date_from: 'garbage' is not an ISO date like 2025-01-31" in error.message
+        assert "[type=" not in error.message and "validation error for" not in error.message
+
+
 async def test_inline_mode_cuts_losslessly(wide_tree, tmp_path):
     async with Client(app_for(wide_tree, tmp_path)) as c:
         pages, cursor = [], None
