@@ -18,17 +18,22 @@ from tests.server_helpers import make_settings
 CODEPAGER = Path(sys.executable).parent / "codepager"
 
 
-def effective(tmp_path: Path, toml: str, **env: str) -> dict[str, Any]:
+def run_config(tmp_path: Path, toml: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`codepager config` over a settings file `toml` and the variables `env` (no others)."""
     config = tmp_path / "codepager.toml"
     config.write_text(toml)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
-    done = subprocess.run(
+    return subprocess.run(
         [str(CODEPAGER), "config", "--config", str(config)],
         env={**clean, **env},
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def effective(tmp_path: Path, toml: str, **env: str) -> dict[str, Any]:
+    done = run_config(tmp_path, toml, **env)
     assert done.returncode == 0, done.stderr
     shown: dict[str, Any] = json.loads(done.stdout)
     return shown
@@ -75,16 +80,7 @@ def test_a_misspelt_key_is_an_error_naming_it(tmp_path: Path, source: str) -> No
 def refused(tmp_path: Path, toml: str, **env: str) -> str:
     """stderr of `codepager config` over settings (a file, and `env`) it must refuse (exit 2,
     nothing on stdout)."""
-    config = tmp_path / "codepager.toml"
-    config.write_text(toml)
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
-    done = subprocess.run(
-        [str(CODEPAGER), "config", "--config", str(config)],
-        env={**clean, **env},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_config(tmp_path, toml, **env)
     assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
     return done.stderr
 
