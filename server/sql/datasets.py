@@ -152,6 +152,11 @@ class QueryStream:
 
     def _fetch(self, n: int) -> list[tuple[Any, ...]]:
         with sql_errors(self._timeout_s):
+            if self.elapsed_ms > self._timeout_s * 1000:
+                # The timer's interrupt reaches a streamed query, which runs until its last row,
+                # but not a `Spool`, whose reads are statements of their own: one sent between
+                # them is lost, and the rows kept coming past the timeout.
+                raise duckdb.InterruptException
             return self._cursor.fetchmany(n)
 
 
