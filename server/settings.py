@@ -8,6 +8,7 @@ later. Each section is its own model so `codepager config` can print it and docs
 from __future__ import annotations
 
 import contextvars
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -49,6 +50,11 @@ from sessions import (
     DEFAULT_TTL_S,
     MAX_PAGE_SIZE,
 )
+
+if sys.version_info >= (3, 11):
+    from tomllib import TOMLDecodeError
+else:  # what pydantic-settings reads TOML with before 3.11
+    from tomli import TOMLDecodeError
 
 _toml_path: contextvars.ContextVar[Path | None] = contextvars.ContextVar("codepager_toml", default=None)
 
@@ -449,9 +455,7 @@ def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | N
         return Settings.model_validate(merged)
     except ValidationError as exc:
         raise ValueError(invalid_settings(exc, config_file)) from None
-    except ValueError as exc:  # the TOML parser's error (tomllib's, or tomli's before 3.11)
-        if config_file is None:
-            raise
+    except TOMLDecodeError as exc:  # only the file is TOML: a variable's bad JSON is a SettingsError
         raise ValueError(f"{config_file} is not valid TOML: {exc}") from None
     finally:
         _toml_path.reset(token)
@@ -459,15 +463,25 @@ def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | N
 
 def invalid_settings(exc: ValidationError, config_file: Path | None) -> str:
     """What is wrong with the settings and where a user changes it."""
-    problems = validation_problems(
-        exc, shown=lambda loc: tuple(loc[:2]) not in SECRET_SETTINGS and loc[-1:] != ("backend",)
-    )
+    problems = validation_problems(exc, shown=_not_secret)
     where = f"{config_file}, " if config_file is not None else ""
     return (
         f"invalid settings: {'; '.join(problems)}. Fix {'it' if len(problems) == 1 else 'them'} in {where}the "
         "CODEPAGER_<SECTION>__<KEY> environment variables or the command's flags (`codepager config` prints what "
         "is in effect)."
     )
+
+
+def _not_secret(loc: tuple[str | int, ...]) -> bool:
+    """Whether the value refused at `loc` holds no secret: it is not a secret setting, a part
+    of one, or a section (or the whole) holding one (`sessions = ["<key>"]` is refused whole)."""
+    holds = any(tuple(loc[: len(secret)]) == secret[: len(loc)] for secret in SECRET_SETTINGS)
+    return not holds and loc[-1:] != ("backend",)
+
+
+#: Problems listed at most: a list of thousands of bad items is as many errors, and the
+#: message of a refused tool call goes into an agent's context.
+MAX_PROBLEMS = 10
 
 
 def validation_problems(exc: ValidationError, *, shown: Callable[[tuple[str | int, ...]], bool]) -> list[str]:
@@ -483,4 +497,6 @@ def validation_problems(exc: ValidationError, *, shown: Callable[[tuple[str | in
         if shown(error["loc"]) and error["type"] not in ("extra_forbidden", "missing", "value_error", "json_invalid"):
             problem += f" (got {error['input']!r})"
         problems.append(problem)
+    if len(problems) > MAX_PROBLEMS:
+        problems[MAX_PROBLEMS:] = [f"and {len(problems) - MAX_PROBLEMS} more"]
     return problems

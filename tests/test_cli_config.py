@@ -18,17 +18,22 @@ from tests.server_helpers import make_settings
 CODEPAGER = Path(sys.executable).parent / "codepager"
 
 
-def effective(tmp_path: Path, toml: str, **env: str) -> dict[str, Any]:
+def run_config(tmp_path: Path, toml: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`codepager config` over a settings file `toml` and the variables `env` (no others)."""
     config = tmp_path / "codepager.toml"
     config.write_text(toml)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
-    done = subprocess.run(
+    return subprocess.run(
         [str(CODEPAGER), "config", "--config", str(config)],
         env={**clean, **env},
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def effective(tmp_path: Path, toml: str, **env: str) -> dict[str, Any]:
+    done = run_config(tmp_path, toml, **env)
     assert done.returncode == 0, done.stderr
     shown: dict[str, Any] = json.loads(done.stdout)
     return shown
@@ -72,14 +77,10 @@ def test_a_misspelt_key_is_an_error_naming_it(tmp_path: Path, source: str) -> No
     assert "search.max_resultz" in done.stderr and "not permitted" in done.stderr
 
 
-def refused(tmp_path: Path, toml: str) -> str:
-    """stderr of `codepager config` over a settings file it must refuse (exit 2, nothing on stdout)."""
-    config = tmp_path / "codepager.toml"
-    config.write_text(toml)
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
-    done = subprocess.run(
-        [str(CODEPAGER), "config", "--config", str(config)], env=clean, capture_output=True, text=True, check=False
-    )
+def refused(tmp_path: Path, toml: str, **env: str) -> str:
+    """stderr of `codepager config` over settings (a file, and `env`) it must refuse (exit 2,
+    nothing on stdout)."""
+    done = run_config(tmp_path, toml, **env)
     assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
     return done.stderr
 
@@ -105,3 +106,16 @@ def test_a_refused_secret_is_not_echoed(tmp_path: Path) -> None:
     )
     assert "sessions.secret_key: Input should be a valid string" in err and "server.auth_token" in err
     assert "hunter2" not in err and "bearer-secret" not in err
+
+
+def test_a_refused_section_holding_a_secret_is_not_echoed(tmp_path: Path) -> None:
+    """A section given as something else than a table is refused whole, value and all."""
+    err = refused(tmp_path, "sessions = ['hunter2-signing-key']\n", CODEPAGER_SERVER='["bearer-secret"]')
+    assert "sessions: Input should be a valid dictionary" in err and "server: Input should be" in err
+    assert "hunter2" not in err and "bearer-secret" not in err
+
+
+def test_a_variable_that_is_not_json_is_not_blamed_on_the_file(tmp_path: Path) -> None:
+    """A section's variable holds JSON; a parse error in it was reported as the file's TOML."""
+    err = refused(tmp_path, "[search]\nmax_results = 5\n", CODEPAGER_SERVER="{not json")
+    assert "not valid TOML" not in err and 'field "server"' in err

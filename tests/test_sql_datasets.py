@@ -115,6 +115,13 @@ def test_read_only_statement_kinds_are_accepted(store: OffloadStore, dataset: st
         ("PRAGMA version", "PRAGMA"),
         ("-- DuckDB 1.x hands this back as a SELECT\n/* */ pragma table_info('dataset')", "PRAGMA"),
         ("-- " * 100_000 + "\nPRAGMA version", "PRAGMA"),  # the comment skipper is linear
+        # What DuckDB's scanner skips before the first word, each passed on 1.x as a SELECT:
+        ("; PRAGMA version", "PRAGMA"),  # an empty statement
+        ("/* comments /* nest */ in DuckDB */ PRAGMA version", "PRAGMA"),
+        ("/*" * 64 + "*/" * 64 + " PRAGMA version", "PRAGMA"),
+        ("-- a line may end with a carriage return\rPRAGMA version", "PRAGMA"),
+        ("\ufeff\u00a0PRAGMA version", "PRAGMA"),  # a byte-order mark and a no-break space
+        ("EXPLAIN /* /* */ */ PRAGMA version", "PRAGMA"),
         ("SET threads = 4", "SET"),
         ("RESET threads", "SET"),
         ("LOAD httpfs", "LOAD"),
@@ -128,6 +135,8 @@ def test_read_only_statement_kinds_are_accepted(store: OffloadStore, dataset: st
         ("SELEKT 1", "does not parse"),
         ("   ", "empty"),
         ("SELECT '\ud800' AS s", "not valid text: surrogates not allowed at character 8"),
+        # DuckDB 1.x took 72 s of CPU to parse this (quadratic in the depth), before any timeout
+        ("/*" * 50_000 + "*/" * 50_000 + " SELECT 1", "comments nest more than 64 deep"),
     ],
 )
 def test_other_statements_are_refused(store: OffloadStore, dataset: str, sql: str, message: str) -> None:
@@ -212,6 +221,28 @@ def test_limits_time_and_rows(store: OffloadStore) -> None:
     line = len(json.dumps({"s": "x" * 100}, separators=(",", ":"))) + 1
     assert len(wide.rows) == 2048 // line and wide.truncated
     assert "cut after 18 rows" in wide.warnings[0] and "duckdb_max_result_bytes" in wide.warnings[0]
+
+
+def test_rows_read_past_the_timeout_are_stopped(store: OffloadStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways rows arrive stop at the query's timeout: a streamed query is still running, so
+    the timer's interrupt stops it, but a spool's reads are statements of their own, and an
+    interrupt between them was lost (the rows kept coming)."""
+    sql = "SELECT range AS i FROM range(100000)"
+    with Datasets(store, limits=OffloadSettings(duckdb_timeout_s=60)).stream(sql) as stream:
+        rows = stream.rows()
+        assert next(rows).record == {"i": 0}
+        past_the_timeout = time.perf_counter() + 61
+        monkeypatch.setattr(sql_datasets.time, "perf_counter", lambda: past_the_timeout)
+        with pytest.raises(SqlTimeoutError, match="longer than 60 s"):
+            list(rows)
+
+
+def test_a_row_cap_past_what_duckdb_counts_keeps_every_row(store: OffloadStore) -> None:
+    """`duckdb_max_rows` has no upper bound, so "as many as a BIGINT holds" is a valid cap; the
+    spool's LIMIT of cap + 1 rows was past it, and every query failed with a TypeError."""
+    unbounded = Datasets(store, limits=OffloadSettings(duckdb_max_rows=(1 << 63) - 1))
+    result = query(unbounded, "SELECT range AS i FROM range(3)")
+    assert result.rows == [{"i": 0}, {"i": 1}, {"i": 2}] and not result.truncated
 
 
 def test_a_huge_select_goes_through_the_output_layer_and_is_offloaded(tmp_path: Path, store: OffloadStore) -> None:

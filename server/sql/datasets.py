@@ -45,6 +45,11 @@ from server.sql.views import quote_ident, quote_literal, view_sql
 
 _VIEW_REF = re.compile(rf"\bdataset_({ULID_PATTERN})\b", re.IGNORECASE)
 _EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(?:ANALY[SZ]E\s+)?", re.IGNORECASE)
+_LINE_END = re.compile(r"[\n\r]")
+_COMMENT_MARK = re.compile(r"/\*|\*/")
+#: `/* */` comments nest; DuckDB 1.x's parser takes time quadratic in their depth (8,000 levels,
+#: 32 KB: 1.8 s; 50,000: 72 s of CPU before the query even starts, outside its timeout).
+MAX_COMMENT_NESTING = 64
 #: Rows are fetched in batches of about this many bytes of JSON (the first batch is one row,
 #: then the size follows the rows seen so far), and never more rows than DuckDB's vector.
 BATCH_BYTES = 1 << 20
@@ -53,6 +58,8 @@ MAX_BATCH_ROWS = 2048
 STREAMS = int(duckdb.__version__.split(".", 1)[0]) >= 2
 #: What a spooled query may spill to disk (its result beyond the memory limit, sorts, joins).
 SPOOL_MAX_SPILL = "4GiB"
+#: The largest LIMIT DuckDB takes (a BIGINT); `offload.duckdb_max_rows` has no upper bound.
+_MAX_LIMIT = (1 << 63) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +152,11 @@ class QueryStream:
 
     def _fetch(self, n: int) -> list[tuple[Any, ...]]:
         with sql_errors(self._timeout_s):
+            if self.elapsed_ms > self._timeout_s * 1000:
+                # The timer's interrupt reaches a streamed query, which runs until its last row,
+                # but not a `Spool`, whose reads are statements of their own: one sent between
+                # them is lost, and the rows kept coming past the timeout.
+                raise duckdb.InterruptException
             return self._cursor.fetchmany(n)
 
 
@@ -172,7 +184,7 @@ class Spool:
     def __init__(self, con: duckdb.DuckDBPyConnection, statement: str, rows: int) -> None:
         relation = con.sql(statement)
         columns = ", ".join(f"#{i} AS c{i}" for i in range(1, len(relation.columns) + 1))
-        relation.project(columns).limit(rows).create(self.TABLE)
+        relation.project(columns).limit(min(rows, _MAX_LIMIT)).create(self.TABLE)
         self.description = [(name,) for name in relation.columns]
         self._con = con
         self._next = 0
@@ -236,6 +248,8 @@ def check_sql(sql: str) -> str:
         sql.encode()
     except UnicodeEncodeError as exc:  # a lone surrogate, which DuckDB's binding fails on with a TypeError
         raise SqlRejectedError(f"query is not valid text: {exc.reason} at character {exc.start}") from None
+    if _comment_depth(sql) > MAX_COMMENT_NESTING:
+        raise SqlRejectedError(f"comments nest more than {MAX_COMMENT_NESTING} deep; remove the nested /* */ comments")
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
@@ -262,21 +276,46 @@ def check_sql(sql: str) -> str:
 
 
 def _after_comments(sql: str) -> str:
-    """`sql` from its first word on: leading blanks, `--` and `/* */` comments skipped, in one
-    pass (a regex of alternatives would backtrack exponentially over `-- -- -- ...`)."""
+    """`sql` from its first word on, skipping what DuckDB's scanner skips before it: blanks,
+    the empty statements of leading `;`, `--` comments (to a line feed or carriage return),
+    `/* */` comments, which nest, and non-ASCII characters (DuckDB reads Unicode spaces and a
+    byte-order mark as blanks; anything else there would not have parsed). In one linear pass:
+    a regex of alternatives would backtrack exponentially over `-- -- -- ...`."""
     i = 0
     while i < len(sql):
-        if sql[i].isspace():
+        if sql[i].isspace() or sql[i] == ";" or not sql[i].isascii():
             i += 1
         elif sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = len(sql) if end < 0 else end + 1
+            end = _LINE_END.search(sql, i)
+            i = len(sql) if end is None else end.end()
         elif sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
-            i = len(sql) if end < 0 else end + 2
+            i = _comment_end(sql, i + 2)
         else:
             break
     return sql[i:]
+
+
+def _comment_depth(sql: str) -> int:
+    """How deep `/* */` comments nest in `sql` at most, counted in one pass; an upper bound,
+    as a `/*` inside a string literal counts too (no query needs dozens of them)."""
+    depth = deepest = 0
+    for mark in _COMMENT_MARK.finditer(sql):
+        depth = depth + 1 if mark[0] == "/*" else max(depth - 1, 0)
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _comment_end(sql: str, i: int) -> int:
+    """Where the `/*` comment whose text starts at `i` ends (after its `*/`; nested ones
+    count), or the end of `sql`."""
+    depth = 1
+    while depth:
+        mark = _COMMENT_MARK.search(sql, i)
+        if mark is None:
+            return len(sql)
+        depth += 1 if mark[0] == "/*" else -1
+        i = mark.end()
+    return i
 
 
 def _instant(text: str, *, end_of_day: bool) -> dt.datetime:
