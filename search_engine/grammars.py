@@ -383,11 +383,28 @@ UNWATCHED_BYTES = 32 << 10
 
 
 def parse(spec: LanguageSpec, data: bytes) -> Tree | None:
-    """`data` parsed, or None when the parse outgrew `PARSE_MEMORY_BUDGET` (the caller then
-    windows the file, as it does a file with no grammar)."""
+    """`data` parsed, or None when the parse outgrew `PARSE_MEMORY_BUDGET` twice (the caller
+    then windows the file, as it does a file with no grammar).
+
+    The budget is read off the whole process, and the server chunks a small update's files
+    in-process, where another thread can allocate meanwhile: a second try tells the two apart
+    (a parse's own growth repeats; another thread's seldom does at the same moment)."""
     parser = parser_for(spec)
     if len(data) <= UNWATCHED_BYTES:
         return parser.parse(data)
+    for _ in range(2):
+        tree = _watched(parser, data)
+        if tree is not None:
+            # Once more from the bytes, reusing every node (a tenth of a parse): a tree read
+            # through a callback has no source, and each `node.text` then costs a read of its
+            # own (2.4x the chunking time of a 530 KB C++ file).
+            return parser.parse(data, old_tree=tree)
+    return None
+
+
+def _watched(parser: Parser, data: bytes) -> Tree | None:
+    """`data` parsed through a read callback, so that tree-sitter reports progress and the
+    parse can be stopped; None when stopped."""
     start, reports = _resident_bytes(), 0
 
     def outgrown(*_: object) -> bool:
@@ -396,14 +413,10 @@ def parse(spec: LanguageSpec, data: bytes) -> Tree | None:
         return reports % _CHECK_EVERY == 0 and _resident_bytes() - start > PARSE_MEMORY_BUDGET
 
     try:
-        tree = parser.parse(lambda offset, _: data[offset : offset + _READ_BYTES], progress_callback=outgrown)
+        return parser.parse(lambda offset, _: data[offset : offset + _READ_BYTES], progress_callback=outgrown)
     except ValueError:  # stopped by `outgrown`: "Parsing failed"
         parser.reset()  # else the next parse would resume this one
         return None
-    # Once more from the bytes, reusing every node (a tenth of a parse): a tree read through a
-    # callback has no source, and each `node.text` then costs a read of its own (2.4x the
-    # chunking time of a 530 KB C++ file).
-    return parser.parse(data, old_tree=tree)
 
 
 def _resident_bytes() -> int:

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from search_engine import grammars
 from search_engine.chunking import MAX_CHARS, WINDOW_OVERLAP_LINES, chunk_file
 from search_engine.chunks import Chunk
 from search_engine.languages import language_for
@@ -391,6 +392,17 @@ def test_a_parse_that_outgrows_its_memory_budget_is_windowed() -> None:
     assert done.returncode == 0, done.stderr
     peak, budget = map(int, done.stdout.split())
     assert peak < budget + 200 * 2**20, f"peak RSS {peak / 2**20:.0f} MB"
+
+
+def test_a_parse_stopped_by_another_threads_memory_is_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The budget is read off the whole process: another thread's allocation during the parse
+    (the server chunks a small update in-process) must not leave a real file windowed."""
+    readings = itertools.chain([0, grammars.PARSE_MEMORY_BUDGET + 1], itertools.repeat(0))
+    monkeypatch.setattr(grammars, "_resident_bytes", lambda: next(readings))
+    source = "".join(f"int f{i}(int a) {{\n  return a + {i};\n}}\n\n" for i in range(2000)).encode()
+    assert len(source) > grammars.UNWATCHED_BYTES
+    chunks = chunk_file("many.cpp", source, "cpp")
+    assert "function" in {c.kind for c in chunks} and next(readings) == 0  # both readings were used
 
 
 @pytest.mark.parametrize("source", ["", "\n\n   \n", "}\n};\n"])
