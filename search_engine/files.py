@@ -27,6 +27,7 @@ the escapes keep such names distinct and readable.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import stat
@@ -127,10 +128,17 @@ def _distinct(found: list[DiscoveredFile]) -> list[DiscoveredFile]:
     out: list[DiscoveredFile] = []
     for f in found:
         if out and out[-1].path == f.path:
-            log.warning("not indexing %r: its name shows as %s, the name of another file", f.rel, f.path)
+            _left_out(str(f.root), f.rel, f.path)
             continue
         out.append(f)
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _left_out(root: str, rel: str, path: str) -> None:
+    """Say once per process which file of `root` `_distinct` left out: discovery runs on every
+    update and on every ranked search with include or exclude patterns."""
+    log.warning("not indexing or ranking %r in %s: its name shows as %s, the name of another file", rel, root, path)
 
 
 def _describe(walk: BeneathWalk, rel: str, max_size: int) -> tuple[int, int] | None:

@@ -211,7 +211,7 @@ class ErrorMiddleware(Middleware):
         except ValidationError as exc:
             raise MCPError(
                 code=INVALID_PARAMS,
-                message=f"invalid arguments: {_first_line(exc)}; check the tool's input schema",
+                message=f"invalid arguments: {_problems(exc)}; check the tool's input schema",
             ) from exc
         except NotFoundError as exc:
             # The MCP spec lists an unknown tool as a protocol error (-32602); fastmcp would
@@ -221,7 +221,7 @@ class ErrorMiddleware(Middleware):
             ) from exc
 
 
-def _first_line(exc: BaseException) -> str:
+def _problems(exc: BaseException) -> str:
     """Every problem with the arguments, one `name: what is wrong` each: the first lines of
     pydantic's report hid all but its first error, so a union such as list-saved-datasets'
     `filter` (a string or an object) said only that an object is not a string."""

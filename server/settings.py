@@ -485,10 +485,11 @@ MAX_PROBLEMS = 10
 
 
 def validation_problems(exc: ValidationError, *, shown: Callable[[tuple[str | int, ...]], bool]) -> list[str]:
-    """One line a problem of a configuration file (`search.max_results: ... (got -5)`), the
-    value echoed only where `shown(location)` allows: pydantic's own report names the model
-    rather than the file, ends each error with a documentation link, and prints every refused
-    value, secrets (a token, a server's `env`) included, into terminals and bug reports."""
+    """One line a problem of a settings file, an mcpServers file or a tool call's arguments
+    (`search.max_results: ... (got -5)`), the value echoed only where `shown(location)`
+    allows: pydantic's own report names the model rather than the file, ends each error with
+    a documentation link, and prints every refused value, secrets (a token, a server's `env`)
+    included, into terminals and bug reports."""
     problems = []
     for error in exc.errors(include_url=False):
         key = ".".join(str(part) for part in error["loc"])

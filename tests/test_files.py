@@ -3,6 +3,7 @@ real trees with the real rg, and checked against what regex search actually sear
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -161,6 +162,19 @@ def test_a_name_spelling_another_names_escape_is_listed_once(tmp_path: Path) -> 
     put(tmp_path, "caf\\xe9.py", "LITERAL\n")
     (found,) = discover(SearchLocation(tmp_path, None))
     assert found.path == "caf\\xe9.py" and found.os_path.read_bytes() == b"LITERAL\n"
+
+
+def test_the_file_left_out_is_named_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Discovery runs on every update and every ranked search with globs: the warning naming
+    the look-alike left out is said once, not on each."""
+    with open(os.path.join(os.fsencode(tmp_path), b"caf\xe9.py"), "wb") as f:
+        f.write(b"RAW\n")
+    put(tmp_path, "caf\\xe9.py", "LITERAL\n")
+    with caplog.at_level(logging.WARNING, logger="search_engine.files"):
+        for _ in range(3):
+            discover(SearchLocation(tmp_path, None))
+    said = [r.getMessage() for r in caplog.records if "its name shows as" in r.getMessage()]
+    assert len(said) == 1 and "caf\\xe9.py" in said[0], said
 
 
 def test_sorted_and_repeatable(tmp_path: Path) -> None:
