@@ -289,7 +289,8 @@ class ServerSettings(_Section):
         30.0,
         gt=0,
         description=(
-            "HTTP: a request body that sends nothing for this many seconds is answered 408 and its connection closed."
+            "HTTP: a request body that sends nothing for this many seconds, or request headers not all in within this "
+            "many seconds of their start, are answered 408 and the connection closed."
         ),
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import socket
 import time
 
 import httpx
@@ -277,3 +278,40 @@ def test_a_slow_but_steady_body_is_not_cut_off(impatient):
     response = httpx.post(impatient.url, content=slowly(), headers=headers, timeout=30)
     assert time.monotonic() - started > BODY_TIMEOUT_S * 2
     assert response.status_code == 200 and "protocolVersion" in response.text
+
+
+def test_connections_that_never_finish_their_headers_are_closed_after_the_body_timeout(impatient):
+    """Before any header is complete neither the token check nor the body limits can run, and
+    uvicorn has no timeout for headers: 50 clients that connect and send nothing (or a request
+    line and then a header byte now and then) each held a connection, and a file descriptor,
+    for as long as they liked, so anyone who could reach the port could use up the server's
+    connections without a token. Each gets a 408 and is closed once body_timeout_s has
+    passed without a complete request head."""
+    silent = [socket.create_connection(("127.0.0.1", impatient.port), timeout=10) for _ in range(50)]
+    trickling = socket.create_connection(("127.0.0.1", impatient.port), timeout=10)
+    trickling.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < BODY_TIMEOUT_S * 3:
+            try:
+                trickling.sendall(b"X")  # one byte of a header name, never finished
+            except OSError:
+                break
+            time.sleep(BODY_TIMEOUT_S / 5)
+        assert time.monotonic() - started < BODY_TIMEOUT_S * 3, "a head trickling a byte at a time was never cut off"
+        closed = [read_answer(sock, timeout=BODY_TIMEOUT_S) for sock in silent]  # their deadline has passed
+    finally:
+        for sock in [*silent, trickling]:
+            sock.close()
+    assert all(answer is not None for answer in closed), "silent connections were kept open"
+    for answer in closed:
+        assert answer is not None and answer.status == 408 and answer.closed
+        error = answer.json()["error"]
+        assert error["code"] == -32600 and "headers did not all arrive" in error["message"]
+        assert "server.body_timeout_s" in error["message"]
+    assert (
+        httpx.post(
+            impatient.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"}, timeout=10
+        ).status_code
+        == 200
+    )
