@@ -293,6 +293,14 @@ class ServerSettings(_Section):
             "many seconds of their start, are answered 408 and the connection closed."
         ),
     )
+    body_max_buffered_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description=(
+            "HTTP: bytes all request bodies still arriving may hold together; a request whose body would pass it "
+            "is answered 503 (JSON-RPC -32600) and its connection closed."
+        ),
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "WARNING", description="Log level of codepager, fastmcp and (on HTTP) uvicorn; logs go to stderr only."
     )

@@ -315,3 +315,44 @@ def test_connections_that_never_finish_their_headers_are_closed_after_the_body_t
         ).status_code
         == 200
     )
+
+
+KIB = 1024
+
+
+@pytest.fixture(scope="module")
+def crowded(tmp_path_factory):
+    """A server whose bodies still arriving may hold 1 MiB together, each request at most 256 KiB."""
+    from tests.code_tree import write_code_tree
+
+    tmp = tmp_path_factory.mktemp("body-budget")
+    env = serve_env(tmp, server__max_request_bytes=str(256 * KIB), server__body_max_buffered_bytes=str(MB))
+    server = HttpServer(write_code_tree(tmp / "repo"), env).start()
+    yield server
+    server.stop()
+
+
+def test_bodies_held_open_together_cannot_pass_the_buffer_budget(crowded):
+    """Each body is under the size limit and its client sends a byte before the idle timeout,
+    so neither 413 nor 408 ever comes: before the budget, 40 such clients held 180 MB of the
+    server for as long as they liked (4 MiB each at the default limit), and more held more.
+    Together they may hold server.body_max_buffered_bytes: the body that would pass it is
+    answered 503 at once, and what the others held is free again once they go."""
+    held = []
+    try:
+        for _ in range(5):  # 5 x 200 KiB fit in 1 MiB
+            held.append(unfinished_post(crowded.port, {}, b"x" * (200 * KIB), content_length=250 * KIB))
+            assert read_answer(held[-1], timeout=1) is None  # held, not refused
+        over = unfinished_post(crowded.port, {}, b"x" * (200 * KIB), content_length=250 * KIB)
+        answer = read_answer(over, timeout=10)
+        over.close()
+    finally:
+        for sock in held:
+            sock.close()
+    assert answer is not None and answer.status == 503 and answer.closed
+    error = answer.json()["error"]
+    assert error["code"] == -32600 and f"limit of {MB} bytes" in error["message"]
+    assert "server.body_max_buffered_bytes" in error["message"]
+    big = json.loads(json.dumps(INIT))
+    big["params"]["clientInfo"]["name"] = "n" * (200 * KIB)
+    assert httpx.post(crowded.url, json=big, headers=HEADERS, timeout=10).status_code == 200  # the budget is free

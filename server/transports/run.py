@@ -90,6 +90,9 @@ def http_middleware(settings: ServerSettings, token: str | None) -> list[Middlew
     )
     auth = [Middleware(BearerTokenGuard, token=token)] if token is not None else []
     body = Middleware(
-        RequestBodyLimits, max_request_bytes=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s
+        RequestBodyLimits,
+        max_request_bytes=settings.max_request_bytes,
+        body_timeout_s=settings.body_timeout_s,
+        max_buffered_bytes=settings.body_max_buffered_bytes,
     )
     return [guard, *auth, body]
