@@ -356,3 +356,18 @@ def test_bodies_held_open_together_cannot_pass_the_buffer_budget(crowded):
     big = json.loads(json.dumps(INIT))
     big["params"]["clientInfo"]["name"] = "n" * (200 * KIB)
     assert httpx.post(crowded.url, json=big, headers=HEADERS, timeout=10).status_code == 200  # the budget is free
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_a_body_that_is_not_declared_json_gets_a_json_rpc_error_saying_so(guarded, content_type):
+    """The SDK answered these with a plain-text 400 "Invalid Content-Type header", which a
+    JSON-RPC client cannot show and which did not say what was expected."""
+    headers = {"Accept": HEADERS["Accept"], "Authorization": f"Bearer {TOKEN}"}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    response = httpx.post(guarded.url, content=json.dumps(INIT).encode(), headers=headers, timeout=10)
+    assert response.status_code == 415
+    body = response.json()
+    assert body["id"] is None and body["error"]["code"] == -32600
+    assert "Content-Type: application/json" in body["error"]["message"]
+    assert (content_type or "none") in body["error"]["message"]

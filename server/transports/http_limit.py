@@ -12,6 +12,9 @@ body itself before handing it on:
   so at most `limit` bytes are ever held;
 - a body that sends nothing for `body_timeout_s` (idle time, not age: a large body arriving
   slowly but steadily is not cut off) is answered 408 and its connection closed;
+- a body that is not declared JSON (`Content-Type: application/json`) is answered 415 on the
+  headers: the SDK refused it with a plain-text "Invalid Content-Type header" a JSON-RPC client
+  cannot show, and that did not say what was expected;
 - all bodies still arriving hold at most `server.body_max_buffered_bytes` together: a piece that
   would pass it gets its request a 503, so many clients each keeping a body just under the size
   limit open (a byte now and then beats the idle timeout) cannot add up to unbounded memory.
@@ -43,7 +46,11 @@ class RequestBodyLimits:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        declared = Headers(scope=scope).get("content-length")
+        headers = Headers(scope=scope)
+        if not headers.get("content-type", "").lower().startswith("application/json"):  # the SDK's own test
+            await refuse(send, 415, _media_type_text(headers.get("content-type")))
+            return
+        declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             await refuse(send, 413, too_large_text(int(declared), self.limit))
             return
@@ -100,3 +107,11 @@ class RequestBodyLimits:
             f"{self.timeout_s:g} s, this server's server.body_timeout_s), so the request was dropped. "
             "Send the whole body without pausing, or raise server.body_timeout_s in the server's settings."
         )
+
+
+def _media_type_text(given: str | None) -> str:
+    shown = "none" if given is None else repr(given[:100])
+    return (
+        f"Invalid Request: the request body's Content-Type is {shown}; this server reads JSON-RPC only. "
+        "Send the header `Content-Type: application/json` with every POST."
+    )
