@@ -295,7 +295,16 @@ class ServerSettings(_Section):
         30.0,
         gt=0,
         description=(
-            "HTTP: a request body that sends nothing for this many seconds is answered 408 and its connection closed."
+            "HTTP: a request body that sends nothing for this many seconds, or request headers not all in within this "
+            "many seconds of their start, are answered 408 and the connection closed."
+        ),
+    )
+    body_max_buffered_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description=(
+            "HTTP: bytes all request bodies still arriving may hold together; a request whose body would pass it "
+            "is answered 503 (JSON-RPC -32600) and its connection closed."
         ),
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(

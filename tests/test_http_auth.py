@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import socket
 import time
 
 import httpx
@@ -277,3 +278,96 @@ def test_a_slow_but_steady_body_is_not_cut_off(impatient):
     response = httpx.post(impatient.url, content=slowly(), headers=headers, timeout=30)
     assert time.monotonic() - started > BODY_TIMEOUT_S * 2
     assert response.status_code == 200 and "protocolVersion" in response.text
+
+
+def test_connections_that_never_finish_their_headers_are_closed_after_the_body_timeout(impatient):
+    """Before any header is complete neither the token check nor the body limits can run, and
+    uvicorn has no timeout for headers: 50 clients that connect and send nothing (or a request
+    line and then a header byte now and then) each held a connection, and a file descriptor,
+    for as long as they liked, so anyone who could reach the port could use up the server's
+    connections without a token. Each gets a 408 and is closed once body_timeout_s has
+    passed without a complete request head."""
+    silent = [socket.create_connection(("127.0.0.1", impatient.port), timeout=10) for _ in range(50)]
+    trickling = socket.create_connection(("127.0.0.1", impatient.port), timeout=10)
+    trickling.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < BODY_TIMEOUT_S * 3:
+            try:
+                trickling.sendall(b"X")  # one byte of a header name, never finished
+            except OSError:
+                break
+            time.sleep(BODY_TIMEOUT_S / 5)
+        assert time.monotonic() - started < BODY_TIMEOUT_S * 3, "a head trickling a byte at a time was never cut off"
+        closed = [read_answer(sock, timeout=BODY_TIMEOUT_S) for sock in silent]  # their deadline has passed
+    finally:
+        for sock in [*silent, trickling]:
+            sock.close()
+    assert all(answer is not None for answer in closed), "silent connections were kept open"
+    for answer in closed:
+        assert answer is not None and answer.status == 408 and answer.closed
+        error = answer.json()["error"]
+        assert error["code"] == -32600 and "headers did not all arrive" in error["message"]
+        assert "server.body_timeout_s" in error["message"]
+    assert (
+        httpx.post(
+            impatient.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"}, timeout=10
+        ).status_code
+        == 200
+    )
+
+
+KIB = 1024
+
+
+@pytest.fixture(scope="module")
+def crowded(tmp_path_factory):
+    """A server whose bodies still arriving may hold 1 MiB together, each request at most 256 KiB."""
+    from tests.code_tree import write_code_tree
+
+    tmp = tmp_path_factory.mktemp("body-budget")
+    env = serve_env(tmp, server__max_request_bytes=str(256 * KIB), server__body_max_buffered_bytes=str(MB))
+    server = HttpServer(write_code_tree(tmp / "repo"), env).start()
+    yield server
+    server.stop()
+
+
+def test_bodies_held_open_together_cannot_pass_the_buffer_budget(crowded):
+    """Each body is under the size limit and its client sends a byte before the idle timeout,
+    so neither 413 nor 408 ever comes: before the budget, 40 such clients held 180 MB of the
+    server for as long as they liked (4 MiB each at the default limit), and more held more.
+    Together they may hold server.body_max_buffered_bytes: the body that would pass it is
+    answered 503 at once, and what the others held is free again once they go."""
+    held = []
+    try:
+        for _ in range(5):  # 5 x 200 KiB fit in 1 MiB
+            held.append(unfinished_post(crowded.port, {}, b"x" * (200 * KIB), content_length=250 * KIB))
+            assert read_answer(held[-1], timeout=1) is None  # held, not refused
+        over = unfinished_post(crowded.port, {}, b"x" * (200 * KIB), content_length=250 * KIB)
+        answer = read_answer(over, timeout=10)
+        over.close()
+    finally:
+        for sock in held:
+            sock.close()
+    assert answer is not None and answer.status == 503 and answer.closed
+    error = answer.json()["error"]
+    assert error["code"] == -32600 and f"limit of {MB} bytes" in error["message"]
+    assert "server.body_max_buffered_bytes" in error["message"]
+    big = json.loads(json.dumps(INIT))
+    big["params"]["clientInfo"]["name"] = "n" * (200 * KIB)
+    assert httpx.post(crowded.url, json=big, headers=HEADERS, timeout=10).status_code == 200  # the budget is free
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_a_body_that_is_not_declared_json_gets_a_json_rpc_error_saying_so(guarded, content_type):
+    """The SDK answered these with a plain-text 400 "Invalid Content-Type header", which a
+    JSON-RPC client cannot show and which did not say what was expected."""
+    headers = {"Accept": HEADERS["Accept"], "Authorization": f"Bearer {TOKEN}"}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    response = httpx.post(guarded.url, content=json.dumps(INIT).encode(), headers=headers, timeout=10)
+    assert response.status_code == 415
+    body = response.json()
+    assert body["id"] is None and body["error"]["code"] == -32600
+    assert "Content-Type: application/json" in body["error"]["message"]
+    assert (content_type or "none") in body["error"]["message"]

@@ -20,8 +20,7 @@ from starlette.types import Send
 
 async def refuse(send: Send, status: int, message: str, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
     """Answer `status` with a JSON-RPC -32600 error saying `message`, and close the connection."""
-    error = {"code": types.INVALID_REQUEST, "message": message}
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+    body = error_body(message)
     start = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
@@ -30,3 +29,9 @@ async def refuse(send: Send, status: int, message: str, headers: Iterable[tuple[
     ]
     await send({"type": "http.response.start", "status": status, "headers": start})
     await send({"type": "http.response.body", "body": body})
+
+
+def error_body(message: str) -> bytes:
+    """The JSON-RPC -32600 error (id null) saying `message`, as the bytes of a response body."""
+    error = {"code": types.INVALID_REQUEST, "message": message}
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()

@@ -11,7 +11,13 @@ body itself before handing it on:
   without one (chunked transfer) is read up to the limit and answered as soon as it passes it,
   so at most `limit` bytes are ever held;
 - a body that sends nothing for `body_timeout_s` (idle time, not age: a large body arriving
-  slowly but steadily is not cut off) is answered 408 and its connection closed.
+  slowly but steadily is not cut off) is answered 408 and its connection closed;
+- a body that is not declared JSON (`Content-Type: application/json`) is answered 415 on the
+  headers: the SDK refused it with a plain-text "Invalid Content-Type header" a JSON-RPC client
+  cannot show, and that did not say what was expected;
+- all bodies still arriving hold at most `server.body_max_buffered_bytes` together: a piece that
+  would pass it gets its request a 503, so many clients each keeping a body just under the size
+  limit open (a byte now and then beats the idle timeout) cannot add up to unbounded memory.
 
 It runs after the Host/Origin guard and the bearer-token check (server/transports/run.py), so
 nothing here is spent on a request that would be refused anyway. The SDK's own cap still
@@ -29,16 +35,22 @@ from server.transports.http_errors import refuse
 
 
 class RequestBodyLimits:
-    def __init__(self, app: ASGIApp, max_request_bytes: int, body_timeout_s: float) -> None:
+    def __init__(self, app: ASGIApp, max_request_bytes: int, body_timeout_s: float, max_buffered_bytes: int) -> None:
         self.app = app
         self.limit = max_request_bytes
         self.timeout_s = body_timeout_s
+        self.max_buffered = max_buffered_bytes
+        self.buffered = 0  # bytes of the bodies being read now, all connections together
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        declared = Headers(scope=scope).get("content-length")
+        headers = Headers(scope=scope)
+        if not headers.get("content-type", "").lower().startswith("application/json"):  # the SDK's own test
+            await refuse(send, 415, _media_type_text(headers.get("content-type")))
+            return
+        declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             await refuse(send, 413, too_large_text(int(declared), self.limit))
             return
@@ -55,6 +67,12 @@ class RequestBodyLimits:
     async def _read_body(self, receive: Receive, send: Send) -> bytes | None:
         """The whole body, or None once the request was answered (or the client went away)."""
         body = bytearray()
+        try:
+            return await self._read_into(body, receive, send)
+        finally:
+            self.buffered -= len(body)
+
+    async def _read_into(self, body: bytearray, receive: Receive, send: Send) -> bytes | None:
         while True:
             with anyio.move_on_after(self.timeout_s) as idle:
                 message = await receive()
@@ -63,12 +81,25 @@ class RequestBodyLimits:
                 return None
             if message["type"] != "http.request":
                 return None  # the client went away mid-body
-            body += message.get("body", b"")
+            piece = message.get("body", b"")
+            if self.buffered + len(piece) > self.max_buffered:
+                await refuse(send, 503, self._busy_text())
+                return None
+            body += piece
+            self.buffered += len(piece)
             if len(body) > self.limit:
                 await refuse(send, 413, too_large_text(len(body), self.limit))
                 return None
             if not message.get("more_body", False):
                 return bytes(body)
+
+    def _busy_text(self) -> str:
+        return (
+            f"Server busy: request bodies still arriving already hold {self.buffered} bytes, near this server's "
+            f"limit of {self.max_buffered} bytes for all of them together (server.body_max_buffered_bytes), so "
+            "this request was dropped. Retry in a moment, or raise server.body_max_buffered_bytes in the "
+            "server's settings."
+        )
 
     def _stalled_text(self, received: int) -> str:
         return (
@@ -76,3 +107,11 @@ class RequestBodyLimits:
             f"{self.timeout_s:g} s, this server's server.body_timeout_s), so the request was dropped. "
             "Send the whole body without pausing, or raise server.body_timeout_s in the server's settings."
         )
+
+
+def _media_type_text(given: str | None) -> str:
+    shown = "none" if given is None else repr(given[:100])
+    return (
+        f"Invalid Request: the request body's Content-Type is {shown}; this server reads JSON-RPC only. "
+        "Send the header `Content-Type: application/json` with every POST."
+    )

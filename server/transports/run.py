@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -58,12 +59,20 @@ def run_app(app: FastMCP, settings: ServerSettings) -> None:
             middleware=http_middleware(settings, token),
             # uvicorn's loggers at the configured level, written through the root logger's stderr
             # handler (serve_cmd) instead of uvicorn's own (which sends access lines to stdout).
-            log_level=settings.log_level, uvicorn_config={"log_config": None},
+            log_level=settings.log_level, uvicorn_config={"log_config": None, "http": http_protocol(settings)},
         )  # fmt: skip
     else:
         from server.transports.chunked_stdio import chunked_stdio_server
 
         anyio.run(run_stdio, app, chunked_stdio_server(framing_options(settings)))
+
+
+def http_protocol(settings: ServerSettings) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol, with a deadline on each request's head (server/transports/http_head.py):
+    nothing in the middleware below can act before the head is complete."""
+    from server.transports.http_head import head_deadline_protocol
+
+    return head_deadline_protocol(settings.body_timeout_s)
 
 
 def http_middleware(settings: ServerSettings, token: str | None) -> list[Middleware]:
@@ -81,6 +90,9 @@ def http_middleware(settings: ServerSettings, token: str | None) -> list[Middlew
     )
     auth = [Middleware(BearerTokenGuard, token=token)] if token is not None else []
     body = Middleware(
-        RequestBodyLimits, max_request_bytes=settings.max_request_bytes, body_timeout_s=settings.body_timeout_s
+        RequestBodyLimits,
+        max_request_bytes=settings.max_request_bytes,
+        body_timeout_s=settings.body_timeout_s,
+        max_buffered_bytes=settings.body_max_buffered_bytes,
     )
     return [guard, *auth, body]
