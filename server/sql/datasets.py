@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
@@ -112,10 +112,18 @@ class QueryStream:
     SqlExecutionError."""
 
     def __init__(
-        self, sql: str, datasets: list[str], cursor: Cursor, *, max_rows: int, timeout_s: float, started: float
+        self,
+        sql: str,
+        datasets: list[str],
+        cursor: Cursor,
+        *,
+        max_rows: int,
+        timeout_s: float,
+        started: float,
+        clock: Callable[[], float],
     ) -> None:
-        """`started`: when the statement was sent (`time.perf_counter()`), so `elapsed_ms`
-        counts its execution too (a `Spool` runs it whole before the first row)."""
+        """`started`: when the statement was sent, by `clock`, so `elapsed_ms` counts its
+        execution too (a `Spool` runs it whole before the first row)."""
         self.sql = sql
         self.datasets = datasets
         self.columns = _unique_columns([d[0] for d in cursor.description or []])
@@ -124,10 +132,11 @@ class QueryStream:
         self._cursor = cursor
         self._timeout_s = timeout_s
         self._started = started
+        self._clock = clock
 
     @property
     def elapsed_ms(self) -> float:
-        return (time.perf_counter() - self._started) * 1000
+        return (self._clock() - self._started) * 1000
 
     def rows(self) -> Iterator[Row]:
         fetched, batch = 0, 1
@@ -382,12 +391,19 @@ class DatasetFilter(BaseModel):
 class Datasets:
     """Lists saved datasets from its sources (asked in order) and runs read-only SQL over them."""
 
-    def __init__(self, *sources: DatasetSource, limits: OffloadSettings | None = None) -> None:
-        """`limits`: the `duckdb_*` settings every query runs under (the defaults without)."""
+    def __init__(
+        self,
+        *sources: DatasetSource,
+        limits: OffloadSettings | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        """`limits`: the `duckdb_*` settings every query runs under (the defaults without);
+        `clock`: seconds, for query times and the timeout of reading rows."""
         if not sources:
             raise ValueError("Datasets needs at least one source of datasets")
         self.sources = list(sources)
         self.limits = limits or OffloadSettings()
+        self.clock = clock
 
     @property
     def spool(self) -> bool:
@@ -434,7 +450,7 @@ class Datasets:
             timer = threading.Timer(limits.duckdb_timeout_s, con.interrupt)
             timer.start()
             try:
-                started = time.perf_counter()
+                started = self.clock()
                 with sql_errors(limits.duckdb_timeout_s):
                     explain = duckdb.extract_statements(statement)[0].type == duckdb.StatementType.EXPLAIN
                     cursor: Cursor = (
@@ -449,6 +465,7 @@ class Datasets:
                     max_rows=limits.duckdb_max_rows,
                     timeout_s=limits.duckdb_timeout_s,
                     started=started,
+                    clock=self.clock,
                 )
             finally:
                 timer.cancel()
