@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -378,6 +378,16 @@ class ServerSettings(_Section):
                     '"10.0.0.5", without scheme or port (any port is accepted)'
                 )
         return entries
+
+    @model_validator(mode="after")
+    def _one_request_fits_the_body_budget(self) -> ServerSettings:
+        if self.body_max_buffered_bytes < self.max_request_bytes:
+            raise ValueError(
+                f"server.body_max_buffered_bytes ({self.body_max_buffered_bytes}) is below server.max_request_bytes "
+                f"({self.max_request_bytes}): a request of the largest allowed size would always be refused; raise "
+                "the first or lower the second"
+            )
+        return self
 
     @field_validator("allowed_origins")
     @classmethod

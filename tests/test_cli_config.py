@@ -119,3 +119,8 @@ def test_a_variable_that_is_not_json_is_not_blamed_on_the_file(tmp_path: Path) -
     """A section's variable holds JSON; a parse error in it was reported as the file's TOML."""
     err = refused(tmp_path, "[search]\nmax_results = 5\n", CODEPAGER_SERVER="{not json")
     assert "not valid TOML" not in err and 'field "server"' in err
+
+
+def test_a_body_budget_below_one_largest_request_is_refused(tmp_path: Path) -> None:
+    err = refused(tmp_path, "[server]\nmax_request_bytes = 2000000\nbody_max_buffered_bytes = 1000000\n")
+    assert "server.body_max_buffered_bytes (1000000) is below server.max_request_bytes (2000000)" in err
