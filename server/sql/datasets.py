@@ -102,6 +102,7 @@ class Row:
         return len(self.line) + 1
 
 
+@dataclass(eq=False)
 class QueryStream:
     """The rows of one running query, fetched in batches of about `BATCH_BYTES`.
 
@@ -109,34 +110,25 @@ class QueryStream:
     ones by the thousand; Python never holds more than one batch of what it has not handed
     on. `rows()` stops after `max_rows` rows and then sets `truncated` if there were more.
     Fetch errors are the query's errors: a timeout is SqlTimeoutError, the rest
-    SqlExecutionError."""
+    SqlExecutionError. `started` is when the statement was sent, by `clock`, so `elapsed_ms`
+    counts its execution too (a `Spool` runs it whole before the first row)."""
 
-    def __init__(
-        self,
-        sql: str,
-        datasets: list[str],
-        cursor: Cursor,
-        *,
-        max_rows: int,
-        timeout_s: float,
-        started: float,
-        clock: Callable[[], float],
-    ) -> None:
-        """`started`: when the statement was sent, by `clock`, so `elapsed_ms` counts its
-        execution too (a `Spool` runs it whole before the first row)."""
-        self.sql = sql
-        self.datasets = datasets
-        self.columns = _unique_columns([d[0] for d in cursor.description or []])
-        self.max_rows = max_rows
-        self.truncated = False
-        self._cursor = cursor
-        self._timeout_s = timeout_s
-        self._started = started
-        self._clock = clock
+    sql: str
+    datasets: list[str]
+    cursor: Cursor = field(repr=False)
+    max_rows: int
+    timeout_s: float
+    started: float
+    clock: Callable[[], float] = field(repr=False)
+    columns: list[str] = field(init=False)
+    truncated: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.columns = _unique_columns([d[0] for d in self.cursor.description or []])
 
     @property
     def elapsed_ms(self) -> float:
-        return (self._clock() - self._started) * 1000
+        return (self.clock() - self.started) * 1000
 
     def rows(self) -> Iterator[Row]:
         fetched, batch = 0, 1
@@ -160,13 +152,13 @@ class QueryStream:
         return QueryResult(self.sql.strip(), self.columns, rows, bool(cuts), self.elapsed_ms, self.datasets, cuts)
 
     def _fetch(self, n: int) -> list[tuple[Any, ...]]:
-        with sql_errors(self._timeout_s):
-            if self.elapsed_ms > self._timeout_s * 1000:
+        with sql_errors(self.timeout_s):
+            if self.elapsed_ms > self.timeout_s * 1000:
                 # The timer's interrupt reaches a streamed query, which runs until its last row,
                 # but not a `Spool`, whose reads are statements of their own: one sent between
                 # them is lost, and the rows kept coming past the timeout.
                 raise duckdb.InterruptException
-            return self._cursor.fetchmany(n)
+            return self.cursor.fetchmany(n)
 
 
 class Cursor(Protocol):
