@@ -9,6 +9,7 @@ import json
 import logging
 import socket
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -35,16 +36,26 @@ from tests.server_helpers import serve_env, structured
 TOKEN = "test-token-0123456789abcdefghij"
 
 
-@pytest.fixture(scope="module")
-def guarded(tmp_path_factory):
+def serving(tmp_path_factory: pytest.TempPathFactory, name: str, **settings: str) -> Iterator[HttpServer]:
+    """A real HTTP server over a small code tree, with `settings` (as `serve_env` takes them)."""
     from tests.code_tree import write_code_tree
 
-    tmp = tmp_path_factory.mktemp("auth")
-    env = serve_env(tmp)
-    env["CODEPAGER_SERVER__AUTH_TOKEN"] = TOKEN  # the environment route; the flag is checked below
-    server = HttpServer(write_code_tree(tmp / "repo"), env).start()
+    tmp = tmp_path_factory.mktemp(name)
+    server = HttpServer(write_code_tree(tmp / "repo"), serve_env(tmp, **settings)).start()
     yield server
     server.stop()
+
+
+def still_serves(server: HttpServer) -> bool:
+    """Whether an authenticated initialize is answered 200."""
+    headers = {**HEADERS, "Authorization": f"Bearer {TOKEN}"}
+    return httpx.post(server.url, json=INIT, headers=headers, timeout=10).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    # The token by the environment route (CODEPAGER_SERVER__AUTH_TOKEN); the flag is checked below.
+    yield from serving(tmp_path_factory, "auth", server__auth_token=TOKEN)
 
 
 def _listening_addresses(port: int) -> set[str]:
@@ -215,12 +226,7 @@ def test_unauthenticated_bodies_that_never_finish_get_401_at_once_and_hold_nothi
         for sock in clients:
             sock.close()
     assert growth_mib < 20, f"server peak RSS grew {growth_mib:.0f} MiB"
-    assert (
-        httpx.post(
-            guarded.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"}, timeout=10
-        ).status_code
-        == 200
-    )
+    assert still_serves(guarded)
 
 
 BODY_TIMEOUT_S = 1.5
@@ -229,13 +235,9 @@ BODY_TIMEOUT_S = 1.5
 @pytest.fixture(scope="module")
 def impatient(tmp_path_factory):
     """A token-guarded server that drops a body after BODY_TIMEOUT_S of silence."""
-    from tests.code_tree import write_code_tree
-
-    tmp = tmp_path_factory.mktemp("body-timeout")
-    env = serve_env(tmp, server__auth_token=TOKEN, server__body_timeout_s=str(BODY_TIMEOUT_S))
-    server = HttpServer(write_code_tree(tmp / "repo"), env).start()
-    yield server
-    server.stop()
+    yield from serving(
+        tmp_path_factory, "body-timeout", server__auth_token=TOKEN, server__body_timeout_s=str(BODY_TIMEOUT_S)
+    )
 
 
 @pytest.mark.parametrize("content_length", [None, 4 * MB - 1], ids=["chunked", "content-length"])
@@ -254,12 +256,7 @@ def test_an_authenticated_body_that_stalls_is_dropped_after_the_body_timeout(imp
         and "server.body_timeout_s" in error["message"]
         and "65536 bytes received" in error["message"]
     )
-    assert (
-        httpx.post(
-            impatient.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"}, timeout=10
-        ).status_code
-        == 200
-    )
+    assert still_serves(impatient)
 
 
 def test_a_slow_but_steady_body_is_not_cut_off(impatient):
@@ -309,12 +306,7 @@ def test_connections_that_never_finish_their_headers_are_closed_after_the_body_t
         error = answer.json()["error"]
         assert error["code"] == -32600 and "headers did not all arrive" in error["message"]
         assert "server.body_timeout_s" in error["message"]
-    assert (
-        httpx.post(
-            impatient.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"}, timeout=10
-        ).status_code
-        == 200
-    )
+    assert still_serves(impatient)
 
 
 KIB = 1024
@@ -323,13 +315,12 @@ KIB = 1024
 @pytest.fixture(scope="module")
 def crowded(tmp_path_factory):
     """A server whose bodies still arriving may hold 1 MiB together, each request at most 256 KiB."""
-    from tests.code_tree import write_code_tree
-
-    tmp = tmp_path_factory.mktemp("body-budget")
-    env = serve_env(tmp, server__max_request_bytes=str(256 * KIB), server__body_max_buffered_bytes=str(MB))
-    server = HttpServer(write_code_tree(tmp / "repo"), env).start()
-    yield server
-    server.stop()
+    yield from serving(
+        tmp_path_factory,
+        "body-budget",
+        server__max_request_bytes=str(256 * KIB),
+        server__body_max_buffered_bytes=str(MB),
+    )
 
 
 def test_bodies_held_open_together_cannot_pass_the_buffer_budget(crowded):
