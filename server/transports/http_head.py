@@ -10,6 +10,11 @@ no one. This uvicorn protocol closes a connection whose head is not complete wit
 kept-alive connection, whose idle time between requests uvicorn's keep-alive timeout bounds),
 after a 408 with a JSON-RPC error saying so. A deadline, not an idle timer: a head is a few
 hundred bytes, and a client sending it a byte at a time must not keep it open.
+
+It subclasses uvicorn's h11 protocol (uvicorn's documented `http` setting takes a protocol
+class) and reads its `conn`, `loop` and `transport`, which uvicorn does not document: a
+uvicorn release that changes them fails
+`tests/test_http_auth.py::test_connections_that_never_finish_their_headers_are_closed_after_the_body_timeout`.
 """
 
 from __future__ import annotations
