@@ -515,7 +515,8 @@ def validation_problems(exc: ValidationError, *, shown: Callable[[tuple[str | in
         message = error["msg"].removeprefix("Value error, ")  # our validators' messages name the key
         problem = message if message.startswith(key) or not key else f"{key}: {message}"
         if shown(error["loc"]) and error["type"] not in ("extra_forbidden", "missing", "value_error", "json_invalid"):
-            problem += f" (got {error['input']!r})"
+            given = repr(error["input"])
+            problem += f" (got {given if len(given) <= 200 else given[:200] + '...'})"
         problems.append(problem)
     if len(problems) > MAX_PROBLEMS:
         problems[MAX_PROBLEMS:] = [f"and {len(problems) - MAX_PROBLEMS} more"]

@@ -124,3 +124,10 @@ def test_a_variable_that_is_not_json_is_not_blamed_on_the_file(tmp_path: Path) -
 def test_a_body_budget_below_one_largest_request_is_refused(tmp_path: Path) -> None:
     err = refused(tmp_path, "[server]\nmax_request_bytes = 2000000\nbody_max_buffered_bytes = 1000000\n")
     assert "server.body_max_buffered_bytes (1000000) is below server.max_request_bytes (2000000)" in err
+
+
+def test_a_long_refused_value_is_shown_cut(tmp_path: Path) -> None:
+    """A settings error names the value it refused, but a 5,000-character one is cut."""
+    err = refused(tmp_path, f'[search]\nmax_results = "{"x" * 5000}"\n')
+    assert "search.max_results: Input should be a valid integer" in err and "(got 'xxx" in err
+    assert len(err) < 1000 and "...)" in err
