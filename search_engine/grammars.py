@@ -107,14 +107,12 @@ _TS = LanguageSpec(
 SPECS: dict[str, LanguageSpec] = {
     "python": LanguageSpec(
         module="tree_sitter_python",
-        loader="language",
         functions=frozenset({"function_definition"}),
         classes=frozenset({"class_definition"}),
         wrappers=frozenset({"decorated_definition"}),
     ),
     "javascript": LanguageSpec(
         module="tree_sitter_javascript",
-        loader="language",
         functions=_JS_FUNCTIONS,
         classes=_JS_CLASSES,
         wrappers=frozenset({"export_statement"}),
@@ -124,13 +122,11 @@ SPECS: dict[str, LanguageSpec] = {
     "tsx": replace(_TS, loader="language_tsx"),
     "go": LanguageSpec(
         module="tree_sitter_go",
-        loader="language",
         functions=frozenset({"function_declaration", "method_declaration"}),
         classes=frozenset({"type_declaration"}),
     ),
     "rust": LanguageSpec(
         module="tree_sitter_rust",
-        loader="language",
         functions=frozenset({"function_item", "function_signature_item", "macro_definition"}),
         classes=frozenset({"struct_item", "enum_item", "union_item", "trait_item", "impl_item"}),
         namespaces=frozenset({"mod_item"}),
@@ -139,7 +135,6 @@ SPECS: dict[str, LanguageSpec] = {
     ),
     "java": LanguageSpec(
         module="tree_sitter_java",
-        loader="language",
         functions=frozenset({"method_declaration", "constructor_declaration", "compact_constructor_declaration"}),
         classes=frozenset(
             {
@@ -154,14 +149,12 @@ SPECS: dict[str, LanguageSpec] = {
     ),
     "c": LanguageSpec(
         module="tree_sitter_c",
-        loader="language",
         functions=_C_FUNCTIONS,
         classes=_C_CLASSES,
         wrappers=frozenset({"type_definition"}),
     ),
     "cpp": LanguageSpec(
         module="tree_sitter_cpp",
-        loader="language",
         functions=_C_FUNCTIONS,
         classes=_C_CLASSES | {"class_specifier"},
         namespaces=frozenset({"namespace_definition"}),
