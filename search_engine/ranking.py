@@ -139,16 +139,9 @@ class Ranker:
         return np.fromiter((p in selected for p in files), dtype=bool, count=len(files))
 
     def _match(self, hit: Hit, kind: MatchType) -> Match:
-        chunk = self.corpus.chunks[hit.chunk]
+        c = self.corpus.chunks[hit.chunk]
+        score, ranks = round(hit.score, 6), dict(hit.ranks) if kind is MatchType.HYBRID else None
+        # Positional up to `score`, in `Match`'s field order, as `regex.py` builds its matches.
         return Match(
-            path=chunk.path,
-            line_start=chunk.line_start,
-            line_end=chunk.line_end,
-            byte_start=chunk.byte_start,
-            byte_end=chunk.byte_end,
-            content=chunk.content,
-            type=kind,
-            language=chunk.language,
-            score=round(hit.score, 6),
-            ranks=dict(hit.ranks) if kind is MatchType.HYBRID else None,
+            c.path, c.line_start, c.line_end, c.byte_start, c.byte_end, c.content, kind, c.language, score, ranks=ranks
         )
