@@ -32,14 +32,16 @@ from server.settings import load_settings
 # (argparse dest, how the option is spelled): options that only one kind of search uses.
 _REGEX_ONLY = (
     ("ignore_case", "-i/--ignore-case"),
-    ("fixed_strings", "-F/--fixed-strings"),
-    ("word_regexp", "-w/--word-regexp"),
+    ("fixed_string", "-F/--fixed-strings"),
+    ("whole_word", "-w/--word-regexp"),
     ("multiline", "-U/--multiline"),
     ("context", "-C/--context"),
     ("limit", "--limit"),
 )
 _TOP_K = SearchRequest.model_fields["top_k"].default
 _RANKED_ONLY = (("top_k", "--top-k"), ("threshold", "--threshold"))
+_PASSED_THROUGH = ("mode", "ignore_case", "fixed_string", "whole_word", "multiline", "include", "exclude", "threshold")
+"""The options whose `dest` is the `SearchRequest` field they set, passed on as parsed."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -73,8 +75,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mode.add_argument("--hybrid", dest="mode", action="store_const", const=SearchMode.HYBRID, help="hybrid search")
     p.set_defaults(mode=SearchMode.REGEX)
     p.add_argument("-i", "--ignore-case", action="store_true", help="regex: case-insensitive")
-    p.add_argument("-F", "--fixed-strings", action="store_true", help="regex: PATTERN is a literal string")
-    p.add_argument("-w", "--word-regexp", action="store_true", help="regex: match whole words only")
+    p.add_argument(
+        "-F", "--fixed-strings", dest="fixed_string", action="store_true", help="regex: PATTERN is a literal string"
+    )
+    p.add_argument("-w", "--word-regexp", dest="whole_word", action="store_true", help="regex: match whole words only")
     p.add_argument("-U", "--multiline", action="store_true", help="regex: let matches span lines")
     p.add_argument(
         "-C",
@@ -83,7 +87,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help=f"regex: lines of context (0..{MAX_CONTEXT_LINES})",
     )
-    p.add_argument("--glob", action="append", default=[], metavar="G", help="only files matching glob G (repeatable)")
+    p.add_argument(
+        "--glob",
+        dest="include",
+        action="append",
+        default=[],
+        metavar="G",
+        help="only files matching glob G (repeatable)",
+    )
     p.add_argument(
         "--exclude", action="append", default=[], metavar="G", help="skip files matching glob G (repeatable)"
     )
@@ -186,21 +197,14 @@ def _misused_option(args: argparse.Namespace) -> str | None:
 def _search(engine: SearchEngine, target: Target, args: argparse.Namespace) -> SearchResult:
     """Run the search the options describe over one target."""
     request = SearchRequest(
-        mode=args.mode,
+        **{name: getattr(args, name) for name in _PASSED_THROUGH},
         query=args.pattern,
         root=str(target.location.root),
         path=target.location.sub,
-        include=args.glob,
-        exclude=args.exclude,
-        ignore_case=args.ignore_case,
-        fixed_string=args.fixed_strings,
-        whole_word=args.word_regexp,
-        multiline=args.multiline,
         context_lines=args.context or 0,
         # The human path prints every match; `search.max_results` bounds what a server keeps.
         max_results=args.limit or sys.maxsize,
         top_k=args.top_k or _TOP_K,
-        threshold=args.threshold,
     )
     return engine.search(request)
 
