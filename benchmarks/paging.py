@@ -6,7 +6,7 @@ Measured side by side on one generated tree, with the real ripgrep-backed Search
 - restored page: the session is gone, so the search is re-run and proven identical;
 - cursor seal+open: `CursorCodec.encode` + `decode` of a full search cursor (deflate, AES-GCM
   seal; authenticate, bounded inflate, checks).
-Targets (issue 4): cached page >= 50x faster than the first page; seal+open well under 1 ms.
+Targets: cached page >= 50x faster than the first page; seal+open well under 1 ms.
 
 Run: .venv/bin/python benchmarks/paging.py [--results 10000] [--repeats 300]
 """

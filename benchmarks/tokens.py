@@ -19,7 +19,7 @@ characters) and semble's MCP `search` (its real JSON answer, 10-line snippets, r
 virtualenv by `semble_answers_worker.py`), both with the same static model and TOP_K results.
 A file counts once the end of its first result is within the budget.
 
-Target (issue "answers that cost fewer tokens than grep"): the default page <= 1.0x `rg -n`
+Targets, so that an answer costs an agent fewer tokens than grep: the default page <= 1.0x `rg -n`
 (stretch 0.8x); text + structuredContent <= 1.3x structuredContent; tools/list <= 6,000
 characters; recall at 1k tokens ahead of semble.
 
