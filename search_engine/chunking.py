@@ -44,7 +44,7 @@ from search_engine.grammars import (
 
 # Bumped whenever chunk boundaries, kinds or symbols change: an index built by another
 # version is rebuilt rather than mixed.
-CHUNKER_VERSION = "3"
+CHUNKER_VERSION = "4"
 
 # ~250 WordPiece tokens of code: what MiniLM reads before truncating, and on the retrieval
 # benchmark the best of 600..2500 for the static model too (smaller chunks stay on one topic).
