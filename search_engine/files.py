@@ -83,6 +83,17 @@ def display_path(raw: bytes) -> str:
     return raw.decode("utf-8", "backslashreplace")
 
 
+def unique_display_path(root: Path, raw: bytes) -> str | None:
+    """`display_path(raw)` for a file under `root` whose name is not UTF-8, or None when a file
+    really has the name it shows as: the shown path would name that other file, so this one is
+    left out, as discovery leaves it out (`_distinct`)."""
+    path = display_path(raw)
+    if not os.path.lexists(root / path):
+        return path
+    _left_out(str(root), os.fsdecode(raw), path)
+    return None
+
+
 def discover(
     location: SearchLocation,
     include: Sequence[str] = (),

@@ -38,7 +38,7 @@ import msgspec
 
 from search_engine.config import EngineConfig
 from search_engine.errors import InvalidQueryError, SearchError
-from search_engine.files import display_path, explicit_file_warning, selection_args
+from search_engine.files import explicit_file_warning, selection_args, unique_display_path
 from search_engine.languages import language_for
 from search_engine.models import Match, MatchType, SearchRequest, SearchResult
 from search_engine.paths import SearchLocation
@@ -227,6 +227,7 @@ class _EventReader:
     """
 
     def __init__(self, request: SearchRequest, width: int, collector: _Collector) -> None:
+        self.root = Path(request.root)
         self.width = width
         self.multiline = request.multiline
         self.context = request.context_lines
@@ -279,13 +280,14 @@ class _EventReader:
                     self._context(event.data)
             elif kind is _Begin:
                 path = event.data.path
-                shown = path.text if path.text is not None else display_path(path.raw or b"")
-                file = self.file = _File(shown, keep=self.collector.wants(shown))
+                shown = path.text if path.text is not None else unique_display_path(self.root, path.raw or b"")
+                # "" (no rg path is empty): a look-alike left out, read past and not counted
+                file = self.file = _File(shown or "", keep=shown is not None and self.collector.wants(shown))
                 matches, keep = file.matches, file.keep
             elif kind is _End:
                 self._close()
                 self.before.clear()
-                if event.data.binary_offset is None:
+                if event.data.binary_offset is None and file.path:
                     self.collector.add(file)
 
     def _open(self, line: int, end_line: int, start: int, end: int, content: str) -> None:

@@ -164,6 +164,20 @@ def test_a_name_spelling_another_names_escape_is_listed_once(tmp_path: Path) -> 
     assert found.path == "caf\\xe9.py" and found.os_path.read_bytes() == b"LITERAL\n"
 
 
+@pytest.mark.parametrize("context", [0, 1])
+def test_regex_search_shows_a_name_spelling_another_names_escape_once(tmp_path: Path, context: int) -> None:
+    """Regex search showed both files of the pair under one path, two answers for a path that
+    opens only one of them. It keeps the one discovery keeps, and counts only it."""
+    with open(os.path.join(os.fsencode(tmp_path), b"caf\xe9.py"), "wb") as f:
+        f.write(b"x\nRAW needle\nx\n")
+    put(tmp_path, "caf\\xe9.py", "x\nLITERAL needle\nx\n")
+    put(tmp_path, "ok.py", "needle\n")
+    request = SearchRequest(query="needle", root=str(tmp_path), context_lines=context)
+    result = regex_search(request, EngineConfig())
+    assert [(m.path, m.content) for m in result.matches] == [("caf\\xe9.py", "LITERAL needle"), ("ok.py", "needle")]
+    assert result.total_count == 2
+
+
 def test_the_file_left_out_is_named_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Discovery runs on every update and every ranked search with globs: the warning naming
     the look-alike left out is said once, not on each."""
