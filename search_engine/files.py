@@ -21,8 +21,9 @@ ripgrep walk flags from `selection_args`:
   rg for every file whose NUL (if any) lies in that window — in practice all real binaries.
 
 Paths are relative to the search root with forward slashes. A name that is not valid UTF-8
-is shown with backslash escapes (`caf\\xe9.py`): JSON and MCP cannot carry the raw bytes, and
-the escapes keep such names distinct and readable.
+is shown with backslash escapes (`caf\\xe9.py`, a real backslash doubled): JSON and MCP cannot
+carry the raw bytes, and the escapes keep such names distinct and readable. One that shows as
+another file's real name is left out (`shown_path`), so a shown path names one file.
 """
 
 from __future__ import annotations
@@ -79,19 +80,38 @@ def selection_args(config: EngineConfig, include: Sequence[str], exclude: Sequen
 
 
 def display_path(raw: bytes) -> str:
-    """How a path ripgrep printed as bytes is shown everywhere (see the module docstring)."""
-    return raw.decode("utf-8", "backslashreplace")
+    """How a path ripgrep printed as bytes is shown everywhere (see the module docstring).
+
+    A name that is not UTF-8 shows each byte outside a UTF-8 character as `\\xNN` and a real
+    backslash as `\\\\` (a backslash byte is never inside one): one spelling per name, where
+    backslashreplace alone showed `a<E9>\\xe9` and `a\\xe9<E9>` alike."""
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
 
 
-def unique_display_path(root: Path, raw: bytes) -> str | None:
-    """`display_path(raw)` for a file under `root` whose name is not UTF-8, or None when a file
-    really has the name it shows as: the shown path would name that other file, so this one is
-    left out, as discovery leaves it out (`_distinct`)."""
-    path = display_path(raw)
+def shown_path(root: Path, raw: bytes) -> str | None:
+    """`display_path(raw)` for a file under `root`, or None when its name is not UTF-8 and a
+    file really has the name it shows as. The shown path names that other file (it is what a
+    caller passing the path gets), so this one is left out, by discovery and regex search
+    alike: the index keys files by shown path, and such a pair corrupted it (every semantic
+    search then failed, every update crashed)."""
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        path = display_path(raw)
     if not os.path.lexists(root / path):
         return path
     _left_out(str(root), os.fsdecode(raw), path)
     return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _left_out(root: str, rel: str, path: str) -> None:
+    """Say once per process which file of `root` was left out: discovery runs on every update
+    and on every ranked search with include or exclude patterns."""
+    log.warning("leaving out %r in %s: its name shows as %s, the name of another file", rel, root, path)
 
 
 def discover(
@@ -119,37 +139,16 @@ def discover(
         for raw in sorted(listing.split(b"\0")):
             if not raw:
                 continue
+            path = shown_path(location.root, raw)
+            if path is None:
+                continue
             rel = os.fsdecode(raw)
             described = _describe(walk, rel, config.max_file_size)
             if described is not None:
-                found.append(DiscoveredFile(display_path(raw), location.root, rel, *described))
-    # The file spelled as shown first: see `_distinct`.
-    found.sort(key=lambda f: (f.path, f.rel != f.path))
-    return _distinct(found)
-
-
-def _distinct(found: list[DiscoveredFile]) -> list[DiscoveredFile]:
-    """`found` (sorted) with one file per display path.
-
-    Two names can show the same: `caf\xe9.py` whose byte 0xE9 is not UTF-8, and a file whose
-    name really is `caf\xe9.py`, backslash and all. The index keys files by display path, and
-    such a pair corrupted it (every semantic search then failed, every update crashed). The
-    file whose name is spelled as shown is kept: it is the one a caller can name.
-    """
-    out: list[DiscoveredFile] = []
-    for f in found:
-        if out and out[-1].path == f.path:
-            _left_out(str(f.root), f.rel, f.path)
-            continue
-        out.append(f)
-    return out
-
-
-@functools.lru_cache(maxsize=1024)
-def _left_out(root: str, rel: str, path: str) -> None:
-    """Say once per process which file of `root` `_distinct` left out: discovery runs on every
-    update and on every ranked search with include or exclude patterns."""
-    log.warning("not indexing or ranking %r in %s: its name shows as %s, the name of another file", rel, root, path)
+                found.append(DiscoveredFile(path, location.root, rel, *described))
+    # Shown paths of names that are not UTF-8 can sort apart from their bytes.
+    found.sort(key=lambda f: f.path)
+    return found
 
 
 def _describe(walk: BeneathWalk, rel: str, max_size: int) -> tuple[int, int] | None:

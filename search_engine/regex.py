@@ -38,7 +38,7 @@ import msgspec
 
 from search_engine.config import EngineConfig
 from search_engine.errors import InvalidQueryError, SearchError
-from search_engine.files import explicit_file_warning, selection_args, unique_display_path
+from search_engine.files import explicit_file_warning, selection_args, shown_path
 from search_engine.languages import language_for
 from search_engine.models import Match, MatchType, SearchRequest, SearchResult
 from search_engine.paths import SearchLocation
@@ -280,7 +280,7 @@ class _EventReader:
                     self._context(event.data)
             elif kind is _Begin:
                 path = event.data.path
-                shown = path.text if path.text is not None else unique_display_path(self.root, path.raw or b"")
+                shown = path.text if path.text is not None else shown_path(self.root, path.raw or b"")
                 # "" (no rg path is empty): a look-alike left out, read past and not counted
                 file = self.file = _File(shown or "", keep=shown is not None and self.collector.wants(shown))
                 matches, keep = file.matches, file.keep

@@ -164,6 +164,25 @@ def test_a_name_spelling_another_names_escape_is_listed_once(tmp_path: Path) -> 
     assert found.path == "caf\\xe9.py" and found.os_path.read_bytes() == b"LITERAL\n"
 
 
+def test_two_names_that_are_not_utf8_never_show_alike(tmp_path: Path) -> None:
+    """`a<E9>\\xe9.py` and `a\\xe9<E9>.py` both showed as `a\\xe9\\xe9.py` (each a real file, neither
+    named as shown), so the pair corrupted the index again. A real backslash in such a name is
+    now shown doubled: one spelling per name, each file listed and searched under its own."""
+    for name, text in ((b"a\xe9\\xe9.py", b"FIRST needle\n"), (b"a\\xe9\xe9.py", b"SECOND needle\n")):
+        with open(os.path.join(os.fsencode(tmp_path), name), "wb") as f:
+            f.write(text)
+    found = discover(SearchLocation(tmp_path, None))
+    assert sorted((f.path, f.os_path.read_bytes()) for f in found) == [
+        ("a\\\\xe9\\xe9.py", b"SECOND needle\n"),
+        ("a\\xe9\\\\xe9.py", b"FIRST needle\n"),
+    ]
+    result = regex_search(SearchRequest(query="needle", root=str(tmp_path)), EngineConfig())
+    assert sorted((m.path, m.content) for m in result.matches) == [
+        ("a\\\\xe9\\xe9.py", "SECOND needle"),
+        ("a\\xe9\\\\xe9.py", "FIRST needle"),
+    ]
+
+
 @pytest.mark.parametrize("context", [0, 1])
 def test_regex_search_shows_a_name_spelling_another_names_escape_once(tmp_path: Path, context: int) -> None:
     """Regex search showed both files of the pair under one path, two answers for a path that
