@@ -110,7 +110,7 @@ def shown_path(root: Path, raw: bytes) -> str | None:
 @functools.lru_cache(maxsize=1024)
 def _left_out(root: str, rel: str, path: str) -> None:
     """Say once per process which file of `root` was left out: discovery runs on every update
-    and on every ranked search with include or exclude patterns."""
+    and on every ranked search with include or exclude patterns, and regex search on every call."""
     log.warning("leaving out %r in %s: its name shows as %s, the name of another file", rel, root, path)
 
 
