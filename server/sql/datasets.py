@@ -444,10 +444,12 @@ class Datasets:
             try:
                 started = self.clock()
                 with sql_errors(limits.duckdb_timeout_s):
-                    explain = duckdb.extract_statements(statement)[0].type == duckdb.StatementType.EXPLAIN
+                    # A plan is a few rows, and no relation. `check_sql` parsed the statement and
+                    # let an EXPLAIN through only with the word at its start.
+                    explain = _EXPLAIN_PREFIX.match(statement) is not None
                     cursor: Cursor = (
                         Spool(con, statement, limits.duckdb_max_rows + 1)
-                        if self.spool and not explain  # a plan is a few rows, and no relation
+                        if self.spool and not explain
                         else con.execute(statement)
                     )
                 yield QueryStream(
