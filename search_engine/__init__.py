@@ -21,6 +21,7 @@ from search_engine.config import (
 )
 from search_engine.engine import SearchEngine
 from search_engine.errors import (
+    IndexDamagedError,
     IndexNotReadyError,
     IndexStoreError,
     InvalidQueryError,
@@ -57,6 +58,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "MAX_CONTEXT_LINES",
     "EngineConfig",
+    "IndexDamagedError",
     "IndexManager",
     "IndexNotReadyError",
     "IndexStatus",

@@ -27,6 +27,7 @@ import numpy as np
 
 from search_engine.chunks import Chunk, content_hash
 from search_engine.embeddings import chunk_text
+from search_engine.errors import DAMAGE, IndexDamagedError
 from search_engine.symbols import defined_names
 
 ROW = np.dtype([
@@ -65,9 +66,28 @@ class ChunkTable(Sequence[Chunk]):
         self.rows = _load(directory / _ROWS, ROW)
         self._symbols = _blob(directory / _SYMBOLS)
         self._text = _blob(directory / _TEXT)
+        self._check_extents()
         self._cache: dict[int, bytes] = {}
         self._definitions: tuple[np.ndarray, np.ndarray, list[str]] | None = None
         self._lock = threading.Lock()
+
+    def _check_extents(self) -> None:
+        """ValueError unless every column reaches exactly as far as the others say. The writer
+        goes in chunk order, file by file, so the last row and the last bound tell where every
+        blob ends: a part cut short or emptied (a full disk, an interrupted copy) is caught
+        here, in O(1), and not as wrong symbols or a zlib error at some later search."""
+        rows, files = self.rows, len(self.paths)
+        symbols_end = int(rows["symbol_off"][-1]) + max(int(rows["symbol_len"][-1]), 0) if len(rows) else 0
+        extents = {
+            "languages": (len(self.languages), files),
+            "text bounds": (len(self._text_bounds), files + 1),
+            "text.bin": (len(self._text), int(self._text_bounds[-1]) if len(self._text_bounds) else 0),
+            "symbols.bin": (len(self._symbols), symbols_end),
+            "last row's file": (int(rows["file"][-1]) + 1 if len(rows) else 0, files),
+        }
+        for part, (actual, expected) in extents.items():
+            if actual != expected:
+                raise ValueError(f"{part}: {actual}, the other parts say {expected}")
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -116,11 +136,16 @@ class ChunkTable(Sequence[Chunk]):
         once per table."""
         with self._lock:
             if self._definitions is None:
-                chunk = _load(self.directory / _DEF_CHUNK, np.dtype("<i4"))
-                factor = _load(self.directory / _DEF_FACTOR, np.dtype("<f4"))
-                names = msgpack.unpackb((self.directory / _DEF_NAMES).read_bytes(), raw=False)
-                if not len(chunk) == len(factor) == len(names):
-                    raise ValueError("symbol definition columns disagree")
+                try:
+                    chunk = _load(self.directory / _DEF_CHUNK, np.dtype("<i4"))
+                    factor = _load(self.directory / _DEF_FACTOR, np.dtype("<f4"))
+                    names = msgpack.unpackb((self.directory / _DEF_NAMES).read_bytes(), raw=False)
+                    if not len(chunk) == len(factor) == len(names):
+                        raise ValueError("symbol definition columns disagree")
+                except DAMAGE as exc:
+                    raise IndexDamagedError(
+                        f"the symbol definitions in {self.directory} are damaged ({exc}); it will be rebuilt"
+                    ) from exc
                 self._definitions = (chunk, factor, names)
             return self._definitions
 
@@ -135,7 +160,12 @@ class ChunkTable(Sequence[Chunk]):
             text = self._cache.get(f)
             if text is None:
                 start, end = int(self._text_bounds[f]), int(self._text_bounds[f + 1])
-                text = zlib.decompress(bytes(self._text[start:end])) if end > start else b""
+                try:
+                    text = zlib.decompress(bytes(self._text[start:end])) if end > start else b""
+                except zlib.error as exc:
+                    raise IndexDamagedError(
+                        f"the chunk text of {self.paths[f]!r} is damaged ({exc}); it will be rebuilt"
+                    ) from exc
                 if len(self._cache) >= _TEXT_CACHE:
                     self._cache.pop(next(iter(self._cache)))
                 self._cache[f] = text

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from search_engine.errors import IndexStoreError
+from search_engine.errors import DAMAGE, IndexDamagedError
 
 # Indexes with fewer chunks are searched exactly (every allowed chunk's sign bits).
 MIN_CHUNKS = 150_000
@@ -168,18 +168,18 @@ def save(directory: Path, coarse: CoarseIndex | None) -> None:
 
 
 def load(directory: Path, n: int, dim: int) -> CoarseIndex | None:
-    """The coarse index of a generation, None if it has none (a small index). IndexStoreError
-    if its parts disagree with the generation's."""
+    """The coarse index of a generation, None if it has none (a small index).
+    IndexDamagedError if it cannot be read or its parts disagree with the generation's."""
     if not (directory / _LISTS).exists():
         return None
     try:
         centroids = np.load(directory / _CENTROIDS)
         lists = np.load(directory / _LISTS)
-    except (OSError, ValueError) as exc:
-        raise IndexStoreError(f"cannot read the coarse index in {directory} ({exc}); it will be rebuilt") from exc
+    except DAMAGE as exc:
+        raise IndexDamagedError(f"cannot read the coarse index in {directory} ({exc}); it will be rebuilt") from exc
     if (centroids.ndim != 2 or centroids.shape[1] != dim or lists.shape != (n,) or lists.dtype != np.int32
             or (n and not 0 <= int(lists.min()) <= int(lists.max()) < len(centroids))):  # fmt: skip
-        raise IndexStoreError(f"the coarse index in {directory} does not match its vectors; it will be rebuilt")
+        raise IndexDamagedError(f"the coarse index in {directory} does not match its vectors; it will be rebuilt")
     return CoarseIndex.of(centroids, lists)
 
 

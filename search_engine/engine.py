@@ -7,16 +7,20 @@ per-root index handles so a server process keeps one warm index per root.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from search_engine.config import EngineConfig
+from search_engine.errors import IndexDamagedError
 from search_engine.models import SearchMode, SearchRequest, SearchResult
 from search_engine.tokenize import validate_query
 
 if TYPE_CHECKING:
     from search_engine.index import IndexManager
+
+log = logging.getLogger("codepager.engine")
 
 
 class SearchEngine:
@@ -49,13 +53,25 @@ class SearchEngine:
             from search_engine.regex import regex_search
 
             return regex_search(request, self.config)
+        validate_query(request.query)  # a bad query must not cost an index build first
+        root = Path(request.root)
+        started = time.perf_counter()
+        try:
+            return self._ranked(root, request, started)
+        except IndexDamagedError as exc:
+            # Damage in a part read lazily (symbol definitions, a file's text) shows only now:
+            # rebuild, then answer from the new generation (damage again is raised as it is).
+            log.warning("%s", exc)
+            self.indexes.update(root, full=True)
+            return self._ranked(root, request, started)
+
+    def _ranked(self, root: Path, request: SearchRequest, started: float) -> SearchResult:
+        """A semantic or hybrid search; its `index_time_ms` counts from `started` to the index
+        being ready (a rebuild of a damaged one included)."""
         from search_engine.ranking import Ranker
 
-        validate_query(request.query)  # a bad query must not cost an index build first
-        started = time.perf_counter()
-        index = self.indexes.get(Path(request.root))
+        index = self.indexes.get(root)
         index_ms = (time.perf_counter() - started) * 1000
-        ranker = index.memo("ranker", lambda: Ranker(index, self.config))
-        result = ranker.search(request)
+        result = index.memo("ranker", lambda: Ranker(index, self.config)).search(request)
         result.index_time_ms = index_ms
         return result

@@ -16,9 +16,14 @@ Every exception the engine raises on purpose is defined here::
     ├── IndexNotReadyError               index still building; .phase/.done/.total/.eta_s
     ├── ModelLoadError                   (+ RuntimeError) embedding model unusable
     └── IndexStoreError                  (+ RuntimeError) index unreadable or unwritable
+        └── IndexDamagedError            a generation's files are damaged: a full rebuild repairs it
 """
 
 from __future__ import annotations
+
+import zlib
+
+import msgpack
 
 
 class SearchError(Exception):
@@ -79,3 +84,25 @@ class ModelLoadError(SearchError, RuntimeError):
 
 class IndexStoreError(SearchError, RuntimeError):
     """The persistent index cannot be read or written."""
+
+
+class IndexDamagedError(IndexStoreError):
+    """A generation's files are damaged (cut short, emptied, garbled): what was written is not
+    what is there. Raised where the damage shows, which for parts read lazily (the lexical
+    postings, the symbol definitions, a file's chunk text) can be mid-search; the engine and
+    the updater answer it with a full rebuild instead of an incremental update on top of it."""
+
+
+#: What reading an index generation's bytes raises when they are not what was written: an
+#: emptied .npy (numpy's EOFError), cut compressed text (zlib.error), cut msgpack or a garbled
+#: .npy header (ValueError and msgpack's errors), a part missing (OSError), a table of the
+#: wrong shape (KeyError, TypeError). Readers turn these into IndexDamagedError.
+DAMAGE: tuple[type[Exception], ...] = (
+    OSError,
+    ValueError,
+    TypeError,
+    KeyError,
+    EOFError,
+    zlib.error,
+    msgpack.UnpackException,
+)

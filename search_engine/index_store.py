@@ -63,7 +63,7 @@ from filelock import FileLock, Timeout
 from search_engine import coarse
 from search_engine.chunk_table import ChunkTable, ChunkTableWriter, text_key
 from search_engine.chunks import Chunk
-from search_engine.errors import IndexStoreError
+from search_engine.errors import DAMAGE, IndexDamagedError, IndexStoreError
 from search_engine.lexical import LexicalBuilder, LexicalIndex, lexical_document
 from search_engine.lexical_merge import merge
 from search_engine.vectors import VectorIndex, empty, quantize
@@ -228,12 +228,12 @@ class IndexStore:
         except IndexStoreError:
             pin.release()
             raise
-        except (OSError, ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
+        except DAMAGE as exc:
             pin.release()
-            raise IndexStoreError(f"index {directory} is damaged ({exc}); it will be rebuilt") from exc
+            raise IndexDamagedError(f"index {directory} is damaged ({exc}); it will be rebuilt") from exc
         if len(chunks) != manifest.chunks or vectors.file_vectors.shape != (len(chunks.paths), manifest.dim):
             pin.release()
-            raise IndexStoreError(f"index {directory} is inconsistent; it will be rebuilt")
+            raise IndexDamagedError(f"index {directory} is inconsistent; it will be rebuilt")
         return Snapshot(directory, manifest, files, chunks, vectors, pin)
 
     def latest_generation(self) -> int:
@@ -247,6 +247,8 @@ class IndexStore:
     def begin(self, old: Snapshot | None) -> GenerationWriter:
         """Start writing a generation (call with the writer lock held); `old` is the one
         unchanged files are copied from."""
+        if old is not None:
+            old.lexical()  # read (damage raised) before there is a staging dir to clean up
         self.directory.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=self.directory))
         return GenerationWriter(self, staging, old)
@@ -583,7 +585,7 @@ def _read_vectors(directory: Path, n: int, dim: int) -> VectorIndex:
     for name, size in expected.items():
         actual = (directory / name).stat().st_size
         if actual != size:
-            raise IndexStoreError(
+            raise IndexDamagedError(
                 f"index {directory} is inconsistent ({name}: {actual} bytes, expected {size}); it will be rebuilt"
             )
     if n == 0:

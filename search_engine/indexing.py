@@ -34,7 +34,7 @@ from search_engine.chunk_table import key_of_text
 from search_engine.chunking import CHUNKER_VERSION
 from search_engine.config import EngineConfig
 from search_engine.embeddings import Embedder, chunk_text
-from search_engine.errors import IndexStoreError
+from search_engine.errors import IndexDamagedError, IndexStoreError
 from search_engine.files import DiscoveredFile, discover
 from search_engine.index_store import FORMAT_VERSION, FileEntry, GenerationWriter, IndexStore, Manifest, Snapshot
 from search_engine.lexical import LEXICAL_VERSION
@@ -102,6 +102,15 @@ def update_index(
         old, reason = (None, "full rebuild requested") if full else _compatible(store, embedder.model_id, root)
         try:
             return _update(root, store, embedder, config, old, reason, report, started)
+        except IndexDamagedError as exc:
+            if old is None:
+                raise
+            # A part of the old generation read only now (its lexical postings, symbol
+            # definitions or text, copied forward) is damaged: build the new one from scratch.
+            log.warning("%s", exc)
+            old.release()
+            old = None
+            return _update(root, store, embedder, config, None, str(exc), report, started)
         finally:
             if old is not None:
                 old.release()

@@ -37,7 +37,7 @@ import msgpack
 import numpy as np
 
 from search_engine.chunks import Chunk
-from search_engine.errors import IndexStoreError
+from search_engine.errors import DAMAGE, IndexDamagedError, IndexStoreError
 from search_engine.tokenize import path_tokens, tokenize_text
 
 # Bumped whenever tokenization, the document recipe, the scoring or the saved layout changes:
@@ -190,14 +190,15 @@ class LexicalIndex:
 
     @classmethod
     def load(cls, directory: Path) -> LexicalIndex:
-        """Open what `save` wrote (postings memory-mapped). IndexStoreError if it is missing,
-        damaged or from another `LEXICAL_VERSION` (the caller rebuilds)."""
+        """Open what `save` wrote (postings memory-mapped). IndexDamagedError if it is missing,
+        damaged or of another `LEXICAL_VERSION` than its generation's format implies (the
+        caller rebuilds)."""
         try:
             meta = json.loads((directory / _META_FILE).read_text())
             if meta.get("version") != LEXICAL_VERSION:
-                raise IndexStoreError(
+                raise IndexDamagedError(
                     f"lexical index in {directory} has version {meta.get('version')}, "
-                    f"this codepager writes {LEXICAL_VERSION}; rebuild the index"
+                    f"this codepager writes {LEXICAL_VERSION}; the next update rebuilds the index"
                 )
             files = [str(p) for p in meta["files"]]
             tokens = [str(t) for t in msgpack.unpackb((directory / _VOCAB_FILE).read_bytes(), raw=False)]
@@ -205,11 +206,13 @@ class LexicalIndex:
             by_file = Postings.load(directory, _FILES)
         except IndexStoreError:
             raise
-        except (OSError, ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
-            raise IndexStoreError(f"cannot read the lexical index in {directory}: {exc}; rebuild the index") from exc
+        except DAMAGE as exc:
+            raise IndexDamagedError(
+                f"cannot read the lexical index in {directory}: {exc}; the next update rebuilds the index"
+            ) from exc
         if chunks.size != int(meta["chunks"]) or by_file.size != len(files) or len(chunks.indptr) != len(tokens) + 1:
-            raise IndexStoreError(
-                f"cannot read the lexical index in {directory}: its parts disagree; rebuild the index"
+            raise IndexDamagedError(
+                f"cannot read the lexical index in {directory}: its parts disagree; the next update rebuilds the index"
             )
         return cls(tokens, chunks, by_file, files)
 

@@ -23,6 +23,7 @@ import search_engine.index_store as index_store
 import search_engine.indexing as indexing
 from search_engine.chunks import Chunk
 from search_engine.config import EngineConfig
+from search_engine.engine import SearchEngine
 from search_engine.index import IndexManager
 from search_engine.index_store import IndexStore, index_dir
 from search_engine.lexical import LexicalIndex, lexical_document
@@ -200,6 +201,69 @@ def test_a_damaged_index_is_rebuilt(repo: Path, manager: IndexManager, damaged: 
     stats = manager.update(repo)
     assert stats.rebuilt and reason in (stats.reason or "")
     assert len(manager.get(repo).chunks) == len(expected_chunks(repo))
+
+
+# Parts of a generation emptied or cut short (a full disk, an interrupted copy): the ones read
+# when a generation is opened and the ones read lazily, at the first search that needs them.
+CUT_SHORT = [
+    ("chunks/rows.npy", 0.0),
+    ("file_vectors.npy", 0.0),
+    ("chunks/text.bin", 0.5),
+    ("chunks/symbols.bin", 0.0),
+    ("chunks/defs.chunk.npy", 0.0),
+    ("chunks/defs.names.msgpack", 0.5),
+    ("lexical/chunks.tf.npy", 0.0),
+    ("lexical/vocab.msgpack", 0.5),
+]
+
+
+def cut_short(repo: Path, manager: IndexManager, part: str, keep: float) -> None:
+    """Build the index of `repo`, then keep only the first `keep` of the live generation's `part`."""
+    manager.update(repo)
+    store = manager.store(repo)
+    live = store.current_name()
+    assert live is not None
+    path = store.directory / live / part
+    data = path.read_bytes()
+    assert data, part
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+@pytest.mark.parametrize(("part", "keep"), CUT_SHORT)
+@pytest.mark.parametrize("mode", [SearchMode.SEMANTIC, SearchMode.HYBRID])
+def test_a_part_cut_short_is_rebuilt_by_the_next_search(
+    repo: Path, cache: Path, manager: IndexManager, counting: CountingEmbedder, part: str, keep: float, mode: SearchMode
+) -> None:
+    """Before: an emptied .npy raised numpy's EOFError from every search, cut chunk text a
+    zlib error, cut symbol definitions msgpack's "incomplete input", all for good; an emptied
+    symbols.bin was served, every symbol ''. Now a new process's first search rebuilds the
+    index and answers from it, symbols and all."""
+    cut_short(repo, manager, part, keep)
+    engine = SearchEngine(EngineConfig(cache_dir=cache))
+    engine._indexes = IndexManager(engine.config, embedder=counting, refresh_interval_s=0)
+    result = engine.search(SearchRequest(mode=mode, query="retry a failing call with backoff", root=str(repo)))
+    engine.indexes.wait_for_refresh(repo)
+    assert result.matches[0].path == "app/client.py"
+    index = engine.indexes.get(repo)
+    assert index.generation == 2
+    assert "retry_with_backoff" in {chunk.symbol for chunk in index.chunks}
+
+
+@pytest.mark.parametrize(("part", "keep"), CUT_SHORT)
+def test_a_part_cut_short_is_rebuilt_by_the_next_update(
+    repo: Path, cache: Path, manager: IndexManager, counting: CountingEmbedder, part: str, keep: float
+) -> None:
+    """Before: the lexical postings and symbol definitions were not read when an update
+    opened its base, so an update built on the damaged generation and failed, every time,
+    until a `--full` rebuild; cut text was copied forward into the new generation. Now the
+    update rebuilds from scratch and says why."""
+    cut_short(repo, manager, part, keep)
+    (repo / "app" / "render.py").write_text("def render_page():\n    return 'page'\n")
+    stats = IndexManager(EngineConfig(cache_dir=cache), embedder=counting).update(repo)
+    assert stats.rebuilt and "rebuil" in (stats.reason or "")
+    index = manager.get(repo)
+    assert index.lexical.size == stats.chunks == len(expected_chunks(repo))
+    assert "render_page" in {chunk.symbol for chunk in index.chunks}
 
 
 def test_a_chunker_version_change_rebuilds(repo: Path, manager: IndexManager, monkeypatch: pytest.MonkeyPatch) -> None:
