@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from search_engine.config import (
+    CURSOR_KEY_FILE,
     DEFAULT_EMBEDDING_PROFILE,
     DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_LINE_WIDTH,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from search_engine.index import IndexManager, IndexStatus
 
 __all__ = [
+    "CURSOR_KEY_FILE",
     "DEFAULT_EMBEDDING_PROFILE",
     "DEFAULT_MAX_FILE_SIZE",
     "DEFAULT_MAX_LINE_WIDTH",

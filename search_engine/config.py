@@ -40,6 +40,15 @@ DEFAULT_EMBEDDING_PROFILE: Final = "static"
 """The embedding profile (see docs/benchmarks.md for the measurement behind it)."""
 
 
+INDEXES_DIR = "indexes"
+"""The cache dir's directory of indexes, one per root (`search_engine.index_store.index_dir`)."""
+CURSOR_KEY_FILE = "cursor.key"
+"""The cache dir's cursor key, the secret cursors are sealed with (`sessions.keys`)."""
+CACHE_ENTRIES = (INDEXES_DIR, CURSOR_KEY_FILE)
+"""Everything codepager keeps in its cache dir: what a search or an index of a root that holds
+the cache dir leaves out (`search_engine.files.cache_excludes`)."""
+
+
 def default_cache_dir() -> Path:
     """`$XDG_CACHE_HOME/codepager` (or the platform equivalent): never inside a searched repo."""
     return Path(platformdirs.user_cache_dir("codepager", appauthor=False))

@@ -2,7 +2,7 @@
 
 Regex search (rg walking the tree itself) and semantic indexing (`discover`) must see the same
 files, or hybrid results would disagree with their own parts. Both therefore take their
-ripgrep walk flags from `selection_args`:
+ripgrep walk flags from `walk_args`:
 
 - ripgrep's ignore semantics: nested `.gitignore` (also outside a git checkout: a tarball's
   `.gitignore` still says what is generated), `.ignore`, `.rgignore`; hidden files and
@@ -31,14 +31,15 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from search_engine.beneath import BeneathWalk, open_beneath
-from search_engine.config import EngineConfig
-from search_engine.errors import PathNotFoundError
+from search_engine.config import CACHE_ENTRIES, EngineConfig
+from search_engine.errors import PathNotFoundError, PathOutsideRootError
 from search_engine.paths import SearchLocation
 from search_engine.ripgrep import RipgrepRun
 
@@ -66,17 +67,52 @@ class DiscoveredFile:
         return self.root / self.rel
 
 
-def selection_args(config: EngineConfig, include: Sequence[str], exclude: Sequence[str]) -> list[str]:
-    """The ripgrep flags that select files, shared by `rg --files` and `rg --json`."""
+def walk_args(
+    location: SearchLocation, config: EngineConfig, include: Sequence[str], exclude: Sequence[str]
+) -> list[str]:
+    """The ripgrep arguments that select the files of `location`, shared by `rg --files` and
+    `rg --json`: the flags, then the named path if any (last: rg takes no flag after `--`).
+    PathOutsideRootError if that path lies in codepager's cache: rg searches a path it is
+    named whatever the globs say, and the cache holds the cursor key."""
     # `--encoding none`: bytes as they are. rg otherwise transcodes a file starting with a BOM
     # and reports offsets into the transcoded text (3 bytes early after a UTF-8 BOM, anywhere
     # in UTF-16), and searches UTF-16 text that `discover` rightly calls binary (NULs).
     args = ["--no-config", "--no-require-git", "--encoding", "none", "--max-filesize", str(config.max_file_size)]
     for glob in include:
         args += ["--glob", glob]
-    for glob in (*config.default_excludes, *exclude):
+    private = _cache_paths(location.root, config.cache_dir)
+    # Escaped: a directory named `idx[1]` or `cache[` is a glob otherwise, one that missed
+    # the directory (indexed on every update) or that rg refused (no index at all).
+    cache = [
+        f"/{_GLOB_SPECIAL.sub(lambda m: chr(92) + m[0], p.as_posix())}{tail}" for p in private for tail in ("", "/**")
+    ]
+    for glob in (*config.default_excludes, *cache, *exclude):
         args += ["--glob", "!" + glob]
+    if location.sub:
+        named = PurePosixPath(location.sub)
+        if any(named == p or p in named.parents for p in private):
+            raise PathOutsideRootError(
+                f"path {location.sub!r} is in codepager's own cache (index.cache_dir), which is never searched; "
+                "search another path"
+            )
+        args += ["--", location.sub]
     return args
+
+
+#: What a glob gives a meaning to, escaped in a path used as a glob.
+_GLOB_SPECIAL = re.compile(r"[\\*?\[\]{}]")
+
+
+def _cache_paths(root: Path, cache_dir: Path) -> list[PurePosixPath]:
+    """What of codepager's cache lies in `root`, relative to it: the cache dir when it is inside
+    the root, what codepager keeps there (`CACHE_ENTRIES`) when it is the root itself. Left out
+    of every walk: a regex search showed the cursor key (the secret cursors are sealed with) to
+    anyone who may search, and every update indexed its own output and never settled."""
+    try:
+        inside = Path(cache_dir).resolve().relative_to(root)
+    except ValueError:
+        return []
+    return [PurePosixPath(inside.as_posix())] if inside.parts else [PurePosixPath(e) for e in CACHE_ENTRIES]
 
 
 def display_path(raw: bytes) -> str:
@@ -122,9 +158,7 @@ def discover(
 ) -> list[DiscoveredFile]:
     """Every searchable file under `location`, sorted by path (deterministic across runs)."""
     config = config or EngineConfig()
-    args = ["--files", "--null", *selection_args(config, include, exclude)]
-    if location.sub:
-        args += ["--", location.sub]
+    args = ["--files", "--null", *walk_args(location, config, include, exclude)]
     with RipgrepRun(args, location.root, config.timeout_s) as run:
         listing = b"".join(run.records(b"\0"))
         run.warnings(produced_output=bool(listing))

@@ -63,6 +63,7 @@ from filelock import FileLock, Timeout
 from search_engine import coarse
 from search_engine.chunk_table import ChunkTable, ChunkTableWriter, text_key
 from search_engine.chunks import Chunk
+from search_engine.config import INDEXES_DIR
 from search_engine.errors import DAMAGE, IndexDamagedError, IndexStoreError
 from search_engine.lexical import LexicalBuilder, LexicalIndex, lexical_document
 from search_engine.lexical_merge import merge
@@ -91,7 +92,7 @@ def index_dir(cache_dir: Path, root: Path) -> Path:
     """Where the index of `root` lives: a digest of its resolved path, so two checkouts of
     the same project never share an index."""
     digest = hashlib.sha256(str(Path(root).resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    return Path(cache_dir) / "indexes" / digest
+    return Path(cache_dir) / INDEXES_DIR / digest
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,6 @@ One pass, under the writer lock:
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -128,7 +127,7 @@ def _update(
 ) -> UpdateStats:
     phases: dict[str, float] = {}
     t = time.perf_counter()
-    discovered = discover(SearchLocation(root, None), (), _cache_exclude(root, config), config)
+    discovered = discover(SearchLocation(root, None), config=config)
     report("scan", len(discovered), len(discovered))
     states, stats = _classify(discovered, old, report, config.max_file_size)
     phases["scan"] = time.perf_counter() - t
@@ -181,23 +180,6 @@ def _update(
     stats.seconds = time.perf_counter() - started
     stats.phase_seconds = phases
     return stats
-
-
-#: What a glob gives a meaning to, escaped in a path used as a glob (`_cache_exclude`).
-_GLOB_SPECIAL = re.compile(r"[\\*?\[\]{}]")
-
-
-def _cache_exclude(root: Path, config: EngineConfig) -> tuple[str, ...]:
-    """A glob keeping the cache dir out of the index when it is configured inside the root:
-    otherwise every update would index its own output and never settle."""
-    try:
-        inside = Path(config.cache_dir).resolve().relative_to(root)
-    except ValueError:
-        return ()
-    # Escaped: a directory named `idx[1]` or `cache[` is a glob otherwise, one that missed
-    # the directory (indexed on every update) or that rg refused (no index at all).
-    escaped = _GLOB_SPECIAL.sub(lambda m: "\\" + m[0], inside.as_posix())
-    return (f"/{escaped}/**",) if inside.parts else ()
 
 
 def _compatible(store: IndexStore, model_id: str, root: Path) -> tuple[Snapshot | None, str | None]:

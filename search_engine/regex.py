@@ -38,7 +38,7 @@ import msgspec
 
 from search_engine.config import EngineConfig
 from search_engine.errors import InvalidQueryError, SearchError
-from search_engine.files import explicit_file_warning, selection_args, shown_path
+from search_engine.files import explicit_file_warning, shown_path, walk_args
 from search_engine.languages import language_for
 from search_engine.models import Match, MatchType, SearchRequest, SearchResult
 from search_engine.paths import SearchLocation
@@ -106,7 +106,7 @@ _decode_lines = msgspec.json.Decoder(_Begin | _Hit | _Context | _End | _Summary)
 
 def rg_args(request: SearchRequest, config: EngineConfig) -> list[str]:
     """The full rg command line (minus the binary) for `request`."""
-    args = ["--json", *selection_args(config, request.include, request.exclude)]
+    args = ["--json"]
     if request.ignore_case:
         args.append("--ignore-case")
     if request.fixed_string:
@@ -118,9 +118,7 @@ def rg_args(request: SearchRequest, config: EngineConfig) -> list[str]:
     if request.context_lines:
         args += ["--context", str(request.context_lines)]
     args += ["--regexp", request.query]
-    if request.path:
-        args += ["--", request.path]
-    return args
+    return args + walk_args(SearchLocation(Path(request.root), request.path), config, request.include, request.exclude)
 
 
 def regex_search(request: SearchRequest, config: EngineConfig) -> SearchResult:

@@ -15,7 +15,8 @@ import secrets
 import stat
 from pathlib import Path
 
-KEY_FILE_NAME = "cursor.key"
+from search_engine import CURSOR_KEY_FILE
+
 MIN_KEY_LENGTH = 16
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ def load_or_create_key(cache_dir: Path, configured: str | None = None) -> bytes:
                 len(configured),
             )
         return configured.encode()
-    path = Path(cache_dir) / KEY_FILE_NAME
+    path = Path(cache_dir) / CURSOR_KEY_FILE
     if not path.exists():
         _create_key_file(path)
     return _read_key_file(path)

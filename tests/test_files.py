@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from search_engine.beneath import MAX_HELD, BeneathWalk, open_beneath, read_beneath
-from search_engine.config import EngineConfig
-from search_engine.errors import InvalidQueryError, PathNotFoundError
+from search_engine.config import CURSOR_KEY_FILE, EngineConfig
+from search_engine.errors import InvalidQueryError, PathNotFoundError, PathOutsideRootError
 from search_engine.files import BINARY_SNIFF_BYTES, discover
 from search_engine.models import SearchRequest
 from search_engine.paths import SearchLocation
 from search_engine.regex import regex_search
+from sessions import load_or_create_key
 
 MARK = "MARKER"
 
@@ -329,3 +330,33 @@ def test_a_named_path_swapped_for_a_link_after_it_was_resolved_is_refused(tmp_pa
     (root / "sub").symlink_to(outside.parent, target_is_directory=True)
     with pytest.raises(PathNotFoundError, match="no longer opens inside the root"):
         regex_search(request, EngineConfig())
+
+
+@pytest.mark.parametrize("inside", [True, False], ids=["cache-dir-in-root", "cache-dir-is-root"])
+def test_the_cursor_key_in_a_cache_dir_under_the_root_is_never_searched(tmp_path: Path, inside: bool) -> None:
+    """Before: with `index.cache_dir` inside a searched root, a regex search for `.` printed
+    the cursor key, the secret cursors are sealed with; only the index had left the cache out.
+    Now no walk sees it: not the root's, not one naming the cache or the key (rg searches a
+    path it is named whatever the globs say, so that is refused)."""
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("def f():\n    pass\n")
+    cache = root / "cache" if inside else root
+    load_or_create_key(cache)
+    config = EngineConfig(cache_dir=cache)
+    secret = (cache / CURSOR_KEY_FILE).read_text().strip()
+    every = regex_search(SearchRequest(query=".", root=str(root)), config)
+    assert {m.path for m in every.matches} == {"src/a.py"}
+    assert not any(secret in m.content for m in every.matches)
+    assert [f.path for f in discover(SearchLocation(root, None), config=config)] == ["src/a.py"]
+    named = (cache / CURSOR_KEY_FILE).relative_to(root).as_posix()
+    for sub in {named, (cache.relative_to(root).as_posix() if inside else named)}:
+        with pytest.raises(PathOutsideRootError, match="codepager's own cache"):
+            regex_search(SearchRequest(query=".", root=str(root), path=sub), config)
+        with pytest.raises(PathOutsideRootError, match="codepager's own cache"):
+            discover(SearchLocation(root, sub), config=config)
+    # a directory that merely shares a name with what codepager keeps is searched as usual
+    (root / "src" / "indexes").mkdir()
+    (root / "src" / "indexes" / "b.py").write_text("def g():\n    pass\n")
+    found = regex_search(SearchRequest(query="def", root=str(root), path="src"), config)
+    assert [m.path for m in found.matches] == ["src/a.py", "src/indexes/b.py"]

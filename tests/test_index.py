@@ -89,6 +89,17 @@ def test_a_cache_dir_inside_the_root_is_not_indexed(repo: Path, counting: Counti
     assert not any(c.path.startswith(name) for c in manager.get(repo).chunks)
 
 
+def test_a_cache_dir_that_is_the_root_itself_is_not_indexed(repo: Path, counting: CountingEmbedder) -> None:
+    """Before: only a cache dir strictly inside the root was left out, so with the root as the
+    cache dir every update indexed the last one's output (4 files, then 12) and published a
+    new generation."""
+    manager = IndexManager(EngineConfig(cache_dir=repo), embedder=counting)
+    first = manager.update(repo)
+    second = manager.update(repo)
+    assert (first.files, second.changed, second.generation) == (4, False, 1)
+    assert not any(c.path.startswith("indexes/") for c in manager.get(repo).chunks)
+
+
 def test_a_second_process_loads_the_same_index_without_embedding(
     repo: Path, manager: IndexManager, counting: CountingEmbedder, cache: Path
 ) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from search_engine import CURSOR_KEY_FILE as KEY_FILE_NAME
 from sessions import load_or_create_key
-from sessions.keys import KEY_FILE_NAME
 
 
 def mode(path: Path) -> int:
