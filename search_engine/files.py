@@ -6,7 +6,9 @@ ripgrep walk flags from `walk_args`:
 
 - ripgrep's ignore semantics: nested `.gitignore` (also outside a git checkout: a tarball's
   `.gitignore` still says what is generated), `.ignore`, `.rgignore`; hidden files and
-  symlinks skipped;
+  symlinks skipped. rg reads an ignore file through a link, even one out of the root (it only
+  decides what is skipped) or to a device (rg's memory is capped, see `ripgrep.py`);
+- codepager's own cache dir, when a root holds it (`_cache_paths`);
 - the caller's include globs, then the default excludes and the caller's exclude globs (later
   globs win in ripgrep, so an exclude always beats an include). Globs are ripgrep's `--glob`,
   kept as they are for parity with rg: gitignore syntax relative to the root, and an include

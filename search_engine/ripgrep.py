@@ -17,6 +17,7 @@ import errno
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -27,8 +28,10 @@ from types import TracebackType
 
 try:
     import fcntl
+    import resource
 except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
+    resource = None  # type: ignore[assignment]
 
 from search_engine.errors import InvalidQueryError, SearchError, SearchTimeoutError, ToolMissingError
 
@@ -41,6 +44,12 @@ _READ_SIZE = 64 * 1024
 # Reads stay at 64 KiB: larger ones measured slower (the parser then waits for a big read
 # while rg could already be refilling the pipe).
 _PIPE_SIZE = 1024 * 1024
+# The most memory an rg run may take (its heap: RLIMIT_DATA). rg itself needs tens of MB; this
+# bounds what a hostile tree can make it take: rg reads every .gitignore, .ignore and .rgignore
+# it walks past, following links, so `.ignore -> /dev/zero` (git stores links, so a cloned
+# repository can hold one) had it double a buffer in search of a newline until the machine's
+# memory ran out. Over the cap it aborts, and `warnings` reports that as the failure it is.
+_MEMORY_CAP = 2 << 30
 
 
 @functools.cache
@@ -67,6 +76,20 @@ def _grow_pipe(fd: int) -> None:
         return
     with contextlib.suppress(OSError):
         fcntl.fcntl(fd, set_size, _PIPE_SIZE)
+
+
+def _cap_memory(pid: int) -> None:
+    """Hold the just-started rg `pid` to `_MEMORY_CAP` where the platform lets a parent set a
+    child's limit (Linux's prlimit; no pre-exec hook, which is unsafe in a threaded server).
+    Set within microseconds of the start, long before a runaway read gets anywhere near the
+    cap; a lower limit already in force is kept."""
+    prlimit = getattr(resource, "prlimit", None) if resource is not None else None
+    if prlimit is None:
+        return
+    with contextlib.suppress(OSError):  # rg already gone, or not ours to limit
+        soft, hard = prlimit(pid, resource.RLIMIT_DATA)
+        cap = min(x for x in (_MEMORY_CAP, soft, hard) if x != resource.RLIM_INFINITY)
+        prlimit(pid, resource.RLIMIT_DATA, (cap, hard))
 
 
 class RipgrepRun:
@@ -104,6 +127,7 @@ class RipgrepRun:
                 "operating system allows about 128 KiB per argument): shorten the pattern, e.g. split "
                 "a long alternation into several searches"
             ) from None
+        _cap_memory(self._proc.pid)
         assert self._proc.stdout is not None
         self._stdout = self._proc.stdout
         _grow_pipe(self._stdout.fileno())
@@ -166,6 +190,13 @@ class RipgrepRun:
         """
         returncode, stderr = self.finish()
         lines = [line.removeprefix("rg: ") for line in stderr.splitlines() if line.strip()]
+        if returncode not in (0, 1, 2):  # killed, or aborted: whatever it printed is partial
+            said = "; ".join(lines[-3:]) or "no message"
+            raise SearchError(
+                f"ripgrep stopped before the end ({_exit_status(returncode)}: {said}). "
+                "If it ran out of memory, a file it reads to walk the tree may be the cause: a .gitignore, "
+                ".ignore or .rgignore linked to a device or a huge file"
+            )
         if returncode != 2:
             return lines
         for line in lines:
@@ -196,3 +227,12 @@ class RipgrepRun:
         self._proc.wait()
         self._stdout.close()
         self._stderr.close()
+
+
+def _exit_status(returncode: int) -> str:
+    if returncode >= 0:
+        return f"exit status {returncode}"
+    try:
+        return f"killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"killed by signal {-returncode}"

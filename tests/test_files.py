@@ -3,21 +3,25 @@ real trees with the real rg, and checked against what regex search actually sear
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from search_engine.beneath import MAX_HELD, BeneathWalk, open_beneath, read_beneath
 from search_engine.config import CURSOR_KEY_FILE, EngineConfig
-from search_engine.errors import InvalidQueryError, PathNotFoundError, PathOutsideRootError
+from search_engine.errors import InvalidQueryError, PathNotFoundError, PathOutsideRootError, SearchTimeoutError
 from search_engine.files import BINARY_SNIFF_BYTES, discover
 from search_engine.models import SearchRequest
 from search_engine.paths import SearchLocation
 from search_engine.regex import regex_search
 from sessions import load_or_create_key
+from tests.index_helpers import REPO
 
 MARK = "MARKER"
 
@@ -360,3 +364,67 @@ def test_the_cursor_key_in_a_cache_dir_under_the_root_is_never_searched(tmp_path
     (root / "src" / "indexes" / "b.py").write_text("def g():\n    pass\n")
     found = regex_search(SearchRequest(query="def", root=str(root), path="src"), config)
     assert [m.path for m in found.matches] == ["src/a.py", "src/indexes/b.py"]
+
+
+_DEV_ZERO_PROBE = """
+import json, resource, sys
+from pathlib import Path
+from search_engine.config import EngineConfig
+from search_engine.errors import SearchError
+from search_engine.files import discover
+from search_engine.models import SearchRequest
+from search_engine.paths import SearchLocation
+from search_engine.regex import regex_search
+root, config, failures = Path(sys.argv[1]), EngineConfig(timeout_s=60), []
+for run in (lambda: discover(SearchLocation(root, None), config=config),
+            lambda: regex_search(SearchRequest(query="def", root=str(root)), config)):
+    try:
+        failures.append(f"no error: {run()}")
+    except SearchError as exc:
+        failures.append(str(exc))
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print(json.dumps({"failures": failures, "rg_peak_bytes": peak}))
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("resource"), "prlimit"), reason="the cap needs Linux's prlimit")
+def test_an_ignore_file_linked_to_dev_zero_fails_the_search_in_bounded_memory(tmp_path: Path) -> None:
+    """`sub/.ignore -> /dev/zero` (git stores links, so a clone can hold one). rg reads ignore
+    files through links, and read /dev/zero looking for a newline until the machine's memory
+    ran out; where allocation failed first it aborted, which counted as success: discovery
+    listed nothing (the index was built empty) and regex search silently missed sub/. Now rg
+    is held to 2 GiB and an abort is an error that names the likely cause. The probe runs in
+    a process of its own under a 6 GiB address-space limit, so a broken cap fails the test
+    (rg's peak) rather than the machine."""
+    root = tmp_path / "repo"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.py").write_text("def a():\n    pass\n")
+    (root / "sub" / "b.py").write_text("def b():\n    pass\n")
+    (root / "sub" / ".ignore").symlink_to("/dev/zero")
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))\n"
+    probe = subprocess.run(
+        [sys.executable, "-c", limit + _DEV_ZERO_PROBE, str(root)],
+        capture_output=True, text=True, timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    seen = json.loads(probe.stdout)
+    assert len(seen["failures"]) == 2
+    for failure in seen["failures"]:
+        assert failure.startswith("ripgrep stopped before the end (killed by SIGABRT"), failure
+        assert ".ignore or .rgignore linked to a device" in failure
+    assert seen["rg_peak_bytes"] <= 2.2 * (1 << 30)
+
+
+def test_a_fifo_named_gitignore_stops_the_search_at_its_time_limit(tmp_path: Path) -> None:
+    """A known limit: rg opens every ignore file it walks past, and a FIFO blocks it until the
+    search's time limit. (git cannot store a FIFO: one only comes from someone who can already
+    write in the root.) The search stops there with the timeout's advice, never hangs."""
+    root = tmp_path / "repo"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.py").write_text("def a():\n    pass\n")
+    os.mkfifo(root / "sub" / ".gitignore")
+    config = EngineConfig(timeout_s=1)
+    with pytest.raises(SearchTimeoutError, match="took longer than 1s"):
+        regex_search(SearchRequest(query="def", root=str(root)), config)
+    with pytest.raises(SearchTimeoutError, match="took longer than 1s"):
+        discover(SearchLocation(root, None), config=config)
