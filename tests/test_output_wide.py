@@ -51,3 +51,22 @@ async def test_narrow_rows_get_every_field(tmp_path: Path) -> None:
         sql = "SELECT range AS i, repeat('x', 50) AS pad FROM range(3000)"
         ref = structured(await c.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["file_ref"]
         assert ref["fields"] == ["i", "pad"] and "fields_omitted" not in ref and "more fields" not in ref["guidance"]
+
+
+async def test_one_row_holding_a_map_of_5000_values_is_cut_to_its_first_members_inline(tmp_path: Path) -> None:
+    """Before: inline, one such row (140 KB) over the ceiling took 22 s of a server thread to
+    cut (20,000 values: 414 s, far past the SQL timeout, which covers only DuckDB) and still did
+    not fit. Now the map keeps its first members and says how many were cut."""
+    settings = make_settings(tmp_path, tmp_path)
+    query = (
+        "SELECT 7 AS id, map_from_entries(list(struct_pack(k := i::VARCHAR, v := repeat('x', 20)))) AS m "
+        "FROM range(5000) t(i)"
+    )
+    async with Client(build_app(settings)) as c:
+        result = await c.call_tool("analyze-with-duckdb", {"query": query, "output_mode": "inline"})
+        assert estimate_tokens(result.content[0].text) <= settings.offload.max_tokens
+        body = structured(result)
+        [row] = body["results"]["rows"]
+        assert row["id"] == 7 and list(row["m"])[:2] == ["0", "1"]
+        assert row["m"]["…"] == f"…[cut {5000 - (len(row['m']) - 1)} members to fit the output limit]"
+        assert any("cut N members" in w for w in body["metadata"]["warnings"])

@@ -415,14 +415,15 @@ class OutputLayer:
     def _shrink_single(
         self, page: PageView, stats: Stats | None, options: RenderOptions, ceiling: Ceiling, total: int, why: str
     ) -> Rendered:
-        """Not even one record fits: keep one record, with its largest strings cut and marked."""
+        """Not even one record fits: keep one record, with its largest strings cut and marked
+        (and, when that is not enough, its widest objects cut to their first members)."""
         single = page.cut(min(1, total))
         records = single.records()
         warnings = [self._cut_warning(len(records), total, single.next_cursor, why)]
         if records:
             warnings.append(
                 "the first result alone is over the limit, so its longest fields were cut (marked "
-                "'…[cut N chars …]'); call again with output_mode=file_ref to get it in full"
+                "'…[cut N chars …]', '…[cut N members …]'); call again with output_mode=file_ref to get it in full"
             )
             # The envelope without the record; the record alone is measured as a list item, which
             # costs at least what any `present`ation of it does.
@@ -432,6 +433,7 @@ class OutputLayer:
                 ceiling.tokens - estimate_tokens(probe),
                 ceiling.bytes - byte_size(probe),
                 uncut=options.uncut,
+                objects=True,
             )
             records = [record]
         response = self._inline(single, records, stats, options, warnings, cut=True)
