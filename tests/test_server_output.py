@@ -193,6 +193,27 @@ async def test_jq_filter_gets_its_own_session_and_refuses_escapes(code_tree, tmp
             assert r.is_error and r.structured_content["error"]["code"] == "invalid_jq_filter", bad
 
 
+@pytest.mark.parametrize(
+    ("expr", "says"),
+    [
+        # before: one match became a session of 150,000 (search.max_results is 10,000), +230 MB
+        (".[0] as $m | [range(150000) | $m]", "may only filter, sort or slice"),
+        ("[.[], .[], .[]]", "may only filter, sort or slice"),  # within the byte slack: counted
+        # before: an unmapped RecursionError (json.loads in the server, whose stack is deeper)
+        ("[range(990)] | reduce .[] as $x (1; [.])", "nested too deeply"),
+        # before: the worker's traceback, naming our files and interpreter, went to the client
+        ("[range(2000)] | reduce .[] as $x (1; [.])", "nested too deeply"),
+    ],
+)
+async def test_a_jq_filter_that_grows_or_nests_its_output_is_refused_clearly(code_tree, tmp_path, expr, says):
+    async with Client(build_app(make_settings(code_tree, tmp_path))) as c:
+        r = await c.call_tool("regex_search", {"pattern": "needle", "jq_filter": expr}, raise_on_error=False)
+        assert r.is_error
+        error = structured(r)["error"]
+        assert error["code"] == "invalid_jq_filter" and says in error["message"], error
+        assert "Traceback" not in error["message"] and ".py" not in error["message"]
+
+
 async def test_sql_over_offloaded_results_list_and_cleanup(wide_tree, tmp_path):
     async with Client(app_for(wide_tree, tmp_path)) as c:
         body = structured(

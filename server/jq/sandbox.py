@@ -151,20 +151,28 @@ def apply_jq(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_mb: int = DEFAULT_MEMORY_MB,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    keep_only: bool = False,
 ) -> list[Any]:
-    """The values `expression` produces from `records` (see the module docstring for the shape)."""
+    """The values `expression` produces from `records` (see the module docstring for the shape).
+
+    `keep_only`: the filter may only keep records (filter, sort, slice), so its output is
+    capped at about the input's size, not `max_output_bytes`: `.[0] as $m | [range(150000) |
+    $m]` made one match 150,000 (230 MB of the server's memory), past every result limit."""
     check_expression(expression)
     argv = [sys.executable, "-I", _WORKER, str(memory_mb << 20)]
+    body = dumps_bytes(list(records))
+    # slack: the worker's JSON may spell a number or an escape longer than ours
+    cap = min(max_output_bytes, len(body) + len(body) // 8 + 4096) if keep_only else max_output_bytes
     with (
         tempfile.TemporaryDirectory(prefix="codepager-jq-") as work,
         tempfile.TemporaryFile() as stdin,
         tempfile.TemporaryFile() as stderr,
     ):
         stdin.write(json.dumps(expression).encode("utf-8") + b"\n")
-        stdin.write(dumps_bytes(list(records)))
+        stdin.write(body)
         stdin.seek(0)
         proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, cwd=work, env={})
-        out = _read_capped(proc, timeout_s, max_output_bytes)
+        out = _read_capped(proc, timeout_s, cap, keep_only=keep_only)
         stderr.seek(0)
         err = stderr.read(4000).decode("utf-8", "replace").strip()
     if proc.returncode != 0:
@@ -172,7 +180,7 @@ def apply_jq(
     return _collect(out)
 
 
-def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int) -> bytes:
+def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int, *, keep_only: bool) -> bytes:
     """Everything the process writes to stdout, killing it on timeout or when over the cap."""
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout_s
@@ -195,7 +203,12 @@ def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int
                     break
                 size += len(chunk)
                 if size > max_bytes:
-                    raise JqFilterError(f"jq_filter produced more than {max_bytes >> 20} MiB of output and was stopped")
+                    raise JqFilterError(
+                        "jq_filter produced more than its input and was stopped: it may only filter, sort or "
+                        'slice the matches (e.g. map(select(.path | test("src/"))))'
+                        if keep_only
+                        else f"jq_filter produced more than {max_bytes >> 20} MiB of output and was stopped"
+                    )
                 chunks.append(chunk)
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
@@ -211,6 +224,8 @@ def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int
 
 
 def _explain_failure(stderr: str, returncode: int, memory_mb: int) -> str:
+    if "Traceback (most recent call last)" in stderr:  # the worker died outside its handlers:
+        stderr = stderr.splitlines()[-1]  # its last line says what; the rest names our files
     if returncode == worker.COMPILE_ERROR:
         return f"jq_filter does not compile: {stderr}"
     if returncode < 0 or "cannot allocate memory" in stderr:
@@ -219,7 +234,12 @@ def _explain_failure(stderr: str, returncode: int, memory_mb: int) -> str:
 
 
 def _collect(out: bytes) -> list[Any]:
-    values = [json.loads(line) for line in out.splitlines() if line.strip()]
+    try:
+        values = [json.loads(line) for line in out.splitlines() if line.strip()]
+    except RecursionError:  # the worker could still write it; this thread's stack is deeper
+        raise JqFilterError(
+            "jq_filter produced a value nested too deeply to read; keep the match objects as they are"
+        ) from None
     if len(values) == 1 and isinstance(values[0], list):
         return values[0]
     return values

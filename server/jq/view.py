@@ -17,7 +17,14 @@ from server.settings import OffloadSettings
 def jq_view(settings: OffloadSettings) -> Callable[[SearchResult, str], SearchResult]:
     def view(result: SearchResult, expression: str) -> SearchResult:
         records = [match_record(m) for m in result.matches]
-        kept = apply_jq(records, expression, timeout_s=settings.jq_timeout_s, memory_mb=settings.jq_memory_mb)
+        kept = apply_jq(
+            records, expression, timeout_s=settings.jq_timeout_s, memory_mb=settings.jq_memory_mb, keep_only=True
+        )
+        if len(kept) > len(records):
+            raise JqFilterError(
+                f"jq_filter turned {len(records)} matches into {len(kept)}: it may only filter, sort or slice "
+                'them, e.g. map(select(.path | test("src/")))'
+            )
         try:
             matches = [match_from_record(r) for r in kept]
         except ValueError as exc:

@@ -71,10 +71,14 @@ def main() -> None:
         out.flush()
     except MemoryError:
         _fail(RUN_ERROR, "jq: error: cannot allocate memory")
+    except RecursionError:
+        _fail(RUN_ERROR, "jq: error: a value it produced is nested too deeply to be written as JSON")
     except ValueError as exc:
         _fail(RUN_ERROR, f"jq: error: {exc}")
     except BrokenPipeError:
         os._exit(RUN_ERROR)  # the parent stopped reading (output cap): nothing more to say
+    except Exception as exc:  # never a traceback: it would go back to the client with our paths
+        _fail(RUN_ERROR, f"jq: error: {type(exc).__name__}")
 
 
 if __name__ == "__main__":
