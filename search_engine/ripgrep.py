@@ -50,6 +50,8 @@ _PIPE_SIZE = 1024 * 1024
 # repository can hold one) had it double a buffer in search of a newline until the machine's
 # memory ran out. Over the cap it aborts, and `warnings` reports that as the failure it is.
 _MEMORY_CAP = 2 << 30
+# Linux's limit on one argument (MAX_ARG_STRLEN), for telling which limit a refusal hit.
+_ARG_MAX_ONE = 128 * 1024
 
 
 @functools.cache
@@ -121,12 +123,7 @@ class RipgrepRun:
             self._stderr.close()
             if exc.errno != errno.E2BIG:
                 raise
-            longest = max((len(os.fsencode(a)) for a in args), default=0)
-            raise InvalidQueryError(
-                f"the search is too long to hand to ripgrep (an argument of {longest // 1024} KiB; the "
-                "operating system allows about 128 KiB per argument): shorten the pattern, e.g. split "
-                "a long alternation into several searches"
-            ) from None
+            raise InvalidQueryError(_too_long(args)) from None
         _cap_memory(self._proc.pid)
         assert self._proc.stdout is not None
         self._stdout = self._proc.stdout
@@ -227,6 +224,26 @@ class RipgrepRun:
         self._proc.wait()
         self._stdout.close()
         self._stderr.close()
+
+
+def _too_long(args: Sequence[str]) -> str:
+    """Why the OS refused rg's command line: one argument over its per-argument limit (a
+    pattern: Linux allows 128 KiB), or all of them together over the total (about 2 MiB, which
+    thousands of globs reach)."""
+    sizes = [len(os.fsencode(a)) + 1 for a in args]
+    longest = max(sizes, default=0)
+    if longest >= _ARG_MAX_ONE:
+        return (
+            f"the search is too long to hand to ripgrep (an argument of {longest // 1024} KiB; the "
+            "operating system allows about 128 KiB per argument): shorten the pattern, e.g. split "
+            "a long alternation into several searches"
+        )
+    globs = sum(1 for a in args if a == "--glob")
+    return (
+        f"the search is too long to hand to ripgrep ({sum(sizes) // 1024} KiB of arguments, {globs} of them "
+        "globs; the operating system allows about 2 MiB in all): pass fewer include or exclude patterns, "
+        "or combine them (e.g. 'src/**/*.{py,ts}')"
+    )
 
 
 def _exit_status(returncode: int) -> str:

@@ -129,6 +129,22 @@ def test_a_pattern_too_long_for_the_command_line_is_a_clear_error(client, size):
     assert "too long" in error["message"]
 
 
+def test_too_many_globs_for_the_command_line_are_named_as_the_problem(client):
+    """Before: the error blamed the longest argument ("an argument of 0 KiB") and said to
+    shorten the 6-character pattern."""
+    result = client.call(
+        "regex_search", {"pattern": "needle", "include_patterns": ["x" * 100] * 30_000}, raise_on_error=False
+    )
+    assert result.is_error
+    error = result.structured_content["error"]
+    assert error["code"] == "invalid_query"
+    assert (
+        "of them globs" in error["message"]
+        and "0 KiB" not in error["message"]
+        and "fewer include or exclude patterns" in error["message"]
+    )
+
+
 def test_a_pattern_whose_compiled_form_is_too_big_is_a_clear_error(client):
     result = client.call("regex_search", {"pattern": r"\w{1000}{1000}"}, raise_on_error=False)
     assert result.is_error

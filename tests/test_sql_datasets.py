@@ -84,6 +84,28 @@ def test_columns_named_alike_or_rowid_come_back_in_order(store: OffloadStore, da
     assert result.rows == [{"a": i, "a_2": 10 - i, "rowid": 7} for i in range(4, -1, -1)]
 
 
+def test_a_renamed_column_never_takes_another_columns_name(store: OffloadStore) -> None:
+    """Before: the second `a` became `a_2`, the name of the third column, and the row kept one
+    value of the two, without a word."""
+    result = query(Datasets(store), 'SELECT 1 AS "a", 2 AS "a", 3 AS a_2, 4 AS "a"')
+    assert result.columns == ["a", "a_3", "a_2", "a_4"]
+    assert result.rows == [{"a": 1, "a_3": 2, "a_2": 3, "a_4": 4}]
+
+
+@pytest.mark.parametrize("depth", [65, 300, 990])
+def test_a_value_nested_too_deep_is_refused_with_what_to_do(store: OffloadStore, depth: int) -> None:
+    """Before: at 254 levels the MCP SDK's JSON writer gave up (an unmapped error, traceback
+    logged), at 990 this module's own recursion did. 64 levels pass; deeper is a query error
+    that says to select the value as JSON text."""
+    nested = f"'{'[' * depth}1{']' * depth}'::INTEGER{'[]' * depth}"
+    with pytest.raises(SqlExecutionError, match=r"nests deeper than 64 levels.*to_json"):
+        query(Datasets(store), f"SELECT {nested} AS v")
+    text = query(Datasets(store), f"SELECT to_json({nested})::VARCHAR AS v").rows[0]["v"]
+    assert text.replace(" ", "") == "[" * depth + "1" + "]" * depth
+    ok = query(Datasets(store), f"SELECT '{'[' * 64}1{']' * 64}'::INTEGER{'[]' * 64} AS v").rows[0]["v"]
+    assert json.dumps(ok) == "[" * 64 + "1" + "]" * 64
+
+
 @pytest.mark.parametrize(
     "sql",
     [

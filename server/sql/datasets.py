@@ -206,9 +206,16 @@ def sql_errors(timeout_s: float) -> Iterator[None]:
         raise SqlTimeoutError(f"query ran longer than {timeout_s:g} s and was stopped; add filters or LIMIT") from None
     except duckdb.Error as exc:
         raise SqlExecutionError(f"query failed: {exc}") from None
+    except RecursionError:  # DuckDB's Python client walks a deep type's nesting recursively
+        raise SqlExecutionError(_too_deep()) from None
 
 
-def _jsonable(value: Any) -> Any:
+#: How deep a value may nest (lists, structs, maps): deeper is refused rather than handed on to
+#: break the MCP SDK's JSON writer (it gives up at ~254 levels) or, at ~990, the stack here.
+MAX_NESTING = 64
+
+
+def _jsonable(value: Any, depth: int = 0) -> Any:
     """DuckDB's Python values as JSON values (NaN/Infinity, which JSON lacks, become strings)."""
     if value is None or isinstance(value, (str, bool, int)):
         return value
@@ -224,20 +231,38 @@ def _jsonable(value: Any) -> Any:
         return bytes(value).hex()
     if isinstance(value, uuid.UUID):
         return str(value)
+    if isinstance(value, (dict, list, tuple)) and depth >= MAX_NESTING:
+        raise SqlExecutionError(_too_deep())
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [_jsonable(v, depth + 1) for v in value]
     return str(value)
 
 
+def _too_deep() -> str:
+    return (
+        f"a value nests deeper than {MAX_NESTING} levels; select it as JSON text instead "
+        "(to_json(column)::VARCHAR) or select the parts you need"
+    )
+
+
 def _unique_columns(names: Sequence[str]) -> list[str]:
-    seen: dict[str, int] = {}
+    """`names` made distinct, in order: a repeated name gets the first free `_2`, `_3`, ...
+    suffix, free of every name in the query too (`SELECT 1 AS a, 2 AS a, 3 AS a_2` gave two
+    columns `a_2`, and the row kept one value of the two)."""
+    taken = set(names)
+    seen: set[str] = set()
     out = []
     for name in names:
-        n = seen.get(name, 0) + 1
-        seen[name] = n
-        out.append(name if n == 1 else f"{name}_{n}")
+        if name in seen:
+            n = 2
+            while f"{name}_{n}" in taken:
+                n += 1
+            name = f"{name}_{n}"
+            taken.add(name)
+        seen.add(name)
+        out.append(name)
     return out
 
 
