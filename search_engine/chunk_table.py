@@ -25,6 +25,7 @@ from typing import overload
 import msgpack
 import numpy as np
 
+from search_engine.arrays import load_array
 from search_engine.chunks import Chunk, content_hash
 from search_engine.embeddings import chunk_text
 from search_engine.errors import DAMAGE, IndexDamagedError
@@ -296,12 +297,8 @@ class ChunkTableWriter:
 
 
 def _load(path: Path, dtype: np.dtype) -> np.ndarray:
-    """A .npy column memory-mapped (an empty one cannot be mapped: read it)."""
-    array_: np.ndarray
-    try:
-        array_ = np.load(path, mmap_mode="r")
-    except ValueError:  # numpy cannot map a zero-length array
-        array_ = np.load(path)
+    """A .npy column, memory-mapped, of `dtype` (ValueError otherwise)."""
+    array_ = load_array(path)
     if array_.dtype != dtype:
         raise ValueError(f"{path.name} holds {array_.dtype}, expected {dtype}")
     return array_

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from search_engine.arrays import load_array
 from search_engine.errors import DAMAGE, IndexDamagedError
 
 # Indexes with fewer chunks are searched exactly (every allowed chunk's sign bits).
@@ -173,8 +174,8 @@ def load(directory: Path, n: int, dim: int) -> CoarseIndex | None:
     if not (directory / _LISTS).exists():
         return None
     try:
-        centroids = np.load(directory / _CENTROIDS)
-        lists = np.load(directory / _LISTS)
+        centroids = load_array(directory / _CENTROIDS, mmap=False)
+        lists = load_array(directory / _LISTS, mmap=False)
     except DAMAGE as exc:
         raise IndexDamagedError(f"cannot read the coarse index in {directory} ({exc}); it will be rebuilt") from exc
     if (centroids.ndim != 2 or centroids.shape[1] != dim or lists.shape != (n,) or lists.dtype != np.int32

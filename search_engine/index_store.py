@@ -61,6 +61,7 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from search_engine import coarse
+from search_engine.arrays import load_array
 from search_engine.chunk_table import ChunkTable, ChunkTableWriter, text_key
 from search_engine.chunks import Chunk
 from search_engine.config import INDEXES_DIR
@@ -581,7 +582,7 @@ def write_coarse(directory: Path, n: int, dim: int, old: Snapshot | None) -> Non
 def _read_vectors(directory: Path, n: int, dim: int) -> VectorIndex:
     """The quantized vectors, memory-mapped (sizes checked against the manifest)."""
     words = dim // _WORD_BITS
-    file_vectors = np.load(directory / _FILE_VECTORS)
+    file_vectors = load_array(directory / _FILE_VECTORS, mmap=False)
     expected = {_CODES: n * dim, _SCALES: n * 4, _WORDS: n * words * 8}
     for name, size in expected.items():
         actual = (directory / name).stat().st_size

@@ -36,6 +36,7 @@ from pathlib import Path
 import msgpack
 import numpy as np
 
+from search_engine.arrays import load_array
 from search_engine.chunks import Chunk
 from search_engine.errors import DAMAGE, IndexDamagedError, IndexStoreError
 from search_engine.tokenize import path_tokens, tokenize_text
@@ -116,10 +117,7 @@ class Postings:
 
     @classmethod
     def load(cls, directory: Path, name: str) -> Postings:
-        parts = [
-            np.load(directory / f"{name}.{part}.npy", mmap_mode="r") for part in ("indptr", "docs", "tf", "lengths")
-        ]
-        return cls(*parts)
+        return cls(*(load_array(directory / f"{name}.{part}.npy") for part in ("indptr", "docs", "tf", "lengths")))
 
 
 class LexicalIndex:

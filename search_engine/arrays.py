@@ -1,0 +1,32 @@
+"""Reading the .npy arrays of an index generation, from any thread.
+
+numpy parses a .npy header with `ast.literal_eval`, and CPython 3.11 (seen on 3.11.7) keeps
+the AST constructor's recursion depth in state that threads share (python/cpython#106905):
+two threads opening arrays at once, a search and the background freshness check, could fail
+one of them with "SystemError: AST constructor recursion depth mismatch". Every index read
+goes through `load_array`, which holds one lock while numpy reads the header; the data is
+memory-mapped, so the lock is held for microseconds.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+
+_HEADER_LOCK = threading.Lock()
+
+
+def load_array(path: Path, *, mmap: bool = True) -> np.ndarray:
+    """The array in `path`, memory-mapped when `mmap` (read when it is empty: numpy cannot map
+    a zero-length array)."""
+    array_: np.ndarray
+    with _HEADER_LOCK:
+        try:
+            array_ = np.load(path, mmap_mode="r" if mmap else None)
+        except ValueError:
+            if not mmap:
+                raise
+            array_ = np.load(path)
+    return array_
