@@ -28,7 +28,7 @@ from typing import Any
 
 from ulid import ULID
 
-from server.errors import DatasetNotFoundError
+from server.errors import DatasetNotFoundError, StoreWriteError
 from server.output import (
     DatasetFile,
     DatasetInfo,
@@ -39,12 +39,15 @@ from server.output import (
     iso_timestamp,
     open_owned,
     scandir,
+    shrink_to_fit,
 )
 from server.settings import ProxySettings, default_of
 from server.sql import DUCKDB_OBJECT_SIZE
 
 _YEAR, _TWO_DIGITS = re.compile(r"^\d{4}$"), re.compile(r"^\d{2}$")
 _MAX_METADATA_BYTES = 4 << 20
+#: What a metadata file is cut to when written: well within what is read back.
+_METADATA_BUDGET = 1 << 20
 #: What a text result's records are (`{"line": 1, "text": "..."}`), so SQL need not infer it.
 TEXT_LINE_COLUMNS = (("line", "BIGINT"), ("text", "VARCHAR"))
 #: Retention runs at start-up and then this often; datasets live for days, so hourly is plenty.
@@ -94,16 +97,27 @@ class DatasetStore(FileStore):
         folder = self.day_dir(dataset_id)
         data_name, meta_name = f"dataset_{dataset_id}_data.jsonl", f"dataset_{dataset_id}_metadata.json"
         body = dumps_lines(records)
-        metadata = {
+        own = {
             "id": dataset_id,
             "timestamp": iso_timestamp(created_at(dataset_id)),
-            **description,
             "record_count": len(records),
             "data_file": data_name,
             "size_bytes": len(body),
             "max_record_bytes": _longest_line(body),
         }
-        self._write(folder, [(data_name, (body,)), (meta_name, (dumps_bytes(metadata),))])
+        meta = dumps_bytes({**own, **description})
+        if len(meta) > _METADATA_BUDGET:
+            # What the backend controls (envelope, field names, samples) cut to its first parts,
+            # never the store's own keys: past `_MAX_METADATA_BYTES` a dataset reads as missing.
+            kept = shrink_to_fit(
+                {**description, **own}, len(meta), _METADATA_BUDGET, uncut=frozenset(own), objects=True
+            )
+            meta = dumps_bytes({**own, **kept[0]})
+            if len(meta) > _METADATA_BUDGET:
+                raise StoreWriteError(
+                    f"the dataset's metadata takes {len(meta):,} bytes even cut, over {_METADATA_BUDGET:,}"
+                )
+        self._write(folder, [(data_name, (body,)), (meta_name, (meta,))])
         return SavedDataset(dataset_id, folder / data_name, folder / meta_name)
 
     # -- reading -------------------------------------------------------------------------------

@@ -255,5 +255,10 @@ def extract_records(result: ToolResult, structured: bytes | None = None) -> Extr
         return found
     if not text and structured is not None:  # serialized once, above
         text = msgspec.json.format(structured, indent=1).decode()
-    lines = [{"line": i, "text": line} for i, line in enumerate(text.splitlines(), 1)]
+    # Lines end at "\n" only, as for ripgrep: `splitlines` also broke them at form feeds,
+    # U+2028 and five other characters that logs and sources hold inside a line.
+    rows = text.split("\n")
+    if rows[-1] == "":  # a final newline ends the last line; it does not start another
+        rows.pop()
+    lines = [{"line": i, "text": line.removesuffix("\r")} for i, line in enumerate(rows, 1)]
     return Extracted(lines, "text_lines", "text")

@@ -91,16 +91,22 @@ def _columns(records: Sequence[Any], names: list[str]) -> dict[str, list[Any]]:
     return {name: [getattr(row, i) for row in rows] for i, name in zip(idents, names, strict=True)}
 
 
+def _kind(value: Any) -> tuple[bool, Any]:
+    """`value` as a counting key: Python counts `True` as `1` (and `False` as `0`), SQL and
+    JSON do not. `1` and `1.0` stay one value, as in a DuckDB column of numbers."""
+    return type(value) is bool, value
+
+
 def _counts(values: list[Any]) -> list[dict[str, Any]] | None:
     """Value counts, most frequent first, or None when `values` are not categorical."""
     try:
-        counts = Counter(values)
+        counts = Counter(map(_kind, values))
     except TypeError:  # an unhashable value outside the sample: a list or object, not a category
         return None
-    if len(counts) > MAX_DISTINCT or len(counts) >= len(values) or not all(map(_is_category, counts)):
+    if len(counts) > MAX_DISTINCT or len(counts) >= len(values) or not all(_is_category(v) for _, v in counts):
         return None
-    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))
-    return [{"value": value, "count": count} for value, count in ordered]
+    ordered = sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0][1])))
+    return [{"value": value, "count": count} for (_, value), count in ordered]
 
 
 def _looks_categorical(probe: Sequence[dict[str, Any]], name: str, schema: dict[str, Any]) -> bool:
@@ -108,7 +114,7 @@ def _looks_categorical(probe: Sequence[dict[str, Any]], name: str, schema: dict[
     if not set([kinds] if isinstance(kinds, str) else kinds) <= _SCALARS:
         return False
     values = [r.get(name) for r in probe]
-    return all(map(_is_category, values)) and len(set(values)) <= MAX_DISTINCT
+    return all(map(_is_category, values)) and len(set(map(_kind, values))) <= MAX_DISTINCT
 
 
 def profile_records(records: Sequence[Any], *, sample_size: int) -> Profile:

@@ -49,7 +49,7 @@ from server import sdk_shim
 from server.sdk_shim import KeepAliveStdioTransport, StreamsFactory, TransportStreams
 from server.transports.chunked_stdio import expire_idle_messages, reassembled
 from server.transports.framing import FramingOptions, Reassembler
-from server.transports.wire import Refused, TooLarge, leading_fields, reply_id
+from server.transports.wire import HEAD_BYTES, Refused, TooLarge, leading_fields, reply_id
 
 logger = logging.getLogger(__name__)
 
@@ -62,10 +62,6 @@ def _unanswerable(response: TooLarge | Refused, limit_setting: str) -> SessionMe
     """An error for the request whose response was refused (for its size or another reassembly
     limit), so its caller fails at once instead of waiting; None when the head does not show a
     response's id."""
-    fields = leading_fields(response.head)
-    request_id = reply_id(fields.get("id"))
-    if "method" in fields or request_id is None:
-        return None
     if isinstance(response, Refused):
         message = f"this client refused the server's response: {response.reason}"
     else:
@@ -73,6 +69,23 @@ def _unanswerable(response: TooLarge | Refused, limit_setting: str) -> SessionMe
             f"the server's response is at least {response.size} bytes, over this client's limit of "
             f"{response.limit} bytes ({limit_setting}); ask for less (a smaller page) or raise the limit"
         )
+    return _error_for(response.head, message)
+
+
+def _unreadable(line: bytes, exc: Exception) -> SessionMessage | None:
+    """An error for the request whose response arrived whole but does not parse (a lone
+    surrogate escape, nesting past the SDK's validator): otherwise the SDK only logs it and
+    the caller waits out its whole timeout (300 s by default). None when no id shows."""
+    reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+    return _error_for(line[:HEAD_BYTES], f"this client could not read the server's response: {reason}")
+
+
+def _error_for(head: bytes, message: str) -> SessionMessage | None:
+    """A JSON-RPC error answering the response whose first bytes are `head`, if they show its id."""
+    fields = leading_fields(head)
+    request_id = reply_id(fields.get("id"))
+    if "method" in fields or request_id is None:
+        return None
     error = types.JSONRPCError(
         jsonrpc="2.0", id=request_id, error=types.ErrorData(code=types.INTERNAL_ERROR, message=message)
     )
@@ -129,6 +142,8 @@ async def chunked_stdio_client(
                             parsed: SessionMessage | Exception = error
                         else:
                             parsed = sdk_shim.parse_line(message.decode("utf-8", "replace"))
+                            if isinstance(parsed, Exception):
+                                parsed = _unreadable(message, parsed) or parsed
                         try:
                             await read_stream_writer.send(parsed)
                         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
