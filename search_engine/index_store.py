@@ -249,8 +249,6 @@ class IndexStore:
     def begin(self, old: Snapshot | None) -> GenerationWriter:
         """Start writing a generation (call with the writer lock held); `old` is the one
         unchanged files are copied from."""
-        if old is not None:
-            old.lexical()  # read (damage raised) before there is a staging dir to clean up
         self.directory.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=self.directory))
         return GenerationWriter(self, staging, old)

@@ -183,9 +183,17 @@ def _update(
 
 
 def _compatible(store: IndexStore, model_id: str, root: Path) -> tuple[Snapshot | None, str | None]:
-    """The live generation if it can be updated in place, else None and why not."""
+    """The live generation if it can be updated in place, else None and why not. Its lexical
+    postings are read here, not lazily: damaged, they must make this a rebuild even when no
+    file changed (an unchanged tree otherwise kept the damage for good)."""
     try:
         old = store.load()
+        if old is not None:
+            try:
+                old.lexical()
+            except IndexStoreError:
+                old.release()
+                raise
     except IndexStoreError as exc:
         log.warning("%s", exc)
         return None, str(exc)
