@@ -145,7 +145,8 @@ class ChunkTable(Sequence[Chunk]):
                         raise ValueError("symbol definition columns disagree")
                 except DAMAGE as exc:
                     raise IndexDamagedError(
-                        f"the symbol definitions in {self.directory} are damaged ({exc}); it will be rebuilt"
+                        f"the symbol definitions in {self.directory} are damaged ({exc}); it will be rebuilt",
+                        self.directory,
                     ) from exc
                 self._definitions = (chunk, factor, names)
             return self._definitions
@@ -165,7 +166,8 @@ class ChunkTable(Sequence[Chunk]):
                     text = zlib.decompress(bytes(self._text[start:end])) if end > start else b""
                 except zlib.error as exc:
                     raise IndexDamagedError(
-                        f"the chunk text of {self.paths[f]!r} is damaged ({exc}); it will be rebuilt"
+                        f"the chunk text of {self.paths[f]!r} is damaged ({exc}); it will be rebuilt",
+                        self.directory,
                     ) from exc
                 if len(self._cache) >= _TEXT_CACHE:
                     self._cache.pop(next(iter(self._cache)))

@@ -177,10 +177,14 @@ def load(directory: Path, n: int, dim: int) -> CoarseIndex | None:
         centroids = load_array(directory / _CENTROIDS, mmap=False)
         lists = load_array(directory / _LISTS, mmap=False)
     except DAMAGE as exc:
-        raise IndexDamagedError(f"cannot read the coarse index in {directory} ({exc}); it will be rebuilt") from exc
+        raise IndexDamagedError(
+            f"cannot read the coarse index in {directory} ({exc}); it will be rebuilt", directory
+        ) from exc
     if (centroids.ndim != 2 or centroids.shape[1] != dim or lists.shape != (n,) or lists.dtype != np.int32
             or (n and not 0 <= int(lists.min()) <= int(lists.max()) < len(centroids))):  # fmt: skip
-        raise IndexDamagedError(f"the coarse index in {directory} does not match its vectors; it will be rebuilt")
+        raise IndexDamagedError(
+            f"the coarse index in {directory} does not match its vectors; it will be rebuilt", directory
+        )
     return CoarseIndex.of(centroids, lists)
 
 

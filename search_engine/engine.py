@@ -62,7 +62,7 @@ class SearchEngine:
             # Damage in a part read lazily (symbol definitions, a file's text) shows only now:
             # rebuild, then answer from the new generation (damage again is raised as it is).
             log.warning("%s", exc)
-            self.indexes.update(root, full=True)
+            self.indexes.repair(root, exc)
             return self._ranked(root, request, started)
 
     def _ranked(self, root: Path, request: SearchRequest, started: float) -> SearchResult:

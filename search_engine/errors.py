@@ -22,6 +22,7 @@ Every exception the engine raises on purpose is defined here::
 from __future__ import annotations
 
 import zlib
+from pathlib import Path
 
 import msgpack
 
@@ -90,7 +91,13 @@ class IndexDamagedError(IndexStoreError):
     """A generation's files are damaged (cut short, emptied, garbled): what was written is not
     what is there. Raised where the damage shows, which for parts read lazily (the lexical
     postings, the symbol definitions, a file's chunk text) can be mid-search; the engine and
-    the updater answer it with a full rebuild instead of an incremental update on top of it."""
+    the updater answer it with a full rebuild instead of an incremental update on top of it.
+    `where` is the damaged part, so that of several searches meeting the same damage only the
+    first rebuilds (`IndexManager.repair`)."""
+
+    def __init__(self, message: str, where: Path) -> None:
+        super().__init__(message)
+        self.where = where
 
 
 #: What reading an index generation's bytes raises when they are not what was written: an

@@ -47,7 +47,7 @@ import numpy as np
 from search_engine.chunk_table import ChunkTable
 from search_engine.config import EngineConfig
 from search_engine.embeddings import Embedder, embedder_for
-from search_engine.errors import IndexStoreError, SearchError
+from search_engine.errors import IndexDamagedError, IndexStoreError, SearchError
 from search_engine.index_store import IndexStore, Snapshot, index_dir
 from search_engine.indexing import DEFAULT_LOCK_TIMEOUT_S, Progress, UpdateStats, stale_reason, update_index
 from search_engine.lexical import LexicalIndex
@@ -169,6 +169,21 @@ class IndexManager:
             with self._guard:
                 self._entries[root] = entry
             return stats
+
+    def repair(self, root: Path, damage: IndexDamagedError) -> None:
+        """Rebuild the index of `root` after a search met `damage`, unless the generation it
+        is in is no longer live (another search, a background check or another process got
+        there first: four searches meeting one damaged part rebuilt four times): then just
+        load the live one."""
+        root = Path(root).resolve()
+        store = self.store(root)
+        with self._root_lock(root):
+            live = store.current_name()
+            if live is None or (store.directory / live) in (damage.where, *damage.where.parents):
+                self._update(root, store, full=True)
+            entry = self._load(root, store, None)
+            with self._guard:
+                self._entries[root] = entry
 
     def open(self, root: Path) -> bool:
         """Load the index of `root` already on disk, without checking it against the tree;

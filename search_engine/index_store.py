@@ -232,10 +232,10 @@ class IndexStore:
             raise
         except DAMAGE as exc:
             pin.release()
-            raise IndexDamagedError(f"index {directory} is damaged ({exc}); it will be rebuilt") from exc
+            raise IndexDamagedError(f"index {directory} is damaged ({exc}); it will be rebuilt", directory) from exc
         if len(chunks) != manifest.chunks or vectors.file_vectors.shape != (len(chunks.paths), manifest.dim):
             pin.release()
-            raise IndexDamagedError(f"index {directory} is inconsistent; it will be rebuilt")
+            raise IndexDamagedError(f"index {directory} is inconsistent; it will be rebuilt", directory)
         return Snapshot(directory, manifest, files, chunks, vectors, pin)
 
     def latest_generation(self) -> int:
@@ -586,7 +586,8 @@ def _read_vectors(directory: Path, n: int, dim: int) -> VectorIndex:
         actual = (directory / name).stat().st_size
         if actual != size:
             raise IndexDamagedError(
-                f"index {directory} is inconsistent ({name}: {actual} bytes, expected {size}); it will be rebuilt"
+                f"index {directory} is inconsistent ({name}: {actual} bytes, expected {size}); it will be rebuilt",
+                directory,
             )
     if n == 0:
         return replace(empty(dim), file_vectors=file_vectors)

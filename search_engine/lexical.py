@@ -196,7 +196,8 @@ class LexicalIndex:
             if meta.get("version") != LEXICAL_VERSION:
                 raise IndexDamagedError(
                     f"lexical index in {directory} has version {meta.get('version')}, "
-                    f"this codepager writes {LEXICAL_VERSION}; the next update rebuilds the index"
+                    f"this codepager writes {LEXICAL_VERSION}; the next update rebuilds the index",
+                    directory,
                 )
             files = [str(p) for p in meta["files"]]
             tokens = [str(t) for t in msgpack.unpackb((directory / _VOCAB_FILE).read_bytes(), raw=False)]
@@ -206,11 +207,12 @@ class LexicalIndex:
             raise
         except DAMAGE as exc:
             raise IndexDamagedError(
-                f"cannot read the lexical index in {directory}: {exc}; the next update rebuilds the index"
+                f"cannot read the lexical index in {directory}: {exc}; the next update rebuilds the index", directory
             ) from exc
         if chunks.size != int(meta["chunks"]) or by_file.size != len(files) or len(chunks.indptr) != len(tokens) + 1:
             raise IndexDamagedError(
-                f"cannot read the lexical index in {directory}: its parts disagree; the next update rebuilds the index"
+                f"cannot read the lexical index in {directory}: its parts disagree; the next update rebuilds the index",
+                directory,
             )
         return cls(tokens, chunks, by_file, files)
 

@@ -260,6 +260,33 @@ def test_a_part_cut_short_is_rebuilt_by_the_next_search(
     assert "retry_with_backoff" in {chunk.symbol for chunk in index.chunks}
 
 
+def test_searches_meeting_the_same_damage_rebuild_once(
+    repo: Path, cache: Path, manager: IndexManager, counting: CountingEmbedder
+) -> None:
+    """Found in review: every search that met the damage ran a full rebuild of its own, one
+    after another (four searches: generation 1 -> 5). Now a search rebuilds only while the
+    damaged generation is still live, and otherwise loads the one that replaced it."""
+    cut_short(repo, manager, "chunks/defs.chunk.npy", 0.0)
+    engine = SearchEngine(EngineConfig(cache_dir=cache))
+    engine._indexes = IndexManager(engine.config, embedder=counting, refresh_interval_s=0)
+    request = SearchRequest(mode=SearchMode.SEMANTIC, query="retry a failing call with backoff", root=str(repo))
+    start = threading.Barrier(4)
+    found: list[str] = []
+
+    def search() -> None:
+        start.wait()
+        found.append(engine.search(request).matches[0].path)
+
+    threads = [threading.Thread(target=search) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    engine.indexes.wait_for_refresh(repo)
+    assert found == ["app/client.py"] * 4
+    assert engine.indexes.get(repo).generation == 2
+
+
 @pytest.mark.parametrize(
     ("part", "keep", "edited"),
     # With nothing changed an update copies nothing, so symbol definitions are not read: their
