@@ -46,7 +46,10 @@ CURSOR_KEY_FILE = "cursor.key"
 """The cache dir's cursor key, the secret cursors are sealed with (`sessions.keys`)."""
 CACHE_ENTRIES = (INDEXES_DIR, CURSOR_KEY_FILE)
 """Everything codepager keeps in its cache dir: what a search or an index of a root that holds
-the cache dir leaves out (`search_engine.files.cache_excludes`)."""
+the cache dir leaves out (`search_engine.files.walk_args`)."""
+CURSOR_KEY_TEMP_GLOB = f".{CURSOR_KEY_FILE}.*"
+"""The cursor key's temporary files while it is published (`sessions.keys`), left out too: one
+outlives a process killed between writing and publishing it, holding the live key."""
 
 
 def default_cache_dir() -> Path:

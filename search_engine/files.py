@@ -8,7 +8,7 @@ ripgrep walk flags from `walk_args`:
   `.gitignore` still says what is generated), `.ignore`, `.rgignore`; hidden files and
   symlinks skipped. rg reads an ignore file through a link, even one out of the root (it only
   decides what is skipped) or to a device (rg's memory is capped, see `ripgrep.py`);
-- codepager's own cache dir, when a root holds it (`_cache_paths`);
+- codepager's own cache dir, when a root holds it (`_Cache`);
 - the caller's include globs, then the default excludes and the caller's exclude globs (later
   globs win in ripgrep, so an exclude always beats an include). Globs are ripgrep's `--glob`,
   kept as they are for parity with rg: gitignore syntax relative to the root, and an include
@@ -30,6 +30,8 @@ another file's real name is left out (`shown_path`), so a shown path names one f
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
 import functools
 import logging
 import os
@@ -40,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from search_engine.beneath import BeneathWalk, open_beneath
-from search_engine.config import CACHE_ENTRIES, EngineConfig
+from search_engine.config import CACHE_ENTRIES, CURSOR_KEY_TEMP_GLOB, EngineConfig
 from search_engine.errors import PathNotFoundError, PathOutsideRootError
 from search_engine.paths import SearchLocation
 from search_engine.ripgrep import RipgrepRun
@@ -82,17 +84,11 @@ def walk_args(
     args = ["--no-config", "--no-require-git", "--encoding", "none", "--max-filesize", str(config.max_file_size)]
     for glob in include:
         args += ["--glob", glob]
-    private = _cache_paths(location.root, config.cache_dir)
-    # Escaped: a directory named `idx[1]` or `cache[` is a glob otherwise, one that missed
-    # the directory (indexed on every update) or that rg refused (no index at all).
-    cache = [
-        f"/{_GLOB_SPECIAL.sub(lambda m: chr(92) + m[0], p.as_posix())}{tail}" for p in private for tail in ("", "/**")
-    ]
-    for glob in (*config.default_excludes, *cache, *exclude):
+    cache = _Cache.within(location.root, config.cache_dir)
+    for glob in (*config.default_excludes, *cache.globs(), *exclude):
         args += ["--glob", "!" + glob]
     if location.sub:
-        named = PurePosixPath(location.sub)
-        if any(named == p or p in named.parents for p in private):
+        if cache.holds(location):
             raise PathOutsideRootError(
                 f"path {location.sub!r} is in codepager's own cache (index.cache_dir), which is never searched; "
                 "search another path"
@@ -105,16 +101,56 @@ def walk_args(
 _GLOB_SPECIAL = re.compile(r"[\\*?\[\]{}]")
 
 
-def _cache_paths(root: Path, cache_dir: Path) -> list[PurePosixPath]:
-    """What of codepager's cache lies in `root`, relative to it: the cache dir when it is inside
-    the root, what codepager keeps there (`CACHE_ENTRIES`) when it is the root itself. Left out
-    of every walk: a regex search showed the cursor key (the secret cursors are sealed with) to
-    anyone who may search, and every update indexed its own output and never settled."""
-    try:
-        inside = Path(cache_dir).resolve().relative_to(root)
-    except ValueError:
-        return []
-    return [PurePosixPath(inside.as_posix())] if inside.parts else [PurePosixPath(e) for e in CACHE_ENTRIES]
+@dataclass(frozen=True, slots=True)
+class _Cache:
+    """What of codepager's cache lies in a root, relative to it: the cache dir when it is inside
+    the root, what codepager keeps there (`CACHE_ENTRIES`, `CURSOR_KEY_TEMP_GLOB`) when it is
+    the root itself. Left out of every walk: a regex search showed the cursor key (the secret
+    cursors are sealed with) to anyone who may search, and every update indexed its own output
+    and never settled."""
+
+    root: Path
+    paths: tuple[PurePosixPath, ...] = ()
+    patterns: tuple[str, ...] = ()
+
+    @classmethod
+    def within(cls, root: Path, cache_dir: Path) -> _Cache:
+        root = root.resolve()  # a root reached through a link still holds the cache
+        try:
+            inside = Path(cache_dir).resolve().relative_to(root)
+        except ValueError:
+            return cls(root)
+        if inside.parts:
+            return cls(root, (PurePosixPath(inside.as_posix()),))
+        return cls(root, tuple(map(PurePosixPath, CACHE_ENTRIES)), (CURSOR_KEY_TEMP_GLOB,))
+
+    def globs(self) -> list[str]:
+        # Escaped: a directory named `idx[1]` or `cache[` is a glob otherwise, one that missed
+        # the directory (indexed on every update) or that rg refused (no index at all).
+        escaped = [_GLOB_SPECIAL.sub(lambda m: "\\" + m[0], p.as_posix()) for p in self.paths]
+        return [f"/{e}{tail}" for e in escaped for tail in ("", "/**")] + [f"/{p}" for p in self.patterns]
+
+    def holds(self, location: SearchLocation) -> bool:
+        """Whether the path `location` names is in the cache, by file identity: a file system
+        that ignores case (macOS, Windows) opens `Cache/CURSOR.KEY` as the key, whatever the
+        spelling. The key's temporary files are matched by name, ignoring case."""
+        named = PurePosixPath(location.sub or ".")
+        if any(fnmatch.fnmatch(top.lower(), p.lower()) for top in named.parts[:1] for p in self.patterns):
+            return True
+        marks = []
+        for path in self.paths:
+            with contextlib.suppress(OSError):
+                marks.append(os.stat(self.root / path))
+        if not marks:
+            return False
+        for part in (named, *named.parents[:-1]):
+            try:
+                st = os.stat(location.root / part)
+            except OSError:
+                continue
+            if any(os.path.samestat(st, mark) for mark in marks):
+                return True
+        return False
 
 
 def display_path(raw: bytes) -> str:

@@ -126,12 +126,13 @@ def regex_search(request: SearchRequest, config: EngineConfig) -> SearchResult:
     if not request.query:
         raise InvalidQueryError("the pattern is empty; pass a regex such as 'TODO' or 'def \\w+'")
     started = time.perf_counter()
+    args = rg_args(request, config)  # first: it refuses a path in codepager's cache
     oversized = explicit_file_warning(SearchLocation(Path(request.root), request.path), config.max_file_size)
     if oversized is not None:
         return SearchResult(matches=[], total_count=0, warnings=[oversized])
     collector = _Collector(request.max_results)
     reader = _EventReader(request, config.max_line_width, collector)
-    with RipgrepRun(rg_args(request, config), Path(request.root), config.timeout_s) as run:
+    with RipgrepRun(args, Path(request.root), config.timeout_s) as run:
         produced = False
         for buffer in run.records():
             produced = True

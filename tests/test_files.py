@@ -359,6 +359,26 @@ def test_the_cursor_key_in_a_cache_dir_under_the_root_is_never_searched(tmp_path
             regex_search(SearchRequest(query=".", root=str(root), path=sub), config)
         with pytest.raises(PathOutsideRootError, match="codepager's own cache"):
             discover(SearchLocation(root, sub), config=config)
+    # Found in review: the check compared spellings, so a name that reaches the key another
+    # way was searched; now by file identity (here a link, as a case-insensitive file system
+    # would spell it `Cache/CURSOR.KEY`), and the key's temporary files by name
+    (cache / ".cursor.key.123.abcd").write_text(secret)
+    if inside:
+        (root / "alias").symlink_to(cache)
+        aliases = ["alias", f"alias/{CURSOR_KEY_FILE}"]
+    else:
+        (root / "alias.key").symlink_to(cache / CURSOR_KEY_FILE)
+        aliases = ["alias.key", ".CURSOR.KEY.123.abcd"]
+    for sub in aliases:
+        with pytest.raises(PathOutsideRootError, match="codepager's own cache"):
+            regex_search(SearchRequest(query=".", root=str(root), path=sub), config)
+    hidden = regex_search(SearchRequest(query=".", root=str(root), include=("*.123.*",)), config)
+    assert not any(secret in m.content for m in hidden.matches)
+    # a root named through a link still holds the cache
+    linked = tmp_path / "linked-root"
+    linked.symlink_to(root)
+    through = regex_search(SearchRequest(query=".", root=str(linked), include=("**/*key*",)), config)
+    assert not any(secret in m.content for m in through.matches)
     # a directory that merely shares a name with what codepager keeps is searched as usual
     (root / "src" / "indexes").mkdir()
     (root / "src" / "indexes" / "b.py").write_text("def g():\n    pass\n")
