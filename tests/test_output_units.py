@@ -91,6 +91,17 @@ def test_shrink_of_many_short_members_is_not_quadratic_and_cuts_the_widest_objec
     assert estimate_tokens(dumps(shrink_to_fit(row, 2000, 10**6)[0])) > 2000
 
 
+def test_the_widest_object_is_cut_first_whatever_its_place() -> None:
+    """Found in review: objects were cut in tree order, so a small object listed before the
+    wide one lost every member though cutting the wide one alone fitted."""
+    info = {f"field{i}": i for i in range(12)}
+    wide = {f"k{i}": i for i in range(5000)}
+    for record in ({"path": "p", "info": info, "wide": wide}, {"path": "p", "wide": wide, "info": info}):
+        shrunk, _ = shrink_to_fit(record, 500, 2000, uncut=frozenset({"path"}), objects=True)
+        assert shrunk["info"] == info and fit.CUT_KEY in shrunk["wide"]
+        assert estimate_tokens(dumps(shrunk)) <= 500 and byte_size(dumps(shrunk)) <= 2000
+
+
 def test_clip_strings_bounds_every_string() -> None:
     clipped = clip_strings({"a": ["x" * 500, "short"], "b": 3}, 10)
     assert clipped["a"][0].startswith("x" * 10) and "cut 490 chars" in clipped["a"][0]

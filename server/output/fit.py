@@ -101,8 +101,7 @@ def _leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...
 
 
 def _objects(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], Any]]:
-    """Every object inside `value` (itself included), innermost first: a wide map is cut
-    before the record that holds it gives up the whole map."""
+    """Every object inside `value`, itself included, with the key path leading to it."""
     out: list[tuple[tuple[Any, ...], Any]] = []
     if isinstance(value, (dict, list)):
         for k, v in value.items() if isinstance(value, dict) else enumerate(value):
@@ -173,7 +172,9 @@ def _cut_pass(
             record = new
         else:
             _at(record, path[:-1])[path[-1]] = new
-        tokens, nbytes = tokens - leaf_tokens + new_tokens, nbytes - leaf_bytes + new_bytes
+        # +1: a part's token estimate is rounded up on its own, so differences drift by up to a
+        # token a cut; counting it keeps the pass from stopping a few tokens over the budget
+        tokens, nbytes = tokens - leaf_tokens + new_tokens + 1, nbytes - leaf_bytes + new_bytes
     return record, _size(record)
 
 
@@ -184,9 +185,10 @@ def shrink_to_fit(
 
     Strings and lists are cut largest first, each at most once, so this ends after one pass
     over them even when the budget cannot be met (the caller checks and warns). With
-    `objects`, objects are cut next, innermost first, down to their first members: what is
-    left over when the size is in many short members (a map of 5,000 keys). Leaves under the
-    top-level keys `uncut` are never cut (a match's path: a cut one would name no file).
+    `objects`, objects are cut next, the widest first and the record itself last, down to
+    their first members: what is left over when the size is in many short members (a map of
+    5,000 keys). Leaves under the top-level keys `uncut` are never cut (a match's path: a cut
+    one would name no file).
     """
     size = _size(record)
     budget = (max_tokens, max_bytes)
@@ -201,6 +203,7 @@ def shrink_to_fit(
     record, size = _cut_pass(record, leaves, size, budget)
     if objects and (size[0] > max_tokens or size[1] > max_bytes):
         # the record itself last, and only when none of its members is `uncut`
-        inner = cuttable([(p, v) for p, v in _objects(record) if p or not uncut])
+        found = cuttable([(p, v) for p, v in _objects(record) if p or not uncut])
+        inner = sorted(found, key=lambda pv: (not pv[0], -len(pv[1])))
         record, size = _cut_pass(record, inner, size, budget)
     return record, True
