@@ -28,7 +28,7 @@ import numpy as np
 from search_engine.arrays import load_array
 from search_engine.chunks import Chunk, content_hash
 from search_engine.embeddings import chunk_text
-from search_engine.errors import DAMAGE, IndexDamagedError
+from search_engine.errors import DAMAGE, IndexDamagedError, IndexStoreError
 from search_engine.symbols import defined_names
 
 ROW = np.dtype([
@@ -148,6 +148,8 @@ class ChunkTable(Sequence[Chunk]):
                         f"the symbol definitions in {self.directory} are damaged ({exc}); it will be rebuilt",
                         self.directory,
                     ) from exc
+                except OSError as exc:  # the machine's (EACCES, EIO), not damage
+                    raise IndexStoreError(f"cannot read the symbol definitions in {self.directory}: {exc}") from exc
                 self._definitions = (chunk, factor, names)
             return self._definitions
 

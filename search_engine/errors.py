@@ -102,10 +102,13 @@ class IndexDamagedError(IndexStoreError):
 
 #: What reading an index generation's bytes raises when they are not what was written: an
 #: emptied .npy (numpy's EOFError), cut compressed text (zlib.error), cut msgpack or a garbled
-#: .npy header (ValueError and msgpack's errors), a part missing (OSError), a table of the
-#: wrong shape (KeyError, TypeError). Readers turn these into IndexDamagedError.
+#: .npy header (ValueError and msgpack's errors), a part missing or of the wrong kind, a table
+#: of the wrong shape (KeyError, TypeError). Readers turn these into IndexDamagedError. Other
+#: OSErrors (EACCES, EIO, EMFILE) are the machine's, not the index's: a rebuild would not help.
 DAMAGE: tuple[type[Exception], ...] = (
-    OSError,
+    FileNotFoundError,
+    NotADirectoryError,
+    IsADirectoryError,
     ValueError,
     TypeError,
     KeyError,

@@ -233,6 +233,9 @@ class IndexStore:
         except DAMAGE as exc:
             pin.release()
             raise IndexDamagedError(f"index {directory} is damaged ({exc}); it will be rebuilt", directory) from exc
+        except OSError as exc:
+            pin.release()
+            raise IndexStoreError(f"cannot read index {directory}: {exc}") from exc
         if len(chunks) != manifest.chunks or vectors.file_vectors.shape != (len(chunks.paths), manifest.dim):
             pin.release()
             raise IndexDamagedError(f"index {directory} is inconsistent; it will be rebuilt", directory)

@@ -209,6 +209,8 @@ class LexicalIndex:
             raise IndexDamagedError(
                 f"cannot read the lexical index in {directory}: {exc}; the next update rebuilds the index", directory
             ) from exc
+        except OSError as exc:  # the machine's (EACCES, EIO), not damage: a rebuild would not help
+            raise IndexStoreError(f"cannot read the lexical index in {directory}: {exc}") from exc
         if chunks.size != int(meta["chunks"]) or by_file.size != len(files) or len(chunks.indptr) != len(tokens) + 1:
             raise IndexDamagedError(
                 f"cannot read the lexical index in {directory}: its parts disagree; the next update rebuilds the index",

@@ -28,9 +28,11 @@ from types import TracebackType
 
 try:
     import fcntl
-    import resource
 except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
+try:
+    import resource
+except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
 from search_engine.errors import InvalidQueryError, SearchError, SearchTimeoutError, ToolMissingError
@@ -232,7 +234,7 @@ def _too_long(args: Sequence[str]) -> str:
     thousands of globs reach)."""
     sizes = [len(os.fsencode(a)) + 1 for a in args]
     longest = max(sizes, default=0)
-    if longest >= _ARG_MAX_ONE:
+    if longest > _ARG_MAX_ONE:  # the limit counts the terminating NUL, as `sizes` do
         return (
             f"the search is too long to hand to ripgrep (an argument of {longest // 1024} KiB; the "
             "operating system allows about 128 KiB per argument): shorten the pattern, e.g. split "

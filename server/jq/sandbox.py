@@ -172,9 +172,10 @@ def apply_jq(
         stdin.write(body)
         stdin.seek(0)
         proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, cwd=work, env={})
-        out = _read_capped(proc, timeout_s, cap, keep_only=keep_only)
-        stderr.seek(0)
-        err = stderr.read(4000).decode("utf-8", "replace").strip()
+        out = _read_capped(proc, timeout_s, cap, keep_only=keep_only and cap < max_output_bytes)
+        # its last 4,000 bytes: what went wrong is said last (a traceback's final line)
+        stderr.seek(max(0, stderr.seek(0, os.SEEK_END) - 4000))
+        err = stderr.read().decode("utf-8", "replace").strip()
     if proc.returncode != 0:
         raise JqFilterError(_explain_failure(err, proc.returncode, memory_mb))
     return _collect(out)

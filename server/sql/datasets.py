@@ -253,12 +253,14 @@ def _unique_columns(names: Sequence[str]) -> list[str]:
     columns `a_2`, and the row kept one value of the two)."""
     taken = set(names)
     seen: set[str] = set()
+    tried: dict[str, int] = {}  # the last suffix tried per name: k repeats cost O(k), not O(k^2)
     out = []
     for name in names:
         if name in seen:
-            n = 2
+            n = tried.get(name, 1) + 1
             while f"{name}_{n}" in taken:
                 n += 1
+            tried[name] = n
             name = f"{name}_{n}"
             taken.add(name)
         seen.add(name)
