@@ -78,7 +78,7 @@ class ChunkTable(Sequence[Chunk]):
         blob ends: a part cut short or emptied (a full disk, an interrupted copy) is caught
         here, in O(1), and not as wrong symbols or a zlib error at some later search."""
         rows, files = self.rows, len(self.paths)
-        symbols_end = int(rows["symbol_off"][-1]) + max(int(rows["symbol_len"][-1]), 0) if len(rows) else 0
+        symbols_end = _symbols_end(rows) if len(rows) else 0
         extents = {
             "languages": (len(self.languages), files),
             "text bounds": (len(self._text_bounds), files + 1),
@@ -244,7 +244,7 @@ class ChunkTableWriter:
         rows["kind"] = kinds[rows["kind"]]
         # Symbols were written in chunk order: the run's bytes are one slice of the blob.
         s0 = int(rows["symbol_off"][0])
-        s1 = int(rows["symbol_off"][-1]) + max(int(rows["symbol_len"][-1]), 0)
+        s1 = _symbols_end(rows)
         self._symbols.write(table.symbol_bytes(s0, s1 - s0))
         rows["symbol_off"] += self._symbol_size - s0
         self._symbol_size += s1 - s0
@@ -306,6 +306,12 @@ def _load(path: Path, dtype: np.dtype) -> np.ndarray:
     if array_.dtype != dtype:
         raise ValueError(f"{path.name} holds {array_.dtype}, expected {dtype}")
     return array_
+
+
+def _symbols_end(rows: np.ndarray) -> int:
+    """Where the symbol names of `rows` (consecutive, at least one) end in the blob: symbols
+    are written in chunk order, so after the last row's (a row without one has length -1)."""
+    return int(rows["symbol_off"][-1]) + max(int(rows["symbol_len"][-1]), 0)
 
 
 def _blob(path: Path) -> memoryview:

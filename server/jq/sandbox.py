@@ -59,6 +59,8 @@ FORBIDDEN_VARIABLES = frozenset({"ENV"})
 DEFAULT_TIMEOUT_S: float = default_of(OffloadSettings, "jq_timeout_s")
 DEFAULT_MEMORY_MB: int = default_of(OffloadSettings, "jq_memory_mb")
 DEFAULT_MAX_OUTPUT_BYTES = 64 << 20
+#: What a `keep_only` filter is told when it makes more than it was given.
+KEEP_ONLY = 'it may only filter, sort or slice the matches, e.g. map(select(.path | test("src/")))'
 MAX_EXPRESSION_CHARS = 10_000
 
 #: The child that runs libjq (see its docstring for the protocol): `python -I` ignores PYTHON*
@@ -205,8 +207,7 @@ def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int
                 size += len(chunk)
                 if size > max_bytes:
                     raise JqFilterError(
-                        "jq_filter produced more than its input and was stopped: it may only filter, sort or "
-                        'slice the matches (e.g. map(select(.path | test("src/"))))'
+                        f"jq_filter produced more than its input and was stopped: {KEEP_ONLY}"
                         if keep_only
                         else f"jq_filter produced more than {max_bytes >> 20} MiB of output and was stopped"
                     )

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from search_engine import SearchResult
 from server.errors import JqFilterError
-from server.jq.sandbox import apply_jq
+from server.jq.sandbox import KEEP_ONLY, apply_jq
 from server.records import match_from_record, match_record
 from server.settings import OffloadSettings
 
@@ -21,10 +21,7 @@ def jq_view(settings: OffloadSettings) -> Callable[[SearchResult, str], SearchRe
             records, expression, timeout_s=settings.jq_timeout_s, memory_mb=settings.jq_memory_mb, keep_only=True
         )
         if len(kept) > len(records):
-            raise JqFilterError(
-                f"jq_filter turned {len(records)} matches into {len(kept)}: it may only filter, sort or slice "
-                'them, e.g. map(select(.path | test("src/")))'
-            )
+            raise JqFilterError(f"jq_filter turned {len(records)} matches into {len(kept)}: {KEEP_ONLY}")
         try:
             matches = [match_from_record(r) for r in kept]
         except ValueError as exc:
