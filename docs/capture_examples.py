@@ -264,6 +264,7 @@ ERROR_CASES: dict[str, str] = {
         "semantic/hybrid search waited `index.ready_wait_s` and the index is still building (`progress` says how far)"
     ),
     "model_unavailable": "the embedding model cannot be loaded (it is never downloaded)",
+    "index_damaged": "the index on disk is damaged (cut short, emptied) and a rebuild did not repair it",
     "index_unavailable": "the index on disk cannot be read or written",
     "jq_timeout": "`jq_filter` ran past `offload.jq_timeout_s`",
     "invalid_jq_filter": (
@@ -277,6 +278,7 @@ ERROR_CASES: dict[str, str] = {
     "invalid_dataset_id": "`dataset_id` is not a 26-character id",
     "dataset_not_found": "no saved dataset has this id (expired or removed)",
     "search_failed": "any other search failure (e.g. ripgrep missing or failing)",
+    "backend_result_invalid": "proxy: a backend answered a call with something that is not an MCP tool result",
 }
 
 

@@ -38,6 +38,7 @@ from mcp import MCPError
 from mcp_types import INVALID_PARAMS, TextContent
 
 from search_engine import (
+    IndexDamagedError,
     IndexNotReadyError,
     IndexStoreError,
     InvalidQueryError,
@@ -103,6 +104,11 @@ class JqTimeoutError(JqFilterError, TimeoutError):
     pass
 
 
+class BackendResultError(RuntimeError):
+    """A proxied backend answered with something that is not an MCP tool result: its fault,
+    not the client's arguments (fastmcp reports it as -32602 "Invalid request parameters")."""
+
+
 class InvalidParamsError(ToolError):
     """Raised in a tool body for a call that is invalid as sent; becomes JSON-RPC -32602."""
 
@@ -129,6 +135,12 @@ _TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
         "regex_search meanwhile",
     ),
     (ModelLoadError, "model_unavailable", "check the index.model / index.profile settings; regex_search still works"),
+    (
+        IndexDamagedError,
+        "index_damaged",
+        "the index on disk was found damaged even after a rebuild: call reindex with full=true, and check the "
+        "disk under index.cache_dir; regex_search still works",
+    ),
     (
         IndexStoreError,
         "index_unavailable",
@@ -163,6 +175,12 @@ _TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
         "the dataset expired or was removed; run the search again to recreate it",
     ),
     (SearchError, "search_failed", "adjust the request and try again"),
+    (
+        BackendResultError,
+        "backend_result_invalid",
+        "the backend server's answer was malformed, not your arguments: retry, call another tool, or report it "
+        "to the backend's maintainers",
+    ),
 )
 HANDLED_ERRORS = tuple(t for t, _, _ in _TOOL_ERRORS)
 

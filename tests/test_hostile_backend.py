@@ -54,6 +54,8 @@ RESULTS = {
     "form_feeds": lambda a: text_result("".join("line %d\fpage\u2028tail\n" % i for i in range(3000))),
     # a flag that is 1 in half the records and true in the other half
     "bool_and_int": lambda a: records([{"flag": [1, True][i % 2], "pad": "p" * 30} for i in range(2000)]),
+    # a result that is not a CallToolResult
+    "malformed": lambda a: '{"content":5}',
     "small": lambda a: text_result("hello"),
 }
 TOOLS = json.dumps([{"name": n, "inputSchema": {"type": "object"}} for n in RESULTS]).encode()
@@ -164,3 +166,14 @@ async def test_distinct_values_tell_true_from_1(client: Client[Any]) -> None:
     assert ds["distinct_values"]["flag"] == [{"value": 1, "count": 1000}, {"value": True, "count": 1000}], ds[
         "distinct_values"
     ]
+
+
+async def test_a_malformed_result_is_the_backends_error_not_the_clients_arguments(client: Client[Any]) -> None:
+    """Before: fastmcp answered -32602 "Invalid request parameters", telling the agent to fix
+    arguments that were fine. Now an isError result names the backend and what was wrong."""
+    result = await client.call_tool_mcp("malformed", {})
+    assert result.is_error
+    error = json.loads(text_of(result))["error"]
+    assert error["code"] == "backend_result_invalid", error
+    assert "raw's tool malformed" in error["message"] and "content" in error["message"]
+    assert "not your arguments" in error["hint"]

@@ -20,6 +20,7 @@ from fastmcp.server.providers.proxy import ProxyProvider
 from server import __version__
 from server.errors import ErrorMiddleware
 from server.output import MIN_OUTPUT_TOKENS, OffloadStore, OutputLayer
+from server.proxy.backend_errors import BackendResultErrors
 from server.proxy.backends import Backend, ToolOwners
 from server.proxy.dataset_store import DatasetStore
 from server.proxy.interceptor import LargeResultInterceptor
@@ -108,10 +109,12 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
     if len(backends) == 1:  # forward the backend's instructions, as fastmcp's own proxy does
         app.add_middleware(_BackendMetadata(providers[0]))
     saver = ResultSaver(saved, threshold_tokens=proxy.threshold_tokens, schema_sample_size=proxy.schema_sample_size)
+    owners = ToolOwners(backends)
+    app.add_middleware(BackendResultErrors(owners))
     app.add_middleware(
         LargeResultInterceptor(
             saver,
-            ToolOwners(backends),
+            owners,
             threshold_tokens=proxy.threshold_tokens,
             excluded={*proxy.excluded_tools, *PROXY_TOOLS},
         )
