@@ -28,7 +28,7 @@ import numpy as np
 from search_engine.arrays import load_array
 from search_engine.chunks import Chunk, content_hash
 from search_engine.embeddings import chunk_text
-from search_engine.errors import DAMAGE, IndexDamagedError, IndexStoreError
+from search_engine.errors import reading
 from search_engine.symbols import defined_names
 
 ROW = np.dtype([
@@ -137,19 +137,12 @@ class ChunkTable(Sequence[Chunk]):
         once per table."""
         with self._lock:
             if self._definitions is None:
-                try:
+                with reading("the symbol definitions", self.directory):
                     chunk = _load(self.directory / _DEF_CHUNK, np.dtype("<i4"))
                     factor = _load(self.directory / _DEF_FACTOR, np.dtype("<f4"))
                     names = msgpack.unpackb((self.directory / _DEF_NAMES).read_bytes(), raw=False)
                     if not len(chunk) == len(factor) == len(names):
                         raise ValueError("symbol definition columns disagree")
-                except DAMAGE as exc:
-                    raise IndexDamagedError(
-                        f"the symbol definitions in {self.directory} are damaged ({exc}); it will be rebuilt",
-                        self.directory,
-                    ) from exc
-                except OSError as exc:  # the machine's (EACCES, EIO), not damage
-                    raise IndexStoreError(f"cannot read the symbol definitions in {self.directory}: {exc}") from exc
                 self._definitions = (chunk, factor, names)
             return self._definitions
 
@@ -164,13 +157,8 @@ class ChunkTable(Sequence[Chunk]):
             text = self._cache.get(f)
             if text is None:
                 start, end = int(self._text_bounds[f]), int(self._text_bounds[f + 1])
-                try:
+                with reading(f"the chunk text of {self.paths[f]!r}", self.directory):
                     text = zlib.decompress(bytes(self._text[start:end])) if end > start else b""
-                except zlib.error as exc:
-                    raise IndexDamagedError(
-                        f"the chunk text of {self.paths[f]!r} is damaged ({exc}); it will be rebuilt",
-                        self.directory,
-                    ) from exc
                 if len(self._cache) >= _TEXT_CACHE:
                     self._cache.pop(next(iter(self._cache)))
                 self._cache[f] = text

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from search_engine.arrays import load_array
-from search_engine.errors import DAMAGE, IndexDamagedError
+from search_engine.errors import IndexDamagedError, reading
 
 # Indexes with fewer chunks are searched exactly (every allowed chunk's sign bits).
 MIN_CHUNKS = 150_000
@@ -173,13 +173,9 @@ def load(directory: Path, n: int, dim: int) -> CoarseIndex | None:
     IndexDamagedError if it cannot be read or its parts disagree with the generation's."""
     if not (directory / _LISTS).exists():
         return None
-    try:
+    with reading("the coarse index", directory):
         centroids = load_array(directory / _CENTROIDS, mmap=False)
         lists = load_array(directory / _LISTS, mmap=False)
-    except DAMAGE as exc:
-        raise IndexDamagedError(
-            f"cannot read the coarse index in {directory} ({exc}); it will be rebuilt", directory
-        ) from exc
     if (centroids.ndim != 2 or centroids.shape[1] != dim or lists.shape != (n,) or lists.dtype != np.int32
             or (n and not 0 <= int(lists.min()) <= int(lists.max()) < len(centroids))):  # fmt: skip
         raise IndexDamagedError(

@@ -21,7 +21,9 @@ Every exception the engine raises on purpose is defined here::
 
 from __future__ import annotations
 
+import contextlib
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgpack
@@ -103,9 +105,9 @@ class IndexDamagedError(IndexStoreError):
 #: What reading an index generation's bytes raises when they are not what was written: an
 #: emptied .npy (numpy's EOFError), cut compressed text (zlib.error), cut msgpack or a garbled
 #: .npy header (ValueError and msgpack's errors), a part missing or of the wrong kind, a table
-#: of the wrong shape (KeyError, TypeError). Readers turn these into IndexDamagedError. Other
+#: of the wrong shape (KeyError, TypeError). `reading` turns these into IndexDamagedError. Other
 #: OSErrors (EACCES, EIO, EMFILE) are the machine's, not the index's: a rebuild would not help.
-DAMAGE: tuple[type[Exception], ...] = (
+_DAMAGE: tuple[type[Exception], ...] = (
     FileNotFoundError,
     NotADirectoryError,
     IsADirectoryError,
@@ -116,3 +118,21 @@ DAMAGE: tuple[type[Exception], ...] = (
     zlib.error,
     msgpack.UnpackException,
 )
+
+
+@contextlib.contextmanager
+def reading(part: str, where: Path) -> Iterator[None]:
+    """Read `part` of an index generation, at `where`: what `_DAMAGE` raises becomes
+    IndexDamagedError (the caller rebuilds), any other OSError IndexStoreError (no rebuild:
+    it would not help), and an IndexStoreError raised inside passes as it is. The one place
+    every reader of a generation turns a failed read into one of the two."""
+    try:
+        yield
+    except IndexStoreError:
+        raise
+    except _DAMAGE as exc:
+        raise IndexDamagedError(
+            f"cannot read {part} in {where} ({exc}): damaged or missing, it will be rebuilt", where
+        ) from exc
+    except OSError as exc:
+        raise IndexStoreError(f"cannot read {part} in {where}: {exc}") from exc

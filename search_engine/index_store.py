@@ -65,7 +65,7 @@ from search_engine.arrays import load_array
 from search_engine.chunk_table import ChunkTable, ChunkTableWriter, text_key
 from search_engine.chunks import Chunk
 from search_engine.config import INDEXES_DIR
-from search_engine.errors import DAMAGE, IndexDamagedError, IndexStoreError
+from search_engine.errors import IndexDamagedError, IndexStoreError, reading
 from search_engine.lexical import LexicalBuilder, LexicalIndex, lexical_document
 from search_engine.lexical_merge import merge
 from search_engine.vectors import VectorIndex, empty, quantize
@@ -217,25 +217,20 @@ class IndexStore:
         except FileNotFoundError as exc:
             raise IndexStoreError(f"index generation {name} was reclaimed while being opened") from exc
         try:
-            raw = json.loads((directory / _MANIFEST).read_text(encoding="utf-8"))
-            if raw.get("format_version") != FORMAT_VERSION:
-                raise IndexStoreError(
-                    f"index {directory} has format {raw.get('format_version')}, this codepager "
-                    f"reads {FORMAT_VERSION}; it will be rebuilt"
-                )
-            manifest = _manifest(raw)
-            files = _read_files(directory / _FILES)
-            chunks = ChunkTable(directory / _CHUNKS)
-            vectors = _read_vectors(directory, manifest.chunks, manifest.dim)
+            with reading("the index", directory):
+                raw = json.loads((directory / _MANIFEST).read_text(encoding="utf-8"))
+                if raw.get("format_version") != FORMAT_VERSION:
+                    raise IndexStoreError(
+                        f"index {directory} has format {raw.get('format_version')}, this codepager "
+                        f"reads {FORMAT_VERSION}; it will be rebuilt"
+                    )
+                manifest = _manifest(raw)
+                files = _read_files(directory / _FILES)
+                chunks = ChunkTable(directory / _CHUNKS)
+                vectors = _read_vectors(directory, manifest.chunks, manifest.dim)
         except IndexStoreError:
             pin.release()
             raise
-        except DAMAGE as exc:
-            pin.release()
-            raise IndexDamagedError(f"index {directory} is damaged ({exc}); it will be rebuilt", directory) from exc
-        except OSError as exc:
-            pin.release()
-            raise IndexStoreError(f"cannot read index {directory}: {exc}") from exc
         if len(chunks) != manifest.chunks or vectors.file_vectors.shape != (len(chunks.paths), manifest.dim):
             pin.release()
             raise IndexDamagedError(f"index {directory} is inconsistent; it will be rebuilt", directory)

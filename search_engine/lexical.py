@@ -38,7 +38,7 @@ import numpy as np
 
 from search_engine.arrays import load_array
 from search_engine.chunks import Chunk
-from search_engine.errors import DAMAGE, IndexDamagedError, IndexStoreError
+from search_engine.errors import IndexDamagedError, reading
 from search_engine.tokenize import path_tokens, tokenize_text
 
 # Bumped whenever tokenization, the document recipe, the scoring or the saved layout changes:
@@ -191,7 +191,7 @@ class LexicalIndex:
         """Open what `save` wrote (postings memory-mapped). IndexDamagedError if it is missing,
         damaged or of another `LEXICAL_VERSION` than its generation's format implies (the
         caller rebuilds)."""
-        try:
+        with reading("the lexical index", directory):
             meta = json.loads((directory / _META_FILE).read_text())
             if meta.get("version") != LEXICAL_VERSION:
                 raise IndexDamagedError(
@@ -203,14 +203,6 @@ class LexicalIndex:
             tokens = [str(t) for t in msgpack.unpackb((directory / _VOCAB_FILE).read_bytes(), raw=False)]
             chunks = Postings.load(directory, _CHUNKS)
             by_file = Postings.load(directory, _FILES)
-        except IndexStoreError:
-            raise
-        except DAMAGE as exc:
-            raise IndexDamagedError(
-                f"cannot read the lexical index in {directory}: {exc}; the next update rebuilds the index", directory
-            ) from exc
-        except OSError as exc:  # the machine's (EACCES, EIO), not damage: a rebuild would not help
-            raise IndexStoreError(f"cannot read the lexical index in {directory}: {exc}") from exc
         if chunks.size != int(meta["chunks"]) or by_file.size != len(files) or len(chunks.indptr) != len(tokens) + 1:
             raise IndexDamagedError(
                 f"cannot read the lexical index in {directory}: its parts disagree; the next update rebuilds the index",
