@@ -54,6 +54,12 @@ RESULTS = {
     "form_feeds": lambda a: text_result("".join("line %d\fpage\u2028tail\n" % i for i in range(3000))),
     # a flag that is 1 in half the records and true in the other half
     "bool_and_int": lambda a: records([{"flag": [1, True][i % 2], "pad": "p" * 30} for i in range(2000)]),
+    # keys that differ only in case, and an empty key
+    "case_keys": lambda a: records(
+        [{"id": i % 3, "ID": "X%d" % (i % 2), "": "e", "n": i, "pad": "p" * 30} for i in range(2000)]),
+    # 5,000 records keyed `id`, one of which also has `ID`: only a full pass over the keys sees it
+    "one_clash": lambda a: records(
+        [{"id": i, "pad": "p" * 30} | ({"ID": -1} if i == 2777 else {}) for i in range(5000)]),
     # a result that is not a CallToolResult
     "malformed": lambda a: '{"content":5}',
     "small": lambda a: text_result("hello"),
@@ -173,6 +179,41 @@ async def test_distinct_values_tell_true_from_1(client: Client[Any]) -> None:
     assert ds["distinct_values"]["flag"] == [{"value": 1, "count": 1000}, {"value": True, "count": 1000}], ds[
         "distinct_values"
     ]
+
+
+async def test_keys_that_differ_only_in_case_are_read_as_json_not_as_each_other(client: Client[Any]) -> None:
+    """Before: DuckDB, whose names ignore case, read `ID` as a column `ID_1`, so the example
+    SQL over `"ID"` counted the values of `id` (0, 1, 2) under the name `ID`, and the empty
+    key made the dataset one JSON column the answer did not mention. Now such records are one
+    JSON column, `value`, the answer says so, and every example query runs and reads the key
+    it names."""
+    ds = await saved(client, "case_keys")
+    assert "JSON Pointer" in ds["sql_columns"] and '"id", "ID", ""' in ds["sql_columns"], ds["sql_columns"]
+    answers = [await sql(client, query) for query in ds["example_sql"]]
+    assert all(isinstance(rows, list) for rows in answers), list(zip(ds["example_sql"], answers, strict=True))
+    by_query = dict(zip(ds["example_sql"], answers, strict=True))
+    [(per_id, id_rows)] = [(q, r) for q, r in by_query.items() if 'AS "id"' in q]
+    [(per_upper, upper_rows)] = [(q, r) for q, r in by_query.items() if 'AS "ID"' in q]
+    assert {r["id"] for r in id_rows} == {"0", "1", "2"}, (per_id, id_rows)
+    assert {r["ID"]: r["n"] for r in upper_rows} == {"X0": 1000, "X1": 1000}, (per_upper, upper_rows)
+    [stats] = [r for q, r in by_query.items() if q.startswith("SELECT min(")]
+    assert stats == [{"min": 0.0, "max": 2.0, "avg": 0.9995}], stats  # `id`, the first numeric key
+    keys = await sql(client, f"SELECT DISTINCT unnest(json_keys(value)) AS key FROM {ds['table']} ORDER BY 1")
+    assert [r["key"] for r in keys] == ["", "ID", "id", "n", "pad"], keys
+
+
+async def test_one_record_with_a_clashing_key_outside_the_sample_is_still_seen(client: Client[Any]) -> None:
+    """The profile's types come from a sample of 100 records; whether keys can be columns is
+    decided over all 5,000, so the one record holding `ID` beside `id` is not missed (the
+    typed view would have read that `ID` back as its `id`)."""
+    ds = await saved(client, "one_clash")
+    assert '"id", "ID"' in ds["sql_columns"], ds
+    rows = await sql(
+        client,
+        f"SELECT value->>'/ID' AS upper, value->>'/id' AS lower FROM {ds['table']} WHERE value->>'/ID' IS NOT NULL",
+    )
+    assert rows == [{"upper": "-1", "lower": "2777"}], rows
+    assert await sql(client, f"SELECT count(*) AS n FROM {ds['table']}") == [{"n": 5000}]
 
 
 async def test_a_malformed_result_is_the_backends_error_not_the_clients_arguments(client: Client[Any]) -> None:

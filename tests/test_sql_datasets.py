@@ -92,6 +92,25 @@ def test_a_renamed_column_never_takes_another_columns_name(store: OffloadStore) 
     assert result.rows == [{"a": 1, "a_3": 2, "a_2": 3, "a_4": 4}]
 
 
+def test_columns_that_differ_only_in_case_are_renamed_as_duckdb_compares_names(store: OffloadStore) -> None:
+    """DuckDB's names ignore (ASCII) case. Before: `a` and `A` came back as two columns, and a
+    page of those rows, queried as a dataset, read `A` as `a` (1 for 2)."""
+    result = query(Datasets(store), 'SELECT 1 AS a, 2 AS "A", 3 AS "A_2", 4 AS "ä", 5 AS "Ä"')
+    assert result.columns == ["a", "A_3", "A_2", "ä", "Ä"]
+    saved = store.write(tool="analyze-with-duckdb", query="q", records=result.rows, page=1, next_cursor=None).id
+    assert query(Datasets(store), f"SELECT * FROM dataset_{saved}").rows == result.rows
+
+
+def test_a_page_whose_keys_clash_is_one_json_column(store: OffloadStore) -> None:
+    """Records from elsewhere (a proxied backend's, paged by read-dataset-page) can hold keys
+    that differ only in case, or an empty key: such a page is one JSON column, `value`,
+    read by JSON Pointer, never `id` read back for `ID`."""
+    rows = [{"id": i, "ID": -i, "": "e"} for i in range(3)]
+    saved = store.write(tool="read-dataset-page", query="q", records=rows, page=1, next_cursor=None).id
+    back = query(Datasets(store), f"SELECT value->>'/ID' AS up, value->>'/' AS empty FROM dataset_{saved}").rows
+    assert back == [{"up": str(-i), "empty": "e"} for i in range(3)]
+
+
 @pytest.mark.parametrize("depth", [65, 300, 990])
 def test_a_value_nested_too_deep_is_refused_with_what_to_do(store: OffloadStore, depth: int) -> None:
     """Before: at 254 levels the MCP SDK's JSON writer gave up (an unmapped error, traceback

@@ -342,6 +342,8 @@ class DatasetFile:
     them instead of inferring them, which costs seconds per megabyte of a long string.
     `max_record_bytes`, when known, lets DuckDB read records over its 16 MB default (a proxied
     reply can be one 50 MB line); DuckDB sizes its buffers by it, so it must be the real size.
+    `as_json` says the records' keys cannot all be columns (keys differing only in case, an
+    empty key): SQL then reads each record as one JSON column.
     """
 
     id: str
@@ -351,6 +353,7 @@ class DatasetFile:
     record_keys: tuple[str, ...] = ()
     columns: tuple[tuple[str, str], ...] = ()
     max_record_bytes: int = 0
+    as_json: bool = False
 
     def read(self, offset: int, limit: int) -> list[Any]:
         """Records `offset`..`offset + limit` (0-based), decoded; fewer at the end of the file."""

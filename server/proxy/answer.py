@@ -18,6 +18,7 @@ them from the backend's own output at a glance.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -38,7 +39,7 @@ from server.proxy.extraction import Extracted
 from server.proxy.profile import Profile
 from server.proxy.size import Size, sent_size
 from server.rendering import json_result
-from server.sql import quote_ident
+from server.sql import json_field, quote_ident
 
 SAVED = "saved_as_dataset"
 TRUNCATED = "truncated"
@@ -51,10 +52,13 @@ _NAME_CHARS = 200
 _WORD_CHARS = 40
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _NUMERIC = ("integer", "number")
+#: The clashing keys named in the answer; the rest are counted.
+_CLASHES_SHOWN = 5
 
 
 def example_sql(table: str, extracted: Extracted, profile: Profile) -> list[str]:
-    """Queries that run as they are on this dataset, from the general to the specific."""
+    """Queries that run as they are on this dataset, from the general to the specific. Keys
+    that cannot all be columns (`profile.clashes`) are read from the JSON column `value`."""
     queries = [f"SELECT * FROM {table} LIMIT 20"]
     if extracted.format == "text_lines":
         texts = [str(r.get("text", "")) for r in profile.sample_records]
@@ -62,15 +66,31 @@ def example_sql(table: str, extracted: Extracted, profile: Profile) -> list[str]
         queries.append(f"SELECT line, text FROM {table} WHERE text ILIKE '%{word}%' ORDER BY line LIMIT 50")
         queries.append(f"SELECT count(*) AS lines, max(length(text)) AS longest FROM {table}")
         return queries
-    queries.append(f"DESCRIBE {table}")
+    if profile.clashes:
+        queries.append(f"SELECT DISTINCT unnest(json_keys(value)) AS key FROM {table}")
+    else:
+        queries.append(f"DESCRIBE {table}")
+    column = json_field if profile.clashes else quote_ident
     for name in list(profile.distinct_values)[:2]:
-        column = quote_ident(name)
-        queries.append(f"SELECT {column}, count(*) AS n FROM {table} GROUP BY {column} ORDER BY n DESC")
+        shown = f"{column(name)} AS {quote_ident(name)}" if profile.clashes else column(name)
+        queries.append(f"SELECT {shown}, count(*) AS n FROM {table} GROUP BY {column(name)} ORDER BY n DESC")
     numeric = next((n for n, t in profile.fields.items() if t in _NUMERIC), None)
     if numeric is not None:
-        column = quote_ident(numeric)
-        queries.append(f"SELECT min({column}) AS min, max({column}) AS max, avg({column}) AS avg FROM {table}")
+        value = f"({column(numeric)})::DOUBLE" if profile.clashes else column(numeric)
+        queries.append(f"SELECT min({value}) AS min, max({value}) AS max, avg({value}) AS avg FROM {table}")
     return queries
+
+
+def _clash_note(clashes: Sequence[str]) -> str:
+    """Why a dataset's records are one JSON column, and how to read a key of it."""
+    named = [json.dumps(key) for key in clashes[:_CLASHES_SHOWN]]
+    more = f" and {len(clashes) - len(named):,} more" if len(clashes) > len(named) else ""
+    example = json_field(clashes[0])
+    return (
+        f"the records' keys {', '.join(named)}{more} cannot each be an SQL column (SQL names ignore case, and "
+        f"cannot be empty), so each record is one JSON column, value: read a key with a JSON Pointer, "
+        f"e.g. {example} (text; cast it, e.g. ({example})::DOUBLE), as example_sql does"
+    )
 
 
 def _profile_of(profile: Profile, names: Sequence[str]) -> Profile:
@@ -82,6 +102,7 @@ def _profile_of(profile: Profile, names: Sequence[str]) -> Profile:
         distinct_values={n: v for n, v in profile.distinct_values.items() if n in kept},
         sample_records=[project(r, kept) for r in profile.sample_records],
         sample_size=profile.sample_size,
+        clashes=profile.clashes,
     )
 
 
@@ -141,6 +162,8 @@ def saved_answer(
             )
             if envelope is not None:
                 dataset["envelope"] = envelope
+        if profile.clashes:
+            dataset["sql_columns"] = _clash_note(profile.clashes)
         dataset.update(data_path=str(saved.data_path), metadata_path=str(saved.metadata_path))
         answer: dict[str, Any] = {
             "intercepted": SAVED,

@@ -91,9 +91,12 @@ class DatasetStore(FileStore):
 
     # -- writing -----------------------------------------------------------------------------
 
-    def save(self, dataset_id: str, records: Sequence[Any], description: dict[str, Any]) -> SavedDataset:
+    def save(
+        self, dataset_id: str, records: Sequence[Any], description: dict[str, Any], *, as_json: bool = False
+    ) -> SavedDataset:
         """Write `records` and their metadata (`description` plus what the store knows: id,
-        timestamp, record_count, data file and size). Raises StoreWriteError."""
+        timestamp, record_count, data file and size, and `as_json`: SQL reads each record as
+        one JSON column, `DatasetFile.as_json`). Raises StoreWriteError."""
         folder = self.day_dir(dataset_id)
         data_name, meta_name = f"dataset_{dataset_id}_data.jsonl", f"dataset_{dataset_id}_metadata.json"
         body = dumps_lines(records)
@@ -104,6 +107,7 @@ class DatasetStore(FileStore):
             "data_file": data_name,
             "size_bytes": len(body),
             "max_record_bytes": _longest_line(body),
+            "as_json": as_json,
         }
         meta = dumps_bytes({**own, **description})
         if len(meta) > _METADATA_BUDGET:
@@ -142,7 +146,12 @@ class DatasetStore(FileStore):
         columns = TEXT_LINE_COLUMNS if meta.get("format") == "text_lines" else ()
         largest = int(meta.get("max_record_bytes", 0))
         return DatasetFile(
-            dataset_id, path, int(meta.get("record_count", 0)), columns=columns, max_record_bytes=largest
+            dataset_id,
+            path,
+            int(meta.get("record_count", 0)),
+            columns=columns,
+            max_record_bytes=largest,
+            as_json=meta.get("as_json") is True,
         )
 
     def _info(self, dataset_id: str, match: re.Match[str], st: os.stat_result) -> DatasetInfo:

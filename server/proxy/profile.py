@@ -9,6 +9,9 @@ whose sample already looks categorical, so an id or free-text column is never co
 That sample is random (seeded, so a dataset always gets the same profile) rather than evenly
 spread: tool output is often periodic (every third row a string, say), and an even stride can
 land on the same phase every time and miss a type entirely.
+Keys are the exception to sampling: whether they can all be SQL columns (`clashes`) is
+decided over every record, as DuckDB reads every record (one C decode of the keys a record,
+~5 ms a megabyte), since a single record with `ID` beside `id` would make `"ID"` read `id`.
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ import random
 import types
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from server.output import SAMPLE_MAX_CHARS, clip_strings, infer_schema
 from server.proxy.extraction import as_object
+from server.sql import clashing_keys
 
 #: A field with more distinct values than this is not categorical.
 MAX_DISTINCT = 20
@@ -47,13 +51,16 @@ def random_sample(records: Sequence[Any], size: int) -> Sequence[Any]:
 class Profile:
     """`fields` maps each top-level field to its type (a ` | ` union when mixed); `optional`
     lists the fields some sampled records lack; `distinct_values` maps categorical fields to
-    their values with counts, most frequent first."""
+    their values with counts, most frequent first; `clashes` lists the keys, in any record,
+    that cannot each be a column (`server.sql.clashing_keys`): SQL then reads each record as
+    one JSON column."""
 
     fields: dict[str, str]
     optional: list[str]
     distinct_values: dict[str, list[dict[str, Any]]]
     sample_records: list[Any]
     sample_size: int
+    clashes: list[str] = field(default_factory=list)
 
     def schema(self) -> dict[str, Any]:
         return {"fields": self.fields, "optional_fields": self.optional, "sampled_records": self.sample_size}
@@ -109,6 +116,17 @@ def _counts(values: list[Any]) -> list[dict[str, Any]] | None:
     return [{"value": value, "count": count} for (_, value), count in ordered]
 
 
+_KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def _every_key(records: Sequence[Any]) -> dict[str, None]:
+    """Every top-level key of `records`, first seen first (values of raw records stay raw)."""
+    keys: dict[str, None] = {}
+    for record in records:
+        keys.update(dict.fromkeys(_KEYS.decode(record) if type(record) is msgspec.Raw else record))
+    return keys
+
+
 def _looks_categorical(probe: Sequence[dict[str, Any]], name: str, schema: dict[str, Any]) -> bool:
     kinds = schema.get("type", "null")
     if not set([kinds] if isinstance(kinds, str) else kinds) <= _SCALARS:
@@ -132,4 +150,5 @@ def profile_records(records: Sequence[Any], *, sample_size: int) -> Profile:
         distinct_values=distinct,
         sample_records=[clip_strings(as_object(r), SAMPLE_MAX_CHARS) for r in records[:SAMPLE_RECORDS]],
         sample_size=len(probe),
+        clashes=clashing_keys(_every_key(records)),
     )

@@ -53,7 +53,12 @@ class ResultSaver:
         try:
             profile = profile_records(extracted.records, sample_size=self.schema_sample_size)
             dataset_id = self.store.new_id()
-            saved = self.store.save(dataset_id, extracted.records, self._description(extracted, profile, call))
+            saved = self.store.save(
+                dataset_id,
+                extracted.records,
+                self._description(extracted, profile, call),
+                as_json=bool(profile.clashes),
+            )
         except StoreWriteError as exc:
             log.warning("could not save the result of %s as a dataset: %s", call.tool, exc)
             return self._truncated(result, call, str(exc))

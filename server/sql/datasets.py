@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from server.errors import DatasetNotFoundError, SqlExecutionError, SqlRejectedError, SqlTimeoutError
 from server.output import ULID_PATTERN, DatasetFile, DatasetInfo, DatasetSource, ListPage, check_id, dumps_lines
 from server.settings import OffloadSettings
-from server.sql.views import quote_ident, quote_literal, view_sql
+from server.sql.views import column_key, quote_ident, quote_literal, view_sql
 
 _VIEW_REF = re.compile(rf"\bdataset_({ULID_PATTERN})\b", re.IGNORECASE)
 _EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(?:ANALY[SZ]E\s+)?", re.IGNORECASE)
@@ -248,22 +248,25 @@ def _too_deep() -> str:
 
 
 def _unique_columns(names: Sequence[str]) -> list[str]:
-    """`names` made distinct, in order: a repeated name gets the first free `_2`, `_3`, ...
-    suffix, free of every name in the query too (`SELECT 1 AS a, 2 AS a, 3 AS a_2` gave two
-    columns `a_2`, and the row kept one value of the two)."""
-    taken = set(names)
+    """`names` made distinct as DuckDB compares them (ignoring ASCII case), in order: a repeated
+    name gets the first free `_2`, `_3`, ... suffix, free of every name in the query too
+    (`SELECT 1 AS a, 2 AS a, 3 AS a_2` gave two columns `a_2`, and the row kept one value of
+    the two; `SELECT 1 AS a, 2 AS A` kept both, and SQL over the saved rows read `a` for `A`)."""
+    taken = {column_key(name) for name in names}
     seen: set[str] = set()
     tried: dict[str, int] = {}  # the last suffix tried per name: k repeats cost O(k), not O(k^2)
     out = []
     for name in names:
-        if name in seen:
-            n = tried.get(name, 1) + 1
-            while f"{name}_{n}" in taken:
+        key = column_key(name)
+        if key in seen:
+            n = tried.get(key, 1) + 1
+            while column_key(f"{name}_{n}") in taken:
                 n += 1
-            tried[name] = n
+            tried[key] = n
             name = f"{name}_{n}"
-            taken.add(name)
-        seen.add(name)
+            key = column_key(name)
+            taken.add(key)
+        seen.add(key)
         out.append(name)
     return out
 
