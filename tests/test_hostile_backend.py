@@ -64,7 +64,10 @@ RESULTS = {
     "malformed": lambda a: '{"content":5}',
     "small": lambda a: text_result("hello"),
 }
-TOOLS = json.dumps([{"name": n, "inputSchema": {"type": "object"}} for n in RESULTS]).encode()
+# two tools whose definitions no protocol version accepts, listed among the good ones
+BAD_TOOLS = [{"name": "bad_required", "inputSchema": {"type": "object", "required": "x"}}, {"name": "no_schema"}]
+TOOLS = json.dumps([{"name": n, "inputSchema": {"type": "object"}} for n in RESULTS][:3] + BAD_TOOLS
+                   + [{"name": n, "inputSchema": {"type": "object"}} for n in RESULTS][3:]).encode()
 for line in sys.stdin.buffer:
     msg = json.loads(line)
     if "id" not in msg:
@@ -114,6 +117,24 @@ async def sql(client: Client[Any], query: str) -> Any:
     result = await client.call_tool_mcp("analyze-with-duckdb", {"query": query})
     body = json.loads(text_of(result))
     return body["error"] if result.is_error else body["results"]["rows"]
+
+
+# -- the tool list ---------------------------------------------------------------------------
+
+
+async def test_a_malformed_tool_definition_hides_only_that_tool(
+    client: Client[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: the SDK validated the backend's tool list whole, so one tool whose input schema
+    had `required: "x"` (or no schema) hid all of the backend's tools, with only a warning in
+    the log. Now the two bad tools are dropped, each named in the log, and the rest listed."""
+    with caplog.at_level("WARNING"):
+        listed = {tool.name for tool in await client.list_tools()}
+    assert {"small", "wide", "case_keys", "malformed"} <= listed, listed
+    assert not {"bad_required", "no_schema"} & listed, listed
+    dropped = [r.getMessage() for r in caplog.records if "dropped the server's tool" in r.getMessage()]
+    assert any("'bad_required'" in m and "inputSchema.required" in m for m in dropped), dropped
+    assert any("'no_schema'" in m and "inputSchema" in m for m in dropped), dropped
 
 
 # -- the metadata file ----------------------------------------------------------------------
