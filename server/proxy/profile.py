@@ -10,8 +10,8 @@ That sample is random (seeded, so a dataset always gets the same profile) rather
 spread: tool output is often periodic (every third row a string, say), and an even stride can
 land on the same phase every time and miss a type entirely.
 Keys are the exception to sampling: whether they can all be SQL columns (`clashes`) is
-decided over every record, as DuckDB reads every record (one C decode of the keys a record,
-~5 ms a megabyte), since a single record with `ID` beside `id` would make `"ID"` read `id`.
+decided over every record, as DuckDB reads every record, since a single record with `ID`
+beside `id` would make `"ID"` read `id` (`_every_key`: one C decode a record).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import types
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,13 +117,49 @@ def _counts(values: list[Any]) -> list[dict[str, Any]] | None:
 
 
 _KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_NULL = msgspec.Raw(b"null")
+#: The struct of known keys is remade at most this many times (records bringing ever new keys
+#: would remake it for each record), and only for at most this many keys (a struct decode
+#: makes every field, present or not); past either, records' keys are decoded as dicts.
+_REMAKES, _STRUCT_KEYS = 16, 256
 
 
-def _every_key(records: Sequence[Any]) -> dict[str, None]:
-    """Every top-level key of `records`, first seen first (values of raw records stay raw)."""
-    keys: dict[str, None] = {}
+def _known_keys(keys: Sequence[str]) -> Callable[[msgspec.Raw], object] | None:
+    """A decoder of records holding only `keys` (values left raw) that refuses any other key:
+    ~2x as fast as decoding a record's keys into a dict, which it spares most records."""
+    if len(keys) > _STRUCT_KEYS:
+        return None
+    idents = [f"f{i}" for i in range(len(keys))]
+    struct = msgspec.defstruct(
+        "Keys",
+        [(i, msgspec.Raw, _NULL) for i in idents],
+        rename=dict(zip(idents, keys, strict=True)),
+        forbid_unknown_fields=True,
+        gc=False,
+    )
+    return msgspec.json.Decoder(struct).decode
+
+
+def _every_key(records: Sequence[Any], known: Sequence[str]) -> dict[str, None]:
+    """Every top-level key of `records`, those `known` (the sample's) first, then in the order
+    seen; a record with no other key than those already seen costs one decode that builds no
+    dict."""
+    keys = dict.fromkeys(known)
+    decode, remakes = _known_keys(known), 0
     for record in records:
-        keys.update(dict.fromkeys(_KEYS.decode(record) if type(record) is msgspec.Raw else record))
+        if type(record) is msgspec.Raw:
+            if decode is not None:
+                try:
+                    decode(record)
+                    continue
+                except msgspec.ValidationError:  # a key not seen yet
+                    pass
+            record = _KEYS.decode(record)
+        if keys.keys() >= record.keys():
+            continue
+        keys.update(dict.fromkeys(record))
+        remakes += 1
+        decode = _known_keys(list(keys)) if remakes <= _REMAKES else None
     return keys
 
 
@@ -150,5 +186,5 @@ def profile_records(records: Sequence[Any], *, sample_size: int) -> Profile:
         distinct_values=distinct,
         sample_records=[clip_strings(as_object(r), SAMPLE_MAX_CHARS) for r in records[:SAMPLE_RECORDS]],
         sample_size=len(probe),
-        clashes=clashing_keys(_every_key(records)),
+        clashes=clashing_keys(_every_key(records, list(properties))),
     )
