@@ -343,7 +343,8 @@ class DatasetFile:
     `max_record_bytes`, when known, lets DuckDB read records over its 16 MB default (a proxied
     reply can be one 50 MB line); DuckDB sizes its buffers by it, so it must be the real size.
     `as_json` says the records' keys cannot all be columns (keys differing only in case, an
-    empty key): SQL then reads each record as one JSON column.
+    empty key): SQL then reads each record as one JSON column. `header_keys` are the header
+    line's keys, columns too as DuckDB reads the file.
     """
 
     id: str
@@ -354,6 +355,7 @@ class DatasetFile:
     columns: tuple[tuple[str, str], ...] = ()
     max_record_bytes: int = 0
     as_json: bool = False
+    header_keys: tuple[str, ...] = ()
 
     def read(self, offset: int, limit: int) -> list[Any]:
         """Records `offset`..`offset + limit` (0-based), decoded; fewer at the end of the file."""

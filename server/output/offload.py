@@ -211,7 +211,9 @@ class OffloadStore(FileStore):
         path = self.path_of(dataset_id)
         header = self.read_header(dataset_id)
         keys = tuple(header.get("record_keys") or ())
-        return DatasetFile(dataset_id, path, int(header.get("count", 0)), header=True, record_keys=keys)
+        return DatasetFile(
+            dataset_id, path, int(header.get("count", 0)), header=True, record_keys=keys, header_keys=tuple(header)
+        )
 
 
 def _joined(lines: Iterable[bytes], size: int) -> Iterator[bytes]:

@@ -54,6 +54,8 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 _NUMERIC = ("integer", "number")
 #: The clashing keys named in the answer; the rest are counted.
 _CLASHES_SHOWN = 5
+#: The column name of the empty key's values in example SQL (SQL names cannot be empty).
+_EMPTY_KEY = "(empty key)"
 
 
 def example_sql(table: str, extracted: Extracted, profile: Profile) -> list[str]:
@@ -72,7 +74,8 @@ def example_sql(table: str, extracted: Extracted, profile: Profile) -> list[str]
         queries.append(f"DESCRIBE {table}")
     column = json_field if profile.clashes else quote_ident
     for name in list(profile.distinct_values)[:2]:
-        shown = f"{column(name)} AS {quote_ident(name)}" if profile.clashes else column(name)
+        # a JSON field is named after its key; the empty key cannot name a column
+        shown = f"{column(name)} AS {quote_ident(name or _EMPTY_KEY)}" if profile.clashes else column(name)
         queries.append(f"SELECT {shown}, count(*) AS n FROM {table} GROUP BY {column(name)} ORDER BY n DESC")
     numeric = next((n for n, t in profile.fields.items() if t in _NUMERIC), None)
     if numeric is not None:
@@ -81,15 +84,21 @@ def example_sql(table: str, extracted: Extracted, profile: Profile) -> list[str]
     return queries
 
 
-def _clash_note(clashes: Sequence[str]) -> str:
-    """Why a dataset's records are one JSON column, and how to read a key of it."""
-    named = [json.dumps(key) for key in clashes[:_CLASHES_SHOWN]]
+def _clash_note(clashes: Sequence[str], *, full: bool) -> str:
+    """Why a dataset's records are one JSON column, and how to read a key of it; the keys are
+    the backend's, of any length, so they are clipped, and only counted in the floor answer."""
+    why = "SQL names ignore case, and cannot be empty"
+    if not full:
+        count = f"{len(clashes):,} of the records' keys"
+        return f"{count} cannot each be an SQL column ({why}): each record is one JSON column, value"
+    named = [json.dumps(clip_strings(key, _NAME_CHARS)) for key in clashes[:_CLASHES_SHOWN]]
     more = f" and {len(clashes) - len(named):,} more" if len(clashes) > len(named) else ""
-    example = json_field(clashes[0])
+    shortest = min(clashes, key=len)
+    example = json_field(shortest if len(shortest) <= _NAME_CHARS else "KEY")
     return (
-        f"the records' keys {', '.join(named)}{more} cannot each be an SQL column (SQL names ignore case, and "
-        f"cannot be empty), so each record is one JSON column, value: read a key with a JSON Pointer, "
-        f"e.g. {example} (text; cast it, e.g. ({example})::DOUBLE), as example_sql does"
+        f"the records' keys {', '.join(named)}{more} cannot each be an SQL column ({why}), so each "
+        f"record is one JSON column, value: read a key with a JSON Pointer, e.g. {example} (text; "
+        f"cast it, e.g. ({example})::DOUBLE), as example_sql does"
     )
 
 
@@ -136,7 +145,8 @@ def saved_answer(
     envelope = _envelope(extracted) if extracted.envelope is not None else None
     kind = "JSON records" if extracted.format == "json_records" else "lines of text"
     names = list(profile.fields)
-    everything = f"the metadata file (metadata_path), or DESCRIBE {table} via analyze-with-duckdb"
+    listing = f"SELECT DISTINCT unnest(json_keys(value)) FROM {table}" if profile.clashes else f"DESCRIBE {table}"
+    everything = f"the metadata file (metadata_path), or {listing} via analyze-with-duckdb"
 
     def build(k: int, *, full: bool = True) -> ToolResult:
         shown = _profile_of(profile, names[:k])
@@ -163,7 +173,7 @@ def saved_answer(
             if envelope is not None:
                 dataset["envelope"] = envelope
         if profile.clashes:
-            dataset["sql_columns"] = _clash_note(profile.clashes)
+            dataset["sql_columns"] = _clash_note(profile.clashes, full=full)
         dataset.update(data_path=str(saved.data_path), metadata_path=str(saved.metadata_path))
         answer: dict[str, Any] = {
             "intercepted": SAVED,

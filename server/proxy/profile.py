@@ -17,6 +17,7 @@ beside `id` would make `"ID"` read `id` (`_every_key`: one C decode a record).
 from __future__ import annotations
 
 import random
+import re
 import types
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -120,23 +121,30 @@ _KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _NULL = msgspec.Raw(b"null")
 #: The struct of known keys is remade at most this many times (records bringing ever new keys
 #: would remake it for each record), and only for at most this many keys (a struct decode
-#: makes every field, present or not); past either, records' keys are decoded as dicts.
-_REMAKES, _STRUCT_KEYS = 16, 256
+#: makes every field, present or not, and finds a field by a linear scan: past ~32 fields a
+#: record of few keys decodes slower than into a dict); past either, keys are decoded as dicts.
+_REMAKES, _STRUCT_KEYS = 16, 32
+#: What msgspec refuses in a field's name.
+_UNNAMEABLE = re.compile(r'["\\\x00-\x1f]')
 
 
 def _known_keys(keys: Sequence[str]) -> Callable[[msgspec.Raw], object] | None:
     """A decoder of records holding only `keys` (values left raw) that refuses any other key:
-    ~2x as fast as decoding a record's keys into a dict, which it spares most records."""
-    if len(keys) > _STRUCT_KEYS:
+    ~2x as fast as decoding a record's keys into a dict, which it spares most records. None
+    for keys a struct cannot have or would be slow with."""
+    if len(keys) > _STRUCT_KEYS or any(map(_UNNAMEABLE.search, keys)):
         return None
     idents = [f"f{i}" for i in range(len(keys))]
-    struct = msgspec.defstruct(
-        "Keys",
-        [(i, msgspec.Raw, _NULL) for i in idents],
-        rename=dict(zip(idents, keys, strict=True)),
-        forbid_unknown_fields=True,
-        gc=False,
-    )
+    try:
+        struct = msgspec.defstruct(
+            "Keys",
+            [(i, msgspec.Raw, _NULL) for i in idents],
+            rename=dict(zip(idents, keys, strict=True)),
+            forbid_unknown_fields=True,
+            gc=False,
+        )
+    except ValueError:  # a name msgspec refuses beyond `_UNNAMEABLE` (a lone surrogate)
+        return None
     return msgspec.json.Decoder(struct).decode
 
 

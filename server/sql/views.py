@@ -73,6 +73,8 @@ def view_sql(file: DatasetFile) -> str:
     if not file.header:
         return f"SELECT * FROM {source}"
     not_header = f"IS DISTINCT FROM {quote_literal(HEADER_TYPE)}"
-    if not file.record_keys or clashing_keys(file.record_keys):  # one JSON column `value`
+    # One JSON column `value` when the records are not objects, or when their keys cannot all
+    # be columns beside the header's (`Type` beside the header's `type` would read NULL).
+    if not file.record_keys or clashing_keys([*file.header_keys, *file.record_keys]):
         return f"{objects} WHERE json_extract_string(json, '$.type') {not_header}"
     return f'SELECT {", ".join(map(quote_ident, file.record_keys))} FROM {source} WHERE "type" {not_header}'

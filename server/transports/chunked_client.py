@@ -109,26 +109,30 @@ class _ToolListings:
     VERSIONS = tuple(sorted({version for method, version in SERVER_RESULTS if method == "tools/list"}))
 
     def __init__(self) -> None:
-        self._pending: dict[types.RequestId, None] = {}
+        # Ids as text: the SDK matches a reply id "7" to request 7.
+        self._pending: dict[str, None] = {}
 
     def sent(self, message: SessionMessage) -> None:
         request = message.message
         if isinstance(request, types.JSONRPCRequest) and request.method == "tools/list":
-            self._pending[request.id] = None
+            self._pending[str(request.id)] = None
             if len(self._pending) > self.MAX_PENDING:
                 del self._pending[next(iter(self._pending))]
 
     def received(self, message: SessionMessage | Exception) -> None:
         reply = message.message if isinstance(message, SessionMessage) else None
-        if not isinstance(reply, (types.JSONRPCResponse, types.JSONRPCError)) or reply.id not in self._pending:
+        if not isinstance(reply, (types.JSONRPCResponse, types.JSONRPCError)) or str(reply.id) not in self._pending:
             return
-        del self._pending[reply.id]
+        del self._pending[str(reply.id)]
         if not isinstance(reply, types.JSONRPCResponse):
             return
         result = reply.result
         tools = result.get("tools")
-        if isinstance(tools, list) and self._problem(result) is not None:
-            result["tools"] = [tool for tool in tools if self._kept(result, tool)]
+        if not isinstance(tools, list) or self._problem(result) is None:
+            return
+        if self._problem({**result, "tools": []}) is not None:
+            return  # wrong outside its tools (a cursor that is not text): no tool is to blame
+        result["tools"] = [tool for tool in tools if self._kept(result, tool)]
 
     def _kept(self, result: dict[str, Any], tool: Any) -> bool:
         problem = self._problem({**result, "tools": [tool]})
