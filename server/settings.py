@@ -98,7 +98,13 @@ class SearchSettings(_Section):
 
 
 class IndexSettings(_Section):
-    cache_dir: Path = Field(default_factory=default_cache_dir, description="Where indexes and the cursor key live.")
+    cache_dir: Path = Field(
+        default_factory=default_cache_dir,
+        description=(
+            "Where indexes and the cursor key live: a directory of yours that others cannot write in (refused "
+            "otherwise), outside repositories you did not write (what is there is read as codepager's own)."
+        ),
+    )
     profile: Literal["static", "minilm"] = Field(
         DEFAULT_EMBEDDING_PROFILE,
         description="Embedding profile (see docs/benchmarks.md for the measurement behind the default).",

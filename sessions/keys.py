@@ -35,7 +35,7 @@ def load_or_create_key(cache_dir: Path, configured: str | None = None) -> bytes:
             )
         return configured.encode()
     path = Path(cache_dir) / CURSOR_KEY_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         _create_key_file(path)
     return _read_key_file(path)
 
@@ -43,7 +43,7 @@ def load_or_create_key(cache_dir: Path, configured: str | None = None) -> bytes:
 def _create_key_file(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(48) + "\n")
@@ -53,12 +53,33 @@ def _create_key_file(path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+#: A key file is one line of ~64 characters; more is not a key this code wrote.
+_MAX_KEY_FILE_BYTES = 4096
+
+
 def _read_key_file(path: Path) -> bytes:
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        log.warning("cursor key %s was readable by others (mode %o); restricting it to 0600", path, mode)
-        path.chmod(0o600)
-    key = path.read_text().strip()
+    """The key in `path`, which must be a regular file of ours: never followed through a link
+    (a planted `cursor.key -> /etc/passwd` would have had that file made 0600 and its content
+    taken as the key), never waited on (a FIFO), read no further than a key file can be."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ValueError(
+            f"the cursor key file {path} cannot be opened ({exc.strerror or exc}; it must be a regular "
+            "file, not a link); delete it to have a new key generated or set sessions.secret_key"
+        ) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            raise ValueError(
+                f"the cursor key file {path} is not a regular file of this user's; delete it to have a "
+                "new key generated, or set sessions.secret_key"
+            )
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & 0o077:
+            log.warning("cursor key %s was readable by others (mode %o); restricting it to 0600", path, mode)
+            os.fchmod(fd, 0o600)
+        key = f.read(_MAX_KEY_FILE_BYTES).decode("utf-8", "replace").strip()
     if len(key) < MIN_KEY_LENGTH:
         raise ValueError(
             f"the cursor key file {path} is empty or damaged; delete it to have a new key generated "

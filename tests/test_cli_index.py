@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from server.app import build_services
 from server.cli import main
 from server.cli.index_cmd import ProgressBar
+from server.settings import load_settings
 
 CODEPAGER = Path(sys.executable).parent / "codepager"
 
@@ -20,7 +22,7 @@ CODEPAGER = Path(sys.executable).parent / "codepager"
 def config(tmp_path: Path) -> Path:
     """A settings file with the test's own cache dir."""
     cache = tmp_path / "cache"
-    cache.mkdir()
+    cache.mkdir(mode=0o700)
     path = tmp_path / "codepager.toml"
     path.write_text(f'[index]\ncache_dir = "{cache}"\n')
     return path
@@ -119,3 +121,31 @@ def test_the_installed_command_indexes_a_tree(project: Path, config: Path) -> No
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("rebuilt: 2 files")
     assert proc.stderr == ""  # not a terminal: no progress bar drawn
+
+
+def test_a_cache_dir_others_can_write_in_is_refused_or_made_private(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cache dir holds the cursor key and every index, text included, and codepager reads
+    what is there as its own. Before: it was used whoever owned it and whatever its mode (an
+    audit planted an index in a 0777 one). Now a shared sticky one (`/tmp` itself) is refused
+    with what to do, and one of ours others may write in loses those write bits (0777 -> 0755:
+    it may be a root, whose mode is the user's); `serve` refuses the first too (another user's
+    one is refused alike: `server.output.files`)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    config = tmp_path / "shared.toml"
+    config.write_text(f'[index]\ncache_dir = "{shared}"\n')
+    code, out, err = run(capsys, str(project), "--config", str(config))
+    assert (code, out) == (2, "") and "shared directory" in err and "index.cache_dir" in err, err
+    assert list(shared.iterdir()) == []
+    with pytest.raises(ValueError, match="shared directory"):
+        build_services(load_settings(None, {"index": {"cache_dir": shared}, "server": {"roots": [project]}}))
+
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    config.write_text(f'[index]\ncache_dir = "{open_dir}"\n')
+    code, out, _ = run(capsys, str(project), "--config", str(config))
+    assert code == 0 and (open_dir.stat().st_mode & 0o777) == 0o755, oct(open_dir.stat().st_mode)

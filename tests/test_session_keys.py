@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -61,3 +62,27 @@ def test_concurrent_first_starts_agree_on_one_key(tmp_path: Path) -> None:
     with ThreadPoolExecutor(8) as pool:
         keys = set(pool.map(lambda _: load_or_create_key(tmp_path / "c"), range(16)))
     assert len(keys) == 1
+
+
+def test_a_cursor_key_planted_as_a_link_is_neither_followed_nor_chmodded(tmp_path: Path) -> None:
+    """Before: the key file was read through a link, and a target readable by others was
+    chmodded (chmod follows links) to 0600: a `cursor.key -> /etc/passwd` planted in the cache
+    dir made that file 0600 and its known content the key. Now the link is refused, saying
+    what to do, and its target is untouched. (Found by an audit.)"""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    public = tmp_path / "etc" / "passwd"  # stands for any world-readable file the user owns
+    public.parent.mkdir()
+    public.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    public.chmod(0o644)
+    os.symlink(public, cache / "cursor.key")
+    with pytest.raises(ValueError, match="not a link"):
+        load_or_create_key(cache)
+    assert stat.S_IMODE(public.stat().st_mode) == 0o644
+
+
+def test_a_cursor_key_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """A FIFO in place of the key file would have held the server's start for ever."""
+    os.mkfifo(tmp_path / "cursor.key")
+    with pytest.raises(ValueError, match="not a regular file"):
+        load_or_create_key(tmp_path)
