@@ -10,6 +10,8 @@ memory-mapped, so the lock is held for microseconds.
 
 from __future__ import annotations
 
+import math
+import os
 import threading
 from pathlib import Path
 
@@ -20,9 +22,12 @@ _HEADER_LOCK = threading.Lock()
 
 def load_array(path: Path, *, mmap: bool = True) -> np.ndarray:
     """The array in `path`, memory-mapped when `mmap` (read when it is empty: numpy cannot map
-    a zero-length array)."""
+    a zero-length array). ValueError when its header claims more data than the file holds,
+    checked before numpy allocates anything by the claim (a 100-byte file claiming 10^12 rows
+    was a 4 TB allocation)."""
     array_: np.ndarray
     with _HEADER_LOCK:
+        _check_header(path)
         try:
             array_ = np.load(path, mmap_mode="r" if mmap else None)
         except ValueError:
@@ -30,3 +35,14 @@ def load_array(path: Path, *, mmap: bool = True) -> np.ndarray:
                 raise
             array_ = np.load(path)
     return array_
+
+
+def _check_header(path: Path) -> None:
+    with open(path, "rb") as f:
+        read = np.lib.format.read_array_header_1_0
+        if np.lib.format.read_magic(f) != (1, 0):
+            read = np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(f)
+        claimed = math.prod(shape) * dtype.itemsize
+        if claimed > os.fstat(f.fileno()).st_size - f.tell():
+            raise ValueError(f"{path.name} claims {claimed:,} bytes of data, more than it holds")

@@ -41,6 +41,9 @@ _DEF_CHUNK, _DEF_FACTOR, _DEF_NAMES = "defs.chunk.npy", "defs.factor.npy", "defs
 _ENC = "surrogatepass"
 # Decompressed files kept per table: a page of results usually comes from a few files.
 _TEXT_CACHE = 16
+#: The most of one file's text ever decompressed (files over `search.max_file_size`, 1 MiB by
+#: default, are never indexed): bounds what a crafted text.bin and crafted rows can inflate.
+MAX_FILE_TEXT = 256 << 20
 
 
 def text_key(chunk: Chunk) -> int:
@@ -89,6 +92,12 @@ class ChunkTable(Sequence[Chunk]):
         for part, (actual, expected) in extents.items():
             if actual != expected:
                 raise ValueError(f"{part}: {actual}, the other parts say {expected}")
+        # Every row's file and kind must name one (a crafted id failed each search with an
+        # IndexError), files in order; one vectorised pass over two columns.
+        if len(rows):
+            file_of, kinds = rows["file"], rows["kind"]
+            if int(file_of[0]) < 0 or np.any(np.diff(file_of) < 0) or int(kinds.max()) >= len(self.kinds):
+                raise ValueError("rows name files or kinds that are not there")
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -143,6 +152,10 @@ class ChunkTable(Sequence[Chunk]):
                     names = msgpack.unpackb((self.directory / _DEF_NAMES).read_bytes(), raw=False)
                     if not len(chunk) == len(factor) == len(names):
                         raise ValueError("symbol definition columns disagree")
+                    if len(chunk) and (int(chunk.min()) < 0 or int(chunk.max()) >= len(self.rows)):
+                        raise ValueError("symbol definitions name chunks that are not there")
+                    if not all(type(name) is str for name in names):
+                        raise ValueError("symbol definition names are not all text")
                 self._definitions = (chunk, factor, names)
             return self._definitions
 
@@ -158,11 +171,22 @@ class ChunkTable(Sequence[Chunk]):
             if text is None:
                 start, end = int(self._text_bounds[f]), int(self._text_bounds[f + 1])
                 with reading(f"the chunk text of {self.paths[f]!r}", self.directory):
-                    text = zlib.decompress(bytes(self._text[start:end])) if end > start else b""
+                    text = zlib.decompressobj().decompress(bytes(self._text[start:end]), self._text_reach(f))
                 if len(self._cache) >= _TEXT_CACHE:
                     self._cache.pop(next(iter(self._cache)))
                 self._cache[f] = text
             return text
+
+    def _text_reach(self, f: int) -> int:
+        """How far into file `f`'s text its chunks reach: all of it that is ever read, so all
+        that is decompressed (a bomb in text.bin, 1 MB inflating to 1 GB, inflates no
+        further), and never past `MAX_FILE_TEXT` whatever the rows claim."""
+        lo, hi = (int(i) for i in np.searchsorted(self.rows["file"], [f, f + 1]))
+        rows = self.rows[lo:hi]
+        if not len(rows):
+            return 1  # decompress nothing (0 would mean no limit)
+        reach = int((rows["text_off"].astype(np.int64) + rows["text_len"]).max())
+        return min(max(reach, 1), MAX_FILE_TEXT)
 
     def symbol_bytes(self, start: int, n: int) -> memoryview:
         return self._symbols[start : start + n]

@@ -105,7 +105,8 @@ class IndexDamagedError(IndexStoreError):
 #: What reading an index generation's bytes raises when they are not what was written: an
 #: emptied .npy (numpy's EOFError), cut compressed text (zlib.error), cut msgpack or a garbled
 #: .npy header (ValueError and msgpack's errors), a part missing or of the wrong kind, a table
-#: of the wrong shape (KeyError, TypeError). `reading` turns these into IndexDamagedError. Other
+#: of the wrong shape (KeyError, TypeError), or values out of range (IndexError, OverflowError:
+#: a crafted offset of 2^64-1). `reading` turns these into IndexDamagedError. Other
 #: OSErrors (EACCES, EIO, EMFILE) are the machine's, not the index's: a rebuild would not help.
 _DAMAGE: tuple[type[Exception], ...] = (
     FileNotFoundError,
@@ -114,6 +115,8 @@ _DAMAGE: tuple[type[Exception], ...] = (
     ValueError,
     TypeError,
     KeyError,
+    IndexError,
+    OverflowError,
     EOFError,
     zlib.error,
     msgpack.UnpackException,

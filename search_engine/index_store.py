@@ -47,7 +47,9 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
+import stat
 import tempfile
 import weakref
 from array import array
@@ -76,6 +78,11 @@ from search_engine.vectors import VectorIndex, empty, quantize
 FORMAT_VERSION = 3
 
 _CURRENT = "CURRENT"
+#: A live generation's name as `CURRENT` may give it (never a path: `gen-/../..` led out).
+_GENERATION = re.compile(r"gen-[0-9]{8,19}")
+_CURRENT_BYTES = 64
+#: A manifest is a few hundred bytes.
+_MANIFEST_BYTES = 1 << 16
 _LOCK = "write.lock"
 _GEN_PREFIX = "gen-"
 _TMP_PREFIX = ".tmp-"
@@ -129,7 +136,7 @@ class _Pin:
     nobody holds any more."""
 
     def __init__(self, directory: Path) -> None:
-        fd = os.open(directory / _PINS, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(directory / _PINS, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -187,10 +194,11 @@ class IndexStore:
         """The live generation's directory name, or None if there is no index yet. One small
         read: cheap enough to call before every search."""
         try:
-            name = (self.directory / _CURRENT).read_text(encoding="ascii").strip()
-        except (OSError, UnicodeDecodeError):
+            name = _read_small(self.directory / _CURRENT, _CURRENT_BYTES).decode("ascii").strip()
+            live = _GENERATION.fullmatch(name) is not None and stat.S_ISDIR(os.lstat(self.directory / name).st_mode)
+        except (OSError, ValueError):
             return None
-        return name if name.startswith(_GEN_PREFIX) and (self.directory / name).is_dir() else None
+        return name if live else None
 
     def read_manifest(self) -> Manifest | None:
         """The live generation's manifest without loading the rest (None: no index yet).
@@ -200,8 +208,8 @@ class IndexStore:
             return None
         path = self.directory / name / _MANIFEST
         try:
-            return _manifest(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError, KeyError) as exc:
+            return _manifest(json.loads(_read_small(path, _MANIFEST_BYTES)))
+        except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
             raise IndexStoreError(f"index manifest {path} is unreadable ({exc}); the next update rebuilds it") from exc
 
     def load(self) -> Snapshot | None:
@@ -213,19 +221,22 @@ class IndexStore:
             return None
         directory = self.directory / name
         try:
+            _check_kinds(directory)
             pin = _Pin(directory)
         except FileNotFoundError as exc:
             raise IndexStoreError(f"index generation {name} was reclaimed while being opened") from exc
+        except ValueError as exc:
+            raise IndexDamagedError(f"index {directory} holds {exc}; it will be rebuilt", directory) from exc
         try:
             with reading("the index", directory):
-                raw = json.loads((directory / _MANIFEST).read_text(encoding="utf-8"))
-                if raw.get("format_version") != FORMAT_VERSION:
+                raw = json.loads(_read_small(directory / _MANIFEST, _MANIFEST_BYTES))
+                if isinstance(raw, dict) and raw.get("format_version") != FORMAT_VERSION:
                     raise IndexStoreError(
                         f"index {directory} has format {raw.get('format_version')}, this codepager "
                         f"reads {FORMAT_VERSION}; it will be rebuilt"
                     )
                 manifest = _manifest(raw)
-                files = _read_files(directory / _FILES)
+                files = _read_files(directory / _FILES, manifest.chunks)
                 chunks = ChunkTable(directory / _CHUNKS)
                 vectors = _read_vectors(directory, manifest.chunks, manifest.dim)
         except IndexStoreError:
@@ -258,10 +269,7 @@ class IndexStore:
         name = self.current_name()
         if name is None:
             return
-        target = self.directory / name / _FILES
-        tmp = target.with_name(f"{_TMP_PREFIX}{_FILES}.{os.getpid()}")
-        _write_files(tmp, files)
-        os.replace(tmp, target)
+        _replace_file(self.directory / name, _FILES, _packed_files(files))
 
     def reclaim(self) -> list[str]:
         """Delete superseded generations nobody has open (older than the live one, so a
@@ -275,9 +283,7 @@ class IndexStore:
         ]
 
     def _point_current_at(self, name: str) -> None:
-        tmp = self.directory / f"{_TMP_PREFIX}{_CURRENT}.{os.getpid()}"
-        tmp.write_text(name + "\n", encoding="ascii")
-        os.replace(tmp, self.directory / _CURRENT)
+        _replace_file(self.directory, _CURRENT, (name + "\n").encode("ascii"))
 
     def _generations(self) -> list[str]:
         try:
@@ -290,7 +296,7 @@ class IndexStore:
         (never waiting), then remove it while holding them."""
         path = self.directory / name
         try:
-            fd = os.open(path / _PINS, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(path / _PINS, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             if (path / _MANIFEST).exists():
                 return False  # not a generation this version wrote: leave it to the writer's sweep
@@ -477,7 +483,7 @@ class GenerationWriter:
                 np.concatenate(self._file_vectors) if self._file_vectors else np.zeros((0, self.dim), np.float32)
             )
             np.save(staging / _FILE_VECTORS, file_vectors.astype(np.float32))
-            _write_files(staging / _FILES, self.files)
+            (staging / _FILES).write_bytes(_packed_files(self.files))
             if postings is None:
                 self._write_postings()
             else:
@@ -485,7 +491,7 @@ class GenerationWriter:
         (staging / _PINS).touch()
         (staging / _MANIFEST).write_text(json.dumps(asdict(manifest), indent=1), encoding="utf-8")
         store = self.store
-        (store.directory / "ROOT").write_text(manifest.root + "\n", encoding="utf-8")
+        _replace_file(store.directory, "ROOT", (manifest.root + "\n").encode("utf-8", "surrogateescape"))
         name = f"{_GEN_PREFIX}{manifest.generation:08d}"
         os.rename(staging, store.directory / name)
         self._open = False
@@ -546,18 +552,96 @@ def _number(name: str) -> int:
         return -1
 
 
-def _manifest(raw: dict[str, Any]) -> Manifest:
+#: What a manifest's fields may hold: (type, least, most). The counts bound what is read and
+#: allocated from the other parts, so they are checked before anything is (ValueError).
+_MANIFEST_FIELDS: dict[str, tuple[type, float, float]] = {
+    "format_version": (int, 0, 1 << 31),
+    "lexical_version": (int, 0, 1 << 31),
+    "generation": (int, 0, 1 << 62),
+    "dim": (int, _WORD_BITS, 4096),
+    "files": (int, 0, 1 << 31),
+    "chunks": (int, 0, 1 << 31),
+    "updated_at": (float, 0, float("inf")),
+}
+
+
+def _manifest(raw: Any) -> Manifest:
+    """The manifest in `raw`, checked: ValueError unless every field is of its type and within
+    its bounds (a crafted `dim` of 64,000,000 made reading the vectors allocate gigabytes)."""
+    if not isinstance(raw, dict):
+        raise ValueError("the manifest is not a JSON object")
+    for name, (kind, least, most) in _MANIFEST_FIELDS.items():
+        value = raw.get(name)
+        number = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+        if not number or not least <= float(value) <= most:  # type: ignore[arg-type]  # a number here
+            raise ValueError(f"manifest field {name} is {value!r}")
+    if raw["dim"] % _WORD_BITS:
+        raise ValueError(f"manifest field dim is {raw['dim']}, not a multiple of {_WORD_BITS}")
+    if not all(isinstance(raw.get(name), str) for name in ("chunker_version", "model_id", "root")):
+        raise ValueError("the manifest's chunker_version, model_id and root must be text")
     return Manifest(**{k: raw[k] for k in Manifest.__dataclass_fields__})
 
 
-def _write_files(path: Path, files: dict[str, FileEntry]) -> None:
+def _read_small(path: Path, limit: int) -> bytes:
+    """The bytes of `path`, a regular file of at most `limit` bytes: never through a link, never
+    waiting on a FIFO, never reading a device (ValueError: the caller counts it as damage)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            raise ValueError(f"{path.name} is not a regular file of at most {limit:,} bytes")
+        data: bytes = f.read(limit + 1)
+        return data
+
+
+def _replace_file(directory: Path, name: str, data: bytes) -> None:
+    """Put `data` in `directory/name`, atomically, through a temporary file of a random name
+    created new (`O_EXCL | O_NOFOLLOW`): a link planted at the name, or at a temporary name
+    guessed from the pid, is replaced, never written through."""
+    fd, tmp = tempfile.mkstemp(prefix=f"{_TMP_PREFIX}{name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, directory / name)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _check_kinds(directory: Path) -> None:
+    """ValueError unless everything in the generation `directory` is a regular file or a
+    directory of such (no link, FIFO or device): every part is then read as what it is, and
+    no read can be led out of the generation or made to wait or to read without end."""
+    for entry in os.scandir(directory):
+        if entry.is_dir(follow_symlinks=False):
+            _check_kinds(Path(entry.path))
+        elif not entry.is_file(follow_symlinks=False):
+            raise ValueError(f"{entry.name} is not a regular file")
+
+
+def _packed_files(files: dict[str, FileEntry]) -> bytes:
     rows = {p: [e.mtime_ns, e.size, e.digest, e.first, e.count] for p, e in files.items()}
-    path.write_bytes(msgpack.packb(rows, use_bin_type=True))
+    packed: bytes = msgpack.packb(rows, use_bin_type=True)
+    return packed
 
 
-def _read_files(path: Path) -> dict[str, FileEntry]:
+def _read_files(path: Path, chunks: int) -> dict[str, FileEntry]:
+    """The file table; ValueError unless each entry is what `_packed_files` writes, its chunks
+    within the `chunks` rows (a crafted `first` past them failed every update)."""
     rows = msgpack.unpackb(path.read_bytes(), raw=False, strict_map_key=False)
-    return {p: FileEntry(*r) for p, r in rows.items()}
+    if not isinstance(rows, dict):
+        raise ValueError("the file table is not a map")
+    files = {}
+    for p, r in rows.items():
+        if not (isinstance(p, str) and isinstance(r, list) and len(r) == 5 and isinstance(r[2], str)):
+            raise ValueError("a file table entry is not (mtime, size, digest, first, count)")
+        entry = FileEntry(*r)
+        numbers = (entry.mtime_ns, entry.size, entry.first, entry.count)
+        if not all(type(n) is int for n in numbers) or not 0 <= entry.first <= entry.first + entry.count <= chunks:
+            raise ValueError(f"the file table's entry for {p!r} is out of range")
+        files[p] = entry
+    return files
 
 
 def write_coarse(directory: Path, n: int, dim: int, old: Snapshot | None) -> None:

@@ -72,6 +72,9 @@ def lexical_document(chunk: Chunk) -> list[str]:
     return tokenize_text(chunk.content) + path_tokens(chunk.path) * PATH_REPEAT
 
 
+_PARTS = ("indptr", "docs", "tf", "lengths")
+
+
 class Postings:
     """BM25 postings of one granularity (chunks or files), term-major.
 
@@ -112,12 +115,23 @@ class Postings:
         return out
 
     def save(self, directory: Path, name: str) -> None:
-        for part in ("indptr", "docs", "tf", "lengths"):
+        for part in _PARTS:
             np.save(directory / f"{name}.{part}.npy", np.ascontiguousarray(getattr(self, part)))
 
     @classmethod
     def load(cls, directory: Path, name: str) -> Postings:
-        return cls(*(load_array(directory / f"{name}.{part}.npy") for part in ("indptr", "docs", "tf", "lengths")))
+        """What `save` wrote, memory-mapped; ValueError unless its columns are integers that
+        index what they claim to (a crafted document id past the last document, or a float
+        one, failed every search with an IndexError instead of a rebuild)."""
+        indptr, docs, tf, lengths = (load_array(directory / f"{name}.{part}.npy") for part in _PARTS)
+        if not all(np.issubdtype(a.dtype, np.integer) for a in (indptr, docs, tf, lengths)) or indptr.ndim != 1:
+            raise ValueError(f"{name} postings are not integer columns")
+        bounds = np.asarray(indptr, dtype=np.int64)
+        if len(bounds) and (bounds[0] != 0 or bounds[-1] != len(docs) or np.any(np.diff(bounds) < 0)):
+            raise ValueError(f"{name} postings' offsets do not walk their entries")
+        if (len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= len(lengths))) or len(tf) != len(docs):
+            raise ValueError(f"{name} postings name documents that are not there")
+        return cls(indptr, docs, tf, lengths)
 
 
 class LexicalIndex:

@@ -26,6 +26,7 @@ from threadpoolctl import ThreadpoolController
 from search_engine.chunk_table import ChunkTable
 from search_engine.config import EngineConfig
 from search_engine.corpus import Corpus
+from search_engine.errors import reading
 from search_engine.files import discover
 from search_engine.hits import Hit
 from search_engine.hybrid import hybrid_search
@@ -66,7 +67,9 @@ class Ranker:
     def __init__(self, index: IndexView, config: EngineConfig | None = None) -> None:
         self._index = index
         self._config = config or EngineConfig()
-        self.corpus = Corpus.build(index.chunks, index.vectors, index.lexical)
+        # The columns are joined here: a generation whose parts disagree is damage (a rebuild).
+        with reading("the index", index.chunks.directory):
+            self.corpus = Corpus.build(index.chunks, index.vectors, index.lexical)
         self._masks: LRUCache[tuple[str, str | None, tuple[str, ...], tuple[str, ...]], np.ndarray] = LRUCache(
             _FILTER_CACHE_SIZE
         )

@@ -1,0 +1,76 @@
+"""Index parts that are not regular files, and a `CURRENT` that leads out of the index dir.
+Whoever can write in the cache dir (a repository that commits it, when `index.cache_dir` is
+inside its root, or another user, when it is shared) can replace any part of a generation:
+manifest.json, CURRENT, strings.msgpack, files.msgpack, vocab.msgpack, pins. Found by an
+audit. The searches run in a child process under an address-space cap, so a part that is read
+without end fails the child, not the machine."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from search_engine.index_store import IndexStore
+from tests.crafted_index_helpers import MB, build, search_in_child
+from tests.index_helpers import CountingEmbedder, write_repo
+
+
+@pytest.mark.parametrize("part", ["manifest.json", "chunks/strings.msgpack"])
+def test_an_index_part_linked_to_dev_zero_is_refused_in_bounded_memory(
+    tmp_path: Path, counting: CountingEmbedder, part: str
+) -> None:
+    """`manifest.json` or `chunks/strings.msgpack` replaced by a link to /dev/zero. Before:
+    index parts were opened by path, following links whatever the file type, so
+    `read_text`/`read_bytes` read until memory ran out: 5.3 GB peak RSS under a 6 GB cap in
+    6-7 s (the OOM killer without a cap), on every search, with no rebuild. Now a part that is
+    not a regular file is refused unread (a generation holding anything but regular files and
+    directories is damaged): the search rebuilds the index and answers, under 400 MB peak RSS."""
+    repo = write_repo(tmp_path / "repo")
+    cache = tmp_path / "cache"
+    gen = build(repo, cache, counting)
+    (gen / part).unlink()
+    os.symlink("/dev/zero", gen / part)
+
+    report = search_in_child(repo, cache, address_space=3 << 30, timeout_s=60)
+
+    assert report.get("peak_rss", 1 << 40) < 400 * MB, f"reading {part} -> /dev/zero: {report}"
+    assert "matches" in report, f"no rebuild, the search failed: {report}"
+
+
+def test_a_current_pointer_that_is_a_fifo_does_not_hang_searches(tmp_path: Path, counting: CountingEmbedder) -> None:
+    """`CURRENT` replaced by a FIFO. Before: opening it blocked until a writer came, so every
+    semantic or hybrid search hung for ever (semantic search has no time limit). Now `CURRENT`
+    is opened without waiting and must be a regular file: the search is over within 15 s."""
+    repo = write_repo(tmp_path / "repo")
+    cache = tmp_path / "cache"
+    gen = build(repo, cache, counting)
+    current = gen.parent / "CURRENT"
+    current.unlink()
+    os.mkfifo(current)
+
+    report = search_in_child(repo, cache, timeout_s=15)
+
+    assert not report.get("timeout"), "a hybrid search blocked on opening CURRENT (a FIFO) for 15 s"
+
+
+def test_current_cannot_name_a_generation_outside_the_index_dir(tmp_path: Path, counting: CountingEmbedder) -> None:
+    """`CURRENT` holding `gen-/../../<elsewhere>`, with the generation moved out of the cache.
+    Before: any name that started with "gen-" was taken, so the generation outside the cache
+    was opened and served. Now `CURRENT` must name `gen-` and digits: nothing outside the
+    index dir is opened."""
+    repo = write_repo(tmp_path / "repo")
+    cache = tmp_path / "cache"
+    gen = build(repo, cache, counting)
+    elsewhere = tmp_path / "not-the-cache" / "some-generation"
+    elsewhere.parent.mkdir()
+    shutil.move(gen, elsewhere)
+    (gen.parent / "gen-").mkdir()
+    (gen.parent / "CURRENT").write_text(f"gen-/{os.path.relpath(elsewhere, gen.parent / 'gen-')}\n")
+
+    store = IndexStore(gen.parent)
+    snapshot = store.load()
+    opened = None if snapshot is None else snapshot.directory.resolve()
+    assert opened is None or gen.parent in opened.parents, f"CURRENT opened {opened}, outside {gen.parent}"
