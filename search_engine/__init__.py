@@ -17,6 +17,7 @@ from search_engine.config import (
     DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_LINE_WIDTH,
     DEFAULT_TIMEOUT_S,
+    MAX_FILE_SIZE_LIMIT,
     EngineConfig,
     default_cache_dir,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "DEFAULT_MAX_RESULTS",
     "DEFAULT_TIMEOUT_S",
     "MAX_CONTEXT_LINES",
+    "MAX_FILE_SIZE_LIMIT",
     "EngineConfig",
     "IndexDamagedError",
     "IndexManager",

@@ -27,6 +27,7 @@ import numpy as np
 
 from search_engine.arrays import load_array
 from search_engine.chunks import Chunk, content_hash
+from search_engine.config import MAX_FILE_SIZE_LIMIT
 from search_engine.embeddings import chunk_text
 from search_engine.errors import reading
 from search_engine.symbols import defined_names
@@ -41,9 +42,10 @@ _DEF_CHUNK, _DEF_FACTOR, _DEF_NAMES = "defs.chunk.npy", "defs.factor.npy", "defs
 _ENC = "surrogatepass"
 # Decompressed files kept per table: a page of results usually comes from a few files.
 _TEXT_CACHE = 16
-#: The most of one file's text ever decompressed (files over `search.max_file_size`, 1 MiB by
-#: default, are never indexed): bounds what a crafted text.bin and crafted rows can inflate.
-MAX_FILE_TEXT = 256 << 20
+#: The most of one file's text ever decompressed: files over `search.max_file_size` (1 MiB by
+#: default, at most `MAX_FILE_SIZE_LIMIT`) are never indexed, and a file's text as stored is
+#: at most twice its bytes. Bounds what crafted text and rows can inflate.
+MAX_FILE_TEXT = 2 * MAX_FILE_SIZE_LIMIT
 
 
 def text_key(chunk: Chunk) -> int:
@@ -171,22 +173,25 @@ class ChunkTable(Sequence[Chunk]):
             if text is None:
                 start, end = int(self._text_bounds[f]), int(self._text_bounds[f + 1])
                 with reading(f"the chunk text of {self.paths[f]!r}", self.directory):
-                    text = zlib.decompressobj().decompress(bytes(self._text[start:end]), self._text_reach(f))
+                    reach = self._text_reach(f)
+                    text = zlib.decompressobj().decompress(bytes(self._text[start:end]), reach) if reach else b""
+                    if len(text) != reach:  # a cut stream inflates short, without an error
+                        raise ValueError(f"the text inflates to {len(text):,} bytes, its chunks reach {reach:,}")
                 if len(self._cache) >= _TEXT_CACHE:
                     self._cache.pop(next(iter(self._cache)))
                 self._cache[f] = text
             return text
 
     def _text_reach(self, f: int) -> int:
-        """How far into file `f`'s text its chunks reach: all of it that is ever read, so all
-        that is decompressed (a bomb in text.bin, 1 MB inflating to 1 GB, inflates no
-        further), and never past `MAX_FILE_TEXT` whatever the rows claim."""
+        """How far into file `f`'s text its chunks reach: the length of its stored text (a
+        file's chunks cover its text), so all that is decompressed (a bomb in text.bin, 1 MB
+        inflating to 1 GB, inflates no further); ValueError past `MAX_FILE_TEXT`."""
         lo, hi = (int(i) for i in np.searchsorted(self.rows["file"], [f, f + 1]))
         rows = self.rows[lo:hi]
-        if not len(rows):
-            return 1  # decompress nothing (0 would mean no limit)
-        reach = int((rows["text_off"].astype(np.int64) + rows["text_len"]).max())
-        return min(max(reach, 1), MAX_FILE_TEXT)
+        reach = int((rows["text_off"].astype(np.int64) + rows["text_len"]).max()) if len(rows) else 0
+        if not 0 <= reach <= MAX_FILE_TEXT:
+            raise ValueError(f"its chunks reach {reach:,} bytes into its text")
+        return reach
 
     def symbol_bytes(self, start: int, n: int) -> memoryview:
         return self._symbols[start : start + n]

@@ -36,6 +36,9 @@ DEFAULT_MAX_LINE_WIDTH = 500
 """Long lines are cut to this many characters around the match."""
 DEFAULT_MAX_FILE_SIZE = 1024 * 1024
 """Files larger than this (bytes) are skipped."""
+MAX_FILE_SIZE_LIMIT = 256 << 20
+"""The largest `max_file_size` there may be: what an index stores of one file is bounded by
+it when read back (`chunk_table.MAX_FILE_TEXT`), whoever wrote the index."""
 DEFAULT_EMBEDDING_PROFILE: Final = "static"
 """The embedding profile (see docs/benchmarks.md for the measurement behind it)."""
 

@@ -226,7 +226,9 @@ class IndexStore:
         except FileNotFoundError as exc:
             raise IndexStoreError(f"index generation {name} was reclaimed while being opened") from exc
         except ValueError as exc:
-            raise IndexDamagedError(f"index {directory} holds {exc}; it will be rebuilt", directory) from exc
+            raise IndexDamagedError(f"index {directory}: {exc}; it will be rebuilt", directory) from exc
+        except OSError as exc:  # EACCES, EIO: the machine's, a rebuild would not help
+            raise IndexStoreError(f"cannot read the index in {directory}: {exc}") from exc
         try:
             with reading("the index", directory):
                 raw = json.loads(_read_small(directory / _MANIFEST, _MANIFEST_BYTES))
@@ -553,12 +555,13 @@ def _number(name: str) -> int:
 
 
 #: What a manifest's fields may hold: (type, least, most). The counts bound what is read and
-#: allocated from the other parts, so they are checked before anything is (ValueError).
+#: allocated from the other parts, so they are checked before anything is (ValueError); the
+#: parts' sizes are then checked against them (`_read_vectors`). `dim` is any model's width.
 _MANIFEST_FIELDS: dict[str, tuple[type, float, float]] = {
     "format_version": (int, 0, 1 << 31),
     "lexical_version": (int, 0, 1 << 31),
     "generation": (int, 0, 1 << 62),
-    "dim": (int, _WORD_BITS, 4096),
+    "dim": (int, 0, 1 << 20),
     "files": (int, 0, 1 << 31),
     "chunks": (int, 0, 1 << 31),
     "updated_at": (float, 0, float("inf")),
@@ -575,8 +578,6 @@ def _manifest(raw: Any) -> Manifest:
         number = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
         if not number or not least <= float(value) <= most:  # type: ignore[arg-type]  # a number here
             raise ValueError(f"manifest field {name} is {value!r}")
-    if raw["dim"] % _WORD_BITS:
-        raise ValueError(f"manifest field dim is {raw['dim']}, not a multiple of {_WORD_BITS}")
     if not all(isinstance(raw.get(name), str) for name in ("chunker_version", "model_id", "root")):
         raise ValueError("the manifest's chunker_version, model_id and root must be text")
     return Manifest(**{k: raw[k] for k in Manifest.__dataclass_fields__})
@@ -609,15 +610,32 @@ def _replace_file(directory: Path, name: str, data: bytes) -> None:
         raise
 
 
+#: A generation is a dozen files in two levels of directories; past these it is not one.
+_MAX_DEPTH, _MAX_ENTRIES = 4, 1024
+
+
 def _check_kinds(directory: Path) -> None:
     """ValueError unless everything in the generation `directory` is a regular file or a
-    directory of such (no link, FIFO or device): every part is then read as what it is, and
-    no read can be led out of the generation or made to wait or to read without end."""
-    for entry in os.scandir(directory):
-        if entry.is_dir(follow_symlinks=False):
-            _check_kinds(Path(entry.path))
-        elif not entry.is_file(follow_symlinks=False):
-            raise ValueError(f"{entry.name} is not a regular file")
+    directory of such (no link, FIFO or device), at most `_MAX_DEPTH` deep and `_MAX_ENTRIES`
+    in all: every part is then read as what it is, and no read can be led out of the
+    generation or made to wait or to read without end. FileNotFoundError when the generation
+    (or a part of it) is being reclaimed meanwhile."""
+    pending, seen = [(directory, 0)], 0
+    while pending:
+        where, depth = pending.pop()
+        with os.scandir(where) as entries:
+            for entry in entries:
+                seen += 1
+                if entry.is_dir(follow_symlinks=False):
+                    if depth + 1 > _MAX_DEPTH:
+                        raise ValueError(f"{entry.name} is nested deeper than a generation is")
+                    pending.append((Path(entry.path), depth + 1))
+                elif not entry.is_file(follow_symlinks=False):
+                    if not os.path.lexists(entry.path):
+                        raise FileNotFoundError(entry.path)  # removed since it was listed
+                    raise ValueError(f"{entry.name} is not a regular file")
+                if seen > _MAX_ENTRIES:
+                    raise ValueError(f"it holds more than {_MAX_ENTRIES} entries")
 
 
 def _packed_files(files: dict[str, FileEntry]) -> bytes:

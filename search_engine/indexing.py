@@ -327,8 +327,11 @@ class _Stream:
         fresh = self.embedder.embed(self.texts) if self.texts else None
         self.embedded += len(self.texts)
         self.phases["embed"] = self.phases.get("embed", 0.0) + time.perf_counter() - t
+        # Nothing embedded: every vector came from the old generation, or the pending files
+        # have no chunks at all (a tree of empty files), whose vectors are 0 x dim.
         dim = fresh.shape[1] if fresh is not None else self.writer.dim
-        assert dim is not None  # nothing embedded: every vector came from the old generation
+        if dim is None:
+            dim = _dim(self.embedder)
         for state, chunked, keys, sources in self.pending:
             assert chunked.chunks is not None
             vectors = np.empty((len(sources), dim), dtype=np.float32)

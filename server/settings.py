@@ -29,6 +29,7 @@ from search_engine import (
     DEFAULT_MAX_LINE_WIDTH,
     DEFAULT_MAX_RESULTS,
     DEFAULT_TIMEOUT_S,
+    MAX_FILE_SIZE_LIMIT,
     EngineConfig,
     default_cache_dir,
 )
@@ -78,7 +79,9 @@ class SearchSettings(_Section):
     max_line_width: int = Field(
         DEFAULT_MAX_LINE_WIDTH, ge=40, description="Cut long lines to this many characters around the match."
     )
-    max_file_size: int = Field(DEFAULT_MAX_FILE_SIZE, ge=1, description="Skip files larger than this (bytes).")
+    max_file_size: int = Field(
+        DEFAULT_MAX_FILE_SIZE, ge=1, le=MAX_FILE_SIZE_LIMIT, description="Skip files larger than this (bytes)."
+    )
     default_page_size: int = Field(
         DEFAULT_PAGE_SIZE, ge=1, description="Matches per page when a search call gives no page_size."
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 from server.app import build_services
 from server.cli import main
 from server.cli.index_cmd import ProgressBar
+from server.output import check_cache_dir
 from server.settings import load_settings
 
 CODEPAGER = Path(sys.executable).parent / "codepager"
@@ -149,3 +152,32 @@ def test_a_cache_dir_others_can_write_in_is_refused_or_made_private(
     config.write_text(f'[index]\ncache_dir = "{open_dir}"\n')
     code, out, _ = run(capsys, str(project), "--config", str(config))
     assert code == 0 and (open_dir.stat().st_mode & 0o777) == 0o755, oct(open_dir.stat().st_mode)
+
+
+def test_the_cache_dir_check_keeps_setgid_and_refuses_another_users_link(tmp_path: Path) -> None:
+    """Found by a review of the check above: it dropped a group dir's setgid bit with the write
+    bits (2775 -> 0755), and it checked only where a link led, so another user's link in a
+    sticky dir could be pointed elsewhere after the check. Now only the write bits go, and a
+    link of another user's is refused. (As root, lchown stands for the other user.)"""
+    group = tmp_path / "group"
+    group.mkdir()
+    group.chmod(0o2775)
+    check_cache_dir(group)
+    assert stat.S_IMODE(group.stat().st_mode) == 0o2755, oct(group.stat().st_mode)
+    if os.geteuid() != 0:
+        return  # making a link another user's takes root; the rest is checked where CI runs, as root
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    ours = tmp_path / "ours"
+    ours.mkdir(mode=0o700)
+    link = sticky / "codepager-cache"
+    os.symlink(ours, link)
+    os.lchown(link, 65534, 65534)
+    with pytest.raises(ValueError, match="link of another user's"):
+        check_cache_dir(link)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(ValueError, match="belongs to another user"):
+        check_cache_dir(theirs)

@@ -7,12 +7,15 @@ without end fails the child, not the machine."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from search_engine.errors import IndexDamagedError, IndexStoreError
 from search_engine.index_store import IndexStore
 from tests.crafted_index_helpers import MB, build, search_in_child
 from tests.index_helpers import CountingEmbedder, write_repo
@@ -74,3 +77,37 @@ def test_current_cannot_name_a_generation_outside_the_index_dir(tmp_path: Path, 
     snapshot = store.load()
     opened = None if snapshot is None else snapshot.directory.resolve()
     assert opened is None or gen.parent in opened.parents, f"CURRENT opened {opened}, outside {gen.parent}"
+
+
+def test_directories_nested_past_a_generations_depth_are_damage(tmp_path: Path, counting: CountingEmbedder) -> None:
+    """1,100 nested directories in a generation. Before (found by a review): the check of what
+    a generation holds recursed per level and failed with a RecursionError, neither damage nor
+    a store error, so every search failed and nothing was rebuilt. Now it is damage."""
+    gen = build(write_repo(tmp_path / "repo"), tmp_path / "cache", counting)
+    nested = gen
+    for _ in range(1100):  # one at a time: os.makedirs recurses per level itself
+        nested = nested / "a"
+        nested.mkdir()
+    with pytest.raises(IndexDamagedError, match="nested deeper"):
+        IndexStore(gen.parent).load()
+
+
+def test_an_unreadable_part_is_a_store_error_not_damage(
+    tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EACCES on a generation's directory is the machine's fault, not the index's: a rebuild
+    would not help. Before (found by a review) the raw OSError escaped the store, which its
+    callers do not catch; now it is an IndexStoreError, and not damage. (Simulated: the tests
+    may run as root.)"""
+    gen = build(write_repo(tmp_path / "repo"), tmp_path / "cache", counting)
+    real = os.scandir
+
+    def scandir(path: Path) -> Any:
+        if str(path).endswith("chunks"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with pytest.raises(IndexStoreError, match="Permission denied") as raised:
+        IndexStore(gen.parent).load()
+    assert not isinstance(raised.value, IndexDamagedError)

@@ -4,8 +4,13 @@ under an address-space cap of 4 GiB."""
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
+import pytest
+
+from search_engine.chunk_table import ChunkTable
+from search_engine.errors import IndexDamagedError
 from tests.crafted_index_helpers import MB, build, file_text, replace_file_text, search_in_child, zlib_bomb
 from tests.index_helpers import CountingEmbedder, write_repo
 
@@ -30,3 +35,18 @@ def test_chunk_text_inflates_no_further_than_its_rows_reach(tmp_path: Path, coun
     assert report.get("peak_rss", 1 << 40) < 400 * MB, (
         f"a {len(bomb) // 1024} KiB text block took the search to {report.get('peak_rss', 0) // MB} MB: {report}"
     )
+
+
+def test_a_text_stream_cut_short_is_damage(tmp_path: Path, counting: CountingEmbedder) -> None:
+    """A file's compressed text cut in half, the extents still agreeing. Bounding the inflation
+    (above) stopped zlib from raising for a stream that ends early, so the chunk text was
+    served cut (found by a review). It is damage again: the text must reach as far as its
+    chunks."""
+    repo = write_repo(tmp_path / "repo")
+    gen = build(repo, tmp_path / "cache", counting)
+    whole = zlib.compress(file_text(gen, "app/client.py"), 6)
+    replace_file_text(gen, "app/client.py", whole[: len(whole) // 2])
+    table = ChunkTable(gen / "chunks")
+    f = table.paths.index("app/client.py")
+    with pytest.raises(IndexDamagedError, match="inflates to"):
+        [table[i].content for i in range(len(table)) if int(table.file_of[i]) == f]

@@ -85,9 +85,13 @@ def check_cache_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
+        link = os.lstat(path)
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # a link of the user's is followed
     except OSError:
         return
+    if stat.S_ISLNK(link.st_mode) and link.st_uid != os.geteuid():
+        os.close(fd)  # its owner could point it elsewhere after this check
+        raise ValueError(f"index.cache_dir {path} is a link of another user's (uid {link.st_uid}); refusing to use it")
     try:
         _make_private(fd, path, "index.cache_dir", closed=0o022)
     except PrivateFileError as exc:
@@ -110,7 +114,7 @@ def _make_private(fd: int, path: Path, label: str, closed: int = 0o077) -> None:
             f"{label} {path} is a shared directory (mode {mode:o}, sticky bit); point {label} at a "
             "directory of its own inside it, which codepager creates 0700"
         )
-    tightened = mode & ~closed & 0o777
+    tightened = mode & ~closed  # setgid kept: a group-inheriting dir stays one
     try:
         os.fchmod(fd, tightened)
     except OSError as exc:
