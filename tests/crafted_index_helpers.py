@@ -96,7 +96,7 @@ def put_rows(gen: Path, value: np.ndarray) -> None:
 
 _CHILD = textwrap.dedent(
     """
-    import json, resource, sys, time
+    import json, sys, time
     from pathlib import Path
     from search_engine import SearchMode, SearchRequest
     from search_engine.config import EngineConfig
@@ -112,7 +112,10 @@ _CHILD = textwrap.dedent(
     except BaseException as exc:
         out["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     out["seconds"] = time.perf_counter() - started
-    out["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # VmHWM, not ru_maxrss: that one keeps the high-water mark of the forked pytest process
+    # across exec (a whole suite's 450 MB), this one is the child's own address space's.
+    status = Path("/proc/self/status").read_text()
+    out["peak_rss"] = int(status.split("VmHWM:")[1].split()[0]) * 1024
     print(json.dumps(out))
     """
 )
