@@ -9,6 +9,7 @@ server restart on the same machine. The file is created 0600 and published atomi
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import secrets
@@ -64,9 +65,11 @@ def _read_key_file(path: Path) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise  # EACCES, EIO: the machine's; the server then keeps a key for this process only
         raise ValueError(
-            f"the cursor key file {path} cannot be opened ({exc.strerror or exc}; it must be a regular "
-            "file, not a link); delete it to have a new key generated or set sessions.secret_key"
+            f"the cursor key file {path} must be a regular file, not a link; delete it to have a new "
+            "key generated or set sessions.secret_key"
         ) from None
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
