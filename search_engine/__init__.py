@@ -48,6 +48,7 @@ from search_engine.models import (
     SearchResult,
 )
 from search_engine.paths import SearchLocation, resolve_search_path
+from search_engine.regular_file import NotRegularFileError, open_regular_file
 
 if TYPE_CHECKING:
     from search_engine.index import IndexManager, IndexStatus
@@ -71,6 +72,7 @@ __all__ = [
     "Match",
     "MatchType",
     "ModelLoadError",
+    "NotRegularFileError",
     "PathError",
     "PathNotFoundError",
     "PathOutsideRootError",
@@ -86,6 +88,7 @@ __all__ = [
     "display_path",
     "language_for",
     "lazy_exports",
+    "open_regular_file",
     "resolve_search_path",
 ]
 

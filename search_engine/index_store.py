@@ -70,6 +70,7 @@ from search_engine.config import INDEXES_DIR
 from search_engine.errors import IndexDamagedError, IndexStoreError, reading
 from search_engine.lexical import LexicalBuilder, LexicalIndex, lexical_document
 from search_engine.lexical_merge import merge
+from search_engine.regular_file import open_regular_file
 from search_engine.vectors import VectorIndex, empty, quantize
 
 # Bumped whenever anything below changes shape, or what `symbols.defined_names` extracts (the
@@ -586,11 +587,7 @@ def _manifest(raw: Any) -> Manifest:
 def _read_small(path: Path, limit: int) -> bytes:
     """The bytes of `path`, a regular file of at most `limit` bytes: never through a link, never
     waiting on a FIFO, never reading a device (ValueError: the caller counts it as damage)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            raise ValueError(f"{path.name} is not a regular file of at most {limit:,} bytes")
+    with open_regular_file(path, max_bytes=limit) as f:
         data: bytes = f.read(limit + 1)
         return data
 

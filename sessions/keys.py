@@ -16,7 +16,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from search_engine import CURSOR_KEY_FILE
+from search_engine import CURSOR_KEY_FILE, NotRegularFileError, open_regular_file
 
 MIN_KEY_LENGTH = 16
 
@@ -63,7 +63,12 @@ def _read_key_file(path: Path) -> bytes:
     (a planted `cursor.key -> /etc/passwd` would have had that file made 0600 and its content
     taken as the key), never waited on (a FIFO), read no further than a key file can be."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        f = open_regular_file(path, owned=True)
+    except NotRegularFileError:
+        raise ValueError(
+            f"the cursor key file {path} is not a regular file of this user's; delete it to have a "
+            "new key generated, or set sessions.secret_key"
+        ) from None
     except OSError as exc:
         if exc.errno != errno.ELOOP:
             raise  # EACCES, EIO: the machine's; the server then keeps a key for this process only
@@ -71,17 +76,11 @@ def _read_key_file(path: Path) -> bytes:
             f"the cursor key file {path} must be a regular file, not a link; delete it to have a new "
             "key generated or set sessions.secret_key"
         ) from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-            raise ValueError(
-                f"the cursor key file {path} is not a regular file of this user's; delete it to have a "
-                "new key generated, or set sessions.secret_key"
-            )
-        mode = stat.S_IMODE(st.st_mode)
+    with f:
+        mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
         if mode & 0o077:
             log.warning("cursor key %s was readable by others (mode %o); restricting it to 0600", path, mode)
-            os.fchmod(fd, 0o600)
+            os.fchmod(f.fileno(), 0o600)
         key = f.read(_MAX_KEY_FILE_BYTES).decode("utf-8", "replace").strip()
     if len(key) < MIN_KEY_LENGTH:
         raise ValueError(

@@ -20,7 +20,6 @@ from server.output.files import (
     check_cache_dir,
     check_id,
     iso_timestamp,
-    open_owned,
     scandir,
 )
 from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project, shrink_to_fit
@@ -72,7 +71,6 @@ __all__ = [
     "iso_timestamp",
     "largest_fitting",
     "omitted_fields_note",
-    "open_owned",
     "project",
     "scandir",
     "select_mode",

@@ -32,11 +32,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import msgspec
 from ulid import ULID
 
+from search_engine import NotRegularFileError, open_regular_file
 from server.errors import DatasetNotFoundError, InvalidDatasetIdError, PrivateFileError, StoreWriteError
 from sessions import Sweeper
 
@@ -164,18 +165,6 @@ def scandir(where: Path | int) -> list[os.DirEntry[str]]:
             return list(it)
     except OSError:
         return []
-
-
-@contextlib.contextmanager
-def open_owned(path: Path) -> Iterator[BinaryIO]:
-    """`path` opened for binary reading, if it is a regular file we own (FileNotFoundError or
-    PermissionError otherwise); symlinks are refused."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-            raise PermissionError(f"{path} is not a file codepager wrote")
-        yield f
 
 
 def iso_timestamp(moment: datetime) -> str:
@@ -388,9 +377,9 @@ class DatasetFile:
         """Records `offset`..`offset + limit` (0-based), decoded; fewer at the end of the file."""
         skip = offset + (1 if self.header else 0)
         try:
-            with open_owned(self.path) as f:
+            with open_regular_file(self.path, owned=True) as f:
                 lines = list(itertools.islice(f, skip, skip + limit))
-        except (FileNotFoundError, PermissionError):
+        except (FileNotFoundError, PermissionError, NotRegularFileError):
             raise DatasetNotFoundError(f"dataset {self.id} was removed; recreate it") from None
         return [msgspec.json.decode(line) for line in lines]
 

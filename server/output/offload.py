@@ -22,8 +22,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from search_engine import NotRegularFileError, open_regular_file
 from server.errors import DatasetNotFoundError, LineRangeError, StoreWriteError
-from server.output.files import HEADER_TYPE, DatasetFile, DatasetInfo, FileStore, iso_timestamp, open_owned
+from server.output.files import HEADER_TYPE, DatasetFile, DatasetInfo, FileStore, iso_timestamp
 from server.output.jsontext import dumps_bytes, dumps_lines, estimate_tokens
 from server.settings import OffloadSettings, default_of
 
@@ -191,11 +192,11 @@ class OffloadStore(FileStore):
     def _open_file(self, dataset_id: str) -> Iterator[BinaryIO]:
         path = self.path_of(dataset_id)
         try:
-            with open_owned(path) as f:
+            with open_regular_file(path, owned=True) as f:
                 yield f
         except FileNotFoundError:
             raise DatasetNotFoundError(f"result {dataset_id} was removed; run the search again") from None
-        except PermissionError:
+        except (PermissionError, NotRegularFileError):
             raise DatasetNotFoundError(f"result {dataset_id} is not a file codepager wrote") from None
 
     # -- as datasets (the header line says what a file holds) ----------------------------------

@@ -28,6 +28,7 @@ from typing import Any
 
 from ulid import ULID
 
+from search_engine import open_regular_file
 from server.errors import DatasetNotFoundError, StoreWriteError
 from server.output import (
     DatasetFile,
@@ -37,7 +38,6 @@ from server.output import (
     dumps_bytes,
     dumps_lines,
     iso_timestamp,
-    open_owned,
     scandir,
     shrink_to_fit,
 )
@@ -129,7 +129,7 @@ class DatasetStore(FileStore):
     def metadata(self, dataset_id: str) -> dict[str, Any]:
         path = self.day_dir(dataset_id) / f"dataset_{dataset_id}_metadata.json"
         try:
-            with open_owned(path) as f:
+            with open_regular_file(path, owned=True) as f:
                 metadata = json.loads(f.read(_MAX_METADATA_BYTES))
             if not isinstance(metadata, dict):  # other JSON: not a metadata file this store wrote
                 raise ValueError(f"{path} holds no JSON object")
