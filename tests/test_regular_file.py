@@ -1,8 +1,8 @@
 """Every file codepager reads back from its own dirs (index parts, the cursor key, offloaded
 pages, saved datasets) is opened by `open_regular_file`: a link, a FIFO, a device, another
 user's file or an oversized one in its place is refused at once, never read or waited on.
-Offloaded pages and saved datasets used to be opened without `O_NONBLOCK`: a FIFO planted as a
-page held the resource read (and its worker thread) until a writer came, i.e. for ever."""
+Saved datasets used to be opened without `O_NONBLOCK`: a FIFO planted as a data or metadata
+file held the read (and its worker thread) until a writer came, i.e. for ever."""
 
 from __future__ import annotations
 
