@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from server.settings import validation_problems
 from server.transports.chunked_client import PLAIN_STDIO, KeptStdioTransport
 from server.transports.framing import DEFAULT_MAX_BUFFERED_BYTES
+from server.transports.tool_listings import ToolListingsTransport
 
 #: Launchers whose first plain argument, not themselves, names the server.
 _LAUNCHERS = frozenset(
@@ -52,8 +53,10 @@ class Backend:
 
     def client_factory(self) -> Callable[[], Client[ClientTransport]]:
         """A fresh client per call over the one shared transport (fastmcp's proxy pattern: no
-        request context leaks between concurrent calls, the subprocess is shared)."""
-        base = ProxyClient(self.transport, mode="auto", timeout=self.timeout_s)
+        request context leaks between concurrent calls, the subprocess is shared). Its tool
+        lists are checked tool by tool (`ToolListingsTransport`), whatever the transport."""
+        transport: ClientTransport = ToolListingsTransport(self.transport)
+        base = ProxyClient(transport, mode="auto", timeout=self.timeout_s)
         return base.new
 
 

@@ -25,8 +25,6 @@ tree) is the SDK's `mcp.client.stdio` code, reused; only the line reader and wri
   (`PLAIN_STDIO`). The proxy reaches its stdio backends with it because the SDK's own reader
   re-joins and re-splits everything buffered on every read, so one 50 MB reply line costs
   minutes of CPU while the backend's channel stays busy; this reader is linear and bounded.
-  It also checks a tool list tool by tool (`_ToolListings`), so one malformed tool definition
-  hides only that tool, not the server's every tool.
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ import functools
 import logging
 import sys
 from collections.abc import AsyncIterator
-from typing import Any, TextIO
+from typing import TextIO
 
 import anyio
 import anyio.lowlevel
@@ -45,8 +43,6 @@ from fastmcp.client.transports.base import ClientTransport, SessionKwargs, Trans
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
-from mcp_types.methods import SERVER_RESULTS, validate_server_result
-from pydantic import ValidationError
 from typing_extensions import Unpack
 
 from server import sdk_shim
@@ -96,67 +92,6 @@ def _error_for(head: bytes, message: str) -> SessionMessage | None:
     return SessionMessage(error)
 
 
-class _ToolListings:
-    """Checks each tool of a server's tool list on its own. The SDK validates a listing whole,
-    so one tool whose definition is malformed (an input schema whose `required` is not a list,
-    or none at all) hid every other tool of that server, with a warning only in the log. A tool
-    that no protocol version accepts is now dropped from its listing, and the log names it and
-    says why; one that some version accepts is kept, so a listing is never cut for a version
-    this connection may not be speaking."""
-
-    #: Listings awaited at once; beyond it the oldest (a request that timed out) is forgotten.
-    MAX_PENDING = 64
-    VERSIONS = tuple(sorted({version for method, version in SERVER_RESULTS if method == "tools/list"}))
-
-    def __init__(self) -> None:
-        # Ids as text: the SDK matches a reply id "7" to request 7.
-        self._pending: dict[str, None] = {}
-
-    def sent(self, message: SessionMessage) -> None:
-        request = message.message
-        if isinstance(request, types.JSONRPCRequest) and request.method == "tools/list":
-            self._pending[str(request.id)] = None
-            if len(self._pending) > self.MAX_PENDING:
-                del self._pending[next(iter(self._pending))]
-
-    def received(self, message: SessionMessage | Exception) -> None:
-        reply = message.message if isinstance(message, SessionMessage) else None
-        if not isinstance(reply, (types.JSONRPCResponse, types.JSONRPCError)) or str(reply.id) not in self._pending:
-            return
-        del self._pending[str(reply.id)]
-        if not isinstance(reply, types.JSONRPCResponse):
-            return
-        result = reply.result
-        tools = result.get("tools")
-        if not isinstance(tools, list) or self._problem(result) is None:
-            return
-        if self._problem({**result, "tools": []}) is not None:
-            return  # wrong outside its tools (a cursor that is not text): no tool is to blame
-        result["tools"] = [tool for tool in tools if self._kept(result, tool)]
-
-    def _kept(self, result: dict[str, Any], tool: Any) -> bool:
-        problem = self._problem({**result, "tools": [tool]})
-        if problem is not None:
-            name = tool.get("name") if isinstance(tool, dict) else None
-            shown = repr(name)[:100] if isinstance(name, str) else "without a name"
-            where = ".".join(map(str, problem["loc"][2:])) or "the tool"  # past "tools", 0
-            logger.warning("dropped the server's tool %s from its tool list: %s: %s", shown, where, problem["msg"])
-        return problem is None
-
-    @classmethod
-    def _problem(cls, result: dict[str, Any]) -> Any:
-        """The first error of `result` as a tools/list result, when no version accepts it."""
-        problem = None
-        for version in cls.VERSIONS:
-            try:
-                validate_server_result("tools/list", version, result)
-            except ValidationError as exc:
-                problem = problem or exc.errors()[0]
-            else:
-                return None
-        return problem
-
-
 @contextlib.asynccontextmanager
 async def chunked_stdio_client(
     server: StdioServerParameters,
@@ -190,7 +125,6 @@ async def chunked_stdio_client(
     write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
     writer_done = anyio.Event()
     shutting_down = False
-    listings = _ToolListings()
 
     async def stdout_reader() -> None:
         try:
@@ -210,7 +144,6 @@ async def chunked_stdio_client(
                             parsed = sdk_shim.parse_line(message.decode("utf-8", "replace"))
                             if isinstance(parsed, Exception):
                                 parsed = _unreadable(message, parsed) or parsed
-                        listings.received(parsed)
                         try:
                             await read_stream_writer.send(parsed)
                         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -227,7 +160,6 @@ async def chunked_stdio_client(
         try:
             async with write_stream_reader:
                 async for session_message in write_stream_reader:
-                    listings.sent(session_message)
                     json = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await stdin.send(framing.encode(json))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
