@@ -34,6 +34,7 @@ from search_engine.errors import (
     SearchError,
     SearchTimeoutError,
     ToolMissingError,
+    UnsafeDirectoryError,
 )
 from search_engine.files import display_path
 from search_engine.languages import language_for
@@ -48,6 +49,7 @@ from search_engine.models import (
     SearchResult,
 )
 from search_engine.paths import SearchLocation, resolve_search_path
+from search_engine.private_dir import check_cache_dir, make_private
 from search_engine.regular_file import NotRegularFileError, open_regular_file
 
 if TYPE_CHECKING:
@@ -84,10 +86,13 @@ __all__ = [
     "SearchResult",
     "SearchTimeoutError",
     "ToolMissingError",
+    "UnsafeDirectoryError",
+    "check_cache_dir",
     "default_cache_dir",
     "display_path",
     "language_for",
     "lazy_exports",
+    "make_private",
     "open_regular_file",
     "resolve_search_path",
 ]

@@ -16,7 +16,8 @@ Every exception the engine raises on purpose is defined here::
     ├── IndexNotReadyError               index still building; .phase/.done/.total/.eta_s
     ├── ModelLoadError                   (+ RuntimeError) embedding model unusable
     └── IndexStoreError                  (+ RuntimeError) index unreadable or unwritable
-        └── IndexDamagedError            a generation's files are damaged: a full rebuild repairs it
+        ├── IndexDamagedError            a generation's files are damaged: a full rebuild repairs it
+        └── UnsafeDirectoryError         (+ ValueError) a dir of ours others could plant files in
 """
 
 from __future__ import annotations
@@ -100,6 +101,11 @@ class IndexDamagedError(IndexStoreError):
     def __init__(self, message: str, where: Path) -> None:
         super().__init__(message)
         self.where = where
+
+
+class UnsafeDirectoryError(IndexStoreError, ValueError):
+    """A directory codepager would read back as its own (`search_engine.private_dir`) is
+    another user's, or shared and cannot be made private: refused, saying what to do."""
 
 
 #: What reading an index generation's bytes raises when they are not what was written: an

@@ -51,6 +51,7 @@ from search_engine.errors import IndexDamagedError, IndexStoreError, SearchError
 from search_engine.index_store import IndexStore, Snapshot, index_dir
 from search_engine.indexing import DEFAULT_LOCK_TIMEOUT_S, Progress, UpdateStats, stale_reason, update_index
 from search_engine.lexical import LexicalIndex
+from search_engine.private_dir import check_cache_dir
 from search_engine.vectors import VectorIndex
 
 T = TypeVar("T")
@@ -143,6 +144,7 @@ class IndexManager:
         inline_refresh_max_files: int = INLINE_REFRESH_MAX_FILES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        check_cache_dir(config.cache_dir)  # every index under it is read back as ours
         self.config = config
         self._clock = clock
         self.embedder = embedder if embedder is not None else embedder_for(config)

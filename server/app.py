@@ -19,7 +19,7 @@ from server import __version__
 from server.background_indexer import BackgroundIndexer
 from server.errors import ErrorMiddleware
 from server.jq import jq_view
-from server.output import OffloadStore, OutputLayer, check_cache_dir
+from server.output import OffloadStore, OutputLayer
 from server.rendering import Renderer
 from server.services import Services
 from server.settings import SessionSettings, Settings
@@ -104,7 +104,6 @@ def build_services(settings: Settings) -> Services:
     for root in roots:
         if not root.is_dir():
             raise ValueError(f"root is not a directory: {root}")
-    check_cache_dir(settings.index.cache_dir)
     engine = SearchEngine(settings.engine_config())
     sess = settings.sessions
     store = session_store(sess)

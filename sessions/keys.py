@@ -16,7 +16,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from search_engine import CURSOR_KEY_FILE, NotRegularFileError, open_regular_file
+from search_engine import CURSOR_KEY_FILE, NotRegularFileError, check_cache_dir, open_regular_file
 
 MIN_KEY_LENGTH = 16
 
@@ -35,6 +35,7 @@ def load_or_create_key(cache_dir: Path, configured: str | None = None) -> bytes:
                 len(configured),
             )
         return configured.encode()
+    check_cache_dir(Path(cache_dir))  # a key planted there would seal cursors its planter can read
     path = Path(cache_dir) / CURSOR_KEY_FILE
     if not os.path.lexists(path):
         _create_key_file(path)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from search_engine import check_cache_dir
 from server.app import build_services
 from server.cli import main
 from server.cli.index_cmd import ProgressBar
-from server.output import check_cache_dir
 from server.settings import load_settings
 
 CODEPAGER = Path(sys.executable).parent / "codepager"
@@ -134,7 +134,7 @@ def test_a_cache_dir_others_can_write_in_is_refused_or_made_private(
     audit planted an index in a 0777 one). Now a shared sticky one (`/tmp` itself) is refused
     with what to do, and one of ours others may write in loses those write bits (0777 -> 0755:
     it may be a root, whose mode is the user's); `serve` refuses the first too (another user's
-    one is refused alike: `server.output.files`)."""
+    one is refused alike: `search_engine.private_dir`)."""
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o1777)
@@ -152,6 +152,33 @@ def test_a_cache_dir_others_can_write_in_is_refused_or_made_private(
     config.write_text(f'[index]\ncache_dir = "{open_dir}"\n')
     code, out, _ = run(capsys, str(project), "--config", str(config))
     assert code == 0 and (open_dir.stat().st_mode & 0o777) == 0o755, oct(open_dir.stat().st_mode)
+
+
+@pytest.mark.parametrize("mode", ["--sem", "--hybrid"])
+def test_a_semantic_search_from_the_command_line_checks_the_cache_dir_too(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    """Found by a review: the check was made by each entry point (`serve`, `proxy`, `index`)
+    and `codepager search --sem` forgot it, so it built its index in a 0777 cache dir and left
+    it so. The check is now made by the index manager and the cursor key themselves, so no
+    entry point can forget it."""
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    config = tmp_path / "open.toml"
+    config.write_text(f'[index]\ncache_dir = "{open_dir}"\n')
+    code = main(["search", mode, "schedule a job", str(project), "--config", str(config)])
+    out, err = capsys.readouterr()
+    assert code == 0 and out, err
+    assert (open_dir.stat().st_mode & 0o777) == 0o755, oct(open_dir.stat().st_mode)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    config.write_text(f'[index]\ncache_dir = "{shared}"\n')
+    code = main(["search", mode, "schedule a job", str(project), "--config", str(config)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "") and "shared directory" in err and "index.cache_dir" in err, err
+    assert list(shared.iterdir()) == []
 
 
 def test_the_cache_dir_check_keeps_setgid_and_refuses_another_users_link(tmp_path: Path) -> None:

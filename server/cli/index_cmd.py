@@ -57,13 +57,6 @@ def run(args: argparse.Namespace) -> int:
     if not root.is_dir():
         print(f"codepager: not a directory: {args.path}", file=sys.stderr)
         return 2
-    from server.output import check_cache_dir
-
-    try:
-        check_cache_dir(settings.index.cache_dir)
-    except ValueError as exc:
-        print(f"codepager: {exc}", file=sys.stderr)
-        return 2
     try:
         manager = IndexManager(settings.engine_config())
         if args.status:

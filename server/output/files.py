@@ -37,7 +37,7 @@ from typing import Any, ClassVar, Protocol
 import msgspec
 from ulid import ULID
 
-from search_engine import NotRegularFileError, open_regular_file
+from search_engine import NotRegularFileError, UnsafeDirectoryError, make_private, open_regular_file
 from server.errors import DatasetNotFoundError, InvalidDatasetIdError, PrivateFileError, StoreWriteError
 from sessions import Sweeper
 
@@ -69,61 +69,14 @@ def open_private_dir(path: Path, *, create: bool, label: str) -> int:
             f"cannot open {label} {path}: {exc.strerror or exc} (it must be a real directory, not a symlink)"
         ) from exc
     try:
-        _make_private(fd, path, label)
+        make_private(fd, path, label)
+    except UnsafeDirectoryError as exc:
+        os.close(fd)
+        raise PrivateFileError(str(exc)) from None
     except BaseException:
         os.close(fd)
         raise
     return fd
-
-
-def check_cache_dir(path: Path) -> None:
-    """Refuse an `index.cache_dir` others can plant files in, as the offload dir is refused:
-    one of another user's, or a shared sticky one (`/tmp` itself); one of ours others may
-    write in loses their write bits (only those: it may be a root, whose mode is the user's).
-    Codepager reads what is there as its own: the cursor key cursors are sealed with, and every
-    index, text included. ValueError saying what to do. Nothing when it cannot be reached:
-    semantic search then reports the cache dir unwritable, as before."""
-    with contextlib.suppress(OSError):
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        link = os.lstat(path)
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # a link of the user's is followed
-    except OSError:
-        return
-    if stat.S_ISLNK(link.st_mode) and link.st_uid != os.geteuid():
-        os.close(fd)  # its owner could point it elsewhere after this check
-        raise ValueError(f"index.cache_dir {path} is a link of another user's (uid {link.st_uid}); refusing to use it")
-    try:
-        _make_private(fd, path, "index.cache_dir", closed=0o022)
-    except PrivateFileError as exc:
-        raise ValueError(str(exc)) from None
-    finally:
-        os.close(fd)
-
-
-def _make_private(fd: int, path: Path, label: str, closed: int = 0o077) -> None:
-    """Check the open directory `fd` is ours, and take the mode bits `closed` away from it
-    (0700 by default) if it has any of them."""
-    st = os.fstat(fd)
-    if st.st_uid != os.geteuid():
-        raise PrivateFileError(f"{label} {path} belongs to another user (uid {st.st_uid}); refusing to use it")
-    mode = stat.S_IMODE(st.st_mode)
-    if not mode & closed:
-        return
-    if mode & stat.S_ISVTX:
-        raise PrivateFileError(
-            f"{label} {path} is a shared directory (mode {mode:o}, sticky bit); point {label} at a "
-            "directory of its own inside it, which codepager creates 0700"
-        )
-    tightened = mode & ~closed  # setgid kept: a group-inheriting dir stays one
-    try:
-        os.fchmod(fd, tightened)
-    except OSError as exc:
-        raise PrivateFileError(
-            f"{label} {path} is open to other users (mode {mode:o}) and could not be made {tightened:04o} "
-            f"({exc.strerror or exc}); refusing to use it"
-        ) from exc
-    log.warning("%s %s was open to other users (mode %o); made it %04o", label, path, mode, tightened)
 
 
 def write_atomically(dir_fd: int, name: str, chunks: Iterable[bytes]) -> None:

@@ -19,7 +19,7 @@ from fastmcp.server.providers.proxy import ProxyProvider
 
 from server import __version__
 from server.errors import ErrorMiddleware
-from server.output import MIN_OUTPUT_TOKENS, OffloadStore, OutputLayer, check_cache_dir
+from server.output import MIN_OUTPUT_TOKENS, OffloadStore, OutputLayer
 from server.proxy.backend_errors import BackendResultErrors
 from server.proxy.backends import Backend, ToolOwners
 from server.proxy.dataset_store import DatasetStore
@@ -82,8 +82,6 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
     own = {"duckdb_memory_limit": proxy.duckdb_memory_limit, "duckdb_threads": proxy.duckdb_threads}
     datasets = Datasets(offload, saved, limits=settings.offload.model_copy(update=own))
     renderer = Renderer(OutputLayer(own_tools_ceiling(settings), offload))
-    if settings.sessions.secret_key is None:
-        check_cache_dir(settings.index.cache_dir)  # it holds the cursor key
     key = load_or_create_key(settings.index.cache_dir, settings.sessions.secret_key)
     codec = CursorCodec(key, max_age_s=settings.sessions.cursor_max_age_s)
 
