@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextvars
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -512,15 +512,22 @@ def _not_secret(loc: tuple[str | int, ...]) -> bool:
 MAX_PROBLEMS = 10
 
 
-def validation_problems(exc: ValidationError, *, shown: Callable[[tuple[str | int, ...]], bool]) -> list[str]:
+def validation_problems(
+    exc: ValidationError,
+    *,
+    shown: Callable[[tuple[str | int, ...]], bool],
+    names: Mapping[str | int, str] | None = None,
+) -> list[str]:
     """One line a problem of a settings file, an mcpServers file or a tool call's arguments
     (`search.max_results: ... (got -5)`), the value echoed only where `shown(location)`
     allows: pydantic's own report names the model rather than the file, ends each error with
     a documentation link, and prints every refused value, secrets (a token, a server's `env`)
-    included, into terminals and bug reports."""
+    included, into terminals and bug reports. `names` renames a location's first part (a
+    model's field to the tool argument it came from)."""
     problems = []
     for error in exc.errors(include_url=False):
-        key = ".".join(str(part) for part in error["loc"])
+        first, *rest = error["loc"] or ("",)
+        key = ".".join(str(part) for part in ((names or {}).get(first, first), *rest))
         message = error["msg"].removeprefix("Value error, ")  # our validators' messages name the key
         problem = message if message.startswith(key) or not key else f"{key}: {message}"
         if shown(error["loc"]) and error["type"] not in ("extra_forbidden", "missing", "value_error", "json_invalid"):

@@ -38,6 +38,7 @@ from server.clients import client_name, profile_for
 from server.errors import InvalidParamsError
 from server.response import SearchResponse
 from server.services import Services
+from server.settings import validation_problems
 from server.tools.descriptions import (
     HYBRID_DESCRIPTION,
     READ_ONLY,
@@ -175,7 +176,9 @@ def _request(services: Services, call: SearchCall) -> SearchRequest:
             mode=call.mode, query=query, root=str(location.root), path=location.sub, **fields, **call.fixed
         )
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))} {e['msg']}" for e in exc.errors())
+        names: dict[str | int, str] = {field: argument for argument, field in _REQUEST_FIELD.items()}
+        names["query"] = call.query_param
+        problems = "; ".join(validation_problems(exc, shown=lambda _: False, names=names))  # values: the agent's own
         raise InvalidParamsError(f"invalid search parameters: {problems}") from None
 
 
