@@ -41,6 +41,7 @@ from search_engine.languages import language_for
 from search_engine.lazy import lazy_exports
 from search_engine.models import (
     DEFAULT_MAX_RESULTS,
+    DEFAULT_TOP_K,
     MAX_CONTEXT_LINES,
     Match,
     MatchType,
@@ -62,6 +63,7 @@ __all__ = [
     "DEFAULT_MAX_LINE_WIDTH",
     "DEFAULT_MAX_RESULTS",
     "DEFAULT_TIMEOUT_S",
+    "DEFAULT_TOP_K",
     "MAX_CONTEXT_LINES",
     "MAX_FILE_SIZE_LIMIT",
     "EngineConfig",

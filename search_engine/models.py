@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_CONTEXT_LINES = 10
 DEFAULT_MAX_RESULTS = 10_000
+#: Results a semantic or hybrid search returns when the caller names no `top_k`.
+DEFAULT_TOP_K = 10
 
 
 class SearchMode(str, Enum):
@@ -60,7 +62,7 @@ class SearchRequest(BaseModel):
     multiline: bool = False
     context_lines: int = Field(default=0, ge=0, le=MAX_CONTEXT_LINES)
     max_results: int = Field(default=DEFAULT_MAX_RESULTS, ge=1)
-    top_k: int = Field(default=10, ge=1)
+    top_k: int = Field(default=DEFAULT_TOP_K, ge=1)
     threshold: float | None = None
 
     @field_validator("include", "exclude", mode="before")

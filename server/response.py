@@ -14,6 +14,7 @@ from typing import Any
 
 from search_engine import SearchRequest
 from server.records import Detail, match_record
+from server.settings import SearchSettings, default_of
 from sessions import Page
 
 #: Request fields that are shown as the search's identity rather than under "parameters".
@@ -46,7 +47,7 @@ def _echo(text: str) -> str:
 @dataclass(frozen=True)
 class RecordOptions:
     include_snippet: bool = True
-    snippet_length: int | None = 500
+    snippet_length: int | None = default_of(SearchSettings, "default_snippet_length")
     detail: Detail = Detail.COMPACT
 
 

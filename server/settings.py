@@ -46,6 +46,7 @@ from sessions import (
     DEFAULT_MAX_AGE_S,
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_SESSIONS,
+    DEFAULT_NAMESPACE,
     DEFAULT_PAGE_SIZE,
     DEFAULT_SWEEP_INTERVAL_S,
     DEFAULT_TTL_S,
@@ -131,7 +132,8 @@ class IndexSettings(_Section):
 class SessionSettings(_Section):
     backend: str = Field("memory", description="'memory', or a redis:// (rediss://, unix://) URL shared by replicas.")
     namespace: str = Field(
-        "default", description="Redis key prefix codepager:<namespace>:; replicas sharing sessions use the same one."
+        DEFAULT_NAMESPACE,
+        description="Redis key prefix codepager:<namespace>:; replicas sharing sessions use the same one.",
     )
     ttl_s: float = Field(DEFAULT_TTL_S, gt=0, description="Sliding time-to-live of a cached result list.")
     max_sessions: int = Field(

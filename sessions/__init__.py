@@ -33,7 +33,7 @@ from sessions.memory import (
 )
 from sessions.models import Page, Session
 from sessions.pager import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Pager
-from sessions.store import SessionStore, StoreStats
+from sessions.store import DEFAULT_NAMESPACE, SessionStore, StoreStats
 from sessions.sweeper import Sweeper
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_MAX_AGE_S",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_SESSIONS",
+    "DEFAULT_NAMESPACE",
     "DEFAULT_PAGE_SIZE",
     "DEFAULT_SWEEP_INTERVAL_S",
     "DEFAULT_TTL_S",

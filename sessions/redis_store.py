@@ -43,11 +43,10 @@ from redis.retry import Retry
 from sessions.errors import SessionStoreUnavailableError
 from sessions.memory import DEFAULT_MAX_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_TTL_S
 from sessions.models import Session
-from sessions.store import StoreStats
+from sessions.store import DEFAULT_NAMESPACE, StoreStats
 
 log = logging.getLogger(__name__)
 
-DEFAULT_NAMESPACE = "default"
 DEFAULT_LOCAL_CACHE_BYTES = 64 * 1024 * 1024
 _NAMESPACE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _FORMAT = b"\x01"  # first byte of every blob: the encoding version

@@ -13,6 +13,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from sessions.models import Session
 
+#: The Redis key prefix's namespace when none is configured (`codepager:<namespace>:`).
+DEFAULT_NAMESPACE = "default"
+
 
 @dataclass(frozen=True, slots=True)
 class StoreStats:

@@ -23,7 +23,16 @@ from typing import TextIO
 
 import msgspec
 
-from search_engine import MAX_CONTEXT_LINES, Match, SearchEngine, SearchError, SearchMode, SearchRequest, SearchResult
+from search_engine import (
+    DEFAULT_TOP_K,
+    MAX_CONTEXT_LINES,
+    Match,
+    SearchEngine,
+    SearchError,
+    SearchMode,
+    SearchRequest,
+    SearchResult,
+)
 from server.cli.search_targets import MissingPathError, Target, resolve_target
 from server.page_text import grep_lines
 from server.records import Detail, compact_record, match_record
@@ -38,7 +47,6 @@ _REGEX_ONLY = (
     ("context", "-C/--context"),
     ("limit", "--limit"),
 )
-_TOP_K = SearchRequest.model_fields["top_k"].default
 _RANKED_ONLY = (("top_k", "--top-k"), ("threshold", "--threshold"))
 _PASSED_THROUGH = ("mode", "ignore_case", "fixed_string", "whole_word", "multiline", "include", "exclude", "threshold")
 """The options whose `dest` is the `SearchRequest` field they set, passed on as parsed."""
@@ -115,7 +123,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--top-k",
         type=_int_between(1),
         metavar="N",
-        help=f"--sem/--hybrid: how many chunks to return per PATH (default: {_TOP_K})",
+        help=f"--sem/--hybrid: how many chunks to return per PATH (default: {DEFAULT_TOP_K})",
     )
     p.add_argument(
         "--threshold",
@@ -204,7 +212,7 @@ def _search(engine: SearchEngine, target: Target, args: argparse.Namespace) -> S
         context_lines=args.context or 0,
         # The human path prints every match; `search.max_results` bounds what a server keeps.
         max_results=args.limit or sys.maxsize,
-        top_k=args.top_k or _TOP_K,
+        top_k=args.top_k or DEFAULT_TOP_K,
     )
     return engine.search(request)
 

@@ -27,6 +27,7 @@ from fastmcp.tools.base import ToolResult
 from pydantic import Field, ValidationError
 
 from search_engine import (
+    DEFAULT_TOP_K,
     MAX_CONTEXT_LINES,
     PathError,
     PathOutsideRootError,
@@ -139,7 +140,7 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
             ctx: Context,
             query: str | None = None,
             path: str | None = None,
-            top_k: Annotated[int, Field(ge=1, le=s.max_results)] = 10,
+            top_k: Annotated[int, Field(ge=1, le=s.max_results)] = DEFAULT_TOP_K,
             threshold: Annotated[float | None, Field(allow_inf_nan=False)] = None,
             include_patterns: IncludeGlobs = None,
             exclude_patterns: ExcludeGlobs = None,
