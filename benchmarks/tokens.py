@@ -50,9 +50,10 @@ from search_engine.embeddings import resolve_model
 from search_engine.ripgrep import rg_path
 from server.app import build_app
 from server.page_text import page_records
-from server.proxy.app import PROXY_TOOLS, build_proxy_app
+from server.proxy.app import build_proxy_app
 from server.proxy.backends import command_backend
 from server.settings import load_settings
+from server.tools.registry import own_tools
 
 DEFAULT_CORPORA = Path.home() / ".cache" / "codepager-bench"
 BENCH = Path("/work/shared/bench")
@@ -162,7 +163,7 @@ async def tools_list_sizes(root: Path, work: Path) -> dict[str, int]:
         [backend],
     )
     async with Client(proxy, timeout=120, init_timeout=120) as c:
-        injected = listed_size([t for t in await c.list_tools() if t.name in PROXY_TOOLS])
+        injected = listed_size([t for t in await c.list_tools() if t.name in own_tools(proxy)])
     return {"server": server, "proxy_injected": injected}
 
 
@@ -299,7 +300,7 @@ def run(args: argparse.Namespace) -> Report:
             "get the grep-like text as well, by design (see docs/tools.md, Client budgets)",
             f"- tools/list: {sizes['server']:,} chars for the default server (target <= {TARGET_TOOLS_LIST:,}: "
             f"{verdict(sizes['server'] <= TARGET_TOOLS_LIST)}); the proxy adds {sizes['proxy_injected']:,} chars "
-            f"for {', '.join(PROXY_TOOLS)}",
+            "for analyze-with-duckdb, list-saved-datasets, read-dataset-page",
         ]
     )
     headline = (

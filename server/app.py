@@ -25,6 +25,7 @@ from server.services import Services
 from server.settings import SessionSettings, Settings
 from server.sql import Datasets
 from server.tools.index import register_index_tools
+from server.tools.registry import own_tools
 from server.tools.results import register_results_resources, register_results_tools
 from server.tools.schemas import CompactSchemas
 from server.tools.search import register_search_tools
@@ -44,13 +45,6 @@ INSTRUCTIONS = (
     "matches), jq_filter='<jq>' (over the list of full match objects, before paging), "
     "detail=full (one object per match with byte span, language, ranks)."
 )
-
-
-#: The tools this server defines (their listed input schemas are compacted, `CompactSchemas`).
-OWN_TOOLS = (
-    "regex_search", "semantic_search", "hybrid_search", "index_status", "reindex",
-    "analyze-with-duckdb", "list-saved-datasets", "cleanup_temp_files",
-)  # fmt: skip
 
 
 def session_store(sess: SessionSettings) -> SessionStore:
@@ -156,9 +150,9 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
         lifespan=lifespan,
     )
     app.add_middleware(ErrorMiddleware())
-    register_search_tools(app, services)
+    search_tools = register_search_tools(app, services)
     register_index_tools(app, services)
     register_results_tools(app, services.offload, services.datasets, services.renderer)
     register_results_resources(app, services.offload)
-    app.add_transform(CompactSchemas(OWN_TOOLS, search_tools=OWN_TOOLS[:3]))
+    app.add_transform(CompactSchemas(own_tools(app), search_tools=search_tools))
     return app

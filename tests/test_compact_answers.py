@@ -26,10 +26,11 @@ from server.app import build_app
 from server.cli import main as cli_main
 from server.clients import profile_for
 from server.output import estimate_tokens
-from server.proxy.app import PROXY_TOOLS, build_proxy_app
+from server.proxy.app import build_proxy_app
 from server.proxy.backends import command_backend
 from server.records import Detail, group_by_file, match_record, records_of_groups
 from server.settings import load_settings
+from server.tools.registry import own_tools
 from tests.jq_recipes import run_recipe
 from tests.proxy_helpers import proxy_settings, stdio_transport
 from tests.server_helpers import make_settings, page_matches, serve_env, structured, walk
@@ -217,11 +218,13 @@ async def test_proxy_injected_tools_are_compact_too(tmp_path):
     backend = command_backend([cmd, *args, "serve", "--root", str(root)], timeout_s=120)
     transport = stdio_transport(backend)
     transport.env = {**(transport.env or {}), **serve_env(tmp_path)}
-    async with Client(build_proxy_app(proxy_settings(tmp_path), [backend]), timeout=120, init_timeout=120) as c:
+    app = build_proxy_app(proxy_settings(tmp_path), [backend])
+    assert own_tools(app) == ("analyze-with-duckdb", "list-saved-datasets", "read-dataset-page")
+    async with Client(app, timeout=120, init_timeout=120) as c:
         tools = {t.name: t for t in await c.list_tools()}
-    injected = wire_json([tools[n].model_dump(mode="json", by_alias=True, exclude_none=True) for n in PROXY_TOOLS])
+    injected = wire_json([tools[n].model_dump(mode="json", by_alias=True, exclude_none=True) for n in own_tools(app)])
     assert len(injected) <= 1600, len(injected)
-    assert all(tools[n].output_schema for n in PROXY_TOOLS)
+    assert all(tools[n].output_schema for n in own_tools(app))
 
 
 # -- client budgets -----------------------------------------------------------------------------

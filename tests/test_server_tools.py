@@ -14,6 +14,7 @@ from mcp import MCPError
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchRequest
 from server.app import build_app
+from server.tools.registry import own_tools
 from tests.server_helpers import make_settings, page_matches, structured, walk
 
 
@@ -41,6 +42,16 @@ async def test_tools_are_listed_with_paging_guidance_and_annotations(client):
     for name in ("index_status", "reindex"):
         # a status is a few hundred characters: no size hint, which tools/list would pay for
         assert tools[name].meta is None and tools[name].output_schema["required"] == ["root", "building"]
+
+
+async def test_every_listed_tool_is_one_the_server_defines_and_compacts(settings) -> None:
+    """The listing transform knows the server's own tools from their registration
+    (`own_tools`), not from a hand-kept list that a new tool could be missing from."""
+    app = build_app(settings)
+    async with Client(app) as c:
+        listed = [t.name for t in await c.list_tools()]
+    assert sorted(own_tools(app)) == sorted(listed) and len(listed) == 8, listed
+    assert own_tools(app)[:3] == ("regex_search", "semantic_search", "hybrid_search")
 
 
 async def test_regex_walk_returns_every_match_once_in_order(client, settings, code_tree):

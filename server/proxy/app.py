@@ -30,13 +30,13 @@ from server.sdk_shim import ProxyMetadataMiddleware
 from server.settings import OffloadSettings, Settings
 from server.sql import Datasets
 from server.tools.dataset_pages import register_dataset_page_tool
+from server.tools.registry import own_tools
 from server.tools.results import register_results_resources, register_sql_tools
 from server.tools.schemas import CompactSchemas
 from sessions import CursorCodec, load_or_create_key
 
 log = logging.getLogger("codepager.proxy")
 
-PROXY_TOOLS = ("analyze-with-duckdb", "list-saved-datasets", "read-dataset-page")
 #: Room (in tokens) left next to a page's text for the resource_link block a file_ref answer carries.
 LINK_TOKENS = 128
 MANY_BACKENDS_INSTRUCTIONS = (
@@ -108,6 +108,9 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
         app.add_provider(provider, namespace=backend.name if len(backends) > 1 else "")
     if len(backends) == 1:  # forward the backend's instructions, as fastmcp's own proxy does
         app.add_middleware(_BackendMetadata(providers[0]))
+    register_sql_tools(app, datasets, renderer)
+    register_dataset_page_tool(app, datasets, codec, renderer, max_output_tokens=proxy.threshold_tokens)
+    register_results_resources(app, offload)
     saver = ResultSaver(saved, threshold_tokens=proxy.threshold_tokens, schema_sample_size=proxy.schema_sample_size)
     owners = ToolOwners(backends)
     app.add_middleware(BackendResultErrors(owners))
@@ -116,11 +119,8 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
             saver,
             owners,
             threshold_tokens=proxy.threshold_tokens,
-            excluded={*proxy.excluded_tools, *PROXY_TOOLS},
+            excluded={*proxy.excluded_tools, *own_tools(app)},  # our answers are already bounded
         )
     )
-    register_sql_tools(app, datasets, renderer)
-    register_dataset_page_tool(app, datasets, codec, renderer, max_output_tokens=proxy.threshold_tokens)
-    register_results_resources(app, offload)
-    app.add_transform(CompactSchemas(PROXY_TOOLS))  # the backend's own tools are listed as declared
+    app.add_transform(CompactSchemas(own_tools(app)))  # the backend's own tools are listed as declared
     return app

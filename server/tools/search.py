@@ -91,7 +91,8 @@ class SearchCall:
         return "pattern" if self.mode is SearchMode.REGEX else "query"
 
 
-def register_search_tools(app: FastMCP, services: Services) -> None:
+def register_search_tools(app: FastMCP, services: Services) -> tuple[str, ...]:
+    """Register the three search tools; their names, for `CompactSchemas`."""
     app.add_middleware(SentArguments())
     s = services.settings.search
     bounded = {
@@ -102,11 +103,13 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
     }
     meta = search_meta(services.settings.offload.max_tokens)
     contract = paging(services.settings.sessions.cursor_max_age_s)
+    names: list[str] = []
 
     def search_tool(name: str, description: str, snippet_length: int) -> Callable[[ToolBody], ToolBody]:
         """Register the decorated body as search tool `name`, taking the shared `PageArgs` after
         its own parameters, with the registration options the three search tools share."""
         shared = page_parameters(bounded, snippet_length)
+        names.append(name)
         register = mcp_tool(
             app, name, description + contract, annotations=READ_ONLY, output_schema=SEARCH_OUTPUT, meta=meta
         )
@@ -156,6 +159,7 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
 
     make_ranked_tool(SearchMode.SEMANTIC, "semantic_search", SEMANTIC_DESCRIPTION)
     make_ranked_tool(SearchMode.HYBRID, "hybrid_search", HYBRID_DESCRIPTION)
+    return tuple(names)
 
 
 def _request(services: Services, call: SearchCall) -> SearchRequest:
