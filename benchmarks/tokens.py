@@ -49,6 +49,7 @@ from search_engine.config import EngineConfig
 from search_engine.embeddings import resolve_model
 from search_engine.ripgrep import rg_path
 from server.app import build_app
+from server.output import CHARS_PER_TOKEN
 from server.page_text import page_records
 from server.proxy.app import build_proxy_app
 from server.proxy.backends import command_backend
@@ -227,7 +228,7 @@ def recall_at(rows: list[dict[str, Any]], annotations: Path, budget_tokens: int)
         for ann in annotations.glob("*.json")
         for item in json.loads(ann.read_text())
     }
-    limit = budget_tokens * 4
+    limit = budget_tokens * CHARS_PER_TOKEN  # `ends` are character offsets
     found = sum(
         any(path in relevant[(r["repo"], r["query"])] and end <= limit for path, end in r["ends"]) for r in rows
     )

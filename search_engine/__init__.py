@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from search_engine.config import (
     CURSOR_KEY_FILE,
+    CURSOR_KEY_TEMP_PREFIX,
     DEFAULT_EMBEDDING_PROFILE,
     DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_LINE_WIDTH,
@@ -28,6 +29,7 @@ from search_engine.errors import (
     IndexStoreError,
     InvalidQueryError,
     ModelLoadError,
+    NotRegularFileError,
     PathError,
     PathNotFoundError,
     PathOutsideRootError,
@@ -51,13 +53,14 @@ from search_engine.models import (
 )
 from search_engine.paths import SearchLocation, resolve_search_path
 from search_engine.private_dir import check_cache_dir, make_private
-from search_engine.regular_file import NotRegularFileError, open_regular_file
+from search_engine.regular_file import open_regular_file
 
 if TYPE_CHECKING:
     from search_engine.index import IndexManager, IndexStatus
 
 __all__ = [
     "CURSOR_KEY_FILE",
+    "CURSOR_KEY_TEMP_PREFIX",
     "DEFAULT_EMBEDDING_PROFILE",
     "DEFAULT_MAX_FILE_SIZE",
     "DEFAULT_MAX_LINE_WIDTH",

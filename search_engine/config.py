@@ -50,9 +50,11 @@ CURSOR_KEY_FILE = "cursor.key"
 CACHE_ENTRIES = (INDEXES_DIR, CURSOR_KEY_FILE)
 """Everything codepager keeps in its cache dir: what a search or an index of a root that holds
 the cache dir leaves out (`search_engine.files.walk_args`)."""
-CURSOR_KEY_TEMP_GLOB = f".{CURSOR_KEY_FILE}.*"
-"""The cursor key's temporary files while it is published (`sessions.keys`), left out too: one
-outlives a process killed between writing and publishing it, holding the live key."""
+CURSOR_KEY_TEMP_PREFIX = f".{CURSOR_KEY_FILE}."
+"""How the cursor key's temporary files are named while it is published (`sessions.keys`)."""
+CURSOR_KEY_TEMP_GLOB = f"{CURSOR_KEY_TEMP_PREFIX}*"
+"""Those temporary files, left out of searches too: one outlives a process killed between
+writing and publishing it, holding the live key."""
 
 
 def default_cache_dir() -> Path:

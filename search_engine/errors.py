@@ -18,6 +18,7 @@ Every exception the engine raises on purpose is defined here::
     └── IndexStoreError                  (+ RuntimeError) index unreadable or unwritable
         ├── IndexDamagedError            a generation's files are damaged: a full rebuild repairs it
         └── UnsafeDirectoryError         (+ ValueError) a dir of ours others could plant files in
+    NotRegularFileError                  (ValueError) a file of ours is a link, FIFO, device, another's
 """
 
 from __future__ import annotations
@@ -101,6 +102,13 @@ class IndexDamagedError(IndexStoreError):
     def __init__(self, message: str, where: Path) -> None:
         super().__init__(message)
         self.where = where
+
+
+class NotRegularFileError(ValueError):
+    """A file codepager reads back as its own (`search_engine.regular_file`) is not a regular
+    file of the expected owner and size: a link, FIFO or device planted in its place. Not a
+    SearchError: each reader says what it means for its file (index damage, a bad key file, a
+    dataset not found)."""
 
 
 class UnsafeDirectoryError(IndexStoreError, ValueError):

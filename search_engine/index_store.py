@@ -71,7 +71,7 @@ from search_engine.errors import IndexDamagedError, IndexStoreError, reading
 from search_engine.lexical import LexicalBuilder, LexicalIndex, lexical_document
 from search_engine.lexical_merge import merge
 from search_engine.regular_file import open_regular_file
-from search_engine.vectors import VectorIndex, empty, quantize
+from search_engine.vectors import WORD_BITS, VectorIndex, empty, quantize
 
 # Bumped whenever anything below changes shape, or what `symbols.defined_names` extracts (the
 # stored definitions of unchanged files are copied across updates): an index in another
@@ -94,7 +94,6 @@ _CHUNKS = "chunks"
 _CODES, _SCALES, _WORDS = "codes.bin", "scales.bin", "words.bin"
 _FILE_VECTORS = "file_vectors.npy"
 _LEXICAL = "lexical"
-_WORD_BITS = 64
 
 
 def index_dir(cache_dir: Path, root: Path) -> Path:
@@ -515,7 +514,7 @@ class GenerationWriter:
         """Sign words were appended row by row; search reads them column by column."""
         assert self.dim is not None, "publish sets dim from the manifest before this"
         path = self.staging / _WORDS
-        words = np.fromfile(path, dtype=np.uint64).reshape(self.chunks, self.dim // _WORD_BITS)
+        words = np.fromfile(path, dtype=np.uint64).reshape(self.chunks, self.dim // WORD_BITS)
         np.ascontiguousarray(words.T).tofile(path)
 
 
@@ -676,7 +675,7 @@ def write_coarse(directory: Path, n: int, dim: int, old: Snapshot | None) -> Non
 
 def _read_vectors(directory: Path, n: int, dim: int) -> VectorIndex:
     """The quantized vectors, memory-mapped (sizes checked against the manifest)."""
-    words = dim // _WORD_BITS
+    words = dim // WORD_BITS
     file_vectors = load_array(directory / _FILE_VECTORS, mmap=False)
     expected = {_CODES: n * dim, _SCALES: n * 4, _WORDS: n * words * 8}
     for name, size in expected.items():

@@ -18,11 +18,9 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+from search_engine.errors import NotRegularFileError
+
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-class NotRegularFileError(ValueError):
-    """The path names something other than a regular file of the expected owner and size."""
 
 
 def open_regular_file(path: Path | str, *, owned: bool = False, max_bytes: int | None = None) -> BinaryIO:

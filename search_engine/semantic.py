@@ -38,9 +38,9 @@ from search_engine.vectors import VectorIndex
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
 FILE_WEIGHT = 0.3
-# Chunks (at least; 4 x top_k if more) the per-file selection chooses among: the best by
+# The selection pool: chunks (at least; 4 x top_k if more) the per-file selection chooses among, the best by
 # their score once decayed for the file's chunks before them (`hits.saturated`).
-CANDIDATES = 100
+SELECTION_POOL = 100
 
 
 def similarity(
@@ -78,7 +78,7 @@ def semantic_search(
     chunk, so results are deterministic for a given index."""
     if top_k <= 0:
         return []
-    n = max(CANDIDATES, 4 * top_k)
+    n = max(SELECTION_POOL, 4 * top_k)
     # Every chunk the vector index rescores (it never returns fewer than `n` if it has them).
     ids, sims = vectors.nearest(query_vector, allowed, n).ranked()
     if len(ids) == 0:

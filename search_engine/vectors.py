@@ -32,7 +32,8 @@ from search_engine.coarse import CoarseIndex
 # Chunks rescored exactly per query. Hybrid search takes the top 100 of the semantic list;
 # the sign bits of a 256-dim PCA'd static model keep ~all of those within the nearest 4,000.
 RESCORE = 4000
-_WORD_BITS = 64
+#: Sign bits per packed word of `words.bin` (the index store lays the words out by it).
+WORD_BITS = 64
 
 
 def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -51,10 +52,10 @@ def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def sign_words(vectors: np.ndarray) -> np.ndarray:
     """The vectors' sign bits packed into uint64 words, (n, dim // 64)."""
     dim = vectors.shape[1] if vectors.ndim == 2 else 0
-    if dim % _WORD_BITS:
-        raise ValueError(f"vector dimension {dim} is not a multiple of {_WORD_BITS}")
+    if dim % WORD_BITS:
+        raise ValueError(f"vector dimension {dim} is not a multiple of {WORD_BITS}")
     packed = np.packbits(np.asarray(vectors) > 0, axis=1)
-    return np.ascontiguousarray(packed).view(np.uint64).reshape(len(vectors), dim // _WORD_BITS)
+    return np.ascontiguousarray(packed).view(np.uint64).reshape(len(vectors), dim // WORD_BITS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +173,6 @@ def empty(dim: int) -> VectorIndex:
     return VectorIndex(
         np.zeros((0, dim), np.int8),
         np.zeros(0, np.float32),
-        np.zeros((dim // _WORD_BITS, 0), np.uint64),
+        np.zeros((dim // WORD_BITS, 0), np.uint64),
         np.zeros((0, dim), np.float32),
     )

@@ -25,7 +25,6 @@ framing module, which the settings import) and `server.cli.search_targets.Missin
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec
@@ -35,7 +34,7 @@ from fastmcp.exceptions import NotFoundError, ToolError, ValidationError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from mcp import MCPError
-from mcp_types import INVALID_PARAMS, TextContent
+from mcp_types import INVALID_PARAMS
 
 from search_engine import (
     IndexDamagedError,
@@ -47,6 +46,7 @@ from search_engine import (
     SearchError,
     SearchTimeoutError,
 )
+from server.json_result import json_result
 from server.settings import validation_problems
 from sessions import CursorError, SessionStoreUnavailableError
 
@@ -193,12 +193,7 @@ def error_result(exc: Exception) -> ToolResult:
         error["position"] = exc.position
     if isinstance(exc, IndexNotReadyError):
         error["progress"] = {"phase": exc.phase, "done": exc.done, "total": exc.total, "eta_s": exc.eta_s}
-    payload = {"error": error}
-    return ToolResult(
-        content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
-        structured_content=payload,
-        is_error=True,
-    )
+    return json_result({"error": error}, is_error=True)
 
 
 def tool_errors(fn: Callable[P, Awaitable[ToolResult]]) -> Callable[P, Awaitable[ToolResult]]:

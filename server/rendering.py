@@ -8,7 +8,6 @@ resource_link block when the page went to a file, so clients without shell acces
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,12 +29,6 @@ class OutputOptions:
     max_output_tokens: int | None = None
     stats_only: bool = False
     stats_first: bool = False
-
-
-def json_result(payload: dict[str, Any], *, is_error: bool = False) -> ToolResult:
-    """structuredContent and a text block carrying the same JSON (clients differ in which they show)."""
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    return ToolResult(content=[TextContent(type="text", text=text)], structured_content=payload, is_error=is_error)
 
 
 def tool_result(rendered: Rendered) -> ToolResult:

@@ -16,7 +16,13 @@ import secrets
 import stat
 from pathlib import Path
 
-from search_engine import CURSOR_KEY_FILE, NotRegularFileError, check_cache_dir, open_regular_file
+from search_engine import (
+    CURSOR_KEY_FILE,
+    CURSOR_KEY_TEMP_PREFIX,
+    NotRegularFileError,
+    check_cache_dir,
+    open_regular_file,
+)
 
 MIN_KEY_LENGTH = 16
 
@@ -44,7 +50,7 @@ def load_or_create_key(cache_dir: Path, configured: str | None = None) -> bytes:
 
 def _create_key_file(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    tmp = path.with_name(f"{CURSOR_KEY_TEMP_PREFIX}{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         with os.fdopen(fd, "w") as f:

@@ -1,7 +1,10 @@
 """Paging a search: run it once, keep the list as a session, walk it with sealed cursors.
 
-The only entry points the server calls are `first_page` and `next_page`. Three paths serve a
-page, reported as `Page.cache`:
+The server calls `first_page` for a new search, and for a cursor `decode` then `page_at`,
+checking the decoded search in between (`request_of`: its tool, its root, its arguments;
+`is_live`: whether the index must be waited for); `next_page` is the two in one call, for
+callers with nothing to check (the paging benchmark, tests). Three paths serve a page, reported
+as `Page.cache`:
 - "miss": the search ran now and its list became a new session;
 - "hit": the list came from a live session (same search, same index generation, same view);
 - "restored": the cursor was valid but its session was gone (evicted, expired, restarted,
@@ -31,7 +34,7 @@ ViewFn = Callable[[SearchResult, str], SearchResult]
 
 
 class SearchBackend(Protocol):
-    """What the pager needs of `search_engine.engine.SearchEngine`."""
+    """What the pager needs of `search_engine.SearchEngine`."""
 
     def search(self, request: SearchRequest) -> SearchResult: ...
 

@@ -12,12 +12,12 @@ from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.hits import diversify, saturated
 from search_engine.models import SearchMode, SearchRequest
-from search_engine.semantic import CANDIDATES
+from search_engine.semantic import SELECTION_POOL
 
 QUERY = "send bytes through a pipe between two processes"
 LONG_FILES = ("ipc/pipe_unix.py", "ipc/pipe_windows.py", "ipc/pipe_posix.py")
-# Enough functions that the long files alone hold more than CANDIDATES chunks like the query.
-FUNCTIONS_PER_LONG_FILE = CANDIDATES // 2
+# Enough functions that the long files alone hold more than SELECTION_POOL chunks like the query.
+FUNCTIONS_PER_LONG_FILE = SELECTION_POOL // 2
 SHORT_FILES = {
     "ipc/channel.py": "def open_channel(reader, writer):\n"
     '    """Connect two processes with a pipe and send bytes from one to the other."""\n'
@@ -49,7 +49,7 @@ def test_long_files_full_of_look_alikes_do_not_crowd_out_the_other_files(tmp_pat
     engine = SearchEngine(EngineConfig(cache_dir=model_cache))
     request = SearchRequest(mode=SearchMode.SEMANTIC, query=QUERY, root=str(root.resolve()), top_k=10)
     index = engine.indexes.get(root.resolve())
-    assert len(index.chunks) > CANDIDATES + len(SHORT_FILES)
+    assert len(index.chunks) > SELECTION_POOL + len(SHORT_FILES)
     paths = [m.path for m in engine.search(request).matches]
     # Each long file's further chunks keep a fraction of their score per chunk shown before
     # them, so every file about the query comes before the long files' third chunks.

@@ -25,6 +25,7 @@ from typing import Any
 
 from fastmcp.tools.base import ToolResult
 
+from server.json_result import json_result
 from server.output import (
     CHARS_PER_TOKEN,
     clip_strings,
@@ -38,7 +39,6 @@ from server.proxy.dataset_store import SavedDataset
 from server.proxy.extraction import Extracted
 from server.proxy.profile import Profile
 from server.proxy.size import Size, sent_size
-from server.rendering import json_result
 from server.sql import json_field, quote_ident
 
 SAVED = "saved_as_dataset"

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from search_engine import IndexNotReadyError, resolve_search_path
 from server.background_indexer import RootState
-from server.rendering import json_result
+from server.json_result import json_result
 from server.services import Services
 from server.tools.descriptions import READ_ONLY, local_writes
 from server.tools.registry import mcp_tool

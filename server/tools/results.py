@@ -16,8 +16,9 @@ from fastmcp.tools.base import ToolResult
 from pydantic import Field, WithJsonSchema
 
 from server.errors import DatasetNotFoundError, InvalidDatasetIdError, LineRangeError
+from server.json_result import json_result
 from server.output import LINES_URI, RESULTS_URI, OffloadStore, OutputMode, RenderOptions
-from server.rendering import Renderer, json_result, tool_result
+from server.rendering import Renderer, tool_result
 from server.sql import DatasetFilter, Datasets, answer_query
 from server.tools.descriptions import ANALYZE_DESCRIPTION, READ_ONLY, OutputModeName, local_writes
 from server.tools.registry import mcp_tool
