@@ -153,7 +153,9 @@ def listed_size(tools: list[Any]) -> int:
     return len(compact([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]))
 
 
-async def tools_list_sizes(root: Path, work: Path) -> dict[str, int]:
+async def tools_list_sizes(root: Path, work: Path) -> tuple[dict[str, int], tuple[str, ...]]:
+    """tools/list sizes in characters (the default server's; what the proxy adds), and the
+    names of the tools the proxy adds."""
     async with Client(build_app(settings_for(root, work))) as c:
         server = listed_size(list(await c.list_tools()))
     backend = command_backend(
@@ -165,7 +167,7 @@ async def tools_list_sizes(root: Path, work: Path) -> dict[str, int]:
     )
     async with Client(proxy, timeout=120, init_timeout=120) as c:
         injected = listed_size([t for t in await c.list_tools() if t.name in own_tools(proxy)])
-    return {"server": server, "proxy_injected": injected}
+    return {"server": server, "proxy_injected": injected}, own_tools(proxy)
 
 
 def file_ends(page: dict[str, Any]) -> list[tuple[str, int]]:
@@ -279,7 +281,7 @@ def run(args: argparse.Namespace) -> Report:
         rows = []
         for name in args.names:
             rows += asyncio.run(measure_corpus(args.corpora / name, work / name))
-        sizes = asyncio.run(tools_list_sizes(args.corpora / args.names[0], work / "list"))
+        sizes, proxy_tools = asyncio.run(tools_list_sizes(args.corpora / args.names[0], work / "list"))
         recall = measure_recall(args, work) if args.recall else {}
     ratios = [r["compact (default)"] / r["rg -n"] for r in rows]
     worst, median = max(ratios), statistics.median(ratios)
@@ -301,7 +303,7 @@ def run(args: argparse.Namespace) -> Report:
             "get the grep-like text as well, by design (see docs/tools.md, Client budgets)",
             f"- tools/list: {sizes['server']:,} chars for the default server (target <= {TARGET_TOOLS_LIST:,}: "
             f"{verdict(sizes['server'] <= TARGET_TOOLS_LIST)}); the proxy adds {sizes['proxy_injected']:,} chars "
-            "for analyze-with-duckdb, list-saved-datasets, read-dataset-page",
+            f"for {', '.join(proxy_tools)}",
         ]
     )
     headline = (

@@ -265,6 +265,10 @@ ERROR_CASES: dict[str, str] = {
     ),
     "model_unavailable": "the embedding model cannot be loaded (it is never downloaded)",
     "index_damaged": "the index on disk is damaged (cut short, emptied) and a rebuild did not repair it",
+    "cache_dir_refused": (
+        "`index.cache_dir` belongs to another user, or others can write in it and it cannot be made private "
+        "(a shared sticky dir such as `/tmp`): codepager will not trust an index or key found there"
+    ),
     "index_unavailable": "the index on disk cannot be read or written",
     "jq_timeout": "`jq_filter` ran past `offload.jq_timeout_s`",
     "invalid_jq_filter": (

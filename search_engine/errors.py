@@ -18,7 +18,8 @@ Every exception the engine raises on purpose is defined here::
     └── IndexStoreError                  (+ RuntimeError) index unreadable or unwritable
         ├── IndexDamagedError            a generation's files are damaged: a full rebuild repairs it
         └── UnsafeDirectoryError         (+ ValueError) a dir of ours others could plant files in
-    NotRegularFileError                  (ValueError) a file of ours is a link, FIFO, device, another's
+    NotRegularFileError                  (ValueError) a file of ours is a FIFO, device, another's, too big
+    └── IsALinkError                     it is a link
 """
 
 from __future__ import annotations
@@ -109,6 +110,10 @@ class NotRegularFileError(ValueError):
     file of the expected owner and size: a link, FIFO or device planted in its place. Not a
     SearchError: each reader says what it means for its file (index damage, a bad key file, a
     dataset not found)."""
+
+
+class IsALinkError(NotRegularFileError):
+    """The file is a link (reading it would read whatever it points to)."""
 
 
 class UnsafeDirectoryError(IndexStoreError, ValueError):

@@ -13,21 +13,27 @@ One helper for every such read, so that every one of them refuses the same thing
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from search_engine.errors import NotRegularFileError
+from search_engine.errors import IsALinkError, NotRegularFileError
 
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def open_regular_file(path: Path | str, *, owned: bool = False, max_bytes: int | None = None) -> BinaryIO:
     """`path` opened for binary reading if it is a regular file (of this user when `owned`, of
-    at most `max_bytes` bytes when given): NotRegularFileError otherwise. The open's own errors
-    are raised as they are: ELOOP (an OSError) for a link, FileNotFoundError, PermissionError."""
-    fd = os.open(path, _FLAGS)
+    at most `max_bytes` bytes when given): NotRegularFileError otherwise, IsALinkError for a
+    link. The open's other errors are raised as they are (FileNotFoundError, PermissionError)."""
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise IsALinkError(f"{path} is a link") from None
+        raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -45,6 +45,7 @@ from search_engine import (
     PathError,
     SearchError,
     SearchTimeoutError,
+    UnsafeDirectoryError,
 )
 from server.json_result import json_result
 from server.settings import validation_problems
@@ -140,6 +141,12 @@ _TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
         "index_damaged",
         "the index on disk was found damaged even after a rebuild: call reindex with full=true, and check the "
         "disk under index.cache_dir; regex_search still works",
+    ),
+    (
+        UnsafeDirectoryError,
+        "cache_dir_refused",
+        "point index.cache_dir at a directory of this user's that others cannot write in (codepager creates it "
+        "0700) and restart the server; regex_search still works",
     ),
     (
         IndexStoreError,

@@ -9,7 +9,6 @@ server restart on the same machine. The file is created 0600 and published atomi
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import secrets
@@ -19,6 +18,7 @@ from pathlib import Path
 from search_engine import (
     CURSOR_KEY_FILE,
     CURSOR_KEY_TEMP_PREFIX,
+    IsALinkError,
     NotRegularFileError,
     check_cache_dir,
     open_regular_file,
@@ -69,19 +69,17 @@ def _read_key_file(path: Path) -> bytes:
     """The key in `path`, which must be a regular file of ours: never followed through a link
     (a planted `cursor.key -> /etc/passwd` would have had that file made 0600 and its content
     taken as the key), never waited on (a FIFO), read no further than a key file can be."""
-    try:
+    try:  # EACCES, EIO are raised as they are: the server then keeps a key for this process only
         f = open_regular_file(path, owned=True)
+    except IsALinkError:
+        raise ValueError(
+            f"the cursor key file {path} must be a regular file, not a link; delete it to have a new "
+            "key generated or set sessions.secret_key"
+        ) from None
     except NotRegularFileError:
         raise ValueError(
             f"the cursor key file {path} is not a regular file of this user's; delete it to have a "
             "new key generated, or set sessions.secret_key"
-        ) from None
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise  # EACCES, EIO: the machine's; the server then keeps a key for this process only
-        raise ValueError(
-            f"the cursor key file {path} must be a regular file, not a link; delete it to have a new "
-            "key generated or set sessions.secret_key"
         ) from None
     with f:
         mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)

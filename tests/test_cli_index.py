@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from search_engine import check_cache_dir
-from server.app import build_services
+from search_engine import UnsafeDirectoryError, check_cache_dir
+from server.app import build_app, build_services
 from server.cli import main
 from server.cli.index_cmd import ProgressBar
+from server.errors import error_result
 from server.settings import load_settings
 
 CODEPAGER = Path(sys.executable).parent / "codepager"
@@ -145,6 +146,16 @@ def test_a_cache_dir_others_can_write_in_is_refused_or_made_private(
     assert list(shared.iterdir()) == []
     with pytest.raises(ValueError, match="shared directory"):
         build_services(load_settings(None, {"index": {"cache_dir": shared}, "server": {"roots": [project]}}))
+    # with a configured key the cursor key never touches the dir, but the index does: still
+    # refused at start (the index tools make the index manager), and mapped for agents
+    keyed = {"index": {"cache_dir": shared}, "server": {"roots": [project]}, "sessions": {"secret_key": "k" * 32}}
+    with pytest.raises(ValueError, match="shared directory"):
+        build_app(load_settings(None, keyed))
+    with pytest.raises(UnsafeDirectoryError) as refused:
+        check_cache_dir(shared)
+    error = (error_result(refused.value).structured_content or {})["error"]
+    assert error["code"] == "cache_dir_refused" and error["message"] == str(refused.value), error
+    assert "point index.cache_dir at a directory of this user's" in error["hint"], error
 
     open_dir = tmp_path / "open"
     open_dir.mkdir()

@@ -6,7 +6,6 @@ file held the read (and its worker thread) until a writer came, i.e. for ever.""
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import threading
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 from ulid import ULID
 
-from search_engine import NotRegularFileError, open_regular_file
+from search_engine import IsALinkError, NotRegularFileError, open_regular_file
 from server.errors import DatasetNotFoundError
 from server.output import OffloadStore
 from server.proxy.dataset_store import DatasetStore
@@ -46,9 +45,8 @@ def test_a_regular_file_is_read_and_everything_else_refused(tmp_path: Path) -> N
     with open_regular_file(tmp_path / "ok", owned=True, max_bytes=10) as f:
         assert f.read() == b"x" * 10
     (tmp_path / "link").symlink_to(tmp_path / "ok")
-    with pytest.raises(OSError) as raised:
+    with pytest.raises(IsALinkError, match="is a link"):
         open_regular_file(tmp_path / "link")
-    assert raised.value.errno == errno.ELOOP
     os.mkfifo(tmp_path / "fifo")
     refused = _within(5, lambda: open_regular_file(tmp_path / "fifo"))
     assert isinstance(refused, NotRegularFileError) and "not a regular file" in str(refused)
@@ -106,6 +104,12 @@ def test_a_saved_datasets_files_swapped_for_fifos_are_refused_at_once(tmp_path: 
     os.mkfifo(data.data_path)
     refused = _within(5, lambda: store.open(data.id).read(0, 1))
     assert isinstance(refused, DatasetNotFoundError) and data.id in str(refused)
+    # a link there was answered with a raw OSError (ELOOP) before (found by a review)
+    data.data_path.unlink()
+    (tmp_path / "elsewhere.jsonl").write_text('{"secret": 1}\n')
+    data.data_path.symlink_to(tmp_path / "elsewhere.jsonl")
+    refused = _within(5, lambda: store.open(data.id).read(0, 1))
+    assert isinstance(refused, DatasetNotFoundError) and "secret" not in str(refused), refused
     meta = store.save(str(ULID()), [{"n": 1}], {"tool": "t"})
     meta.metadata_path.unlink()
     os.mkfifo(meta.metadata_path)

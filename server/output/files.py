@@ -330,10 +330,11 @@ class DatasetFile:
         """Records `offset`..`offset + limit` (0-based), decoded; fewer at the end of the file."""
         skip = offset + (1 if self.header else 0)
         try:
-            with open_regular_file(self.path, owned=True) as f:
-                lines = list(itertools.islice(f, skip, skip + limit))
+            f = open_regular_file(self.path, owned=True)
         except (FileNotFoundError, PermissionError, NotRegularFileError):
             raise DatasetNotFoundError(f"dataset {self.id} was removed; recreate it") from None
+        with f:
+            lines = list(itertools.islice(f, skip, skip + limit))
         return [msgspec.json.decode(line) for line in lines]
 
 

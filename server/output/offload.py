@@ -192,12 +192,13 @@ class OffloadStore(FileStore):
     def _open_file(self, dataset_id: str) -> Iterator[BinaryIO]:
         path = self.path_of(dataset_id)
         try:
-            with open_regular_file(path, owned=True) as f:
-                yield f
+            f = open_regular_file(path, owned=True)
         except FileNotFoundError:
             raise DatasetNotFoundError(f"result {dataset_id} was removed; run the search again") from None
         except (PermissionError, NotRegularFileError):
             raise DatasetNotFoundError(f"result {dataset_id} is not a file codepager wrote") from None
+        with f:
+            yield f
 
     # -- as datasets (the header line says what a file holds) ----------------------------------
 

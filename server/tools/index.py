@@ -19,7 +19,7 @@ PathArg = Annotated[str | None, Field(description="default: the first root")]
 
 
 def register_index_tools(app: FastMCP, services: Services) -> None:
-    indexes = services.engine.indexes
+    indexes = services.engine.indexes  # made now: an unsafe cache dir refuses the server's start
 
     def status(root: Any, state: RootState) -> dict[str, Any]:
         s = indexes.status(root)
