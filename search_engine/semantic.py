@@ -38,8 +38,8 @@ from search_engine.vectors import VectorIndex
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
 FILE_WEIGHT = 0.3
-# The selection pool: chunks (at least; 4 x top_k if more) the per-file selection chooses among, the best by
-# their score once decayed for the file's chunks before them (`hits.saturated`).
+# The selection pool: the chunks (at least; 4 x top_k if more) the per-file selection chooses
+# among, the best by their score once decayed for the file's chunks before them (`hits.saturated`).
 SELECTION_POOL = 100
 
 
