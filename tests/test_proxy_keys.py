@@ -16,6 +16,7 @@ from mcp_types import TextContent
 
 from harness.results import structured_of
 from server.output import OffloadStore, estimate_tokens
+from server.output.descriptor import build_file_ref
 from server.proxy.answer import answer_budget
 from server.proxy.dataset_store import DatasetStore
 from server.proxy.extraction import extract_records
@@ -113,3 +114,28 @@ def test_a_key_holding_a_quote_backslash_or_control_character_is_still_saved(bot
     body = structured_of(answer.structured_content)
     assert body["intercepted"] == "saved_as_dataset", body.get("warning")
     assert query(datasets, f"SELECT count(*) AS n FROM {body['dataset']['table']}").rows == [{"n": 2000}]
+
+
+@pytest.mark.parametrize(
+    ("rows", "named"),
+    [
+        ([{"Type": i, "n": 1} for i in range(3)], '"Type"'),  # beside the header's `type`
+        ([{"id": i, "ID": -i} for i in range(3)], '"id", "ID"'),
+    ],
+    ids=["header-case", "id-ID"],
+)
+def test_a_page_sql_reads_as_one_json_column_says_so_in_its_file_ref(both, rows, named: str) -> None:
+    """A page whose keys cannot each be a column is one JSON column, `value`, in SQL (the test
+    above). Before: its file_ref listed the keys as fields and pointed to the SQL view, so an
+    agent's `SELECT "Type" ...` failed; the guidance now says how that view reads, naming the
+    keys, and the JSON Pointer it shows reads each record's own value."""
+    datasets, offload, _ = both
+    page = offload.write(tool="analyze-with-duckdb", query="q", records=rows, page=1, next_cursor=None)
+    guidance = build_file_ref(page, rows, has_more=False, retention_hours=24).guidance
+    assert "one JSON column, value" in guidance and f"the keys {named} cannot each be a column" in guidance
+    assert "value->>'/KEY'" in guidance, guidance
+    key = next(iter(rows[0]))
+    back = query(datasets, f"SELECT (value->>'/{key}')::INTEGER AS v FROM dataset_{page.id}").rows
+    assert back == [{"v": row[key]} for row in rows]
+    plain = offload.write(tool="analyze-with-duckdb", query="q", records=[{"n": 1}], page=1, next_cursor=None)
+    assert "JSON column" not in build_file_ref(plain, [{"n": 1}], has_more=False, retention_hours=24).guidance

@@ -35,7 +35,7 @@ from server.output.layer import (
     select_mode,
 )
 from server.output.offload import OffloadStore
-from server.output.schema import SAMPLE_MAX_CHARS, infer_schema
+from server.output.schema import SAMPLE_MAX_CHARS, clashing_keys, column_key, infer_schema
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -60,7 +60,9 @@ __all__ = [
     "Rendered",
     "byte_size",
     "check_id",
+    "clashing_keys",
     "clip_strings",
+    "column_key",
     "dumps",
     "dumps_bytes",
     "dumps_lines",

@@ -29,13 +29,15 @@ from typing import Any
 
 from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project
 from server.output.offload import OffloadedFile
-from server.output.schema import SAMPLE_MAX_CHARS, infer_schema, leaf_fields
+from server.output.schema import SAMPLE_MAX_CHARS, clashing_keys, infer_schema, leaf_fields
 from server.output.stats import Stats, compute_stats, record_path
 
 RESULTS_URI = "codepager://results/{id}"
 JSONL_MIME_TYPE = "application/x-ndjson"
 LINES_URI = "codepager://results/{id}/lines/{start}-{end}"
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+#: Keys named in the note on a page SQL reads as one JSON column, and their length at most.
+_KEYS_NAMED, _KEY_CHARS = 3, 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +230,25 @@ def _first_fields(schema: dict[str, Any], names: Sequence[str]) -> dict[str, Any
     }
 
 
+def _json_view_note(f: OffloadedFile) -> str | None:
+    """What SQL sees when it cannot make each record key a column (`clashing_keys`, as the
+    view does): each line is then one JSON column, `value`, and a `SELECT "ID"` the field list
+    suggests would fail. None when every key is a column."""
+    keys = list(f.header.get("record_keys") or [])
+    clashes = [k for k in clashing_keys([*f.header, *keys]) if k in set(keys)]
+    if keys and not clashes:
+        return None
+    if not keys:
+        return "There each line is one JSON column, value."
+    named = [json.dumps(clip_strings(k, _KEY_CHARS)) for k in clashes[:_KEYS_NAMED]]
+    more = f" and {len(clashes) - len(named):,} more" if len(clashes) > len(named) else ""
+    return (
+        f"There each line is one JSON column, value, since the keys {', '.join(named)}{more} cannot each be a "
+        "column (SQL names ignore case, and cannot be empty, and a page's header line has keys of its own): "
+        "read a key as text with a JSON Pointer, value->>'/KEY' (~ and / in a key written ~0 and ~1)."
+    )
+
+
 def _guidance(f: OffloadedFile, *, has_more: bool, retention_hours: float, sql_tool: str | None, omitted: int) -> str:
     parts = [
         f"This page ({f.line_count - 1} records) is in {f.path} as JSON Lines.",
@@ -242,6 +263,8 @@ def _guidance(f: OffloadedFile, *, has_more: bool, retention_hours: float, sql_t
         parts.append(f"fields, line_schema and summary.sample cover the first fields only ({note}).")
     if sql_tool:
         parts.append(f"For SQL, call {sql_tool} with dataset_id={f.id} (view dataset_{f.id}).")
+        if (json_view := _json_view_note(f)) is not None:
+            parts.append(json_view)
     parts.append(
         "Next page: call the same tool with cursor = pagination.next_cursor." if has_more else "This is the last page."
     )

@@ -1,5 +1,7 @@
 """What records look like, inferred from the records themselves: the JSON Schema of an
-offloaded file's lines (the proxy's dataset profile builds on it).
+offloaded file's lines (the proxy's dataset profile builds on it), and which of their keys can
+each be a column when SQL reads them (`clashing_keys`: the views, the proxy's answer and the
+file_ref's guidance must agree on it).
 
 The layer serves search matches, SQL rows and arbitrary proxied tool output, so the schema is
 inferred rather than declared: whatever an agent will find on a line is described, including
@@ -10,7 +12,7 @@ producer, one shape), so a 10 MB page costs the same as a 100 KB one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,3 +106,23 @@ def leaf_fields(schema: dict[str, Any], prefix: str = "") -> list[str]:
         else:
             out.append(path)
     return out
+
+
+#: DuckDB matches column names ignoring ASCII case only (`ä` and `Ä` are two columns).
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def column_key(name: str) -> str:
+    """`name` as DuckDB compares column names: two names with one key are one column."""
+    return name.translate(_ASCII_LOWER)
+
+
+def clashing_keys(keys: Iterable[str]) -> list[str]:
+    """The record keys (distinct, first seen first) that cannot each be a column of their own:
+    keys that differ only in case (`id`, `ID`: DuckDB's JSON reader renames the second `ID_1`,
+    and SQL naming `"ID"` then reads `id`), and the empty key (which makes DuckDB read every
+    record as one JSON column)."""
+    groups: dict[str, list[str]] = {}
+    for key in dict.fromkeys(keys):
+        groups.setdefault(column_key(key), []).append(key)
+    return [key for group in groups.values() for key in group if len(group) > 1 or not key]

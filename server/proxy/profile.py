@@ -26,9 +26,8 @@ from typing import Any
 
 import msgspec
 
-from server.output import SAMPLE_MAX_CHARS, clip_strings, infer_schema
+from server.output import SAMPLE_MAX_CHARS, clashing_keys, clip_strings, infer_schema
 from server.proxy.extraction import as_object
-from server.sql import clashing_keys
 
 #: A field with more distinct values than this is not categorical.
 MAX_DISTINCT = 20
@@ -53,7 +52,7 @@ class Profile:
     """`fields` maps each top-level field to its type (a ` | ` union when mixed); `optional`
     lists the fields some sampled records lack; `distinct_values` maps categorical fields to
     their values with counts, most frequent first; `clashes` lists the keys, in any record,
-    that cannot each be a column (`server.sql.clashing_keys`): SQL then reads each record as
+    that cannot each be a column (`server.output.clashing_keys`): SQL then reads each record as
     one JSON column."""
 
     fields: dict[str, str]

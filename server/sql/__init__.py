@@ -5,7 +5,7 @@ layer without holding its whole result (`answer`). Its errors are in `server.err
 
 from server.sql.answer import answer_query
 from server.sql.datasets import DatasetFilter, Datasets, QueryResult
-from server.sql.views import DUCKDB_OBJECT_SIZE, clashing_keys, json_field, quote_ident
+from server.sql.views import DUCKDB_OBJECT_SIZE, json_field, quote_ident
 
 __all__ = [
     "DUCKDB_OBJECT_SIZE",
@@ -13,7 +13,6 @@ __all__ = [
     "Datasets",
     "QueryResult",
     "answer_query",
-    "clashing_keys",
     "json_field",
     "quote_ident",
 ]

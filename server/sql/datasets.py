@@ -39,9 +39,18 @@ import duckdb
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from server.errors import DatasetNotFoundError, SqlExecutionError, SqlRejectedError, SqlTimeoutError
-from server.output import ULID_PATTERN, DatasetFile, DatasetInfo, DatasetSource, ListPage, check_id, dumps_lines
+from server.output import (
+    ULID_PATTERN,
+    DatasetFile,
+    DatasetInfo,
+    DatasetSource,
+    ListPage,
+    check_id,
+    column_key,
+    dumps_lines,
+)
 from server.settings import OffloadSettings
-from server.sql.views import column_key, quote_ident, quote_literal, view_sql
+from server.sql.views import quote_ident, quote_literal, view_sql
 
 _VIEW_REF = re.compile(rf"\bdataset_({ULID_PATTERN})\b", re.IGNORECASE)
 _EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(?:ANALY[SZ]E\s+)?", re.IGNORECASE)

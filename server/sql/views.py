@@ -9,32 +9,10 @@ JSON column, `value`, instead, and their keys through JSON Pointers (`json_field
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from server.output import HEADER_TYPE, DatasetFile
+from server.output import HEADER_TYPE, DatasetFile, clashing_keys
 
 #: DuckDB's default `maximum_object_size` for read_json.
 DUCKDB_OBJECT_SIZE = 16 * 1024 * 1024
-
-
-#: DuckDB matches column names ignoring ASCII case only (`ä` and `Ä` are two columns).
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
-def column_key(name: str) -> str:
-    """`name` as DuckDB compares column names: two names with one key are one column."""
-    return name.translate(_ASCII_LOWER)
-
-
-def clashing_keys(keys: Iterable[str]) -> list[str]:
-    """The record keys (distinct, first seen first) that cannot each be a column of their own:
-    keys that differ only in case (`id`, `ID`: DuckDB's JSON reader renames the second `ID_1`,
-    and SQL naming `"ID"` then reads `id`), and the empty key (which makes DuckDB read every
-    record as one JSON column)."""
-    groups: dict[str, list[str]] = {}
-    for key in dict.fromkeys(keys):
-        groups.setdefault(column_key(key), []).append(key)
-    return [key for group in groups.values() for key in group if len(group) > 1 or not key]
 
 
 def json_field(name: str) -> str:
