@@ -3,7 +3,8 @@
 The transports reuse the SDK's stdio plumbing (claiming fds 0/1, spawning and stopping a
 server process, parsing a line) and fastmcp's app internals (its lifespan and low-level
 server) instead of copying them; the proxy hooks fastmcp's metadata forwarding; the kept stdio
-client copies fastmcp's keep-alive `StdioTransport.connect`. None of these is public API, so a
+client copies fastmcp's keep-alive `StdioTransport.connect`, and the proxy's HTTP backends
+fastmcp's `StreamableHttpTransport.connect_session`. None of these is public API, so a
 release may move or change any of them: they are imported or reached only here, under public
 names, and `tests/test_sdk_shim.py` touches each one (`PRIVATE_ATTRIBUTES`), so such a release
 fails in one test naming the one that moved instead of deep inside a transport. `mcp` is
@@ -13,20 +14,25 @@ pinned in pyproject.toml to the range this was checked against (mcp 2.3, fastmcp
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, BinaryIO, Literal, TextIO
 
 import anyio
+import httpx2
 from fastmcp import FastMCP
-from fastmcp.client.transports import StdioTransport
+from fastmcp.client.dependencies import _get_forwardable_http_headers
+from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from fastmcp.client.transports.base import SessionKwargs, TransportOptions
 from fastmcp.server.providers.proxy import ProxyMetadataMiddleware as _FastMCPProxyMetadata
 from mcp import ClientSession
 from mcp.client import stdio as _client_stdio
 from mcp.client._transport import TransportStreams
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server import stdio as _server_stdio
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from typing_extensions import Unpack
 
@@ -34,8 +40,10 @@ __all__ = [
     "PRIVATE_ATTRIBUTES",
     "WRITER_FLUSH_TIMEOUT_S",
     "KeepAliveStdioTransport",
+    "LargeReplyHttpTransport",
     "ProxyMetadataMiddleware",
     "ReadStream",
+    "ReplyTooLargeError",
     "StreamsFactory",
     "TransportStreams",
     "WriteStream",
@@ -182,6 +190,86 @@ async def _hold_session(
         raise
 
 
+# --- fastmcp's StreamableHttpTransport, taking replies as large as a stdio backend's ---
+class ReplyTooLargeError(httpx2.StreamError):
+    """A backend's reply over the proxy's limit. A stream error, which the SDK answers with a
+    JSON-RPC error for the request that asked (instead of leaving it waiting)."""
+
+
+class LargeReplyHttpTransport(StreamableHttpTransport):
+    """fastmcp's `StreamableHttpTransport` taking replies of up to `max_message_bytes`, as a
+    stdio backend's are. fastmcp leaves the SDK's limit on one server-sent event, 1 MiB, so a
+    tool result over it from a server that answers with events (the TypeScript SDK's default,
+    and the handshake era's) failed ("SSE stream failed: Server-sent event exceeded the 1048576
+    byte limit"), and a reply sent as plain JSON was read whole however large. `connect_session`
+    is fastmcp 4.1's, step for step, with the event limit passed and JSON bodies counted."""
+
+    def __init__(self, url: str, *, max_message_bytes: int, **kwargs: Any) -> None:
+        super().__init__(url, **kwargs)
+        self.max_message_bytes = max_message_bytes
+
+    async def bound_body(self, response: httpx2.Response) -> None:
+        """httpx response hook: a JSON reply is read no further than the limit."""
+        if response.headers.get("content-type", "").startswith("application/json"):
+            response.stream = _BoundedBody(response.stream, self.max_message_bytes)
+
+    @contextlib.asynccontextmanager
+    async def connect_session(
+        self,
+        *,
+        transport_options: TransportOptions | None = None,
+        **session_kwargs: Unpack[SessionKwargs],
+    ) -> AsyncIterator[ClientSession]:
+        options = transport_options or TransportOptions()
+        headers = (_get_forwardable_http_headers() if options.forward_incoming_headers else {}) | self.headers
+        read_timeout_seconds = session_kwargs.get("read_timeout_seconds")
+        timeout = None if read_timeout_seconds is None else httpx2.Timeout(30.0, read=read_timeout_seconds)
+        verify_factory = self._make_verify_factory()
+        if self.httpx_client_factory is not None:
+            http_client = self.httpx_client_factory(
+                headers=headers,
+                auth=self.auth,
+                follow_redirects=True,  # type: ignore[call-arg]  # as fastmcp passes it
+                **({"timeout": timeout} if timeout else {}),
+            )
+        elif verify_factory is not None:
+            http_client = verify_factory(headers=headers, timeout=timeout, auth=self.auth)
+        else:
+            http_client = create_mcp_http_client(headers=headers, timeout=timeout, auth=self.auth)
+        self._session_id = None
+        http_client.event_hooks.setdefault("response", []).extend([self._capture_session_id, self.bound_body])
+        async with (
+            http_client,
+            streamable_http_client(self.url, http_client=http_client, max_sse_event_size=self.max_message_bytes) as (
+                read_stream,
+                write_stream,
+            ),
+            options.session_class(read_stream, write_stream, **session_kwargs) as session,
+        ):
+            yield session
+
+
+class _BoundedBody(httpx2.AsyncByteStream):
+    """A response body that fails (ReplyTooLargeError) once more than `limit` bytes came."""
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self.inner, self.limit = inner, limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in self.inner:
+            seen += len(chunk)
+            if seen > self.limit:
+                raise ReplyTooLargeError(
+                    f"the server's response is over this client's limit of {self.limit:,} bytes "
+                    "(proxy.max_backend_message_bytes); ask for less, or raise the limit"
+                )
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 PRIVATE_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("mcp.client.stdio", "_get_executable_command"),
     ("mcp.client.stdio", "_create_platform_compatible_process"),
@@ -209,6 +297,12 @@ PRIVATE_ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("fastmcp.client.transports.StdioTransport()", "_ready_event"),
     ("fastmcp.client.transports.StdioTransport()", "_stop_event"),
     ("fastmcp.client.transports.StdioTransport", "_is_session_dead"),
+    ("fastmcp.client.dependencies", "_get_forwardable_http_headers"),
+    ("fastmcp.client.transports.StreamableHttpTransport", "_make_verify_factory"),
+    ("fastmcp.client.transports.StreamableHttpTransport", "_capture_session_id"),
+    ("fastmcp.client.transports.StreamableHttpTransport()", "_session_id"),
+    ("mcp.shared", "_httpx_utils"),
+    ("mcp.shared._httpx_utils", "create_mcp_http_client"),
 )
 """(owner, name) of every private name used above; an owner ending in `()` is an instance of
 that class (an attribute set in its `__init__`). The test resolves each one."""

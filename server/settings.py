@@ -261,8 +261,8 @@ class ProxySettings(_Section):
         DEFAULT_MAX_BUFFERED_BYTES,
         ge=1024,
         description=(
-            "Largest message read from a stdio backend; a larger reply fails its call with an error saying so and is "
-            "never held whole."
+            "Largest message read from a stdio or streamable-HTTP backend (as JSON or as one server-sent event); a "
+            "larger reply fails its call with an error saying so and is never held whole."
         ),
     )
 

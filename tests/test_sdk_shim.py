@@ -35,6 +35,8 @@ def _owner(path: str) -> object:
         return owner
     if owner.__name__ == "FastMCP":  # type: ignore[attr-defined]
         return owner("shim-check")  # type: ignore[operator]
+    if owner.__name__ == "StreamableHttpTransport":  # type: ignore[attr-defined]
+        return owner("http://127.0.0.1:9/mcp")  # type: ignore[operator]
     return owner("codepager", ["--version"])  # type: ignore[operator]
 
 

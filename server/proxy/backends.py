@@ -25,11 +25,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePath
 
 from fastmcp import Client
-from fastmcp.client.transports import ClientTransport
-from fastmcp.mcp_config import MCPConfig, StdioMCPServer
+from fastmcp.client.transports import ClientTransport, StreamableHttpTransport
+from fastmcp.mcp_config import MCPConfig, RemoteMCPServer, StdioMCPServer
 from fastmcp.server.providers.proxy import ProxyClient
 from pydantic import ValidationError
 
+from server.sdk_shim import LargeReplyHttpTransport
 from server.settings import validation_problems
 from server.transports.chunked_client import PLAIN_STDIO, KeptStdioTransport
 from server.transports.framing import DEFAULT_MAX_BUFFERED_BYTES
@@ -106,7 +107,7 @@ def config_backends(
 ) -> list[Backend]:
     """Every server in a standard `{"mcpServers": {...}}` file. A server's own `timeout`
     (milliseconds, as in the format) wins over `timeout_s`; `max_message_bytes` bounds a stdio
-    server's replies."""
+    or streamable-HTTP server's replies."""
     if not path.is_file():
         raise FileNotFoundError(f"MCP config not found: {path}")
     try:
@@ -126,6 +127,11 @@ def config_backends(
             transport: ClientTransport = _stdio(server.command, server.args, env, max_message_bytes, server.cwd)
         else:
             transport = server.to_transport()
+            if type(transport) is StreamableHttpTransport and isinstance(server, RemoteMCPServer):
+                # replies as large as a stdio backend's
+                transport = LargeReplyHttpTransport(
+                    transport.url, headers=transport.headers, auth=server.auth, max_message_bytes=max_message_bytes
+                )
         backends.append(Backend(name, transport, timeout))
     return backends
 

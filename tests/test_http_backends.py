@@ -1,0 +1,125 @@
+"""The proxy in front of a backend reached over streamable HTTP, with a hand-written server
+(RAW_HTTP_BACKEND) that answers a tools/call either as plain JSON or as a server-sent event,
+as large as asked. Before: the SDK's 1 MiB limit on one event, which fastmcp leaves in place,
+failed every result over 1 MiB from a server answering with events (the TypeScript SDK's
+default), the very results the proxy exists to take; and a JSON reply was read whole however
+large. Now both are taken up to `proxy.max_backend_message_bytes`, as a stdio backend's are,
+and a larger one fails its call with an error naming that setting."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from fastmcp import Client
+
+from server.proxy import build_proxy_app, config_backends
+from tests.proxy_helpers import proxy_settings
+from tests.server_helpers import structured
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+MB = 1 << 20
+LIMIT = 8 * MB
+
+RAW_HTTP_BACKEND = r"""
+import json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+def answer(method, params):
+    if method == "initialize":
+        return {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
+                "serverInfo": {"name": "raw-http", "version": "1"}}
+    if method == "tools/list":
+        return {"tools": [{"name": "lines", "inputSchema": {"type": "object"}}]}
+    if method == "tools/call":
+        n = params["arguments"]["bytes"] // 48
+        return {"content": [{"type": "text", "text": "\n".join("line %08d " % i + "x" * 34 for i in range(n))}]}
+    if method == "ping":
+        return {}
+    return None
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args):
+        pass
+    def reply(self, status, body=b"", kind="application/json"):
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        self.reply(405)
+    def do_DELETE(self):
+        self.reply(405)
+    def do_POST(self):
+        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if "id" not in message:
+            return self.reply(202)
+        params = message.get("params") or {}
+        result = answer(message["method"], params)
+        body = {"jsonrpc": "2.0", "id": message["id"]}
+        if result is None:
+            body["error"] = {"code": -32601, "message": "method not found"}
+        else:
+            body["result"] = result
+        data = json.dumps(body).encode()
+        if message["method"] == "tools/call" and params["arguments"].get("sse"):
+            self.reply(200, b"event: message\ndata: " + data + b"\n\n", "text/event-stream")
+        else:
+            self.reply(200, data)
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+@pytest.fixture(scope="module")
+def backend_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    script = tmp_path_factory.mktemp("http-backend") / "raw_http_backend.py"
+    script.write_text(RAW_HTTP_BACKEND)
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        yield f"http://127.0.0.1:{int(process.stdout.readline())}/mcp"
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client[Any]]:
+    tmp = tmp_path_factory.mktemp("http-proxy")
+    config = tmp / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"remote": {"url": backend_url}}}))
+    backends = config_backends(config, timeout_s=120, max_message_bytes=LIMIT)
+    async with Client(build_proxy_app(proxy_settings(tmp), backends), timeout=180) as c:
+        yield c
+
+
+@pytest.mark.parametrize("sse", [True, False], ids=["event", "json"])
+async def test_a_result_over_1_mib_is_saved_whether_sent_as_an_event_or_as_json(client: Client[Any], sse: bool) -> None:
+    body = structured(await client.call_tool("lines", {"bytes": 3 * MB, "sse": sse}))
+    assert body["intercepted"] == "saved_as_dataset", body
+    assert body["dataset"]["record_count"] == 3 * MB // 48
+    saved = Path(body["dataset"]["data_path"]).read_text().splitlines()
+    assert json.loads(saved[-1])["text"] == f"line {3 * MB // 48 - 1:08d} " + "x" * 34
+
+
+@pytest.mark.parametrize("sse", [True, False], ids=["event", "json"])
+async def test_a_reply_over_the_limit_fails_its_call_in_bounded_memory(client: Client[Any], sse: bool) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = await client.call_tool_mcp("lines", {"bytes": 100 * MB, "sse": sse})
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+    assert result.is_error, text[:300]
+    limit_named = "proxy.max_backend_message_bytes" in text or f"{LIMIT} byte limit" in text
+    assert limit_named, text
+    assert grown_mb < 200, f"peak RSS grew {grown_mb:.0f} MB for a refused 100 MB reply"
+    # the backend's session survives: the next call is answered
+    assert structured(await client.call_tool("lines", {"bytes": 2 * MB, "sse": sse}))["intercepted"]
