@@ -4,7 +4,9 @@ as large as asked. Before: the SDK's 1 MiB limit on one event, which fastmcp lea
 failed every result over 1 MiB from a server answering with events (the TypeScript SDK's
 default), the very results the proxy exists to take; and a JSON reply was read whole however
 large. Now both are taken up to `proxy.max_backend_message_bytes`, as a stdio backend's are,
-and a larger one fails its call with an error naming that setting."""
+and a larger one fails its call with an error naming that setting. The proxy served over HTTP
+forwards none of its caller's headers to a backend: it sent the proxy's own bearer token to
+every HTTP backend."""
 
 from __future__ import annotations
 
@@ -19,10 +21,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from fastmcp import Client
+from fastmcp.client.transports import StreamableHttpTransport
 
+from harness.http_server import HttpServer
 from server.proxy import build_proxy_app, config_backends
 from tests.proxy_helpers import proxy_settings
-from tests.server_helpers import structured
+from tests.server_helpers import serve_env, structured
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 MB = 1 << 20
@@ -31,6 +35,7 @@ LIMIT = 8 * MB
 RAW_HTTP_BACKEND = r"""
 import json, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+SEEN = open(sys.argv[1], "a") if len(sys.argv) > 1 else None  # the Authorization headers of each POST
 def answer(method, params):
     if method == "initialize":
         return {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
@@ -59,6 +64,9 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(405)
     def do_POST(self):
         message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if SEEN is not None:
+            SEEN.write(json.dumps(self.headers.get_all("Authorization") or []) + "\n")
+            SEEN.flush()
         if "id" not in message:
             return self.reply(202)
         params = message.get("params") or {}
@@ -123,3 +131,46 @@ async def test_a_reply_over_the_limit_fails_its_call_in_bounded_memory(client: C
     assert grown_mb < 200, f"peak RSS grew {grown_mb:.0f} MB for a refused 100 MB reply"
     # the backend's session survives: the next call is answered
     assert structured(await client.call_tool("lines", {"bytes": 2 * MB, "sse": sse}))["intercepted"]
+
+
+async def test_the_proxy_over_http_forwards_none_of_its_callers_headers(tmp_path: Path) -> None:
+    """Before: fastmcp's proxy forwards its caller's HTTP headers to HTTP backends, so behind
+    `codepager proxy --transport http --auth-token T` each backend received `Authorization:
+    Bearer T` on every request, and one configured with a token of its own got both. Now a
+    backend sees only what its mcpServers entry gives it."""
+    seen = {name: tmp_path / f"{name}.headers" for name in ("plain", "own")}
+    script = tmp_path / "raw_http_backend.py"
+    script.write_text(RAW_HTTP_BACKEND)
+    servers: dict[str, Any] = {}
+    processes = []
+    try:
+        for name, log in seen.items():
+            process = subprocess.Popen([sys.executable, str(script), str(log)], stdout=subprocess.PIPE, text=True)
+            processes.append(process)
+            assert process.stdout is not None
+            servers[name] = {"url": f"http://127.0.0.1:{int(process.stdout.readline())}/mcp"}
+        servers["own"]["headers"] = {"Authorization": "Bearer backend-own-token"}
+        config = tmp_path / "mcp.json"
+        config.write_text(json.dumps({"mcpServers": servers}))
+        token = "front-secret-token-0123456789"
+        args = ["--servers", str(config), "--data-dir", str(tmp_path / "data"), "--auth-token", token]
+        proxy = HttpServer(tmp_path, serve_env(tmp_path), extra_args=args, subcommand=["proxy"]).start()
+        try:
+            await _call_both(proxy.url, token)
+        finally:
+            proxy.stop()
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+    received = {name: [json.loads(line) for line in log.read_text().splitlines()] for name, log in seen.items()}
+    assert received["plain"] and all(headers == [] for headers in received["plain"]), received["plain"]
+    assert received["own"] and all(h == ["Bearer backend-own-token"] for h in received["own"]), received["own"]
+
+
+async def _call_both(url: str, token: str) -> None:
+    async with Client(StreamableHttpTransport(url, headers={"Authorization": f"Bearer {token}"}), timeout=60) as c:
+        names = {tool.name for tool in await c.list_tools()}
+        assert {"plain_lines", "own_lines"} <= names, names
+        for tool in ("plain_lines", "own_lines"):
+            assert not (await c.call_tool_mcp(tool, {"bytes": 100})).is_error

@@ -32,9 +32,9 @@ from pydantic import ValidationError
 
 from server.sdk_shim import LargeReplyHttpTransport
 from server.settings import validation_problems
+from server.transports.backend import BackendTransport
 from server.transports.chunked_client import PLAIN_STDIO, KeptStdioTransport
 from server.transports.framing import DEFAULT_MAX_BUFFERED_BYTES
-from server.transports.tool_listings import ToolListingsTransport
 
 #: Launchers whose first plain argument, not themselves, names the server.
 _LAUNCHERS = frozenset(
@@ -54,9 +54,9 @@ class Backend:
 
     def client_factory(self) -> Callable[[], Client[ClientTransport]]:
         """A fresh client per call over the one shared transport (fastmcp's proxy pattern: no
-        request context leaks between concurrent calls, the subprocess is shared). Its tool
-        lists are checked tool by tool (`ToolListingsTransport`), whatever the transport."""
-        transport: ClientTransport = ToolListingsTransport(self.transport)
+        request context leaks between concurrent calls, the subprocess is shared), connected
+        as `BackendTransport` says: tool lists checked tool by tool, no front header forwarded."""
+        transport: ClientTransport = BackendTransport(self.transport)
         base = ProxyClient(transport, mode="auto", timeout=self.timeout_s)
         return base.new
 

@@ -7,29 +7,24 @@ protocol version accepts, naming each in the log with what is wrong; a tool some
 accepts is kept, so a listing is never cut for a version this connection may not speak.
 
 It sits between a transport's streams and the client session, where every backend's messages
-pass whatever carries them (stdio, streamable HTTP, SSE): `ToolListingsTransport` wraps a
-backend's transport and hands fastmcp's session class (through the public
-`TransportOptions.session_class`) streams that show each request and reply to a
-`ToolListings` on their way.
+pass whatever carries them (stdio, streamable HTTP, SSE): `checked_session_class` is a session
+class over streams that show each request and reply to a `ToolListings` on their way, which
+`server.transports.backend.BackendTransport` hands fastmcp through the public
+`TransportOptions.session_class`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncIterator
-from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
 import mcp_types as types
-from fastmcp.client.transports import ClientTransport
-from fastmcp.client.transports.base import SessionKwargs, TransportOptions
 from mcp import ClientSession
 from mcp.shared.message import SessionMessage
 from mcp_types.methods import SERVER_RESULTS, validate_server_result
 from pydantic import ValidationError
-from typing_extensions import Self, Unpack
+from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +132,7 @@ class _Watched:
 _CHECKED: dict[type[ClientSession], type[ClientSession]] = {}
 
 
-def _checked(session_class: type[ClientSession]) -> type[ClientSession]:
+def checked_session_class(session_class: type[ClientSession]) -> type[ClientSession]:
     """`session_class` over watched streams. One class per base, so that the options a kept-alive
     stdio transport compares between clients stay equal."""
     if session_class in _CHECKED:
@@ -153,29 +148,3 @@ def _checked(session_class: type[ClientSession]) -> type[ClientSession]:
     Checked.__name__ = Checked.__qualname__ = f"ToolListingsChecked{session_class.__name__}"
     _CHECKED[session_class] = Checked
     return Checked
-
-
-class ToolListingsTransport(ClientTransport):
-    """`inner`, whose sessions check each tool list tool by tool (`ToolListings`)."""
-
-    def __init__(self, inner: ClientTransport) -> None:
-        self.inner = inner
-        self.legacy_only = inner.legacy_only
-
-    @contextlib.asynccontextmanager
-    async def connect_session(
-        self, *, transport_options: TransportOptions | None = None, **session_kwargs: Unpack[SessionKwargs]
-    ) -> AsyncIterator[ClientSession]:
-        options = transport_options or TransportOptions()
-        options = replace(options, session_class=_checked(options.session_class))
-        async with self.inner.connect_session(transport_options=options, **session_kwargs) as session:
-            yield session
-
-    async def close(self) -> None:
-        await self.inner.close()  # type: ignore[no-untyped-call]  # fastmcp leaves it unannotated
-
-    def get_session_id(self) -> str | None:
-        return self.inner.get_session_id()
-
-    def __repr__(self) -> str:
-        return f"<ToolListingsTransport({self.inner!r})>"
