@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import zlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any, BinaryIO, Literal, TextIO
@@ -43,7 +44,7 @@ __all__ = [
     "LargeReplyHttpTransport",
     "ProxyMetadataMiddleware",
     "ReadStream",
-    "ReplyTooLargeError",
+    "RefusedReplyError",
     "StreamsFactory",
     "TransportStreams",
     "WriteStream",
@@ -191,8 +192,9 @@ async def _hold_session(
 
 
 # --- fastmcp's StreamableHttpTransport, taking replies as large as a stdio backend's ---
-class ReplyTooLargeError(httpx2.StreamError):
-    """A backend's reply over the proxy's limit. A stream error, which the SDK answers with a
+class RefusedReplyError(httpx2.StreamError):
+    """A backend's reply this client will not read: over the proxy's limit, or compressed in a
+    way it did not ask for or that does not inflate. A stream error, which the SDK answers with a
     JSON-RPC error for the request that asked (instead of leaving it waiting)."""
 
 
@@ -209,9 +211,15 @@ class LargeReplyHttpTransport(StreamableHttpTransport):
         self.max_message_bytes = max_message_bytes
 
     async def bound_body(self, response: httpx2.Response) -> None:
-        """httpx response hook: a JSON reply is read no further than the limit."""
-        if response.headers.get("content-type", "").startswith("application/json"):
-            response.stream = _BoundedBody(response.stream, self.max_message_bytes)
+        """httpx response hook: a JSON reply is read no further than the limit, counted after
+        decompression (a gzip bomb is bounded by what it inflates to, not by what it weighs):
+        the body is decompressed here, within the limit, and httpx then sees it uncompressed."""
+        if not response.headers.get("content-type", "").lower().startswith("application/json"):
+            return
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        response.stream = _BoundedBody(response.stream, self.max_message_bytes, encoding)
+        if "content-encoding" in response.headers:
+            del response.headers["content-encoding"]
 
     @contextlib.asynccontextmanager
     async def connect_session(
@@ -237,6 +245,7 @@ class LargeReplyHttpTransport(StreamableHttpTransport):
         else:
             http_client = create_mcp_http_client(headers=headers, timeout=timeout, auth=self.auth)
         self._session_id = None
+        http_client.headers["accept-encoding"] = _ACCEPTED_ENCODINGS
         http_client.event_hooks.setdefault("response", []).extend([self._capture_session_id, self.bound_body])
         async with (
             http_client,
@@ -249,22 +258,54 @@ class LargeReplyHttpTransport(StreamableHttpTransport):
             yield session
 
 
-class _BoundedBody(httpx2.AsyncByteStream):
-    """A response body that fails (ReplyTooLargeError) once more than `limit` bytes came."""
+#: The compressions a backend's JSON reply may use (asked for, and decoded by `_BoundedBody`).
+_ACCEPTED_ENCODINGS = "gzip, deflate"
+#: zlib window bits: gzip or zlib headers, detected (deflate without a header is retried raw).
+_ZLIB_OR_GZIP, _RAW_DEFLATE = 32 + 15, -15
 
-    def __init__(self, inner: Any, limit: int) -> None:
-        self.inner, self.limit = inner, limit
+
+class _BoundedBody(httpx2.AsyncByteStream):
+    """A response body, decompressed, that fails (RefusedReplyError) once it holds more than
+    `limit` bytes: each step inflates no more than what is left of the limit."""
+
+    def __init__(self, inner: Any, limit: int, encoding: str) -> None:
+        self.inner, self.limit, self.encoding = inner, limit, encoding
+
+    def too_large(self) -> RefusedReplyError:
+        return RefusedReplyError(
+            f"the server's response is over this client's limit of {self.limit:,} bytes "
+            "(proxy.max_backend_message_bytes); ask for less, or raise the limit"
+        )
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        seen = 0
+        if self.encoding not in ("identity", "gzip", "x-gzip", "deflate"):
+            raise RefusedReplyError(
+                f"the server compressed its response as {self.encoding!r}, which this client neither "
+                f"asked for nor reads (it takes {_ACCEPTED_ENCODINGS})"
+            )
+        inflate = None if self.encoding == "identity" else zlib.decompressobj(_ZLIB_OR_GZIP)
+        seen, first = 0, True
         async for chunk in self.inner:
-            seen += len(chunk)
+            data = chunk
+            if inflate is not None:
+                try:
+                    data = inflate.decompress(chunk, self.limit + 1 - seen)
+                except zlib.error:
+                    if not (first and self.encoding == "deflate"):
+                        raise RefusedReplyError("the server's compressed response is malformed") from None
+                    inflate = zlib.decompressobj(_RAW_DEFLATE)  # deflate sent without its zlib header
+                    data = inflate.decompress(chunk, self.limit + 1 - seen)
+                if inflate.unconsumed_tail:
+                    raise self.too_large()
+            first = False
+            seen += len(data)
             if seen > self.limit:
-                raise ReplyTooLargeError(
-                    f"the server's response is over this client's limit of {self.limit:,} bytes "
-                    "(proxy.max_backend_message_bytes); ask for less, or raise the limit"
-                )
-            yield chunk
+                raise self.too_large()
+            yield data
+        if inflate is not None and (rest := inflate.flush()):
+            if seen + len(rest) > self.limit:
+                raise self.too_large()
+            yield rest
 
     async def aclose(self) -> None:
         await self.inner.aclose()

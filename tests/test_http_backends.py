@@ -33,7 +33,7 @@ MB = 1 << 20
 LIMIT = 8 * MB
 
 RAW_HTTP_BACKEND = r"""
-import json, sys
+import gzip, json, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 SEEN = open(sys.argv[1], "a") if len(sys.argv) > 1 else None  # the Authorization headers of each POST
 def answer(method, params):
@@ -52,9 +52,11 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def log_message(self, *args):
         pass
-    def reply(self, status, body=b"", kind="application/json"):
+    def reply(self, status, body=b"", kind="application/json", encoding=None):
         self.send_response(status)
         self.send_header("Content-Type", kind)
+        if encoding:
+            self.send_header("Content-Encoding", encoding)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -77,10 +79,13 @@ class Handler(BaseHTTPRequestHandler):
         else:
             body["result"] = result
         data = json.dumps(body).encode()
-        if message["method"] == "tools/call" and params["arguments"].get("sse"):
+        arguments = params.get("arguments") or {}
+        if message["method"] == "tools/call" and arguments.get("sse"):
             self.reply(200, b"event: message\ndata: " + data + b"\n\n", "text/event-stream")
+        elif message["method"] == "tools/call" and arguments.get("gzip"):
+            self.reply(200, gzip.compress(data), arguments.get("ctype", "application/json"), "gzip")
         else:
-            self.reply(200, data)
+            self.reply(200, data, arguments.get("ctype", "application/json"))
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 print(server.server_address[1], flush=True)
 server.serve_forever()
@@ -119,18 +124,28 @@ async def test_a_result_over_1_mib_is_saved_whether_sent_as_an_event_or_as_json(
     assert json.loads(saved[-1])["text"] == f"line {3 * MB // 48 - 1:08d} " + "x" * 34
 
 
-@pytest.mark.parametrize("sse", [True, False], ids=["event", "json"])
-async def test_a_reply_over_the_limit_fails_its_call_in_bounded_memory(client: Client[Any], sse: bool) -> None:
+REPLIES: dict[str, dict[str, Any]] = {
+    "event": {"sse": True},
+    "json": {},
+    # found by a review: the limit counted compressed bytes (a 100 MB reply gzipped to ~1 MB
+    # passed an 8 MiB limit and was held whole), and only a lower-case JSON content type
+    "gzip": {"gzip": True},
+    "json-upper-case": {"ctype": "Application/JSON"},
+}
+
+
+@pytest.mark.parametrize("form", list(REPLIES))
+async def test_a_reply_over_the_limit_fails_its_call_in_bounded_memory(client: Client[Any], form: str) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    result = await client.call_tool_mcp("lines", {"bytes": 100 * MB, "sse": sse})
+    result = await client.call_tool_mcp("lines", {"bytes": 100 * MB, **REPLIES[form]})
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
     assert result.is_error, text[:300]
     limit_named = "proxy.max_backend_message_bytes" in text or f"{LIMIT} byte limit" in text
     assert limit_named, text
     assert grown_mb < 200, f"peak RSS grew {grown_mb:.0f} MB for a refused 100 MB reply"
-    # the backend's session survives: the next call is answered
-    assert structured(await client.call_tool("lines", {"bytes": 2 * MB, "sse": sse}))["intercepted"]
+    # the backend's session survives: the next call is answered, in the same form
+    assert structured(await client.call_tool("lines", {"bytes": 2 * MB, **REPLIES[form]}))["intercepted"]
 
 
 async def test_the_proxy_over_http_forwards_none_of_its_callers_headers(tmp_path: Path) -> None:

@@ -65,6 +65,25 @@ def test_a_refused_config_says_what_is_wrong_without_echoing_its_secrets(tmp_pat
     assert "is not a valid mcpServers config: Invalid JSON: " in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"url": "http://127.0.0.1:9/mcp", "tools": {"lines": {"description": "renamed"}}},
+        {"command": sys.executable, "args": ["-m", "pkg"], "include_tags": ["a"]},
+    ],
+    ids=["remote", "stdio"],
+)
+def test_a_server_with_fastmcps_tool_transforms_is_refused(tmp_path: Path, entry: dict[str, object]) -> None:
+    """Found by a review: an entry with `tools`, `include_tags` or `exclude_tags` is run by
+    fastmcp behind an inner proxy of its own, outside codepager's backend connection: it sent
+    the proxy's own bearer token on to the backend, read a stdio backend's replies unbounded
+    and listed its tools unchecked. Such an entry is refused, saying what to remove."""
+    config = write_config(tmp_path / "mcp.json", transformed=entry)
+    with pytest.raises(ValueError, match="'transformed' uses fastmcp's tool transforms") as refused:
+        config_backends(config)
+    assert "remove them from its entry" in str(refused.value)
+
+
 def test_config_servers_keep_their_names_env_and_timeouts(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("CODEPAGER_TEST_INHERITED", "yes")
     config = write_config(

@@ -235,7 +235,8 @@ def _json_view_note(f: OffloadedFile) -> str | None:
     view does): each line is then one JSON column, `value`, and a `SELECT "ID"` the field list
     suggests would fail. None when every key is a column."""
     keys = list(f.header.get("record_keys") or [])
-    clashes = [k for k in clashing_keys([*f.header, *keys]) if k in set(keys)]
+    own = set(keys)
+    clashes = [k for k in clashing_keys([*f.header, *keys]) if k in own]
     if keys and not clashes:
         return None
     if not keys:

@@ -121,14 +121,21 @@ def config_backends(
         raise ValueError(f"{path} defines no servers under mcpServers")
     backends = []
     for name, server in config.mcpServers.items():
+        if type(server) not in (StdioMCPServer, RemoteMCPServer):
+            # fastmcp's tool transforms run the server behind an inner proxy of fastmcp's own,
+            # which reads stdio unbounded, forwards the caller's headers and lists tools unchecked
+            raise ValueError(
+                f"{path}: server {name!r} uses fastmcp's tool transforms (tools, include_tags, exclude_tags), "
+                "which codepager proxy does not support; remove them from its entry"
+            )
         timeout = server.timeout / 1000 if server.timeout else timeout_s
         if type(server) is StdioMCPServer:
             env = {**os.environ, **{k: str(v) for k, v in server.env.items()}}
             transport: ClientTransport = _stdio(server.command, server.args, env, max_message_bytes, server.cwd)
         else:
+            assert isinstance(server, RemoteMCPServer), "the only other type left"
             transport = server.to_transport()
-            if type(transport) is StreamableHttpTransport and isinstance(server, RemoteMCPServer):
-                # replies as large as a stdio backend's
+            if type(transport) is StreamableHttpTransport:  # replies as large as a stdio backend's
                 transport = LargeReplyHttpTransport(
                     transport.url, headers=transport.headers, auth=server.auth, max_message_bytes=max_message_bytes
                 )
