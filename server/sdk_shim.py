@@ -285,30 +285,42 @@ class _BoundedBody(httpx2.AsyncByteStream):
             )
         inflate = None if self.encoding == "identity" else zlib.decompressobj(_ZLIB_OR_GZIP)
         seen, first = 0, True
-        async for chunk in self.inner:
-            data = chunk
-            if inflate is not None:
-                try:
-                    data = inflate.decompress(chunk, self.limit + 1 - seen)
-                except zlib.error:
-                    if not (first and self.encoding == "deflate"):
-                        raise RefusedReplyError("the server's compressed response is malformed") from None
-                    inflate = zlib.decompressobj(_RAW_DEFLATE)  # deflate sent without its zlib header
-                    data = inflate.decompress(chunk, self.limit + 1 - seen)
-                if inflate.unconsumed_tail:
+        try:
+            async for chunk in self.inner:
+                data = chunk
+                if inflate is not None:
+                    if first and self.encoding == "deflate":
+                        inflate, data = _start_deflate(chunk, self.limit + 1)
+                    else:
+                        data = inflate.decompress(chunk, self.limit + 1 - seen)
+                    if inflate.unconsumed_tail:
+                        raise self.too_large()
+                first = False
+                seen += len(data)
+                if seen > self.limit:
                     raise self.too_large()
-            first = False
-            seen += len(data)
-            if seen > self.limit:
-                raise self.too_large()
-            yield data
-        if inflate is not None and (rest := inflate.flush()):
-            if seen + len(rest) > self.limit:
-                raise self.too_large()
+                yield data
+            rest = inflate.flush() if inflate is not None else b""
+        except zlib.error:
+            raise RefusedReplyError("the server's compressed response is malformed") from None
+        if seen + len(rest) > self.limit:
+            raise self.too_large()
+        if rest:
             yield rest
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def _start_deflate(chunk: bytes, room: int) -> tuple[Any, bytes]:
+    """A deflate stream's inflater and its first output: with the zlib header the format asks
+    for, or without, as some servers send it."""
+    inflate = zlib.decompressobj(_ZLIB_OR_GZIP)
+    try:
+        return inflate, inflate.decompress(chunk, room)
+    except zlib.error:
+        inflate = zlib.decompressobj(_RAW_DEFLATE)
+        return inflate, inflate.decompress(chunk, room)
 
 
 PRIVATE_ATTRIBUTES: tuple[tuple[str, str], ...] = (

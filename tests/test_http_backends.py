@@ -10,14 +10,17 @@ every HTTP backend."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import resource
 import subprocess
 import sys
+import zlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import pytest_asyncio
 from fastmcp import Client
@@ -25,6 +28,7 @@ from fastmcp.client.transports import StreamableHttpTransport
 
 from harness.http_server import HttpServer
 from server.proxy import build_proxy_app, config_backends
+from server.sdk_shim import RefusedReplyError, _BoundedBody
 from tests.proxy_helpers import proxy_settings
 from tests.server_helpers import serve_env, structured
 
@@ -189,3 +193,35 @@ async def _call_both(url: str, token: str) -> None:
         assert {"plain_lines", "own_lines"} <= names, names
         for tool in ("plain_lines", "own_lines"):
             assert not (await c.call_tool_mcp(tool, {"bytes": 100})).is_error
+
+
+async def _body(data: bytes, encoding: str, limit: int) -> bytes | str:
+    """What `_BoundedBody` yields for `data` sent in 1,000-byte pieces, or its refusal."""
+
+    class Pieces(httpx2.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for i in range(0, len(data), 1000):
+                yield data[i : i + 1000]
+
+    try:
+        return b"".join([piece async for piece in _BoundedBody(Pieces(), limit, encoding)])
+    except RefusedReplyError as exc:
+        return str(exc)
+
+
+async def test_every_compression_asked_for_is_inflated_within_the_limit_and_others_refused() -> None:
+    text = b'{"rows": "' + b"x" * 100_000 + b'"}'
+    raw_deflate = zlib.compressobj(wbits=-15)
+    forms = {
+        "gzip": gzip.compress(text),
+        "deflate": zlib.compress(text),
+        "raw-deflate": raw_deflate.compress(text) + raw_deflate.flush(),
+    }
+    for name, data in forms.items():
+        encoding = "gzip" if name == "gzip" else "deflate"
+        assert await _body(data, encoding, 200_000) == text, name
+        assert "over this client's limit of 50,000 bytes" in str(await _body(data, encoding, 50_000)), name
+    assert "malformed" in str(await _body(b"\x1f\x8b" + b"junk" * 500, "gzip", 200_000))
+    assert "neither asked for nor reads" in str(await _body(text, "br", 200_000))
+    assert await _body(text, "identity", len(text)) == text
+    assert "over this client's limit" in str(await _body(text, "identity", len(text) - 1))
