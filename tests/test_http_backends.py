@@ -1,5 +1,5 @@
 """The proxy in front of a backend reached over streamable HTTP, with a hand-written server
-(RAW_HTTP_BACKEND) that answers a tools/call either as plain JSON or as a server-sent event,
+(`harness/raw_http_backend.py`) that answers a tools/call either as plain JSON or as a server-sent event,
 as large as asked. Before: the SDK's 1 MiB limit on one event, which fastmcp leaves in place,
 failed every result over 1 MiB from a server answering with events (the TypeScript SDK's
 default), the very results the proxy exists to take; and a JSON reply was read whole however
@@ -13,8 +13,6 @@ from __future__ import annotations
 import gzip
 import json
 import resource
-import subprocess
-import sys
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -27,6 +25,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 
 from harness.http_server import HttpServer
+from harness.raw_http_backend import raw_http_backend
 from server.proxy import build_proxy_app, config_backends
 from server.sdk_shim import RefusedReplyError, _BoundedBody
 from tests.proxy_helpers import proxy_settings
@@ -36,77 +35,11 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 MB = 1 << 20
 LIMIT = 8 * MB
 
-RAW_HTTP_BACKEND = r"""
-import gzip, json, sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-SEEN = open(sys.argv[1], "a") if len(sys.argv) > 1 else None  # the Authorization headers of each POST
-def answer(method, params):
-    if method == "initialize":
-        return {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
-                "serverInfo": {"name": "raw-http", "version": "1"}}
-    if method == "tools/list":
-        return {"tools": [{"name": "lines", "inputSchema": {"type": "object"}}]}
-    if method == "tools/call":
-        n = params["arguments"]["bytes"] // 48
-        return {"content": [{"type": "text", "text": "\n".join("line %08d " % i + "x" * 34 for i in range(n))}]}
-    if method == "ping":
-        return {}
-    return None
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *args):
-        pass
-    def reply(self, status, body=b"", kind="application/json", encoding=None):
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        if encoding:
-            self.send_header("Content-Encoding", encoding)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def do_GET(self):
-        self.reply(405)
-    def do_DELETE(self):
-        self.reply(405)
-    def do_POST(self):
-        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if SEEN is not None:
-            SEEN.write(json.dumps(self.headers.get_all("Authorization") or []) + "\n")
-            SEEN.flush()
-        if "id" not in message:
-            return self.reply(202)
-        params = message.get("params") or {}
-        result = answer(message["method"], params)
-        body = {"jsonrpc": "2.0", "id": message["id"]}
-        if result is None:
-            body["error"] = {"code": -32601, "message": "method not found"}
-        else:
-            body["result"] = result
-        data = json.dumps(body).encode()
-        arguments = params.get("arguments") or {}
-        if message["method"] == "tools/call" and arguments.get("sse"):
-            self.reply(200, b"event: message\ndata: " + data + b"\n\n", "text/event-stream")
-        elif message["method"] == "tools/call" and arguments.get("gzip"):
-            self.reply(200, gzip.compress(data), arguments.get("ctype", "application/json"), "gzip")
-        else:
-            self.reply(200, data, arguments.get("ctype", "application/json"))
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-print(server.server_address[1], flush=True)
-server.serve_forever()
-"""
-
 
 @pytest.fixture(scope="module")
-def backend_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    script = tmp_path_factory.mktemp("http-backend") / "raw_http_backend.py"
-    script.write_text(RAW_HTTP_BACKEND)
-    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        yield f"http://127.0.0.1:{int(process.stdout.readline())}/mcp"
-    finally:
-        process.kill()
-        process.wait()
+def backend_url() -> Iterator[str]:
+    with raw_http_backend() as url:
+        yield url
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -158,17 +91,11 @@ async def test_the_proxy_over_http_forwards_none_of_its_callers_headers(tmp_path
     Bearer T` on every request, and one configured with a token of its own got both. Now a
     backend sees only what its mcpServers entry gives it."""
     seen = {name: tmp_path / f"{name}.headers" for name in ("plain", "own")}
-    script = tmp_path / "raw_http_backend.py"
-    script.write_text(RAW_HTTP_BACKEND)
-    servers: dict[str, Any] = {}
-    processes = []
-    try:
-        for name, log in seen.items():
-            process = subprocess.Popen([sys.executable, str(script), str(log)], stdout=subprocess.PIPE, text=True)
-            processes.append(process)
-            assert process.stdout is not None
-            servers[name] = {"url": f"http://127.0.0.1:{int(process.stdout.readline())}/mcp"}
-        servers["own"]["headers"] = {"Authorization": "Bearer backend-own-token"}
+    with raw_http_backend(seen["plain"]) as plain, raw_http_backend(seen["own"]) as own:
+        servers = {
+            "plain": {"url": plain},
+            "own": {"url": own, "headers": {"Authorization": "Bearer backend-own-token"}},
+        }
         config = tmp_path / "mcp.json"
         config.write_text(json.dumps({"mcpServers": servers}))
         token = "front-secret-token-0123456789"
@@ -178,10 +105,6 @@ async def test_the_proxy_over_http_forwards_none_of_its_callers_headers(tmp_path
             await _call_both(proxy.url, token)
         finally:
             proxy.stop()
-    finally:
-        for process in processes:
-            process.kill()
-            process.wait()
     received = {name: [json.loads(line) for line in log.read_text().splitlines()] for name, log in seen.items()}
     assert received["plain"] and all(headers == [] for headers in received["plain"]), received["plain"]
     assert received["own"] and all(h == ["Bearer backend-own-token"] for h in received["own"]), received["own"]

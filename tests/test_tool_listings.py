@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +12,7 @@ import pytest
 from fastmcp import Client
 from mcp.shared.message import SessionMessage
 
+from harness.raw_http_backend import raw_http_backend
 from server.proxy import build_proxy_app, config_backends
 from server.transports.tool_listings import ToolListings
 from tests.proxy_helpers import proxy_settings
@@ -48,82 +46,16 @@ def test_a_listing_invalid_outside_its_tools_does_not_blame_every_tool(caplog: p
     assert [t["name"] for t in result["tools"]] == ["good"], caplog.messages
 
 
-#: A streamable-HTTP MCP server written by hand (JSON responses, no session), so it can list
-#: tools a fastmcp server never would. It prints its port, then serves until killed.
-RAW_HTTP_BACKEND = r"""
-import json, sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-TOOLS = [
-    {"name": "good", "inputSchema": {"type": "object"}},
-    {"name": "bad_required", "inputSchema": {"type": "object", "required": "x"}},
-    {"name": "no_schema"},
-    {"name": "also_good", "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}}},
-]
-def result_of(method, params):
-    if method == "initialize":
-        return {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
-                "serverInfo": {"name": "raw-http", "version": "1"}}
-    if method == "tools/list":
-        return {"tools": TOOLS}
-    if method == "tools/call":
-        return {"content": [{"type": "text", "text": "called " + params["name"]}]}
-    if method == "ping":
-        return {}
-    return None
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-    def reply(self, status, body=b""):
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def do_GET(self):
-        self.reply(405)
-    def do_DELETE(self):
-        self.reply(405)
-    def do_POST(self):
-        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if "id" not in message:
-            return self.reply(202)
-        result = result_of(message["method"], message.get("params") or {})
-        answer = {"jsonrpc": "2.0", "id": message["id"]}
-        if result is None:
-            answer["error"] = {"code": -32601, "message": "method not found: " + message["method"]}
-        else:
-            answer["result"] = result
-        self.reply(200, json.dumps(answer).encode())
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-print(server.server_address[1], flush=True)
-server.serve_forever()
-"""
-
-
-@pytest.fixture
-def raw_http_backend(tmp_path: Path) -> Iterator[str]:
-    """The URL of RAW_HTTP_BACKEND, running in a subprocess."""
-    script = tmp_path / "raw_http_backend.py"
-    script.write_text(RAW_HTTP_BACKEND)
-    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        yield f"http://127.0.0.1:{int(process.stdout.readline())}/mcp"
-    finally:
-        process.kill()
-        process.wait()
-
-
 async def test_a_malformed_tool_of_an_http_backend_hides_only_that_tool(
-    tmp_path: Path, raw_http_backend: str, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Before: only stdio backends had their tool lists checked tool by tool; over HTTP the SDK
     validated the list whole, so the two bad tools hid all four (the proxy listed only its own
     tools). Now they are dropped, each named in the log, and the good ones listed and called."""
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"remote": {"url": raw_http_backend}}}))
-    backends = config_backends(config, timeout_s=30)
-    with caplog.at_level(logging.WARNING):
+    with raw_http_backend() as url, caplog.at_level(logging.WARNING):
+        config.write_text(json.dumps({"mcpServers": {"remote": {"url": url}}}))
+        backends = config_backends(config, timeout_s=30)
         async with Client(build_proxy_app(proxy_settings(tmp_path), backends), timeout=60) as client:
             listed = {tool.name for tool in await client.list_tools()}
             called = await client.call_tool("also_good", {"n": 1})
