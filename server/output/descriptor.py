@@ -250,7 +250,15 @@ def _json_view_note(f: OffloadedFile) -> str | None:
     )
 
 
-def _guidance(f: OffloadedFile, *, has_more: bool, retention_hours: float, sql_tool: str | None, omitted: int) -> str:
+def _guidance(
+    f: OffloadedFile,
+    *,
+    has_more: bool,
+    retention_hours: float,
+    sql_tool: str | None,
+    omitted: int,
+    json_view: str | None,
+) -> str:
     parts = [
         f"This page ({f.line_count - 1} records) is in {f.path} as JSON Lines.",
         "Line 1 is a header (tool, query, count, next_cursor), not a result: skip it (tail -n +2 FILE | jq ...).",
@@ -264,7 +272,7 @@ def _guidance(f: OffloadedFile, *, has_more: bool, retention_hours: float, sql_t
         parts.append(f"fields, line_schema and summary.sample cover the first fields only ({note}).")
     if sql_tool:
         parts.append(f"For SQL, call {sql_tool} with dataset_id={f.id} (view dataset_{f.id}).")
-        if (json_view := _json_view_note(f)) is not None:
+        if json_view is not None:
             parts.append(json_view)
     parts.append(
         "Next page: call the same tool with cursor = pagination.next_cursor." if has_more else "This is the last page."
@@ -296,6 +304,7 @@ def build_file_ref(
     names = list(schema.get("properties", {}))
     path = str(offloaded.path)
     recipes = recipes_for(path, records, stats)
+    json_view = _json_view_note(offloaded) if sql_tool else None  # the same for every k tried
 
     def build(k: int) -> FileRef:
         kept = names[:k]
@@ -312,7 +321,12 @@ def build_file_ref(
             summary=_summary(offloaded.line_count - 1, records, stats, kept),
             jq_recipes=recipes,
             guidance=_guidance(
-                offloaded, has_more=has_more, retention_hours=retention_hours, sql_tool=sql_tool, omitted=omitted
+                offloaded,
+                has_more=has_more,
+                retention_hours=retention_hours,
+                sql_tool=sql_tool,
+                omitted=omitted,
+                json_view=json_view,
             ),
             fields_omitted=omitted,
         )
