@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import overload
 
-import msgpack
+import msgspec
 import numpy as np
 
 from search_engine.arrays import load_array
@@ -30,6 +30,7 @@ from search_engine.chunks import Chunk, content_hash
 from search_engine.config import MAX_FILE_SIZE_LIMIT
 from search_engine.embeddings import chunk_text
 from search_engine.errors import reading
+from search_engine.packed import Natural, pack, unpack
 from search_engine.symbols import defined_names
 
 ROW = np.dtype([
@@ -48,6 +49,15 @@ _TEXT_CACHE = 16
 MAX_FILE_TEXT = 2 * MAX_FILE_SIZE_LIMIT
 
 
+class _Strings(msgspec.Struct):
+    """strings.msgpack: what repeats across chunks, once per file or kind."""
+
+    paths: list[str]
+    languages: list[str | None]
+    kinds: list[str]
+    text_bounds: list[Natural]
+
+
 def text_key(chunk: Chunk) -> int:
     """The digest of a chunk's embedding text as an integer: equal keys embed alike, so an
     edited file's untouched chunks keep their vectors."""
@@ -64,11 +74,11 @@ class ChunkTable(Sequence[Chunk]):
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        strings = msgpack.unpackb((directory / _STRINGS).read_bytes(), raw=False)
-        self.paths: list[str] = strings["paths"]
-        self.languages: list[str | None] = strings["languages"]
-        self.kinds: list[str] = strings["kinds"]
-        self._text_bounds = np.asarray(strings["text_bounds"], dtype=np.int64)
+        strings = unpack((directory / _STRINGS).read_bytes(), _Strings)
+        self.paths = strings.paths
+        self.languages = strings.languages
+        self.kinds = strings.kinds
+        self._text_bounds = np.asarray(strings.text_bounds, dtype=np.int64)
         self.rows = _load(directory / _ROWS, ROW)
         self._symbols = _blob(directory / _SYMBOLS)
         self._text = _blob(directory / _TEXT)
@@ -151,13 +161,11 @@ class ChunkTable(Sequence[Chunk]):
                 with reading("the symbol definitions", self.directory):
                     chunk = _load(self.directory / _DEF_CHUNK, np.dtype("<i4"))
                     factor = _load(self.directory / _DEF_FACTOR, np.dtype("<f4"))
-                    names = msgpack.unpackb((self.directory / _DEF_NAMES).read_bytes(), raw=False)
+                    names = unpack((self.directory / _DEF_NAMES).read_bytes(), list[str])
                     if not len(chunk) == len(factor) == len(names):
                         raise ValueError("symbol definition columns disagree")
                     if len(chunk) and (int(chunk.min()) < 0 or int(chunk.max()) >= len(self.rows)):
                         raise ValueError("symbol definitions name chunks that are not there")
-                    if not all(type(name) is str for name in names):
-                        raise ValueError("symbol definition names are not all text")
                 self._definitions = (chunk, factor, names)
             return self._definitions
 
@@ -289,10 +297,9 @@ class ChunkTableWriter:
             np.frombuffer(self._def_factor, dtype=np.float32) if self._def_factor else np.zeros(0, np.float32),
         )
         # msgpack, not lines: a chunk's symbol may span lines (a C++ operator, a macro)
-        (self.directory / _DEF_NAMES).write_bytes(msgpack.packb(self._def_names, use_bin_type=True))
-        strings = {"paths": self.paths, "languages": self.languages, "kinds": list(self._kinds),
-                   "text_bounds": self._text_bounds}  # fmt: skip
-        (self.directory / _STRINGS).write_bytes(msgpack.packb(strings, use_bin_type=True))
+        (self.directory / _DEF_NAMES).write_bytes(pack(self._def_names))
+        strings = _Strings(self.paths, self.languages, list(self._kinds), self._text_bounds)
+        (self.directory / _STRINGS).write_bytes(pack(strings))
         return self._count
 
     def close(self) -> None:

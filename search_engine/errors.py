@@ -29,8 +29,6 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-import msgpack
-
 
 class SearchError(Exception):
     """Base of every error the engine raises on purpose."""
@@ -122,10 +120,11 @@ class UnsafeDirectoryError(IndexStoreError, ValueError):
 
 
 #: What reading an index generation's bytes raises when they are not what was written: an
-#: emptied .npy (numpy's EOFError), cut compressed text (zlib.error), cut msgpack or a garbled
-#: .npy header (ValueError and msgpack's errors), a part missing or of the wrong kind, a table
-#: of the wrong shape (KeyError, TypeError), or values out of range (IndexError, OverflowError:
-#: a crafted offset of 2^64-1). `reading` turns these into IndexDamagedError. Other
+#: emptied .npy (numpy's EOFError), cut compressed text (zlib.error), a packed table cut short
+#: or holding the wrong types (msgspec's errors, which are ValueErrors) or a garbled .npy
+#: header (ValueError), a part missing or of the wrong kind, a table of the wrong shape
+#: (KeyError, TypeError), or values out of range (IndexError, OverflowError: a crafted offset
+#: of 2^64-1). `reading` turns these into IndexDamagedError. Other
 #: OSErrors (EACCES, EIO, EMFILE) are the machine's, not the index's: a rebuild would not help.
 _DAMAGE: tuple[type[Exception], ...] = (
     FileNotFoundError,
@@ -138,7 +137,6 @@ _DAMAGE: tuple[type[Exception], ...] = (
     OverflowError,
     EOFError,
     zlib.error,
-    msgpack.UnpackException,
 )
 
 

@@ -58,7 +58,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import msgpack
 import numpy as np
 from filelock import FileLock, Timeout
 
@@ -70,6 +69,7 @@ from search_engine.config import INDEXES_DIR
 from search_engine.errors import IndexDamagedError, IndexStoreError, reading
 from search_engine.lexical import LexicalBuilder, LexicalIndex, lexical_document
 from search_engine.lexical_merge import merge
+from search_engine.packed import Natural, pack, unpack
 from search_engine.regular_file import open_regular_file
 from search_engine.vectors import WORD_BITS, VectorIndex, empty, quantize
 
@@ -634,25 +634,21 @@ def _check_kinds(directory: Path) -> None:
                     raise ValueError(f"it holds more than {_MAX_ENTRIES} entries")
 
 
+#: files.msgpack: path -> (mtime_ns, size, digest, first, count).
+_FileTable = dict[str, tuple[int, Natural, str, Natural, Natural]]
+
+
 def _packed_files(files: dict[str, FileEntry]) -> bytes:
-    rows = {p: [e.mtime_ns, e.size, e.digest, e.first, e.count] for p, e in files.items()}
-    packed: bytes = msgpack.packb(rows, use_bin_type=True)
-    return packed
+    return pack({p: (e.mtime_ns, e.size, e.digest, e.first, e.count) for p, e in files.items()})
 
 
 def _read_files(path: Path, chunks: int) -> dict[str, FileEntry]:
     """The file table; ValueError unless each entry is what `_packed_files` writes, its chunks
     within the `chunks` rows (a crafted `first` past them failed every update)."""
-    rows = msgpack.unpackb(path.read_bytes(), raw=False, strict_map_key=False)
-    if not isinstance(rows, dict):
-        raise ValueError("the file table is not a map")
     files = {}
-    for p, r in rows.items():
-        if not (isinstance(p, str) and isinstance(r, list) and len(r) == 5 and isinstance(r[2], str)):
-            raise ValueError("a file table entry is not (mtime, size, digest, first, count)")
-        entry = FileEntry(*r)
-        numbers = (entry.mtime_ns, entry.size, entry.first, entry.count)
-        if not all(type(n) is int for n in numbers) or not 0 <= entry.first <= entry.first + entry.count <= chunks:
+    for p, row in unpack(path.read_bytes(), _FileTable).items():
+        entry = FileEntry(*row)
+        if entry.first + entry.count > chunks:
             raise ValueError(f"the file table's entry for {p!r} is out of range")
         files[p] = entry
     return files

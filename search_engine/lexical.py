@@ -27,18 +27,18 @@ caller provides (and makes atomic).
 
 from __future__ import annotations
 
-import json
 from array import array
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-import msgpack
+import msgspec
 import numpy as np
 
 from search_engine.arrays import load_array
 from search_engine.chunks import Chunk
 from search_engine.errors import IndexDamagedError, reading
+from search_engine.packed import Natural, pack, unpack, unpack_json
 from search_engine.tokenize import path_tokens, tokenize_text
 
 # Bumped whenever tokenization, the document recipe, the scoring or the saved layout changes:
@@ -46,6 +46,22 @@ from search_engine.tokenize import path_tokens, tokenize_text
 LEXICAL_VERSION = 4
 _META_FILE = "lexical.json"
 _VOCAB_FILE = "vocab.msgpack"
+
+
+class _Version(msgspec.Struct):
+    """lexical.json's version alone: read first, as another version's fields may differ."""
+
+    version: int | str | None = None
+
+
+class _Meta(msgspec.Struct):
+    """lexical.json: the format version, the chunk count, the files in postings order."""
+
+    version: int
+    chunks: Natural
+    files: list[str]
+
+
 _CHUNKS = "chunks"
 _FILES = "files"
 # Term frequencies are stored as uint16 per chunk; a chunk repeating a token more often
@@ -196,9 +212,9 @@ class LexicalIndex:
         directory.mkdir(parents=True, exist_ok=True)
         self._chunks.save(directory, _CHUNKS)
         self._files.save(directory, _FILES)
-        (directory / _VOCAB_FILE).write_bytes(msgpack.packb(self.tokens, use_bin_type=True))
-        meta = {"version": LEXICAL_VERSION, "chunks": self._chunks.size, "files": self.files}
-        (directory / _META_FILE).write_text(json.dumps(meta))
+        (directory / _VOCAB_FILE).write_bytes(pack(self.tokens))
+        meta = _Meta(version=LEXICAL_VERSION, chunks=self._chunks.size, files=self.files)
+        (directory / _META_FILE).write_bytes(msgspec.json.encode(meta))
 
     @classmethod
     def load(cls, directory: Path) -> LexicalIndex:
@@ -206,18 +222,20 @@ class LexicalIndex:
         damaged or of another `LEXICAL_VERSION` than its generation's format implies (the
         caller rebuilds)."""
         with reading("the lexical index", directory):
-            meta = json.loads((directory / _META_FILE).read_text())
-            if meta.get("version") != LEXICAL_VERSION:
+            raw = (directory / _META_FILE).read_bytes()
+            version = unpack_json(raw, _Version).version
+            if version != LEXICAL_VERSION:
                 raise IndexDamagedError(
-                    f"lexical index in {directory} has version {meta.get('version')}, "
+                    f"lexical index in {directory} has version {version}, "
                     f"this codepager writes {LEXICAL_VERSION}; the next update rebuilds the index",
                     directory,
                 )
-            files = [str(p) for p in meta["files"]]
-            tokens = [str(t) for t in msgpack.unpackb((directory / _VOCAB_FILE).read_bytes(), raw=False)]
+            meta = unpack_json(raw, _Meta)
+            files = meta.files
+            tokens = unpack((directory / _VOCAB_FILE).read_bytes(), list[str])
             chunks = Postings.load(directory, _CHUNKS)
             by_file = Postings.load(directory, _FILES)
-        if chunks.size != int(meta["chunks"]) or by_file.size != len(files) or len(chunks.indptr) != len(tokens) + 1:
+        if chunks.size != meta.chunks or by_file.size != len(files) or len(chunks.indptr) != len(tokens) + 1:
             raise IndexDamagedError(
                 f"cannot read the lexical index in {directory}: its parts disagree; the next update rebuilds the index",
                 directory,
