@@ -125,3 +125,50 @@ async def test_a_query_that_must_spill_still_runs(server) -> None:
     body = structured(await client.call_tool("analyze-with-duckdb", {"query": SPILLING_SORT}))
     assert body["results"]["rows"][0]["n"] == 999_999
     assert sorted(p.name for p in (cwd / ".tmp").iterdir()) == ["planted.csv", "planted.txt"]  # nothing spilled here
+
+
+#: Queries whose cost is in parsing and planning, which neither the timeout nor the memory limit
+#: covers (found by an audit, through this tool): before, 35,000 CTEs held the call 21 s under a
+#: 2 s timeout, 10,000 UNION ALL branches took the server from 160 MB to 1.3 GB, 500 tables in
+#: one FROM took 6 s to plan.
+PLANNING_BOMBS = {
+    "35,000 CTEs (0.7 MB)": (
+        "WITH " + ", ".join(f"t{i} AS (SELECT 1)" for i in range(35_000)) + " SELECT 1",
+        "over the 65,536 allowed",
+    ),
+    "10,000 UNION ALL branches (190 KB)": (" UNION ALL ".join(["SELECT 1"] * 10_000), "over the 65,536 allowed"),
+    "3,000 UNION ALL branches (56 KB)": (
+        " UNION ALL ".join(["SELECT 1"] * 3_000),
+        "SELECT blocks (UNION branches, CTEs, subqueries), over the 256 allowed",
+    ),
+    "500 tables in one FROM (7 KB)": (
+        "SELECT 1 FROM " + ", ".join(f"range(1) t{i}" for i in range(500)),
+        "reads 500 relations",
+    ),
+}
+
+
+@pytest.mark.parametrize("sql", list(PLANNING_BOMBS.values()), ids=list(PLANNING_BOMBS))
+async def test_a_query_that_would_take_long_to_plan_is_refused_before_duckdb_plans_it(
+    server, sql: tuple[str, str]
+) -> None:
+    client, pid, _ = server
+    query, says = sql
+    before = reset_peak_rss(pid)
+    result = await client.call_tool_mcp("analyze-with-duckdb", {"query": query})
+    growth = peak_rss(pid) - before
+    assert result.is_error and result.structured_content["error"]["code"] == "sql_rejected", result.content
+    assert says in result.structured_content["error"]["message"], result.content[0].text
+    assert growth < 50 * MB, f"peak RSS grew by {growth / MB:.0f} MB"
+
+
+async def test_queries_well_within_the_planning_bounds_still_run(server) -> None:
+    """The bounds sit far above an agent's analysis: 200 UNION ALL branches, and 60 joined
+    relations (a subquery in FROM, then 59 table functions) run as before."""
+    client, _, _ = server
+    unions = " UNION ALL ".join(f"SELECT {i} AS n" for i in range(200))
+    body = structured(await client.call_tool("analyze-with-duckdb", {"query": f"SELECT sum(n) AS s FROM ({unions})"}))
+    assert body["results"]["rows"] == [{"s": sum(range(200))}]
+    joins = "SELECT count(*) AS n FROM " + ", ".join(f"range(1) t{i}" for i in range(59))
+    body = structured(await client.call_tool("analyze-with-duckdb", {"query": f"SELECT n FROM ({joins})"}))
+    assert body["results"]["rows"] == [{"n": 1}]

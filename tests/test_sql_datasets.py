@@ -315,3 +315,24 @@ def test_list_datasets_with_filter(store: OffloadStore, dataset: str) -> None:
         "size_bytes": store.path_of(dataset).stat().st_size,
     }
     assert ds.infos("regex")[0].query == "TODO" and ds.infos("nothing-like-this") == []
+
+
+def test_the_planning_bounds_are_inclusive_and_each_refusal_names_its_bound() -> None:
+    """`server.sql.complexity`: a query at each bound passes, one past it is refused."""
+    from server.sql.complexity import MAX_QUERY_BLOCKS, MAX_QUERY_BYTES, MAX_RELATIONS
+
+    check = sql_datasets.check_sql
+    padded = "SELECT 1 -- " + "x" * (MAX_QUERY_BYTES - len("SELECT 1 -- "))
+    assert len(padded.encode()) == MAX_QUERY_BYTES and check(padded)
+    with pytest.raises(SqlRejectedError, match=f"{MAX_QUERY_BYTES + 1:,} bytes, over the {MAX_QUERY_BYTES:,}"):
+        check(padded + "x")
+    union = " UNION ALL ".join(["SELECT 1"] * MAX_QUERY_BLOCKS)
+    assert check(union)
+    with pytest.raises(SqlRejectedError, match=f"over the {MAX_QUERY_BLOCKS} allowed"):
+        check(union + " UNION ALL SELECT 1")
+    tables = ", ".join(f"range(1) t{i}" for i in range(MAX_RELATIONS))
+    assert check(f"SELECT 1 FROM {tables}")
+    with pytest.raises(SqlRejectedError, match=f"{MAX_RELATIONS + 1} relations"):
+        check(f"SELECT 1 FROM {tables}, range(1) extra")
+    with pytest.raises(SqlRejectedError, match="relations"):  # inside EXPLAIN too
+        check(f"EXPLAIN SELECT 1 FROM {tables}, range(1) extra")

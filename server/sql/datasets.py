@@ -7,6 +7,8 @@ agent, so it is treated as untrusted:
 - DuckDB's own parser (`duckdb.extract_statements`) must find exactly one statement, of type
   SELECT (which covers WITH, FROM-first, VALUES, DESCRIBE, SHOW, SUMMARIZE) or a plain EXPLAIN
   of one; everything else (INSERT, COPY, ATTACH, PRAGMA, SET, LOAD/INSTALL, ...) is refused;
+- its length, query blocks and relations are bounded before DuckDB plans it (`complexity`):
+  planning is neither timed out nor under the memory limit;
 - every query runs on a fresh in-memory connection that can reach only the referenced files:
   their paths are allowed, then external access is disabled and the configuration locked, so
   `read_csv('/etc/passwd')`, `glob(...)`, extension loading and network reads all fail;
@@ -50,6 +52,7 @@ from server.output import (
     dumps_lines,
 )
 from server.settings import OffloadSettings
+from server.sql.complexity import check_complexity, check_length
 from server.sql.views import quote_ident, quote_literal, view_sql
 
 _VIEW_REF = re.compile(rf"\bdataset_({ULID_PATTERN})\b", re.IGNORECASE)
@@ -290,6 +293,12 @@ def check_sql(sql: str) -> str:
         raise SqlRejectedError(f"query is not valid text: {exc.reason} at character {exc.start}") from None
     if _comment_depth(sql) > MAX_COMMENT_NESTING:
         raise SqlRejectedError(f"comments nest more than {MAX_COMMENT_NESTING} deep; remove the nested /* */ comments")
+    if re.match(r"PRAGMA\b", _after_comments(sql), re.IGNORECASE):  # DuckDB 1.x rewrites some to a SELECT
+        raise SqlRejectedError(
+            "only read-only queries are allowed (SELECT, WITH, DESCRIBE, SUMMARIZE, SHOW, EXPLAIN); got a PRAGMA "
+            "statement"
+        )
+    check_length(sql)  # the checks above are linear; parsing is not
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
@@ -297,11 +306,6 @@ def check_sql(sql: str) -> str:
     if len(statements) != 1:
         raise SqlRejectedError(f"pass exactly one statement per call (got {len(statements)})")
     statement = statements[0]
-    if re.match(r"PRAGMA\b", _after_comments(sql), re.IGNORECASE):  # DuckDB 1.x rewrites some to a SELECT
-        raise SqlRejectedError(
-            "only read-only queries are allowed (SELECT, WITH, DESCRIBE, SUMMARIZE, SHOW, EXPLAIN); got a PRAGMA "
-            "statement"
-        )
     if statement.type == duckdb.StatementType.EXPLAIN:
         inner = _EXPLAIN_PREFIX.sub("", statement.query, count=1)
         if inner == statement.query:
@@ -312,6 +316,8 @@ def check_sql(sql: str) -> str:
             f"only read-only queries are allowed (SELECT, WITH, DESCRIBE, SUMMARIZE, SHOW, EXPLAIN); "
             f"got a {statement.type.name} statement"
         )
+    else:
+        check_complexity(statement.query)
     return statement.query
 
 
