@@ -81,6 +81,10 @@ class LineRangeError(ValueError):
     """A line range of an offloaded page that is not 1-based start <= end, or past its end."""
 
 
+class ReadTooLargeError(ValueError):
+    """A read of an offloaded page (whole, or a line range) larger than one answer may be."""
+
+
 class SqlRejectedError(ValueError):
     """The SQL is not a single read-only statement, or does not parse."""
 

@@ -189,7 +189,10 @@ class OffloadSettings(_Section):
     max_bytes: int = Field(
         1024 * 1024,
         ge=1024,
-        description="Page ceiling in bytes of JSON; above it (or max_tokens) a page goes to a file.",
+        description=(
+            "Page ceiling in bytes of JSON; above it (or max_tokens) a page goes to a file. Also the most one read "
+            "of a codepager://results resource returns."
+        ),
     )
     retention_hours: float = Field(24.0, gt=0, description="Offloaded files older than this are deleted.")
     sweep_interval_s: float = Field(600.0, gt=0, description="How often expired offload files are swept.")

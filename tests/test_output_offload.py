@@ -246,3 +246,20 @@ def test_background_sweeper_expires_files_and_stops(tmp_path: Path) -> None:
     finally:
         store.sweeper.close()
     assert not any(t.name == "codepager-offload-sweep" for t in threading.enumerate())
+
+
+def test_a_header_stays_readable_whatever_the_query_and_the_record_keys(tmp_path: Path) -> None:
+    """The header is read back only up to 1 MiB. Before: the caller's whole query and every
+    record key went into it, so a 1.1 MB SQL comment (found by an audit) or records with 60,000
+    long keys made a file `read_header` called "not a codepager result file": the agent got a
+    file_ref it could not query, list or page. Now the query is kept to its first 4,096
+    characters, marked, and keys past 512 KiB of JSON are not listed (SQL then reads each line
+    as one JSON column, as the descriptor says)."""
+    store = OffloadStore(tmp_path / "offload")
+    wide = {f"a_rather_long_field_name_{i:06d}": i for i in range(60_000)}
+    f = store.write(tool="analyze-with-duckdb", query="SELECT 1 -- " + "x" * 1_100_000, records=[wide])
+    header = store.read_header(f.id)
+    assert header["query"].startswith("SELECT 1 -- xxx") and "[cut " in header["query"]
+    assert len(header["query"]) < 4_200 and header["record_keys"] == []
+    narrow = store.write(tool="analyze-with-duckdb", query="SELECT 1", records=[{"a": 1}])
+    assert store.read_header(narrow.id)["record_keys"] == ["a"] and store.read_header(narrow.id)["query"] == "SELECT 1"

@@ -4,6 +4,7 @@ files read back over MCP, stats, jq_filter, SQL and cleanup."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -277,3 +278,36 @@ async def test_a_date_filter_on_the_last_day_a_date_can_hold_lists_what_it_shoul
         assert [d["id"] for d in listed["datasets"]] == [ref["results"]["file_ref"]["id"]]
         last_day = {"filter": {"date_from": "9999-12-31", "date_to": "9999-12-31"}}
         assert structured(await c.call_tool("list-saved-datasets", last_day))["datasets"] == []
+
+
+async def test_a_read_over_the_page_ceiling_is_refused_naming_the_window_that_fits(wide_tree, tmp_path):
+    """A resource read is one answer too. Before (found by an audit): the results resources sent
+    any offloaded file whole, a 64 MiB SQL result in one message (the server +448 MB, 118 s).
+    Now a read over `offload.max_bytes` is -32602, naming the line window that fits, which
+    reads; a single line over it points to SQL and read-dataset-page."""
+    settings = make_settings(wide_tree, tmp_path, offload={"max_bytes": 16_384})
+    async with Client(build_app(settings)) as c:
+        sql = "SELECT i, repeat('x', 200) AS s FROM range(500) t(i)"
+        ref = structured(await c.call_tool("analyze-with-duckdb", {"query": sql, "output_mode": "file_ref"}))
+        ref = ref["results"]["file_ref"]
+        assert ref["size_bytes"] > 100_000
+        with pytest.raises(MCPError) as refused:
+            await c.read_resource(ref["uri"])
+        error = refused.value.error
+        assert error.code == INVALID_PARAMS and "over the 16,384 bytes one read may return" in error.message
+        window = re.search(r"codepager://results/\S+/lines/1-(\d+)", error.message)
+        assert window, error.message
+        text = (await c.read_resource(window.group(0)))[0].text
+        lines = Path(ref["path"]).read_bytes().splitlines(keepends=True)
+        last = int(window.group(1))
+        assert text.encode() == b"".join(lines[:last]) and len(text.encode()) <= 16_384 < len(
+            b"".join(lines[: last + 1])
+        )
+        assert len((await c.read_resource(f"{ref['uri']}/lines/2-3"))[0].text.splitlines()) == 2
+
+        long = "SELECT repeat('y', 20000) AS s"
+        ref = structured(await c.call_tool("analyze-with-duckdb", {"query": long, "output_mode": "file_ref"}))
+        with pytest.raises(MCPError) as refused:
+            await c.read_resource(ref["results"]["file_ref"]["uri"] + "/lines/2-2")
+        message = refused.value.error.message
+        assert "codepager://" not in message and "analyze-with-duckdb or read-dataset-page" in message, message

@@ -9,7 +9,7 @@ public surface: the SQL package, the proxy and the tools import from here, never
 modules. Its errors are in `server.errors`.
 """
 
-from server.output.descriptor import JSONL_MIME_TYPE, LINES_URI, RESULTS_URI
+from server.output.descriptor import JSONL_MIME_TYPE
 from server.output.files import (
     HEADER_TYPE,
     ULID_PATTERN,
@@ -34,7 +34,7 @@ from server.output.layer import (
     RenderOptions,
     select_mode,
 )
-from server.output.offload import OffloadStore
+from server.output.offload import LINES_URI, RESULTS_URI, OffloadStore
 from server.output.schema import SAMPLE_MAX_CHARS, clashing_keys, column_key, infer_schema
 
 __all__ = [

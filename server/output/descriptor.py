@@ -28,13 +28,11 @@ from pathlib import PurePath, PurePosixPath
 from typing import Any
 
 from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project
-from server.output.offload import OffloadedFile
+from server.output.offload import LINES_URI, RESULTS_URI, OffloadedFile
 from server.output.schema import SAMPLE_MAX_CHARS, clashing_keys, infer_schema, leaf_fields
 from server.output.stats import Stats, compute_stats, record_path
 
-RESULTS_URI = "codepager://results/{id}"
 JSONL_MIME_TYPE = "application/x-ndjson"
-LINES_URI = "codepager://results/{id}/lines/{start}-{end}"
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 #: Keys named in the note on a page SQL reads as one JSON column, and their length at most.
 _KEYS_NAMED, _KEY_CHARS = 3, 40

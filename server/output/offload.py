@@ -9,6 +9,7 @@ live in one flat folder under the shared system temp dir, written and expired th
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import itertools
@@ -23,14 +24,21 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from search_engine import NotRegularFileError, open_regular_file
-from server.errors import DatasetNotFoundError, LineRangeError, StoreWriteError
+from server.errors import DatasetNotFoundError, LineRangeError, ReadTooLargeError, StoreWriteError
 from server.output.files import HEADER_TYPE, DatasetFile, DatasetInfo, FileStore, iso_timestamp
+from server.output.fit import clip_strings
 from server.output.jsontext import dumps_bytes, dumps_lines, estimate_tokens
 from server.settings import OffloadSettings, default_of
 
 SCHEMA_VERSION = 1
+#: Where an MCP client reads an offloaded page: whole, or lines START-END (1-based, inclusive).
+RESULTS_URI = "codepager://results/{id}"
+LINES_URI = "codepager://results/{id}/lines/{start}-{end}"
 _UNSAFE_TOOL_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 _MAX_HEADER_BYTES = 1 << 20
+#: The header keeps the caller's query to be recognised, not re-run, and lists no keys past
+#: this JSON size (SQL then reads each line as one JSON column), so `read_header` reads it whole.
+_QUERY_CHARS, _MAX_KEYS_BYTES = 4096, _MAX_HEADER_BYTES // 2
 #: Bytes copied at a time from a spool into the offloaded file.
 _COPY_BYTES = 1 << 20
 
@@ -63,13 +71,16 @@ class OffloadStore(FileStore):
         *,
         retention_hours: float = default_of(OffloadSettings, "retention_hours"),
         sweep_interval_s: float = default_of(OffloadSettings, "sweep_interval_s"),
+        max_read_bytes: int = default_of(OffloadSettings, "max_bytes"),
     ) -> None:
         super().__init__(output_dir, retention_s=retention_hours * 3600.0, sweep_interval_s=sweep_interval_s)
+        self.max_read_bytes = max_read_bytes
 
     @classmethod
     def from_settings(cls, settings: OffloadSettings) -> OffloadStore:
+        hours, sweep = settings.retention_hours, settings.sweep_interval_s
         return cls(
-            settings.output_dir, retention_hours=settings.retention_hours, sweep_interval_s=settings.sweep_interval_s
+            settings.output_dir, retention_hours=hours, sweep_interval_s=sweep, max_read_bytes=settings.max_bytes
         )
 
     # -- writing -----------------------------------------------------------------------------
@@ -113,10 +124,12 @@ class OffloadStore(FileStore):
     def _header(
         tool: str, query: str, count: int, estimated: int, page: int | None, next_cursor: str | None, keys: list[str]
     ) -> dict[str, Any]:
+        if len(dumps_bytes(keys)) > _MAX_KEYS_BYTES:
+            keys = []
         return {
             "type": HEADER_TYPE,
             "tool": tool,
-            "query": query,
+            "query": clip_strings(query, _QUERY_CHARS),
             "count": count,
             "schema_version": SCHEMA_VERSION,
             "timestamp": iso_timestamp(datetime.now(timezone.utc)),
@@ -171,22 +184,38 @@ class OffloadStore(FileStore):
         return header
 
     def read_whole(self, dataset_id: str) -> str:
-        """The whole file as text (the `codepager://results/{id}` resource)."""
-        with self._open_file(dataset_id) as f:
-            return f.read().decode("utf-8")
+        """The whole file as text (the `codepager://results/{id}` resource): `_read`."""
+        return self._read(dataset_id, 1, None)
 
     def read_lines(self, dataset_id: str, start: int, end: int) -> str:
-        """Lines `start`..`end` (1-based, inclusive; line 1 is the header), clamped at EOF."""
+        """Lines `start`..`end` (1-based, inclusive; line 1 is the header), clamped at EOF: `_read`."""
         if start < 1 or end < start:
             raise LineRangeError(f"invalid line range {start}-{end}: use 1-based start <= end (line 1 is the header)")
+        return self._read(dataset_id, start, end)
+
+    def _read(self, dataset_id: str, start: int, end: int | None) -> str:
+        """Lines `start`..`end` (to EOF when None) within `max_read_bytes`, the page ceiling (a read is
+        one answer too: an audit saw 64 MiB sent whole), else ReadTooLargeError naming what fits."""
+        limit, size, lines = self.max_read_bytes, 0, list[bytes]()
         with self._open_file(dataset_id) as f:
-            chunk = list(itertools.islice(f, start - 1, end))
-        if not chunk:
+            collections.deque(itertools.islice(f, start - 1), maxlen=0)  # skip to line `start`
+            while (end is None or start + len(lines) <= end) and (line := f.readline(limit - size + 1)):
+                size += len(line)
+                if size > limit:
+                    window = LINES_URI.format(id=dataset_id, start=start, end=start + len(lines) - 1)
+                    fits = f"read {window}, then the lines after it, or " if lines else ""
+                    raise ReadTooLargeError(
+                        f"lines {start}-{end or 'end'} of result {dataset_id} are over the {limit:,} bytes one read "
+                        f"may return: {fits}query them with analyze-with-duckdb or read-dataset-page "
+                        f"(dataset_id={dataset_id})"
+                    )
+                lines.append(line)
+        if not lines:
             raise LineRangeError(
                 f"line range {start}-{end} is past the end of result {dataset_id}; its descriptor's line_count "
                 "is the last line"
             )
-        return b"".join(chunk).decode("utf-8")
+        return b"".join(lines).decode("utf-8")
 
     @contextlib.contextmanager
     def _open_file(self, dataset_id: str) -> Iterator[BinaryIO]:

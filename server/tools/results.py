@@ -15,7 +15,7 @@ from fastmcp.exceptions import ValidationError
 from fastmcp.tools.base import ToolResult
 from pydantic import Field, WithJsonSchema
 
-from server.errors import DatasetNotFoundError, InvalidDatasetIdError, LineRangeError
+from server.errors import DatasetNotFoundError, InvalidDatasetIdError, LineRangeError, ReadTooLargeError
 from server.json_result import json_result
 from server.output import LINES_URI, RESULTS_URI, OffloadStore, OutputMode, RenderOptions
 from server.rendering import Renderer, tool_result
@@ -29,12 +29,12 @@ _LINE_NUMBER = re.compile(r"[0-9]+")
 
 @contextlib.contextmanager
 def _resource_errors() -> Iterator[None]:
-    """A bad or unknown result id, or a bad line range, as JSON-RPC -32602 with our message (a
-    resource has no isError result): fastmcp would report any other exception as an internal
-    error (-32603), logged with a traceback."""
+    """A bad or unknown result id, a bad line range or a read over the page ceiling, as
+    JSON-RPC -32602 with our message (a resource has no isError result): fastmcp would report
+    any other exception as an internal error (-32603), logged with a traceback."""
     try:
         yield
-    except (InvalidDatasetIdError, DatasetNotFoundError, LineRangeError) as exc:
+    except (InvalidDatasetIdError, DatasetNotFoundError, LineRangeError, ReadTooLargeError) as exc:
         raise ValidationError(str(exc), log_level=logging.DEBUG) from None
 
 
