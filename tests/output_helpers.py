@@ -85,7 +85,7 @@ def query(datasets: Datasets, sql: str, dataset_id: str | None = None) -> QueryR
         )
         r = answer_query(datasets, layer, sql, dataset_id, answer)
         assert r.file_ref is not None
-        rows = [json.loads(line) for line in layer.store.read_whole(r.file_ref.id).splitlines()[1:]]
+        rows = [json.loads(line) for line in Path(r.file_ref.path).read_text().splitlines()[1:]]
     search, metadata = r.structured["search"], r.structured["metadata"]
     truncated, elapsed = r.structured["results"]["truncated"], metadata["query_time_ms"]
     return QueryResult(
