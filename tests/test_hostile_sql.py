@@ -128,9 +128,10 @@ async def test_a_query_that_must_spill_still_runs(server) -> None:
 
 
 #: Queries whose cost is in parsing and planning, which neither the timeout nor the memory limit
-#: covers (found by an audit, through this tool): before, 35,000 CTEs held the call 21 s under a
-#: 2 s timeout, 10,000 UNION ALL branches took the server from 160 MB to 1.3 GB, 500 tables in
-#: one FROM took 6 s to plan.
+#: covers (found by an audit, through this tool, and a review): before, 35,000 CTEs held the call
+#: 21 s under a 2 s timeout, 10,000 UNION ALL branches took the server from 160 MB to 1.3 GB,
+#: 500 tables in one FROM took 6 s to plan, and a 1 KB chain of 20 NOT MATERIALIZED CTEs, each
+#: joining the previous one twice, held it 16 s and took 1.9 GB.
 PLANNING_BOMBS = {
     "35,000 CTEs (0.7 MB)": (
         "WITH " + ", ".join(f"t{i} AS (SELECT 1)" for i in range(35_000)) + " SELECT 1",
@@ -143,7 +144,13 @@ PLANNING_BOMBS = {
     ),
     "500 tables in one FROM (7 KB)": (
         "SELECT 1 FROM " + ", ".join(f"range(1) t{i}" for i in range(500)),
-        "reads 500 relations",
+        "one FROM joins 500 relations",
+    ),
+    "20 NOT MATERIALIZED CTEs, each joining the last twice (1 KB)": (
+        "WITH a0 AS NOT MATERIALIZED (SELECT 1 AS x), "
+        + ", ".join(f"a{i} AS NOT MATERIALIZED (SELECT p.x FROM a{i - 1} p, a{i - 1} q)" for i in range(1, 21))
+        + " SELECT count(*) FROM a20",
+        "NOT MATERIALIZED is not allowed",
     ),
 }
 
@@ -163,12 +170,12 @@ async def test_a_query_that_would_take_long_to_plan_is_refused_before_duckdb_pla
 
 
 async def test_queries_well_within_the_planning_bounds_still_run(server) -> None:
-    """The bounds sit far above an agent's analysis: 200 UNION ALL branches, and 60 joined
-    relations (a subquery in FROM, then 59 table functions) run as before."""
+    """The bounds sit far above an agent's analysis: 200 UNION ALL branches, and 24 joined
+    relations (a subquery in FROM, then 23 table functions) run as before."""
     client, _, _ = server
     unions = " UNION ALL ".join(f"SELECT {i} AS n" for i in range(200))
     body = structured(await client.call_tool("analyze-with-duckdb", {"query": f"SELECT sum(n) AS s FROM ({unions})"}))
     assert body["results"]["rows"] == [{"s": sum(range(200))}]
-    joins = "SELECT count(*) AS n FROM " + ", ".join(f"range(1) t{i}" for i in range(59))
+    joins = "SELECT count(*) AS n FROM " + ", ".join(f"range(1) t{i}" for i in range(23))
     body = structured(await client.call_tool("analyze-with-duckdb", {"query": f"SELECT n FROM ({joins})"}))
     assert body["results"]["rows"] == [{"n": 1}]
