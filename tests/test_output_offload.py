@@ -263,3 +263,16 @@ def test_a_header_stays_readable_whatever_the_query_and_the_record_keys(tmp_path
     assert len(header["query"]) < 4_200 and header["record_keys"] == []
     narrow = store.write(tool="analyze-with-duckdb", query="SELECT 1", records=[{"a": 1}])
     assert store.read_header(narrow.id)["record_keys"] == ["a"] and store.read_header(narrow.id)["query"] == "SELECT 1"
+
+
+def test_a_cursor_too_long_for_the_header_is_cut_there_and_the_header_still_reads(tmp_path: Path) -> None:
+    """A cursor carries the search's filters, which an agent can make a megabyte long (found by
+    a review: nine 110 KB exclude globs made the header line 1.08 MB, over what `read_header`
+    reads, so the file_ref's dataset was "not a codepager result file"). The header now says
+    where the cursor is instead: the answer's pagination, which the caller sends anyway."""
+    store = OffloadStore(tmp_path / "offload")
+    f = store.write(tool="regex_search", query="q", records=make_records(3), page=1, next_cursor="c" * 1_100_000)
+    header = store.read_header(f.id)
+    assert header["count"] == 3 and "pagination.next_cursor" in header["next_cursor"]
+    short = store.write(tool="regex_search", query="q", records=make_records(3), page=1, next_cursor="abc")
+    assert store.read_header(short.id)["next_cursor"] == "abc"

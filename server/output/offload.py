@@ -36,8 +36,8 @@ RESULTS_URI = "codepager://results/{id}"
 LINES_URI = "codepager://results/{id}/lines/{start}-{end}"
 _UNSAFE_TOOL_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 _MAX_HEADER_BYTES = 1 << 20
-#: The header keeps the caller's query to be recognised, not re-run, and lists no keys past
-#: this JSON size (SQL then reads each line as one JSON column), so `read_header` reads it whole.
+#: The header keeps the caller's query to be recognised, not re-run, no keys past this JSON size
+#: (SQL then reads each line as one JSON column) and no cursor past half of it: `read_header` reads it.
 _QUERY_CHARS, _MAX_KEYS_BYTES = 4096, _MAX_HEADER_BYTES // 2
 #: Bytes copied at a time from a spool into the offloaded file.
 _COPY_BYTES = 1 << 20
@@ -124,8 +124,9 @@ class OffloadStore(FileStore):
     def _header(
         tool: str, query: str, count: int, estimated: int, page: int | None, next_cursor: str | None, keys: list[str]
     ) -> dict[str, Any]:
-        if len(dumps_bytes(keys)) > _MAX_KEYS_BYTES:
-            keys = []
+        keys = [] if len(dumps_bytes(keys)) > _MAX_KEYS_BYTES else keys
+        if next_cursor is not None and len(next_cursor) > _MAX_KEYS_BYTES // 2:  # search filters can make it long
+            next_cursor = "…[cut to keep the header readable: the answer's pagination.next_cursor has it]"
         return {
             "type": HEADER_TYPE,
             "tool": tool,
@@ -212,8 +213,7 @@ class OffloadStore(FileStore):
                 lines.append(line)
         if not lines:
             raise LineRangeError(
-                f"line range {start}-{end} is past the end of result {dataset_id}; its descriptor's line_count "
-                "is the last line"
+                f"line range {start}-{end} is past the end of result {dataset_id} (see its line_count)"
             )
         return b"".join(lines).decode("utf-8")
 
