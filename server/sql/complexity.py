@@ -38,8 +38,10 @@ MAX_JOINED = 24
 #: Relations in the whole query: four FROMs of the most each may join.
 MAX_RELATIONS = 4 * MAX_JOINED
 _WORD = re.compile(r"\w+")
-_BLOCK_TEXT = re.compile(r'"type":"SELECT_NODE"')
+#: Parse-tree node types: a SELECT block, and the table references a FROM joins.
+_BLOCK = "SELECT_NODE"
 _RELATIONS = frozenset({"BASE_TABLE", "TABLE_FUNCTION", "SUBQUERY", "EXPRESSION_LIST"})
+_BLOCK_TEXT = re.compile(f'"type":"{_BLOCK}"')
 _RELATION_TEXT = re.compile('"type":"(?:' + "|".join(sorted(_RELATIONS)) + ')"')
 _parsers = threading.local()
 
@@ -115,7 +117,7 @@ def _joined_per_block(tree: Any) -> list[int]:
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            if node.get("type") == "SELECT_NODE":
+            if node.get("type") == _BLOCK:
                 joined.append(_relations(node.get("from_table")))
             stack.extend(node.values())
         elif isinstance(node, list):
