@@ -15,6 +15,7 @@ from fastmcp.tools.base import ToolResult
 from mcp_types import TextContent
 
 from harness.results import structured_of
+from server.errors import SqlExecutionError
 from server.output import OffloadStore, estimate_tokens
 from server.output.descriptor import build_file_ref
 from server.proxy.answer import answer_budget
@@ -139,3 +140,39 @@ def test_a_page_sql_reads_as_one_json_column_says_so_in_its_file_ref(both, rows,
     assert back == [{"v": row[key]} for row in rows]
     plain = offload.write(tool="analyze-with-duckdb", query="q", records=[{"n": 1}], page=1, next_cursor=None)
     assert "JSON column" not in build_file_ref(plain, [{"n": 1}], has_more=False, retention_hours=24).guidance
+
+
+def test_a_record_repeating_a_key_fails_only_the_queries_reading_it_and_says_what_to_do(both) -> None:
+    """JSON allows a key twice in one object (`{"a": 1, "a": 2}`), and a backend's text is
+    saved as it came. DuckDB refuses to make such a record a row, so a query reading that
+    key's column fails. Before: the error was DuckDB's, telling the agent to set read_json
+    options it cannot reach; now it says what happened and what still works."""
+    datasets, _, saved = both
+    rows = ",".join(f'{{"id": {i}, "status": "ok", "note": "{"n" * 40}"}}' for i in range(400))
+    text = f'[{rows}, {{"id": 400, "status": "ok", "status": "late", "note": "dup"}}]'
+    result = ToolResult(content=[TextContent(type="text", text=text)])
+    found = extract_records(result)
+    assert found is not None
+    size = Size(len(text.encode()), estimate_tokens(text))
+    answer = ResultSaver(saved, threshold_tokens=1024, schema_sample_size=100).save(
+        result, found, ProxiedCall("t", "s", {}, size)
+    )
+    table = structured_of(answer.structured_content)["dataset"]["table"]
+    assert query(datasets, f"SELECT count(*) AS n, max(id) AS top FROM {table}").rows == [{"n": 401, "top": 400}]
+    with pytest.raises(SqlExecutionError) as failed:
+        query(datasets, f"SELECT status FROM {table}")
+    message = str(failed.value)
+    assert 'has duplicate key "status"' in message
+    assert "repeats a key" in message and "read-dataset-page" in message
+    assert "ignore_errors" not in message  # DuckDB's advice is about options the agent cannot set
+
+
+def test_a_duckdb_error_echoing_a_huge_literal_is_clipped(both) -> None:
+    """DuckDB's messages quote the SQL: a 60 KB literal that fails to cast came back whole, as
+    an error result, which no output budget covers."""
+    datasets, _, _ = both
+    with pytest.raises(SqlExecutionError) as failed:
+        query(datasets, f"SELECT '{'z' * 60_000}'::INTEGER AS n")
+    message = str(failed.value)
+    assert "Could not convert string" in message
+    assert len(message) < 2_200, len(message)

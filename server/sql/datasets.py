@@ -48,6 +48,7 @@ from server.output import (
     DatasetSource,
     ListPage,
     check_id,
+    clip_strings,
     column_key,
     dumps_lines,
 )
@@ -217,9 +218,30 @@ def sql_errors(timeout_s: float) -> Iterator[None]:
     except duckdb.InterruptException:
         raise SqlTimeoutError(f"query ran longer than {timeout_s:g} s and was stopped; add filters or LIMIT") from None
     except duckdb.Error as exc:
-        raise SqlExecutionError(f"query failed: {exc}") from None
+        raise SqlExecutionError(_failure(exc)) from None
     except RecursionError:  # DuckDB's Python client walks a deep type's nesting recursively
         raise SqlExecutionError(_too_deep()) from None
+
+
+#: DuckDB's error for a record naming one key twice (`{"a": 1, "a": 2}`, which JSON allows).
+_DUPLICATE_KEY = re.compile(r'has duplicate key "')
+#: DuckDB's messages echo the SQL or the data (a 60 KB literal, a 100 KB key): an error is
+#: clipped to this many characters, as it is not under the output budget a result is.
+MAX_ERROR_CHARS = 2000
+
+
+def _failure(exc: duckdb.Error) -> str:
+    """DuckDB's message, clipped, and what to do when it is a failure the SQL did not cause."""
+    message = str(exc)
+    if _DUPLICATE_KEY.search(message):
+        # DuckDB's advice after the first line is about read_json options the view sets.
+        return (
+            f"query failed: {clip_strings(message.partition(chr(10))[0], MAX_ERROR_CHARS)}\n"
+            "The dataset holds a record that repeats a key (JSON allows it; one column cannot hold both values), "
+            "so every query reading that key's column fails. Select other columns, or read the records as they "
+            "are with read-dataset-page."
+        )
+    return f"query failed: {clip_strings(message, MAX_ERROR_CHARS)}"
 
 
 #: How deep a value may nest (lists, structs, maps): deeper is refused rather than handed on to
