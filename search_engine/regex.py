@@ -171,8 +171,9 @@ class _Collector:
 
     Files arrive in thread-timing order. Once more than twice `limit` matches are held, the
     files are sorted and those past the first `limit` matches are dropped; `cutoff` (the last
-    path kept) then tells later files whether they can still make the cut. Memory stays
-    bounded by about 2x `limit` and the total stays exact.
+    path kept) then tells later files whether they can still make the cut, and a file stops
+    keeping its matches at `limit` (`_EventReader.feed`). Memory stays bounded by about 2x
+    `limit` and the total stays exact.
     """
 
     def __init__(self, limit: int) -> None:
@@ -247,12 +248,18 @@ class _EventReader:
         width, multiline, context = self.width, self.multiline, self.context
         file = self.file
         matches, keep = file.matches, file.keep
-        regex = MatchType.REGEX
+        regex, limit = MatchType.REGEX, self.collector.limit
         for event in events:
             kind = type(event)
             if kind is _Hit:
                 file.count += 1
                 if not keep:
+                    continue
+                if len(matches) >= limit:
+                    # The first `limit` matches of a file are all the search can keep of it: the
+                    # rest are only counted, so one file of 10^6 matches costs no more than 10^4.
+                    self._close()
+                    keep = file.keep = False
                     continue
                 d = event.data
                 lines = d.lines
