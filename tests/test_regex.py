@@ -309,3 +309,22 @@ def test_one_file_of_many_matches_holds_no_more_than_the_limit(tmp_path: Path, c
     assert cut.matches == search(tmp_path, "ab", max_results=hits + 1, context_lines=context).matches[:500]
     assert cut.matches[499].context_after == (("x",) if context else ())
     assert peak < 8 * 2**20, f"{peak / 2**20:.1f} MiB held for 500 matches"
+
+
+@pytest.mark.parametrize("context", [0, 10])
+def test_a_results_counted_size_is_what_it_holds(tmp_path: Path, context: int) -> None:
+    """The session store's memory budget trusts `SearchResult.approx_size`. Context lines were
+    counted by their length alone, so with 10 lines of context a result held 6.7x what it was
+    counted at (found by an audit: 249 MB counted, 1.8 GB held, inside a 256 MB budget)."""
+    block = "xy\n" * 10 + "M\n" + "xy\n" * 10
+    for i in range(20):
+        write(tmp_path, f"f{i:02d}.txt", block * 50)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        result = search(tmp_path, "^M$", context_lines=context)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(result.matches) == 1000
+    assert 0.6 <= result.approx_size() / held <= 1.6, (result.approx_size(), held)
