@@ -215,6 +215,33 @@ async def test_a_jq_filter_that_grows_or_nests_its_output_is_refused_clearly(cod
         assert "Traceback" not in error["message"] and ".py" not in error["message"]
 
 
+@pytest.mark.parametrize(
+    ("expr", "says"),
+    [
+        ("map(.file.path = 123)", "got `int` - at `.file.path`"),
+        ("map(.match.content = null)", "got `null` - at `.match.content`"),
+        ('map(.match.score = "x")', "at `.match.score`"),
+        ("map(.match.ranks = [1])", "at `.match.ranks`"),
+        ("map(.match.span.line_start = -5)", "1 <= line_start <= line_end"),
+        ("map(.match.span.byte_end = 1e19)", "0 <= byte_start <= byte_end"),
+        ("map(.match.score = 1e308 * 10)", "score must be a number"),
+    ],
+)
+@pytest.mark.parametrize("extra", [{}, {"detail": "full"}, {"output_mode": "file_ref"}, {"stats_only": True}])
+async def test_a_jq_filter_that_retypes_a_field_is_refused_clearly(code_tree, tmp_path, expr, says, extra):
+    """A filter may rewrite any field of a match, and a Match is built without checks. Before
+    (found by an audit), each of these broke the page later with a raw Python error ("object
+    of type 'int' has no len()", "type str doesn't define __round__ method", "Tool result
+    contains a non-finite float (inf)"), or served a score of 1.8e308 that rounding made
+    infinite. Now each is invalid_jq_filter naming the field as the filter sees it."""
+    async with Client(build_app(make_settings(code_tree, tmp_path))) as c:
+        args = {"pattern": "needle", "jq_filter": expr, **extra}
+        r = await c.call_tool("regex_search", args, raise_on_error=False)
+        assert r.is_error, r
+        error = structured(r)["error"]
+        assert error["code"] == "invalid_jq_filter" and says in error["message"], error
+
+
 async def test_sql_over_offloaded_results_list_and_cleanup(wide_tree, tmp_path):
     async with Client(app_for(wide_tree, tmp_path)) as c:
         body = structured(
