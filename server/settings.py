@@ -12,10 +12,10 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -62,13 +62,41 @@ _toml_path: contextvars.ContextVar[Path | None] = contextvars.ContextVar("codepa
 
 
 class _Section(BaseModel):
-    """A settings section: a misspelt key is an error, never silently ignored."""
+    """A settings section: a misspelt key is an error, never silently ignored, and so is an
+    infinite or NaN number (`timeout_s = inf` killed the timer thread, leaving no limit)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+#: The longest duration a setting may give: a year, no limit in practice, and within what
+#: `threading.Timer` takes (a timeout of 1e300 s was an OverflowError in the timer's thread).
+MAX_SECONDS = 365 * 24 * 3600.0
+Seconds = Annotated[float, Field(le=MAX_SECONDS)]
+Hours = Annotated[float, Field(le=MAX_SECONDS / 3600)]
+Days = Annotated[float, Field(le=MAX_SECONDS / 86400)]
+
+
+def _duckdb_size(value: str) -> str:
+    """A `duckdb_memory_limit` as DuckDB reads it, checked at load: a typo (`1XB`) used to
+    pass here and fail every SQL call with DuckDB's parser error. Only a value that is set is
+    checked (defaults are not validated), so DuckDB is imported only then."""
+    import duckdb
+
+    try:
+        with duckdb.connect() as con:
+            con.execute(f"SET memory_limit = '{value.replace(chr(39), chr(39) * 2)}'")
+    except duckdb.Error as exc:
+        raise ValueError(
+            f"not a size DuckDB takes ({str(exc).splitlines()[0][:200]}); write e.g. 512MB or 2GiB"
+        ) from None
+    return value
+
+
+DuckdbSize = Annotated[str, AfterValidator(_duckdb_size)]
 
 
 class SearchSettings(_Section):
-    timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, description="Kill a regex search after this many seconds.")
+    timeout_s: Seconds = Field(DEFAULT_TIMEOUT_S, gt=0, description="Kill a regex search after this many seconds.")
     max_results: int = Field(
         DEFAULT_MAX_RESULTS,
         ge=1,
@@ -116,7 +144,7 @@ class IndexSettings(_Section):
     model: str | None = Field(
         None, description="Any sentence-transformers model name or local path; overrides the profile."
     )
-    ready_wait_s: float = Field(
+    ready_wait_s: Seconds = Field(
         30.0,
         ge=0,
         description=(
@@ -135,7 +163,7 @@ class SessionSettings(_Section):
         DEFAULT_NAMESPACE,
         description="Redis key prefix codepager:<namespace>:; replicas sharing sessions use the same one.",
     )
-    ttl_s: float = Field(DEFAULT_TTL_S, gt=0, description="Sliding time-to-live of a cached result list.")
+    ttl_s: Seconds = Field(DEFAULT_TTL_S, gt=0, description="Sliding time-to-live of a cached result list.")
     max_sessions: int = Field(
         DEFAULT_MAX_SESSIONS, ge=1, description="Cached result lists kept; the least recently used is evicted first."
     )
@@ -144,7 +172,7 @@ class SessionSettings(_Section):
         gt=0,
         description="Memory budget of the cached result lists (estimated); least recently used evicted first.",
     )
-    sweep_interval_s: float = Field(
+    sweep_interval_s: Seconds = Field(
         DEFAULT_SWEEP_INTERVAL_S, gt=0, description="How often the memory backend frees expired sessions."
     )
     secret_key: str | None = Field(
@@ -154,7 +182,7 @@ class SessionSettings(_Section):
             "when unset."
         ),
     )
-    cursor_max_age_s: float = Field(
+    cursor_max_age_s: Seconds = Field(
         DEFAULT_MAX_AGE_S,
         gt=0,
         description="Cursors older than this are refused as expired (the search must be re-run).",
@@ -194,9 +222,9 @@ class OffloadSettings(_Section):
             "of a codepager://results resource returns."
         ),
     )
-    retention_hours: float = Field(24.0, gt=0, description="Offloaded files older than this are deleted.")
-    sweep_interval_s: float = Field(600.0, gt=0, description="How often expired offload files are swept.")
-    jq_timeout_s: float = Field(5.0, gt=0, description="Kill a jq_filter after this many seconds.")
+    retention_hours: Hours = Field(24.0, gt=0, description="Offloaded files older than this are deleted.")
+    sweep_interval_s: Seconds = Field(600.0, gt=0, description="How often expired offload files are swept.")
+    jq_timeout_s: Seconds = Field(5.0, gt=0, description="Kill a jq_filter after this many seconds.")
     jq_memory_mb: int = Field(
         512,
         ge=16,
@@ -205,9 +233,9 @@ class OffloadSettings(_Section):
             "the filter is stopped past it."
         ),
     )
-    duckdb_memory_limit: str = Field("512MB", description="DuckDB memory_limit for analyze-with-duckdb.")
+    duckdb_memory_limit: DuckdbSize = Field("512MB", description="DuckDB memory_limit for analyze-with-duckdb.")
     duckdb_threads: int = Field(1, ge=1, description="DuckDB threads for analyze-with-duckdb.")
-    duckdb_timeout_s: float = Field(30.0, gt=0, description="Interrupt an analyze-with-duckdb query after this long.")
+    duckdb_timeout_s: Seconds = Field(30.0, gt=0, description="Interrupt an analyze-with-duckdb query after this long.")
     duckdb_max_rows: int = Field(
         100_000, ge=1, description="Rows kept from one SQL result; the rest is reported as truncated."
     )
@@ -251,13 +279,15 @@ class ProxySettings(_Section):
         default_factory=lambda: Path(platformdirs.user_data_dir("codepager", appauthor=False)),
         description="Saved datasets go to <data_dir>/datasets/YYYY/MM/DD/.",
     )
-    cleanup_after_days: float = Field(
+    cleanup_after_days: Days = Field(
         30.0, gt=0, description="Saved datasets older than this are removed in the background."
     )
     schema_sample_size: int = Field(100, ge=1, description="Records sampled to infer a saved dataset's field types.")
-    duckdb_memory_limit: str = Field("1GB", description="DuckDB memory_limit for analyze-with-duckdb on the proxy.")
+    duckdb_memory_limit: DuckdbSize = Field(
+        "1GB", description="DuckDB memory_limit for analyze-with-duckdb on the proxy."
+    )
     duckdb_threads: int = Field(2, ge=1, description="DuckDB threads for analyze-with-duckdb on the proxy.")
-    call_timeout_s: float | None = Field(
+    call_timeout_s: Seconds | None = Field(
         300.0, gt=0, description="A backend call running longer than this fails with a timeout error."
     )
     max_backend_message_bytes: int = Field(
@@ -305,7 +335,7 @@ class ServerSettings(_Section):
             'affected. `"*"` allows any.'
         ),
     )
-    body_timeout_s: float = Field(
+    body_timeout_s: Seconds = Field(
         30.0,
         gt=0,
         description=(
@@ -337,7 +367,7 @@ class ServerSettings(_Section):
             "never held whole. HTTP also keeps the MCP SDK's own 4 MiB cap."
         ),
     )
-    chunk_timeout_s: float = Field(
+    chunk_timeout_s: Seconds = Field(
         DEFAULT_CHUNK_TIMEOUT_S,
         gt=0,
         description="chunked-stdio: an incomplete incoming message with no new frame for this long is dropped.",
@@ -473,6 +503,8 @@ def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | N
     its own key.
     """
     if config_file is not None and not Path(config_file).is_file():
+        if Path(config_file).exists():
+            raise ValueError(f"config file {config_file} is not a regular file: pass a TOML file")
         raise FileNotFoundError(f"config file not found: {config_file}")
     token = _toml_path.set(Path(config_file) if config_file else None)
     try:
@@ -490,6 +522,8 @@ def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | N
         raise ValueError(invalid_settings(exc, config_file)) from None
     except TOMLDecodeError as exc:  # only the file is TOML: a variable's bad JSON is a SettingsError
         raise ValueError(f"{config_file} is not valid TOML: {exc}") from None
+    except RecursionError:  # the TOML parser nests recursively: 100,000 `[` overflow it
+        raise ValueError(f"{config_file} is not valid TOML: its arrays or tables nest too deeply") from None
     finally:
         _toml_path.reset(token)
 

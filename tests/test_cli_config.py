@@ -131,3 +131,40 @@ def test_a_long_refused_value_is_shown_cut(tmp_path: Path) -> None:
     err = refused(tmp_path, f'[search]\nmax_results = "{"x" * 5000}"\n')
     assert "search.max_results: Input should be a valid integer" in err and "(got 'xxx" in err
     assert len(err) < 1000 and "...)" in err
+
+
+@pytest.mark.parametrize(
+    ("toml", "says"),
+    [
+        ("[search]\ntimeout_s = inf\n", "search.timeout_s: Input should be a finite number"),
+        ("[sessions]\nmax_memory_mb = inf\n", "sessions.max_memory_mb: Input should be a finite number"),
+        ("[offload]\njq_timeout_s = nan\n", "offload.jq_timeout_s: Input should be a finite number"),
+        ("[offload]\nduckdb_timeout_s = 1e300\n", "offload.duckdb_timeout_s: Input should be less than or equal to"),
+        ("[offload]\nretention_hours = 1e9\n", "offload.retention_hours: Input should be less than or equal to"),
+        ("[proxy]\ncleanup_after_days = 1e9\n", "proxy.cleanup_after_days: Input should be less than or equal to"),
+        ('[offload]\nduckdb_memory_limit = "1XB"\n', "offload.duckdb_memory_limit: not a size DuckDB takes"),
+        ('[proxy]\nduckdb_memory_limit = "lots"\n', "proxy.duckdb_memory_limit: not a size DuckDB takes"),
+    ],
+)
+def test_a_setting_that_would_fail_at_run_time_is_refused_at_load(tmp_path: Path, toml: str, says: str) -> None:
+    """Found by an audit: `timeout_s = inf` (or 1e300) passed, then killed the timer thread, so
+    the search ran with no time limit; an infinite memory budget failed the start with a raw
+    OverflowError; `duckdb_memory_limit = "1XB"` failed every SQL call with DuckDB's parser
+    error. Each is now refused when the settings load, naming the key."""
+    assert says in refused(tmp_path, toml)
+
+
+def test_a_sane_duckdb_size_and_a_year_long_duration_load(tmp_path: Path) -> None:
+    toml = '[offload]\nduckdb_memory_limit = "2GiB"\nretention_hours = 8760\n[sessions]\ncursor_max_age_s = 31536000\n'
+    settings = effective(tmp_path, toml)
+    assert settings["offload"]["duckdb_memory_limit"] == "2GiB" and settings["offload"]["retention_hours"] == 8760
+
+
+def test_toml_nested_too_deeply_or_a_config_that_is_no_file_is_named_as_such(tmp_path: Path) -> None:
+    """Before: 100,000 nested `[` was a RecursionError traceback, and a directory passed as
+    --config was "config file not found"."""
+    assert "is not valid TOML: its arrays or tables nest too deeply" in refused(tmp_path, "a = " + "[" * 100_000)
+    done = subprocess.run(
+        [str(CODEPAGER), "config", "--config", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2 and "is not a regular file" in done.stderr, done.stderr
