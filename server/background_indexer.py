@@ -138,8 +138,11 @@ class BackgroundIndexer:
             state = self.state(root)
             state.started_at = self.clock()
             try:
-                # An index already on disk serves searches while it is checked against the tree.
-                if not full and self.engine.indexes.open(root):
+                # An index already on disk serves searches while it is checked against the tree,
+                # or rebuilt (`full`): it stays live until the new generation replaces it, so one
+                # client's `reindex full=true` does not take semantic search from every client
+                # for the length of a build (found by an audit: index_not_ready for all of it).
+                if self.engine.indexes.open(root):
                     state.ready = True
                 # The model first, as a phase of its own: a transformer takes seconds to load,
                 # and the first query needs it even when the index is already up to date.

@@ -6,6 +6,7 @@ status first no longer strands the root unbuilt."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -180,3 +181,41 @@ def test_progress_only_grows_through_the_phases_and_the_estimate_follows_the_emb
     state.advance("embed", 250, 1000)  # 25 chunks/s: 750 left take 30 s
     assert state.eta_s() == pytest.approx(30.0)
     assert state.describe() == "embed 250/1000" and state.building
+
+
+def test_a_full_reindex_keeps_the_index_it_replaces_serving(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by an audit: `reindex full=true` from one client made every client's semantic and
+    hybrid calls answer index_not_ready for the length of the rebuild, though the previous
+    generation was on disk and loaded (an agent looping the call kept semantic search down).
+    Here the rebuild is held at the writers' lock, as another process writing would hold it:
+    the root stays ready meanwhile, and the rebuild completes once the lock is free."""
+    from search_engine.config import EngineConfig
+    from search_engine.engine import SearchEngine
+    from server.background_indexer import BackgroundIndexer
+
+    root = write_code_tree(tmp_path / "repo", files=20)
+    engine = SearchEngine(EngineConfig(cache_dir=tmp_path / "cache"))
+    indexer = BackgroundIndexer(engine, ready_wait_s=30)
+    with anyio.from_thread.start_blocking_portal() as portal:
+        portal.call(indexer.wait, indexer.request(root), None)
+        first = engine.indexes.store(root).current_name()
+        model_loading = threading.Event()
+        advance = RootState.advance
+
+        def noting(self: RootState, phase: str, done: int, total: int) -> None:
+            if phase == "model":
+                model_loading.set()
+            advance(self, phase, done, total)
+
+        monkeypatch.setattr(RootState, "advance", noting)
+        with engine.indexes.store(root).lock(timeout_s=5):
+            state = indexer.request(root, refresh=True, full=True)
+            assert model_loading.wait(30), "the rebuild never started"
+            assert state.ready and state.phase != "ready", (state.ready, state.phase)
+            portal.call(indexer.wait, state, None)  # answers at once: no index_not_ready
+        assert indexer.request(root) is state  # ready: nothing more is queued
+        indexer.close()
+        assert indexer._worker is not None
+        indexer._worker.join(60)  # the rebuild, then the close
+    assert state.phase == "ready" and state.error is None
+    assert engine.indexes.store(root).current_name() != first  # rebuilt, as asked
