@@ -64,8 +64,15 @@ def session_store(sess: SessionSettings) -> SessionStore:
         raise ValueError(f"sessions.backend must be 'memory' or a redis://host:port/db URL, got {sess.backend!r}")
     from sessions import RedisStore
 
+    # The budget also caps one session, encoded, as the in-process store's does (Session.size):
+    # the most a replica ever inflates from a blob someone else may have written.
     store = RedisStore(
-        sess.backend, namespace=sess.namespace, ttl_s=sess.ttl_s, max_sessions=sess.max_sessions, max_bytes=max_bytes
+        sess.backend,
+        namespace=sess.namespace,
+        ttl_s=sess.ttl_s,
+        max_sessions=sess.max_sessions,
+        max_bytes=max_bytes,
+        max_session_bytes=max_bytes,
     )
     if sess.secret_key is None:
         log.warning(

@@ -2,7 +2,10 @@
 
 A `Session` is one search's full, ordered result list plus what identifies it. It round-trips
 through a plain dict (and msgpack bytes) because stores other than the in-process one (Redis)
-keep it outside Python objects.
+keep it outside Python objects. It is read back only as the types written (msgspec, like the
+index's tables): what comes back from outside the process may have been written by anyone
+who can write there, and a value of another type (a `size` that is text, a `view` that is a
+number) must fail the read, not a page served from it later.
 
 A `Page` is a window onto a session. It carries a private cursor minter so the output layer can
 `cut()` it to fit a size budget and still hand out a cursor that loses nothing.
@@ -15,13 +18,19 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgpack
+import msgspec
 
 from search_engine import Match, SearchRequest, SearchResult
 
 CacheStatus = Literal["miss", "hit", "restored"]
+
+#: A count, a size or an index generation: never negative.
+_Count = Annotated[int, msgspec.Meta(ge=0)]
+#: A duration in milliseconds: never negative (NaN is refused too).
+_Millis = Annotated[float, msgspec.Meta(ge=0)]
 
 
 def dedup_key(params_hash: str, index_generation: int, view: str | None) -> str:
@@ -114,18 +123,8 @@ class Session:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Session:
-        return cls(
-            id=d["id"],
-            request=SearchRequest.model_validate_json(d["request"]),
-            request_json=d["request"],
-            params_hash=d["params_hash"],
-            view=d["view"],
-            result=SearchResult.from_dict(d["result"]),
-            digest=d["digest"],
-            size=d["size"],
-            created_at=d["created_at"],
-            last_access=d["last_access"],
-        )
+        """The inverse of `to_dict`; ValueError unless every value has the type written."""
+        return cls._from_stored(msgspec.convert(d, _StoredSession))
 
     def to_bytes(self) -> bytes:
         packed = msgpack.packb(self.to_dict(), use_bin_type=True)
@@ -134,7 +133,63 @@ class Session:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Session:
-        return cls.from_dict(msgpack.unpackb(data, raw=False))
+        """The inverse of `to_bytes`; ValueError (msgspec's DecodeError or ValidationError, or
+        pydantic's for the request) at the first value that is not of the type written."""
+        try:
+            stored = msgspec.msgpack.decode(data, type=_StoredSession)
+        except RecursionError:  # an unknown field nested thousands deep, which msgspec skips by recursing
+            raise ValueError("nested too deeply") from None
+        return cls._from_stored(stored)
+
+    @classmethod
+    def _from_stored(cls, d: _StoredSession) -> Session:
+        r = d.result
+        return cls(
+            id=d.id,
+            request=SearchRequest.model_validate_json(d.request),
+            request_json=d.request,
+            params_hash=d.params_hash,
+            view=d.view,
+            result=SearchResult(
+                matches=r.matches,
+                total_count=r.total_count,
+                truncated=r.truncated,
+                index_generation=r.index_generation,
+                search_time_ms=r.search_time_ms,
+                index_time_ms=r.index_time_ms,
+                warnings=r.warnings,
+            ),
+            digest=d.digest,
+            size=d.size,
+            created_at=d.created_at,
+            last_access=d.last_access,
+        )
+
+
+class _StoredResult(msgspec.Struct):
+    """`SearchResult.to_dict()` as read back: the fields it writes, of the types it writes."""
+
+    matches: list[Match]
+    total_count: _Count
+    truncated: bool = False
+    index_generation: _Count = 0
+    search_time_ms: _Millis = 0.0
+    index_time_ms: _Millis = 0.0
+    warnings: list[str] = []
+
+
+class _StoredSession(msgspec.Struct):
+    """`Session.to_dict()` as read back (see the module doc)."""
+
+    id: str
+    request: str
+    params_hash: str
+    view: str | None
+    result: _StoredResult
+    digest: str
+    size: _Count
+    created_at: float
+    last_access: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,13 @@ Why this shape:
   Redis hands the memory back by itself when every server is gone.
 - The memory budget counts what Redis actually holds: the compressed blob (msgpack + zlib,
   typically ~10x smaller than the in-process `Session.size`).
+- A blob is read back as untrusted: whoever can write to Redis (or a bug) can replace it. It
+  is inflated no further than `max_session_bytes`, which `put` enforces on what it stores, so
+  a blob that inflates further (1 MB of compressed zeros is 1 GB) is unreadable at the cap,
+  never inflated whole; and it is decoded as the types written (`Session.from_bytes`), so a
+  value of another type makes it unreadable too, instead of failing or misleading a page
+  later. An unreadable blob is a miss and is deleted: the pager restores the page by searching
+  again from the cursor.
 - Decoding a large session costs milliseconds per thousand matches, and a page walk reads the
   same session over and over. Sessions never change once stored (ids are fresh uuids), so
   each process keeps a small LRU of decoded sessions and asks the script only to confirm
@@ -48,6 +55,9 @@ from sessions.store import DEFAULT_NAMESPACE, StoreStats
 log = logging.getLogger(__name__)
 
 DEFAULT_LOCAL_CACHE_BYTES = 64 * 1024 * 1024
+#: The longest a session's encoding (msgpack, before compression) may be, by default: the
+#: largest session the in-process store keeps by default (its whole budget, `Session.size`).
+DEFAULT_MAX_SESSION_BYTES = DEFAULT_MAX_BYTES
 _NAMESPACE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _FORMAT = b"\x01"  # first byte of every blob: the encoding version
 _ZLIB_LEVEL = 1  # ~10x on result lists, and ~6x faster than the default level
@@ -151,13 +161,27 @@ return redis.error_reply('codepager session script: unknown op ' .. tostring(op)
 
 def encode_session(session: Session) -> bytes:
     """The bytes kept in Redis for `session` (their length is what the memory budget counts)."""
-    return _FORMAT + zlib.compress(session.to_bytes(), _ZLIB_LEVEL)
+    return _framed(session.to_bytes())
 
 
-def decode_session(blob: bytes) -> Session:
+def _framed(packed: bytes) -> bytes:
+    return _FORMAT + zlib.compress(packed, _ZLIB_LEVEL)
+
+
+def decode_session(blob: bytes, max_size: int = DEFAULT_MAX_SESSION_BYTES) -> Session:
+    """The session `blob` holds; ValueError (or zlib.error) if it is not one `encode_session`
+    wrote for a session of at most `max_size` bytes encoded: inflating stops one byte past
+    that, so a blob costs about `max_size` at most whatever it claims (twice that, briefly,
+    while zlib joins its output)."""
     if not blob.startswith(_FORMAT):
         raise ValueError(f"unknown session encoding {blob[:1]!r}")
-    return Session.from_bytes(zlib.decompress(blob[1:]))
+    inflater = zlib.decompressobj()
+    packed = inflater.decompress(memoryview(blob)[1:], max_size + 1)
+    if len(packed) > max_size:
+        raise ValueError(f"it inflates past {max_size} bytes, the most a session may be")
+    if not inflater.eof or inflater.unused_data:
+        raise ValueError("its compressed stream is cut short or followed by other bytes")
+    return Session.from_bytes(packed)
 
 
 def redacted(url: str) -> str:
@@ -203,7 +227,10 @@ class RedisStore:
     `clock` (wall-clock seconds, shared meaning across hosts) drives expiry decisions and is
     injectable for tests; counters in `stats()` are shared by all replicas of the namespace.
     `local_cache_bytes` bounds this process's cache of decoded sessions (in `Session.size`
-    units, like MemoryStore's budget).
+    units, like MemoryStore's budget). `max_session_bytes` is the longest one session may be
+    encoded (msgpack, before compression): `put` keeps nothing longer, and a read inflates a
+    blob no further (the server passes its session budget, as MemoryStore keeps no session
+    larger than its budget).
     """
 
     def __init__(
@@ -216,11 +243,13 @@ class RedisStore:
         clock: Callable[[], float] = time.time,
         local_cache_bytes: int = DEFAULT_LOCAL_CACHE_BYTES,
         socket_timeout_s: float = 5.0,
+        max_session_bytes: int = DEFAULT_MAX_SESSION_BYTES,
     ) -> None:
-        if ttl_s <= 0 or max_sessions < 1 or max_bytes < 1 or local_cache_bytes < 1:
+        if ttl_s <= 0 or max_sessions < 1 or max_bytes < 1 or local_cache_bytes < 1 or max_session_bytes < 1:
             raise ValueError(
                 f"session store limits must be positive (ttl_s={ttl_s}, max_sessions={max_sessions}, "
-                f"max_bytes={max_bytes}, local_cache_bytes={local_cache_bytes})"
+                f"max_bytes={max_bytes}, local_cache_bytes={local_cache_bytes}, "
+                f"max_session_bytes={max_session_bytes})"
             )
         if not _NAMESPACE.fullmatch(namespace):
             raise ValueError(f"sessions.namespace must be 1-64 of [A-Za-z0-9_.-], got {namespace!r}")
@@ -241,6 +270,7 @@ class RedisStore:
         self.ttl_s = ttl_s
         self.max_sessions = max_sessions
         self.max_bytes = max_bytes
+        self.max_session_bytes = max_session_bytes
         self._clock = clock
         self._lock = threading.Lock()
         self._local = _LocalCache(local_cache_bytes)
@@ -258,7 +288,10 @@ class RedisStore:
         return self._served(self._call("find", key, hint), hint)
 
     def put(self, session: Session) -> bool:
-        blob = encode_session(session)
+        packed = session.to_bytes()
+        if len(packed) > self.max_session_bytes:  # no reader would inflate it (decode_session)
+            return False
+        blob = _framed(packed)
         if len(blob) > self.max_bytes:
             return False
         self._call("put", session.id, session.key, len(blob), self.max_sessions, self.max_bytes, blob)
@@ -336,9 +369,11 @@ class RedisStore:
                 return self._served(self._call("get", session_id, ""), "")
         else:
             try:
-                session = decode_session(reply[1])
-            except (ValueError, zlib.error, KeyError, TypeError) as exc:
-                # Written by an incompatible version, or damaged: unusable, so gone.
+                session = decode_session(reply[1], self.max_session_bytes)
+                if session.id != session_id:
+                    raise ValueError("it holds another session")  # its id is not echoed: any text
+            except (ValueError, zlib.error) as exc:
+                # Written by an incompatible version, damaged, or not by us: unusable, so gone.
                 log.warning("dropping unreadable session %s from %s: %s", session_id, self.url, exc)
                 self._call("delete", session_id)
                 return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -127,14 +128,20 @@ def test_replicas_share_sessions_and_local_copies_never_outlive_redis(redis_serv
         assert a.get(s.id) is None and a.find(s.key) is None  # a's local copy does not resurrect it
 
 
-def test_an_unreadable_blob_is_a_miss_and_is_dropped(redis_server, raw, namespace, caplog) -> None:
+#: A session whose one unknown field is an array nested 200,000 deep: msgpack refused it (a
+#: ValueError), msgspec skips an unknown field by recursing (a RecursionError, caught).
+_DEEP = b"\x01" + zlib.compress(b"\x81\xa3zzz" + b"\x91" * 200_000 + b"\x90")
+
+
+@pytest.mark.parametrize("blob", [b"\x07garbage", b"\x01garbage", b"", _DEEP], ids=["format", "zlib", "empty", "deep"])
+def test_an_unreadable_blob_is_a_miss_and_is_dropped(redis_server, raw, namespace, caplog, blob: bytes) -> None:
     with (
         RedisStore(redis_server.url, namespace=namespace) as writer,
         RedisStore(redis_server.url, namespace=namespace) as reader,
     ):
         s = session()
         writer.put(s)
-        raw.set(f"codepager:{namespace}:s:{s.id}", b"\x07garbage", keepttl=True)
+        raw.set(f"codepager:{namespace}:s:{s.id}", blob, keepttl=True)
         with caplog.at_level(logging.WARNING, logger="sessions.redis_store"):
             assert reader.get(s.id) is None
         assert "unreadable session" in caplog.text
