@@ -17,7 +17,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -26,6 +26,10 @@ MAX_CONTEXT_LINES = 10
 DEFAULT_MAX_RESULTS = 10_000
 #: Results a semantic or hybrid search returns when the caller names no `top_k`.
 DEFAULT_TOP_K = 10
+#: Types whose bounds msgspec checks where a result is read back from outside the process (a
+#: Redis session): a count or generation is never negative, a duration never negative or NaN.
+Count = Annotated[int, msgspec.Meta(ge=0)]
+Millis = Annotated[float, msgspec.Meta(ge=0)]
 #: Bytes of one reference in a tuple (CPython, 64-bit), for `Match.approx_size`.
 _SLOT = 8
 
@@ -167,11 +171,11 @@ class SearchResult:
     """
 
     matches: list[Match]
-    total_count: int
+    total_count: Count
     truncated: bool = False
-    index_generation: int = 0
-    search_time_ms: float = 0.0
-    index_time_ms: float = 0.0
+    index_generation: Count = 0
+    search_time_ms: Millis = 0.0
+    index_time_ms: Millis = 0.0
     warnings: list[str] = field(default_factory=list)
 
     def approx_size(self) -> int:

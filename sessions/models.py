@@ -27,10 +27,8 @@ from search_engine import Match, SearchRequest, SearchResult
 
 CacheStatus = Literal["miss", "hit", "restored"]
 
-#: A count, a size or an index generation: never negative.
+#: A count or a size: never negative.
 _Count = Annotated[int, msgspec.Meta(ge=0)]
-#: A duration in milliseconds: never negative (NaN is refused too).
-_Millis = Annotated[float, msgspec.Meta(ge=0)]
 
 
 def dedup_key(params_hash: str, index_generation: int, view: str | None) -> str:
@@ -142,40 +140,10 @@ class Session:
         return cls._from_stored(stored)
 
     @classmethod
-    def _from_stored(cls, d: _StoredSession) -> Session:
-        r = d.result
-        return cls(
-            id=d.id,
-            request=SearchRequest.model_validate_json(d.request),
-            request_json=d.request,
-            params_hash=d.params_hash,
-            view=d.view,
-            result=SearchResult(
-                matches=r.matches,
-                total_count=r.total_count,
-                truncated=r.truncated,
-                index_generation=r.index_generation,
-                search_time_ms=r.search_time_ms,
-                index_time_ms=r.index_time_ms,
-                warnings=r.warnings,
-            ),
-            digest=d.digest,
-            size=d.size,
-            created_at=d.created_at,
-            last_access=d.last_access,
-        )
-
-
-class _StoredResult(msgspec.Struct):
-    """`SearchResult.to_dict()` as read back: the fields it writes, of the types it writes."""
-
-    matches: list[Match]
-    total_count: _Count
-    truncated: bool = False
-    index_generation: _Count = 0
-    search_time_ms: _Millis = 0.0
-    index_time_ms: _Millis = 0.0
-    warnings: list[str] = []
+    def _from_stored(cls, stored: _StoredSession) -> Session:
+        fields = msgspec.structs.asdict(stored)  # every field but the request is the Session's own
+        request_json = fields.pop("request")
+        return cls(request=SearchRequest.model_validate_json(request_json), request_json=request_json, **fields)
 
 
 class _StoredSession(msgspec.Struct):
@@ -185,7 +153,7 @@ class _StoredSession(msgspec.Struct):
     request: str
     params_hash: str
     view: str | None
-    result: _StoredResult
+    result: SearchResult  # a dataclass msgspec reads field by field, its constraints checked
     digest: str
     size: _Count
     created_at: float

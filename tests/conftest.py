@@ -4,9 +4,12 @@ two cores."""
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from tests.code_tree import write_code_tree
 
@@ -29,6 +32,20 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory):
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A key namespace of the test's own on the shared `redis_server`."""
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def raw(redis_server) -> Iterator[redis.Redis]:
+    """A plain client of the shared `redis_server`, to read and plant what a store keeps."""
+    client = redis.Redis.from_url(redis_server.url)
+    yield client
+    client.close()
 
 
 @pytest.fixture(scope="session")

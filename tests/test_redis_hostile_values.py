@@ -13,16 +13,14 @@ from __future__ import annotations
 import logging
 import time
 import tracemalloc
-import uuid
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import msgpack
 import pytest
-import redis
 from fastmcp import Client
 
 from search_engine.models import Match, MatchType, SearchResult
@@ -35,18 +33,6 @@ from tests.session_fakes import SECRET, FakeEngine, make_matches, request_for
 MB = 1 << 20
 #: What the bomb inflates to: far past any cap below, small enough to build in under a second.
 _BOMB_INFLATED = 256 * MB
-
-
-@pytest.fixture
-def namespace() -> str:
-    return f"t{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def raw(redis_server) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_server.url)
-    yield client
-    client.close()
 
 
 @pytest.fixture(scope="module")

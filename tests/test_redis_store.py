@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
-import redis
 
 from harness.redis_server import RedisServer
 from search_engine.models import SearchResult
@@ -39,18 +37,6 @@ def wait_until(condition: Callable[[], bool], timeout_s: float) -> None:
 def same(got: Session | None, expected: Session) -> bool:
     """Equal but for last_access, which every read sets."""
     return got is not None and replace(got, last_access=0) == replace(expected, last_access=0)
-
-
-@pytest.fixture
-def namespace() -> str:
-    return f"t{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def raw(redis_server) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_server.url)
-    yield client
-    client.close()
 
 
 def test_keys_are_namespaced_compact_and_expire_in_redis(redis_server, raw, namespace) -> None:
