@@ -270,13 +270,19 @@ ERROR_CASES: dict[str, str] = {
         "(a shared sticky dir such as `/tmp`): codepager will not trust an index or key found there"
     ),
     "index_unavailable": "the index on disk cannot be read or written",
-    "jq_timeout": "`jq_filter` ran past `offload.jq_timeout_s`",
+    "jq_timeout": (
+        "`jq_filter` ran past `offload.jq_timeout_s`, or waited that long for a worker (the server busy with other "
+        "filters)"
+    ),
     "invalid_jq_filter": (
         "`jq_filter` was refused (reads the environment or files), does not compile, fails, "
         "or does not return match objects"
     ),
     "sql_rejected": "not exactly one read-only statement",
-    "sql_timeout": "the SQL ran past `offload.duckdb_timeout_s`",
+    "sql_timeout": (
+        "the SQL ran past `offload.duckdb_timeout_s`, or waited that long for its turn (the server busy with other "
+        "queries)"
+    ),
     "sql_result_too_large": "with `output_mode=legacy`, the result is larger than one answer",
     "sql_failed": "the SQL was accepted but failed (unknown table or column, type error, memory)",
     "invalid_dataset_id": "`dataset_id` is not a 26-character id",

@@ -157,7 +157,12 @@ _TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
         "index_unavailable",
         "make index.cache_dir writable (or point it elsewhere) and call reindex; regex_search still works",
     ),
-    (JqTimeoutError, "jq_timeout", "simplify the jq_filter (it ran past its time limit) or page without it"),
+    (
+        JqTimeoutError,
+        "jq_timeout",
+        "simplify the jq_filter (it ran past its time limit) or page without it; one that waited for a worker can be "
+        "tried again",
+    ),
     (
         JqFilterError,
         "invalid_jq_filter",

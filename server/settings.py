@@ -233,9 +233,34 @@ class OffloadSettings(_Section):
             "the filter is stopped past it."
         ),
     )
+    # Each running filter is a worker process that may use jq_memory_mb on top of its own, so
+    # the cap times that (2 x 512 MiB = 1 GiB by default) bounds them all; 2 also matches a
+    # 2-core machine, where a third CPU-bound filter would only slow the others down. Filters
+    # are short (most take ~0.1 s, mostly the worker's start), so a few waiting cost little.
+    jq_max_concurrent: int = Field(
+        2,
+        ge=1,
+        description=(
+            "jq_filter workers running at once, so at most this many times jq_memory_mb is in use; a filter past it "
+            "waits for one to finish, and the wait counts against its jq_timeout_s."
+        ),
+    )
     duckdb_memory_limit: DuckdbSize = Field("512MB", description="DuckDB memory_limit for analyze-with-duckdb.")
     duckdb_threads: int = Field(1, ge=1, description="DuckDB threads for analyze-with-duckdb.")
     duckdb_timeout_s: Seconds = Field(30.0, gt=0, description="Interrupt an analyze-with-duckdb query after this long.")
+    # Each query has its own connection and duckdb_memory_limit (a query producing 100 KB rows
+    # peaks ~600 MB at 512MB), so the cap times that bounds them all: 2 x 512 MB = 1 GB by
+    # default (2 x 1GB on the proxy, whose limit is its own). 2 is also one query per core at
+    # duckdb_threads = 1 on a 2-core machine: more at once would only share the same cores.
+    duckdb_max_concurrent: int = Field(
+        2,
+        ge=1,
+        description=(
+            "analyze-with-duckdb queries running at once (here and on the proxy), so at most this many times the "
+            "DuckDB memory limit is in use; a query past it waits for one to finish, and the wait counts against its "
+            "duckdb_timeout_s."
+        ),
+    )
     duckdb_max_rows: int = Field(
         100_000, ge=1, description="Rows kept from one SQL result; the rest is reported as truncated."
     )

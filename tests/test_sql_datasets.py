@@ -3,12 +3,15 @@ not a single read-only query is refused, and the connection cannot reach other f
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from server.errors import (
@@ -23,6 +26,7 @@ from server.settings import OffloadSettings
 from server.sql import Datasets
 from server.sql import datasets as sql_datasets
 from tests.output_helpers import make_layer, make_records, options, query
+from tests.slot_helpers import Overlap
 
 
 @pytest.fixture(autouse=True, params=["stream", "spool"])
@@ -278,6 +282,84 @@ def test_rows_read_past_the_timeout_are_stopped(store: OffloadStore) -> None:
         now[0] = 61.0
         with pytest.raises(SqlTimeoutError, match="longer than 60 s"):
             list(rows)
+
+
+class CountedConnection:
+    """A real DuckDB connection, counted open until closed; its close first waits until every
+    query of the test has started and as many connections as may be were open at once, so each
+    stays open (its rows fetched and written to the offload file) while every other that can be
+    open is."""
+
+    def __init__(self, con: Any, overlap: Overlap) -> None:
+        self._con, self._overlap, self._open = con, overlap, True
+        overlap.opened()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+    def close(self) -> None:
+        if self._open:
+            self._overlap.hold()
+            self._open = False
+            self._overlap.closed()
+        self._con.close()
+
+
+def test_no_more_queries_than_the_cap_have_a_connection_at_once(
+    store: OffloadStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """8 concurrent queries took the server from 593 MB to 3,730 MB (found by an audit): each
+    has its own memory limit, and nothing bounded how many ran. With a cap of 2, five queries
+    answered the server's way (rows streamed into an offload file while the connection is
+    open) never have more than 2 connections open, and each gets its own rows."""
+    calls, cap = 5, 2
+    overlap = Overlap(calls, cap)
+    connect = duckdb.connect
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        con = connect(*args, **kwargs)
+        # the connections queries run on: each thread's parser (`complexity`) has no memory limit, and no data
+        return CountedConnection(con, overlap) if "memory_limit" in kwargs.get("config", {}) else con
+
+    monkeypatch.setattr(duckdb, "connect", counted)
+    ds = Datasets(store, limits=OffloadSettings(duckdb_max_concurrent=cap), clock=overlap)
+    results: dict[int, list[dict[str, Any]]] = {}
+
+    def run(k: int) -> None:
+        # over the 1 KB answer ceiling of `query`: written to a file while the connection is open
+        results[k] = query(ds, f"SELECT {k} AS k, range AS i, repeat('x', 50) AS pad FROM range(200)").rows
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlap.most == cap and overlap.now == 0
+    assert results == {k: [{"k": k, "i": i, "pad": "x" * 50} for i in range(200)] for k in range(calls)}
+
+
+def test_a_query_that_waits_out_its_timeout_for_a_slot_fails_saying_the_server_was_busy(
+    store: OffloadStore,
+) -> None:
+    """A query over the cap waits for a slot within its own timeout, then fails with the
+    timeout error (never hangs, never dropped), and gives back no slot it did not take."""
+    now, step = [0.0], [0.0]
+
+    def clock() -> float:
+        now[0] += step[0]
+        return now[0]
+
+    ds = Datasets(store, limits=OffloadSettings(duckdb_max_concurrent=2, duckdb_timeout_s=60), clock=clock)
+    busy = r"waited 60 s for its turn and was not run: the server was busy with other queries \(it runs 2 at once"
+    for _ in range(2):  # the second round: the failed call gave back no slot
+        with contextlib.ExitStack() as running:
+            for k in range(2):
+                running.enter_context(ds.stream(f"SELECT {k} AS k"))
+            step[0] = 61.0  # each look at the clock is 61 s later: the waiter's time is up at its first look
+            with pytest.raises(SqlTimeoutError, match=busy), ds.stream("SELECT 2 AS k"):
+                pass
+            step[0] = 0.0
+    assert query(ds, "SELECT 2 AS k").rows == [{"k": 2}]
 
 
 def test_a_row_cap_past_what_duckdb_counts_keeps_every_row(store: OffloadStore) -> None:

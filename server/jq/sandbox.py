@@ -11,7 +11,8 @@ code, with layered limits:
    environment, no inherited file descriptors, an empty working directory, the filter and the
    input on stdin (so nothing is parsed as an option), an address-space limit it sets on
    itself, and a wall-clock timeout after which it is killed: a runaway filter takes down the
-   child, never the server;
+   child, never the server. At most `jq_max_concurrent` workers run at once (`Slots`); a
+   filter past it waits for one, within its timeout;
 3. output is read with a cap, so `range(1e9)` cannot fill the server's memory.
 
 The input is the list of records as one JSON array. Both styles work: a filter that yields one
@@ -28,14 +29,14 @@ import selectors
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from server.errors import JqFilterError, JqTimeoutError
 from server.jq import worker
 from server.output import dumps_bytes
 from server.settings import OffloadSettings, default_of
+from server.slots import Slots
 
 #: Builtins and keywords that read the environment, files, other inputs or write to stderr.
 FORBIDDEN_NAMES = frozenset(
@@ -58,6 +59,8 @@ FORBIDDEN_NAMES = frozenset(
 FORBIDDEN_VARIABLES = frozenset({"ENV"})
 DEFAULT_TIMEOUT_S: float = default_of(OffloadSettings, "jq_timeout_s")
 DEFAULT_MEMORY_MB: int = default_of(OffloadSettings, "jq_memory_mb")
+#: The workers of every `apply_jq` call not given slots of its own (the server's `jq_view` is).
+WORKERS = Slots(default_of(OffloadSettings, "jq_max_concurrent"))
 DEFAULT_MAX_OUTPUT_BYTES = 64 << 20
 #: What a `keep_only` filter is told when it makes more than it was given.
 KEEP_ONLY = 'it may only filter, sort or slice the matches, e.g. map(select(.path | test("src/")))'
@@ -154,12 +157,15 @@ def apply_jq(
     memory_mb: int = DEFAULT_MEMORY_MB,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     keep_only: bool = False,
+    workers: Slots = WORKERS,
 ) -> list[Any]:
     """The values `expression` produces from `records` (see the module docstring for the shape).
 
     `keep_only`: the filter may only keep records (filter, sort, slice), so its output is
     capped at about the input's size, not `max_output_bytes`: `.[0] as $m | [range(150000) |
-    $m]` made one match 150,000 (230 MB of the server's memory), past every result limit."""
+    $m]` made one match 150,000 (230 MB of the server's memory), past every result limit.
+    `workers`: the slots the worker runs in; `timeout_s` counts by their clock, from before
+    the wait for a slot, so it covers that wait too."""
     check_expression(expression)
     argv = [sys.executable, "-I", _WORKER, str(memory_mb << 20)]
     body = dumps_bytes(list(records))
@@ -173,8 +179,12 @@ def apply_jq(
         stdin.write(json.dumps(expression).encode("utf-8") + b"\n")
         stdin.write(body)
         stdin.seek(0)
-        proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, cwd=work, env={})
-        out = _read_capped(proc, timeout_s, cap, keep_only=keep_only and cap < max_output_bytes)
+        deadline = workers.clock() + timeout_s
+        with workers.hold(deadline, lambda: _busy(timeout_s, workers.size)):
+            proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr, cwd=work, env={})
+            out = _read_capped(
+                proc, deadline, workers.clock, timeout_s, cap, keep_only=keep_only and cap < max_output_bytes
+            )
         # its last 4,000 bytes: what went wrong is said last (a traceback's final line)
         stderr.seek(max(0, stderr.seek(0, os.SEEK_END) - 4000))
         err = stderr.read().decode("utf-8", "replace").strip()
@@ -183,10 +193,26 @@ def apply_jq(
     return _collect(out)
 
 
-def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int, *, keep_only: bool) -> bytes:
-    """Everything the process writes to stdout, killing it on timeout or when over the cap."""
+def _busy(timeout_s: float, workers: int) -> JqTimeoutError:
+    """The timeout of a filter that waited its whole time for a worker and never ran."""
+    return JqTimeoutError(
+        f"jq_filter waited {timeout_s:g} s for a worker and was not run: the server was busy with other filters "
+        f"(it runs {workers} at once, offload.jq_max_concurrent); try again"
+    )
+
+
+def _read_capped(
+    proc: subprocess.Popen[bytes],
+    deadline: float,
+    clock: Callable[[], float],
+    timeout_s: float,
+    max_bytes: int,
+    *,
+    keep_only: bool,
+) -> bytes:
+    """Everything the process writes to stdout, killing it at `deadline` by `clock` (the
+    `timeout_s` its call had) or when over the cap; it has exited when this returns or raises."""
     assert proc.stdout is not None
-    deadline = time.monotonic() + timeout_s
     too_slow = JqTimeoutError(
         f"jq_filter ran longer than {timeout_s:g} s and was stopped; simplify it or filter less data"
     )
@@ -196,7 +222,7 @@ def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int
         sel.register(proc.stdout, selectors.EVENT_READ)
         try:
             while True:
-                remaining = deadline - time.monotonic()
+                remaining = deadline - clock()
                 if remaining <= 0:
                     raise too_slow
                 if not sel.select(remaining):
@@ -213,7 +239,7 @@ def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, max_bytes: int
                     )
                 chunks.append(chunk)
             try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
+                proc.wait(max(0.1, deadline - clock()))
             except subprocess.TimeoutExpired:
                 raise too_slow from None
         except BaseException:

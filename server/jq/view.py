@@ -12,13 +12,22 @@ from server.errors import JqFilterError
 from server.jq.sandbox import KEEP_ONLY, apply_jq
 from server.records import match_from_record, match_record
 from server.settings import OffloadSettings
+from server.slots import Slots
 
 
 def jq_view(settings: OffloadSettings) -> Callable[[SearchResult, str], SearchResult]:
+    """The view; its filters share `offload.jq_max_concurrent` workers (the server makes one)."""
+    workers = Slots(settings.jq_max_concurrent)
+
     def view(result: SearchResult, expression: str) -> SearchResult:
         records = [match_record(m) for m in result.matches]
         kept = apply_jq(
-            records, expression, timeout_s=settings.jq_timeout_s, memory_mb=settings.jq_memory_mb, keep_only=True
+            records,
+            expression,
+            timeout_s=settings.jq_timeout_s,
+            memory_mb=settings.jq_memory_mb,
+            keep_only=True,
+            workers=workers,
         )
         if len(kept) > len(records):
             raise JqFilterError(f"jq_filter turned {len(records)} matches into {len(kept)}: {KEEP_ONLY}")

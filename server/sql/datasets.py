@@ -12,7 +12,9 @@ agent, so it is treated as untrusted:
 - every query runs on a fresh in-memory connection that can reach only the referenced files:
   their paths are allowed, then external access is disabled and the configuration locked, so
   `read_csv('/etc/passwd')`, `glob(...)`, extension loading and network reads all fail;
-- memory, threads, wall time and the number of rows returned are bounded;
+- memory, threads, wall time and the number of rows returned are bounded, and so is the
+  number of queries running at once (`Slots`), so that the memory limit times that number
+  bounds them all;
 - DuckDB spills to a temp dir of its own per query (0700, removed afterwards), never the
   default `.tmp` in the server's working directory: DuckDB always lets SQL read its temp dir,
   so a shared one would expose whatever else is in it;
@@ -53,6 +55,7 @@ from server.output import (
     dumps_lines,
 )
 from server.settings import OffloadSettings
+from server.slots import Slots
 from server.sql.complexity import check_complexity, check_length
 from server.sql.views import quote_ident, quote_literal, view_sql
 
@@ -123,8 +126,9 @@ class QueryStream:
     ones by the thousand; Python never holds more than one batch of what it has not handed
     on. `rows()` stops after `max_rows` rows and then sets `truncated` if there were more.
     Fetch errors are the query's errors: a timeout is SqlTimeoutError, the rest
-    SqlExecutionError. `started` is when the statement was sent, by `clock`, so `elapsed_ms`
-    counts its execution too (a `Spool` runs it whole before the first row)."""
+    SqlExecutionError. `started` is when the call began, by `clock`, so `elapsed_ms` counts
+    its wait for a slot and its execution too (a `Spool` runs it whole before the first row),
+    and the timeout covers both."""
 
     sql: str
     datasets: list[str]
@@ -221,6 +225,14 @@ def sql_errors(timeout_s: float) -> Iterator[None]:
         raise SqlExecutionError(_failure(exc)) from None
     except RecursionError:  # DuckDB's Python client walks a deep type's nesting recursively
         raise SqlExecutionError(_too_deep()) from None
+
+
+def _busy(limits: OffloadSettings) -> SqlTimeoutError:
+    """The timeout of a query that waited its whole time for a slot and never ran."""
+    return SqlTimeoutError(
+        f"query waited {limits.duckdb_timeout_s:g} s for its turn and was not run: the server was busy with other "
+        f"queries (it runs {limits.duckdb_max_concurrent} at once, offload.duckdb_max_concurrent); try again"
+    )
 
 
 #: DuckDB's error for a record naming one key twice (`{"a": 1, "a": 2}`, which JSON allows).
@@ -457,12 +469,15 @@ class Datasets:
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         """`limits`: the `duckdb_*` settings every query runs under (the defaults without);
-        `clock`: seconds, for query times and the timeout of reading rows."""
+        `clock`: seconds, for query times and the timeout of waiting for a slot and reading
+        rows."""
         if not sources:
             raise ValueError("Datasets needs at least one source of datasets")
         self.sources = list(sources)
         self.limits = limits or OffloadSettings()
         self.clock = clock
+        #: The queries running at once, each with its connection (`offload.duckdb_max_concurrent`).
+        self.slots = Slots(self.limits.duckdb_max_concurrent, clock)
 
     @property
     def spool(self) -> bool:
@@ -496,20 +511,27 @@ class Datasets:
 
     @contextlib.contextmanager
     def stream(self, sql: str, dataset_id: str | None = None) -> Iterator[QueryStream]:
-        """Run one read-only statement and stream its rows; the connection, its temp dir and
-        the timeout last until the block ends. With `dataset_id`, that dataset is also the
-        view `dataset`."""
+        """Run one read-only statement and stream its rows; the connection, its temp dir, its
+        slot (`slots`) and the timeout last until the block ends. Waiting for a slot counts
+        against the timeout. With `dataset_id`, that dataset is also the view `dataset`."""
         statement = check_sql(sql)
         ids = list(dict.fromkeys(m.upper() for m in _VIEW_REF.findall(statement)))
         if dataset_id is not None:
             ids = [check_id(dataset_id), *(i for i in ids if i != dataset_id)]
-        with tempfile.TemporaryDirectory(prefix="codepager-duckdb-") as spill:
-            con = self._connect(ids, alias=dataset_id, temp_dir=spill)
-            limits = self.limits
-            timer = threading.Timer(limits.duckdb_timeout_s, con.interrupt)
+        limits = self.limits
+        started = self.clock()
+        deadline = started + limits.duckdb_timeout_s
+        with (
+            self.slots.hold(deadline, lambda: _busy(limits)),
+            tempfile.TemporaryDirectory(prefix="codepager-duckdb-") as spill,
+            contextlib.closing(self._connect(ids, alias=dataset_id, temp_dir=spill)) as con,
+        ):
+            left = deadline - self.clock()
+            if left <= 0:  # its slot came too late, and an interrupt sent before the statement is lost
+                raise _busy(limits)
+            timer = threading.Timer(left, con.interrupt)
             timer.start()
             try:
-                started = self.clock()
                 with sql_errors(limits.duckdb_timeout_s):
                     # A plan is a few rows, and no relation. `check_sql` parsed the statement and
                     # let an EXPLAIN through only with the word at its start.
@@ -530,7 +552,6 @@ class Datasets:
                 )
             finally:
                 timer.cancel()
-                con.close()
 
     def _connect(self, ids: list[str], *, alias: str | None, temp_dir: str) -> duckdb.DuckDBPyConnection:
         """A fresh in-memory connection with views for `ids`, then sealed (see module doc).

@@ -1,0 +1,52 @@
+"""For tests of how many queries or jq workers run at once (`server.slots`): a count of the
+real resource open at once, and a clock telling when every call has started."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+#: How long a test waits for its calls to reach a point before failing instead of hanging.
+GUARD_S = 60.0
+
+
+class Overlap:
+    """`calls` concurrent calls, each opening one resource (a connection, a worker) under a cap
+    of `cap`: how many are open now (`now`) and the most at once (`most`).
+
+    It is also the calls' clock (`time.monotonic`), noting which threads have read it: a call
+    bounded by slots reads its clock as it starts, before it waits for one. A resource that
+    `hold`s before it is given back stays open until every call has started (so each either
+    has its slot or waits for one) and `cap` resources were open at once: every resource that
+    can be open together is."""
+
+    def __init__(self, calls: int, cap: int) -> None:
+        self.calls, self.cap = calls, cap
+        self.now = self.most = 0
+        self._threads: set[int] = set()
+        self._changed = threading.Condition()
+
+    def __call__(self) -> float:
+        with self._changed:
+            self._threads.add(threading.get_ident())
+            self._changed.notify_all()
+        return time.monotonic()
+
+    def opened(self) -> None:
+        with self._changed:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            self._changed.notify_all()
+
+    def closed(self) -> None:
+        with self._changed:
+            self.now -= 1
+
+    def hold(self) -> None:
+        with self._changed:
+            ready = self._changed.wait_for(
+                lambda: len(self._threads) >= self.calls and self.most >= min(self.cap, self.calls), GUARD_S
+            )
+            assert ready, (
+                f"{len(self._threads)} of {self.calls} calls started, at most {self.most} open, in {GUARD_S} s"
+            )
