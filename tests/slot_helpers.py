@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 #: How long a test waits for its calls to reach a point before failing instead of hanging.
 GUARD_S = 60.0
@@ -50,3 +54,19 @@ class Overlap:
             assert ready, (
                 f"{len(self._threads)} of {self.calls} calls started, at most {self.most} open, in {GUARD_S} s"
             )
+
+
+def run_at_once(calls: int, call: Callable[[int], T]) -> dict[int, T]:
+    """`call(k)` for k in range(calls), each in a thread of its own, all started before any is
+    joined: what each returned, by k."""
+    results: dict[int, T] = {}
+
+    def run(k: int) -> None:
+        results[k] = call(k)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results

@@ -5,7 +5,6 @@ runs; runaway filters are stopped by time, memory and output limits."""
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from server.errors import JqFilterError, JqTimeoutError
 from server.jq import apply_jq, check_expression
 from server.slots import Slots
 from tests.output_helpers import make_records
-from tests.slot_helpers import Overlap
+from tests.slot_helpers import Overlap, run_at_once
 
 RECORDS = make_records(30, scored=True)
 
@@ -163,16 +162,7 @@ def test_no_more_workers_than_the_cap_run_at_once(monkeypatch: pytest.MonkeyPatc
     overlap = Overlap(calls, cap)
     counted_workers(monkeypatch, overlap, hold=True)
     workers = Slots(cap, overlap)
-    results: dict[int, list[Any]] = {}
-
-    def run(k: int) -> None:
-        results[k] = apply_jq(RECORDS, f"map(.match.score + {k})", timeout_s=60, workers=workers)
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(calls)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = run_at_once(calls, lambda k: apply_jq(RECORDS, f"map(.match.score + {k})", timeout_s=60, workers=workers))
     assert overlap.most == cap and overlap.now == 0
     assert results == {k: [r["match"]["score"] + k for r in RECORDS] for k in range(calls)}
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -26,7 +25,7 @@ from server.settings import OffloadSettings
 from server.sql import Datasets
 from server.sql import datasets as sql_datasets
 from tests.output_helpers import make_layer, make_records, options, query
-from tests.slot_helpers import Overlap
+from tests.slot_helpers import Overlap, run_at_once
 
 
 @pytest.fixture(autouse=True, params=["stream", "spool"])
@@ -323,17 +322,9 @@ def test_no_more_queries_than_the_cap_have_a_connection_at_once(
 
     monkeypatch.setattr(duckdb, "connect", counted)
     ds = Datasets(store, limits=OffloadSettings(duckdb_max_concurrent=cap), clock=overlap)
-    results: dict[int, list[dict[str, Any]]] = {}
-
-    def run(k: int) -> None:
-        # over the 1 KB answer ceiling of `query`: written to a file while the connection is open
-        results[k] = query(ds, f"SELECT {k} AS k, range AS i, repeat('x', 50) AS pad FROM range(200)").rows
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(calls)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    # over the 1 KB answer ceiling of `query`: written to a file while the connection is open
+    sql = "SELECT {k} AS k, range AS i, repeat('x', 50) AS pad FROM range(200)"
+    results = run_at_once(calls, lambda k: query(ds, sql.format(k=k)).rows)
     assert overlap.most == cap and overlap.now == 0
     assert results == {k: [{"k": k, "i": i, "pad": "x" * 50} for i in range(200)] for k in range(calls)}
 
