@@ -8,6 +8,7 @@ later. Each section is its own model so `codepager config` can print it and docs
 from __future__ import annotations
 
 import contextvars
+import functools
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
@@ -76,10 +77,12 @@ Hours = Annotated[float, Field(le=MAX_SECONDS / 3600)]
 Days = Annotated[float, Field(le=MAX_SECONDS / 86400)]
 
 
+@functools.lru_cache(maxsize=8)
 def _duckdb_size(value: str) -> str:
     """A `duckdb_memory_limit` as DuckDB reads it, checked at load: a typo (`1XB`) used to
-    pass here and fail every SQL call with DuckDB's parser error. Only a value that is set is
-    checked (defaults are not validated), so DuckDB is imported only then."""
+    pass here and fail every SQL call with DuckDB's parser error. Defaults are not validated,
+    so DuckDB is imported here only when a value is set (or flags re-validate the settings,
+    which is why each value is checked once: a connection per check costs ~30 ms)."""
     import duckdb
 
     try:

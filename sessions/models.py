@@ -18,17 +18,14 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import msgpack
 import msgspec
 
-from search_engine import Match, SearchRequest, SearchResult
+from search_engine import Count, Match, SearchRequest, SearchResult
 
 CacheStatus = Literal["miss", "hit", "restored"]
-
-#: A count or a size: never negative.
-_Count = Annotated[int, msgspec.Meta(ge=0)]
 
 
 def dedup_key(params_hash: str, index_generation: int, view: str | None) -> str:
@@ -155,7 +152,7 @@ class _StoredSession(msgspec.Struct):
     view: str | None
     result: SearchResult  # a dataclass msgspec reads field by field, its constraints checked
     digest: str
-    size: _Count
+    size: Count
     created_at: float
     last_access: float
 
