@@ -14,6 +14,13 @@ from typing import Any
 
 import pytest
 
+from server.output import OffloadStore, describe
+from server.output.descriptor import build_file_ref
+from server.proxy.answer import saved_answer
+from server.proxy.dataset_store import DatasetStore
+from server.proxy.extraction import Extracted
+from server.proxy.profile import profile_records
+from server.proxy.size import Size
 from tests.jq_recipes import run_recipe
 from tests.output_helpers import make_layer, make_page, make_records, options
 
@@ -180,3 +187,88 @@ def test_descriptor_contents(tmp_path: Path) -> None:
 def test_last_page_guidance_says_so(tmp_path: Path) -> None:
     fr = _descriptor(tmp_path, make_records(5))
     assert "This is the last page." in fr["guidance"] and "cursor =" not in fr["guidance"]
+
+
+# -- describe: the one descriptor builder, for a file_ref and the proxy's saved-dataset answer ----
+
+
+def _shown_sizes(budget: int) -> Callable[[Any], bool]:
+    """A `fits` that accepts a render of at most `budget` fields."""
+    return lambda shown: len(shown.names) <= budget
+
+
+@pytest.mark.parametrize("budget", [0, 1, 3, 5])
+def test_describe_keeps_the_most_fields_that_fit_in_record_key_order(budget: int) -> None:
+    """The largest prefix of the fields that fits is shown, the sample is cut to exactly those
+    fields (other keys, and a non-object record, as they are), and the rest are counted with a
+    note naming where they all are; nothing is said of omitted fields when none is."""
+    names = ["id", "kind", "value", "note", "extra"]
+    record: dict[str, Any] = {"note": "n", "id": 1, "kind": "a", "value": 2.5, "extra": None}
+    sample = [record, [1, 2]]
+    shown = describe(names, sample, everything="DESCRIBE t", render=lambda s: s, fits=_shown_sizes(budget))
+    assert shown.names == names[:budget]
+    assert shown.sample == [{k: v for k, v in record.items() if k in names[:budget]}, [1, 2]]
+    assert shown.omitted == len(names) - budget
+    if budget == len(names):
+        assert shown.more is None
+    else:
+        assert shown.more == (
+            f"and {len(names) - budget:,} more fields, not listed here to stay within the output limit: see DESCRIBE t"
+        )
+
+
+def test_describe_falls_back_to_the_floor_only_when_not_even_no_field_fits() -> None:
+    """When the render of no field is still too large, the caller's floor (a smaller answer
+    still, as the proxy's) gets that render's fields; without a floor, that render is the answer
+    (a file_ref's floor is its fewest fields); and a floor is never used when some render fits."""
+    names = ["a", "b"]
+
+    def never(_: Any) -> bool:
+        return False
+
+    floor = describe(names, [], everything="x", render=lambda s: ("full", s), fits=never, floor=lambda s: ("floor", s))
+    assert floor[0] == "floor" and floor[1].names == [] and floor[1].omitted == 2
+    fewest = describe(names, [], everything="x", render=lambda s: ("full", s), fits=never)
+    assert fewest[0] == "full" and fewest[1].names == []
+    fits = describe(names, [], everything="x", render=lambda s: s, fits=_shown_sizes(1), floor=lambda s: None)
+    assert fits is not None and fits.names == ["a"]
+
+
+def test_a_file_ref_and_a_saved_dataset_answer_describe_wide_records_by_one_rule(tmp_path: Path) -> None:
+    """The same wide records, offloaded as a page and saved by the proxy: both answers list a
+    prefix of the fields in record key order and count the rest with the same note, each within
+    its own budget."""
+    columns = 400
+    rows = [{f"c{i:03}": f"value {i} of row {r}" for i in range(columns)} for r in range(5)]
+    order = list(rows[0])
+    page = OffloadStore(tmp_path / "pages").write(tool="t", query="q", records=rows)
+    ref = build_file_ref(
+        page, rows, has_more=False, retention_hours=24, fits=lambda f: len(json.dumps(f.to_dict())) < 20_000
+    )
+    assert 0 < len(ref.fields) < columns and ref.fields == order[: len(ref.fields)]
+    assert ref.fields_omitted == columns - len(ref.fields)
+    assert (
+        f"and {ref.fields_omitted:,} more fields, not listed here to stay within the output limit: see" in ref.guidance
+    )
+
+    store = DatasetStore(tmp_path / "datasets")
+    extracted = Extracted(records=rows, format="json_records", records_from="$", envelope=None)
+    profile = profile_records(rows, sample_size=64)
+    saved = store.save(store.new_id(), rows, {}, as_json=False)
+    answer = saved_answer(
+        saved,
+        extracted,
+        profile,
+        tool="t",
+        server="s",
+        size=Size(10**6, 10**6 // 4),
+        threshold_tokens=8192,
+        retention_days=7,
+    )
+    ds = answer.structured_content["dataset"]  # type: ignore[index]
+    listed = list(ds["fields"])
+    assert 0 < len(listed) < columns and listed == order[: len(listed)]
+    assert ds["more_fields"].startswith(
+        f"and {columns - len(listed):,} more fields, not listed here to stay within the output limit: see"
+    )
+    assert [list(r) for r in ds["sample_records"]] == [listed] * len(ds["sample_records"])

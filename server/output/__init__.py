@@ -9,7 +9,7 @@ public surface: the SQL package, the proxy and the tools import from here, never
 modules. Its errors are in `server.errors`.
 """
 
-from server.output.descriptor import JSONL_MIME_TYPE
+from server.output.descriptor import JSONL_MIME_TYPE, Shown, describe
 from server.output.files import (
     HEADER_TYPE,
     ULID_PATTERN,
@@ -21,7 +21,7 @@ from server.output.files import (
     iso_timestamp,
     scandir,
 )
-from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project, shrink_to_fit
+from server.output.fit import clip_strings, largest_fitting, shrink_to_fit
 from server.output.jsontext import CHARS_PER_TOKEN, byte_size, dumps, dumps_bytes, dumps_lines, estimate_tokens
 from server.output.layer import (
     MIN_OUTPUT_TOKENS,
@@ -35,7 +35,7 @@ from server.output.layer import (
     select_mode,
 )
 from server.output.offload import LINES_URI, RESULTS_URI, OffloadStore
-from server.output.schema import SAMPLE_MAX_CHARS, clashing_keys, column_key, infer_schema
+from server.output.schema import SAMPLE_MAX_CHARS, clashing_keys, column_key, infer_schema, named_keys
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -58,11 +58,13 @@ __all__ = [
     "PageView",
     "RenderOptions",
     "Rendered",
+    "Shown",
     "byte_size",
     "check_id",
     "clashing_keys",
     "clip_strings",
     "column_key",
+    "describe",
     "dumps",
     "dumps_bytes",
     "dumps_lines",
@@ -70,8 +72,7 @@ __all__ = [
     "infer_schema",
     "iso_timestamp",
     "largest_fitting",
-    "omitted_fields_note",
-    "project",
+    "named_keys",
     "scandir",
     "select_mode",
     "shrink_to_fit",

@@ -1,13 +1,13 @@
-"""The file_ref descriptor: everything an agent needs to use an offloaded page without guessing.
+"""Descriptors: what an agent is told of data saved for it instead of sent. `describe` is the
+one builder, for an offloaded page (laid out here as a file_ref) and for a proxied result
+saved as a dataset (laid out by `server.proxy.answer`): each shows as many of the records'
+top-level fields as fit, in record key order (a SQL row or a tool's record can have
+thousands, so clipping long strings alone never bounds it), and says where the rest are.
 
-It answers, in one compact object: where the data is (path, MCP resource URIs), how big it is,
-what a line looks like (field list and JSON Schema), what is in it (summary with one sample
-record), how to query it (jq recipes with the real path, SQL view name) and how to continue
-(the next page's cursor stays in the response's `pagination`).
-
-Its size is bounded whatever the width of the records (`fit`): the field list, the line schema
-and the sample cover the first `k` top-level fields, `k` the largest for which the caller's
-`fits` accepts the descriptor, and `fields_omitted` counts the rest.
+A file_ref answers, in one compact object: where the data is (path, MCP resource URIs), how
+big it is, what a line looks like (field list and JSON Schema), what is in it (summary with
+one sample record), how to query it (jq recipes with the real path, SQL view name) and how to
+continue (the next page's cursor stays in the response's `pagination`).
 
 An agent with a shell should not have to work out the file's layout before it can use it: it
 copies a jq recipe. Every recipe skips the header on line 1 (`tail -n +2`, or `head -n 1` for
@@ -18,6 +18,7 @@ so each recipe prints something when run as is; a test runs every one with the r
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import re
@@ -25,26 +26,23 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
-from server.output.fit import clip_strings, largest_fitting, omitted_fields_note, project
+from server.output.fit import clip_strings, largest_fitting, project
 from server.output.offload import LINES_URI, RESULTS_URI, OffloadedFile
-from server.output.schema import SAMPLE_MAX_CHARS, clashing_keys, infer_schema, leaf_fields
+from server.output.schema import SAMPLE_MAX_CHARS, clashing_keys, infer_schema, leaf_fields, named_keys
 from server.output.stats import Stats, compute_stats, record_path
+
+T = TypeVar("T")
 
 JSONL_MIME_TYPE = "application/x-ndjson"
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
-#: Keys named in the note on a page SQL reads as one JSON column, and their length at most.
-_KEYS_NAMED, _KEY_CHARS = 3, 40
 
 
 @dataclass(frozen=True, slots=True)
 class Recipe:
     description: str
     command: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"description": self.description, "command": self.command}
 
 
 def _jq(path: str, program: str, *flags: str, header: bool = False) -> str:
@@ -161,11 +159,7 @@ def recipes_for(path: str, records: Sequence[Any], stats: Stats) -> list[Recipe]
     return generic_recipes(path, records)
 
 
-def results_uri(dataset_id: str) -> str:
-    return RESULTS_URI.format(id=dataset_id)
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FileRef:
     id: str
     path: str
@@ -173,11 +167,11 @@ class FileRef:
     size_bytes: int
     line_count: int
     fields: list[str]
+    fields_omitted: int = 0  # left out of the dict when 0
     line_schema: dict[str, Any]
     summary: dict[str, Any]
     jq_recipes: list[Recipe]
     guidance: str
-    fields_omitted: int = 0
 
     @property
     def name(self) -> str:
@@ -185,34 +179,55 @@ class FileRef:
         return PurePath(self.path).name
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.id,
-            "path": self.path,
-            "uri": self.uri,
-            "size_bytes": self.size_bytes,
-            "line_count": self.line_count,
-            "fields": self.fields,
-        }
-        if self.fields_omitted:
-            out["fields_omitted"] = self.fields_omitted
-        out.update(
-            line_schema=self.line_schema,
-            summary=self.summary,
-            jq_recipes=[r.to_dict() for r in self.jq_recipes],
-            guidance=self.guidance,
-        )
-        return out
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if not self.fields_omitted:
+            del out["fields_omitted"]
+        return {**out, "jq_recipes": list(map(dataclasses.asdict, self.jq_recipes))}
 
 
-def _summary(count: int, records: Sequence[Any], stats: Stats, names: Sequence[str]) -> dict[str, Any]:
-    """`count` records in the file, of which `records` (all, or a sample) were seen."""
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What a descriptor has room for: the first fields (`names`), the sample records cut to
+    them, how many fields are left out and the note saying where they are (None when none is)."""
+
+    names: list[str]
+    sample: list[Any]
+    omitted: int
+    more: str | None
+
+
+def describe(
+    names: Sequence[str],
+    sample: Sequence[Any],
+    *,
+    everything: str,
+    render: Callable[[Shown], T],
+    fits: Callable[[T], bool],
+    floor: Callable[[Shown], T] | None = None,
+) -> T:
+    """`render` of the first `k` of a dataset's top-level fields `names`, `k` the most `fits`
+    accepts; `everything` says where an agent sees the rest. When not even `k = 0` fits, that
+    is returned, or `floor` of it when the caller has a smaller answer still. `sample` records
+    come clipped (`clip_strings`): projecting them to the first fields is all `k` changes."""
+
+    def first(k: int) -> Shown:
+        kept, omitted = set(names[:k]), len(names) - k
+        more = f"and {omitted:,} more fields, not listed here to stay within the output limit: see {everything}"
+        return Shown(list(names[:k]), [project(r, kept) for r in sample], omitted, more if omitted else None)
+
+    best, fit = largest_fitting(lambda k: render(first(k)), len(names), fits)
+    return best if fit or floor is None else floor(first(0))
+
+
+def _summary(count: int, shown: Shown, stats: Stats) -> dict[str, Any]:
+    """`count` records in the file; the sample is the first."""
     summary: dict[str, Any] = {"records": count}
     if stats.top_files:
         summary["top_files"] = stats.to_dict()["top_files"]
         summary["languages"] = stats.languages
     if stats.score_min is not None:
         summary["score_range"] = {"min": stats.score_min, "max": stats.score_max}
-    summary["sample"] = clip_strings(project(records[0], names), SAMPLE_MAX_CHARS) if records else None
+    summary["sample"] = shown.sample[0] if shown.sample else None
     return summary
 
 
@@ -239,50 +254,33 @@ def _json_view_note(f: OffloadedFile) -> str | None:
         return None
     if not keys:
         return "There each line is one JSON column, value."
-    named = [json.dumps(clip_strings(k, _KEY_CHARS)) for k in clashes[:_KEYS_NAMED]]
-    more = f" and {len(clashes) - len(named):,} more" if len(clashes) > len(named) else ""
     return (
-        f"There each line is one JSON column, value, since the keys {', '.join(named)}{more} cannot each be a "
-        "column (SQL names ignore case, and cannot be empty, and a page's header line has keys of its own): "
-        "read a key as text with a JSON Pointer, value->>'/KEY' (~ and / in a key written ~0 and ~1)."
+        f"There each line is one JSON column, value, since the keys {named_keys(clashes, most=3, chars=40)} "
+        "cannot each be a column (SQL names ignore case, and cannot be empty, and a page's header line has keys "
+        "of its own): read a key as text with a JSON Pointer, value->>'/KEY' (~ and / in a key written ~0 and ~1)."
     )
 
 
-def _guidance(
-    f: OffloadedFile,
-    *,
-    has_more: bool,
-    retention_hours: float,
-    sql_tool: str | None,
-    omitted: int,
-    json_view: str | None,
-) -> str:
-    parts = [
+def _guidance(f: OffloadedFile, *, has_more: bool, retention_hours: float, sql_tool: str | None) -> tuple[str, str]:
+    """The guidance before and after the note on omitted fields: the same for every k tried."""
+    head = [
         f"This page ({f.line_count - 1} records) is in {f.path} as JSON Lines.",
         "Line 1 is a header (tool, query, count, next_cursor), not a result: skip it (tail -n +2 FILE | jq ...).",
         "Every other line is one result exactly as inline output shows it (see line_schema);",
         "the jq_recipes run as they are.",
-        f"Without a shell, read it over MCP: {results_uri(f.id)} (whole file) or "
+        f"Without a shell, read it over MCP: {RESULTS_URI.format(id=f.id)} (whole file) or "
         f"{LINES_URI.format(id=f.id, start='START', end='END')} (1-based lines, header is line 1).",
     ]
-    if omitted:
-        note = omitted_fields_note(omitted, _all_fields(f.id, sql_tool))
-        parts.append(f"fields, line_schema and summary.sample cover the first fields only ({note}).")
+    tail = []
     if sql_tool:
-        parts.append(f"For SQL, call {sql_tool} with dataset_id={f.id} (view dataset_{f.id}).")
-        if json_view is not None:
-            parts.append(json_view)
-    parts.append(
+        tail.append(f"For SQL, call {sql_tool} with dataset_id={f.id} (view dataset_{f.id}).")
+        if (json_view := _json_view_note(f)) is not None:
+            tail.append(json_view)
+    tail.append(
         "Next page: call the same tool with cursor = pagination.next_cursor." if has_more else "This is the last page."
     )
-    parts.append(f"The file is deleted after {retention_hours:g} h.")
-    return " ".join(parts)
-
-
-def _all_fields(dataset_id: str, sql_tool: str | None) -> str:
-    """Where an agent sees every field of an offloaded page."""
-    keys = "the keys of any line (see jq_recipes)"
-    return f"DESCRIBE dataset_{dataset_id} via {sql_tool}, or {keys}" if sql_tool else keys
+    tail.append(f"The file is deleted after {retention_hours:g} h.")
+    return " ".join(head), " ".join(tail)
 
 
 def build_file_ref(
@@ -294,39 +292,33 @@ def build_file_ref(
     sql_tool: str | None = "analyze-with-duckdb",
     fits: Callable[[FileRef], bool] = lambda _: True,
 ) -> FileRef:
-    """The descriptor of a file `OffloadStore.write` just wrote from `records` (or of a larger
-    one, `records` its first lines), covering as many top-level fields as `fits` accepts (the
-    fewest fields when none does)."""
+    """The descriptor (`describe`) of a file `OffloadStore.write` just wrote from `records` (or
+    of a larger one, `records` its first lines), laid out as a file_ref."""
     stats = compute_stats(records)
     schema = infer_schema(records)
-    names = list(schema.get("properties", {}))
     path = str(offloaded.path)
     recipes = recipes_for(path, records, stats)
-    json_view = _json_view_note(offloaded) if sql_tool else None  # the same for every k tried
+    keys = "the keys of any line (see jq_recipes)"
+    everything = f"DESCRIBE dataset_{offloaded.id} via {sql_tool}, or {keys}" if sql_tool else keys
+    head, tail = _guidance(offloaded, has_more=has_more, retention_hours=retention_hours, sql_tool=sql_tool)
 
-    def build(k: int) -> FileRef:
-        kept = names[:k]
-        shown = _first_fields(schema, kept)
-        omitted = len(names) - k
+    def render(shown: Shown) -> FileRef:
+        line_schema = _first_fields(schema, shown.names)
         return FileRef(
             id=offloaded.id,
             path=path,
-            uri=results_uri(offloaded.id),
+            uri=RESULTS_URI.format(id=offloaded.id),
             size_bytes=offloaded.size_bytes,
             line_count=offloaded.line_count,
-            fields=leaf_fields(shown),
-            line_schema=shown,
-            summary=_summary(offloaded.line_count - 1, records, stats, kept),
+            fields=leaf_fields(line_schema),
+            line_schema=line_schema,
+            summary=_summary(offloaded.line_count - 1, shown, stats),
             jq_recipes=recipes,
-            guidance=_guidance(
-                offloaded,
-                has_more=has_more,
-                retention_hours=retention_hours,
-                sql_tool=sql_tool,
-                omitted=omitted,
-                json_view=json_view,
-            ),
-            fields_omitted=omitted,
+            guidance=f"{head} fields, line_schema and summary.sample cover the first fields only ({shown.more}). {tail}"
+            if shown.more
+            else f"{head} {tail}",
+            fields_omitted=shown.omitted,
         )
 
-    return largest_fitting(build, len(names), fits)[0]
+    sample = [clip_strings(records[0], SAMPLE_MAX_CHARS)] if records else []
+    return describe(list(schema.get("properties", {})), sample, everything=everything, render=render, fits=fits)

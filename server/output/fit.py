@@ -1,12 +1,9 @@
-"""Making answers fit a size budget: the one binary search, the field-prefix rule for wide
-records, and the visible last-resort cut of a single record.
+"""Making answers fit a size budget: the one binary search and the visible last-resort cut of
+a single record.
 
-Everything the layer and the proxy describe grows with something they can choose: records in
-a page, fields in a description (a SQL row or a tool's record can have thousands, so "clip the
-long strings" alone never bounds it), characters of a cut string. Each picks the largest
-choice whose whole answer fits, by `last_fitting`. Field lists follow record key order, so
-the fields kept are the ones a producer put first; the rest are counted and the answer says
-where to see them all.
+Everything the layer and the proxy send grows with something they can choose: records in a
+page, fields in a descriptor (`describe`), characters of a cut string. Each picks the largest
+choice whose whole answer fits, by `last_fitting`.
 
 When even a single record is over the limit, cutting a page to zero records would hand back
 a cursor pointing at the same record forever, so instead its largest strings (or lists) are
@@ -58,11 +55,6 @@ def project(record: Any, names: Collection[str]) -> Any:
     if not isinstance(record, dict):
         return record
     return {k: v for k, v in record.items() if k in names}
-
-
-def omitted_fields_note(omitted: int, where: str) -> str:
-    """What to tell an agent about the fields a description left out, and `where` they all are."""
-    return f"and {omitted:,} more fields, not listed here to stay within the output limit: see {where}"
 
 
 def _marker(omitted: int, unit: str) -> str:

@@ -12,9 +12,12 @@ producer, one shape), so a 10 MB page costs the same as a 100 KB one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from server.output.fit import clip_strings
 
 SAMPLE_SIZE = 64
 #: Strings in sample records (a profile's, a descriptor's) are clipped so a description stays
@@ -126,3 +129,11 @@ def clashing_keys(keys: Iterable[str]) -> list[str]:
     for key in dict.fromkeys(keys):
         groups.setdefault(column_key(key), []).append(key)
     return [key for group in groups.values() for key in group if len(group) > 1 or not key]
+
+
+def named_keys(keys: Sequence[str], *, most: int, chars: int) -> str:
+    """`"id", "ID" and 3 more`: record keys named in a message, the first `most` of them, each
+    clipped to `chars` (a backend's keys can be of any length)."""
+    named = [json.dumps(clip_strings(key, chars)) for key in keys[:most]]
+    more = f" and {len(keys) - len(named):,} more" if len(keys) > len(named) else ""
+    return ", ".join(named) + more

@@ -18,7 +18,7 @@ them from the backend's own output at a glance.
 
 from __future__ import annotations
 
-import json
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -28,11 +28,12 @@ from fastmcp.tools.base import ToolResult
 from server.json_result import json_result
 from server.output import (
     CHARS_PER_TOKEN,
+    Shown,
     clip_strings,
+    describe,
     dumps_bytes,
     largest_fitting,
-    omitted_fields_note,
-    project,
+    named_keys,
     shrink_to_fit,
 )
 from server.proxy.dataset_store import SavedDataset
@@ -86,30 +87,28 @@ def example_sql(table: str, extracted: Extracted, profile: Profile) -> list[str]
 
 def _clash_note(clashes: Sequence[str], *, full: bool) -> str:
     """Why a dataset's records are one JSON column, and how to read a key of it; the keys are
-    the backend's, of any length, so they are clipped, and only counted in the floor answer."""
+    only counted in the floor answer."""
     why = "SQL names ignore case, and cannot be empty"
     if not full:
         count = f"{len(clashes):,} of the records' keys"
         return f"{count} cannot each be an SQL column ({why}): each record is one JSON column, value"
-    named = [json.dumps(clip_strings(key, _NAME_CHARS)) for key in clashes[:_CLASHES_SHOWN]]
-    more = f" and {len(clashes) - len(named):,} more" if len(clashes) > len(named) else ""
     shortest = min(clashes, key=len)
     example = json_field(shortest if len(shortest) <= _NAME_CHARS else "KEY")
     return (
-        f"the records' keys {', '.join(named)}{more} cannot each be an SQL column ({why}), so each "
-        f"record is one JSON column, value: read a key with a JSON Pointer, e.g. {example} (text; "
-        f"cast it, e.g. ({example})::DOUBLE), as example_sql does"
+        f"the records' keys {named_keys(clashes, most=_CLASHES_SHOWN, chars=_NAME_CHARS)} cannot each be an SQL "
+        f"column ({why}), so each record is one JSON column, value: read a key with a JSON Pointer, e.g. "
+        f"{example} (text; cast it, e.g. ({example})::DOUBLE), as example_sql does"
     )
 
 
-def _profile_of(profile: Profile, names: Sequence[str]) -> Profile:
-    """`profile` covering only the fields `names`: the part of it an answer has room for."""
-    kept = set(names)
+def _profile_of(profile: Profile, shown: Shown) -> Profile:
+    """`profile` covering only the fields an answer has room for (`shown`)."""
+    kept = set(shown.names)
     return Profile(
-        fields={n: profile.fields[n] for n in names},
+        fields={n: profile.fields[n] for n in shown.names},
         optional=[n for n in profile.optional if n in kept],
         distinct_values={n: v for n, v in profile.distinct_values.items() if n in kept},
-        sample_records=[project(r, kept) for r in profile.sample_records],
+        sample_records=shown.sample,
         sample_size=profile.sample_size,
         clashes=profile.clashes,
     )
@@ -144,12 +143,11 @@ def saved_answer(
     tool, server = clip_strings(tool, _NAME_CHARS), clip_strings(server, _NAME_CHARS)
     envelope = _envelope(extracted) if extracted.envelope is not None else None
     kind = "JSON records" if extracted.format == "json_records" else "lines of text"
-    names = list(profile.fields)
     listing = f"SELECT DISTINCT unnest(json_keys(value)) FROM {table}" if profile.clashes else f"DESCRIBE {table}"
     everything = f"the metadata file (metadata_path), or {listing} via analyze-with-duckdb"
 
-    def build(k: int, *, full: bool = True) -> ToolResult:
-        shown = _profile_of(profile, names[:k])
+    def render(shown: Shown, *, full: bool = True) -> ToolResult:
+        part = _profile_of(profile, shown)
         dataset: dict[str, Any] = {
             "id": saved.id,
             "table": table,
@@ -162,13 +160,13 @@ def saved_answer(
             "estimated_tokens": estimated,
         }
         if full:
-            dataset["fields"] = shown.fields
-            if k < len(names):
-                dataset["more_fields"] = omitted_fields_note(len(names) - k, everything)
+            dataset["fields"] = part.fields
+            if shown.more:
+                dataset["more_fields"] = shown.more
             dataset.update(
-                optional_fields=shown.optional,
-                distinct_values=shown.distinct_values,
-                sample_records=shown.sample_records,
+                optional_fields=part.optional,
+                distinct_values=part.distinct_values,
+                sample_records=part.sample_records,
             )
             if envelope is not None:
                 dataset["envelope"] = envelope
@@ -183,7 +181,7 @@ def saved_answer(
                 f"({count:,} {kind}) instead of being sent."
             ),
             "dataset": dataset,
-            "example_sql": example_sql(table, extracted, shown),
+            "example_sql": example_sql(table, extracted, part),
         }
         answer["next_steps"] = (
             f"Query it with analyze-with-duckdb (query = SQL over table {table}, e.g. one of example_sql; "
@@ -196,8 +194,14 @@ def saved_answer(
         return json_result(answer)
 
     budget = answer_budget(threshold_tokens)
-    answer, fits = largest_fitting(build, len(names), lambda result: sent_size(result).tokens <= budget)
-    return answer if fits else build(0, full=False)
+    return describe(
+        list(profile.fields),
+        profile.sample_records,
+        everything=everything,
+        render=render,
+        fits=lambda result: sent_size(result).tokens <= budget,
+        floor=functools.partial(render, full=False),
+    )
 
 
 def answer_budget(threshold_tokens: int) -> int:
