@@ -5,8 +5,9 @@ how big it was, which fields it has and how the rows split over categorical ones
 can run as is (the real table name filled in). It travels as structuredContent and as the
 same JSON in a text block (clients differ in which they show), so both copies count against
 its budget: half the threshold (`answer_budget`), by the output layer's one token estimate.
-Records can have thousands of fields, so the answer describes as many as fit
-(`server.output.fit`) and says where the rest are.
+Records can have thousands of fields, so the answer describes as many as fit and says where
+the rest are: `server.output.describe`, the one descriptor builder (a file_ref's too), chooses
+them; this module lays them out with SQL.
 
 When the dataset cannot be written, the answer is the start of the result instead, cut so the
 whole answer (both copies, JSON escaping included) fits the threshold, with a warning saying
@@ -132,11 +133,11 @@ def saved_answer(
     retention_days: float,
 ) -> ToolResult:
     """The compact answer, within `answer_budget(threshold_tokens)` tokens (text and
-    structuredContent together). It describes the first `k` fields, `k` the most that fit, and
-    points to the rest; when not even the id, counts and paths fit with the envelope, the
-    message and the next steps, a floor of just those (id, table, record count, example SQL,
-    paths: about 1 KB a copy with data paths of ordinary length) is sent, which fits any
-    threshold from about 1,000 tokens up (the default is 8,192)."""
+    structuredContent together). It describes the first `k` fields, `k` the most that fit
+    (`describe`), and points to the rest; when not even the id, counts and paths fit with the
+    envelope, the message and the next steps, a floor of just those (id, table, record count,
+    example SQL, paths: about 1 KB a copy with data paths of ordinary length) is sent, which
+    fits any threshold from about 1,000 tokens up (the default is 8,192)."""
     table = f"dataset_{saved.id}"
     count = len(extracted.records)
     estimated = size.tokens
