@@ -37,6 +37,8 @@ T = TypeVar("T")
 
 JSONL_MIME_TYPE = "application/x-ndjson"
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+#: Keys named in the note on a page SQL reads as one JSON column, and their length at most.
+_KEYS_NAMED, _KEY_CHARS = 3, 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,8 +256,9 @@ def _json_view_note(f: OffloadedFile) -> str | None:
         return None
     if not keys:
         return "There each line is one JSON column, value."
+    named = named_keys(clashes, most=_KEYS_NAMED, chars=_KEY_CHARS)
     return (
-        f"There each line is one JSON column, value, since the keys {named_keys(clashes, most=3, chars=40)} "
+        f"There each line is one JSON column, value, since the keys {named} "
         "cannot each be a column (SQL names ignore case, and cannot be empty, and a page's header line has keys "
         "of its own): read a key as text with a JSON Pointer, value->>'/KEY' (~ and / in a key written ~0 and ~1)."
     )
