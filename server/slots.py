@@ -10,9 +10,9 @@ A call over the cap waits for a slot in its worker thread, and the wait counts a
 time limit: the caller gives the deadline it has anyway, and a call still waiting at it fails
 with the error the caller builds (its own timeout error, saying the server was busy), as does
 one whose slot came with no time left to use it. A call is never dropped and never waits past
-its deadline. A slot is given back only by the call that
-took it, when its block ends however it ends; a call that stops waiting (deadline or exception)
-gave nothing back, as it took nothing.
+its deadline. A slot is given back only by the call that took it, when its block ends however
+it ends; a call that stops waiting (deadline or exception) gave nothing back, as it took
+nothing.
 """
 
 from __future__ import annotations
