@@ -13,6 +13,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -453,24 +454,31 @@ def test_a_failed_publish_waits_for_the_postings_and_leaves_the_previous_generat
 ) -> None:
     """The postings are written on a second thread while the rest of the generation is
     finished. Whichever side fails, the error reaches the caller, and the half-written
-    generation is removed only once the postings thread is done with it (it is held back
-    here until the other side has failed), so nothing is left behind and the previous
-    generation stays live."""
+    generation is removed only once the postings thread is done with it, so nothing is left
+    behind and the previous generation stays live. The postings are held back until the
+    publisher either waits for them (it leaves the pool's block) or starts the cleanup without
+    waiting: the order the cleanup sees is then decided by the code, not by the scheduler."""
     manager.update(repo)
     store = manager.store(repo)
-    other_side_failed = threading.Event()
-    save = LexicalIndex.save
+    other_side_failed, publisher_moved_on = threading.Event(), threading.Event()
+    save, abandon = LexicalIndex.save, index_store.GenerationWriter.abandon
     saved: list[Path] = []
+    saved_at_cleanup: list[bool] = []
+
+    class WatchedPool(ThreadPoolExecutor):
+        def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+            publisher_moved_on.set()
+            super().shutdown(wait, cancel_futures=cancel_futures)
+
+    def watched_abandon(self: index_store.GenerationWriter) -> None:
+        saved_at_cleanup.append(bool(saved))  # read before the postings thread may go on
+        publisher_moved_on.set()
+        abandon(self)
 
     def postings(self: LexicalIndex, directory: Path) -> None:
         if failing == "postings":
             raise OSError(28, "No space left on device (postings)")
-        assert other_side_failed.wait(30)
-        # Slower than the cleanup that follows the failure: a publish that did not wait for
-        # this thread would have removed the generation before this save (which would then
-        # recreate part of it as debris), and the caller would see the error before `saved`
-        # is filled.
-        time.sleep(0.2)
+        assert other_side_failed.wait(30) and publisher_moved_on.wait(30)
         save(self, directory)
         saved.append(directory)
 
@@ -478,6 +486,8 @@ def test_a_failed_publish_waits_for_the_postings_and_leaves_the_previous_generat
         other_side_failed.set()
         raise OSError(28, "No space left on device (coarse index)")
 
+    monkeypatch.setattr(index_store, "ThreadPoolExecutor", WatchedPool)
+    monkeypatch.setattr(index_store.GenerationWriter, "abandon", watched_abandon)
     monkeypatch.setattr(LexicalIndex, "save", postings)
     if failing == "the rest":
         monkeypatch.setattr(index_store, "write_coarse", rest)
@@ -485,7 +495,8 @@ def test_a_failed_publish_waits_for_the_postings_and_leaves_the_previous_generat
     with pytest.raises(OSError, match="postings" if failing == "postings" else "coarse index"):
         manager.update(repo)
     assert sorted(os.listdir(store.directory)) == ["CURRENT", "ROOT", "gen-00000001", "write.lock"]
-    assert len(saved) == (failing == "the rest")  # the postings were complete before the cleanup
+    assert len(saved) == (failing == "the rest")
+    assert saved_at_cleanup == [failing == "the rest"]  # the postings were complete before the cleanup
     monkeypatch.undo()
     stats = manager.update(repo)
     assert stats.changed and any(c.symbol == "render_markdown" for c in manager.get(repo).chunks)
