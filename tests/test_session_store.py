@@ -5,7 +5,7 @@ the dedup index, stats) runs against every backend in test_session_store_contrac
 from __future__ import annotations
 
 import json
-import time
+import threading
 import weakref
 from typing import Any
 
@@ -29,21 +29,44 @@ def clock() -> FakeClock:
 
 
 def test_sweeper_returns_memory_without_any_traffic(clock: FakeClock) -> None:
+    """The sweeper thread alone (no store call after the put) drops a session once the clock
+    says it has expired, and keeps it before. Each step waits for a whole sweep to finish (an
+    event, bounded), so what is asserted never depends on how fast the thread runs."""
+
     class TrackedList(list[Match]):  # weak-referenceable, unlike a plain list
         pass
 
     matches = TrackedList(make_matches(50))
     gone = weakref.ref(matches)
     store = MemoryStore(ttl_s=5, sweep_interval_s=0.01, clock=clock)
+    sweeper = store._sweeper
+    assert sweeper is not None
+    swept = threading.Condition()
+    sweeps = 0
+    sweep = sweeper._sweep
+
+    def counted() -> object:
+        nonlocal sweeps
+        result = sweep()
+        with swept:
+            sweeps += 1
+            swept.notify_all()
+        return result
+
+    def two_more_sweeps() -> None:
+        """Two, so that one began after the call: a sweep under way may have read the clock before."""
+        with swept:
+            target = sweeps + 2
+            assert swept.wait_for(lambda: sweeps >= target, timeout=30), "the sweeper thread stopped sweeping"
+
+    sweeper._sweep = counted
     try:
         store.put(Session.create(request_for(), SearchResult(matches, len(matches))))
         del matches
-        time.sleep(0.05)
+        two_more_sweeps()
         assert gone() is not None  # not expired yet: the sweeper must keep it
         clock.advance(6)
-        deadline = time.monotonic() + 5
-        while gone() is not None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        two_more_sweeps()
         assert gone() is None, "the sweeper did not drop the expired session"
     finally:
         store.close()
