@@ -79,6 +79,7 @@ def test_status_text_and_json(project: Path, config: Path, capsys: pytest.Captur
     assert status["root"] == str(project.resolve())
 
 
+@pytest.mark.minilm
 def test_profile_flag_changes_the_model_and_status_says_so(
     project: Path, config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
