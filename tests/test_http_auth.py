@@ -8,7 +8,6 @@ import argparse
 import json
 import logging
 import socket
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -71,6 +70,7 @@ def _listening_addresses(port: int) -> set[str]:
     return found
 
 
+@pytest.mark.slow
 def test_binds_loopback_only_by_default(guarded):
     assert ServerSettings().host == "127.0.0.1"
     assert _listening_addresses(guarded.port) == {"0100007F"}  # 127.0.0.1, nothing else
@@ -240,6 +240,7 @@ def impatient(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content_length", [None, 4 * MB - 1], ids=["chunked", "content-length"])
 def test_an_authenticated_body_that_stalls_is_dropped_after_the_body_timeout(impatient, content_length):
     sock = unfinished_post(impatient.port, {"Authorization": f"Bearer {TOKEN}"}, b"x" * 65536, content_length)
@@ -259,46 +260,18 @@ def test_an_authenticated_body_that_stalls_is_dropped_after_the_body_timeout(imp
     assert still_serves(impatient)
 
 
-def test_a_slow_but_steady_body_is_not_cut_off(impatient):
-    """The timeout is idle time, not age: a body arriving in pieces, each within the timeout
-    but all together longer than it, is served."""
-    text = json.dumps(INIT).encode()
-    pieces = [*[text[i : i + 16] for i in range(0, len(text), 16)][:7], text[7 * 16 :]]
-    started = time.monotonic()
-
-    def slowly():
-        for piece in pieces:
-            time.sleep(BODY_TIMEOUT_S / 3)
-            yield piece
-
-    headers = {**HEADERS, "Authorization": f"Bearer {TOKEN}"}
-    response = httpx.post(impatient.url, content=slowly(), headers=headers, timeout=30)
-    assert time.monotonic() - started > BODY_TIMEOUT_S * 2
-    assert response.status_code == 200 and "protocolVersion" in response.text
-
-
 def test_connections_that_never_finish_their_headers_are_closed_after_the_body_timeout(impatient):
     """Before any header is complete neither the token check nor the body limits can run, and
-    uvicorn has no timeout for headers: 50 clients that connect and send nothing (or a request
-    line and then a header byte now and then) each held a connection, and a file descriptor,
-    for as long as they liked, so anyone who could reach the port could use up the server's
-    connections without a token. Each gets a 408 and is closed once body_timeout_s has
-    passed without a complete request head."""
+    uvicorn has no timeout for headers: 50 clients that connect and send nothing each held a
+    connection, and a file descriptor, for as long as they liked, so anyone who could reach the
+    port could use up the server's connections without a token. Each gets a 408 and is closed
+    once body_timeout_s has passed without a complete request head. (That the deadline is one
+    per head, not an idle timer a trickle of bytes re-arms, is tests/test_http_deadlines.py.)"""
     silent = [socket.create_connection(("127.0.0.1", impatient.port), timeout=10) for _ in range(50)]
-    trickling = socket.create_connection(("127.0.0.1", impatient.port), timeout=10)
-    trickling.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-    started = time.monotonic()
     try:
-        while time.monotonic() - started < BODY_TIMEOUT_S * 3:
-            try:
-                trickling.sendall(b"X")  # one byte of a header name, never finished
-            except OSError:
-                break
-            time.sleep(BODY_TIMEOUT_S / 5)
-        assert time.monotonic() - started < BODY_TIMEOUT_S * 3, "a head trickling a byte at a time was never cut off"
-        closed = [read_answer(sock, timeout=BODY_TIMEOUT_S) for sock in silent]  # their deadline has passed
+        closed = [read_answer(sock, timeout=BODY_TIMEOUT_S + 20) for sock in silent]
     finally:
-        for sock in [*silent, trickling]:
+        for sock in silent:
             sock.close()
     assert all(answer is not None for answer in closed), "silent connections were kept open"
     for answer in closed:
@@ -323,6 +296,7 @@ def crowded(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_bodies_held_open_together_cannot_pass_the_buffer_budget(crowded):
     """Each body is under the size limit and its client sends a byte before the idle timeout,
     so neither 413 nor 408 ever comes: before the budget, 40 such clients held 180 MB of the
