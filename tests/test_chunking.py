@@ -333,6 +333,7 @@ def test_an_over_long_line_is_sliced_on_character_boundaries() -> None:
 DEEP = 3000  # nesting levels: a few KB of file, far past Python's recursion limit of 1,000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("path", "data"),
     [
@@ -351,6 +352,7 @@ def test_pathologically_deep_nesting_is_chunked_not_a_recursion_error(path: str,
     assert_well_formed(data, chunks)
 
 
+@pytest.mark.slow
 def test_a_one_line_minified_file_is_windowed_once() -> None:
     """Every statement of a one-line minified file shares the over-long line, so each was
     windowed as the whole line: n statements, n copies of its windows (a 120 KB line cost 8 s
@@ -383,6 +385,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, PARSE_MEMORY_BU
 """
 
 
+@pytest.mark.slow
 def test_a_parse_that_outgrows_its_memory_budget_is_windowed() -> None:
     """An input that is ambiguous for its grammar made tree-sitter take thousands of bytes a
     byte (1.2 GB for this 512 KB file, ~3 GB for a 1 MB one in each chunking worker), and it
@@ -405,6 +408,7 @@ def test_a_parse_stopped_by_another_threads_memory_is_tried_again(monkeypatch: p
     assert "function" in {c.kind for c in chunks} and next(readings) == 0  # both readings were used
 
 
+@pytest.mark.slow
 def test_watched_parses_keep_no_copy_of_the_text() -> None:
     """tree-sitter's binding (0.26.1) never drops its reference to what a read callback returns:
     when the callback returned slices, every watched parse (a file over UNWATCHED_BYTES) leaked

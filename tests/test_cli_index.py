@@ -116,6 +116,7 @@ def test_progress_bar_draws_phases_on_one_line() -> None:
     assert drawn.endswith("\r\x1b[K")
 
 
+@pytest.mark.slow
 def test_the_installed_command_indexes_a_tree(project: Path, config: Path) -> None:
     proc = subprocess.run(
         [str(CODEPAGER), "index", str(project), "--config", str(config)],

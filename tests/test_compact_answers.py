@@ -211,6 +211,7 @@ async def test_tools_list_is_small_and_keeps_the_size_hint(code_tree, tmp_path):
             await c.call_tool("regex_search", {"pattern": "needle", "output_mode": "sideways"})
 
 
+@pytest.mark.slow
 async def test_proxy_injected_tools_are_compact_too(tmp_path):
     root = tmp_path / "r"
     root.mkdir()

@@ -95,6 +95,7 @@ async def serves_page_2(url: str, cursor: str) -> None:
 # -- 1. decompression bombs --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["signed-format", "sealed-format"])
 async def test_a_decompression_bomb_cursor_is_refused_without_growing_the_server(
     server: HttpServer, shape: str
@@ -111,6 +112,7 @@ async def test_a_decompression_bomb_cursor_is_refused_without_growing_the_server
     await serves_page_2(server.url, genuine)
 
 
+@pytest.mark.slow
 async def test_a_decompression_bomb_dataset_cursor_is_refused_without_growing_the_proxy(tmp_path: Path) -> None:
     args = ["--data-dir", str(tmp_path / "data"), "--threshold-tokens", "2000", "--", sys.executable, BACKEND]
     proxy = HttpServer(tmp_path, serve_env(tmp_path), extra_args=args, subcommand=["proxy"]).start()
@@ -146,6 +148,7 @@ async def test_an_absurdly_long_cursor_is_refused_up_front(server: HttpServer) -
 # -- 2. a cursor's root against this server's roots --------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_cursor_from_a_server_rooted_elsewhere_is_refused(tmp_path: Path) -> None:
     """Two servers of one user share the default key file (cursor.key in the cache dir): the
     cursor of the one rooted at A must not make the one rooted at B search A."""

@@ -137,6 +137,7 @@ def assert_index_matches_the_tree(snapshot: Snapshot | None, root: Path) -> None
     assert snapshot.vectors.shape[0] == len(snapshot.chunks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("before", ["no index", "generation 1"])
 def test_sigterm_mid_indexing_keeps_the_last_generation_and_the_next_run_finishes(tmp_path, before):
     """`codepager serve` indexing on start gets SIGTERM between embedding batches: it exits
@@ -222,6 +223,7 @@ class TreeMutator(threading.Thread):
             time.sleep(self.rnd.uniform(0, 0.004))
 
 
+@pytest.mark.slow
 def test_files_changing_during_an_update_do_not_break_it_and_the_next_update_converges(tmp_path, static_embedder):
     root = write_code_tree(tmp_path / "repo", files=300, hits_per_file=20)
     (root / "new").mkdir()

@@ -407,6 +407,7 @@ print(json.dumps({"failures": failures, "rg_peak_bytes": peak}))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(__import__("resource"), "prlimit"), reason="the cap needs Linux's prlimit")
 def test_an_ignore_file_linked_to_dev_zero_fails_the_search_in_bounded_memory(tmp_path: Path) -> None:
     """`sub/.ignore -> /dev/zero` (git stores links, so a clone can hold one). rg reads ignore

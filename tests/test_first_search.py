@@ -26,6 +26,7 @@ def phase_of(message: str | None) -> str:
     return message.removeprefix("indexing: ").split()[0]
 
 
+@pytest.mark.slow
 async def test_first_hybrid_call_waits_with_phased_progress_and_answers(tmp_path: Path) -> None:
     """The product's defaults (index on start, 30 s wait), a fresh cache dir: the first
     hybrid call answers with results, after progress notifications whose value only grows
@@ -57,6 +58,7 @@ async def test_first_hybrid_call_waits_with_phased_progress_and_answers(tmp_path
     assert "\r" not in log and "it/s" not in log and "%|" not in log, log[-2000:]
 
 
+@pytest.mark.slow
 async def test_a_long_build_answers_not_ready_with_an_estimate_and_status_shows_each_phase(tmp_path: Path) -> None:
     # No wait at all: the build starts with this first call (serve_env turns indexing on start
     # off), so it cannot be ready when the call checks, however fast the machine.
@@ -93,6 +95,7 @@ async def test_a_long_build_answers_not_ready_with_an_estimate_and_status_shows_
         assert page_matches(found)[0]["path"] == "pkg/mod07.py"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("then", ["reindex", "hybrid_search"])
 async def test_index_status_first_does_not_strand_the_root_when_indexing_on_start_is_off(
     tmp_path: Path, then: str

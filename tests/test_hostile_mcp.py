@@ -148,6 +148,7 @@ CALL = '{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":"regex_s
 SEMANTIC = CALL.replace("regex_search", "semantic_search")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("line", "code", "request_id"),
     [
@@ -247,6 +248,7 @@ FRAMED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("message", "code", "request_id"), FRAMED, ids=["parse", "no-method", "bad-params"])
 def test_malformed_messages_arriving_as_frames_are_answered_too(chunked_server, message, code, request_id):
     chunked_server.send(b"".join(encode_message(message.decode(), 4096)))
@@ -262,6 +264,7 @@ def test_a_framed_request_over_the_limit_is_refused_as_its_frames_pass_it(chunke
     chunked_server.good_call_works()
 
 
+@pytest.mark.slow
 def test_one_over_long_frame_costs_no_memory_and_is_refused_with_its_id(chunked_server):
     frame = b"0b6f0f4e-4a47-4d55-9b3f-2c9b4d3f6a10:0:1:" + _big_call(23, 100 * MB)
     answers, growth = chunked_server.answers_and_peak_rss_growth(frame)
@@ -282,6 +285,7 @@ def _assert_dropped(answer: dict[str, Any], request_id: int | None, reason: str)
     assert reason in answer["error"]["message"], answer
 
 
+@pytest.mark.slow
 def test_ten_thousand_incomplete_messages_neither_stall_the_server_nor_pile_up(chunked_server):
     """10,000 first frames that never get their second: the server holds 64 of them and refuses
     the rest at once (each answered -32600), and a ping sent behind them answers fast. Before,
@@ -310,6 +314,7 @@ def test_ten_thousand_incomplete_messages_neither_stall_the_server_nor_pile_up(c
     chunked_server.good_call_works()  # and nothing was answered for the refused message's frame
 
 
+@pytest.mark.slow
 def test_a_message_claiming_a_billion_frames_is_refused_at_once_and_costs_no_memory(chunked_server):
     """A header's totalChunks is a claim, never a size to allocate or wait for: over the frame
     cap, the first frame drops the message (-32600 with the id its data shows) and the 300,000
@@ -325,6 +330,7 @@ def test_a_message_claiming_a_billion_frames_is_refused_at_once_and_costs_no_mem
     assert growth < 10 * MB, f"peak RSS rose {growth / MB:.0f} MB for 300,000 empty frames"
 
 
+@pytest.mark.slow
 def test_empty_frames_are_paid_for_against_the_reassembly_buffer(tmp_path_factory):
     """Each held frame counts its data plus a fixed overhead, so empty frames are not free: with
     a 1 MiB buffer, a message within the frame cap fed only empty frames is dropped once the

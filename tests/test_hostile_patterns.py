@@ -41,6 +41,7 @@ def client(tree, tmp_path_factory):
     sync.close()
 
 
+@pytest.mark.slow
 def test_catastrophic_backtracking_pattern_completes(client, tree):
     """`(a+)+$` against 5,000 a's and a '!': exponential for a backtracking engine. Python's
     `re` is given 3 s in a subprocess and does not finish; the search answers, correctly."""
@@ -76,6 +77,7 @@ def python_re_seconds(pattern: str, n: int) -> float:
     return time.perf_counter() - started
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", LINEAR_PATTERNS)
 def test_regex_time_grows_linearly_where_backtracking_explodes(tmp_path, pattern):
     """4x the run costs the search under 8x the time (min of 3 runs, interleaved), while

@@ -61,6 +61,7 @@ async def proxy(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple
         yield client, pid_with_args("proxy", str(tmp / "data"))
 
 
+@pytest.mark.slow
 async def test_a_result_nested_5000_deep_is_saved_intact(proxy) -> None:
     client, _ = proxy
     body = structured(await client.call_tool("deep", {"depth": 5000}))
@@ -108,6 +109,7 @@ async def test_a_reply_over_the_limit_fails_its_call_and_the_next_call_works(pro
     assert (await client.call_tool("small", {"name": "after"})).content[0].text == "hello after"
 
 
+@pytest.mark.slow
 async def test_the_proxys_sql_streams_a_300_mb_select_with_bounded_memory(proxy) -> None:
     client, pid = proxy
     before = reset_peak_rss(pid)

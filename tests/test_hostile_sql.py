@@ -57,6 +57,7 @@ async def server(
         yield client, pid_with_args("serve", str(root)), cwd
 
 
+@pytest.mark.slow
 async def test_a_300_mb_select_is_streamed_to_a_capped_file_with_bounded_memory(server) -> None:
     client, pid, _ = server
     before = reset_peak_rss(pid)
@@ -90,6 +91,7 @@ async def test_a_300_mb_select_is_streamed_to_a_capped_file_with_bounded_memory(
     assert again["results"]["rows"] == [{"n": kept, "w": WIDE_CHARS + len(str(kept - 1))}]
 
 
+@pytest.mark.slow
 async def test_inline_and_legacy_say_the_result_goes_on(server) -> None:
     client, _, _ = server
     inline = structured(await client.call_tool("analyze-with-duckdb", {"query": HUGE_SELECT, "output_mode": "inline"}))
@@ -120,6 +122,7 @@ async def test_sql_cannot_read_the_working_directory_temp_dir(server, sql: str) 
     assert SECRET_TEXT not in text and "Permission" in text
 
 
+@pytest.mark.slow
 async def test_a_query_that_must_spill_still_runs(server) -> None:
     client, _, cwd = server
     body = structured(await client.call_tool("analyze-with-duckdb", {"query": SPILLING_SORT}))

@@ -71,6 +71,7 @@ REPLIES: dict[str, dict[str, Any]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", list(REPLIES))
 async def test_a_reply_over_the_limit_fails_its_call_in_bounded_memory(client: Client[Any], form: str) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -85,6 +86,7 @@ async def test_a_reply_over_the_limit_fails_its_call_in_bounded_memory(client: C
     assert structured(await client.call_tool("lines", {"bytes": 2 * MB, **REPLIES[form]}))["intercepted"]
 
 
+@pytest.mark.slow
 async def test_the_proxy_over_http_forwards_none_of_its_callers_headers(tmp_path: Path) -> None:
     """Before: fastmcp's proxy forwards its caller's HTTP headers to HTTP backends, so behind
     `codepager proxy --transport http --auth-token T` each backend received `Authorization:

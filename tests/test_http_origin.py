@@ -50,6 +50,7 @@ def assert_forbidden(answer: httpx.Response, setting: str) -> str:
     return message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("host", "origin"),
     [
@@ -116,6 +117,7 @@ async def test_a_client_that_is_not_a_browser_searches_as_before(loopback):
     assert result["results"]["count"] == 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("host", "origin", "allowed"),
     [

@@ -571,6 +571,7 @@ CONCURRENT_UPDATE = textwrap.dedent("""\
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_updating_at_once_leave_a_consistent_index(
     repo: Path, cache: Path, manager: IndexManager, tmp_path: Path
 ) -> None:

@@ -54,6 +54,7 @@ def _open_everything(manager: IndexManager, root: Path) -> None:
         snap.release()
 
 
+@pytest.mark.slow
 def test_honest_indexes_open_and_update_without_rebuild(tmp_path, static_embedder):
     for name, root in _repos(tmp_path).items():
         manager = IndexManager(EngineConfig(cache_dir=tmp_path / f"cache-{name}"), embedder=static_embedder,
@@ -84,6 +85,7 @@ def test_honest_indexes_open_and_update_without_rebuild(tmp_path, static_embedde
         assert not final.rebuilt, (name, final.reason)
 
 
+@pytest.mark.slow
 def test_honest_index_with_coarse_lists(tmp_path, static_embedder, monkeypatch):
     monkeypatch.setattr(coarse, "MIN_CHUNKS", 100)
     root = _repos(tmp_path)["many"]

@@ -95,6 +95,7 @@ def rankings(manager: IndexManager, root: Path) -> list[list[tuple[str, int]]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("renumber_slice", [lexical_merge._SLICE, 97], ids=["default", "many-slices"])
 def test_an_update_gives_what_a_fresh_build_gives(
     tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch, renumber_slice: int
@@ -121,6 +122,7 @@ def test_an_update_gives_what_a_fresh_build_gives(
     assert_same_index(manager.get(root), fresh.get(root))
 
 
+@pytest.mark.slow
 def test_a_build_read_by_worker_processes_equals_one_read_in_process(
     tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -269,6 +271,7 @@ KILLED_BUILD = textwrap.dedent("""\
 """)
 
 
+@pytest.mark.slow
 def test_chunking_workers_end_with_an_indexer_killed_mid_build(tmp_path: Path) -> None:
     root = real_tree(tmp_path / "repo")
     proc = subprocess.Popen([sys.executable, "-c", KILLED_BUILD, str(root), str(tmp_path / "cache"), str(REPO)],

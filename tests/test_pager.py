@@ -53,6 +53,7 @@ def collected(pages: list[Page]) -> list[Match]:
     return [m for p in pages for m in p.matches]
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(0, 300), page_size=st.integers(1, 60), data=st.data())
 def test_walking_with_random_cuts_and_restarts_yields_each_result_once(

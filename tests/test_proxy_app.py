@@ -81,6 +81,7 @@ async def saved(client: Client[Any], tool: str, args: dict[str, Any]) -> dict[st
     return body
 
 
+@pytest.mark.slow
 async def test_small_results_and_errors_pass_through_exactly(client: Client[Any], direct: Client[Any]) -> None:
     for tool, args in (("small", {"name": "ünïcode"}), ("records", {"n": 3}), ("fail", {"message": "nope"})):
         via_proxy = await client.call_tool_mcp(tool, args)
@@ -208,6 +209,7 @@ async def test_concurrent_large_calls_each_get_their_own_complete_dataset(client
         assert not list(data.parent.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 async def test_timeouts_and_crashes_are_errors_and_a_crashed_backend_restarts(client: Client[Any]) -> None:
     slow = await client.call_tool("slow", {"seconds": 20}, raise_on_error=False)
     assert slow.is_error and "timed out" in text_of(slow.content[0])

@@ -9,12 +9,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from fastmcp import Client
 
 from harness.http_server import HttpServer, rebinding_attack
 from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
 from harness.proxy_backend import make_rows
 from tests.server_helpers import serve_env, structured
+
+pytestmark = pytest.mark.slow  # every test here starts processes or builds a large index
 
 
 def proxy_server(tmp_path: Path) -> HttpServer:

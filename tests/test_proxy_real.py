@@ -60,6 +60,7 @@ async def direct(tree: Path):
         yield c
 
 
+@pytest.mark.slow
 async def test_small_calls_pass_through_byte_identical(proxied: Client[Any], direct: Client[Any], tree: Path) -> None:
     calls: list[tuple[str, dict[str, Any]]] = [
         ("read_text_file", {"path": str(tree / "small.txt")}),
@@ -105,6 +106,7 @@ async def test_a_large_file_read_becomes_lines_that_sql_can_count(proxied: Clien
     assert [d["id"] for d in listed["datasets"]] == [ds["id"]]
 
 
+@pytest.mark.slow
 async def test_codepager_serve_behind_the_proxy(tmp_path: Path) -> None:
     root = write_code_tree(tmp_path / "repo")
     cmd, args = codepager_cmd()

@@ -152,6 +152,7 @@ def _peak_while(call: Callable[[], object]) -> tuple[object, int, float]:
     return value, peak, seconds
 
 
+@pytest.mark.slow
 def test_a_decompression_bomb_is_refused_without_inflating_it(redis_server, raw, namespace, bomb, caplog) -> None:
     """Before: the blob was inflated whole, unbounded, and only then found unreadable (this
     one: 1.0 s and 558 MiB peak, zlib holding its 256 MiB output twice while joining it; the

@@ -36,6 +36,7 @@ def positions(responses: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [(m["path"], m["line"]) for r in responses for m in page_matches(r)]
 
 
+@pytest.mark.slow
 async def test_two_replicas_share_a_walk_and_a_crashed_replica_loses_nothing(code_tree, tmp_path, redis_server):
     env = replica_env(tmp_path, redis_server.url)
     a, b = HttpServer(code_tree, env).start(), HttpServer(code_tree, env).start()
@@ -64,6 +65,7 @@ async def test_two_replicas_share_a_walk_and_a_crashed_replica_loses_nothing(cod
         b.stop()
 
 
+@pytest.mark.slow
 async def test_redis_down_mid_walk_is_a_clear_error_and_paging_recovers(code_tree, tmp_path):
     redis_srv = RedisServer(tmp_path / "redis").start()
     server = HttpServer(code_tree, replica_env(tmp_path, redis_srv.url)).start()
@@ -89,6 +91,7 @@ async def test_redis_down_mid_walk_is_a_clear_error_and_paging_recovers(code_tre
         redis_srv.stop()
 
 
+@pytest.mark.slow
 async def test_a_replica_rooted_elsewhere_refuses_a_cursor_whose_session_it_shares(tmp_path, redis_server):
     """Same secret, same Redis, other roots: the session behind the cursor is one Redis read away
     on replica B, yet B must not page a search of a root it does not serve."""

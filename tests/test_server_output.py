@@ -199,6 +199,7 @@ async def test_jq_filter_gets_its_own_session_and_refuses_escapes(code_tree, tmp
 NESTED = "nested too deeply|expected a match object, got list"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("expr", "says"),
     [
@@ -223,6 +224,7 @@ async def test_a_jq_filter_that_grows_or_nests_its_output_is_refused_clearly(cod
         assert "Traceback" not in error["message"] and ".py" not in error["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("expr", "says"),
     [

@@ -138,6 +138,7 @@ async def test_not_ready_answers_with_progress_then_succeeds(repo, tmp_path, mod
         assert structured(await c.call_tool("regex_search", {"pattern": "cookie"}))["results"]["total_count"] > 0
 
 
+@pytest.mark.slow
 async def test_waiting_sends_progress_notifications(tmp_path, model_cache):
     root = tmp_path / "bigger"
     for i in range(150):

@@ -20,6 +20,8 @@ from harness.commands import codepager_cmd
 from harness.http_server import HttpServer
 from tests.server_helpers import cli_full_list, page_matches, serve_env, stdio_client, structured, walk
 
+pytestmark = pytest.mark.slow  # every test here starts processes or builds a large index
+
 
 async def test_stdio_paging_to_the_end_equals_the_cli(code_tree, tmp_path):
     async with stdio_client(code_tree, tmp_path) as client:
