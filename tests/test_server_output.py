@@ -194,6 +194,11 @@ async def test_jq_filter_gets_its_own_session_and_refuses_escapes(code_tree, tmp
             assert r.is_error and r.structured_content["error"]["code"] == "invalid_jq_filter", bad
 
 
+# A value nested ~1,000 deep: Python <= 3.12 cannot parse it back (RecursionError), 3.13 can and
+# then finds it is no match object. Either way it is refused, saying why.
+NESTED = "nested too deeply|expected a match object, got list"
+
+
 @pytest.mark.parametrize(
     ("expr", "says"),
     [
@@ -201,17 +206,20 @@ async def test_jq_filter_gets_its_own_session_and_refuses_escapes(code_tree, tmp
         (".[0] as $m | [range(150000) | $m]", "may only filter, sort or slice"),
         ("[.[], .[], .[]]", "may only filter, sort or slice"),  # within the byte slack: counted
         # before: an unmapped RecursionError (json.loads in the server, whose stack is deeper)
-        ("[range(990)] | reduce .[] as $x (1; [.])", "nested too deeply"),
+        ("[range(990)] | reduce .[] as $x (1; [.])", NESTED),
         # before: the worker's traceback, naming our files and interpreter, went to the client
-        ("[range(2000)] | reduce .[] as $x (1; [.])", "nested too deeply"),
+        ("[range(2000)] | reduce .[] as $x (1; [.])", NESTED),
     ],
 )
 async def test_a_jq_filter_that_grows_or_nests_its_output_is_refused_clearly(code_tree, tmp_path, expr, says):
-    async with Client(build_app(make_settings(code_tree, tmp_path))) as c:
+    # What is asserted is the refusal, not the time: a jq_timeout under a loaded machine's
+    # 150,000-element output is not what this test is about.
+    settings = make_settings(code_tree, tmp_path, offload={"jq_timeout_s": 120})
+    async with Client(build_app(settings)) as c:
         r = await c.call_tool("regex_search", {"pattern": "needle", "jq_filter": expr}, raise_on_error=False)
         assert r.is_error
         error = structured(r)["error"]
-        assert error["code"] == "invalid_jq_filter" and says in error["message"], error
+        assert error["code"] == "invalid_jq_filter" and re.search(says, error["message"]), error
         assert "Traceback" not in error["message"] and ".py" not in error["message"]
 
 
