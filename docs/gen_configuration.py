@@ -33,6 +33,7 @@ ENV_PREFIX = "CODEPAGER_"
 #: from one machine to the next). A new `default_factory` field must be added here.
 MACHINE_DEFAULTS: dict[tuple[str, str], str] = {
     ("server", "roots"): "the current directory",
+    ("server", "auth_token_file"): "`http-token` in the user state dir: `~/.local/state/codepager/http-token` on Linux",
     ("index", "cache_dir"): "the user cache dir: `~/.cache/codepager` on Linux",
     ("offload", "output_dir"): "`codepager-<user>` in the system temp dir, e.g. `/tmp/codepager-alice`",
     ("proxy", "data_dir"): "the user data dir: `~/.local/share/codepager` on Linux",

@@ -54,8 +54,9 @@ from search_engine.models import (
     SearchResult,
 )
 from search_engine.paths import SearchLocation, resolve_search_path
-from search_engine.private_dir import check_cache_dir, make_private
+from search_engine.private_dir import check_cache_dir, check_own_dir, make_private
 from search_engine.regular_file import open_regular_file
+from search_engine.secret_file import MIN_SECRET_LENGTH, SecretFile
 
 if TYPE_CHECKING:
     from search_engine.index import IndexManager, IndexStatus
@@ -71,6 +72,7 @@ __all__ = [
     "DEFAULT_TOP_K",
     "MAX_CONTEXT_LINES",
     "MAX_FILE_SIZE_LIMIT",
+    "MIN_SECRET_LENGTH",
     "Count",
     "EngineConfig",
     "IndexDamagedError",
@@ -94,9 +96,11 @@ __all__ = [
     "SearchRequest",
     "SearchResult",
     "SearchTimeoutError",
+    "SecretFile",
     "ToolMissingError",
     "UnsafeDirectoryError",
     "check_cache_dir",
+    "check_own_dir",
     "default_cache_dir",
     "display_path",
     "language_for",

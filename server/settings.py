@@ -344,8 +344,22 @@ class ServerSettings(_Section):
     auth_token: str | None = Field(
         None,
         description=(
-            "When set, HTTP requests need `Authorization: Bearer <token>`; checked on the headers, before any body is "
-            "read."
+            "The token HTTP requests need (`Authorization: Bearer <token>`), checked on the headers before any body is "
+            "read. Unset: the one kept in auth_token_file, generated on first start."
+        ),
+    )
+    auth_token_file: Path = Field(
+        default_factory=lambda: Path(platformdirs.user_state_dir("codepager", appauthor=False)) / "http-token",
+        description=(
+            "HTTP without auth_token: where the generated token is kept (0600, in a directory others cannot write in) "
+            "and read again at each start; delete the file and restart to rotate the token."
+        ),
+    )
+    no_auth: bool = Field(
+        False,
+        description=(
+            "HTTP: serve every request without a token (warned about at start): every user of this machine, and "
+            "anyone who can reach the address, can then call the tools."
         ),
     )
     allowed_hosts: tuple[str, ...] = Field(
@@ -450,6 +464,14 @@ class ServerSettings(_Section):
                     '"10.0.0.5", without scheme or port (any port is accepted)'
                 )
         return entries
+
+    @model_validator(mode="after")
+    def _no_token_with_no_auth(self) -> ServerSettings:
+        if self.no_auth and self.auth_token is not None:
+            raise ValueError(
+                "server.no_auth (--no-auth) and server.auth_token (--auth-token) contradict each other; drop one"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_request_fits_the_body_budget(self) -> ServerSettings:

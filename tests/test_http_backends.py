@@ -22,7 +22,6 @@ import httpx2
 import pytest
 import pytest_asyncio
 from fastmcp import Client
-from fastmcp.client.transports import StreamableHttpTransport
 
 from harness.http_server import HttpServer
 from harness.raw_http_backend import raw_http_backend
@@ -100,11 +99,10 @@ async def test_the_proxy_over_http_forwards_none_of_its_callers_headers(tmp_path
         }
         config = tmp_path / "mcp.json"
         config.write_text(json.dumps({"mcpServers": servers}))
-        token = "front-secret-token-0123456789"
-        args = ["--servers", str(config), "--data-dir", str(tmp_path / "data"), "--auth-token", token]
+        args = ["--servers", str(config), "--data-dir", str(tmp_path / "data")]
         proxy = HttpServer(tmp_path, serve_env(tmp_path), extra_args=args, subcommand=["proxy"]).start()
         try:
-            await _call_both(proxy.url, token)
+            await _call_both(proxy)
         finally:
             proxy.stop()
     received = {name: [json.loads(line) for line in log.read_text().splitlines()] for name, log in seen.items()}
@@ -112,8 +110,8 @@ async def test_the_proxy_over_http_forwards_none_of_its_callers_headers(tmp_path
     assert received["own"] and all(h == ["Bearer backend-own-token"] for h in received["own"]), received["own"]
 
 
-async def _call_both(url: str, token: str) -> None:
-    async with Client(StreamableHttpTransport(url, headers={"Authorization": f"Bearer {token}"}), timeout=60) as c:
+async def _call_both(proxy: HttpServer) -> None:
+    async with proxy.client(timeout=60) as c:
         names = {tool.name for tool in await c.list_tools()}
         assert {"plain_lines", "own_lines"} <= names, names
         for tool in ("plain_lines", "own_lines"):

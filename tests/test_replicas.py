@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastmcp import Client
 
 from harness.http_server import HttpServer
 from harness.redis_server import RedisServer
@@ -28,7 +27,7 @@ def replica_env(tmp: Path, redis_url: str) -> dict[str, str]:
 
 async def call(server: HttpServer, args: dict[str, Any]) -> Any:
     """One call on a fresh connection, as an agent reconnecting between pages would."""
-    async with Client(server.url) as client:
+    async with server.client() as client:
         return await client.call_tool("regex_search", args, raise_on_error=False)
 
 
@@ -104,7 +103,7 @@ async def test_a_replica_rooted_elsewhere_refuses_a_cursor_whose_session_it_shar
     try:
         first = structured(await call(a, {"pattern": "needle", "page_size": 30}))
         cursor = first["pagination"]["next_cursor"]
-        async with Client(b.url) as client:
+        async with b.client() as client:
             message = await refused_async(client, "regex_search", {"cursor": cursor})
         assert "outside the allowed roots" in message and str(b_root.resolve()) in message
         assert str(a_root.resolve()) not in message  # the cursor's own root stays sealed

@@ -83,12 +83,12 @@ async def test_stdio_restart_between_pages_restores(code_tree, tmp_path):
 @pytest.fixture
 def http_server(code_tree, tmp_path):
     server = HttpServer(code_tree, serve_env(tmp_path)).start()
-    yield server.url
+    yield server
     server.stop()
 
 
 async def test_streamable_http_paging(http_server, code_tree):
-    async with Client(http_server) as client:
+    async with http_server.client() as client:
         matches, responses = await walk(client, "regex_search", {"pattern": "needle", "page_size": 60})
     assert len(responses) == 4
     assert [(m["path"], m["line"]) for m in matches] == cli_full_list(code_tree, "needle")
@@ -100,7 +100,7 @@ async def test_streamable_http_concurrent_clients_each_walk_to_the_cli_list(http
     expected = [cli_full_list(code_tree, p) for p, _ in CONCURRENT_SEARCHES]
 
     async def one_client(n: int) -> list[list[tuple[str, int]]]:
-        async with Client(http_server, timeout=120) as client:
+        async with http_server.client(timeout=120) as client:
             return await walk_all_at_once(client, rotate=n % len(CONCURRENT_SEARCHES))
 
     for walked in await asyncio.gather(*(one_client(n) for n in range(4))):
@@ -114,7 +114,7 @@ async def test_http_logs_at_the_configured_level(code_tree, tmp_path, level):
     and fastmcp's start-up line are there, on stderr."""
     server = HttpServer(code_tree, serve_env(tmp_path), extra_args=["--log-level", level] if level else []).start()
     try:
-        async with Client(server.url) as client:
+        async with server.client() as client:
             await client.list_tools()
             structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 5}))
     finally:

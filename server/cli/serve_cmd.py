@@ -10,9 +10,12 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server.settings import ServerSettings, Settings, default_of, load_settings
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,7 +43,15 @@ def add_transport_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", help=f"HTTP bind address (default {default('host')})")
     p.add_argument("--port", type=int, help=f"HTTP port (default {default('port')})")
     p.add_argument(
-        "--auth-token", help="require 'Authorization: Bearer TOKEN' on HTTP (or CODEPAGER_SERVER__AUTH_TOKEN)"
+        "--auth-token",
+        help="the token HTTP requests need as 'Authorization: Bearer TOKEN' (default: one generated on first start "
+        "and kept in server.auth_token_file)",
+    )
+    p.add_argument(
+        "--no-auth",
+        action="store_const",
+        const=True,
+        help="serve HTTP without a token (warned about): every local user can then call the tools",
     )
     p.add_argument("--log-level", help=f"stderr log level (default {default('log_level')})")
 
@@ -52,6 +63,7 @@ def transport_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "host": args.host,
         "port": args.port,
         "auth_token": args.auth_token,
+        "no_auth": args.no_auth,
         "log_level": args.log_level,
     }
 
@@ -93,7 +105,21 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"codepager: {exc}", file=sys.stderr)
         return 2
+    return serve_app(app, settings.server)
+
+
+def serve_app(app: FastMCP[Any], settings: ServerSettings) -> int:
+    """Run `app` (the search server or the proxy) on the configured transport; 2 after saying
+    why when HTTP has no usable token (`server.auth_token`)."""
+    from server.auth_token import bearer_token, how_to_connect
     from server.transports.run import run_app
 
-    run_app(app, settings.server)
+    try:
+        token = bearer_token(settings)
+    except ValueError as exc:
+        print(f"codepager: {exc}", file=sys.stderr)
+        return 2
+    if token is not None:
+        print(how_to_connect(settings, app.name, token), file=sys.stderr, flush=True)
+    run_app(app, settings, token.value if token is not None else None)
     return 0
