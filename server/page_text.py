@@ -92,6 +92,12 @@ def page_text(tool: str, response: dict[str, Any], *, with_matches: bool) -> str
     if mode == "file_ref":
         ref = results["file_ref"]
         out += f"page written to {ref['path']} (JSON Lines, line 1 a header); see results.file_ref\n"
+        dataset = ref.get("dataset") or {}
+        if dataset.get("id") not in (None, ref.get("id")):
+            out += (
+                f"whole result list ({dataset['rows']} of {dataset['total_count']} matches) for SQL and jq: "
+                f"dataset {dataset['id']}, {dataset['path']}\n"
+            )
     elif mode == "stats_only":
         stats = results.get("stats") or {}
         out += "".join(f"{f['path']}: {f['count']}\n" for f in stats.get("top_files") or [])

@@ -8,11 +8,12 @@ cuts lossless: it delegates to `Page.cut`, whose next cursor resumes at the firs
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from search_engine import SearchRequest
+from search_engine import Match, SearchRequest
+from server.output import WholeList
 from server.records import Detail, match_record
 from server.settings import SearchSettings, default_of
 from sessions import Page
@@ -72,8 +73,26 @@ class SearchResponse:
 
     def stats_records(self) -> Iterator[dict[str, Any]]:
         """Every match of the search (not just this page), for stats_only / stats_first."""
-        matches = self.page.result.matches if self.page.result is not None else self.page.matches
-        return (match_record(m, include_snippet=False) for m in matches)
+        return (match_record(m, include_snippet=False) for m in self._list())
+
+    def whole_list(self) -> WholeList:
+        """The list this page is cut from, shown as the page shows its matches: an offloaded
+        page names it as its dataset. One session's list never changes, so the session and
+        the record options identify the file written for it."""
+        o = self.options
+        matches = self._list()
+
+        def records() -> Iterator[dict[str, Any]]:
+            for m in matches:
+                yield match_record(
+                    m, detail=o.detail, include_snippet=o.include_snippet, snippet_length=o.snippet_length
+                )
+
+        key = f"{self.page.session_id}:{o.detail.value}:{o.include_snippet}:{o.snippet_length}"
+        return WholeList(key, len(matches), records)
+
+    def _list(self) -> Sequence[Match]:
+        return self.page.result.matches if self.page.result is not None else self.page.matches
 
     def cut(self, n: int) -> SearchResponse:
         return replace(self, page=self.page.cut(n))

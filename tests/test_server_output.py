@@ -61,9 +61,10 @@ async def test_auto_offloads_a_page_over_the_ceiling_and_the_file_reads_back(wid
         part = await c.read_resource(f"{ref['uri']}/lines/2-3")
         assert [json.loads(x) for x in part[0].text.splitlines()] == [json.loads(x) for x in lines[1:3]]
 
-        # The first recipe (the header) runs against the real file, its jq part on libjq.
+        # The first recipe (the header) runs against the real file, its jq part on libjq: the
+        # recipes read the whole result list, the dataset the answer names.
         header = json.loads(run_recipe(ref["jq_recipes"][0]["command"]))
-        assert header["type"] == "codepager_header" and header["count"] == 100
+        assert header["type"] == "codepager_header" and header["count"] == ref["dataset"]["rows"] == 300
 
         # next_cursor still pages on, and nothing is lost across file_ref and inline pages.
         first_ids = ids([json.loads(x) for x in lines[1:]])
@@ -257,19 +258,22 @@ async def test_sql_over_offloaded_results_list_and_cleanup(wide_tree, tmp_path):
         body = structured(
             await c.call_tool("regex_search", {"pattern": "hit_", "page_size": 100, "output_mode": "file_ref"})
         )
-        dataset = body["results"]["file_ref"]["id"]
+        page, dataset = body["results"]["file_ref"]["id"], body["results"]["file_ref"]["dataset"]["id"]
 
         listed = structured(await c.call_tool("list-saved-datasets", {}))
-        assert [d["id"] for d in listed["datasets"]] == [dataset]
+        assert {d["id"]: d["rows"] for d in listed["datasets"]} == {page: 100, dataset: 300}
 
         sql = f"SELECT path, count(*) AS n, min(line) AS first FROM dataset_{dataset} GROUP BY 1 ORDER BY 1"
         rows = structured(await c.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
-        assert rows == [{"path": "f0.py", "n": 50, "first": 1}, {"path": "f1.py", "n": 50, "first": 1}]
-        args = {"pattern": "hit_", "page_size": 100, "output_mode": "file_ref", "detail": "full"}
-        full = structured(await c.call_tool("regex_search", args))["results"]["file_ref"]["id"]
-        sql = f'SELECT "file".path AS path, count(*) AS n FROM dataset_{full} GROUP BY 1 ORDER BY 1'
+        assert rows == [{"path": f"f{i}.py", "n": 50, "first": 1} for i in range(6)]
+        sql = f"SELECT path, count(*) AS n FROM dataset_{page} GROUP BY 1 ORDER BY 1"  # the page file is one too
         rows = structured(await c.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
         assert rows == [{"path": "f0.py", "n": 50}, {"path": "f1.py", "n": 50}]
+        args = {"pattern": "hit_", "page_size": 100, "output_mode": "file_ref", "detail": "full"}
+        full = structured(await c.call_tool("regex_search", args))["results"]["file_ref"]["dataset"]["id"]
+        sql = f'SELECT "file".path AS path, count(*) AS n FROM dataset_{full} GROUP BY 1 ORDER BY 1'
+        rows = structured(await c.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
+        assert rows == [{"path": f"f{i}.py", "n": 50} for i in range(6)]
         await c.call_tool("cleanup_temp_files", {"max_age_days": 0})
         body = structured(
             await c.call_tool("regex_search", {"pattern": "hit_", "page_size": 100, "output_mode": "file_ref"})
@@ -288,7 +292,7 @@ async def test_sql_over_offloaded_results_list_and_cleanup(wide_tree, tmp_path):
         foreign = tmp_path / "offload" / "keep-me.txt"
         foreign.write_text("not ours")
         report = structured(await c.call_tool("cleanup_temp_files", {"max_age_days": 0}))
-        assert report["removed_count"] == 1 and report["freed_bytes"] > 0
+        assert report["removed_count"] == 2 and report["freed_bytes"] > 0  # the page and its whole list
         assert foreign.exists()
         assert structured(await c.call_tool("list-saved-datasets", {}))["count"] == 0
 
@@ -312,7 +316,8 @@ async def test_a_date_filter_on_the_last_day_a_date_can_hold_lists_what_it_shoul
         ref = structured(await c.call_tool("regex_search", {"pattern": "hit_", "output_mode": "file_ref"}))
         until_the_end = {"filter": {"date_to": "9999-12-31"}}
         listed = structured(await c.call_tool("list-saved-datasets", until_the_end))
-        assert [d["id"] for d in listed["datasets"]] == [ref["results"]["file_ref"]["id"]]
+        ref = ref["results"]["file_ref"]
+        assert {d["id"] for d in listed["datasets"]} == {ref["id"], ref["dataset"]["id"]}
         last_day = {"filter": {"date_from": "9999-12-31", "date_to": "9999-12-31"}}
         assert structured(await c.call_tool("list-saved-datasets", last_day))["datasets"] == []
 

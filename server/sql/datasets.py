@@ -49,6 +49,7 @@ from server.output import (
     DatasetInfo,
     DatasetSource,
     ListPage,
+    Row,
     check_id,
     clip_strings,
     column_key,
@@ -103,19 +104,6 @@ class QueryResult:
             },
             source_truncated=self.truncated,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One result row: the record and its JSON line (without the newline), encoded once."""
-
-    record: dict[str, Any]
-    line: bytes
-
-    @property
-    def size(self) -> int:
-        """Bytes the row takes in a JSONL file."""
-        return len(self.line) + 1
 
 
 @dataclass(eq=False)
