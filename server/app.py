@@ -42,7 +42,7 @@ INSTRUCTIONS = (
     "output_mode=auto|inline|file_ref|legacy (auto: a file when too big; inline: cut the page "
     "instead; legacy: a bare JSON array), max_output_tokens=N (cut the page to N tokens), "
     "stats_only=true (counts per file instead of matches), stats_first=true (counts and "
-    "matches), jq_filter='<jq>' (over the list of full match objects, before paging), "
+    "matches), jq_filter='<jq>' (over the list of match records as pages show them, before paging), "
     "detail=full (one object per match with byte span, language, ranks)."
 )
 

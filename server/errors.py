@@ -166,7 +166,8 @@ _TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
     (
         JqFilterError,
         "invalid_jq_filter",
-        "fix the jq_filter: it must map the array of match objects to an array of match objects, e.g. map(select(...))",
+        "fix the jq_filter: it runs over the array of match records the pages show ({path, line, text} unless "
+        'detail="full") and must keep some of them as they are, e.g. map(select(.path | startswith("src/")))',
     ),
     (
         SqlRejectedError,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from search_engine import Match, SearchRequest
+from server.jq import view_expression
 from server.output import WholeList
 from server.records import Detail, match_record
 from server.settings import SearchSettings, default_of
@@ -29,7 +30,7 @@ def search_block(request: SearchRequest, view: str | None, detail: Detail) -> di
         k: v for k, v in request.model_dump(mode="json", exclude_defaults=True).items() if k not in _IDENTITY_FIELDS
     }
     if view:
-        params["jq_filter"] = _echo(view)
+        params["jq_filter"] = _echo(view_expression(view))
     block: dict[str, Any] = {"query": _echo(request.query), "mode": request.mode.value}
     if params or detail is Detail.FULL:
         block["parameters"] = params

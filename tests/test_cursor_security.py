@@ -186,7 +186,7 @@ FIRST = {"pattern": "needle", "page_size": 10, "include_patterns": ["*.py"], "ig
         ({"context_lines": 2}, "context_lines"),
         ({"include_patterns": ["*.md"]}, "include_patterns"),
         ({"exclude_patterns": ["lib/**"]}, "exclude_patterns"),
-        ({"jq_filter": 'map(select(.file.path | startswith("lib/")))'}, "jq_filter"),
+        ({"jq_filter": 'map(select(.path | startswith("lib/")))'}, "jq_filter"),
     ],
 )
 async def test_a_search_parameter_that_differs_from_the_cursors_is_refused(

@@ -74,6 +74,21 @@ async def test_a_page_that_is_the_whole_list_is_its_own_dataset(code_tree, tmp_p
         assert structured(await c.call_tool("list-saved-datasets", {}))["count"] == 1
 
 
+async def test_a_jq_filtered_list_is_the_dataset(code_tree, tmp_path):
+    """The dataset is the list the pages walk: with a jq_filter, the filtered one."""
+    async with Client(build_app(make_settings(code_tree, tmp_path))) as c:
+        args = {
+            "pattern": "needle",
+            "jq_filter": 'map(select(.path | startswith("pkg/")))',
+            "page_size": 10,
+            "output_mode": "file_ref",
+        }
+        page = structured(await c.call_tool("regex_search", args))
+        dataset = page["results"]["file_ref"]["dataset"]
+        assert dataset["rows"] == page["results"]["total_count"] == TOTAL // 2
+        assert await sql(c, "SELECT count(*) AS n FROM dataset WHERE path LIKE 'lib/%'", dataset["id"]) == [{"n": 0}]
+
+
 async def test_a_list_over_the_row_cap_is_cut_and_the_descriptor_says_by_how_much(code_tree, tmp_path):
     settings = make_settings(code_tree, tmp_path, offload={"duckdb_max_rows": 100})
     async with Client(build_app(settings)) as c:

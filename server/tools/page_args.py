@@ -51,7 +51,9 @@ class PageArgs:
     )
     stats_only: Annotated[bool, Field(description="counts per file instead of matches")] = False
     stats_first: Annotated[bool, Field(description="counts as well as matches")] = False
-    jq_filter: Annotated[str | None, Field(description="jq over the list of full match objects, before paging")] = None
+    jq_filter: Annotated[
+        str | None, Field(description="jq over the list of match records as pages show them, before paging")
+    ] = None
     detail: Annotated[Literal["compact", "full"], Field(description="full: byte spans, language, ranks")] = "compact"
 
     def record_options(self) -> RecordOptions:

@@ -37,6 +37,7 @@ from search_engine import (
 )
 from server.clients import client_name, profile_for
 from server.errors import InvalidParamsError
+from server.jq import view_expression, view_key
 from server.response import SearchResponse
 from server.services import Services
 from server.settings import validation_problems
@@ -218,7 +219,7 @@ def _check_sent_arguments(services: Services, call: SearchCall, state: CursorSta
             location = resolve_search_path(value, services.roots)
             same = (str(location.root), location.sub) == (searched.root, searched.path)
         elif name == "jq_filter":
-            same = value == state.view
+            same = state.view is not None and value == view_expression(state.view)
         elif name in ("include_patterns", "exclude_patterns"):
             same = tuple(value) == getattr(searched, _REQUEST_FIELD[name])
         else:
@@ -262,6 +263,8 @@ async def run_search(
         await services.indexer.wait_ready(searched, ctx)
 
     client = profile_for(client_name(ctx), services.settings.offload)
+    # The filter runs over the records this call shows; refused here, before any search, if it must be.
+    view = view_key(call.args["jq_filter"], page_args.record_options().detail) if state is None else None
 
     def page_and_render() -> ToolResult:
         if state is not None:
@@ -270,7 +273,7 @@ async def run_search(
             assert request is not None
             # Regex results are not versioned by an index: search the files as they are now.
             fresh = request.mode is SearchMode.REGEX
-            page = pager.first_page(request, page_size, view=call.args["jq_filter"], reuse=not fresh)
+            page = pager.first_page(request, page_size, view=view, reuse=not fresh)
         response = SearchResponse(page, page_args.record_options())
         return services.renderer.render_search(response, page_args.output_options(), tool=tool, client=client)
 
