@@ -275,8 +275,8 @@ ERROR_CASES: dict[str, str] = {
         "filters)"
     ),
     "invalid_jq_filter": (
-        "`jq_filter` was refused (reads the environment or files), does not compile, fails, "
-        "or does not return match objects"
+        "`jq_filter` was refused (reads the environment or files, holds a NUL), does not compile, fails, "
+        "or does not keep match records as they are (the message shows one)"
     ),
     "sql_rejected": "not exactly one read-only statement",
     "sql_timeout": (

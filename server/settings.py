@@ -265,14 +265,19 @@ class OffloadSettings(_Section):
         ),
     )
     duckdb_max_rows: int = Field(
-        100_000, ge=1, description="Rows kept from one SQL result; the rest is reported as truncated."
+        100_000,
+        ge=1,
+        description=(
+            "Rows kept from one SQL result, and from the whole result list an offloaded search page names as its "
+            "dataset; the rest is reported as left out."
+        ),
     )
     duckdb_max_result_bytes: int = Field(
         64 * 1024 * 1024,
         ge=1024,
         description=(
-            "JSON bytes of one SQL result written to its offload file; the rows past it are left out and the answer "
-            "says so."
+            "JSON bytes of one SQL result written to its offload file, and of the whole result list an offloaded "
+            "search page names as its dataset; the rows past it are left out and the answer says so."
         ),
     )
     duckdb_fetch: Literal["auto", "spool"] = Field(
