@@ -179,7 +179,7 @@ def connection() -> tuple[HeadDeadlineProtocol, ManualLoop, Transport]:
         Config(app=app, log_level="critical"),
         ServerState(),
         {},
-        loop,  # type: ignore[arg-type]
+        loop,
         deadline_s=TIMEOUT_S,
     )
     transport = Transport()
