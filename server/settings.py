@@ -582,8 +582,6 @@ MAX_PROBLEMS = 10
 #: of 1.9M bad items would otherwise hold the event loop for 20 s. Our tools' own arguments are
 #: bounded far below it (`server.tools.bounds`).
 MAX_READ_ERRORS = 10_000
-#: pydantic's wordings that leave the reader guessing, in ours, by error type.
-_WORDINGS = {"string_unicode": "is not valid Unicode (it holds an unpaired surrogate); send UTF-8 text"}
 
 
 def validation_problems(
@@ -605,7 +603,7 @@ def validation_problems(
     for error in exc.errors(include_url=False)[:MAX_PROBLEMS]:
         first, *rest = error["loc"] or ("",)
         key = ".".join(str(part) for part in ((names or {}).get(first, first), *rest))
-        message = _WORDINGS.get(error["type"]) or error["msg"].removeprefix("Value error, ")  # ours name the key
+        message = error["msg"].removeprefix("Value error, ")  # our validators' messages name the key
         problem = message if message.startswith(key) or not key else f"{key}: {message}"
         if shown(error["loc"]) and error["type"] not in ("extra_forbidden", "missing", "value_error", "json_invalid"):
             given = repr(error["input"])

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from fastmcp import FastMCP
 from fastmcp.server.middleware import Middleware, MiddlewareContext
-from pydantic import Field
+from pydantic import AfterValidator, Field, WithJsonSchema
 
 from server.errors import InvalidParamsError
 from server.tools.registry import own_tools
@@ -34,8 +34,23 @@ MAX_TEXT_CHARS = 256 * 1024
 #: Arguments in one call of our tools: the widest, the search tools, take 19.
 MAX_ARGUMENTS = 32
 
-PathText = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
-LongText = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+
+def _at_most(limit: int) -> AfterValidator:
+    """The check of a string argument of at most `limit` characters. Counted in Python, not by
+    pydantic's `max_length`, which refuses text that is not valid Unicode for that alone, before
+    the tool can say what is wrong with it (a `path` no file system call can take is
+    `invalid_path`); the schema declares it `maxLength` all the same."""
+
+    def at_most(text: str) -> str:
+        if len(text) > limit:
+            raise ValueError(f"is {len(text):,} characters long, and at most {limit:,} are taken")
+        return text
+
+    return AfterValidator(at_most)
+
+
+PathText = Annotated[str, _at_most(MAX_PATH_CHARS), WithJsonSchema({"type": "string", "maxLength": MAX_PATH_CHARS})]
+LongText = Annotated[str, _at_most(MAX_TEXT_CHARS), WithJsonSchema({"type": "string", "maxLength": MAX_TEXT_CHARS})]
 Globs = Annotated[list[PathText] | None, Field(max_length=MAX_GLOBS)]
 
 
