@@ -42,7 +42,13 @@ from typing import Any, Protocol
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from server.errors import DatasetNotFoundError, SqlExecutionError, SqlRejectedError, SqlTimeoutError
+from server.errors import (
+    MAX_ERROR_CHARS,
+    DatasetNotFoundError,
+    SqlExecutionError,
+    SqlRejectedError,
+    SqlTimeoutError,
+)
 from server.output import (
     ULID_PATTERN,
     DatasetFile,
@@ -237,13 +243,11 @@ def _busy(limits: OffloadSettings) -> SqlTimeoutError:
 
 #: DuckDB's error for a record naming one key twice (`{"a": 1, "a": 2}`, which JSON allows).
 _DUPLICATE_KEY = re.compile(r'has duplicate key "')
-#: DuckDB's messages echo the SQL or the data (a 60 KB literal, a 100 KB key): an error is
-#: clipped to this many characters, as it is not under the output budget a result is.
-MAX_ERROR_CHARS = 2000
 
 
 def _failure(exc: duckdb.Error) -> str:
-    """DuckDB's message, clipped, and what to do when it is a failure the SQL did not cause."""
+    """DuckDB's message (which echoes the SQL or the data: a 60 KB literal, a 100 KB key),
+    clipped, and what to do when it is a failure the SQL did not cause."""
     message = str(exc)
     if _DUPLICATE_KEY.search(message):
         # DuckDB's advice after the first line is about read_json options the view sets.
