@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import os
+import stat
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -193,9 +194,24 @@ class SessionSettings(_Section):
 
 
 def _default_offload_dir() -> Path:
-    import getpass
+    """Where only this user can create the directory: `$XDG_RUNTIME_DIR/codepager` when that is
+    set and a directory of this user's others cannot write in (the session's own, 0700), else
+    `offload` in the user's cache dir. The default was `codepager-<user>` in the shared temp dir,
+    a name anyone could create first: every large page then came back cut inline ("belongs to
+    another user", which is still refused), with no file, SQL or resource."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime) and _ours_alone(Path(runtime)):
+        return Path(runtime) / "codepager"
+    return default_cache_dir() / "offload"
 
-    return Path(tempfile.gettempdir()) / f"codepager-{getpass.getuser()}"
+
+def _ours_alone(path: Path) -> bool:
+    """Whether `path` is a directory of this user's that no one else can write in."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 class ClientBudget(_Section):
