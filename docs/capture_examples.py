@@ -3,7 +3,7 @@
 Builds the real server (`server.app.build_app`) over a small sample repository, talks to it
 with a fastmcp `Client` in memory, and keeps what came back, trimmed for reading: long lists
 show their first items and say how many were left out, long strings are clipped, and the
-temporary directories are shown as `/home/me/toolkit` (the root), `/tmp/codepager-me` (the
+temporary directories are shown as `/home/me/toolkit` (the root), `/run/user/1000/codepager` (the
 offload folder) and `/home/me/.cache/codepager`. Nothing else is edited: every example is a
 real answer of the current code.
 
@@ -96,7 +96,7 @@ def format_cookie(name, value, max_age=None):
 }
 
 SHOWN_ROOT = "/home/me/toolkit"
-SHOWN_OFFLOAD = "/tmp/codepager-me"
+SHOWN_OFFLOAD = "/run/user/1000/codepager"
 SHOWN_CACHE = "/home/me/.cache/codepager"
 LIST_ITEMS = 2
 STRING_CHARS = 160

@@ -24,6 +24,7 @@ from server.rendering import Renderer
 from server.services import Services
 from server.settings import SessionSettings, Settings
 from server.sql import Datasets
+from server.tools.bounds import ArgumentCount
 from server.tools.index import register_index_tools
 from server.tools.registry import own_tools
 from server.tools.results import register_results_resources, register_results_tools
@@ -157,6 +158,7 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
         lifespan=lifespan,
     )
     app.add_middleware(ErrorMiddleware())
+    app.add_middleware(ArgumentCount(app))
     search_tools = register_search_tools(app, services)
     register_index_tools(app, services)
     register_results_tools(app, services.offload, services.datasets, services.renderer)

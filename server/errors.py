@@ -53,6 +53,11 @@ from sessions import CursorError, SessionStoreUnavailableError
 
 P = ParamSpec("P")
 
+#: An error message echoing what it was given (DuckDB's the SQL or the data, a proxied server's
+#: whatever it likes) is clipped to this many characters: an error is not under the output
+#: budget a result is, and it goes into the agent's context whole.
+MAX_ERROR_CHARS = 2000
+
 
 # -- output layer and proxy failures ------------------------------------------------------------
 # Writing: `PrivateFileError` (a directory or file that cannot be used safely) is what the file

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import os
+import stat
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -193,9 +194,24 @@ class SessionSettings(_Section):
 
 
 def _default_offload_dir() -> Path:
-    import getpass
+    """Where only this user can create the directory: `$XDG_RUNTIME_DIR/codepager` when that is
+    set and a directory of this user's others cannot write in (the session's own, 0700), else
+    `offload` in the user's cache dir. The default was `codepager-<user>` in the shared temp dir,
+    a name anyone could create first: every large page then came back cut inline ("belongs to
+    another user", which is still refused), with no file, SQL or resource."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime) and _ours_alone(Path(runtime)):
+        return Path(runtime) / "codepager"
+    return default_cache_dir() / "offload"
 
-    return Path(tempfile.gettempdir()) / f"codepager-{getpass.getuser()}"
+
+def _ours_alone(path: Path) -> bool:
+    """Whether `path` is a directory of this user's that no one else can write in."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 class ClientBudget(_Section):
@@ -604,6 +620,11 @@ def _not_secret(loc: tuple[str | int, ...]) -> bool:
 #: Problems listed at most: a list of thousands of bad items is as many errors, and the
 #: message of a refused tool call goes into an agent's context.
 MAX_PROBLEMS = 10
+#: Errors read out of one ValidationError at most. pydantic builds them all at once (~10 us
+#: each), so past this many only their count is told: a malformed answer of a proxied server
+#: of 1.9M bad items would otherwise hold the event loop for 20 s. Our tools' own arguments are
+#: bounded far below it (`server.tools.bounds`).
+MAX_READ_ERRORS = 10_000
 
 
 def validation_problems(
@@ -618,8 +639,11 @@ def validation_problems(
     a documentation link, and prints every refused value, secrets (a token, a server's `env`)
     included, into terminals and bug reports. `names` renames a location's first part (a
     model's field to the tool argument it came from)."""
+    count = exc.error_count()
+    if count > MAX_READ_ERRORS:
+        return [f"{count:,} values are not what the schema allows (too many to list)"]
     problems = []
-    for error in exc.errors(include_url=False):
+    for error in exc.errors(include_url=False)[:MAX_PROBLEMS]:
         first, *rest = error["loc"] or ("",)
         key = ".".join(str(part) for part in ((names or {}).get(first, first), *rest))
         message = error["msg"].removeprefix("Value error, ")  # our validators' messages name the key
@@ -628,6 +652,6 @@ def validation_problems(
             given = repr(error["input"])
             problem += f" (got {given if len(given) <= 200 else given[:200] + '...'})"
         problems.append(problem)
-    if len(problems) > MAX_PROBLEMS:
-        problems[MAX_PROBLEMS:] = [f"and {len(problems) - MAX_PROBLEMS} more"]
+    if count > MAX_PROBLEMS:
+        problems.append(f"and {count - MAX_PROBLEMS:,} more")
     return problems

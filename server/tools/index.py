@@ -11,11 +11,12 @@ from search_engine import IndexNotReadyError, resolve_search_path
 from server.background_indexer import RootState
 from server.json_result import json_result
 from server.services import Services
+from server.tools.bounds import PathText
 from server.tools.descriptions import READ_ONLY, local_writes
 from server.tools.registry import mcp_tool
 from server.tools.schemas import INDEX_OUTPUT
 
-PathArg = Annotated[str | None, Field(description="default: the first root")]
+PathArg = Annotated[PathText | None, Field(description="default: the first root")]
 
 
 def register_index_tools(app: FastMCP, services: Services) -> None:

@@ -24,6 +24,7 @@ from server.output import MIN_OUTPUT_TOKENS
 from server.records import Detail
 from server.rendering import OutputOptions
 from server.response import RecordOptions
+from server.tools.bounds import LongText
 from server.tools.descriptions import OutputModeName
 from server.tools.registry import ToolBody
 
@@ -52,7 +53,7 @@ class PageArgs:
     stats_only: Annotated[bool, Field(description="counts per file instead of matches")] = False
     stats_first: Annotated[bool, Field(description="counts as well as matches")] = False
     jq_filter: Annotated[
-        str | None, Field(description="jq over the list of match records as pages show them, before paging")
+        LongText | None, Field(description="jq over the list of match records as pages show them, before paging")
     ] = None
     detail: Annotated[Literal["compact", "full"], Field(description="full: byte spans, language, ranks")] = "compact"
 

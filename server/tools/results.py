@@ -20,6 +20,7 @@ from server.json_result import json_result
 from server.output import LINES_URI, RESULTS_URI, OffloadStore, OutputMode, RenderOptions
 from server.rendering import Renderer, tool_result
 from server.sql import DatasetFilter, Datasets, answer_query
+from server.tools.bounds import LongText, PathText
 from server.tools.descriptions import ANALYZE_DESCRIPTION, READ_ONLY, OutputModeName, local_writes
 from server.tools.registry import mcp_tool
 from server.tools.schemas import CLEANUP_OUTPUT, DATASETS_OUTPUT, ROWS_OUTPUT
@@ -78,8 +79,8 @@ def register_results_tools(app: FastMCP, store: OffloadStore, datasets: Datasets
 def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> None:
     @mcp_tool(app, "analyze-with-duckdb", ANALYZE_DESCRIPTION, annotations=READ_ONLY, output_schema=ROWS_OUTPUT)
     async def analyze_with_duckdb(
-        query: str,
-        dataset_id: str | None = None,
+        query: LongText,
+        dataset_id: PathText | None = None,
         output_mode: OutputModeName = "auto",
     ) -> ToolResult:
         mode = OutputMode.parse(output_mode)
@@ -98,7 +99,7 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
     )
     async def list_saved_datasets(
         filter: Annotated[
-            str | DatasetFilter | None,
+            PathText | DatasetFilter | None,
             # Declared without DatasetFilter's own schema (a $defs block longer than the tool):
             # the description names its fields, and the arguments are still validated by it.
             WithJsonSchema({"description": "text, or {tool, server, date_from, date_to}"}),

@@ -40,13 +40,19 @@ DATASETS_OUTPUT = _shape(["datasets", "count"])
 CLEANUP_OUTPUT = _shape(["removed_count", "freed_bytes"])
 
 
+#: Bounds against hostile calls (`server.tools.bounds`), far above any honest one: a call over
+#: one is refused naming it, and listing them would cost every conversation ~300 characters.
+_UNLISTED_BOUNDS = frozenset({"maxLength", "maxItems"})
+
+
 def compact_schema(schema: Any) -> Any:
-    """`schema` with optional types declared plainly and null/false defaults left out."""
+    """`schema` with optional types declared plainly, null/false defaults and the bounds
+    against hostile calls left out."""
     if isinstance(schema, list):
         return [compact_schema(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: compact_schema(v) for k, v in schema.items()}
+    out = {k: compact_schema(v) for k, v in schema.items() if k not in _UNLISTED_BOUNDS}
     variants = out.get("anyOf")
     if isinstance(variants, list) and len(variants) == 2 and {"type": "null"} in variants:
         (plain,) = [v for v in variants if v != {"type": "null"}]

@@ -41,6 +41,7 @@ from server.jq import view_expression, view_key
 from server.response import SearchResponse
 from server.services import Services
 from server.settings import validation_problems
+from server.tools.bounds import Globs, LongText, PathText
 from server.tools.descriptions import (
     HYBRID_DESCRIPTION,
     READ_ONLY,
@@ -53,10 +54,6 @@ from server.tools.page_args import PageArgs, page_parameters, with_page_args
 from server.tools.registry import ToolBody, mcp_tool
 from server.tools.schemas import SEARCH_OUTPUT
 from sessions import CursorParamsMismatchError, CursorState
-
-IncludeGlobs = list[str] | None
-ExcludeGlobs = list[str] | None
-
 
 #: Request fields named differently from the tool parameter that sets them.
 _REQUEST_FIELD = {"pattern": "query", "include_patterns": "include", "exclude_patterns": "exclude"}
@@ -119,14 +116,14 @@ def register_search_tools(app: FastMCP, services: Services) -> tuple[str, ...]:
     @search_tool("regex_search", REGEX_DESCRIPTION, s.default_snippet_length)
     async def regex_search(
         ctx: Context,
-        pattern: str | None = None,
-        path: str | None = None,
+        pattern: LongText | None = None,
+        path: PathText | None = None,
         ignore_case: bool = False,
         fixed_string: bool = False,
         whole_word: bool = False,
         multiline: bool = False,
-        include_patterns: IncludeGlobs = None,
-        exclude_patterns: ExcludeGlobs = None,
+        include_patterns: Globs = None,
+        exclude_patterns: Globs = None,
         context_lines: Annotated[int, Field(ge=0, le=MAX_CONTEXT_LINES)] = 0,
         *,
         page_args: PageArgs,
@@ -142,12 +139,12 @@ def register_search_tools(app: FastMCP, services: Services) -> tuple[str, ...]:
         @search_tool(name, description, s.default_ranked_snippet_length)
         async def ranked_search(
             ctx: Context,
-            query: str | None = None,
-            path: str | None = None,
+            query: LongText | None = None,
+            path: PathText | None = None,
             top_k: Annotated[int, Field(ge=1, le=s.max_results)] = DEFAULT_TOP_K,
             threshold: Annotated[float | None, Field(allow_inf_nan=False)] = None,
-            include_patterns: IncludeGlobs = None,
-            exclude_patterns: ExcludeGlobs = None,
+            include_patterns: Globs = None,
+            exclude_patterns: Globs = None,
             *,
             page_args: PageArgs,
         ) -> ToolResult:
