@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-import msgpack
 import msgspec
 
 from search_engine import Count, Match, SearchRequest, SearchResult
@@ -122,9 +121,8 @@ class Session:
         return cls._from_stored(msgspec.convert(d, _StoredSession))
 
     def to_bytes(self) -> bytes:
-        packed = msgpack.packb(self.to_dict(), use_bin_type=True)
-        assert isinstance(packed, bytes)  # msgpack ships no types; packb without a stream returns bytes
-        return packed
+        """`to_dict` as msgpack (the bytes the msgpack package wrote before msgspec did)."""
+        return msgspec.msgpack.encode(self.to_dict())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Session:

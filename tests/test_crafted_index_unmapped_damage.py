@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import msgpack
+import msgspec
 import numpy as np
 import pytest
 from numpy.lib import format as npy
@@ -47,15 +47,15 @@ def _edit_npy(path: Path, edit: Callable[[np.ndarray], np.ndarray]) -> None:
 
 
 def _files(gen: Path, path: str, value: str | Callable[[list[Any]], list[Any]]) -> None:
-    table = msgpack.unpackb((gen / "files.msgpack").read_bytes(), raw=False, strict_map_key=False)
+    table = msgspec.msgpack.decode((gen / "files.msgpack").read_bytes())
     table[path] = value(table[path]) if callable(value) else value
-    (gen / "files.msgpack").write_bytes(msgpack.packb(table))
+    (gen / "files.msgpack").write_bytes(msgspec.msgpack.encode(table))
 
 
 def _strings(gen: Path, key: str, edit: Callable[[list[Any]], list[Any]]) -> None:
-    value = msgpack.unpackb((gen / "chunks" / "strings.msgpack").read_bytes(), raw=False)
+    value = msgspec.msgpack.decode((gen / "chunks" / "strings.msgpack").read_bytes())
     value[key] = edit(value[key])
-    (gen / "chunks" / "strings.msgpack").write_bytes(msgpack.packb(value, use_bin_type=True))
+    (gen / "chunks" / "strings.msgpack").write_bytes(msgspec.msgpack.encode(value))
 
 
 def _lexical_files(gen: Path) -> None:
@@ -66,7 +66,7 @@ def _lexical_files(gen: Path) -> None:
 
 def _int_definition_names(gen: Path) -> None:
     count = len(np.load(gen / "chunks" / "defs.chunk.npy"))
-    (gen / "chunks" / "defs.names.msgpack").write_bytes(msgpack.packb(list(range(count))))
+    (gen / "chunks" / "defs.names.msgpack").write_bytes(msgspec.msgpack.encode(list(range(count))))
 
 
 def _manifest_text(text: str) -> Callable[[Path], None]:
