@@ -1,8 +1,8 @@
 """What the session layer keeps (`Session`) and what it hands out (`Page`).
 
 A `Session` is one search's full, ordered result list plus what identifies it. It round-trips
-through a plain dict (and msgpack bytes) because stores other than the in-process one (Redis)
-keep it outside Python objects. It is read back only as the types written (msgspec, like the
+through msgpack bytes (`to_bytes`, of the plain dict `to_dict`) because stores other than the
+in-process one (Redis) keep it outside Python objects. It is read back only as the types written (msgspec, like the
 index's tables): what comes back from outside the process may have been written by anyone
 who can write there, and a value of another type (a `size` that is text, a `view` that is a
 number) must fail the read, not a page served from it later.
@@ -115,11 +115,6 @@ class Session:
             "last_access": self.last_access,
         }
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Session:
-        """The inverse of `to_dict`; ValueError unless every value has the type written."""
-        return cls._from_stored(msgspec.convert(d, _StoredSession))
-
     def to_bytes(self) -> bytes:
         """`to_dict` as msgpack (the bytes the msgpack package wrote before msgspec did)."""
         return msgspec.msgpack.encode(self.to_dict())
@@ -132,10 +127,6 @@ class Session:
             stored = msgspec.msgpack.decode(data, type=_StoredSession)
         except RecursionError:  # an unknown field nested thousands deep, which msgspec skips by recursing
             raise ValueError("nested too deeply") from None
-        return cls._from_stored(stored)
-
-    @classmethod
-    def _from_stored(cls, stored: _StoredSession) -> Session:
         fields = msgspec.structs.asdict(stored)  # every field but the request is the Session's own
         request_json = fields.pop("request")
         return cls(request=SearchRequest.model_validate_json(request_json), request_json=request_json, **fields)
