@@ -305,11 +305,6 @@ class RedisStore:
             self._forget(session_id)
         return alive
 
-    def delete(self, session_id: str) -> bool:
-        deleted = bool(self._call("delete", session_id))
-        self._forget(session_id)
-        return deleted
-
     def stats(self) -> StoreStats:
         sessions, used, hits, misses, evictions, expirations = (int(v) for v in self._call("stats"))
         return StoreStats(

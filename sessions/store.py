@@ -50,9 +50,6 @@ class SessionStore(Protocol):
     def touch(self, session_id: str) -> bool:
         """Refresh the TTL without reading; False if the session is gone."""
 
-    def delete(self, session_id: str) -> bool:
-        """Forget the session; False if it was not there."""
-
     def stats(self) -> StoreStats: ...
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ from sessions import (
     Page,
     Pager,
 )
-from tests.session_fakes import SECRET, FakeEngine, request_for
+from tests.session_fakes import SECRET, FakeClock, FakeEngine, request_for
 
 
 def _cursor(page: Page) -> str:
@@ -145,10 +145,10 @@ def test_a_restore_re_runs_the_search_once_and_continues_at_the_offset() -> None
 
 
 def test_a_restore_prefers_a_live_twin_session() -> None:
-    engine = FakeEngine()
-    store = MemoryStore(sweep_interval_s=None)
+    engine, clock = FakeEngine(), FakeClock()
+    store = MemoryStore(ttl_s=10, sweep_interval_s=None, clock=clock)
     page1 = make_pager(engine, store).first_page(request_for(), 50)
-    store.delete(page1.session_id)
+    clock.advance(11)  # page1's session expires
     twin = make_pager(engine, store).first_page(request_for(), 50)  # same search again
     page2 = make_pager(engine, store).next_page(_cursor(page1))
     assert (page2.cache, page2.session_id, engine.calls) == ("hit", twin.session_id, 2)

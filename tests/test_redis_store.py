@@ -110,7 +110,8 @@ def test_replicas_share_sessions_and_local_copies_never_outlive_redis(redis_serv
         b.get(s.id)  # s is now more recent than x
         b.put(session("y"))  # evicts x, not s
         assert same(a.get(s.id), s)
-        b.delete(s.id)
+        b.put(session("z"))  # evicts y
+        b.put(session("w"))  # evicts s
         assert a.get(s.id) is None and a.find(s.key) is None  # a's local copy does not resurrect it
 
 
