@@ -28,7 +28,7 @@ from server.app import build_app
 from sessions import CursorCodec, Pager, Session
 from sessions.redis_store import RedisStore, encode_session
 from tests.server_helpers import make_settings, structured
-from tests.session_fakes import SECRET, FakeEngine, make_matches, request_for
+from tests.session_fakes import SECRET, FakeEngine, make_matches, next_page, request_for
 
 MB = 1 << 20
 #: What the bomb inflates to: far past any cap below, small enough to build in under a second.
@@ -104,7 +104,7 @@ def test_a_blob_with_a_field_of_the_wrong_type_is_a_miss_and_the_walk_goes_on(
     with RedisStore(redis_server.url, namespace=namespace) as reader_store:  # another replica: nothing cached
         reader = Pager(engine, reader_store, codec)
         with caplog.at_level(logging.WARNING, logger="sessions.redis_store"):
-            page = reader.next_page(first.next_cursor)
+            page = next_page(reader, first.next_cursor)
         assert "unreadable session" in caplog.text
         assert raw.exists(key) == 0
         assert page.cache == "restored" and engine.calls == 2
@@ -133,7 +133,7 @@ def test_another_sessions_blob_under_this_id_is_not_served(redis_server, raw, na
         RedisStore(redis_server.url, namespace=namespace) as reader_store,
         caplog.at_level(logging.WARNING, logger="sessions.redis_store"),
     ):
-        page = Pager(engine, reader_store, codec).next_page(mine.next_cursor)
+        page = next_page(Pager(engine, reader_store, codec), mine.next_cursor)
     assert "unreadable session" in caplog.text
     assert page.cache == "restored"
     assert page.matches == engine.expected("needle")[10:20]
