@@ -1,9 +1,10 @@
-"""The contract every session backend meets (in-process `MemoryStore`, later a Redis store).
+"""The contract every session backend meets: `MemoryStore` in the process, `RedisStore` shared
+by replicas.
 
 Kept deliberately small and in terms of whole `Session` values (which round-trip through
-`Session.to_dict`/`to_bytes`), so a backend that lives outside the process can implement it
-with a handful of key/value commands. Reads count as access: `get` and `find` slide the
-session's time-to-live, like a cache hit should.
+`Session.to_bytes`/`from_bytes`), so a backend that lives outside the process implements it
+with a handful of key/value commands (`RedisStore`: one Lua script). Reads count as access:
+`get` and `find` slide the session's time-to-live, like a cache hit should.
 """
 
 from __future__ import annotations
