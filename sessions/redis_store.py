@@ -40,7 +40,6 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from cachetools import LRUCache
@@ -50,7 +49,7 @@ from redis.retry import Retry
 from sessions.errors import SessionStoreUnavailableError
 from sessions.memory import DEFAULT_MAX_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_TTL_S
 from sessions.models import Session
-from sessions.store import DEFAULT_NAMESPACE, StoreStats
+from sessions.store import DEFAULT_NAMESPACE, StoreStats, redacted
 
 log = logging.getLogger(__name__)
 
@@ -182,16 +181,6 @@ def decode_session(blob: bytes, max_size: int = DEFAULT_MAX_SESSION_BYTES) -> Se
     if not inflater.eof or inflater.unused_data:
         raise ValueError("its compressed stream is cut short or followed by other bytes")
     return Session.from_bytes(packed)
-
-
-def redacted(url: str) -> str:
-    """`url` without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 class _LocalCache(LRUCache[str, Session]):

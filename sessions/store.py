@@ -11,11 +11,23 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
 
 from sessions.models import Session
 
 #: The Redis key prefix's namespace when none is configured (`codepager:<namespace>:`).
 DEFAULT_NAMESPACE = "default"
+
+
+def redacted(url: str) -> str:
+    """A backend URL (`sessions.backend`) without its password, for messages, logs and
+    `codepager config`: here, not beside the Redis store, since showing it needs no redis client."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 @dataclass(frozen=True, slots=True)

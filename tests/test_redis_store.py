@@ -15,9 +15,9 @@ import pytest
 
 from harness.redis_server import RedisServer
 from search_engine.models import SearchResult
-from sessions import Session
+from sessions import Session, redacted
 from sessions.errors import SessionStoreUnavailableError
-from sessions.redis_store import RedisStore, encode_session, redacted
+from sessions.redis_store import RedisStore, encode_session
 from tests.session_fakes import FakeClock, make_matches, request_for
 
 
