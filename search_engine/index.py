@@ -329,13 +329,6 @@ class IndexManager:
             thread = self._refreshers[root] = threading.Thread(target=run, name="codepager-refresh", daemon=True)
         thread.start()
 
-    def wait_for_refresh(self, root: Path, timeout_s: float | None = None) -> None:
-        """Wait for a background freshness check of `root`, if one is running."""
-        with self._guard:
-            thread = self._refreshers.get(Path(root).resolve())
-        if thread is not None:
-            thread.join(timeout_s)
-
     def _load(self, root: Path, store: IndexStore, previous: _Entry | None) -> _Entry:
         """Open the live generation (reusing the loaded one if it is still live). A writer
         may sweep a generation between reading `CURRENT` and opening it: retry then."""

@@ -30,7 +30,15 @@ from server.tools.registry import own_tools
 from server.tools.results import register_results_resources, register_results_tools
 from server.tools.schemas import CompactSchemas
 from server.tools.search import register_search_tools
-from sessions import CursorCodec, MemoryStore, Pager, SessionStore, SessionStoreUnavailableError, load_or_create_key
+from sessions import (
+    CursorCodec,
+    MemoryStore,
+    Pager,
+    SessionStore,
+    SessionStoreUnavailableError,
+    load_or_create_key,
+    redacted,
+)
 
 log = logging.getLogger("codepager")
 
@@ -63,7 +71,15 @@ def session_store(sess: SessionSettings) -> SessionStore:
         )
     if not sess.backend.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError(f"sessions.backend must be 'memory' or a redis://host:port/db URL, got {sess.backend!r}")
-    from sessions import RedisStore
+    try:
+        from sessions import RedisStore
+    except ModuleNotFoundError as exc:
+        if exc.name != "redis":
+            raise
+        raise ValueError(
+            f"sessions.backend is a Redis URL ({redacted(sess.backend)}), but the redis client is not installed: "
+            'pip install "codepager[redis]", or use sessions.backend = "memory"'
+        ) from None
 
     # The budget also caps one session, encoded, as the in-process store's does (Session.size):
     # the most a replica ever inflates from a blob someone else may have written.

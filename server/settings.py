@@ -162,7 +162,11 @@ class IndexSettings(_Section):
 
 
 class SessionSettings(_Section):
-    backend: str = Field("memory", description="'memory', or a redis:// (rediss://, unix://) URL shared by replicas.")
+    backend: str = Field(
+        "memory",
+        description="'memory', or a redis:// (rediss://, unix://) URL shared by replicas; Redis needs the redis "
+        'extra: `pip install "codepager[redis]"`.',
+    )
     namespace: str = Field(
         DEFAULT_NAMESPACE,
         description="Redis key prefix codepager:<namespace>:; replicas sharing sessions use the same one.",

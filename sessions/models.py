@@ -1,8 +1,8 @@
 """What the session layer keeps (`Session`) and what it hands out (`Page`).
 
 A `Session` is one search's full, ordered result list plus what identifies it. It round-trips
-through a plain dict (and msgpack bytes) because stores other than the in-process one (Redis)
-keep it outside Python objects. It is read back only as the types written (msgspec, like the
+through msgpack bytes (`to_bytes`, of the plain dict `to_dict`) because stores other than the
+in-process one (Redis) keep it outside Python objects. It is read back only as the types written (msgspec, like the
 index's tables): what comes back from outside the process may have been written by anyone
 who can write there, and a value of another type (a `size` that is text, a `view` that is a
 number) must fail the read, not a page served from it later.
@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-import msgpack
 import msgspec
 
 from search_engine import Count, Match, SearchRequest, SearchResult
@@ -116,15 +115,9 @@ class Session:
             "last_access": self.last_access,
         }
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Session:
-        """The inverse of `to_dict`; ValueError unless every value has the type written."""
-        return cls._from_stored(msgspec.convert(d, _StoredSession))
-
     def to_bytes(self) -> bytes:
-        packed = msgpack.packb(self.to_dict(), use_bin_type=True)
-        assert isinstance(packed, bytes)  # msgpack ships no types; packb without a stream returns bytes
-        return packed
+        """`to_dict` as msgpack (the bytes the msgpack package wrote before msgspec did)."""
+        return msgspec.msgpack.encode(self.to_dict())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Session:
@@ -134,10 +127,6 @@ class Session:
             stored = msgspec.msgpack.decode(data, type=_StoredSession)
         except RecursionError:  # an unknown field nested thousands deep, which msgspec skips by recursing
             raise ValueError("nested too deeply") from None
-        return cls._from_stored(stored)
-
-    @classmethod
-    def _from_stored(cls, stored: _StoredSession) -> Session:
         fields = msgspec.structs.asdict(stored)  # every field but the request is the Session's own
         request_json = fields.pop("request")
         return cls(request=SearchRequest.model_validate_json(request_json), request_json=request_json, **fields)

@@ -2,9 +2,8 @@
 
 The server calls `first_page` for a new search, and for a cursor `decode` then `page_at`,
 checking the decoded search in between (`request_of`: its tool, its root, its arguments;
-`is_live`: whether the index must be waited for); `next_page` is the two in one call, for
-callers with nothing to check (the paging benchmark, tests). Three paths serve a page, reported
-as `Page.cache`:
+`is_live`: whether the index must be waited for). Three paths serve a page, reported as
+`Page.cache`:
 - "miss": the search ran now and its list became a new session;
 - "hit": the list came from a live session (same search, same index generation, same view);
 - "restored": the cursor was valid but its session was gone (evicted, expired, restarted,
@@ -90,10 +89,6 @@ class Pager:
         if session is None:
             session, cache = self._new_session(request, params_hash, generation, view, reuse)
         return self._page(session, 0, size, cache, started)
-
-    def next_page(self, cursor: str, page_size: int | None = None) -> Page:
-        """The page `cursor` points at. `page_size` overrides the cursor's."""
-        return self.page_at(self.decode(cursor), page_size)
 
     def decode(self, cursor: str) -> CursorState:
         """Verify `cursor` without serving it, so a caller can look at the search it pages

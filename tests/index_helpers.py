@@ -128,6 +128,15 @@ def block_the_walk(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, th
     return walking, release
 
 
+def wait_for_refreshes(timeout_s: float = 120) -> None:
+    """Wait for the background freshness checks running in this process (the `IndexManager`
+    threads named `codepager-refresh`), so a test reads what they wrote, or none outlives it."""
+    for thread in threading.enumerate():
+        if thread.name == "codepager-refresh":
+            thread.join(timeout_s)
+            assert not thread.is_alive(), f"a background freshness check still runs after {timeout_s} s"
+
+
 def manager_for(
     cache: Path,
     embedder: CountingEmbedder,

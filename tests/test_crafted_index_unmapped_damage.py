@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import msgpack
+import msgspec
 import numpy as np
 import pytest
 from numpy.lib import format as npy
@@ -28,7 +28,7 @@ from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.index import IndexManager
 from tests.crafted_index_helpers import build, put_rows, rows
-from tests.index_helpers import CountingEmbedder, write_repo
+from tests.index_helpers import CountingEmbedder, wait_for_refreshes, write_repo
 
 
 def _set(path: Path, column: str, value: int) -> None:
@@ -47,15 +47,15 @@ def _edit_npy(path: Path, edit: Callable[[np.ndarray], np.ndarray]) -> None:
 
 
 def _files(gen: Path, path: str, value: str | Callable[[list[Any]], list[Any]]) -> None:
-    table = msgpack.unpackb((gen / "files.msgpack").read_bytes(), raw=False, strict_map_key=False)
+    table = msgspec.msgpack.decode((gen / "files.msgpack").read_bytes())
     table[path] = value(table[path]) if callable(value) else value
-    (gen / "files.msgpack").write_bytes(msgpack.packb(table))
+    (gen / "files.msgpack").write_bytes(msgspec.msgpack.encode(table))
 
 
 def _strings(gen: Path, key: str, edit: Callable[[list[Any]], list[Any]]) -> None:
-    value = msgpack.unpackb((gen / "chunks" / "strings.msgpack").read_bytes(), raw=False)
+    value = msgspec.msgpack.decode((gen / "chunks" / "strings.msgpack").read_bytes())
     value[key] = edit(value[key])
-    (gen / "chunks" / "strings.msgpack").write_bytes(msgpack.packb(value, use_bin_type=True))
+    (gen / "chunks" / "strings.msgpack").write_bytes(msgspec.msgpack.encode(value))
 
 
 def _lexical_files(gen: Path) -> None:
@@ -66,7 +66,7 @@ def _lexical_files(gen: Path) -> None:
 
 def _int_definition_names(gen: Path) -> None:
     count = len(np.load(gen / "chunks" / "defs.chunk.npy"))
-    (gen / "chunks" / "defs.names.msgpack").write_bytes(msgpack.packb(list(range(count))))
+    (gen / "chunks" / "defs.names.msgpack").write_bytes(msgspec.msgpack.encode(list(range(count))))
 
 
 def _manifest_text(text: str) -> Callable[[Path], None]:
@@ -133,7 +133,7 @@ def test_a_crafted_generation_is_rebuilt_by_the_next_search(
         # The background freshness check must end before pytest parses source for its report:
         # CPython 3.11 shares the AST constructor's recursion depth between threads (see
         # search_engine/arrays.py), and a report built meanwhile dies with SystemError.
-        engine.indexes.wait_for_refresh(repo)
+        wait_for_refreshes()
     assert result.matches[0].path == "app/client.py"
 
 

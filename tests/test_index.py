@@ -30,7 +30,7 @@ from search_engine.index_store import IndexStore, index_dir
 from search_engine.lexical import LexicalIndex, lexical_document
 from search_engine.models import SearchMode, SearchRequest
 from search_engine.ranking import Ranker
-from tests.index_helpers import REPO, CountingEmbedder, expected_chunks
+from tests.index_helpers import REPO, CountingEmbedder, expected_chunks, wait_for_refreshes
 
 
 @pytest.fixture
@@ -254,7 +254,7 @@ def test_a_part_cut_short_is_rebuilt_by_the_next_search(
     engine = SearchEngine(EngineConfig(cache_dir=cache))
     engine._indexes = IndexManager(engine.config, embedder=counting, refresh_interval_s=0)
     result = engine.search(SearchRequest(mode=mode, query="retry a failing call with backoff", root=str(repo)))
-    engine.indexes.wait_for_refresh(repo)
+    wait_for_refreshes()
     assert result.matches[0].path == "app/client.py"
     index = engine.indexes.get(repo)
     assert index.generation == 2
@@ -283,7 +283,7 @@ def test_searches_meeting_the_same_damage_rebuild_once(
         thread.start()
     for thread in threads:
         thread.join()
-    engine.indexes.wait_for_refresh(repo)
+    wait_for_refreshes()
     assert found == ["app/client.py"] * 4
     assert engine.indexes.get(repo).generation == 2
 

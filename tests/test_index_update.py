@@ -29,7 +29,14 @@ from search_engine.engine import SearchEngine
 from search_engine.index import Index, IndexManager
 from search_engine.lexical import LexicalIndex
 from search_engine.models import SearchMode, SearchRequest
-from tests.index_helpers import REPO, CountingEmbedder, block_the_walk, manager_for, write_repo
+from tests.index_helpers import (
+    REPO,
+    CountingEmbedder,
+    block_the_walk,
+    manager_for,
+    wait_for_refreshes,
+    write_repo,
+)
 
 QUERIES = ("parse the chunk table columns", "merge postings of an update", "close pooled connections",
            "retry with backoff", "walk the tree for files")  # fmt: skip
@@ -153,7 +160,7 @@ def test_a_generation_held_open_reads_its_own_data_after_an_update(tmp_path: Pat
     writer.update(root)
     reader = manager_for(cache, counting, refresh_interval_s=3600)
     held = reader.get(root)
-    reader.wait_for_refresh(root, 120)  # its check of the tree, done before the edits
+    wait_for_refreshes()  # the reader's check of the tree, done before the edits
     before = [(c.path, c.content) for c in held.chunks]
     scores = held.lexical.scores(["pooled"])
     edit_everywhere(root)
@@ -186,7 +193,7 @@ def test_a_large_trees_freshness_check_runs_beside_the_search(
     assert walking.wait(30) and not release.is_set()
     assert during.generation == 1
     release.set()
-    manager.wait_for_refresh(root, 120)
+    wait_for_refreshes()
     after = manager.get(root)
     assert after.generation == 2
     assert any("render_markdown" in c.content for c in after.chunks)

@@ -21,7 +21,14 @@ from search_engine.embeddings import LazyEmbedder
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchMode, SearchRequest
 from search_engine.vectors import RESCORE, VectorIndex, quantize
-from tests.index_helpers import REPO, CountingEmbedder, block_the_walk, expected_chunks, manager_for
+from tests.index_helpers import (
+    REPO,
+    CountingEmbedder,
+    block_the_walk,
+    expected_chunks,
+    manager_for,
+    wait_for_refreshes,
+)
 
 
 def many_files(root: Path, n: int) -> Path:
@@ -148,7 +155,7 @@ def test_the_first_search_uses_the_index_on_disk_and_catches_up_in_the_backgroun
     assert first.index_generation == 1
     assert not any("render_markdown" in m.content for m in first.matches)
     release.set()
-    engine.indexes.wait_for_refresh(repo, 120)
+    wait_for_refreshes()
     later = engine.search(request)
     assert later.index_generation == 2
     assert "render_markdown" in later.matches[0].content
