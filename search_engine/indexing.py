@@ -343,7 +343,15 @@ class _Stream:
             if not from_old.all():
                 assert fresh is not None
                 vectors[~from_old] = fresh[rows[~from_old]]
-            self.writer.add(state.file.path, _entry(state, None), chunked.chunks, vectors, chunked.documents, keys)
+            self.writer.add(
+                state.file.path,
+                _entry(state, None),
+                chunked.chunks,
+                vectors,
+                chunked.documents,
+                keys,
+                over_budget=chunked.over_budget,
+            )
         self.report("embed", self.done, self.to_read)
         self.pending.clear()
         self.texts.clear()
