@@ -13,8 +13,8 @@ parse past it kills the worker, not the indexer, and `chunk_jobs` indexes that f
 text and says so.
 
 Workers are forked by a forkserver that has imported the chunker already, so a pool is ready
-in a few milliseconds (0.4 s when each worker imports it): a server re-chunking the one file
-saved starts one for it. The forkserver itself starts with the first pool, once a process.
+in ~10 ms (0.4-0.8 s when each worker imports it): a server re-chunking the one file saved
+starts one for it. The forkserver itself starts with the first pool, once a process.
 A worker never inherits the indexer's threads or locks, and ends when the indexer does.
 
 The limit needs Linux (/proc and `RLIMIT_DATA` counting every private mapping, since 4.7);
@@ -27,9 +27,11 @@ import multiprocessing
 import os
 import resource
 import select
+import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from types import ModuleType
 
 #: What a chunking worker may allocate beyond what it holds once started: the bound on every
 #: parse, with the results of its batch. Real code takes a few MB a 100 KB (fmtlib's 164 KB
@@ -37,15 +39,27 @@ from concurrent.futures import ProcessPoolExecutor
 #: a byte (see the module docstring).
 PARSE_MEMORY_BUDGET = 256 << 20
 
-# forkserver: workers never inherit this process's threads or locks; preloaded with the
-# chunker (`search_engine.chunk_jobs` and what it imports), each starts in milliseconds.
+# forkserver: workers never inherit this process's threads or locks.
 _CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["search_engine.chunk_jobs"])
 
 
 def chunking_pool(workers: int) -> ProcessPoolExecutor:
     """A pool of `workers` chunking processes, each limited and tied to this process."""
+    _CONTEXT.set_forkserver_preload(_preloads())  # read when the forkserver starts: with the first pool
     return ProcessPoolExecutor(workers, mp_context=_CONTEXT, initializer=_start_worker, initargs=(os.getpid(),))
+
+
+def _preloads() -> list[str]:
+    """What the forkserver imports once, for every worker it forks: the chunker, and the modules
+    the main module takes names from. A worker runs the main module again (as `__mp_main__`:
+    Python 3.11's forkserver never preloads `__main__` itself), and `codepager`'s does `from
+    server.cli import main`, 0.4 s in each worker unless the forkserver imported it already."""
+    taken = vars(sys.modules["__main__"]).values() if "__main__" in sys.modules else ()
+    names = {v.__name__ if isinstance(v, ModuleType) else getattr(v, "__module__", None) for v in taken}
+    return [
+        "search_engine.chunk_jobs",
+        *sorted(n for n in names if isinstance(n, str) and n in sys.modules and n != "__main__"),
+    ]
 
 
 def _start_worker(indexer: int) -> None:
