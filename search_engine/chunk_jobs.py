@@ -133,7 +133,7 @@ def _isolated(jobs: Sequence[ChunkJob], max_size: int) -> list[ChunkedFile | Non
     results: list[ChunkedFile | None] = []
     while len(results) < len(jobs):
         pool = chunking_pool(1)
-        futures = []
+        futures: list[Future[list[ChunkedFile | None]]] = []
         try:
             _check_start(pool)
             with contextlib.suppress(BrokenProcessPool):  # it died already, on one of those submitted

@@ -264,9 +264,8 @@ class IndexStore:
         except IndexStoreError:
             pin.release()
             raise
-        consistent = over_budget <= files.keys()
         if (
-            not consistent
+            not over_budget <= files.keys()  # names a file the generation does not hold
             or len(chunks) != manifest.chunks
             or vectors.file_vectors.shape != (len(chunks.paths), manifest.dim)
         ):
