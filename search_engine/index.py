@@ -44,6 +44,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
+from search_engine.chunk_jobs import over_budget_warnings
 from search_engine.chunk_table import ChunkTable
 from search_engine.config import EngineConfig
 from search_engine.embeddings import Embedder, embedder_for
@@ -118,6 +119,13 @@ class IndexStatus:
     size_bytes: int = 0
     updated_at: float | None = None
     stale_reason: str | None = None
+    over_budget: tuple[str, ...] = ()  # files indexed as plain text: their parse was over budget
+
+    @property
+    def warnings(self) -> list[str]:
+        """What an agent or a person should know of this index: the files it holds as plain
+        text, and why."""
+        return over_budget_warnings(self.over_budget)
 
 
 @dataclass(slots=True)
@@ -249,6 +257,7 @@ class IndexManager:
         configured = self.embedder.model_id
         try:
             manifest = store.read_manifest()
+            over_budget = tuple(store.read_over_budget())
         except IndexStoreError as exc:
             return IndexStatus(
                 str(root),
@@ -273,6 +282,7 @@ class IndexManager:
             size_bytes=store.size_on_disk(),
             updated_at=manifest.updated_at,
             stale_reason=stale_reason(manifest, configured, root),
+            over_budget=over_budget,
         )
 
     def _update(

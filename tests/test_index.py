@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import search_engine.chunk_jobs as chunk_jobs
 import search_engine.index_store as index_store
 import search_engine.indexing as indexing
+from search_engine.chunk_jobs import ChunkedFile, ChunkJob, chunk_files
 from search_engine.chunks import Chunk
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
@@ -139,13 +139,22 @@ def test_incremental_updates_embed_only_what_changed(
         tokenized.append(chunk.path)
         return lexical_document(chunk)
 
+    def recording_chunk_files(
+        jobs: list[ChunkJob], max_size: int, report: Callable[[int, int], None]
+    ) -> list[ChunkedFile | None]:
+        chunked.extend(job.file.path for job in jobs)
+        return chunk_files(jobs, max_size, report)
+
+    chunked: list[str] = []
     monkeypatch.setattr(index_store, "lexical_document", counting_document)
-    monkeypatch.setattr(chunk_jobs, "lexical_document", counting_document)
+    monkeypatch.setattr(indexing, "chunk_files", recording_chunk_files)
     stats = manager.update(repo)
     assert (stats.changed, stats.modified, stats.generation) == (True, 1, 2)
     embedded = counting.take()
     assert len(embedded) == 1 and "Close every pooled socket now." in embedded[0]
-    assert set(tokenized) == {"app/client.py"}  # the other files' lexical documents are reused
+    # Only the edited file is chunked (its lexical documents made with its chunks, in a chunking
+    # worker); the other files' are reused, none made again by the writer.
+    assert (chunked, tokenized) == (["app/client.py"], [])
 
     (repo / "web/app.js").unlink()
     stats = manager.update(repo)
@@ -512,7 +521,7 @@ UPDATE_AT_SHUTDOWN = textwrap.dedent("""\
     cache, root = Path(sys.argv[1]), Path(sys.argv[2])
     manager = IndexManager(EngineConfig(cache_dir=cache))
     manager.update(root)
-    (root / "app/render.py").write_text("def render_markdown(text):\\n    return text\\n")
+    (root / "app/render.py").unlink()
     go, outcome = threading.Event(), {}
 
     def refresh():  # a background refresh, as the server runs them: a daemon thread
@@ -537,7 +546,8 @@ UPDATE_AT_SHUTDOWN = textwrap.dedent("""\
 def test_an_update_published_while_the_interpreter_shuts_down_still_completes(repo: Path, cache: Path) -> None:
     """A background refresh can still be publishing when the server exits, and from then on
     no thread may start: the postings are then written on the publishing thread itself, and
-    the update completes instead of failing on the refused thread."""
+    the update completes instead of failing on the refused thread. (A file deleted: an update
+    that must chunk a file cannot start a chunking worker either, and fails, its index kept.)"""
     proc = subprocess.run(
         [sys.executable, "-c", UPDATE_AT_SHUTDOWN, str(cache), str(repo), str(REPO)],
         capture_output=True,
@@ -548,7 +558,7 @@ def test_an_update_published_while_the_interpreter_shuts_down_still_completes(re
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"generation": 2}, proc.stderr
     snapshot = IndexStore(index_dir(cache, repo.resolve())).load()
     assert snapshot is not None and snapshot.manifest.generation == 2
-    assert any(c.symbol == "render_markdown" for c in snapshot.chunks)
+    assert "app/render.py" not in snapshot.files and snapshot.files
     snapshot.release()
 
 

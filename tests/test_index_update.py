@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 import search_engine.chunk_jobs as chunk_jobs
+import search_engine.chunk_workers as chunk_workers
 import search_engine.files as files
 import search_engine.indexing as indexing
 import search_engine.lexical as lexical
@@ -130,10 +131,11 @@ def test_an_update_gives_what_a_fresh_build_gives(
 
 
 @pytest.mark.slow
-def test_a_build_read_by_worker_processes_equals_one_read_in_process(
+def test_a_build_read_by_several_workers_equals_one_read_by_one(
     tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = real_tree(tmp_path / "repo").resolve()
+    monkeypatch.setattr(indexing, "workers", lambda: 1)
     serial = manager_for(tmp_path / "serial", counting, refresh_interval_s=3600)
     serial.update(root)
     pools: list[object] = []
@@ -143,8 +145,7 @@ def test_a_build_read_by_worker_processes_equals_one_read_in_process(
             super().__init__(*args, **kwargs)
             pools.append(self)
 
-    monkeypatch.setattr(chunk_jobs, "ProcessPoolExecutor", CountedPool)
-    monkeypatch.setattr(chunk_jobs, "POOL_MIN_FILES", 1)
+    monkeypatch.setattr(chunk_workers, "ProcessPoolExecutor", CountedPool)
     monkeypatch.setattr(chunk_jobs, "BATCH", 3)  # several batches in flight, results in order
     monkeypatch.setattr(indexing, "workers", lambda: 2)
     pooled = manager_for(tmp_path / "pooled", counting, refresh_interval_s=3600)
@@ -271,7 +272,7 @@ KILLED_BUILD = textwrap.dedent("""\
             time.sleep(600)
 
     if __name__ == "__main__":
-        chunk_jobs.POOL_MIN_FILES, chunk_jobs.BATCH = 1, 1
+        chunk_jobs.BATCH = 1
         indexing.workers = lambda: 2
         indexing.EMBED_BATCH = 8
         IndexManager(EngineConfig(cache_dir=Path(sys.argv[2]))).update(Path(sys.argv[1]), progress=hold)

@@ -114,18 +114,19 @@ def test_the_build_streams_embedding_batches_between_files(
     root = many_files(tmp_path / "repo", 60)
     monkeypatch.setattr(indexing, "EMBED_BATCH", 16)
     events: list[str] = []
-    real_run = chunk_jobs._run
+    real_next = chunk_jobs.ChunkStream.__next__
     real_embed = counting.embed
 
-    def run(job, max_size):
+    def read(stream):  # the writer takes a file's chunks (read ahead by the chunking workers)
+        result = real_next(stream)
         events.append("read")
-        return real_run(job, max_size)
+        return result
 
     def embed(texts):
         events.append("embed")
         return real_embed(texts)
 
-    monkeypatch.setattr(chunk_jobs, "_run", run)
+    monkeypatch.setattr(chunk_jobs.ChunkStream, "__next__", read)
     monkeypatch.setattr(counting, "embed", embed)
     stats = manager_for(tmp_path / "cache", counting).update(root)
     assert stats.files == 60 and stats.chunks == 120

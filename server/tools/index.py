@@ -37,6 +37,7 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
             "building": state.building,
             "progress": {"phase": state.phase, "done": state.done, "total": state.total, "percent": state.percent()},
             "error": str(state.error) if state.error else None,
+            "warnings": s.warnings,
         }
 
     @mcp_tool(
