@@ -132,6 +132,7 @@ async def test_a_decompression_bomb_dataset_cursor_is_refused_without_growing_th
     assert "Traceback" not in log, log
 
 
+@pytest.mark.slow
 async def test_an_absurdly_long_cursor_is_refused_up_front(server: HttpServer) -> None:
     genuine = await first_cursor(server)
     huge = genuine + "A" * (3 * MB)  # valid alphabet, fits the 4 MiB request cap
@@ -176,6 +177,7 @@ async def test_a_cursor_from_a_server_rooted_elsewhere_is_refused(tmp_path: Path
 FIRST = {"pattern": "needle", "page_size": 10, "include_patterns": ["*.py"], "ignore_case": True}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sent", "named"),
     [
@@ -198,6 +200,7 @@ async def test_a_search_parameter_that_differs_from_the_cursors_is_refused(
     assert f"`{named}`" in message and "only the cursor" in message, message
 
 
+@pytest.mark.slow
 async def test_equal_search_parameters_and_presentation_options_are_accepted_with_a_cursor(server: HttpServer) -> None:
     cursor = await first_cursor(server, FIRST)
     async with server.client(timeout=120) as c:
@@ -248,6 +251,7 @@ def everything_readable(cursor: str) -> bytes:
     return b"\n".join(found)
 
 
+@pytest.mark.slow
 async def test_a_cursor_reveals_neither_the_root_nor_the_search(server: HttpServer, tree: Path) -> None:
     cursor = await first_cursor(server, {"pattern": "needle_7_", "page_size": 5})
     readable = everything_readable(cursor)

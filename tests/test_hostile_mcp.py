@@ -210,6 +210,7 @@ def _assert_too_large(answer: dict[str, Any], request_id: int | None) -> None:
     assert len(json.dumps(answer)) < 5_000  # the request is not echoed back
 
 
+@pytest.mark.slow
 def test_a_20_mb_request_is_refused_with_its_id_without_being_held(server):
     answers, growth = server.answers_and_peak_rss_growth(_big_call(20, 20 * MB))
     assert len(answers) == 1
@@ -217,6 +218,7 @@ def test_a_20_mb_request_is_refused_with_its_id_without_being_held(server):
     assert growth < 10 * MB, f"peak RSS rose {growth / MB:.0f} MB for a 20 MB line"
 
 
+@pytest.mark.slow
 def test_a_100_mb_line_of_garbage_costs_no_memory(server):
     answers, growth = server.answers_and_peak_rss_growth(b"x" * (100 * MB))
     assert growth < 10 * MB, f"peak RSS rose {growth / MB:.0f} MB for a 100 MB line"
@@ -224,6 +226,7 @@ def test_a_100_mb_line_of_garbage_costs_no_memory(server):
     _assert_too_large(answers[0], None)
 
 
+@pytest.mark.slow
 def test_a_request_just_under_the_limit_is_served(server):
     """A pattern of 4 MiB minus the envelope passes the transport's message limit and reaches
     the tool, whose own bound on a pattern (256 KiB) answers it: the argument's error, as an
@@ -236,6 +239,7 @@ def test_a_request_just_under_the_limit_is_served(server):
     server.good_call_works()
 
 
+@pytest.mark.slow
 def test_a_notification_that_is_not_valid_is_answered_with_a_null_id(server):
     server.send(b'{"jsonrpc":"2.0","method":5}')
     answer = server.receive()
@@ -259,6 +263,7 @@ def test_malformed_messages_arriving_as_frames_are_answered_too(chunked_server, 
     chunked_server.good_call_works()
 
 
+@pytest.mark.slow
 def test_a_framed_request_over_the_limit_is_refused_as_its_frames_pass_it(chunked_server):
     frames = encode_message(_big_call(22, 20 * MB).decode(), 60 * 1024)
     chunked_server.send(b"".join(frames))

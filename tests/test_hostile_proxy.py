@@ -79,12 +79,14 @@ async def test_a_result_nested_5000_deep_is_saved_intact(proxy) -> None:
     assert rows == [{"digest": hashlib.md5(nested(5000).encode()).hexdigest()}]
 
 
+@pytest.mark.slow
 async def test_a_small_deep_result_passes_through_intact(proxy) -> None:
     client, _ = proxy
     result = await client.call_tool_mcp("deep", {"depth": 1000})
     assert not result.is_error and result.content[0].text == nested(1000)
 
 
+@pytest.mark.slow
 async def test_a_40_mb_reply_is_answered_and_the_next_call_is_not_kept_waiting(proxy) -> None:
     """Before, the SDK's reader re-split its whole buffer on every read: a 50 MB line took 54 s
     of CPU, so this reply timed out and the next call waited behind it."""
@@ -103,6 +105,7 @@ async def test_a_40_mb_reply_is_answered_and_the_next_call_is_not_kept_waiting(p
     assert small_s < 5, f"the next call took {small_s:.1f} s (the 40 MB one {big_s:.1f} s)"
 
 
+@pytest.mark.slow
 async def test_a_reply_over_the_limit_fails_its_call_and_the_next_call_works(proxy) -> None:
     client, _ = proxy
     result = await client.call_tool_mcp("long_text", {"mb": 50})
@@ -135,6 +138,7 @@ def wire_bytes(result: Any) -> int:
     return len(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True)))
 
 
+@pytest.mark.slow
 async def test_a_20_mb_error_reaches_the_client_clipped(proxy) -> None:
     """Before: the whole 20 MiB passed through (an error was never measured), into the agent's
     context; the proxy's RSS grew by ~190 MB."""
@@ -146,6 +150,7 @@ async def test_a_20_mb_error_reaches_the_client_clipped(proxy) -> None:
     assert (await client.call_tool("small", {"name": "after"})).content[0].text == "hello after"
 
 
+@pytest.mark.slow
 async def test_a_20_mb_image_is_saved_as_a_dataset_of_its_blocks(proxy) -> None:
     """Before: a result holding an image passed through whole, 27 MB of base64, however large:
     only text could be turned into records. Now its blocks are the records of a dataset, the
@@ -165,6 +170,7 @@ async def test_a_20_mb_image_is_saved_as_a_dataset_of_its_blocks(proxy) -> None:
     assert rows == [{"block": 1, "type": "image", "n": len(picture["data"])}]
 
 
+@pytest.mark.slow
 async def test_a_20_mb_meta_on_a_small_result_is_left_out_and_said(proxy) -> None:
     """Before: 20 MiB in the result's _meta and 20 MiB in its block's reached the client whole
     (no size counted _meta). Now _meta passes while all of it fits in 64 KiB, and the result's

@@ -105,6 +105,7 @@ async def test_inline_and_legacy_say_the_result_goes_on(server) -> None:
     assert "output_mode=auto" in legacy.structured_content["error"]["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sql",
     [
@@ -160,6 +161,7 @@ PLANNING_BOMBS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sql", list(PLANNING_BOMBS.values()), ids=list(PLANNING_BOMBS))
 async def test_a_query_that_would_take_long_to_plan_is_refused_before_duckdb_plans_it(
     server, sql: tuple[str, str]
@@ -174,6 +176,7 @@ async def test_a_query_that_would_take_long_to_plan_is_refused_before_duckdb_pla
     assert growth < 50 * MB, f"peak RSS grew by {growth / MB:.0f} MB"
 
 
+@pytest.mark.slow
 async def test_queries_well_within_the_planning_bounds_still_run(server) -> None:
     """The bounds sit far above an agent's analysis: 200 UNION ALL branches, and 24 joined
     relations (a subquery in FROM, then 23 table functions) run as before."""

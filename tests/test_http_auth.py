@@ -267,6 +267,7 @@ def test_an_authenticated_body_that_stalls_is_dropped_after_the_body_timeout(imp
     assert still_serves(impatient)
 
 
+@pytest.mark.slow
 def test_connections_that_never_finish_their_headers_are_closed_after_the_body_timeout(impatient):
     """Before any header is complete neither the token check nor the body limits can run, and
     uvicorn has no timeout for headers: 50 clients that connect and send nothing each held a

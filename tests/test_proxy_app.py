@@ -93,6 +93,7 @@ async def test_small_results_and_errors_pass_through_exactly(client: Client[Any]
     assert isinstance(pid.data, int) and pid.structured_content == {"result": pid.data}
 
 
+@pytest.mark.slow
 async def test_intercepted_tools_are_listed_without_an_output_schema(client: Client[Any], direct: Client[Any]) -> None:
     proxied = {t.name: t for t in await client.list_tools()}
     straight = {t.name: t for t in await direct.list_tools()}
@@ -101,6 +102,7 @@ async def test_intercepted_tools_are_listed_without_an_output_schema(client: Cli
     assert proxied["structured_records"].input_schema == straight["structured_records"].input_schema
 
 
+@pytest.mark.slow
 async def test_a_large_json_result_is_saved_described_and_queryable(client: Client[Any], tmp: Path) -> None:
     body = await saved(client, "records", {"n": 3000, "mixed": True})
     ds = body["dataset"]
@@ -130,6 +132,7 @@ async def test_a_large_json_result_is_saved_described_and_queryable(client: Clie
         assert structured(await client.call_tool("analyze-with-duckdb", {"query": example}))["results"]["rows"], example
 
 
+@pytest.mark.slow
 async def test_the_proxys_own_tools_answer_within_its_threshold(client: Client[Any]) -> None:
     """analyze-with-duckdb gets the proxy's threshold, not the search server's
     20,000-token ceiling: 300 rows (~30 KB) go to a file instead of being sent inline."""
@@ -142,6 +145,7 @@ async def test_the_proxys_own_tools_answer_within_its_threshold(client: Client[A
     assert few["results"]["mode"] == "inline" and len(few["results"]["rows"]) == 20
 
 
+@pytest.mark.slow
 async def test_the_proxys_sql_runs_under_its_own_duckdb_limits(client: Client[Any]) -> None:
     """proxy.duckdb_threads and proxy.duckdb_memory_limit (2 and 1GB), not the search server's
     offload.duckdb_* (1 and 512MB), are what the proxy's DuckDB connections run with."""
@@ -150,6 +154,7 @@ async def test_the_proxys_sql_runs_under_its_own_duckdb_limits(client: Client[An
     assert row["threads"] == 2 and row["memory"].startswith(("1.0 GB", "953.6 MiB")), row
 
 
+@pytest.mark.slow
 async def test_nested_structured_and_text_results(client: Client[Any]) -> None:
     nested = (await saved(client, "nested_records", {"n": 800}))["dataset"]
     assert nested["records_from"] == "text:rows" and nested["envelope"]["total"] == 800
@@ -163,6 +168,7 @@ async def test_nested_structured_and_text_results(client: Client[Any]) -> None:
     assert rows == [{"n": 1400 // 7}]
 
 
+@pytest.mark.slow
 async def test_read_dataset_page_walks_every_record_with_signed_cursors(client: Client[Any]) -> None:
     dataset_id = (await saved(client, "records", {"n": 1500}))["dataset"]["id"]
     records, cursor, pages = [], None, 0
@@ -190,6 +196,7 @@ async def test_read_dataset_page_walks_every_record_with_signed_cursors(client: 
         assert refused.value.error.code == INVALID_PARAMS
 
 
+@pytest.mark.slow
 async def test_list_saved_datasets_filters(client: Client[Any]) -> None:
     listed = structured(await client.call_tool("list-saved-datasets", {"filter": {"tool": "text", "server": "tiny"}}))
     assert listed["count"] >= 1 and {d["tool"] for d in listed["datasets"]} == {"text"}
@@ -199,6 +206,7 @@ async def test_list_saved_datasets_filters(client: Client[Any]) -> None:
     assert bad.value.error.code == INVALID_PARAMS
 
 
+@pytest.mark.slow
 async def test_concurrent_large_calls_each_get_their_own_complete_dataset(client: Client[Any]) -> None:
     bodies = await asyncio.gather(*(saved(client, "records", {"n": 600 + i}) for i in range(6)))
     ids = {b["dataset"]["id"] for b in bodies}

@@ -74,6 +74,7 @@ async def test_small_calls_pass_through_byte_identical(proxied: Client[Any], dir
     assert via_proxy["isError"] is True
 
 
+@pytest.mark.slow
 async def test_a_large_directory_tree_is_saved_and_sql_answers_about_it(proxied: Client[Any], tree: Path) -> None:
     body = structured(await proxied.call_tool("directory_tree", {"path": str(tree)}))
     assert body["intercepted"] == "saved_as_dataset"
@@ -89,6 +90,7 @@ async def test_a_large_directory_tree_is_saved_and_sql_answers_about_it(proxied:
     assert rows == [{"notes": DIRS // 4}]
 
 
+@pytest.mark.slow
 async def test_a_large_file_read_becomes_lines_that_sql_can_count(proxied: Client[Any], tree: Path) -> None:
     body = structured(await proxied.call_tool("read_text_file", {"path": str(tree / "app.log")}))
     ds = body["dataset"]

@@ -175,6 +175,7 @@ def test_a_decompression_bomb_is_refused_without_inflating_it(redis_server, raw,
         assert raw.exists(blob_key(namespace, s.id)) == 0
 
 
+@pytest.mark.slow
 async def test_a_decompression_bomb_costs_a_server_no_more_than_its_session_budget(
     code_tree: Path, tmp_path: Path, redis_server, raw, namespace, bomb
 ) -> None:
