@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from search_engine.config import EngineConfig
 from search_engine.errors import IndexDamagedError
-from search_engine.models import SearchMode, SearchRequest, SearchResult
+from search_engine.models import Freshness, SearchMode, SearchRequest, SearchResult
 from search_engine.tokenize import validate_query
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class SearchEngine:
         if self._indexes is None:
             from search_engine.index import IndexManager
 
-            self._indexes = IndexManager(self.config)
+            self._indexes = IndexManager(self.config, watch=self.config.watch, fresh_wait_s=self.config.fresh_wait_s)
         return self._indexes
 
     def generation(self, request: SearchRequest) -> int:
@@ -52,7 +52,10 @@ class SearchEngine:
         if request.mode is SearchMode.REGEX:
             from search_engine.regex import regex_search
 
-            return regex_search(request, self.config)
+            began = time.time()
+            result = regex_search(request, self.config)
+            result.freshness = Freshness("current", began, began, "direct")
+            return result
         validate_query(request.query)  # a bad query must not cost an index build first
         root = Path(request.root)
         started = time.perf_counter()
@@ -70,8 +73,8 @@ class SearchEngine:
         being ready (a rebuild of a damaged one included)."""
         from search_engine.ranking import Ranker
 
-        index = self.indexes.get(root)
+        index, settled = self.indexes.current(root)
         index_ms = (time.perf_counter() - started) * 1000
-        result = index.memo("ranker", lambda: Ranker(index, self.config)).search(request)
+        result = index.memo("ranker", lambda: Ranker(index, self.config)).search(request, settled)
         result.index_time_ms = index_ms
         return result

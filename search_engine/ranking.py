@@ -31,6 +31,7 @@ from search_engine.files import discover
 from search_engine.hits import Hit
 from search_engine.hybrid import hybrid_search
 from search_engine.lexical import LexicalIndex
+from search_engine.live import Settled
 from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
 from search_engine.paths import SearchLocation
 from search_engine.semantic import semantic_search
@@ -78,8 +79,9 @@ class Ranker:
     def generation(self) -> int:
         return self._index.generation
 
-    def search(self, request: SearchRequest) -> SearchResult:
-        """Rank the index's chunks for a semantic or hybrid `request`.
+    def search(self, request: SearchRequest, settled: Settled | None = None) -> SearchResult:
+        """Rank the index's chunks for a semantic or hybrid `request`, leaving out the files
+        `settled` says changed and are not in this generation yet (its `pending` paths).
 
         `threshold` drops matches scoring below it: for semantic search the score is the
         cosine similarity (blended with the file's, scaled by the path priors, raised for
@@ -90,6 +92,8 @@ class Ranker:
         started = time.perf_counter()
         terms = validate_query(request.query)
         allowed = self.allowed(request)
+        if settled is not None and settled.pending:
+            allowed = self._leave_out(allowed, settled)
         query_vector = self._index.embed_query(request.query)
         with _THREADPOOLS.limit(limits=1, user_api="blas"):
             if request.mode is SearchMode.SEMANTIC:
@@ -118,6 +122,7 @@ class Ranker:
             total_count=len(matches),
             index_generation=self.generation,
             search_time_ms=(time.perf_counter() - started) * 1000,
+            freshness=settled.report() if settled is not None else None,
         )
 
     def allowed(self, request: SearchRequest) -> np.ndarray | None:
@@ -131,6 +136,13 @@ class Ranker:
             mask = self._file_mask(request)[self.corpus.file_of]
             self._masks[key] = mask
         return mask
+
+    def _leave_out(self, allowed: np.ndarray | None, settled: Settled) -> np.ndarray:
+        """`allowed` without the chunks of the files `settled` masks: their text here is
+        no longer the file's, so none of it may be answered."""
+        files = self.corpus.files
+        kept = np.fromiter((not settled.masks(p) for p in files), dtype=bool, count=len(files))[self.corpus.file_of]
+        return kept if allowed is None else allowed & kept
 
     def _file_mask(self, request: SearchRequest) -> np.ndarray:
         files = self.corpus.files

@@ -103,12 +103,12 @@ def test_an_update_gives_what_a_fresh_build_gives(
     boundaries fall everywhere (the real slice is larger than this tree's postings)."""
     monkeypatch.setattr(lexical_merge, "_SLICE", renumber_slice)
     root = real_tree(tmp_path / "repo").resolve()
-    manager = manager_for(tmp_path / "cache", counting, refresh_interval_s=3600)
+    manager = manager_for(tmp_path / "cache", counting)
     manager.update(root)
     edit_everywhere(root)
     stats = manager.update(root)
     assert (stats.added, stats.modified, stats.deleted, stats.touched) == (1, 3, 1, 1)
-    fresh = manager_for(tmp_path / "fresh", CountingEmbedder(counting.inner), refresh_interval_s=3600)
+    fresh = manager_for(tmp_path / "fresh", CountingEmbedder(counting.inner))
     fresh.update(root)
     assert_same_index(manager.get(root), fresh.get(root))
     assert rankings(manager, root) == rankings(fresh, root)
@@ -116,7 +116,7 @@ def test_an_update_gives_what_a_fresh_build_gives(
     (root / "lib/chunk_table.py").write_text((root / "lib/chunk_table.py").read_text().replace("merged", "re-merged"))
     (root / "app/render.py").unlink()
     manager.update(root)
-    fresh = manager_for(tmp_path / "fresh2", CountingEmbedder(counting.inner), refresh_interval_s=3600)
+    fresh = manager_for(tmp_path / "fresh2", CountingEmbedder(counting.inner))
     fresh.update(root)
     assert_same_index(manager.get(root), fresh.get(root))
 
@@ -125,7 +125,7 @@ def test_a_build_read_by_worker_processes_equals_one_read_in_process(
     tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = real_tree(tmp_path / "repo").resolve()
-    serial = manager_for(tmp_path / "serial", counting, refresh_interval_s=3600)
+    serial = manager_for(tmp_path / "serial", counting)
     serial.update(root)
     pools: list[object] = []
 
@@ -138,7 +138,7 @@ def test_a_build_read_by_worker_processes_equals_one_read_in_process(
     monkeypatch.setattr(chunk_jobs, "POOL_MIN_FILES", 1)
     monkeypatch.setattr(chunk_jobs, "BATCH", 3)  # several batches in flight, results in order
     monkeypatch.setattr(indexing, "workers", lambda: 2)
-    pooled = manager_for(tmp_path / "pooled", counting, refresh_interval_s=3600)
+    pooled = manager_for(tmp_path / "pooled", counting)
     stats = pooled.update(root)
     assert len(pools) == 1 and stats.files == len(serial.get(root).snapshot.files)  # type: ignore[union-attr]
     assert_same_index(pooled.get(root), serial.get(root))
@@ -147,11 +147,11 @@ def test_a_build_read_by_worker_processes_equals_one_read_in_process(
 def test_a_generation_held_open_reads_its_own_data_after_an_update(tmp_path: Path, counting: CountingEmbedder) -> None:
     root = real_tree(tmp_path / "repo").resolve()
     cache = tmp_path / "cache"
-    writer = manager_for(cache, counting, refresh_interval_s=3600)
+    writer = manager_for(cache, counting)
     writer.update(root)
-    reader = manager_for(cache, counting, refresh_interval_s=3600)
+    reader = manager_for(cache, counting)
     held = reader.get(root)
-    reader.wait_for_refresh(root, 120)  # its check of the tree, done before the edits
+    reader.wait_idle(root, 120)  # its check of the tree, done before the edits
     before = [(c.path, c.content) for c in held.chunks]
     scores = held.lexical.scores(["pooled"])
     edit_everywhere(root)
@@ -184,14 +184,14 @@ def test_a_large_trees_freshness_check_runs_beside_the_search(
     assert walking.wait(30) and not release.is_set()
     assert during.generation == 1
     release.set()
-    manager.wait_for_refresh(root, 120)
+    manager.wait_idle(root, 120)
     after = manager.get(root)
     assert after.generation == 2
     assert any("render_markdown" in c.content for c in after.chunks)
 
     # A tree within the limit is checked inline: the very next search sees an edit.
     monkeypatch.setattr(indexing, "discover", real_discover)
-    small = manager_for(tmp_path / "cache2", counting, refresh_interval_s=0)
+    small = manager_for(tmp_path / "cache2", counting)
     small.update(root)
     (root / "app/render.py").write_text("def render_rst(text):\n    return text.lower()\n")
     assert any("render_rst" in c.content for c in small.get(root).chunks)
