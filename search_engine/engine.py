@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from search_engine.config import EngineConfig
 from search_engine.errors import IndexDamagedError
-from search_engine.models import Freshness, SearchMode, SearchRequest, SearchResult
+from search_engine.models import Freshness, Match, SearchMode, SearchRequest, SearchResult
 from search_engine.tokenize import validate_query
 
 if TYPE_CHECKING:
@@ -38,14 +38,22 @@ class SearchEngine:
             self._indexes = IndexManager(self.config, watch=self.config.watch, fresh_wait_s=self.config.fresh_wait_s)
         return self._indexes
 
-    def generation(self, request: SearchRequest) -> int:
-        """The index generation a search of `request` would see now (0 for regex: no index).
+    def generation(self, request: SearchRequest) -> int | None:
+        """The index generation a search of `request` would see now (0 for regex: no index),
+        or None while files changed before this call are not in the index yet.
 
         Sessions use it to dedup identical searches and to refuse continuing a cursor whose
         results may have shifted."""
         if request.mode is SearchMode.REGEX:
             return 0
-        return self.indexes.generation(Path(request.root))
+        index, settled = self.indexes.current(Path(request.root))
+        return index.generation if settled.state == "current" else None
+
+    def recheck(self, request: SearchRequest, matches: list[Match]) -> list[Match]:
+        """`matches` looked up in the files as they are now (`search_engine.recheck`)."""
+        from search_engine.recheck import recheck
+
+        return recheck(request.root, matches, self.config.max_file_size)
 
     def search(self, request: SearchRequest) -> SearchResult:
         """Run `request` to completion. Deterministic for a given index generation."""

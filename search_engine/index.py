@@ -100,6 +100,8 @@ class IndexStatus:
     size_bytes: int = 0
     updated_at: float | None = None
     stale_reason: str | None = None
+    change_detection: str | None = None  # "events" or "polling" once a search watches the root
+    change_detection_reason: str | None = None  # why polling
 
 
 @dataclass(slots=True)
@@ -211,7 +213,7 @@ class IndexManager:
     def detection(self, root: Path) -> tuple[str, str | None]:
         """How changes to `root` are found (`events` or `polling`) and, when polling, why."""
         live = self._live_root(Path(root).resolve())
-        return live.detection, live.poll_reason if live.watcher is None else (live.watcher.failure)
+        return live.detection, live.poll_reason if live.watcher is None else live.watcher.failure
 
     def wait_idle(self, root: Path, timeout_s: float | None = None) -> bool:
         """Wait for a running fold of `root` to end (tests, benchmarks); False on timeout."""
@@ -229,6 +231,9 @@ class IndexManager:
     def status(self, root: Path) -> IndexStatus:
         root = Path(root).resolve()
         store = self.store(root)
+        with self._guard:
+            live = self._live.get(root)
+        watching = self.detection(root) if live is not None else (None, None)
         configured = self.embedder.model_id
         try:
             manifest = store.read_manifest()
@@ -240,9 +245,18 @@ class IndexManager:
                 configured_model_id=configured,
                 size_bytes=store.size_on_disk(),
                 stale_reason=str(exc),
+                change_detection=watching[0],
+                change_detection_reason=watching[1],
             )
         if manifest is None:
-            return IndexStatus(str(root), str(store.directory), False, configured_model_id=configured)
+            return IndexStatus(
+                str(root),
+                str(store.directory),
+                False,
+                configured_model_id=configured,
+                change_detection=watching[0],
+                change_detection_reason=watching[1],
+            )
         return IndexStatus(
             root=str(root),
             directory=str(store.directory),
@@ -256,6 +270,8 @@ class IndexManager:
             size_bytes=store.size_on_disk(),
             updated_at=manifest.updated_at,
             stale_reason=stale_reason(manifest, configured, root),
+            change_detection=watching[0],
+            change_detection_reason=watching[1],
         )
 
     def _update(

@@ -144,7 +144,7 @@ class LiveRoot:
         `wait_s`, and say what state the search will answer from."""
         as_of = time.time()
         deadline = self._clock() + self.wait_s
-        seq = self.watcher.barrier(self.wait_s) if self.watcher is not None else None
+        seq = self.watcher.barrier() if self.watcher is not None else None
         with self._cond:
             if seq is None:  # no events to go by: a full check that starts after now
                 self._checks += 1

@@ -126,7 +126,9 @@ class Match(msgspec.Struct, frozen=True, gc=False):
     Lines are 1-based and inclusive; bytes are 0-based offsets into the file, end-exclusive.
     For regex matches `content` is the (possibly width-cut) matching line(s); for semantic and
     hybrid matches it is the chunk text. `ranks` holds the component ranks of a hybrid match
-    (e.g. {"lexical": 1, "semantic": 4}) so an agent can see why it matched.
+    (e.g. {"lexical": 1, "semantic": 4}) so an agent can see why it matched. `changed` is set
+    only on a page served after its file changed (`search_engine.recheck`): "moved" (lines
+    corrected), "edited" (these lines no longer hold this text), "deleted" or "unchecked".
     """
 
     path: str
@@ -141,6 +143,7 @@ class Match(msgspec.Struct, frozen=True, gc=False):
     context_before: tuple[str, ...] = ()
     context_after: tuple[str, ...] = ()
     ranks: dict[str, int] | None = None
+    changed: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # msgspec's conversion, in C, from the struct's own field list: every field in order,

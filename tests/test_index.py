@@ -377,12 +377,11 @@ def test_get_sees_other_processes_updates_and_caches_in_between(
     reader = IndexManager(EngineConfig(cache_dir=cache), embedder=counting)
     writer = IndexManager(EngineConfig(cache_dir=cache), embedder=counting)
     first = reader.get(repo)
-    assert reader.get(repo) is first  # within the interval: the warm handle
+    assert reader.get(repo) is first  # nothing changed: the warm handle
     assert first.memo("answer", lambda: object()) is first.memo("answer", lambda: object())
     (repo / "extra.py").write_text("def extra():\n    return 42\n")
-    assert reader.get(repo) is first  # no rescan within the interval...
     writer.update(repo)
-    second = reader.get(repo)  # ...but another process's publish is noticed at once
+    second = reader.get(repo)  # another process's publish is used, not built again
     assert second.generation == first.generation + 1
     assert any(c.path == "extra.py" for c in second.chunks)
     assert reader.generation(repo) == second.generation

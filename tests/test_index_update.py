@@ -1,7 +1,7 @@
 """Incremental updates at scale, with the real model on real code: an update (unchanged files
 copied as slices, the lexical postings merged) gives what a fresh build of the same tree
-gives, a generation held open survives updates, and a large tree's freshness check never
-holds up a search."""
+gives and a generation held open survives updates (how searches keep up with the files:
+tests/test_live_index.py)."""
 
 from __future__ import annotations
 
@@ -12,24 +12,21 @@ import sys
 import textwrap
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import psutil
 import pytest
 
 import search_engine.chunk_jobs as chunk_jobs
-import search_engine.files as files
 import search_engine.indexing as indexing
 import search_engine.lexical as lexical
 import search_engine.lexical_merge as lexical_merge
 from search_engine.chunking import chunk_file
-from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.index import Index, IndexManager
 from search_engine.lexical import LexicalIndex
 from search_engine.models import SearchMode, SearchRequest
-from tests.index_helpers import REPO, CountingEmbedder, block_the_walk, manager_for, write_repo
+from tests.index_helpers import REPO, CountingEmbedder, manager_for, write_repo
 
 QUERIES = ("parse the chunk table columns", "merge postings of an update", "close pooled connections",
            "retry with backoff", "walk the tree for files")  # fmt: skip
@@ -167,68 +164,6 @@ def test_a_generation_held_open_reads_its_own_data_after_an_update(tmp_path: Pat
     directory = held.snapshot.directory
     held.snapshot.release()
     assert not directory.exists()  # released and superseded: reclaimed
-
-
-def test_a_large_trees_freshness_check_runs_beside_the_search(
-    tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    root = real_tree(tmp_path / "repo").resolve()
-    cache = tmp_path / "cache"
-    # Over the inline limit: the due check goes to a thread; the search does not wait for it.
-    manager = manager_for(cache, counting, refresh_interval_s=0, inline_refresh_max_files=10)
-    manager.update(root)
-    (root / "app/render.py").write_text("def render_markdown(text):\n    return text.upper()\n")
-    real_discover = files.discover
-    walking, release = block_the_walk(monkeypatch)
-    during = manager.get(root)  # returns while the walk is blocked
-    assert walking.wait(30) and not release.is_set()
-    assert during.generation == 1
-    release.set()
-    manager.wait_idle(root, 120)
-    after = manager.get(root)
-    assert after.generation == 2
-    assert any("render_markdown" in c.content for c in after.chunks)
-
-    # A tree within the limit is checked inline: the very next search sees an edit.
-    monkeypatch.setattr(indexing, "discover", real_discover)
-    small = manager_for(tmp_path / "cache2", counting)
-    small.update(root)
-    (root / "app/render.py").write_text("def render_rst(text):\n    return text.lower()\n")
-    assert any("render_rst" in c.content for c in small.get(root).chunks)
-
-
-def test_a_slow_freshness_check_spaces_the_next_one_by_its_cost(
-    tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    root = real_tree(tmp_path / "repo").resolve()
-    now = [1000.0]
-    manager = IndexManager(
-        EngineConfig(cache_dir=tmp_path / "cache"),
-        embedder=counting,
-        refresh_interval_s=2.0,
-        clock=lambda: now[0],
-    )
-    manager.update(root)
-    real_discover = files.discover
-    walks = []
-
-    def slow_discover(*args: Any, **kwargs: Any) -> Any:
-        walks.append(now[0])
-        now[0] += 3.0  # this tree takes 3 s to list
-        return real_discover(*args, **kwargs)
-
-    monkeypatch.setattr(indexing, "discover", slow_discover)
-    now[0] += 2.5
-    manager.get(root)  # past the 2 s interval after a check that cost nothing: checked
-    assert len(walks) == 1
-    (root / "app/render.py").write_text("def render_markdown(text):\n    return text.upper()\n")
-    now[0] += 2.5
-    assert manager.get(root).generation == 1  # 2.5 s after a 3 s check: not due for 30 s
-    now[0] += 20.0
-    manager.get(root)
-    assert len(walks) == 1
-    now[0] += 8.0  # 30.5 s after the check ended
-    assert manager.get(root).generation == 2 and len(walks) == 2
 
 
 def test_per_file_postings_built_in_blocks_equal_those_built_at_once(
