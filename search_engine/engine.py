@@ -38,6 +38,11 @@ class SearchEngine:
             self._indexes = IndexManager(self.config, watch=self.config.watch, fresh_wait_s=self.config.fresh_wait_s)
         return self._indexes
 
+    def close(self) -> None:
+        """Stop watching the roots' files (an engine used again starts over)."""
+        if self._indexes is not None:
+            self._indexes.close()
+
     def generation(self, request: SearchRequest) -> int | None:
         """The index generation a search of `request` would see now (0 for regex: no index),
         or None while files changed before this call are not in the index yet.
