@@ -38,13 +38,13 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from search_engine.chunk_table import ChunkTable
-from search_engine.config import EngineConfig
+from search_engine.config import DEFAULT_FRESH_WAIT_S, EngineConfig
 from search_engine.embeddings import Embedder, embedder_for
 from search_engine.errors import IndexDamagedError, IndexStoreError
 from search_engine.index_store import IndexStore, Snapshot, index_dir
 from search_engine.indexing import DEFAULT_LOCK_TIMEOUT_S, Progress, UpdateStats, stale_reason, update_index
 from search_engine.lexical import LexicalIndex
-from search_engine.live import DEFAULT_WAIT_S, LiveRoot, Settled
+from search_engine.live import LiveRoot, Settled
 from search_engine.private_dir import check_cache_dir
 from search_engine.vectors import VectorIndex
 from search_engine.watcher import TreeWatcher, WatchUnavailable
@@ -123,7 +123,7 @@ class IndexManager:
         embedder: Embedder | None = None,
         *,
         watch: bool = True,
-        fresh_wait_s: float = DEFAULT_WAIT_S,
+        fresh_wait_s: float = DEFAULT_FRESH_WAIT_S,
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -321,7 +321,8 @@ class IndexManager:
             live = self._live.get(root)
             if live is not None:
                 return live
-            watcher, reason = None, "index.watch is off"
+            watcher: TreeWatcher | None = None
+            reason: str | None = "index.watch is off"
             if self.watch:
                 try:
                     watcher = TreeWatcher(root, self.config.cache_dir, ignored=self.config.cache_dir, clock=self._clock)

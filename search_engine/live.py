@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from search_engine.config import DEFAULT_FRESH_WAIT_S as DEFAULT_WAIT_S
+from search_engine.config import DEFAULT_FRESH_WAIT_S
 from search_engine.models import Detection, Freshness, FreshnessState
 from search_engine.watcher import TreeWatcher
 
@@ -98,7 +98,7 @@ class LiveRoot:
         watcher: TreeWatcher | None,
         *,
         poll_reason: str | None = None,
-        wait_s: float = DEFAULT_WAIT_S,
+        wait_s: float = DEFAULT_FRESH_WAIT_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._fold = fold

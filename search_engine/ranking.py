@@ -141,8 +141,9 @@ class Ranker:
         """`allowed` without the chunks of the files `settled` masks: their text here is
         no longer the file's, so none of it may be answered."""
         files = self.corpus.files
-        kept = np.fromiter((not settled.masks(p) for p in files), dtype=bool, count=len(files))[self.corpus.file_of]
-        return kept if allowed is None else allowed & kept
+        kept: np.ndarray = np.fromiter((not settled.masks(p) for p in files), dtype=bool, count=len(files))
+        chunks: np.ndarray = kept[self.corpus.file_of]
+        return chunks if allowed is None else allowed & chunks
 
     def _file_mask(self, request: SearchRequest) -> np.ndarray:
         files = self.corpus.files

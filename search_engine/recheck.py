@@ -85,10 +85,8 @@ def _placed(m: Match, file: _File | None) -> Match:
     if best < 0:
         return msgspec.structs.replace(m, changed="edited")
     line = data.count(b"\n", 0, best) + 1
-    if m.byte_end - m.byte_start == len(core):  # the match is its text (a chunk)
-        byte_start = best
-    else:  # a regex match: its line
-        byte_start = data.rfind(b"\n", 0, best) + 1
+    # A chunk's bytes are its text; a regex match's are now those of its line.
+    byte_start = best if m.byte_end - m.byte_start == len(core) else data.rfind(b"\n", 0, best) + 1
     return msgspec.structs.replace(
         m,
         line_start=line,

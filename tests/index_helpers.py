@@ -15,9 +15,8 @@ import pytest
 
 from search_engine.chunking import MAX_CHARS, chunk_file
 from search_engine.chunks import Chunk, content_hash
-from search_engine.config import EngineConfig
+from search_engine.config import DEFAULT_FRESH_WAIT_S, EngineConfig
 from search_engine.embeddings import LazyEmbedder
-from search_engine.config import DEFAULT_FRESH_WAIT_S
 from search_engine.index import IndexManager
 from search_engine.languages import language_for
 

@@ -13,12 +13,11 @@ from typing import Any
 
 import pytest
 
-import search_engine.indexing as indexing
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.index import IndexManager
 from search_engine.models import Match, SearchMode, SearchRequest, SearchResult
-from tests.index_helpers import write_repo
+from tests.index_helpers import block_the_walk, write_repo
 
 pytestmark = pytest.mark.slow  # real index builds and a real watcher thread
 
@@ -139,15 +138,7 @@ def test_a_burst_answers_at_once_leaving_out_what_is_not_folded_in(
     engine = engine_for(tmp_path / "cache", static_embedder, fresh_wait_s=0.0)
     try:
         search(engine, tree, "retry with backoff")
-        walking, release = threading.Event(), threading.Event()
-        real = indexing.discover
-
-        def held_discover(*args: Any, **kwargs: Any) -> Any:
-            walking.set()
-            assert release.wait(60)
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(indexing, "discover", held_discover)
+        walking, release = block_the_walk(monkeypatch)
         branch = tree / "branch"
         branch.mkdir()
         for i in range(60):
