@@ -47,7 +47,7 @@ from search_engine.lexical import LexicalIndex
 from search_engine.live import LiveRoot, Settled
 from search_engine.private_dir import check_cache_dir
 from search_engine.vectors import VectorIndex
-from search_engine.watcher import TreeWatcher, WatchUnavailable
+from search_engine.watcher import ChangeLog, WatchUnavailable, watch
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -321,11 +321,11 @@ class IndexManager:
             live = self._live.get(root)
             if live is not None:
                 return live
-            watcher: TreeWatcher | None = None
+            watcher: ChangeLog | None = None
             reason: str | None = "index.watch is off"
             if self.watch:
                 try:
-                    watcher = TreeWatcher(root, self.config.cache_dir, ignored=self.config.cache_dir, clock=self._clock)
+                    watcher = watch(root, self.config.cache_dir, ignored=self.config.cache_dir, clock=self._clock)
                     reason = None
                 except WatchUnavailable as exc:
                     reason = str(exc)

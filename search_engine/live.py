@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from search_engine.config import DEFAULT_FRESH_WAIT_S
 from search_engine.models import Detection, Freshness, FreshnessState
-from search_engine.watcher import TreeWatcher
+from search_engine.watcher import ChangeLog
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class LiveRoot:
     def __init__(
         self,
         fold: Callable[[], None],
-        watcher: TreeWatcher | None,
+        watcher: ChangeLog | None,
         *,
         poll_reason: str | None = None,
         wait_s: float = DEFAULT_FRESH_WAIT_S,

@@ -1,5 +1,8 @@
-"""Which files of a root changed, told by the operating system: file events through watchfiles
-(the Rust `notify` binding: inotify, FSEvents, ReadDirectoryChangesW).
+"""Which files of a root changed, told by the operating system. `watch()` picks the watcher: on
+Linux inotify read directly (`search_engine.inotify`: no thread, and a barrier that is one
+non-blocking read of the kernel queue), elsewhere the `TreeWatcher` below, file events through
+watchfiles (the Rust `notify` binding: FSEvents, ReadDirectoryChangesW). Both record changes
+the same way (`ChangeLog`).
 
 Events arrive on a thread of their own, a few milliseconds after the change. A search must see
 every change completed before it began, so it does not trust what has arrived so far: it calls
@@ -28,10 +31,12 @@ import contextlib
 import itertools
 import logging
 import os
+import platform
 import shutil
 import tempfile
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
@@ -61,8 +66,83 @@ class WatchUnavailable(RuntimeError):
     such directory); the message says why, for index_status and the log."""
 
 
-class TreeWatcher:
-    """Watches one root; see the module docstring. `clock` is monotonic seconds."""
+class ChangeLog(ABC):
+    """What a watcher has recorded of one root: a change counter (`seq`, one per batch of
+    events touching something a search may see) and, per changed path, the last batch it
+    changed in; the kinds of watcher (`TreeWatcher`, `search_engine.inotify.InotifyWatcher`)
+    differ only in how events reach `_record_paths`."""
+
+    def __init__(self, root: Path, ignored: Path | None) -> None:
+        self.root = Path(root)
+        self._ignored = ignored.resolve() if ignored is not None else None
+        self._cond = threading.Condition()
+        self._seq = 0
+        self._changed: dict[str, int] = {}
+        self._overflow_seq = 0  # the last batch whose paths were not all kept (MAX_TRACKED)
+        self.failure: str | None = None
+
+    @property
+    @abstractmethod
+    def seq(self) -> int:
+        """How many batches of relevant changes were recorded so far."""
+
+    @abstractmethod
+    def barrier(self, timeout_s: float = DEFAULT_BARRIER_TIMEOUT_S) -> int | None:
+        """Make sure every change completed before this call is recorded; the change counter
+        then, or None when that cannot be confirmed within `timeout_s` (or the watcher failed)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop watching."""
+
+    def changed_after(self, seq: int) -> tuple[frozenset[str], bool]:
+        """The paths (relative, `/`-separated) changed in a batch after `seq`, and whether some
+        change after it could not be placed (too many paths)."""
+        with self._cond:
+            paths = frozenset(p for p, s in self._changed.items() if s > seq)
+            return paths, self._overflow_seq > seq
+
+    def forget(self, seq: int) -> None:
+        """Drop what was recorded up to `seq` (folded into the index)."""
+        with self._cond:
+            self._changed = {p: s for p, s in self._changed.items() if s > seq}
+
+    def _record_paths(self, paths: set[str], overflow: bool = False) -> None:
+        """One batch of changed paths (caller holds the lock); `overflow`: some changes of it
+        could not be placed."""
+        if not paths and not overflow:
+            return
+        self._seq += 1
+        if overflow:
+            self._overflow_seq = self._seq
+        for p in paths:
+            if len(self._changed) < MAX_TRACKED or p in self._changed:
+                self._changed[p] = self._seq
+            else:
+                self._overflow_seq = self._seq
+
+    def _relevant(self, raw: str) -> str | None:
+        """The root-relative path an event names, or None if no search can see it."""
+        path = Path(raw)
+        if self._ignored is not None and (path == self._ignored or self._ignored in path.parents):
+            return None
+        try:
+            rel = PurePosixPath(path.relative_to(self.root).as_posix())
+        except ValueError:
+            return None
+        parts = rel.parts
+        if not parts:
+            return ""  # the root itself
+        if any(p.startswith(".") for p in parts[:-1]):
+            return None
+        if parts[-1] in IGNORE_FILES:  # what is listed beneath its directory may change
+            return "" if len(parts) == 1 else str(rel.parent)
+        return None if parts[-1].startswith(".") else str(rel)
+
+
+class TreeWatcher(ChangeLog):
+    """Watches one root through watchfiles; see the module docstring. `clock` is monotonic
+    seconds."""
 
     def __init__(
         self,
@@ -72,27 +152,18 @@ class TreeWatcher:
         ignored: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.root = Path(root)
-        self._ignored = ignored.resolve() if ignored is not None else None
+        super().__init__(root, ignored)
         self._clock = clock
-        fstype = filesystem_type(self.root)
-        if fstype in NETWORK_FILESYSTEMS:
-            raise WatchUnavailable(f"{self.root} is on a network filesystem ({fstype}), whose changes raise no events")
         self._sentinels = Path(tempfile.mkdtemp(prefix="codepager-watch-", dir=private_parent))
         try:
             self._notify = RustNotify([str(self.root), str(self._sentinels)], False, False, 0, True, True)
         except (OSError, RuntimeError) as exc:
             shutil.rmtree(self._sentinels, ignore_errors=True)
             raise WatchUnavailable(f"cannot watch {self.root} for changes: {exc}") from exc
-        self._cond = threading.Condition()
-        self._seq = 0
-        self._changed: dict[str, int] = {}
-        self._overflow_seq = 0  # the last batch whose paths were not all kept (MAX_TRACKED)
         self._tokens = itertools.count(1)
         self._issued = 0  # the last sentinel written
         self._seen = 0  # the last sentinel the thread handed over
         self._last_use = clock()
-        self.failure: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="codepager-watch", daemon=True)
         self._thread.start()
@@ -121,18 +192,6 @@ class TreeWatcher:
             if not self._cond.wait_for(lambda: self._seen >= token or self.failure is not None, timeout_s):
                 return None
             return self._seq if self.failure is None else None
-
-    def changed_after(self, seq: int) -> tuple[frozenset[str], bool]:
-        """The paths (relative, `/`-separated) changed in a batch after `seq`, and whether some
-        change after it could not be placed (too many paths)."""
-        with self._cond:
-            paths = frozenset(p for p, s in self._changed.items() if s > seq)
-            return paths, self._overflow_seq > seq
-
-    def forget(self, seq: int) -> None:
-        """Drop what was recorded up to `seq` (folded into the index)."""
-        with self._cond:
-            self._changed = {p: s for p, s in self._changed.items() if s > seq}
 
     def close(self) -> None:
         self._stop.set()
@@ -169,13 +228,7 @@ class TreeWatcher:
             if rel is not None:
                 paths.add(rel)
         with self._cond:
-            if paths:
-                self._seq += 1
-                for p in paths:
-                    if len(self._changed) < MAX_TRACKED or p in self._changed:
-                        self._changed[p] = self._seq
-                    else:
-                        self._overflow_seq = self._seq
+            self._record_paths(paths)
             if tokens:
                 self._seen = max(self._seen, *tokens)
             self._cond.notify_all()
@@ -183,23 +236,21 @@ class TreeWatcher:
             with contextlib.suppress(OSError):
                 (self._sentinels / str(token)).unlink()
 
-    def _relevant(self, raw: str) -> str | None:
-        """The root-relative path an event names, or None if no search can see it."""
-        path = Path(raw)
-        if self._ignored is not None and (path == self._ignored or self._ignored in path.parents):
-            return None
-        try:
-            rel = PurePosixPath(path.relative_to(self.root).as_posix())
-        except ValueError:
-            return None
-        parts = rel.parts
-        if not parts:
-            return ""  # the root itself
-        if any(p.startswith(".") for p in parts[:-1]):
-            return None
-        if parts[-1] in IGNORE_FILES:  # what is listed beneath its directory may change
-            return "" if len(parts) == 1 else str(rel.parent)
-        return None if parts[-1].startswith(".") else str(rel)
+
+def watch(
+    root: Path, private_parent: Path, *, ignored: Path | None = None, clock: Callable[[], float] = time.monotonic
+) -> ChangeLog:
+    """A watcher of `root`: inotify read directly on Linux (`search_engine.inotify`: its
+    barrier costs a system call), watchfiles elsewhere. Raises `WatchUnavailable` where events
+    cannot be trusted or had."""
+    fstype = filesystem_type(Path(root))
+    if fstype in NETWORK_FILESYSTEMS:
+        raise WatchUnavailable(f"{root} is on a network filesystem ({fstype}), whose changes raise no events")
+    if platform.system() == "Linux":
+        from search_engine.inotify import InotifyWatcher
+
+        return InotifyWatcher(root, ignored=ignored)
+    return TreeWatcher(root, private_parent, ignored=ignored, clock=clock)
 
 
 def filesystem_type(path: Path) -> str | None:
