@@ -75,14 +75,15 @@ def chunk_files(jobs: list[ChunkJob], max_size: int, report: Callable[[int, int]
     out to be binary."""
     results = []
     for i, job in enumerate(jobs):
-        results.append(_run(job, max_size))
+        results.append(chunk_one(job, max_size))
         if i % 64 == 0:
             report(i, len(jobs))
     report(len(jobs), len(jobs))
     return results
 
 
-def _run(job: ChunkJob, max_size: int) -> ChunkedFile | None:
+def chunk_one(job: ChunkJob, max_size: int) -> ChunkedFile | None:
+    """One file read (bounded by `max_size`, beneath its root) and chunked; see `chunk_files`."""
     file = job.file
     data = read_beneath(file.root, file.rel, max_size)
     if data is None or b"\0" in data:  # binary after all: discovery only sniffs the head
@@ -127,11 +128,11 @@ def _alive(pid: int) -> bool:
 
 
 def _run_batch(jobs: Sequence[ChunkJob], max_size: int) -> list[ChunkedFile | None]:
-    return [_run(job, max_size) for job in jobs]
+    return [chunk_one(job, max_size) for job in jobs]
 
 
 class ChunkStream(Iterator["ChunkedFile | None"]):
-    """`_run` of each job, in job order, from a pool of `workers` processes when there are
+    """`chunk_one` of each job, in job order, from a pool of `workers` processes when there are
     enough jobs (see the module docstring), else in this process as each is asked for.
     Close it (or use it as a context manager) to stop the workers."""
 
@@ -153,7 +154,7 @@ class ChunkStream(Iterator["ChunkedFile | None"]):
             if self._next >= len(self._jobs):
                 raise StopIteration
             self._next += 1
-            return _run(self._jobs[self._next - 1], self._max_size)
+            return chunk_one(self._jobs[self._next - 1], self._max_size)
         if not self._ready:
             if not self._pending:
                 raise StopIteration

@@ -52,7 +52,8 @@ class SearchEngine:
         if request.mode is SearchMode.REGEX:
             return 0
         index, settled = self.indexes.current(Path(request.root))
-        return index.generation if settled.state == "current" else None
+        # An answer with live files is of no generation: the next edit changes it.
+        return index.generation if settled.state == "current" and not settled.live else None
 
     def recheck(self, request: SearchRequest, matches: list[Match]) -> list[Match]:
         """`matches` looked up in the files as they are now (`search_engine.recheck`)."""
@@ -87,7 +88,10 @@ class SearchEngine:
         from search_engine.ranking import Ranker
 
         index, settled = self.indexes.current(root)
+        ranker = index.memo("ranker", lambda: Ranker(index, self.config))
+        if settled.live:  # changed files not folded in yet, taken as they are now
+            ranker = self.indexes.layer(root).ranker(ranker, settled.live)
         index_ms = (time.perf_counter() - started) * 1000
-        result = index.memo("ranker", lambda: Ranker(index, self.config)).search(request, settled)
+        result = ranker.search(request, settled)
         result.index_time_ms = index_ms
         return result

@@ -45,7 +45,9 @@ from search_engine.index_store import IndexStore, Snapshot, index_dir
 from search_engine.indexing import DEFAULT_LOCK_TIMEOUT_S, Progress, UpdateStats, stale_reason, update_index
 from search_engine.lexical import LexicalIndex
 from search_engine.live import LiveRoot, Settled
+from search_engine.live_layer import MAX_LIVE_FILES, LiveLayer
 from search_engine.private_dir import check_cache_dir
+from search_engine.ranking import Ranker
 from search_engine.vectors import VectorIndex
 from search_engine.watcher import ChangeLog, WatchUnavailable, watch
 
@@ -136,6 +138,7 @@ class IndexManager:
         self.lock_timeout_s = lock_timeout_s
         self._entries: dict[Path, _Entry] = {}
         self._live: dict[Path, LiveRoot] = {}
+        self._layers: dict[Path, LiveLayer] = {}
         self._root_locks: dict[Path, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -200,6 +203,11 @@ class IndexManager:
                     self._store_entry(root, self._load(root, store, None))
             live.folded_through(covered)
         freshness = live.settle()
+        if not freshness.live:
+            with self._guard:
+                layer = self._layers.get(root)
+            if layer is not None:
+                layer.clear()  # it held the previous generation
         entry = self._entry(root)
         assert entry is not None
         if store.current_name() != entry.directory_name:  # another process published meanwhile
@@ -313,7 +321,10 @@ class IndexManager:
         store = self.store(root)
         with self._root_lock(root):
             self._update(root, store)
-            self._store_entry(root, self._load(root, store, self._entry(root)))
+            entry = self._load(root, store, self._entry(root))
+            # Ranking's structures are made here, on the fold's thread, not by the next search.
+            entry.index.memo("ranker", lambda: Ranker(entry.index, self.config))
+            self._store_entry(root, entry)
 
     def _live_root(self, root: Path) -> LiveRoot:
         """The root's change tracking, started (watcher first) before anything reads the tree."""
@@ -331,9 +342,23 @@ class IndexManager:
                     reason = str(exc)
                     log.warning("%s; finding changes by listing the tree on every search", reason)
             live = self._live[root] = LiveRoot(
-                lambda: self._fold(root), watcher, poll_reason=reason, wait_s=self.fresh_wait_s, clock=self._clock
+                lambda: self._fold(root),
+                watcher,
+                poll_reason=reason,
+                wait_s=self.fresh_wait_s,
+                live_limit=MAX_LIVE_FILES,
+                clock=self._clock,
             )
             return live
+
+    def layer(self, root: Path) -> LiveLayer:
+        """The live layer of `root` (`search_engine.live_layer`)."""
+        root = Path(root).resolve()
+        with self._guard:
+            layer = self._layers.get(root)
+            if layer is None:
+                layer = self._layers[root] = LiveLayer(root, self.embedder, self.config)
+            return layer
 
     def _load(self, root: Path, store: IndexStore, previous: _Entry | None) -> _Entry:
         """Open the live generation (reusing the loaded one if it is still live). A writer

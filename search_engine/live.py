@@ -57,7 +57,8 @@ class Settled:
     (changes could not be checked in time; results reflect the files as of `verified_at`).
     `as_of` is the wall-clock time the call began; `pending` is every changed path the
     search leaves out, files or directories (a directory covers what is beneath it; "" is the
-    whole root)."""
+    whole root). `live`: the changed files (or deleted paths) not folded in yet that the search
+    takes as they are now (`search_engine.live_layer`); with it, the answer is `current`."""
 
     state: FreshnessState
     as_of: float
@@ -65,6 +66,7 @@ class Settled:
     detection: Detection
     pending: frozenset[str] = frozenset()
     reason: str | None = None
+    live: frozenset[str] = frozenset()
 
     def report(self) -> Freshness:
         """What an answer says of it (`search_engine.models.Freshness`)."""
@@ -99,9 +101,11 @@ class LiveRoot:
         *,
         poll_reason: str | None = None,
         wait_s: float = DEFAULT_FRESH_WAIT_S,
+        live_limit: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._fold = fold
+        self.live_limit = live_limit
         self.watcher = watcher
         self.poll_reason = poll_reason
         self.wait_s = wait_s
@@ -154,6 +158,9 @@ class LiveRoot:
             if self._covers(wanted):
                 return self._settled("current", as_of)
             self._start()
+            live = self._live(seq, wanted)
+            if live is not None:
+                return self._settled("current", as_of, live=live)
             self._cond.wait_for(lambda: self._covers(wanted) or self._running is None, deadline - self._clock())
             if self._covers(wanted):
                 return self._settled("current", as_of)
@@ -178,6 +185,21 @@ class LiveRoot:
     def _covers(self, wanted: tuple[int, int]) -> bool:
         return self._folded_seq >= wanted[0] and self._folded_checks >= wanted[1]
 
+    def _live(self, seq: int | None, wanted: tuple[int, int]) -> frozenset[str] | None:
+        """The changed paths, when the search can take them as they are now instead of
+        waiting for the fold (caller holds the lock): every change is placed (events, no
+        overflow, the first full check done), they are at most `live_limit`, and none is an
+        existing directory (a directory moved in or whose ignore file changed: its files are
+        the fold's to list) or the root."""
+        if seq is None or self.watcher is None or self._folded_checks < wanted[1]:
+            return None
+        pending, overflow = self.watcher.changed_after(self._folded_seq)
+        if overflow or not 0 < len(pending) <= self.live_limit or "" in pending:
+            return None
+        if any((self.watcher.root / p).is_dir() for p in pending):
+            return None
+        return pending
+
     def _maybe_verify(self) -> None:
         """With events, ask for a background full check when one is due (caller holds the lock)."""
         spacing = max(VERIFY_INTERVAL_S, VERIFY_SPACING * self._last_fold_s)
@@ -185,11 +207,17 @@ class LiveRoot:
             self._verify = True
             self._start()
 
-    def _settled(self, state: FreshnessState, as_of: float, pending: frozenset[str] = frozenset()) -> Settled:
+    def _settled(
+        self,
+        state: FreshnessState,
+        as_of: float,
+        pending: frozenset[str] = frozenset(),
+        live: frozenset[str] = frozenset(),
+    ) -> Settled:
         reason = self.error
         if reason is None and self.detection == "polling":
             reason = self.poll_reason or (self.watcher.failure if self.watcher is not None else None)
-        return Settled(state, as_of, self._verified_at, self.detection, pending, reason)
+        return Settled(state, as_of, self._verified_at, self.detection, pending, reason, live)
 
     def _start(self) -> None:
         """Start the fold thread unless it runs (caller holds the lock)."""
