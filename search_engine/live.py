@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 # Changed paths an answer names (all of them are masked out, and counted).
 PENDING_SHOWN = 20
 VERIFY_INTERVAL_S = 60.0
+# A fold no search waits for (the live layer answers meanwhile) starts this much later: its work
+# (a walk, stats, chunking, writing) competes with the search that found the change for the
+# interpreter and the cores, and the changes of a burst gather into one fold.
+FOLD_DELAY_S = 0.3
 # A background verification waits at least this many times as long as the last fold took.
 VERIFY_SPACING = 10.0
 
@@ -157,10 +161,11 @@ class LiveRoot:
             wanted = (seq or 0, self._checks)
             if self._covers(wanted):
                 return self._settled("current", as_of)
-            self._start()
             live = self._live(seq, wanted)
-            if live is not None:
+            if live is not None:  # no one waits for this fold: it lets the search go first
+                self._start(FOLD_DELAY_S)
                 return self._settled("current", as_of, live=live)
+            self._start()
             self._cond.wait_for(lambda: self._covers(wanted) or self._running is None, deadline - self._clock())
             if self._covers(wanted):
                 return self._settled("current", as_of)
@@ -219,13 +224,15 @@ class LiveRoot:
             reason = self.poll_reason or (self.watcher.failure if self.watcher is not None else None)
         return Settled(state, as_of, self._verified_at, self.detection, pending, reason, live)
 
-    def _start(self) -> None:
-        """Start the fold thread unless it runs (caller holds the lock)."""
+    def _start(self, delay_s: float = 0.0) -> None:
+        """Start the fold thread unless it runs, after `delay_s` (caller holds the lock)."""
         if self._running is None:
-            self._running = threading.Thread(target=self._loop, name="codepager-fold", daemon=True)
+            self._running = threading.Thread(target=self._loop, args=(delay_s,), name="codepager-fold", daemon=True)
             self._running.start()
 
-    def _loop(self) -> None:
+    def _loop(self, delay_s: float) -> None:
+        if delay_s:
+            time.sleep(delay_s)
         while True:
             with self._cond:
                 seq = self.watcher.seq if self.watcher is not None else 0

@@ -38,8 +38,9 @@ from search_engine.paths import SearchLocation
 from search_engine.ranking import Ranker
 from search_engine.vectors import VectorIndex, quantize
 
-# Changed files a search takes live; more (a checkout) and it waits for the fold instead.
-MAX_LIVE_FILES = 200
+# Changed files a search takes live (each costs ~5-50 ms to chunk and embed the first time);
+# more (a checkout) and it waits for the fold instead, up to `fresh_wait_s`.
+MAX_LIVE_FILES = 16
 # Distinct folders listed to check new files against discovery's rules, per search.
 MAX_NEW_FOLDERS = 16
 

@@ -84,7 +84,7 @@ def test_an_edit_is_in_the_next_search_while_its_fold_is_held(
     assert retry.line_start > 20 and true_to_disk(tree, retry)  # below the 20 lines inserted
     added = search(engine, tree, "connection_pool_size")
     assert [m.path for m in hits(added, "connection_pool_size")] == ["app/pool.py"]
-    assert walking.is_set()  # the fold was running, and held, all along
+    assert walking.wait(60)  # the fold runs, held in its walk: no answer above came from it
     request = SearchRequest(mode=SearchMode.HYBRID, query="retry", root=str(tree))
     assert engine.generation(request) is None  # such an answer is no generation's: never reused
 
