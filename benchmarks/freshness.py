@@ -4,12 +4,15 @@ Per tree size (1x and 8x copies of sympy, `benchmarks.scale.monorepo`; the index
 into `--work` and reused), in one process, with the engine a server uses (`SearchEngine`, file
 events, the default `fresh_wait_s`):
 
-- stale answers: `--trials` immediate edit-then-search trials, the kinds in turn (append a
-  function, a new file, a deletion, a rename, 20 lines inserted above a function), each
-  followed at once by a hybrid search for what changed. An answer is stale when a result's text
-  or lines are not the file's now, when a deleted or renamed-away file is still answered, or
-  when the answer says `current` without what changed. An answer marked `updating` that leaves
-  the changed file out is counted as marked, not stale;
+- stale answers: `--trials` immediate edit-then-search trials on random files, the kinds in
+  turn (a function appended, a new file, a deletion, a rename of a file given a new function,
+  20 lines inserted at the top of a file given a new function), each followed at once by two
+  hybrid searches: for the new function, and for the first name the file defined before (its
+  indexed chunks). A trial is stale when a result's text or lines are not the file's now, when
+  a deleted or renamed-away path is answered, or when the new function is missing from an
+  answer that does not say it is `updating`; an answer marked `updating` that leaves the
+  changed file out counts as marked. Every `SETTLE_EVERY` trials the tree is put back and the
+  fold awaited;
 - search speed: warm hybrid p50 (8 queries x `--repeats`) through the engine with change
   detection live, against the same ranking with none (the generation's `Ranker` called
   directly) and against `index.watch = false` (the tree listed on every search);
@@ -33,10 +36,11 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import resource
 import statistics
+import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -60,6 +64,9 @@ CHECKOUT_ANSWER_S = 1.0
 CHECKOUT_FOLDED_S = 30.0
 IDLE_CORE_SHARE = 0.01
 IDLE_MB = 50.0
+# Trials between putting the tree back: each changes at most two paths, and the live layer
+# takes up to `live_layer.MAX_LIVE_FILES` (16) before a search waits for the fold.
+SETTLE_EVERY = 6
 
 
 def parser() -> argparse.ArgumentParser:
@@ -138,58 +145,66 @@ def untrue(root: Path, match: Match) -> bool:
     )
 
 
+def defined(data: bytes, fallback: str) -> str:
+    """The first name a file defines at its top level (`fallback` if none): a query that
+    finds the file's indexed chunks."""
+    found = re.search(rb"^(?:def|class) (\w+)", data, re.M)
+    return found.group(1).decode() if found else fallback
+
+
 def trial(b: Bench, n: int, kind: str, rng: random.Random) -> str:
-    """One edit, then at once one search; 'fresh', 'marked' or 'stale'."""
+    """One change, then at once the searches that would show it stale: 'fresh', 'marked'
+    (left out, and the answer says so) or 'stale'."""
     # A name no other file shares a word with: found first by BM25 and by symbol, if it is there.
     name = "".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(14))
     func = f"\n\ndef {name}(value):\n    return value + {n}\n".encode()
     target = rng.choice(b.py_files)
-    folder = target.rsplit("/", 1)[0]
-    expect: str | None  # the path the function must be found in (None: found nowhere)
-    gone: str | None = None
+    data = (b.root / target).read_bytes()
+    old_name = defined(data, Path(target).stem)
+    expect: str | None = target  # where `name` must be found (None: nowhere)
+    gone: str | None = None  # a path no result may come from
     if kind == "append":
-        b.write(target, (b.root / target).read_bytes() + func)
-        expect = target
+        b.write(target, data + func)
     elif kind == "new file":
-        expect = f"{folder}/zq_new_{n}.py"
+        expect = f"{target.rsplit('/', 1)[0]}/zq_new_{n}.py"
         b.write(expect, func)
-    elif kind == "insert 20 lines":
-        b.write(target, (b.root / target).read_bytes() + func)
-        b.settle()
-        b.write(target, b"".join(b"# inserted line %d\n" % i for i in range(20)) + (b.root / target).read_bytes())
-        expect = target
-    else:  # delete or rename a file holding the function, folded in first
-        made = f"{folder}/zq_made_{n}.py"
-        b.write(made, func)
-        b.settle()
-        gone = made
-        if kind == "delete":
-            (b.root / made).unlink()
-            expect = None
-        else:
-            expect = f"{folder}/zq_renamed_{n}.py"
-            b.remember(expect)
-            (b.root / made).rename(b.root / expect)
-    result = b.search(name)
-    fresh = result.freshness
-    found = [m for m in result.matches if name in m.content]
-    wrong = [m for m in result.matches if untrue(b.root, m) or m.path == gone]
-    if not wrong and (expect is None or any(m.path == expect for m in found)):
-        return "fresh"
-    if not wrong and fresh is not None and fresh.state != "current" and fresh.pending_count > 0:
-        return "marked"
-    shown = [(m.path, m.line_start, m.content[:60]) for m in wrong or result.matches[:3]]
-    print(f"stale: {kind} {target} expecting {expect}: {fresh} {shown}", file=sys.stderr)
-    return "stale"
+    elif kind == "insert 20 lines":  # the file's indexed lines all move down 20
+        b.write(target, b"".join(b"# inserted line %d\n" % i for i in range(20)) + data + func)
+    elif kind == "delete":
+        b.remember(target)
+        (b.root / target).unlink()
+        expect, gone = None, target
+    else:  # rename, with a new function in it
+        b.write(target, data + func)
+        expect, gone = target[: -len(".py")] + "_renamed.py", target
+        b.remember(expect)
+        (b.root / target).rename(b.root / expect)
+    outcome = "fresh"
+    for query in (name, old_name):
+        result = b.search(query)
+        fresh = result.freshness
+        wrong = [m for m in result.matches if untrue(b.root, m) or m.path == gone]
+        missing = query == name and expect is not None and not any(m.path == expect for m in result.matches)
+        if not wrong and not missing:
+            continue
+        if not wrong and fresh is not None and fresh.state != "current" and fresh.pending_count > 0:
+            outcome = "marked"
+            continue
+        shown = [(m.path, m.line_start, m.content[:60]) for m in wrong or result.matches[:3]]
+        print(f"stale: {kind} {target} {query!r} expecting {expect}: {fresh} {shown}", file=sys.stderr)
+        return "stale"
+    return outcome
 
 
 def trials(b: Bench, count: int) -> dict[str, Any]:
+    """`count` trials, the kinds in turn; every `SETTLE_EVERY` the tree is put back and the
+    fold awaited, so the changes pending stay within what the live layer takes."""
     rng = random.Random(38)
     by_kind: dict[str, Counter[str]] = {k: Counter() for k in KINDS}
     for n in range(count):
         kind = KINDS[n % len(KINDS)]
         by_kind[kind][trial(b, n, kind, rng)] += 1
-        if n % 10 == 9:
+        if n % SETTLE_EVERY == SETTLE_EVERY - 1:
             b.restore()
     b.restore()
     return {k: dict(c) for k, c in by_kind.items()}
@@ -254,38 +269,33 @@ def one_edit(b: Bench, warm_ms: float, runs: int = 5) -> dict[str, Any]:
     return {"added_p50_ms": p50(added), "added_max_ms": max(added), "seen": seen, "runs": runs}
 
 
+# A checkout is another process writing files (git): it takes no time from this one's searches.
+_WRITER = "import sys\nfor p in sys.stdin.read().split('\\0'):\n    open(p, 'ab').write(b'\\n# checked out\\n')\n"
+
+
 def checkout(b: Bench, files: int) -> dict[str, Any]:
     b.settle()
     chosen = b.py_files[:: max(1, len(b.py_files) // files)][:files]
     for rel in chosen:
         b.remember(rel)
-    done = threading.Event()
-
-    def writer() -> None:
-        for rel in chosen:
-            path = b.root / rel
-            path.write_bytes(path.read_bytes() + b"\n# checked out\n")
-        done.set()
-
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER], stdin=subprocess.PIPE)
+    assert writer.stdin is not None
+    writer.stdin.write("\0".join(str(b.root / rel) for rel in chosen).encode())
+    writer.stdin.close()
     latencies: list[float] = []
     states: Counter[str] = Counter()
-    thread = threading.Thread(target=writer)
-    thread.start()
-    while not done.is_set():
+    finished: float | None = None  # when the writer was seen done
+    while True:  # searches back to back until one after the writes answers `current`
+        if finished is None and writer.poll() is not None:
+            finished = time.perf_counter()
         started = time.perf_counter()
         result = b.search(QUERIES[len(latencies) % len(QUERIES)])
         latencies.append(time.perf_counter() - started)
-        states[result.freshness.state if result.freshness else "none"] += 1
-    thread.join()
-    finished = time.perf_counter()
-    while True:
-        started = time.perf_counter()
-        result = b.search(QUERIES[0])
-        latencies.append(time.perf_counter() - started)
         state = result.freshness.state if result.freshness else "none"
         states[state] += 1
-        if state == "current":
+        if finished is not None and state == "current":
             break
+    assert finished is not None
     folded = time.perf_counter() - finished
     b.restore()
     return {"searches": len(latencies), "slowest_s": max(latencies), "states": dict(states), "folded_s": folded}

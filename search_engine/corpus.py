@@ -123,6 +123,14 @@ class Corpus:
             _base=self,
         )
 
+    def warm_like(self, other: Corpus) -> None:
+        """Make now the lazily built tables `other` (the previous generation) has made: the
+        path priors variants and file-name keys its searches asked for, so the first searches
+        of this generation do not pay for them."""
+        for priors in list(other._priors):
+            self.file_priors(priors)
+        self.names.warm_like(other.names)
+
     def files_allowed(self, allowed: np.ndarray | None) -> np.ndarray:
         """Ids (ascending) of the files with a chunk `allowed` lets through (a boolean mask
         over chunks; None: every file)."""
@@ -220,20 +228,19 @@ class FileNames:
         paths = [PurePosixPath(p) for p in files]
         before: list[PurePosixPath] = _after._paths if _after is not None else []
         suffixes: frozenset[str] = _after._suffixes if _after is not None else frozenset()
+        self._after = _after
         self._paths: list[PurePosixPath] = before + paths
         self._suffixes: frozenset[str] = suffixes | {p.suffix.lower() for p in paths if p.suffix}
         self._keys: dict[tuple[int, bool], tuple[dict[str, list[int]], list[str]]] = {}
-        if _after is not None:  # the key tables it has built, the new files added
-            first = len(_after._paths)
-            for (depth, with_suffix), (known, _keys) in list(_after._keys.items()):
-                by_key = dict(known)  # lists are replaced, never appended to: theirs stay theirs
-                for f in range(first, len(self._paths)):
-                    key = _file_key(self._paths[f], depth, with_suffix)
-                    by_key[key] = [*by_key.get(key, []), f]
-                self._keys[(depth, with_suffix)] = (by_key, list(by_key))
+
+    def warm_like(self, other: FileNames) -> None:
+        """Build the key tables `other` has built."""
+        for depth, with_suffix in list(other._keys):
+            self._keys_at(depth, with_suffix)
 
     def extended(self, files: Sequence[str]) -> FileNames:
-        """These files followed by `files` (ids after these), without reading these again."""
+        """These files followed by `files` (ids after these), without reading these again:
+        its key tables start from these (built once here, shared by every extension)."""
         return FileNames(files, self)
 
     def match(self, query: str) -> NamedFiles:
@@ -272,8 +279,17 @@ class FileNames:
         cached = self._keys.get((depth, with_suffix))
         if cached is None:
             by_key: dict[str, list[int]] = {}
-            for f, path in enumerate(self._paths):
-                by_key.setdefault(_file_key(path, depth, with_suffix), []).append(f)
+            first = 0
+            if self._after is not None:
+                by_key = dict(self._after._keys_at(depth, with_suffix)[0])  # its lists are replaced, not changed
+                first = len(self._after._paths)
+            own: set[str] = set()
+            for f in range(first, len(self._paths)):
+                key = _file_key(self._paths[f], depth, with_suffix)
+                if key not in own:  # a list of `_after` is copied before it grows
+                    by_key[key] = list(by_key.get(key, []))
+                    own.add(key)
+                by_key[key].append(f)
             cached = self._keys[(depth, with_suffix)] = (by_key, list(by_key))
         return cached
 

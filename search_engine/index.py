@@ -85,6 +85,11 @@ class Index:
             # Each key is only ever built by callers passing the same kind of `build`.
             return cast("T", self._memo[key])
 
+    def memoized(self, key: str) -> object | None:
+        """What `memo` keeps under `key`, None if nothing was built yet."""
+        with self._memo_lock:
+            return self._memo.get(key)
+
 
 @dataclass(frozen=True, slots=True)
 class IndexStatus:
@@ -321,9 +326,15 @@ class IndexManager:
         store = self.store(root)
         with self._root_lock(root):
             self._update(root, store)
-            entry = self._load(root, store, self._entry(root))
-            # Ranking's structures are made here, on the fold's thread, not by the next search.
-            entry.index.memo("ranker", lambda: Ranker(entry.index, self.config))
+            previous = self._entry(root)
+            entry = self._load(root, store, previous)
+            # Ranking's structures are made here, on the fold's thread, not by the next search:
+            # the corpus, and whatever the previous generation's searches had made of theirs.
+            ranker = entry.index.memo("ranker", lambda: Ranker(entry.index, self.config))
+            if previous is not None and previous is not entry:
+                before = previous.index.memoized("ranker")
+                if isinstance(before, Ranker):
+                    ranker.corpus.warm_like(before.corpus)
             self._store_entry(root, entry)
 
     def _live_root(self, root: Path) -> LiveRoot:
