@@ -170,8 +170,9 @@ class IndexSettings(_Section):
         DEFAULT_FRESH_WAIT_S,
         ge=0,
         description=(
-            "How long a semantic or hybrid call waits for files changed before it to be folded into the index; past "
-            "it the answer leaves them out and says so (freshness 'updating')."
+            "How long a semantic or hybrid call waits for files changed before it to be folded into the index, when "
+            "it cannot take them live (more than 16 files, a directory moved in, an ignore file, polling); past it the "
+            "answer leaves them out and says so (freshness 'updating')."
         ),
     )
 
