@@ -14,8 +14,10 @@ An `Index` is one immutable generation:
 Opening an index maps its arrays: milliseconds, whatever its size. Every search first settles
 the root (`search_engine.live`): with file events it makes sure every change completed before the
 call is recorded, and when something changed it folds the changes into a new generation (an
-incremental update) in a background thread, waiting for it up to `fresh_wait_s`; past that it
-answers from the live generation with the changed files masked out, and says so. The first
+incremental update) in a background thread. A few changed files are taken live meanwhile
+(`search_engine.live_layer`, `layer(root)`); more are waited for up to `fresh_wait_s`, past
+which the search answers from the loaded generation with the changed files masked out, and
+says so. The first
 search of a root with a compatible index on disk uses it at once while the first full check
 runs (answering `unverified` if it takes longer than the wait), so a server restarted on a large
 tree answers before it has listed the tree.

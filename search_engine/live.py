@@ -6,20 +6,24 @@ completed before the call began (edits, new files, deletions, renames) with thei
 lines, or its answer says it does not. Per call (`LiveRoot.settle`):
 
 1. Find out whether anything changed. With events (`search_engine.watcher`), a barrier makes
-   sure every change made before the call is recorded; nothing recorded since the last fold
-   means the live generation is current and the search goes ahead at once (the common case: a
-   millisecond or two). With polling (no events: a network filesystem, the inotify watch limit,
-   the watcher failed, or `index.watch = false`), every call asks for a fresh listing and stat of
-   the tree.
+   sure every change made before the call is recorded (on Linux a read of the inotify queue:
+   microseconds); nothing recorded since the last fold means the loaded generation is current
+   and the search goes ahead at once (the common case). With polling (no events: a network
+   filesystem, the inotify watch limit, the watcher failed, or `index.watch = false`), every
+   call asks for a fresh listing and stat of the tree.
 2. If something changed, a fold (an incremental update, `search_engine.indexing`: the changed
-   files re-chunked and embedded, everything else copied) runs in a background thread, one at a
-   time per root, and the call waits for it up to `wait_s`.
-3. Folded in time: the answer is `current`. Otherwise (a checkout of thousands of files, a very
-   large tree) it answers from the live generation with the changed paths masked out, so no
-   stale chunk is ever returned, marked `updating` with how many paths are not folded in yet and
-   which (the first `PENDING_SHOWN`); the fold goes on, and a later call sees it. Without events
-   the changes are unknown until the walk ends: the answer is marked `unverified` (results
-   reflect the files as of the last completed check, `verified_at`).
+   files re-chunked and embedded, everything else copied) runs in a background thread, one at
+   a time per root. When the changes are at most `live_limit` files (no directory, no
+   overflow), the call does not wait: it answers `current` with those paths as `live`, taken
+   as they are now by the live layer (`search_engine.live_layer`), and the fold starts
+   `FOLD_DELAY_S` later so it does not compete with that search.
+3. Otherwise (a checkout of many files, a directory moved in, an ignore file) the call waits
+   for the fold up to `wait_s`. Folded in time: `current`. Not: it answers from the loaded
+   generation with the changed paths masked out, so no stale chunk is ever returned, marked
+   `updating` with how many paths are not folded in yet and which (the first
+   `PENDING_SHOWN`); the fold goes on, and a later call sees it. Without events the changes are
+   unknown until the walk ends: the answer is marked `unverified` (results reflect the files as
+   of the last completed check, `verified_at`).
 
 With events, a full check still runs in the background every `VERIFY_INTERVAL_S` (spaced by
 its own cost), so a change the kernel dropped (event queue overflow) is caught without any
