@@ -53,8 +53,10 @@ from benchmarks.report import Report, add_report_argument, emit, verdict
 from benchmarks.scale import DEFAULT_SOURCE, DEFAULT_WORK, QUERIES, monorepo
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
+from search_engine.errors import InvalidQueryError
 from search_engine.models import Match, SearchMode, SearchRequest, SearchResult
 from search_engine.ranking import Ranker
+from search_engine.tokenize import validate_query
 from search_engine.watcher import watch
 
 KINDS = ("append", "new file", "delete", "rename", "insert 20 lines")
@@ -145,11 +147,17 @@ def untrue(root: Path, match: Match) -> bool:
     )
 
 
-def defined(data: bytes, fallback: str) -> str:
-    """The first name a file defines at its top level (`fallback` if none): a query that
-    finds the file's indexed chunks."""
-    found = re.search(rb"^(?:def|class) (\w+)", data, re.M)
-    return found.group(1).decode() if found else fallback
+def defined(data: bytes) -> str | None:
+    """The first name a file defines at its top level that is a valid query (None if none):
+    a query that finds the file's indexed chunks."""
+    for found in re.finditer(rb"^(?:def|class) (\w+)", data, re.M):
+        name = found.group(1).decode()
+        try:
+            validate_query(name)
+        except InvalidQueryError:
+            continue
+        return name
+    return None
 
 
 def trial(b: Bench, n: int, kind: str, rng: random.Random) -> str:
@@ -160,7 +168,7 @@ def trial(b: Bench, n: int, kind: str, rng: random.Random) -> str:
     func = f"\n\ndef {name}(value):\n    return value + {n}\n".encode()
     target = rng.choice(b.py_files)
     data = (b.root / target).read_bytes()
-    old_name = defined(data, Path(target).stem)
+    old_name = defined(data)
     expect: str | None = target  # where `name` must be found (None: nowhere)
     gone: str | None = None  # a path no result may come from
     if kind == "append":
@@ -180,7 +188,7 @@ def trial(b: Bench, n: int, kind: str, rng: random.Random) -> str:
         b.remember(expect)
         (b.root / target).rename(b.root / expect)
     outcome = "fresh"
-    for query in (name, old_name):
+    for query in (name, old_name) if old_name else (name,):
         result = b.search(query)
         fresh = result.freshness
         wrong = [m for m in result.matches if untrue(b.root, m) or m.path == gone]
