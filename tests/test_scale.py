@@ -107,7 +107,7 @@ def test_the_build_streams_embedding_batches_between_files(
     root = many_files(tmp_path / "repo", 60)
     monkeypatch.setattr(indexing, "EMBED_BATCH", 16)
     events: list[str] = []
-    real_run = chunk_jobs._run
+    real_run = chunk_jobs.chunk_one
     real_embed = counting.embed
 
     def run(job, max_size):
@@ -118,7 +118,7 @@ def test_the_build_streams_embedding_batches_between_files(
         events.append("embed")
         return real_embed(texts)
 
-    monkeypatch.setattr(chunk_jobs, "_run", run)
+    monkeypatch.setattr(chunk_jobs, "chunk_one", run)
     monkeypatch.setattr(counting, "embed", embed)
     stats = manager_for(tmp_path / "cache", counting).update(root)
     assert stats.files == 60 and stats.chunks == 120
