@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from search_engine.config import EngineConfig
 from search_engine.errors import IndexDamagedError
-from search_engine.models import SearchMode, SearchRequest, SearchResult
+from search_engine.models import Freshness, Match, SearchMode, SearchRequest, SearchResult
 from search_engine.tokenize import validate_query
 
 if TYPE_CHECKING:
@@ -35,24 +35,41 @@ class SearchEngine:
         if self._indexes is None:
             from search_engine.index import IndexManager
 
-            self._indexes = IndexManager(self.config)
+            self._indexes = IndexManager(self.config, watch=self.config.watch, fresh_wait_s=self.config.fresh_wait_s)
         return self._indexes
 
-    def generation(self, request: SearchRequest) -> int:
-        """The index generation a search of `request` would see now (0 for regex: no index).
+    def close(self) -> None:
+        """Stop watching the roots' files (an engine used again starts over)."""
+        if self._indexes is not None:
+            self._indexes.close()
+
+    def generation(self, request: SearchRequest) -> int | None:
+        """The index generation a search of `request` would see now (0 for regex: no index),
+        or None while files changed before this call are not in the index yet.
 
         Sessions use it to dedup identical searches and to refuse continuing a cursor whose
         results may have shifted."""
         if request.mode is SearchMode.REGEX:
             return 0
-        return self.indexes.generation(Path(request.root))
+        index, settled = self.indexes.current(Path(request.root))
+        # An answer with live files is of no generation: the next edit changes it.
+        return index.generation if settled.state == "current" and not settled.live else None
+
+    def recheck(self, request: SearchRequest, matches: list[Match]) -> list[Match]:
+        """`matches` looked up in the files as they are now (`search_engine.recheck`)."""
+        from search_engine.recheck import recheck
+
+        return recheck(request.root, matches, self.config.max_file_size)
 
     def search(self, request: SearchRequest) -> SearchResult:
         """Run `request` to completion. Deterministic for a given index generation."""
         if request.mode is SearchMode.REGEX:
             from search_engine.regex import regex_search
 
-            return regex_search(request, self.config)
+            began = time.time()
+            result = regex_search(request, self.config)
+            result.freshness = Freshness("current", began, began, "direct")
+            return result
         validate_query(request.query)  # a bad query must not cost an index build first
         root = Path(request.root)
         started = time.perf_counter()
@@ -70,8 +87,11 @@ class SearchEngine:
         being ready (a rebuild of a damaged one included)."""
         from search_engine.ranking import Ranker
 
-        index = self.indexes.get(root)
+        index, settled = self.indexes.current(root)
+        ranker = index.memo("ranker", lambda: Ranker(index, self.config))
+        if settled.live:  # changed files not folded in yet, taken as they are now
+            ranker = self.indexes.layer(root).ranker(ranker, settled.live)
         index_ms = (time.perf_counter() - started) * 1000
-        result = index.memo("ranker", lambda: Ranker(index, self.config)).search(request)
+        result = ranker.search(request, settled)
         result.index_time_ms = index_ms
         return result

@@ -17,7 +17,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -126,7 +126,9 @@ class Match(msgspec.Struct, frozen=True, gc=False):
     Lines are 1-based and inclusive; bytes are 0-based offsets into the file, end-exclusive.
     For regex matches `content` is the (possibly width-cut) matching line(s); for semantic and
     hybrid matches it is the chunk text. `ranks` holds the component ranks of a hybrid match
-    (e.g. {"lexical": 1, "semantic": 4}) so an agent can see why it matched.
+    (e.g. {"lexical": 1, "semantic": 4}) so an agent can see why it matched. `changed` is set
+    only on a page served after its file changed (`search_engine.recheck`): "moved" (lines
+    corrected), "edited" (these lines no longer hold this text), "deleted" or "unchecked".
     """
 
     path: str
@@ -141,6 +143,7 @@ class Match(msgspec.Struct, frozen=True, gc=False):
     context_before: tuple[str, ...] = ()
     context_after: tuple[str, ...] = ()
     ranks: dict[str, int] | None = None
+    changed: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # msgspec's conversion, in C, from the struct's own field list: every field in order,
@@ -160,6 +163,42 @@ class Match(msgspec.Struct, frozen=True, gc=False):
         return 200 + len(self.path) + len(self.content) + sum(map(sys.getsizeof, lines)) + _SLOT * len(lines)
 
 
+FreshnessState = Literal["current", "updating", "unverified"]
+Detection = Literal["events", "polling", "direct"]
+
+
+@dataclass(slots=True)
+class Freshness:
+    """What state of the files a search's results reflect (see `search_engine.live`).
+
+    `state` is `current` when every change completed before the call began (`as_of`,
+    wall-clock seconds) is in the results; `updating` when `pending_count` changed paths (the
+    first ones in `pending`; a directory covers what is beneath it, "" the whole root) were not
+    folded into the index in time and are left out of the results; `unverified` when changes
+    could not be checked in time, so the results reflect the files as of `verified_at`.
+    `detection` is how changes are found: `events` (file events), `polling` (a listing of the
+    tree each search; `reason` says why) or `direct` (regex: ripgrep reads the files)."""
+
+    state: FreshnessState
+    as_of: float
+    verified_at: float
+    detection: Detection
+    pending_count: Count = 0
+    pending: list[str] = field(default_factory=list)
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "as_of": self.as_of,
+            "verified_at": self.verified_at,
+            "detection": self.detection,
+            "pending_count": self.pending_count,
+            "pending": list(self.pending),
+            "reason": self.reason,
+        }
+
+
 @dataclass(slots=True)
 class SearchResult:
     """The full, ordered result of one search.
@@ -177,6 +216,7 @@ class SearchResult:
     search_time_ms: Millis = 0.0
     index_time_ms: Millis = 0.0
     warnings: list[str] = field(default_factory=list)
+    freshness: Freshness | None = None
 
     def approx_size(self) -> int:
         return 256 + sum(m.approx_size() for m in self.matches)
@@ -190,4 +230,5 @@ class SearchResult:
             "search_time_ms": self.search_time_ms,
             "index_time_ms": self.index_time_ms,
             "warnings": list(self.warnings),
+            "freshness": self.freshness.to_dict() if self.freshness is not None else None,
         }

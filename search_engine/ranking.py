@@ -15,6 +15,7 @@ one cost 5-15 ms per query on a busy two-core machine against ~1.5 ms single-thr
 
 from __future__ import annotations
 
+import bisect
 import time
 from pathlib import Path
 from typing import Protocol
@@ -25,12 +26,13 @@ from threadpoolctl import ThreadpoolController
 
 from search_engine.chunk_table import ChunkTable
 from search_engine.config import EngineConfig
-from search_engine.corpus import Corpus
+from search_engine.corpus import Corpus, LivePart
 from search_engine.errors import reading
 from search_engine.files import discover
 from search_engine.hits import Hit
 from search_engine.hybrid import hybrid_search
 from search_engine.lexical import LexicalIndex
+from search_engine.live import Settled
 from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
 from search_engine.paths import SearchLocation
 from search_engine.semantic import semantic_search
@@ -64,12 +66,23 @@ class IndexView(Protocol):
 class Ranker:
     """Runs semantic and hybrid requests against one index generation."""
 
-    def __init__(self, index: IndexView, config: EngineConfig | None = None) -> None:
+    def __init__(
+        self, index: IndexView, config: EngineConfig | None = None, joined: tuple[Corpus, np.ndarray] | None = None
+    ) -> None:
+        """`joined`: the generation's corpus joined to the live files' and the chunks it hides
+        (see `beside`); None ranks the generation alone."""
         self._index = index
         self._config = config or EngineConfig()
-        # The columns are joined here: a generation whose parts disagree is damage (a rebuild).
-        with reading("the index", index.chunks.directory):
-            self.corpus = Corpus.build(index.chunks, index.vectors, index.lexical)
+        self._hidden: np.ndarray | None = None
+        self._paths: frozenset[str] | None = None
+        self._sorted: list[str] | None = None
+        self._file_order = np.zeros(0, dtype=np.int64)
+        if joined is not None:
+            self.corpus, self._hidden = joined
+        else:
+            # The columns are joined here: a generation whose parts disagree is damage (a rebuild).
+            with reading("the index", index.chunks.directory):
+                self.corpus = Corpus.build(index.chunks, index.vectors, index.lexical)
         self._masks: LRUCache[tuple[str, str | None, tuple[str, ...], tuple[str, ...]], np.ndarray] = LRUCache(
             _FILTER_CACHE_SIZE
         )
@@ -78,8 +91,51 @@ class Ranker:
     def generation(self) -> int:
         return self._index.generation
 
-    def search(self, request: SearchRequest) -> SearchResult:
-        """Rank the index's chunks for a semantic or hybrid `request`.
+    @property
+    def paths(self) -> frozenset[str]:
+        """The generation's files (made on first use: only a live layer asks)."""
+        if self._paths is None:
+            self._paths = frozenset(self.corpus.files)
+        return self._paths
+
+    @property
+    def sorted_files(self) -> list[str]:
+        """The generation's files in Python's string order (`_file_order[i]` is the file id of
+        the i-th), made on first use: only a live layer asks."""
+        if self._sorted is None:
+            order = sorted(range(len(self.corpus.files)), key=self.corpus.files.__getitem__)
+            self._file_order = np.asarray(order, dtype=np.int64)
+            self._sorted = [self.corpus.files[i] for i in order]
+        return self._sorted
+
+    @property
+    def lexical(self) -> LexicalIndex:
+        return self._index.lexical
+
+    @property
+    def dim(self) -> int:
+        return self._index.vectors.shape[1]
+
+    def beside(self, live: LivePart, changed: frozenset[str]) -> Ranker:
+        """A ranker of this generation joined to the `live` files (`search_engine.live_layer`),
+        hiding this generation's chunks of the `changed` paths (a directory: everything under
+        it)."""
+        corpus = self.corpus.join(live)
+        files = self.sorted_files  # a directory's files are one run
+        order = self._file_order
+        hidden_files = np.zeros(len(corpus.files), dtype=bool)
+        for path in changed:
+            at = bisect.bisect_left(files, path)
+            if at < len(files) and files[at] == path:
+                hidden_files[order[at]] = True
+            prefix = path + "/"
+            start = bisect.bisect_left(files, prefix)
+            hidden_files[order[start : bisect.bisect_left(files, prefix + "\U0010ffff", start)]] = True
+        return Ranker(self._index, self._config, (corpus, hidden_files[corpus.file_of]))
+
+    def search(self, request: SearchRequest, settled: Settled | None = None) -> SearchResult:
+        """Rank the index's chunks for a semantic or hybrid `request`, leaving out the files
+        `settled` says changed and are not in this generation yet (its `pending` paths).
 
         `threshold` drops matches scoring below it: for semantic search the score is the
         cosine similarity (blended with the file's, scaled by the path priors, raised for
@@ -90,6 +146,10 @@ class Ranker:
         started = time.perf_counter()
         terms = validate_query(request.query)
         allowed = self.allowed(request)
+        if self._hidden is not None:
+            allowed = ~self._hidden if allowed is None else allowed & ~self._hidden
+        if settled is not None and settled.pending:
+            allowed = self._leave_out(allowed, settled)
         query_vector = self._index.embed_query(request.query)
         with _THREADPOOLS.limit(limits=1, user_api="blas"):
             if request.mode is SearchMode.SEMANTIC:
@@ -118,6 +178,7 @@ class Ranker:
             total_count=len(matches),
             index_generation=self.generation,
             search_time_ms=(time.perf_counter() - started) * 1000,
+            freshness=settled.report() if settled is not None else None,
         )
 
     def allowed(self, request: SearchRequest) -> np.ndarray | None:
@@ -131,6 +192,14 @@ class Ranker:
             mask = self._file_mask(request)[self.corpus.file_of]
             self._masks[key] = mask
         return mask
+
+    def _leave_out(self, allowed: np.ndarray | None, settled: Settled) -> np.ndarray:
+        """`allowed` without the chunks of the files `settled` masks: their text here is
+        no longer the file's, so none of it may be answered."""
+        files = self.corpus.files
+        kept: np.ndarray = np.fromiter((not settled.masks(p) for p in files), dtype=bool, count=len(files))
+        chunks: np.ndarray = kept[self.corpus.file_of]
+        return chunks if allowed is None else allowed & chunks
 
     def _file_mask(self, request: SearchRequest) -> np.ndarray:
         files = self.corpus.files

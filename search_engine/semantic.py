@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from search_engine.hits import COHERENCE_WEIGHT, Hit, by_file_best_first, coherence, diversify, saturated
-from search_engine.vectors import VectorIndex
+from search_engine.vectors import Vectors
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
 FILE_WEIGHT = 0.3
@@ -61,7 +61,7 @@ def similarity(
 
 
 def semantic_search(
-    vectors: VectorIndex,
+    vectors: Vectors,
     query_vector: np.ndarray,
     allowed: np.ndarray | None,
     top_k: int,

@@ -164,6 +164,7 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
             yield {}
         finally:
             services.indexer.close()
+            services.engine.close()
             services.offload.sweeper.close()
             services.pager.store.close()
 

@@ -4,7 +4,9 @@ in a saved dataset or printed by `codepager search --json/--jsonl`.
 There is one printer per detail level (`match_record`), so every sink of the same detail level
 shows the same object:
 
-- `compact` (the default): `{"path", "line", "end"?, "text"?, "score"?, "before"?, "after"?}`.
+- `compact` (the default): `{"path", "line", "end"?, "text"?, "score"?, "before"?, "after"?,
+  "changed"?}`; `changed` (both shapes) marks a match whose file changed since its search
+  (`search_engine.recheck`).
   Only what an agent can use and cannot derive: no byte offsets, language or match type (the
   tool name says it), no duplicate line number, scores rounded to 4 significant digits, no
   hybrid component ranks. `end` appears only when the match spans lines. On an inline page the
@@ -81,6 +83,8 @@ def compact_record(m: Match, *, include_snippet: bool = True, snippet_length: in
         record["before"] = list(m.context_before)
     if m.context_after:
         record["after"] = list(m.context_after)
+    if m.changed is not None:
+        record["changed"] = m.changed
     return record
 
 
@@ -109,6 +113,8 @@ def full_record(m: Match, *, include_snippet: bool = True, snippet_length: int |
     }
     if m.context_before or m.context_after:
         record["context"] = {"before": list(m.context_before), "after": list(m.context_after)}
+    if m.changed is not None:
+        record["changed"] = m.changed
     return record
 
 

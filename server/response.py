@@ -136,6 +136,7 @@ class SearchResponse:
         warnings = [*p.warnings, *self._cut_warning(), *self.warnings, *(extra_warnings or [])]
         if self.compact:
             compact: dict[str, Any] = {"cache": p.cache, "time_ms": round(p.page_time_ms, 1)}
+            compact["freshness"] = self.freshness()
             if warnings:
                 compact["warnings"] = warnings
             return compact
@@ -145,8 +146,30 @@ class SearchResponse:
             "page_time_ms": round(p.page_time_ms, 3),
             "cache": p.cache,
             "index": {"generation": p.index_generation},
+            "freshness": self.freshness(),
             "warnings": warnings,
         }
+
+    def freshness(self) -> dict[str, Any]:
+        """What state of the files this page's results reflect (docs/tools.md, "Freshness"):
+        `state` and `as_of` always; what was left out while `updating`, since when results
+        are `unverified`, and on a page served from a cursor when its lines were re-checked
+        against the files and how many results are marked `changed`."""
+        p = self.page
+        f = p.freshness
+        block: dict[str, Any] = {"state": f.state if f else "current", "as_of": round(f.as_of, 3) if f else None}
+        if f is not None and f.state == "updating":
+            block.update(pending_count=f.pending_count, pending=list(f.pending))
+        if f is not None and f.state == "unverified":
+            block["verified_at"] = round(f.verified_at, 3) if f.verified_at else None
+        if f is not None and f.reason and (f.state != "current" or not self.compact):
+            block["reason"] = f.reason
+        if f is not None and not self.compact:
+            block["detection"] = f.detection
+        if p.rechecked_at is not None:
+            block["rechecked_at"] = round(p.rechecked_at, 3)
+            block["changed_count"] = sum(1 for m in p.matches if m.changed is not None)
+        return block
 
     def _cut_warning(self) -> list[str]:
         """The search found more than it keeps (search.max_results): say so on every page, with

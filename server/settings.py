@@ -27,6 +27,7 @@ from pydantic_settings import (
 
 from search_engine import (
     DEFAULT_EMBEDDING_PROFILE,
+    DEFAULT_FRESH_WAIT_S,
     DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_LINE_WIDTH,
     DEFAULT_MAX_RESULTS,
@@ -158,6 +159,22 @@ class IndexSettings(_Section):
     )
     index_on_start: bool = Field(
         True, description="Start indexing every root in the background when the server starts."
+    )
+    watch: bool = Field(
+        True,
+        description=(
+            "Find file changes by events (inotify, FSEvents, ReadDirectoryChangesW); false lists the tree on every "
+            "semantic or hybrid search instead (network filesystems are always listed)."
+        ),
+    )
+    fresh_wait_s: Seconds = Field(
+        DEFAULT_FRESH_WAIT_S,
+        ge=0,
+        description=(
+            "How long a semantic or hybrid call waits for files changed before it to be folded into the index, when "
+            "it cannot take them live (more than 16 files, a directory moved in, an ignore file, polling); past it the "
+            "answer leaves them out and says so (freshness 'updating')."
+        ),
     )
 
 
@@ -555,6 +572,8 @@ class Settings(BaseSettings):
             cache_dir=self.index.cache_dir,
             embedding_profile=self.index.profile,
             embedding_model=self.index.model,
+            watch=self.index.watch,
+            fresh_wait_s=self.index.fresh_wait_s,
         )
 
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from search_engine import Count, Match, SearchRequest, SearchResult
+from search_engine import Count, Freshness, Match, SearchRequest, SearchResult
 
 CacheStatus = Literal["miss", "hit", "restored"]
 
@@ -100,7 +100,11 @@ class Session:
 
     @property
     def key(self) -> str:
-        return dedup_key(self.params_hash, self.index_generation, self.view)
+        """What an identical search finds this list by; a list that left out files not yet in
+        the index (freshness not `current`) is never found so: its own id makes the key unique."""
+        key = dedup_key(self.params_hash, self.index_generation, self.view)
+        freshness = self.result.freshness
+        return key if freshness is None or freshness.state == "current" else f"{key}:{self.id}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -174,6 +178,10 @@ class Page:
     index_time_ms: float
     page_time_ms: float
     warnings: list[str] = field(default_factory=list)
+    #: The state of the files the list reflects (its search's), and when this page's matches
+    #: were re-checked against the files (pages served from a cursor), else None.
+    freshness: Freshness | None = None
+    rechecked_at: float | None = None
     _cursor_at: Callable[[int], str] | None = field(default=None, repr=False, compare=False)
     #: The session's whole list (shared, not copied): what stats over "all results" read.
     result: SearchResult | None = field(default=None, repr=False, compare=False)

@@ -26,7 +26,7 @@ MB = 2**20
 
 def build(repo: Path, cache: Path, embedder: Embedder) -> Path:
     """Index `repo` into `cache`; the live generation's directory."""
-    manager = IndexManager(EngineConfig(cache_dir=cache), embedder=embedder, refresh_interval_s=0)
+    manager = IndexManager(EngineConfig(cache_dir=cache), embedder=embedder)
     manager.update(repo)
     store = manager.store(repo)
     name = store.current_name()

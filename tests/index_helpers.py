@@ -15,9 +15,9 @@ import pytest
 
 from search_engine.chunking import MAX_CHARS, chunk_file
 from search_engine.chunks import Chunk, content_hash
-from search_engine.config import EngineConfig
+from search_engine.config import DEFAULT_FRESH_WAIT_S, EngineConfig
 from search_engine.embeddings import LazyEmbedder
-from search_engine.index import DEFAULT_REFRESH_INTERVAL_S, INLINE_REFRESH_MAX_FILES, IndexManager
+from search_engine.index import IndexManager
 from search_engine.languages import language_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -128,26 +128,12 @@ def block_the_walk(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, th
     return walking, release
 
 
-def wait_for_refreshes(timeout_s: float = 120) -> None:
-    """Wait for the background freshness checks running in this process (the `IndexManager`
-    threads named `codepager-refresh`), so a test reads what they wrote, or none outlives it."""
-    for thread in threading.enumerate():
-        if thread.name == "codepager-refresh":
-            thread.join(timeout_s)
-            assert not thread.is_alive(), f"a background freshness check still runs after {timeout_s} s"
-
-
 def manager_for(
     cache: Path,
     embedder: CountingEmbedder,
     *,
-    refresh_interval_s: float = DEFAULT_REFRESH_INTERVAL_S,
-    inline_refresh_max_files: int = INLINE_REFRESH_MAX_FILES,
+    watch: bool = True,
+    fresh_wait_s: float = DEFAULT_FRESH_WAIT_S,
 ) -> IndexManager:
     """An index manager caching in `cache` that embeds with `embedder`."""
-    return IndexManager(
-        EngineConfig(cache_dir=cache),
-        embedder=embedder,
-        refresh_interval_s=refresh_interval_s,
-        inline_refresh_max_files=inline_refresh_max_files,
-    )
+    return IndexManager(EngineConfig(cache_dir=cache), embedder=embedder, watch=watch, fresh_wait_s=fresh_wait_s)

@@ -71,6 +71,10 @@ class FakeEngine:
     def generation(self, request: SearchRequest) -> int:
         return self.gen
 
+    def recheck(self, request: SearchRequest, matches: list[Match]) -> list[Match]:
+        """Its files exist nowhere: the list as it was (the real recheck: test_live_pages.py)."""
+        return matches
+
     def search(self, request: SearchRequest) -> SearchResult:
         with self._lock:
             self.calls += 1

@@ -51,6 +51,7 @@ def test_every_benchmark_script_exists_and_the_long_ones_can_be_skipped():
         "indexing",
         "retrieval",
         "load",
+        "freshness",
     }
     for bench in SUITE:
         assert bench.path.is_file(), bench.script

@@ -28,7 +28,7 @@ from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.index import IndexManager
 from tests.crafted_index_helpers import build, put_rows, rows
-from tests.index_helpers import CountingEmbedder, wait_for_refreshes, write_repo
+from tests.index_helpers import CountingEmbedder, write_repo
 
 
 def _set(path: Path, column: str, value: int) -> None:
@@ -125,7 +125,7 @@ def test_a_crafted_generation_is_rebuilt_by_the_next_search(
     cache = tmp_path / "cache"
     craft(build(repo, cache, counting))
     engine = SearchEngine(EngineConfig(cache_dir=cache))
-    engine._indexes = IndexManager(engine.config, embedder=counting, refresh_interval_s=0)
+    engine._indexes = IndexManager(engine.config, embedder=counting)
 
     try:
         result = engine.search(SearchRequest(mode=SearchMode.HYBRID, query="retry a failing call", root=str(repo)))
@@ -133,7 +133,7 @@ def test_a_crafted_generation_is_rebuilt_by_the_next_search(
         # The background freshness check must end before pytest parses source for its report:
         # CPython 3.11 shares the AST constructor's recursion depth between threads (see
         # search_engine/arrays.py), and a report built meanwhile dies with SystemError.
-        wait_for_refreshes()
+        engine.indexes.wait_idle(repo)
     assert result.matches[0].path == "app/client.py"
 
 

@@ -227,7 +227,7 @@ def test_files_changing_during_an_update_do_not_break_it_and_the_next_update_con
     root = write_code_tree(tmp_path / "repo", files=300, hits_per_file=20)
     (root / "new").mkdir()
     cache = cache_dir(tmp_path)
-    manager = IndexManager(EngineConfig(cache_dir=cache), embedder=static_embedder, refresh_interval_s=0)
+    manager = IndexManager(EngineConfig(cache_dir=cache), embedder=static_embedder)
     manager.update(root)
     for path in root.rglob("mod*.py"):  # every file must be read again: a long update
         path.write_text(path.read_text().replace("# needle", "# pin"))

@@ -30,7 +30,7 @@ from search_engine.index_store import IndexStore, index_dir
 from search_engine.lexical import LexicalIndex, lexical_document
 from search_engine.models import SearchMode, SearchRequest
 from search_engine.ranking import Ranker
-from tests.index_helpers import REPO, CountingEmbedder, expected_chunks, wait_for_refreshes
+from tests.index_helpers import REPO, CountingEmbedder, expected_chunks
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def cache(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def manager(cache: Path, counting: CountingEmbedder) -> IndexManager:
-    return IndexManager(EngineConfig(cache_dir=cache), embedder=counting, refresh_interval_s=0)
+    return IndexManager(EngineConfig(cache_dir=cache), embedder=counting)
 
 
 def touch(path: Path) -> None:
@@ -261,9 +261,9 @@ def test_a_part_cut_short_is_rebuilt_by_the_next_search(
     index and answers from it, symbols and all."""
     cut_short(repo, manager, part, keep)
     engine = SearchEngine(EngineConfig(cache_dir=cache))
-    engine._indexes = IndexManager(engine.config, embedder=counting, refresh_interval_s=0)
+    engine._indexes = IndexManager(engine.config, embedder=counting)
     result = engine.search(SearchRequest(mode=mode, query="retry a failing call with backoff", root=str(repo)))
-    wait_for_refreshes()
+    engine.indexes.wait_idle(repo)
     assert result.matches[0].path == "app/client.py"
     index = engine.indexes.get(repo)
     assert index.generation == 2
@@ -278,7 +278,7 @@ def test_searches_meeting_the_same_damage_rebuild_once(
     damaged generation is still live, and otherwise loads the one that replaced it."""
     cut_short(repo, manager, "chunks/defs.chunk.npy", 0.0)
     engine = SearchEngine(EngineConfig(cache_dir=cache))
-    engine._indexes = IndexManager(engine.config, embedder=counting, refresh_interval_s=0)
+    engine._indexes = IndexManager(engine.config, embedder=counting)
     request = SearchRequest(mode=SearchMode.SEMANTIC, query="retry a failing call with backoff", root=str(repo))
     start = threading.Barrier(4)
     found: list[str] = []
@@ -292,7 +292,7 @@ def test_searches_meeting_the_same_damage_rebuild_once(
         thread.start()
     for thread in threads:
         thread.join()
-    wait_for_refreshes()
+    engine.indexes.wait_idle(repo)
     assert found == ["app/client.py"] * 4
     assert engine.indexes.get(repo).generation == 2
 
@@ -384,15 +384,14 @@ def test_a_name_shown_like_another_does_not_corrupt_the_index(repo: Path, manage
 def test_get_sees_other_processes_updates_and_caches_in_between(
     repo: Path, cache: Path, counting: CountingEmbedder
 ) -> None:
-    reader = IndexManager(EngineConfig(cache_dir=cache), embedder=counting, refresh_interval_s=3600)
-    writer = IndexManager(EngineConfig(cache_dir=cache), embedder=counting, refresh_interval_s=0)
+    reader = IndexManager(EngineConfig(cache_dir=cache), embedder=counting)
+    writer = IndexManager(EngineConfig(cache_dir=cache), embedder=counting)
     first = reader.get(repo)
-    assert reader.get(repo) is first  # within the interval: the warm handle
+    assert reader.get(repo) is first  # nothing changed: the warm handle
     assert first.memo("answer", lambda: object()) is first.memo("answer", lambda: object())
     (repo / "extra.py").write_text("def extra():\n    return 42\n")
-    assert reader.get(repo) is first  # no rescan within the interval...
     writer.update(repo)
-    second = reader.get(repo)  # ...but another process's publish is noticed at once
+    second = reader.get(repo)  # another process's publish is used, not built again
     assert second.generation == first.generation + 1
     assert any(c.path == "extra.py" for c in second.chunks)
     assert reader.generation(repo) == second.generation
@@ -679,7 +678,7 @@ def test_a_file_grown_over_max_file_size_mid_build_is_not_indexed(
 ) -> None:
     """Discovery saw a small file; it grows past search.max_file_size before it is read. The
     read stops at the limit (plus one byte) and the file is left out, not indexed whole."""
-    manager = IndexManager(EngineConfig(cache_dir=cache, max_file_size=4096), embedder=counting, refresh_interval_s=0)
+    manager = IndexManager(EngineConfig(cache_dir=cache, max_file_size=4096), embedder=counting)
     root = tmp_path / "repo"
     root.mkdir()
     (root / "a_first.py").write_text("def first():\n    return 0\n")

@@ -27,7 +27,6 @@ from tests.index_helpers import (
     block_the_walk,
     expected_chunks,
     manager_for,
-    wait_for_refreshes,
 )
 
 
@@ -149,14 +148,14 @@ def test_the_first_search_uses_the_index_on_disk_and_catches_up_in_the_backgroun
 
     walking, release = block_the_walk(monkeypatch)
     engine = SearchEngine(EngineConfig(cache_dir=cache))
-    engine._indexes = manager_for(cache, counting, refresh_interval_s=3600)
+    engine._indexes = manager_for(cache, counting)
     request = SearchRequest(mode=SearchMode.HYBRID, query="render markdown", root=str(repo.resolve()), top_k=5)
     first = engine.search(request)  # answered while the walk is still blocked
     assert walking.wait(30) and not release.is_set()
     assert first.index_generation == 1
     assert not any("render_markdown" in m.content for m in first.matches)
     release.set()
-    wait_for_refreshes()
+    engine.indexes.wait_idle(repo, 120)
     later = engine.search(request)
     assert later.index_generation == 2
     assert "render_markdown" in later.matches[0].content
@@ -220,7 +219,7 @@ def test_a_reader_dropping_the_last_reference_reclaims_its_generation(
     repo: Path, tmp_path: Path, counting: CountingEmbedder
 ) -> None:
     cache = tmp_path / "cache"
-    reader = manager_for(cache, counting, refresh_interval_s=0)
+    reader = manager_for(cache, counting)
     first = reader.get(repo)
     assert first.generation == 1
     writer = manager_for(cache, counting)

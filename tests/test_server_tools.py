@@ -80,7 +80,7 @@ async def test_compact_page_groups_matches_by_file(client):
         "pkg/mod03.py": {"11": "def needle_3_4(x):  # needle 4", "13": "def needle_3_5(x):  # needle 5"}
     }
     assert results["count"] == results["total_count"] == 2 and "search_total_count" not in results
-    assert set(body["metadata"]) == {"cache", "time_ms"}
+    assert set(body["metadata"]) == {"cache", "time_ms", "freshness"}
     assert set(body["pagination"]) == {"next_cursor", "page_size", "current_page", "total_pages", "offset"}
 
 
@@ -111,7 +111,15 @@ async def test_full_detail_match_shape(client):
     assert m["match"]["content"].startswith("def needle_3_4(x)")
     assert m["context"] == {"before": ["    return x + 3"], "after": ["    return x + 4"]}
     assert body["results"]["count"] == body["results"]["total_count"] == body["results"]["search_total_count"] == 1
-    assert set(body["metadata"]) == {"search_time_ms", "index_time_ms", "page_time_ms", "cache", "index", "warnings"}
+    assert set(body["metadata"]) == {
+        "search_time_ms",
+        "index_time_ms",
+        "page_time_ms",
+        "cache",
+        "index",
+        "freshness",
+        "warnings",
+    }
     assert body["search"]["parameters"] == {"context_lines": 1}
 
 

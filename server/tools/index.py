@@ -34,6 +34,8 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
             "size_bytes": s.size_bytes,
             "updated_at": s.updated_at,
             "stale_reason": s.stale_reason,
+            "change_detection": s.change_detection,
+            "change_detection_reason": s.change_detection_reason,
             "building": state.building,
             "progress": {"phase": state.phase, "done": state.done, "total": state.total, "percent": state.percent()},
             "error": str(state.error) if state.error else None,
