@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -41,7 +42,7 @@ from server.app import build_app, build_services  # noqa: E402
 from server.errors import _TOOL_ERRORS  # noqa: E402
 from server.settings import Settings, load_settings  # noqa: E402
 from server.tools.dataset_pages import register_dataset_page_tool  # noqa: E402
-from server.tools.schemas import SHARED_OPTIONS, compact_schema  # noqa: E402
+from server.tools.page_args import PageArgs  # noqa: E402
 from sessions import CursorCodec  # noqa: E402
 
 SAMPLE: dict[str, str] = {
@@ -190,9 +191,11 @@ async def call(client: Client, tool: str, args: dict[str, Any]) -> Any:
 
 #: Tools whose parameter tables docs/tools.md shows (hybrid_search takes semantic_search's).
 DOCUMENTED_TOOLS = (
-    "regex_search", "semantic_search", "index_status", "reindex",
+    "regex_search", "semantic_search", "hybrid_search", "index_status", "reindex",
     "analyze-with-duckdb", "list-saved-datasets", "cleanup_temp_files",
 )  # fmt: skip
+#: The parameters every search tool shares, shown once in their own table.
+SHARED_OPTIONS = tuple(f.name for f in dataclasses.fields(PageArgs))
 
 
 async def proxy_tool_schemas(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -331,10 +334,12 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
             },
         }
         for name in DOCUMENTED_TOOLS:
-            out[f"params_{name}"] = params_table(tools[name].input_schema)
+            schema = tools[name].input_schema
+            own = {k: v for k, v in schema["properties"].items() if k not in SHARED_OPTIONS}
+            out[f"params_{name}"] = params_table({**schema, "properties": own})
         for name, schema in (await proxy_tool_schemas(settings)).items():
             out[f"params_{name}"] = params_table(schema)
-        shared = compact_schema((await app.get_tool("regex_search")).parameters)["properties"]
+        shared = tools["regex_search"].input_schema["properties"]
         out["params_shared_options"] = params_table({"properties": {k: shared[k] for k in SHARED_OPTIONS}})
         first = await call(c, "regex_search", {"pattern": r"def \w+", "page_size": 3})
         out["regex_page_1"] = first

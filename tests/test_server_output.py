@@ -15,6 +15,7 @@ from mcp_types import INVALID_PARAMS
 import server
 from server.app import build_app
 from server.output import estimate_tokens
+from tests.hostile_helpers import refused_async
 from tests.jq_recipes import run_recipe
 from tests.server_helpers import make_settings, page_matches, structured, walk
 
@@ -117,21 +118,16 @@ async def test_bad_arguments_name_every_problem(wide_tree, tmp_path):
     branch; the message said only that an object is not a string, and never why the object
     was refused."""
     async with Client(app_for(wide_tree, tmp_path)) as c:
-        with pytest.raises(MCPError) as refused:
-            await c.call_tool_mcp("list-saved-datasets", {"filter": {"date_from": "garbage"}})
-        error = refused.value.error
-        assert error.code == INVALID_PARAMS
-        assert "filter.DatasetFilter.date_from: 'garbage' is not an ISO date like 2025-01-31" in error.message
-        assert "[type=" not in error.message and "validation error for" not in error.message
+        message = await refused_async(c, "list-saved-datasets", {"filter": {"date_from": "garbage"}})
+        assert "filter.DatasetFilter.date_from: 'garbage' is not an ISO date like 2025-01-31" in message
+        assert "[type=" not in message and "validation error for" not in message
 
 
 async def test_bad_arguments_by_the_thousand_make_a_short_message(wide_tree, tmp_path):
     """Each bad item of a list is an error of its own: 5,000 of them (a 20 KB call) made a
     270 KB message, all of it for the agent's context. (A list has at most 1,000 items now.)"""
     async with Client(app_for(wide_tree, tmp_path)) as c:
-        with pytest.raises(MCPError) as refused:
-            await c.call_tool_mcp("regex_search", {"pattern": "x", "include_patterns": [1] * 1000})
-        message = refused.value.error.message
+        message = await refused_async(c, "regex_search", {"pattern": "x", "include_patterns": [1] * 1000})
         assert "include_patterns.9: Input should be a valid string; and 990 more" in message
         assert len(message) < 1000, len(message)
 

@@ -37,15 +37,15 @@ class PageArgs:
     differs between regex and ranked search (the 0 below is never used): `page_parameters`
     adds those at registration."""
 
-    # Descriptions are short and only where the name and type do not say it all: the three
-    # search tools repeat them, and tools/list is paid for in every conversation.
-    include_snippet: bool = True
+    # One short line each (the three search tools repeat them, and tools/list is paid for in
+    # every conversation); `page_parameters` adds the ones that quote settings.
+    include_snippet: Annotated[bool, Field(description="false: locations only")] = True
     snippet_length: int = 0
     page_size: int | None = None
     cursor: str | None = None
     output_mode: Annotated[
         OutputModeName,
-        Field(description="auto: a file when over the size limit; inline: cut instead; legacy: bare JSON array"),
+        Field(description="auto: a page too big to show goes to a file (results.file_ref); inline: cut it instead"),
     ] = "auto"
     max_output_tokens: Annotated[int | None, Field(ge=MIN_OUTPUT_TOKENS, description="cut the page to this size")] = (
         None
