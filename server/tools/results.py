@@ -54,7 +54,8 @@ def register_results_resources(app: FastMCP, store: OffloadStore) -> None:
         RESULTS_URI,
         name="offloaded-results",
         mime_type="application/x-ndjson",
-        description="A whole offloaded page: line 1 is a header, then one match per line.",
+        description="A whole offloaded page in one read (line 1 a header, then one match per line): "
+        "a large page reads better in parts, through offloaded-results-lines.",
     )
     def whole(id: str) -> str:
         with _resource_errors():
