@@ -38,8 +38,9 @@ from fastmcp import Client, FastMCP  # noqa: E402
 from mcp import MCPError  # noqa: E402
 from mcp_types import Implementation  # noqa: E402
 
+from harness.protocol_clients import client_at  # noqa: E402
 from server.app import build_app, build_services  # noqa: E402
-from server.errors import _TOOL_ERRORS  # noqa: E402
+from server.errors import _TOOL_ERRORS, REFUSALS  # noqa: E402
 from server.settings import Settings, load_settings  # noqa: E402
 from server.tools.dataset_pages import register_dataset_page_tool  # noqa: E402
 from server.tools.page_args import PageArgs  # noqa: E402
@@ -295,6 +296,25 @@ ERROR_CASES: dict[str, str] = {
 }
 
 
+#: When each refusal code is given, in words; `refusal_codes_table` fails on a code missing here.
+REFUSAL_CASES: dict[str, str] = {
+    "invalid_arguments": "an argument of the wrong type, out of its limits or unknown; no pattern/query and no cursor",
+    "invalid_cursor": "a cursor edited, truncated, sealed with another key, from a server rooted elsewhere, for "
+    "another tool, or whose folder is gone",
+    "cursor_expired": "a cursor older than `sessions.cursor_max_age_s` (1 h)",
+    "cursor_mismatch": "a search parameter sent with a cursor that differs from its search",
+    "results_changed": "the files or the index changed since page 1, so the list cannot be restored",
+    "search_too_large": "a search whose parameters are too large for a cursor to carry (over 1 MiB)",
+}
+
+
+def refusal_codes_table() -> str:
+    """The refusal codes of `server.errors` and their hints, as a markdown table."""
+    rows = ["| `code` | when | `hint` (what to do) |", "|---|---|---|"]
+    rows += [f"| `{code}` | {REFUSAL_CASES[code]} | {hint} |" for code, hint in REFUSALS.items()]
+    return "\n".join(rows)
+
+
 def error_codes_table() -> str:
     """The isError codes of `server.errors`, in the order they are matched, as a markdown table."""
     rows = ["| `error.code` | when | `error.hint` (what to do) |", "|---|---|---|"]
@@ -320,7 +340,7 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
             "offload": {"output_dir": work / "offload"},
         },
     )
-    out: dict[str, Any] = {"error_codes": error_codes_table()}
+    out: dict[str, Any] = {"error_codes": error_codes_table(), "refusal_codes": refusal_codes_table()}
     app = build_app(settings)
     async with Client(app) as c:
         tools = {t.name: t for t in await c.list_tools()}
@@ -380,8 +400,9 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
         out["sql"] = await call(c, "analyze-with-duckdb", {"query": sql, "dataset_id": file_id})
         out["list_datasets"] = await call(c, "list-saved-datasets", {})
         out["cleanup"] = await call(c, "cleanup_temp_files", {"max_age_days": 0})
-        out["error_tampered_cursor"] = await call(c, "regex_search", {"cursor": tamper(cursor)})
-        out["error_bad_argument"] = await call(c, "regex_search", {"pattern": "x", "page_size": 1000})
+        async with client_at(app, "2025-06-18") as older:
+            out["error_tampered_cursor"] = await call(older, "regex_search", {"cursor": tamper(cursor)})
+        out["error_bad_argument"] = await call(c, "regex_search", {"query": r"def \w+"})
         out["error_invalid_regex"] = await call(c, "regex_search", {"pattern": "def (unclosed"})
         out["error_path_outside"] = await call(c, "regex_search", {"pattern": "x", "path": "/etc"})
         out["error_sql_rejected"] = await call(c, "analyze-with-duckdb", {"query": "DROP TABLE x"})
@@ -400,7 +421,7 @@ def run_capture(cache: Path | None = None) -> dict[str, Any]:
         show = Shower(root, work / "offload", cache)
         examples = {}
         for name, value in raw.items():
-            if name.startswith(("params_", "text_")) or name == "error_codes":
+            if name.startswith(("params_", "text_")) or name in ("error_codes", "refusal_codes"):
                 examples[name] = value
             elif name == "resource_lines":
                 examples[name] = show(trim_jsonl(value))

@@ -300,7 +300,7 @@ def _guidance(
         f"This page ({f.line_count - 1} records, {f.size_bytes:,} bytes) is in {f.path} as JSON Lines:",
         "line 1 is a header (tool, query, count, next_cursor), each other line one result exactly as inline output",
         "shows it (see line_schema). Read it in parts: with jq (the jq_recipes run as they are; skip the header:",
-        f"tail -n +2 FILE | jq ...), or without a shell over MCP, {_first_window(f)} (about",
+        f"tail -n +2 FILE | jq ...), or without a shell over MCP, {_first_window(f)} (at most about",
         f"{READ_WINDOW_BYTES // 1000} KB), then the lines after it. {RESULTS_URI.format(id=f.id)} is the whole file",
         "in one answer.",
     ]
