@@ -33,9 +33,9 @@ from server.tools.registry import ToolBody
 class PageArgs:
     """The shared arguments of one search tool call, in the order the tools declare them.
 
-    `page_size` and `snippet_length` are bounded by settings, and the default snippet length
-    differs between regex and ranked search (the 0 below is never used): `page_parameters`
-    adds those at registration."""
+    `page_size` and `snippet_length` are bounded by settings, `cursor`'s description says how
+    long a cursor lives (a setting), and the default snippet length differs between regex and
+    ranked search (the 0 below is never used): `page_parameters` adds those at registration."""
 
     # One short line each (the three search tools repeat them, and tools/list is paid for in
     # every conversation); `page_parameters` adds the ones that quote settings.
@@ -68,8 +68,9 @@ class PageArgs:
 
 
 def page_parameters(bounded: dict[str, Any], snippet_length: int) -> list[inspect.Parameter]:
-    """`PageArgs`' fields as tool parameters: `bounded` replaces the types of the fields that
-    settings bound (`page_size`, `snippet_length`), `snippet_length` is this tool's default."""
+    """`PageArgs`' fields as tool parameters: `bounded` replaces the types of the fields whose
+    declaration quotes settings (`page_size`, `snippet_length`, `cursor`), `snippet_length` is
+    this tool's default."""
     types = get_type_hints(PageArgs, include_extras=True) | bounded
     defaults = {f.name: f.default for f in fields(PageArgs)} | {"snippet_length": snippet_length}
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
