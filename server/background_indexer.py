@@ -55,8 +55,9 @@ class RootState:
     ready: bool = False
     error: SearchError | None = None
     started_at: float | None = None
-    #: When the files being read began to be counted (a "chunk" or "embed" report of a new
-    #: total), and how many were done then: what `eta_s` measures the reading rate from.
+    #: When the first of the files being read was done (the first "chunk" or "embed" report of
+    #: a count with some done), and how many were done then: what `eta_s` measures the reading
+    #: rate from. Not the count's start, which includes the chunking workers' start-up.
     reading_since: tuple[float, int] | None = None
     clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
@@ -67,6 +68,8 @@ class RootState:
     def advance(self, phase: str, done: int, total: int) -> None:
         """Record progress (the worker's `Progress` callback)."""
         if phase in _READING and (self.phase not in _READING or total != self.total):
+            self.reading_since = None  # a new count of files
+        if phase in _READING and self.reading_since is None and done > 0:
             self.reading_since = (self.clock(), done)
         self.phase, self.done, self.total = phase, done, total
 
@@ -83,10 +86,11 @@ class RootState:
     def eta_s(self) -> float | None:
         """Seconds left while the files are read (chunked and embedded, the long part of a build;
         writing after it is short), at the rate measured so far in this build: the files done
-        since they began to be counted, over the time since. None before that, or while none is
-        done. (Measuring from the start of the "embed" phase, as before, left out the chunking
-        of the first batch: 3.3 s estimated with about 70 s to go. The phases' shares of the
-        progress bar are no clock either: a model load or a tree of big files shifts them.)"""
+        since the first one was, over the time since. None before two reports tell a rate.
+        (Measuring from the start of the "embed" phase, as before, left out the chunking of the
+        first batch: 3.3 s estimated with about 70 s to go; measuring from the count's start
+        counted the workers' start-up, seconds in which no file is done. The phases' shares of
+        the progress bar are no clock either: a model load or a tree of big files shifts them.)"""
         if self.phase not in _READING or self.reading_since is None:
             return None
         since, first = self.reading_since

@@ -180,7 +180,8 @@ def test_the_estimate_follows_the_rate_files_are_read_at_in_this_build() -> None
     "chunk" while its first batch fills, then "embed" for the same files (`_Stream.flush`
     reports the files written before the batch, then after it): the estimate was measured
     from the start of "embed", so the first batch's chunking did not count. Here 250 files
-    took 20 s to chunk and 1 s to embed: 750 left take about 63 s, not 3."""
+    took 20 s to chunk and 1 s to embed: 750 left take about 60 s, not 3. The rate is measured
+    from the first file done: the 4 s the chunking workers took to start did not read one."""
     clock = Clock()
     state = RootState(clock=clock)
     state.started_at = clock.now
@@ -189,16 +190,19 @@ def test_the_estimate_follows_the_rate_files_are_read_at_in_this_build() -> None
     state.advance("scan", 1000, 1000)
     assert state.eta_s() is None  # nothing read yet: nothing to go on
     state.advance("chunk", 0, 1000)
-    assert state.eta_s() is None
+    clock.now += 4.0
+    assert state.eta_s() is None  # the workers are starting
+    state.advance("chunk", 1, 1000)
+    assert state.eta_s() is None  # one report of a file done tells no rate yet
     for done in (64, 128, 192):
         clock.now += 5.0
         state.advance("chunk", done, 1000)
-    assert state.eta_s() == pytest.approx(808 * 15.0 / 192)
-    clock.now += 5.0
+    assert state.eta_s() == pytest.approx(808 * 15.0 / 191)
+    clock.now += 4.0
     state.advance("embed", 0, 1000)  # the first batch (250 files) is embedded now
     clock.now += 1.0
     state.advance("embed", 250, 1000)
-    assert state.eta_s() == pytest.approx(750 * 21.0 / 250)  # 63 s
+    assert state.eta_s() == pytest.approx(750 * 20.0 / 249)  # 60 s
     assert state.describe() == "embed 250/1000" and state.building
     state.advance("write", 0, 1)
     assert state.eta_s() is None  # the files are read: writing is short, and has no rate to go by
@@ -213,9 +217,11 @@ def test_a_new_count_of_files_starts_a_new_rate() -> None:
     clock.now += 10.0
     state.advance("chunk", 10, 10)
     state.advance("chunk", 0, 400)
+    clock.now += 1.0
+    state.advance("chunk", 10, 400)
     clock.now += 2.0
-    state.advance("chunk", 100, 400)
-    assert state.eta_s() == pytest.approx(300 * 2.0 / 100)
+    state.advance("chunk", 110, 400)
+    assert state.eta_s() == pytest.approx(290 * 2.0 / 100)
 
 
 def test_a_full_reindex_keeps_the_index_it_replaces_serving(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
