@@ -207,6 +207,11 @@ class SearchResult:
     `len(matches)` when the search was cut at `max_results` (then `truncated` is true).
     `index_generation` pins the index state the results came from (0 for regex, which has no
     index); a cursor refuses to continue across a generation change.
+
+    `best_similarity` (semantic and hybrid) is the best cosine similarity of the query with a
+    chunk the search could rank: an absolute measure, where scores are relative (hybrid's best
+    is always 1.0). `low_relevance` says it is below where questions the code does not answer
+    land (`search_engine.ranking.low_relevance`), with a warning saying what to do.
     """
 
     matches: list[Match]
@@ -217,6 +222,8 @@ class SearchResult:
     index_time_ms: Millis = 0.0
     warnings: list[str] = field(default_factory=list)
     freshness: Freshness | None = None
+    best_similarity: float | None = None
+    low_relevance: bool = False
 
     def approx_size(self) -> int:
         return 256 + sum(m.approx_size() for m in self.matches)
@@ -231,4 +238,6 @@ class SearchResult:
             "index_time_ms": self.index_time_ms,
             "warnings": list(self.warnings),
             "freshness": self.freshness.to_dict() if self.freshness is not None else None,
+            "best_similarity": self.best_similarity,
+            "low_relevance": self.low_relevance,
         }

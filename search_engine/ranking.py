@@ -27,6 +27,7 @@ from threadpoolctl import ThreadpoolController
 from search_engine.chunk_table import ChunkTable
 from search_engine.config import EngineConfig
 from search_engine.corpus import Corpus, LivePart
+from search_engine.embeddings import relevance_floor
 from search_engine.errors import reading
 from search_engine.files import discover
 from search_engine.hits import Hit
@@ -38,6 +39,22 @@ from search_engine.paths import SearchLocation
 from search_engine.semantic import semantic_search
 from search_engine.tokenize import validate_query
 from search_engine.vectors import VectorIndex
+
+
+def low_relevance(best_cosine: float | None, floor: float | None, hits: list[Hit]) -> str | None:
+    """The warning for a search where nothing is close to the query, or None: its best cosine is
+    under the model's relevance floor (None: a model it was not calibrated for), and no result
+    defines a name the query names (a bare identifier embeds poorly, but a hybrid search that
+    found its definition found what was asked; none of 450 off-topic questions got such a
+    result on the benchmark repositories)."""
+    if best_cosine is None or floor is None or best_cosine >= floor or any("symbol" in h.ranks for h in hits):
+        return None
+    return (
+        f"low relevance: no code is close to the query (best cosine similarity {best_cosine:.2f}, under "
+        f"{floor:.2f}, where questions this code does not answer land): the results may not be about it. "
+        "Rephrase with the code's own words, or look for a name with regex_search"
+    )
+
 
 # Distinct filter combinations remembered per generation (each is one boolean per chunk).
 _FILTER_CACHE_SIZE = 64
@@ -59,6 +76,9 @@ class IndexView(Protocol):
 
     @property
     def generation(self) -> int: ...
+
+    @property
+    def model_id(self) -> str: ...
 
     def embed_query(self, text: str) -> np.ndarray: ...
 
@@ -154,7 +174,7 @@ class Ranker:
         with _THREADPOOLS.limit(limits=1, user_api="blas"):
             if request.mode is SearchMode.SEMANTIC:
                 corpus = self.corpus
-                hits = semantic_search(
+                hits, best_cosine = semantic_search(
                     corpus.vectors,
                     query_vector,
                     allowed,
@@ -166,19 +186,25 @@ class Ranker:
                 )
                 kind = MatchType.SEMANTIC
             elif request.mode is SearchMode.HYBRID:
-                hits = hybrid_search(self.corpus, request.query, terms, query_vector, allowed, request.top_k)
+                hits, best_cosine = hybrid_search(
+                    self.corpus, request.query, terms, query_vector, allowed, request.top_k
+                )
                 if request.threshold is not None:
                     hits = [h for h in hits if h.score >= request.threshold]
                 kind = MatchType.HYBRID
             else:
                 raise ValueError(f"Ranker handles semantic and hybrid searches, not {request.mode.value}")
         matches = [self._match(hit, kind) for hit in hits]
+        low = low_relevance(best_cosine, relevance_floor(self._index.model_id), hits)
         return SearchResult(
             matches=matches,
             total_count=len(matches),
             index_generation=self.generation,
             search_time_ms=(time.perf_counter() - started) * 1000,
             freshness=settled.report() if settled is not None else None,
+            warnings=[low] if low else [],
+            best_similarity=None if best_cosine is None else round(best_cosine, 4),
+            low_relevance=low is not None,
         )
 
     def allowed(self, request: SearchRequest) -> np.ndarray | None:

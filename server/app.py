@@ -45,14 +45,9 @@ log = logging.getLogger("codepager")
 INSTRUCTIONS = (
     "codepager searches the codebase under its roots. Use hybrid_search to find code by name or "
     "meaning, regex_search for exact patterns. Results are paged: pass pagination.next_cursor "
-    "back as `cursor` until it is null. Large pages arrive as a JSONL file described in "
-    "results.file_ref. Options of every search tool (none changes a cursor): "
-    "include_snippet=false (locations only), snippet_length=N (cut each text), "
-    "output_mode=auto|inline|file_ref|legacy (auto: a file when too big; inline: cut the page "
-    "instead; legacy: a bare JSON array), max_output_tokens=N (cut the page to N tokens), "
-    "stats_only=true (counts per file instead of matches), stats_first=true (counts and "
-    "matches), jq_filter='<jq>' (over the list of match records as pages show them, before paging), "
-    "detail=full (one object per match with byte span, language, ranks)."
+    "back as `cursor` until it is null. A page too big to show arrives as a JSONL file described "
+    "in results.file_ref: read it in line ranges (codepager://results/ID/lines/START-END), with jq, "
+    "or with SQL (analyze-with-duckdb). Each tool's input schema describes its options."
 )
 
 
@@ -176,9 +171,9 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
     )
     app.add_middleware(ErrorMiddleware())
     app.add_middleware(ArgumentCount(app))
-    search_tools = register_search_tools(app, services)
+    register_search_tools(app, services)
     register_index_tools(app, services)
     register_results_tools(app, services.offload, services.datasets, services.renderer)
     register_results_resources(app, services.offload)
-    app.add_transform(CompactSchemas(own_tools(app), search_tools=search_tools))
+    app.add_transform(CompactSchemas(own_tools(app)))
     return app

@@ -127,6 +127,11 @@ class SearchResponse:
         if not self.compact or p.search_total_count != p.total_count:
             counts["search_total_count"] = p.search_total_count
         counts.update(has_more=p.has_more, truncated=p.truncated)
+        result = p.result  # scores are relative (hybrid's best is 1.0): this is what says "nothing close"
+        if result is not None and result.best_similarity is not None:
+            counts["best_similarity"] = result.best_similarity
+            if result.low_relevance:
+                counts["low_relevance"] = True
         return counts
 
     def metadata(self, extra_warnings: list[str] | None = None) -> dict[str, Any]:

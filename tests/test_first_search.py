@@ -154,7 +154,7 @@ class Clock:
         return self.now
 
 
-def test_progress_only_grows_through_the_phases_and_the_estimate_follows_the_embedding_rate() -> None:
+def test_progress_only_grows_through_the_phases() -> None:
     clock = Clock()
     state = RootState(clock=clock)
     state.started_at = clock.now
@@ -174,18 +174,54 @@ def test_progress_only_grows_through_the_phases_and_the_estimate_follows_the_emb
         percents.append(state.percent())
     assert percents == sorted(percents) and percents[-1] == 100.0
 
+
+def test_the_estimate_follows_the_rate_files_are_read_at_in_this_build() -> None:
+    """Issue 37.8: `index_not_ready` said 3.3 s when about 70 s remained. A build reports
+    "chunk" while its first batch fills, then "embed" for the same files (`_Stream.flush`
+    reports the files written before the batch, then after it): the estimate was measured
+    from the start of "embed", so the first batch's chunking did not count. Here 250 files
+    took 20 s to chunk and 1 s to embed: 750 left take about 60 s, not 3. The rate is measured
+    from the first file done: the 4 s the chunking workers took to start did not read one."""
+    clock = Clock()
     state = RootState(clock=clock)
     state.started_at = clock.now
     state.advance("model", 0, 1)
-    assert state.eta_s() is None  # nothing to go on yet
-    state.advance("chunk", 20, 40)  # 30% overall after 6 s: ~14 s left by the overall share
-    clock.now += 6.0
-    assert state.eta_s() == pytest.approx(14.0)
-    state.advance("embed", 0, 1000)
-    clock.now += 10.0
-    state.advance("embed", 250, 1000)  # 25 chunks/s: 750 left take 30 s
-    assert state.eta_s() == pytest.approx(30.0)
+    clock.now += 2.0
+    state.advance("scan", 1000, 1000)
+    assert state.eta_s() is None  # nothing read yet: nothing to go on
+    state.advance("chunk", 0, 1000)
+    clock.now += 4.0
+    assert state.eta_s() is None  # the workers are starting
+    state.advance("chunk", 1, 1000)
+    assert state.eta_s() is None  # one report of a file done tells no rate yet
+    for done in (64, 128, 192):
+        clock.now += 5.0
+        state.advance("chunk", done, 1000)
+    assert state.eta_s() == pytest.approx(808 * 15.0 / 191)
+    clock.now += 4.0
+    state.advance("embed", 0, 1000)  # the first batch (250 files) is embedded now
+    clock.now += 1.0
+    state.advance("embed", 250, 1000)
+    assert state.eta_s() == pytest.approx(750 * 20.0 / 249)  # 60 s
     assert state.describe() == "embed 250/1000" and state.building
+    state.advance("write", 0, 1)
+    assert state.eta_s() is None  # the files are read: writing is short, and has no rate to go by
+
+
+def test_a_new_count_of_files_starts_a_new_rate() -> None:
+    """An update first re-reads its edited files (chunk d/len(edited)), then reads the added
+    ones (chunk d/to_read): the rate of the second count starts when it does."""
+    clock = Clock()
+    state = RootState(clock=clock)
+    state.advance("chunk", 0, 10)
+    clock.now += 10.0
+    state.advance("chunk", 10, 10)
+    state.advance("chunk", 0, 400)
+    clock.now += 1.0
+    state.advance("chunk", 10, 400)
+    clock.now += 2.0
+    state.advance("chunk", 110, 400)
+    assert state.eta_s() == pytest.approx(290 * 2.0 / 100)
 
 
 def test_a_full_reindex_keeps_the_index_it_replaces_serving(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

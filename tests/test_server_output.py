@@ -15,6 +15,8 @@ from mcp_types import INVALID_PARAMS
 import server
 from server.app import build_app
 from server.output import estimate_tokens
+from server.output.descriptor import READ_WINDOW_BYTES
+from tests.hostile_helpers import refused_async
 from tests.jq_recipes import run_recipe
 from tests.server_helpers import make_settings, page_matches, structured, walk
 
@@ -117,23 +119,37 @@ async def test_bad_arguments_name_every_problem(wide_tree, tmp_path):
     branch; the message said only that an object is not a string, and never why the object
     was refused."""
     async with Client(app_for(wide_tree, tmp_path)) as c:
-        with pytest.raises(MCPError) as refused:
-            await c.call_tool_mcp("list-saved-datasets", {"filter": {"date_from": "garbage"}})
-        error = refused.value.error
-        assert error.code == INVALID_PARAMS
-        assert "filter.DatasetFilter.date_from: 'garbage' is not an ISO date like 2025-01-31" in error.message
-        assert "[type=" not in error.message and "validation error for" not in error.message
+        message = await refused_async(c, "list-saved-datasets", {"filter": {"date_from": "garbage"}})
+        assert "filter.DatasetFilter.date_from: 'garbage' is not an ISO date like 2025-01-31" in message
+        assert "[type=" not in message and "validation error for" not in message
 
 
 async def test_bad_arguments_by_the_thousand_make_a_short_message(wide_tree, tmp_path):
     """Each bad item of a list is an error of its own: 5,000 of them (a 20 KB call) made a
     270 KB message, all of it for the agent's context. (A list has at most 1,000 items now.)"""
     async with Client(app_for(wide_tree, tmp_path)) as c:
-        with pytest.raises(MCPError) as refused:
-            await c.call_tool_mcp("regex_search", {"pattern": "x", "include_patterns": [1] * 1000})
-        message = refused.value.error.message
+        message = await refused_async(c, "regex_search", {"pattern": "x", "include_patterns": [1] * 1000})
         assert "include_patterns.9: Input should be a valid string; and 990 more" in message
         assert len(message) < 1000, len(message)
+
+
+async def test_a_file_refs_guidance_leads_with_a_line_window_of_a_readable_size(wide_tree, tmp_path):
+    """Issue 37.8: reading codepager://results/ID returned 198,669 characters in one answer, the
+    whole file the guidance named first. It now leads with jq and a line range of about
+    READ_WINDOW_BYTES, and names the whole file last."""
+    async with Client(app_for(wide_tree, tmp_path)) as c:
+        args = {"pattern": "hit_", "page_size": 200, "output_mode": "file_ref"}
+        ref = structured(await c.call_tool("regex_search", args))["results"]["file_ref"]
+        assert ref["size_bytes"] > 3 * READ_WINDOW_BYTES
+        guidance = ref["guidance"]
+        found = re.search(r"codepager://results/\w+/lines/2-(\d+)", guidance)
+        assert found is not None, guidance
+        whole = guidance.index(f"{ref['uri']} is the whole file")
+        assert guidance.index("jq") < found.start() < whole, guidance
+        window = (await c.read_resource(found[0]))[0].text
+        lines = window.splitlines()
+        assert len(lines) == int(found[1]) - 1 and all(json.loads(line)["path"] for line in lines)
+        assert READ_WINDOW_BYTES * 0.8 < len(window.encode()) <= READ_WINDOW_BYTES, len(window)
 
 
 async def test_inline_mode_cuts_losslessly(wide_tree, tmp_path):

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from fastmcp import Client
-from mcp import MCPError
 
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchRequest
 from server.app import build_app
 from server.tools.registry import own_tools
+from tests.hostile_helpers import refused_async
 from tests.server_helpers import make_settings, page_matches, structured, walk
 
 
@@ -147,10 +147,7 @@ async def test_snippets_are_cut_between_characters_not_bytes(code_tree, tmp_path
 
 
 async def _invalid_params(client, args, tool="regex_search") -> str:
-    with pytest.raises(MCPError) as info:
-        await client.call_tool(tool, args)
-    assert info.value.error.code == -32602
-    return info.value.error.message
+    return await refused_async(client, tool, args)
 
 
 async def test_tampered_cursor_is_invalid_params(client):

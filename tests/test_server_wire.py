@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from fastmcp import Client
-from mcp import MCPError
 
 from harness.commands import codepager_cmd
 from harness.http_server import HttpServer
+from tests.hostile_helpers import refusal
 from tests.server_helpers import cli_full_list, page_matches, serve_env, stdio_client, structured, walk
 
 pytestmark = pytest.mark.slow  # every test here starts processes or builds a large index
@@ -54,7 +54,7 @@ async def test_stdio_concurrent_walks_on_one_session_each_equal_the_cli(code_tre
         assert await walk_all_at_once(client) == expected
 
 
-async def test_stdio_tampered_cursor_is_minus_32602_on_the_wire(code_tree, tmp_path):
+async def test_stdio_tampered_cursor_is_refused_on_the_wire(code_tree, tmp_path):
     async with stdio_client(code_tree, tmp_path) as client:
         first = structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 10}))
         cursor = first["pagination"]["next_cursor"]
@@ -62,9 +62,7 @@ async def test_stdio_tampered_cursor_is_minus_32602_on_the_wire(code_tree, tmp_p
         # there, and the "tampered" cursor was the real one).
         tampered = cursor[:20] + ("y" if cursor[20] == "x" else "x") + cursor[21:]
         assert tampered != cursor
-        with pytest.raises(MCPError) as info:
-            await client.call_tool("regex_search", {"cursor": tampered})
-        assert info.value.error.code == -32602
+        assert (await refusal(client, "regex_search", {"cursor": tampered}))["code"] == "invalid_cursor"
         # The server keeps serving after the refusal.
         again = structured(await client.call_tool("regex_search", {"cursor": cursor}))
         assert again["pagination"]["current_page"] == 2
@@ -152,13 +150,13 @@ def test_stdout_carries_only_protocol(code_tree, tmp_path):
     assert any(json.loads(ln).get("id") == 1 and "result" in json.loads(ln) for ln in lines)
 
 
-def refused_on_the_wire(info: pytest.ExceptionInfo[MCPError], reason: str) -> str:
-    """Assert an MCPError is -32602 for `reason` and tells the agent to search again."""
-    error = info.value.error
-    assert error.code == -32602, (error.code, error.message)
-    assert error.data == {"reason": reason}, error.data
-    assert "search without a cursor" in error.message or "search again without a cursor" in error.message, error.message
-    return error.message
+def refused_for(error: dict[str, Any], reason: str) -> str:
+    """Assert a refusal (`tests.hostile_helpers.refusal`) is for `reason` and tells the agent
+    to search again; return its message."""
+    assert error["reason"] == reason and error["code"] == "results_changed", error
+    message: str = error["message"]
+    assert "search without a cursor" in message or "search again without a cursor" in message, message
+    return message
 
 
 def edit_a_matching_line(root: Path) -> None:
@@ -168,7 +166,7 @@ def edit_a_matching_line(root: Path) -> None:
 
 
 @pytest.mark.parametrize("lost", ["evicted", "restarted"])
-async def test_a_cursor_over_edited_files_is_minus_32602_once_it_must_be_restored(code_tree, tmp_path, lost):
+async def test_a_cursor_over_edited_files_is_refused_once_it_must_be_restored(code_tree, tmp_path, lost):
     """The cursor's session is gone (evicted by another search in a one-session store, or the
     server restarted), a matching file was edited: the restored list differs, so the cursor is
     refused instead of silently skipping or repeating results."""
@@ -179,16 +177,14 @@ async def test_a_cursor_over_edited_files_is_minus_32602_once_it_must_be_restore
         edit_a_matching_line(code_tree)
         if lost == "evicted":
             structured(await client.call_tool("regex_search", {"pattern": "return"}))
-            with pytest.raises(MCPError) as info:
-                await client.call_tool("regex_search", {"cursor": cursor})
+            error = await refusal(client, "regex_search", {"cursor": cursor})
     if lost == "restarted":
         async with stdio_client(code_tree, tmp_path, env) as client:
-            with pytest.raises(MCPError) as info:
-                await client.call_tool("regex_search", {"cursor": cursor})
-    assert "matching files were edited" in refused_on_the_wire(info, "CursorGenerationError")
+            error = await refusal(client, "regex_search", {"cursor": cursor})
+    assert "matching files were edited" in refused_for(error, "CursorGenerationError")
 
 
-async def test_a_semantic_cursor_from_before_a_reindex_is_minus_32602_after_a_restart(code_tree, tmp_path):
+async def test_a_semantic_cursor_from_before_a_reindex_is_refused_after_a_restart(code_tree, tmp_path):
     (tmp_path / "cache").mkdir()
     env = serve_env(tmp_path)
     cmd, args = codepager_cmd()
@@ -215,9 +211,8 @@ async def test_a_semantic_cursor_from_before_a_reindex_is_minus_32602_after_a_re
     edit_a_matching_line(code_tree)
     assert index() == 2
     async with stdio_client(code_tree, tmp_path, env) as client:
-        with pytest.raises(MCPError) as info:
-            await client.call_tool("semantic_search", {"cursor": cursor})
-    assert "index generation 1 is now 2" in refused_on_the_wire(info, "CursorGenerationError")
+        error = await refusal(client, "semantic_search", {"cursor": cursor})
+    assert "index generation 1 is now 2" in refused_for(error, "CursorGenerationError")
 
 
 async def test_without_a_configured_key_the_server_keeps_one_and_cursors_survive_a_restart(code_tree, tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"codepager: {exc}", file=sys.stderr)
         return 2
+    if (hint := terminal_hint(settings.server)) is not None:
+        print(hint, file=sys.stderr, flush=True)
     return serve_app(app, settings.server)
 
 
@@ -123,3 +126,16 @@ def serve_app(app: FastMCP[Any], settings: ServerSettings) -> int:
         print(how_to_connect(settings, app.name, token), file=sys.stderr, flush=True)
     run_app(app, settings, token.value if token is not None else None)
     return 0
+
+
+def terminal_hint(server: ServerSettings) -> str | None:
+    """One line for a person who started a stdio server in a terminal, where it would otherwise
+    sit silent, waiting for JSON-RPC that never comes: what it waits for and how a client runs
+    it. None when stdin is not a terminal (a client started it) or the transport is HTTP."""
+    if server.transport == "http" or not sys.stdin.isatty():
+        return None
+    roots = " ".join(f"--root {shlex.quote(str(r))}" for r in server.roots)
+    return (
+        f"codepager: MCP server ({server.transport}) waiting for a client on stdin; Ctrl-C to stop. "
+        f"An MCP client starts it itself, e.g.: claude mcp add codepager -- codepager serve {roots}"
+    )

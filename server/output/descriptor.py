@@ -271,6 +271,20 @@ def _json_view_note(f: OffloadedFile) -> str | None:
     )
 
 
+#: About how much of an offloaded page the guidance suggests reading at once (~5,000 tokens):
+#: a page is offloaded for being too big to show, and reading it whole over MCP sent the agent
+#: 198,669 characters in one answer.
+READ_WINDOW_BYTES = 20_000
+
+
+def _first_window(f: OffloadedFile) -> str:
+    """The lines resource of the first ~READ_WINDOW_BYTES of results (line 1 is the header)."""
+    records = max(f.line_count - 1, 1)
+    per_line = max(f.size_bytes / f.line_count, 1.0) if f.line_count else 1.0
+    lines = min(records, max(1, int(READ_WINDOW_BYTES / per_line)))
+    return LINES_URI.format(id=f.id, start=2, end=1 + lines)
+
+
 def _guidance(
     f: OffloadedFile,
     *,
@@ -279,15 +293,16 @@ def _guidance(
     sql_tool: str | None,
     dataset: ListDataset | None,
 ) -> tuple[str, str]:
-    """The guidance before and after the note on omitted fields: the same for every k tried."""
+    """The guidance before and after the note on omitted fields: the same for every k tried.
+    It leads with reading the file in parts (jq, a line range), never the whole of it at once."""
     data = f if dataset is None else dataset.file
     head = [
-        f"This page ({f.line_count - 1} records) is in {f.path} as JSON Lines.",
-        "Line 1 is a header (tool, query, count, next_cursor), not a result: skip it (tail -n +2 FILE | jq ...).",
-        "Every other line is one result exactly as inline output shows it (see line_schema);",
-        "the jq_recipes run as they are.",
-        f"Without a shell, read it over MCP: {RESULTS_URI.format(id=f.id)} (whole file) or "
-        f"{LINES_URI.format(id=f.id, start='START', end='END')} (1-based lines, header is line 1).",
+        f"This page ({f.line_count - 1} records, {f.size_bytes:,} bytes) is in {f.path} as JSON Lines:",
+        "line 1 is a header (tool, query, count, next_cursor), each other line one result exactly as inline output",
+        "shows it (see line_schema). Read it in parts: with jq (the jq_recipes run as they are; skip the header:",
+        f"tail -n +2 FILE | jq ...), or without a shell over MCP, {_first_window(f)} (at most about",
+        f"{READ_WINDOW_BYTES // 1000} KB), then the lines after it. {RESULTS_URI.format(id=f.id)} is the whole file",
+        "in one answer.",
     ]
     if dataset is not None and data is not f:
         head.append(

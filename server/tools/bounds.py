@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from fastmcp import FastMCP
 from fastmcp.server.middleware import Middleware, MiddlewareContext
-from pydantic import AfterValidator, Field, WithJsonSchema
+from pydantic import AfterValidator, Field
 
 from server.errors import InvalidParamsError
 from server.tools.registry import own_tools
@@ -49,8 +49,10 @@ def _at_most(limit: int) -> AfterValidator:
     return AfterValidator(at_most)
 
 
-PathText = Annotated[str, _at_most(MAX_PATH_CHARS), WithJsonSchema({"type": "string", "maxLength": MAX_PATH_CHARS})]
-LongText = Annotated[str, _at_most(MAX_TEXT_CHARS), WithJsonSchema({"type": "string", "maxLength": MAX_TEXT_CHARS})]
+# The schema's bound as an extra key, not a `WithJsonSchema`, which would replace the schema of a
+# parameter whole, its description with it.
+PathText = Annotated[str, _at_most(MAX_PATH_CHARS), Field(json_schema_extra={"maxLength": MAX_PATH_CHARS})]
+LongText = Annotated[str, _at_most(MAX_TEXT_CHARS), Field(json_schema_extra={"maxLength": MAX_TEXT_CHARS})]
 Globs = Annotated[list[PathText] | None, Field(max_length=MAX_GLOBS)]
 
 

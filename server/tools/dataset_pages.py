@@ -90,8 +90,8 @@ def register_dataset_page_tool(
 
     @mcp_tool(app, "read-dataset-page", READ_PAGE_DESCRIPTION, annotations=READ_ONLY, output_schema=ROWS_OUTPUT)
     async def read_dataset_page(
-        dataset_id: PathText,
-        cursor: str | None = None,
+        dataset_id: Annotated[PathText, Field(description="an id list-saved-datasets shows")],
+        cursor: Annotated[str | None, Field(description="the last pagination.next_cursor")] = None,
         page_size: Annotated[
             int | None, Field(ge=1, le=MAX_PAGE_SIZE, description=f"default {DEFAULT_PAGE_SIZE}")
         ] = None,

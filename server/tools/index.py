@@ -16,7 +16,7 @@ from server.tools.descriptions import READ_ONLY, local_writes
 from server.tools.registry import mcp_tool
 from server.tools.schemas import INDEX_OUTPUT
 
-PathArg = Annotated[PathText | None, Field(description="default: the first root")]
+PathArg = Annotated[PathText | None, Field(description="a root or a path in one (default: the first root)")]
 
 
 def register_index_tools(app: FastMCP, services: Services) -> None:
@@ -63,7 +63,7 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
     async def reindex(
         ctx: Context,
         path: PathArg = None,
-        full: bool = False,
+        full: Annotated[bool, Field(description="rebuild from scratch")] = False,
     ) -> ToolResult:
         root = resolve_search_path(path, services.roots).root
         state = services.indexer.request(root, refresh=True, full=full)
