@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from harness.http_server import INITIALIZE, MCP_HEADERS, HttpServer
+from harness.http_server import INITIALIZE, HttpServer
 from tests.hostile_helpers import INVALID_PARAMS, MB, PeakRssGrowth
 from tests.server_helpers import serve_env
 
@@ -37,11 +37,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     assert "Traceback" not in log, log[-3000:]
 
 
-def _session(url: str) -> dict[str, str]:
-    """The headers of a new, initialized MCP session."""
-    answer = httpx.post(url, json=INITIALIZE, headers=MCP_HEADERS, timeout=60)
-    headers = {**MCP_HEADERS, "mcp-session-id": answer.headers["mcp-session-id"]}
-    httpx.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers, timeout=60)
+def _session(server: HttpServer) -> dict[str, str]:
+    """The headers of a new, initialized MCP session (with the server's token)."""
+    answer = httpx.post(server.url, json=INITIALIZE, headers=server.headers, timeout=60)
+    headers = {**server.headers, "mcp-session-id": answer.headers["mcp-session-id"]}
+    httpx.post(server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers, timeout=60)
     return headers
 
 
@@ -64,7 +64,7 @@ class Attack:
 
 def attack(server: HttpServer, tool: str, arguments: dict[str, Any]) -> Attack:
     """Client A sends `tool(arguments)`; client B pings until A is answered."""
-    hostile, other = _session(server.url), _session(server.url)
+    hostile, other = _session(server), _session(server)
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
     body = json.dumps(call, separators=(",", ":")).encode()
     assert 3 * MB < len(body) < 4 * MB  # under the request cap: parsed and validated
@@ -127,7 +127,7 @@ def test_hundreds_of_thousands_of_unknown_names_are_one_error(
 def test_bounds_stay_out_of_the_listing_and_honest_calls_pass(server: HttpServer, tmp_path: Path) -> None:
     """The bounds cost tools/list nothing (it is paid for in every conversation), and a call at
     a bound is served."""
-    session = _session(server.url)
+    session = _session(server)
     listing = _message(
         httpx.post(server.url, json={"jsonrpc": "2.0", "id": 4, "method": "tools/list"}, headers=session)
     )

@@ -206,7 +206,9 @@ def test_a_request_over_the_size_limit_gets_413_with_a_json_rpc_error(guarded, s
 async def test_a_request_under_the_size_limit_is_served(guarded):
     async with Client(guarded.url, auth=TOKEN) as client:
         result = await client.call_tool("regex_search", {"pattern": "n" * (LIMIT // 2)}, raise_on_error=False)
-    assert result.is_error and structured(result)["error"]["code"] == "invalid_query"  # the tool's own refusal
+    # past the transport: the tool's own refusal, the pattern's 256 KiB bound
+    error = structured(result)["error"]
+    assert result.is_error and error["code"] == "invalid_arguments" and "at most 262,144" in error["message"]
 
 
 MB = 1024 * 1024
