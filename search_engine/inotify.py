@@ -23,6 +23,7 @@ import ctypes.util
 import errno
 import os
 import struct
+import weakref
 from pathlib import Path
 
 from search_engine.watcher import ChangeLog, WatchUnavailable
@@ -77,11 +78,14 @@ class InotifyWatcher(ChangeLog):
         if fd < 0:
             raise WatchUnavailable(f"cannot watch {self.root} for changes: {os.strerror(ctypes.get_errno())}")
         self._fd = fd
+        # A watcher dropped without close() (its manager let go of) still gives its instance
+        # back: the kernel allows a user few of them (fs.inotify.max_user_instances, 128).
+        self._release = weakref.finalize(self, os.close, fd)
         self._dirs: dict[int, str] = {}  # watch descriptor -> root-relative directory ("" the root)
         try:
             self._watch_tree("")
         except WatchUnavailable:
-            os.close(fd)
+            self._release()
             raise
 
     @property
@@ -101,9 +105,8 @@ class InotifyWatcher(ChangeLog):
 
     def close(self) -> None:
         with self._cond:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+            self._release()  # closes the instance once, however often it is called
+            self._fd = -1
 
     def _drain(self) -> None:
         """Read the queue dry and record what it held, as one batch (caller holds the lock)."""

@@ -3,8 +3,11 @@ two cores."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib.util
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +38,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "minilm" in item.keywords:
             item.add_marker(skip)
+
+
+def _inotify_instances() -> int:
+    """How many inotify instances this process holds."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # closed meanwhile (the listing's own fd)
+            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+    return count
+
+
+@pytest.fixture(autouse=True)
+def _let_go_of_watchers() -> Iterator[None]:
+    """Many tests build an engine and drop it unclosed; its watchers' inotify instances go back
+    only once the manager is collected (it sits in reference cycles), and a user may hold 128
+    instances in all, across processes. Collect when a test has left more than a few, so the
+    suite never runs out (what a watcher gives back when dropped: tests/test_watcher.py)."""
+    yield
+    if sys.platform == "linux" and _inotify_instances() > 16:
+        gc.collect()
 
 
 @pytest.fixture

@@ -6,6 +6,8 @@ watchfiles (the other platforms)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -84,3 +86,28 @@ def test_on_linux_the_barrier_is_a_read_of_the_kernel_queue(tmp_path: Path) -> N
         assert watcher.changed_after(0) == (frozenset({"f.py"}), False)
     finally:
         watcher.close()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="inotify is Linux's")
+def test_a_dropped_watcher_gives_its_inotify_instance_back(tmp_path: Path) -> None:
+    """A user may hold 128 inotify instances in all (fs.inotify.max_user_instances), across
+    processes: a watcher let go of without close() (its manager dropped) closes its own."""
+    from search_engine.inotify import InotifyWatcher
+
+    def instances() -> int:
+        count = 0
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):  # the listing's own fd, closed by now
+                count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+        return count
+
+    (tmp_path / "root").mkdir()
+    before = instances()
+    watcher = InotifyWatcher(tmp_path / "root")
+    assert instances() == before + 1
+    del watcher
+    assert instances() == before
+    closed = InotifyWatcher(tmp_path / "root")
+    closed.close()
+    closed.close()  # once only, however often
+    assert instances() == before
