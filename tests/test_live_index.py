@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
-from search_engine.index import IndexManager
-from search_engine.models import Match, SearchMode, SearchRequest, SearchResult
+from search_engine.models import SearchMode
 from tests.index_helpers import block_the_walk, write_repo
+from tests.live_helpers import engine_for, hits, search, true_to_disk
 
 pytestmark = pytest.mark.slow  # real index builds and a real watcher thread
 
@@ -29,34 +28,11 @@ def tree(tmp_path: Path) -> Path:
     return write_repo(tmp_path / "repo").resolve()
 
 
-def engine_for(cache: Path, embedder: Any, **options: Any) -> SearchEngine:
-    engine = SearchEngine(EngineConfig(cache_dir=cache))
-    engine._indexes = IndexManager(engine.config, embedder=embedder, **options)
-    return engine
-
-
 @pytest.fixture
 def engine(tmp_path: Path, static_embedder: Any) -> Iterator[SearchEngine]:
     engine = engine_for(tmp_path / "cache", static_embedder)
     yield engine
     engine.indexes.close()
-
-
-def search(engine: SearchEngine, root: Path, query: str, mode: SearchMode = SearchMode.HYBRID) -> SearchResult:
-    return engine.search(SearchRequest(mode=mode, query=query, root=str(root), top_k=20))
-
-
-def true_to_disk(root: Path, match: Match) -> bool:
-    """The match's text is the file's text at its bytes, and its lines are where those bytes are."""
-    data = (root / match.path).read_bytes()
-    return (
-        data[match.byte_start : match.byte_end].decode() == match.content
-        and data[: match.byte_start].count(b"\n") + 1 == match.line_start
-    )
-
-
-def hits(result: SearchResult, needle: str) -> list[Match]:
-    return [m for m in result.matches if needle in m.content]
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -15,7 +15,7 @@ import pytest
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchMode, SearchRequest
 from tests.index_helpers import block_the_walk, write_repo
-from tests.test_live_index import engine_for, hits, search, true_to_disk
+from tests.live_helpers import engine_for, hits, search, true_to_disk
 
 pytestmark = pytest.mark.slow  # real index builds and the model
 
