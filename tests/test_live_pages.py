@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from fastmcp import Client
-from mcp.shared.exceptions import MCPError
 
 from server.app import build_app
+from tests.hostile_helpers import refusal
 from tests.server_helpers import make_settings, page_matches, structured
 
 pytestmark = pytest.mark.slow  # real index builds and watcher threads
@@ -110,8 +110,8 @@ async def test_after_a_restart_regex_and_hybrid_cursors_follow_one_rule(tree, tm
     path = tree / only(page_matches(page2))["path"]
     path.write_text("\n" + path.read_text())
     async with Client(build_app(settings(tree, tmp_path, model_cache))) as restarted:
-        with pytest.raises(MCPError, match="The results behind this cursor have changed"):
-            await restarted.call_tool(tool, {"cursor": cursor})
+        refused = await refusal(restarted, tool, {"cursor": cursor})
+        assert "The results behind this cursor have changed" in refused["message"], refused
 
 
 @pytest.mark.parametrize(("tool", "args"), SEARCHES)
