@@ -59,6 +59,7 @@ from search_engine.paths import SearchLocation, resolve_search_path
 from search_engine.private_dir import check_cache_dir, check_own_dir, make_private
 from search_engine.regular_file import open_regular_file
 from search_engine.secret_file import MIN_SECRET_LENGTH, SecretFile
+from search_engine.slots import Slots
 
 if TYPE_CHECKING:
     from search_engine.index import IndexManager, IndexStatus
@@ -101,6 +102,7 @@ __all__ = [
     "SearchResult",
     "SearchTimeoutError",
     "SecretFile",
+    "Slots",
     "ToolMissingError",
     "UnsafeDirectoryError",
     "check_cache_dir",

@@ -1,4 +1,4 @@
-"""For tests of how many queries or jq workers run at once (`server.slots`): a count of the
+"""For tests of how many queries or jq workers run at once (`search_engine.slots`): a count of the
 real resource open at once, and a clock telling when every call has started."""
 
 from __future__ import annotations

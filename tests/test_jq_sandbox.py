@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from search_engine import Slots
 from server.errors import JqFilterError, JqTimeoutError
 from server.jq import apply_jq, check_expression
-from server.slots import Slots
 from tests.output_helpers import make_records
 from tests.slot_helpers import Overlap, run_at_once
 
