@@ -1,12 +1,15 @@
-"""For tests of how many queries or jq workers run at once (`search_engine.slots`): a count of the
-real resource open at once, and a clock telling when every call has started."""
+"""For tests of how many queries, jq workers or rg processes run at once (`search_engine.slots`):
+a count of the real resource open at once, and a clock telling when every call has started."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import pytest
 
 T = TypeVar("T")
 
@@ -70,3 +73,26 @@ def run_at_once(calls: int, call: Callable[[int], T]) -> dict[int, T]:
     for t in threads:
         t.join()
     return results
+
+
+def counted_popens(monkeypatch: pytest.MonkeyPatch, overlap: Overlap, *, hold: bool) -> None:
+    """Real subprocesses (jq workers, rg), counted from their start until reaped; with `hold`,
+    each waits after starting until every call of the test has started and as many processes
+    as may be were running at once, so each runs while every other that can run is."""
+
+    class CountedPopen(subprocess.Popen[bytes]):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.counted = True
+            overlap.opened()
+            if hold:
+                overlap.hold()
+
+        def wait(self, timeout: float | None = None) -> int:
+            code = super().wait(timeout)
+            if self.counted:
+                self.counted = False
+                overlap.closed()
+            return code
+
+    monkeypatch.setattr(subprocess, "Popen", CountedPopen)
