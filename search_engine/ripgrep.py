@@ -261,8 +261,8 @@ class RipgrepRun:
 
     def _busy_error(self, size: int) -> SearchTimeoutError:
         return SearchTimeoutError(
-            f"the search waited {self.timeout_s:g}s for ripgrep and did not start: {size} other searches were "
-            "running all that time (search.rg_max_concurrent); try again"
+            f"the search waited {self.timeout_s:g}s for ripgrep and did not start: other searches held all "
+            f"{size} of its runs (search.rg_max_concurrent) all that time; try again"
         )
 
     def _timeout_error(self) -> SearchTimeoutError:

@@ -3,13 +3,16 @@ a count of the real resource open at once, and a clock telling when every call h
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
+
+from search_engine import Slots
 
 T = TypeVar("T")
 
@@ -57,6 +60,33 @@ class Overlap:
             assert ready, (
                 f"{len(self._threads)} of {self.calls} calls started, at most {self.most} open, in {GUARD_S} s"
             )
+
+
+class SteppedClock:
+    """A clock that moves on `step` seconds each time it is read: a call waiting for a slot
+    finds its deadline passed at its first look once `step` exceeds its time limit, with no
+    real waiting."""
+
+    def __init__(self) -> None:
+        self.now = self.step = 0.0
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@contextlib.contextmanager
+def all_slots_taken(monkeypatch: pytest.MonkeyPatch, step: float) -> Iterator[tuple[Slots, Overlap]]:
+    """One slot on a `SteppedClock`, held as a running call holds it, the clock moving `step`
+    seconds at each look while it is; the `Overlap` counts the processes started meanwhile."""
+    overlap = Overlap(1, 1)
+    counted_popens(monkeypatch, overlap, hold=False)
+    clock = SteppedClock()
+    slots = Slots(1, clock)
+    with slots.hold(float("inf"), AssertionError):
+        clock.step = step
+        yield slots, overlap
+        clock.step = 0.0
 
 
 def run_at_once(calls: int, call: Callable[[int], T]) -> dict[int, T]:

@@ -13,7 +13,7 @@ from search_engine import Slots
 from server.errors import JqFilterError, JqTimeoutError
 from server.jq import apply_jq, check_expression
 from tests.output_helpers import make_records
-from tests.slot_helpers import Overlap, counted_popens, run_at_once
+from tests.slot_helpers import Overlap, all_slots_taken, counted_popens, run_at_once
 
 RECORDS = make_records(30, scored=True)
 
@@ -149,21 +149,10 @@ def test_a_filter_that_waits_out_its_timeout_for_a_worker_fails_saying_the_serve
     """A filter over the cap waits for a worker within its own timeout, then fails with the
     jq timeout error, starting no worker (never hangs, never dropped); the slot it never had
     is not given back, so the next filter still waits for the running one."""
-    overlap = Overlap(1, 1)
-    counted_popens(monkeypatch, overlap, hold=False)
-    now, step = [0.0], [0.0]
-
-    def clock() -> float:
-        now[0] += step[0]
-        return now[0]
-
-    workers = Slots(1, clock)
     busy = r"waited 5 s for a worker and was not run: the server was busy with other filters \(it runs 1 at once"
-    with workers.hold(float("inf"), AssertionError):  # the one worker, as a running filter holds it
-        step[0] = 6.0  # each look at the clock is 6 s later: the waiter's time is up at its first look
+    with all_slots_taken(monkeypatch, step=6.0) as (workers, overlap):  # the waiter's time is up at its first look
         for _ in range(2):  # the second: the first gave back no slot
             with pytest.raises(JqTimeoutError, match=busy):
                 apply_jq(RECORDS, "map(.match.score)", timeout_s=5, workers=workers)
-        step[0] = 0.0
     assert overlap.most == 0
     assert apply_jq(RECORDS, "length", workers=workers) == [len(RECORDS)]

@@ -16,7 +16,7 @@ from search_engine.errors import InvalidQueryError, SearchError, SearchTimeoutEr
 from search_engine.ripgrep import RipgrepRun, memory_cap, rg_path
 from search_engine.slots import Slots
 from tests.index_helpers import REPO
-from tests.slot_helpers import Overlap, counted_popens, run_at_once
+from tests.slot_helpers import Overlap, all_slots_taken, counted_popens, run_at_once
 
 
 @pytest.fixture
@@ -155,22 +155,11 @@ def test_no_more_rg_than_the_cap_run_at_once(tmp_path: Path, monkeypatch: pytest
 def test_a_run_that_waits_out_its_time_for_a_slot_fails_saying_so(tmp_path: Path, monkeypatch) -> None:
     """A search over the cap waits for a slot within its own time limit, then fails saying the
     others ran all that time, having started no rg; the slot it never had is not given back."""
-    overlap = Overlap(1, 1)
-    counted_popens(monkeypatch, overlap, hold=False)
-    now, step = [0.0], [0.0]
-
-    def clock() -> float:
-        now[0] += step[0]
-        return now[0]
-
-    slots = Slots(1, clock)
-    busy = r"waited 5s for ripgrep and did not start: 1 other searches were running .*search.rg_max_concurrent"
-    with slots.hold(float("inf"), AssertionError):  # the one slot, as a running search holds it
-        step[0] = 6.0  # each look at the clock is 6 s later: the waiter's time is up at its first look
+    busy = r"waited 5s for ripgrep and did not start: other searches held all 1 of its runs \(search.rg_max_concurrent"
+    with all_slots_taken(monkeypatch, step=6.0) as (slots, overlap):  # the waiter's time is up at its first look
         for _ in range(2):
             with pytest.raises(SearchTimeoutError, match=busy):
                 RipgrepRun(["--no-config", "x"], tmp_path, EngineConfig(timeout_s=5), slots)
-        step[0] = 0.0
     assert overlap.most == 0
     with RipgrepRun(["--no-config", "--files"], tmp_path, EngineConfig(timeout_s=5), slots) as run:
         assert list(run.records()) == []
