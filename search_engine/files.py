@@ -57,6 +57,7 @@ from search_engine.errors import PathNotFoundError, PathOutsideRootError
 from search_engine.ignore_files import check_ignore_files
 from search_engine.paths import SearchLocation
 from search_engine.ripgrep import RipgrepRun
+from search_engine.skipped import Skipped, recall, remember
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +81,23 @@ class DiscoveredFile:
 @dataclass(frozen=True, slots=True)
 class Walk:
     """The ripgrep arguments that select the files of a location, shared by `rg --files` and
-    `rg --json`, and the warnings the answer carries about them (ignore files not read)."""
+    `rg --json`, and the warnings the answer carries about them (ignore files not read).
+    `key` names what the walk leaves out while the tree stays as it is (None while it is
+    changing), and `known` is what the answer says of that when it was seen before."""
 
     args: list[str]
     warnings: tuple[str, ...] = ()
+    key: int | None = None
+    known: tuple[str, ...] | None = None
+
+    def command(self, mode: Sequence[str]) -> list[str]:
+        """rg's whole command line: `mode`'s arguments, `--debug` when what the walk leaves out
+        is not known yet (`skipped.py`), then the walk's."""
+        return [*mode, *(() if self.known is not None else ("--debug",)), *self.args]
+
+    def notices(self, skipped: Skipped) -> list[str]:
+        """What the rules left out, and how to search it: known, or read from this run."""
+        return list(self.known) if self.known is not None else remember(self.key, skipped)
 
 
 def plan_walk(location: SearchLocation, config: EngineConfig, include: Sequence[str], exclude: Sequence[str]) -> Walk:
@@ -100,15 +114,14 @@ def plan_walk(location: SearchLocation, config: EngineConfig, include: Sequence[
     ignores = check_ignore_files(
         location,
         hidden=bool(include),  # an include glob can take rg into a hidden folder
-        pruned_names=config.default_excludes,
+        pruned_names=(*config.default_excludes, *exclude),
         pruned_paths=[cache.root / path for path in cache.paths],
         deadline=time.monotonic() + config.timeout_s,
     )
     # `--encoding none`: bytes as they are. rg otherwise transcodes a file starting with a BOM
     # and reports offsets into the transcoded text (3 bytes early after a UTF-8 BOM, anywhere
     # in UTF-16), and searches UTF-16 text that `discover` rightly calls binary (NULs).
-    # `--debug`: what rules left out, for the answer (`skipped.py`).
-    args = ["--no-config", "--debug", "--encoding", "none", "--max-filesize", str(config.max_file_size)]
+    args = ["--no-config", "--encoding", "none", "--max-filesize", str(config.max_file_size)]
     args += ignores.flags
     for glob in include:
         args += ["--glob", glob]
@@ -116,7 +129,8 @@ def plan_walk(location: SearchLocation, config: EngineConfig, include: Sequence[
         args += ["--glob", "!" + glob]
     if location.sub:
         args += ["--", location.sub]
-    return Walk(args, ignores.warnings)
+    key = None if ignores.tree is None else hash((str(location.root), *args, ignores.tree))
+    return Walk(args, ignores.warnings, key, recall(key))
 
 
 #: What a glob gives a meaning to, escaped in a path used as a glob.
@@ -230,10 +244,10 @@ def discover(
     """Every searchable file under `location`, sorted by path (deterministic across runs)."""
     config = config or EngineConfig()
     walk = plan_walk(location, config, include, exclude)
-    with RipgrepRun(["--files", "--null", *walk.args], location.root, config) as run:
+    with RipgrepRun(walk.command(["--files", "--null"]), location.root, config) as run:
         listing = b"".join(run.records(b"\0"))
         run.warnings(produced_output=bool(listing))
-    warnings, notices = list(walk.warnings), run.skipped.notices()
+    warnings, notices = list(walk.warnings), walk.notices(run.skipped)
     found: list[DiscoveredFile] = []
     try:
         beneath = BeneathWalk(location.root)

@@ -22,14 +22,17 @@ else, rg is told not to read that kind of ignore file in this walk (`--no-ignore
 read, why, and what that means for it. Turning off the kind rather than the one file is what
 rg allows: it has no flag that skips one file.
 
-The look costs one `scandir` per folder (a few milliseconds for 8,000 files). What it cannot
-see is a file swapped after it looked and before rg reads it; rg's output is a socket, not a
-pipe, so `/proc/self/fd/1` cannot be reopened, and rg's time and memory limits hold whatever
-it reads (`ripgrep.py`).
+The look lists every folder (`folder_listing.py`, which remembers a folder's listing while
+its stamp holds: an unchanged tree costs a `lstat` a folder) and looks at each ignore file
+every time. What it cannot see is a file swapped after it looked and before rg reads it; rg's
+output is a socket, not a pipe, so `/proc/self/fd/1` cannot be reopened, and rg's time and
+memory limits hold whatever it reads (`ripgrep.py`). The stamps it saw make `tree`, by which
+the notices of what a walk left out are kept (`skipped.py`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import re
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from search_engine.errors import SearchTimeoutError
+from search_engine.folder_listing import list_folder
 from search_engine.paths import SearchLocation
 
 #: The largest ignore file rg is given to read: real ones are a few KB (a generated one for a
@@ -63,10 +67,14 @@ _SHOWN_FILES = 3
 @dataclass(frozen=True, slots=True)
 class IgnoreFiles:
     """What a walk must not read: the rg flags that turn those kinds of ignore file off, and
-    one warning per flag naming the files and why they were refused."""
+    one warning per flag naming the files and why they were refused. `tree`: a digest of every
+    folder the look listed and every ignore file it looked at (stamps, not contents), equal
+    only while what the walk would leave out is the same (`skipped.py` keeps its notices by
+    it); None while some folder is still changing."""
 
     flags: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    tree: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,43 +95,43 @@ def check_ignore_files(
     """Check every ignore file a walk of `location` would read (see the module docstring).
 
     `hidden`: whether rg may enter hidden folders (include globs can take it into them);
-    `pruned_names` are globs of folder names rg never enters (the default excludes),
-    `pruned_paths` folders it never enters (codepager's cache). Past `deadline` (by
-    `time.monotonic`) the look raises SearchTimeoutError, as the search would."""
-    root = os.path.realpath(location.root)
+    `pruned_names`: the exclude globs (the default ones and the caller's), which rg applies
+    after every include glob, so it never enters a folder one of them names; those that are
+    surely a folder-name glob (`_NAME_GLOB`) are not entered here either, the others are
+    (a look at more folders than rg walks is only slower). `pruned_paths`: folders rg never
+    enters (codepager's cache). Past `deadline` (by `time.monotonic`) the look raises
+    SearchTimeoutError, as the search would."""
+    look = _Look(os.path.realpath(location.root), hidden, pruned_names, {str(p) for p in pruned_paths}, deadline)
     target = location.target
-    refused: list[_Refused] = []
     if target.is_dir():
-        walk = _Walk(root, hidden, pruned_names, {str(p) for p in pruned_paths}, deadline)
-        refused += walk.run(str(target))
+        look.walk(str(target))
         above = target.parents
     else:
         above = (target.parent, *target.parent.parents)
     for folder in above:
-        inside = folder == location.root or location.root in folder.parents
-        for name, flag in (*IGNORE_FILE_FLAGS.items(), (GIT_EXCLUDE, _EXCLUDE_FLAG)):
-            path = str(folder / name)
-            why = _why_refused(path, root) if inside else _why_refused_above(path)
-            if why is not None:
-                refused.append(_Refused(_shown(path, root), why, flag))
-    return _verdict(refused)
+        look.folder_above(folder, inside=folder == location.root or location.root in folder.parents)
+    return look.verdict()
 
 
-class _Walk:
-    """The folders rg could walk under one top, and the ignore files in them it would read."""
+class _Look:
+    """The folders rg could walk under one top and the folders above it, the ignore files in
+    them it would read, and the stamps of all of them."""
 
     def __init__(self, root: str, hidden: bool, pruned_names: Sequence[str], pruned: set[str], deadline: float) -> None:
         self.root = root
         self.hidden = hidden
-        literal = [n for n in pruned_names if "/" not in n and not _GLOB.search(n)]
+        names = [n for n in pruned_names if _NAME_GLOB.fullmatch(n)]
+        literal = [n for n in names if not any(c in n for c in "*?[")]
         self.pruned_literal = frozenset(literal)
-        globs = [n for n in pruned_names if "/" not in n and n not in literal]
+        globs = [n for n in names if n not in literal]
         self.pruned_glob = re.compile("|".join(fnmatch.translate(g) for g in globs)) if globs else None
         self.pruned = pruned
         self.deadline = deadline
+        self.refused: list[_Refused] = []
+        self.stamps: list[object] = []
+        self.settled = True
 
-    def run(self, top: str) -> list[_Refused]:
-        refused: list[_Refused] = []
+    def walk(self, top: str) -> None:
         stack = [top]
         while stack:
             if time.monotonic() > self.deadline:
@@ -131,74 +139,104 @@ class _Walk:
                     "listing the folders to search took longer than search.timeout_s; search a sub-path, "
                     "or raise search.timeout_s"
                 )
-            try:
-                entries = os.scandir(stack.pop())
-            except OSError:  # unreadable or gone: rg cannot walk it either (and says so)
+            folder = stack.pop()
+            listing = list_folder(folder)
+            if listing is None:  # unreadable or gone: rg cannot walk it either (and says so)
                 continue
-            with entries:
-                for entry in entries:
-                    name = entry.name
-                    if name in IGNORE_FILE_FLAGS:
-                        why = _why_refused(entry.path, self.root)
-                        if why is not None:
-                            refused.append(_Refused(_shown(entry.path, self.root), why, IGNORE_FILE_FLAGS[name]))
-                    elif name == ".git":
-                        exclude = os.path.join(entry.path, "info", "exclude")
-                        why = _why_refused(exclude, self.root) if entry.is_dir(follow_symlinks=False) else None
-                        if why is not None:
-                            refused.append(_Refused(_shown(exclude, self.root), why, _EXCLUDE_FLAG))
-                    elif self._enters(entry):
-                        stack.append(entry.path)
-        return refused
+            self.stamps.append((folder, listing.stamp))
+            self.settled = self.settled and listing.settled
+            for name in listing.dotted:
+                if name in IGNORE_FILE_FLAGS:
+                    self._check(os.path.join(folder, name), IGNORE_FILE_FLAGS[name], inside=True)
+            for name in listing.folders:
+                if name == ".git":
+                    self._check(os.path.join(folder, GIT_EXCLUDE), _EXCLUDE_FLAG, inside=True)
+                elif self._enters(folder, name):
+                    stack.append(os.path.join(folder, name))
 
-    def _enters(self, entry: os.DirEntry[str]) -> bool:
-        name = entry.name
+    def folder_above(self, folder: Path, *, inside: bool) -> None:
+        """A folder above the walked one: rg reads its ignore files too (and whether it holds a
+        repository decides which apply, hence its own stamp)."""
+        with contextlib.suppress(OSError):
+            self.stamps.append((str(folder), _stamp(os.lstat(folder))))
+        for name, flag in (*IGNORE_FILE_FLAGS.items(), (GIT_EXCLUDE, _EXCLUDE_FLAG)):
+            self._check(str(folder / name), flag, inside=inside)
+
+    def _check(self, path: str, flag: str, *, inside: bool) -> None:
+        why, stamp = _why_refused(path, self.root) if inside else _why_refused_above(path)
+        self.stamps.append((path, stamp))
+        if why is not None:
+            self.refused.append(_Refused(_shown(path, self.root), why, flag))
+
+    def _enters(self, folder: str, name: str) -> bool:
         if (name[0] == "." and not self.hidden) or name in self.pruned_literal:
-            return False
-        if not entry.is_dir(follow_symlinks=False):  # rg follows no link while walking
             return False
         if self.pruned_glob is not None and self.pruned_glob.match(name):
             return False
-        return entry.path not in self.pruned
+        return os.path.join(folder, name) not in self.pruned
+
+    def verdict(self) -> IgnoreFiles:
+        by_flag: dict[str, list[_Refused]] = {}
+        for item in self.refused:
+            by_flag.setdefault(item.flag, []).append(item)
+        warnings = []
+        for flag, items in by_flag.items():
+            named = "; ".join(f"{r.shown} is {r.why}" for r in items[:_SHOWN_FILES])
+            more = f" (and {len(items) - _SHOWN_FILES} more)" if len(items) > _SHOWN_FILES else ""
+            warnings.append(
+                f"an ignore file was not read: {named}{more}. So {_WHAT_IS_OFF[flag]}, and the results may hold "
+                "files those rules would leave out (exclude_patterns leaves them out)"
+            )
+        return IgnoreFiles(tuple(by_flag), tuple(warnings), hash(tuple(self.stamps)) if self.settled else None)
 
 
-_GLOB = re.compile(r"[*?\[\]{}\\]")
+# A glob that names a file or folder by its name alone, in which rg's syntax and fnmatch's
+# agree: no `/` (a path), no `\` (an escape in rg, a character in fnmatch), no `{` (rg's
+# alternatives), no `!` or `^` (negations), a class closed once. Others are not pruned here.
+_NAME_GLOB = re.compile(r"[^/\\{}!^\[\]]*(?:\[[^/\\{}!^\[\]]+\][^/\\{}!^\[\]]*)*")
 
 
-def _why_refused(path: str, root: str) -> str | None:
-    """Why rg must not read the ignore file at `path`, inside the searched tree: None when it
-    is a regular file small enough, a link to one inside `root`, a folder, or nothing."""
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _why_refused(path: str, root: str) -> tuple[str | None, object]:
+    """Why rg must not read the ignore file at `path`, inside the searched tree (None when it
+    is a regular file small enough, a link to one inside `root`, a folder, or nothing), and
+    the stamps of what was looked at."""
     try:
         st = os.lstat(path)
     except OSError:
-        return None
-    if stat.S_ISLNK(st.st_mode):
-        real = os.path.realpath(path)
-        if real != root and not real.startswith(root + os.sep):
-            return f"a link that leads out of the root, to {_quoted(os.readlink(path))}"
-        try:
-            st = os.stat(real)
-        except OSError:
-            return None  # a dangling link inside the root: rg cannot open it either
-    return _why_not_regular(st)
+        return None, None
+    if not stat.S_ISLNK(st.st_mode):
+        return _why_not_regular(st), _stamp(st)
+    real = os.path.realpath(path)
+    if real != root and not real.startswith(root + os.sep):
+        return f"a link that leads out of the root, to {_quoted(os.readlink(path))}", _stamp(st)
+    try:
+        target = os.stat(real)
+    except OSError:
+        return None, _stamp(st)  # a dangling link inside the root: rg cannot open it either
+    return _why_not_regular(target), (_stamp(st), _stamp(target))
 
 
-def _why_refused_above(path: str) -> str | None:
+def _why_refused_above(path: str) -> tuple[str | None, object]:
     """`_why_refused` for a folder above the tree: a link may lead anywhere but a special
     file system, and must resolve (a `/proc` magic link need not, though rg can open it)."""
     try:
         st = os.lstat(path)
     except OSError:
-        return None
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            real = os.path.realpath(path, strict=True)
-            st = os.stat(real)
-        except OSError:
-            return f"a link that does not resolve to a file ({_quoted(os.readlink(path))})"
-        if real.startswith(_SPECIAL_TREES):
-            return f"a link to {_quoted(real)}"
-    return _why_not_regular(st)
+        return None, None
+    if not stat.S_ISLNK(st.st_mode):
+        return _why_not_regular(st), _stamp(st)
+    try:
+        real = os.path.realpath(path, strict=True)
+        target = os.stat(real)
+    except OSError:
+        return f"a link that does not resolve to a file ({_quoted(os.readlink(path))})", _stamp(st)
+    if real.startswith(_SPECIAL_TREES):
+        return f"a link to {_quoted(real)}", _stamp(st)
+    return _why_not_regular(target), (_stamp(st), _stamp(target))
 
 
 def _why_not_regular(st: os.stat_result) -> str | None:
@@ -211,21 +249,6 @@ def _why_not_regular(st: os.stat_result) -> str | None:
     if st.st_size > MAX_IGNORE_FILE_BYTES:
         return f"{st.st_size:,} bytes, over the {MAX_IGNORE_FILE_BYTES:,} an ignore file may have"
     return None
-
-
-def _verdict(refused: list[_Refused]) -> IgnoreFiles:
-    flags: dict[str, list[_Refused]] = {}
-    for item in refused:
-        flags.setdefault(item.flag, []).append(item)
-    warnings = []
-    for flag, items in flags.items():
-        named = "; ".join(f"{r.shown} is {r.why}" for r in items[:_SHOWN_FILES])
-        more = f" (and {len(items) - _SHOWN_FILES} more)" if len(items) > _SHOWN_FILES else ""
-        warnings.append(
-            f"an ignore file was not read: {named}{more}. So {_WHAT_IS_OFF[flag]}, and the results may hold "
-            "files those rules would leave out (exclude_patterns leaves them out)"
-        )
-    return IgnoreFiles(tuple(flags), tuple(warnings))
 
 
 def _shown(path: str, root: str) -> str:

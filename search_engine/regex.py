@@ -104,8 +104,8 @@ class _Summary(msgspec.Struct, tag="summary", tag_field="type", gc=False):
 _decode_lines = msgspec.json.Decoder(_Begin | _Hit | _Context | _End | _Summary).decode_lines
 
 
-def rg_walk(request: SearchRequest, config: EngineConfig) -> Walk:
-    """The full rg command line (minus the binary) for `request`, with its walk's warnings."""
+def rg_walk(request: SearchRequest, config: EngineConfig) -> tuple[list[str], Walk]:
+    """The full rg command line (minus the binary) for `request`, and its walk."""
     args = ["--json"]
     if request.ignore_case:
         args.append("--ignore-case")
@@ -119,7 +119,7 @@ def rg_walk(request: SearchRequest, config: EngineConfig) -> Walk:
         args += ["--context", str(request.context_lines)]
     args += ["--regexp", request.query]
     walk = plan_walk(SearchLocation(Path(request.root), request.path), config, request.include, request.exclude)
-    return Walk(args + walk.args, walk.warnings)
+    return walk.command(args), walk
 
 
 def regex_search(request: SearchRequest, config: EngineConfig) -> SearchResult:
@@ -127,13 +127,13 @@ def regex_search(request: SearchRequest, config: EngineConfig) -> SearchResult:
     if not request.query:
         raise InvalidQueryError("the pattern is empty; pass a regex such as 'TODO' or 'def \\w+'")
     started = time.perf_counter()
-    walk = rg_walk(request, config)  # first: it refuses a path in codepager's cache
+    args, walk = rg_walk(request, config)  # first: it refuses a path in codepager's cache
     oversized = explicit_file_warning(SearchLocation(Path(request.root), request.path), config.max_file_size)
     if oversized is not None:
         return SearchResult(matches=[], total_count=0, warnings=[*walk.warnings, oversized])
     collector = _Collector(request.max_results)
     reader = _EventReader(request, config.max_line_width, collector)
-    with RipgrepRun(walk.args, Path(request.root), config) as run:
+    with RipgrepRun(args, Path(request.root), config) as run:
         produced = False
         for buffer in run.records():
             produced = True
@@ -151,7 +151,7 @@ def regex_search(request: SearchRequest, config: EngineConfig) -> SearchResult:
         truncated=collector.total > len(matches),
         search_time_ms=(time.perf_counter() - started) * 1000,
         warnings=[*walk.warnings, *complaints],
-        notices=run.skipped.notices(),
+        notices=walk.notices(run.skipped),
     )
 
 
