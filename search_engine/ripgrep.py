@@ -114,7 +114,7 @@ def _output_channel() -> tuple[int, int]:
     the search's time limit. Opening a socket through /proc fails at once (ENXIO). Both ends'
     buffers are grown to `_OUTPUT_BUFFER` as far as the system allows (an unprivileged user
     gets up to `net.core.wmem_max`); a refusal only costs speed."""
-    if not hasattr(socket, "AF_UNIX"):  # Windows: no /proc to reopen a pipe through
+    if os.name == "nt":  # no /proc to reopen a pipe through, and no socket as a child's stdout
         return os.pipe()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     for end, option in ((ours, socket.SO_RCVBUF), (theirs, socket.SO_SNDBUF)):
