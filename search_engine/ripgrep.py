@@ -108,7 +108,7 @@ def _cap_memory(pid: int, cap: int) -> None:
 def _output_channel() -> tuple[int, int]:
     """(our end, rg's end) of what rg writes its results to.
 
-    A socket pair where there is one, not a pipe: rg opens every ignore file it walks past,
+    A socket pair, not a pipe (but on Windows): rg opens every ignore file it walks past,
     and a pipe can be opened again through `/proc/self/fd/1`, so `.gitignore ->
     /proc/self/fd/1` (a link git stores) had rg read its own output, waiting for itself until
     the search's time limit. Opening a socket through /proc fails at once (ENXIO). Both ends'
@@ -149,28 +149,29 @@ class RipgrepRun:
         self.skipped = Skipped()
         slots = slots or rg_slots(config.rg_max_concurrent)
         deadline = slots.clock() + config.timeout_s
-        # Both live as long as the run: closed by `__exit__` (or below if rg cannot start).
-        self._held = contextlib.ExitStack()
-        self._held.enter_context(slots.hold(deadline, lambda: self._busy_error(slots.size)))
-        self._stderr = self._held.enter_context(tempfile.TemporaryFile())  # noqa: SIM115 (held by the run)
-        ours, theirs = _output_channel()
-        try:
-            self._proc = subprocess.Popen(
-                [rg_path(), *args],
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,  # without a path argument rg would otherwise read stdin
-                stdout=theirs,
-                stderr=self._stderr,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            os.close(ours)
-            self._held.close()
-            if exc.errno != errno.E2BIG:
-                raise
-            raise InvalidQueryError(_too_long(args)) from None
-        finally:
-            os.close(theirs)
+        # What the run holds (its slot, its stderr file, its end of rg's output) until `__exit__`,
+        # or let go here if rg cannot start.
+        with contextlib.ExitStack() as held:
+            held.enter_context(slots.hold(deadline, lambda: self._busy_error(slots.size)))
+            self._stderr = held.enter_context(tempfile.TemporaryFile())
+            ours, theirs = _output_channel()
+            held.callback(os.close, ours)
+            try:
+                self._proc = subprocess.Popen(
+                    [rg_path(), *args],
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,  # without a path argument rg would otherwise read stdin
+                    stdout=theirs,
+                    stderr=self._stderr,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                if exc.errno != errno.E2BIG:
+                    raise
+                raise InvalidQueryError(_too_long(args)) from None
+            finally:
+                os.close(theirs)
+            self._held = held.pop_all()
         self._stdout = ours
         _cap_memory(self._proc.pid, memory_cap(config.max_file_size))
         self._timer = threading.Timer(max(0.0, deadline - slots.clock()), self._expire)
@@ -284,7 +285,6 @@ class RipgrepRun:
         if self._proc.poll() is None:
             self._proc.kill()
         self._proc.wait()
-        os.close(self._stdout)
         self._held.close()
 
 
