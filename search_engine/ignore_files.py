@@ -163,7 +163,7 @@ class _Look:
             self._check(str(folder / name), flag, inside=inside)
 
     def _check(self, path: str, flag: str, *, inside: bool) -> None:
-        why, stamp = _why_refused(path, self.root) if inside else _why_refused_above(path)
+        why, stamp = _why_refused(path, self.root if inside else None)
         self.stamps.append((path, stamp))
         if why is not None:
             self.refused.append(_Refused(_shown(path, self.root), why, flag))
@@ -200,28 +200,11 @@ def _stamp(st: os.stat_result) -> tuple[int, int, int, int, int]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-def _why_refused(path: str, root: str) -> tuple[str | None, object]:
-    """Why rg must not read the ignore file at `path`, inside the searched tree (None when it
-    is a regular file small enough, a link to one inside `root`, a folder, or nothing), and
-    the stamps of what was looked at."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None, None
-    if not stat.S_ISLNK(st.st_mode):
-        return _why_not_regular(st), _stamp(st)
-    real = os.path.realpath(path)
-    if real != root and not real.startswith(root + os.sep):
-        return f"a link that leads out of the root, to {_quoted(os.readlink(path))}", _stamp(st)
-    try:
-        target = os.stat(real)
-    except OSError:
-        return None, _stamp(st)  # a dangling link inside the root: rg cannot open it either
-    return _why_not_regular(target), (_stamp(st), _stamp(target))
-
-
-def _why_refused_above(path: str) -> tuple[str | None, object]:
-    """`_why_refused` for a folder above the tree: a link may lead anywhere but a special
+def _why_refused(path: str, root: str | None) -> tuple[str | None, object]:
+    """Why rg must not read the ignore file at `path` (None when it may: a regular file small
+    enough, a folder, nothing), and the stamps of what was looked at. Inside the searched tree
+    (`root` given) a link must lead to such a file inside `root` (a dangling one is harmless:
+    rg cannot open it either); above the tree (`root` None) it may lead anywhere but a special
     file system, and must resolve (a `/proc` magic link need not, though rg can open it)."""
     try:
         st = os.lstat(path)
@@ -230,12 +213,17 @@ def _why_refused_above(path: str) -> tuple[str | None, object]:
     if not stat.S_ISLNK(st.st_mode):
         return _why_not_regular(st), _stamp(st)
     try:
-        real = os.path.realpath(path, strict=True)
+        real = os.path.realpath(path, strict=root is None)
+        if root is not None and real != root and not real.startswith(root + os.sep):
+            return f"a link that leads out of the root, to {_quoted(os.readlink(path))}", _stamp(st)
+        if root is None and real.startswith(_SPECIAL_TREES):
+            return f"a link to {_quoted(real)}", _stamp(st)
         target = os.stat(real)
-    except OSError:
-        return f"a link that does not resolve to a file ({_quoted(os.readlink(path))})", _stamp(st)
-    if real.startswith(_SPECIAL_TREES):
-        return f"a link to {_quoted(real)}", _stamp(st)
+    except OSError:  # dangling, or a loop
+        dangling = (
+            None if root is not None else f"a link that does not resolve to a file ({_quoted(os.readlink(path))})"
+        )
+        return dangling, _stamp(st)
     return _why_not_regular(target), (_stamp(st), _stamp(target))
 
 

@@ -22,6 +22,7 @@ from search_engine.models import SearchRequest
 from search_engine.paths import SearchLocation
 from search_engine.regex import regex_search
 from sessions import load_or_create_key
+from tests.code_tree import git_checkout
 
 MARK = "MARKER"
 
@@ -42,9 +43,7 @@ def put(root: Path, rel: str, text: str = f"{MARK}\n") -> Path:
 def tree(tmp_path: Path) -> Path:
     """Every kind of file discovery must keep or drop, in a git checkout (`.gitignore` files
     apply only in one, as for rg and git)."""
-    root = tmp_path / "tree"
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    root = git_checkout(tmp_path / "tree")
     for rel in (
         "main.py",
         "src/app.py",
@@ -519,10 +518,8 @@ def test_what_a_walk_left_out_is_read_once_until_the_tree_changes(
         commands.append(args)
         return real_popen(args, **kwargs)  # type: ignore[call-overload, no-any-return]
 
+    root = git_checkout(tmp_path / "repo")
     monkeypatch.setattr(subprocess, "Popen", spy)
-    root = tmp_path / "repo"
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
     put(root, ".gitignore", "*.log\n")
     put(root, "a.py")
     put(root, "logs/a.log")

@@ -14,6 +14,7 @@ from fastmcp import Client
 
 from search_engine.ripgrep import rg_path
 from server.app import build_app
+from tests.code_tree import git_checkout
 from tests.server_helpers import make_settings, page_matches, structured
 
 NEEDLE = "def find_the_needle():\n    return 'needle'\n"
@@ -70,9 +71,7 @@ async def test_a_package_in_a_virtual_environment_is_searched_whole_as_rg_does(v
 def repo(tmp_path: Path) -> Path:
     """A git checkout whose top-level `.gitignore` ignores every `.py` file, searched from a
     package folder below its top."""
-    top = tmp_path / "repo"
-    top.mkdir()
-    subprocess.run(["git", "init", "-q", str(top)], check=True)
+    top = git_checkout(tmp_path / "repo")
     put(top, ".gitignore", "*.py\n")
     put(top, "pkg/one.py")
     put(top, "pkg/two.py")
