@@ -14,26 +14,39 @@ from __future__ import annotations
 
 import os
 import stat
+import struct
 import threading
 import time
 from dataclasses import dataclass
 
 #: A folder modified less than this long before it was listed is not trusted to stay as listed.
 SETTLED_NS = 2_000_000_000
-#: Listings kept at most (about 100 bytes each plus the names): past it, all are forgotten.
-MAX_REMEMBERED = 200_000
+#: Listings kept at most (~300 bytes each with its path and names, packed: ~30 MB at most);
+#: past it, all are forgotten and a tree that large is listed anew each time.
+MAX_REMEMBERED = 100_000
+_STAMP = struct.Struct("=QQqq")
 
 
 @dataclass(frozen=True, slots=True)
 class Listing:
     """A folder's sub-folders (not links to folders, which rg does not follow) and the names of
     its other entries that start with a dot (where ignore files are), hidden folders included
-    in `folders`; `stamp` is what a change would change, `settled` whether it may be reused."""
+    in `folders`; `stamp` is what a change would change (packed), `settled` whether it may be
+    reused. The names are kept NUL-joined (a name holds no NUL): one string a listing, not one
+    a name."""
 
-    stamp: tuple[int, int, int, int]
-    folders: tuple[str, ...]
-    dotted: tuple[str, ...]
+    stamp: bytes
+    joined_folders: str
+    joined_dotted: str
     settled: bool
+
+    @property
+    def folders(self) -> list[str]:
+        return self.joined_folders.split("\0") if self.joined_folders else []
+
+    @property
+    def dotted(self) -> list[str]:
+        return self.joined_dotted.split("\0") if self.joined_dotted else []
 
 
 _remembered: dict[str, Listing] = {}
@@ -49,7 +62,7 @@ def list_folder(path: str) -> Listing | None:
         return None
     if not stat.S_ISDIR(st.st_mode):
         return None
-    stamp = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+    stamp = _STAMP.pack(st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
     known = _remembered.get(path)
     if known is not None and known.settled and known.stamp == stamp:
         return known
@@ -64,7 +77,7 @@ def list_folder(path: str) -> Listing | None:
     except OSError:
         return None
     settled = max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - SETTLED_NS
-    listing = Listing(stamp, tuple(folders), tuple(dotted), settled)
+    listing = Listing(stamp, "\0".join(folders), "\0".join(dotted), settled)
     with _lock:
         if len(_remembered) >= MAX_REMEMBERED:
             _remembered.clear()
