@@ -22,7 +22,8 @@ count to the notice; the notice is advice, never the result.
 ~25 ms), so it is passed only when what the walk leaves out is not known yet: the notices of a
 walk are kept (`remember`, `recall`) by a key of its arguments and of the stamps of every
 folder and ignore file it depends on (`ignore_files.IgnoreFiles.tree`), which any change to
-what it would leave out changes. The first search of a tree, or of one just changed, pays.
+what it would leave out changes (but an edit of git's global excludes file, which shows once
+the tree changes). The first search of a tree, or of one just changed, pays.
 """
 
 from __future__ import annotations
