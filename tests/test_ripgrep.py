@@ -89,7 +89,6 @@ def test_timeout_kills_rg(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with RipgrepRun(["--no-config", "x", str(fifo)], tmp_path, EngineConfig(timeout_s=0.3)) as run:
         pid = run.pid
-        assert os.getsid(pid) == pid, "rg runs in a session of its own, without our terminal"
         with pytest.raises(SearchTimeoutError, match=r"took longer than 0.3s"):
             list(run.records())
         assert run.timed_out
