@@ -43,7 +43,7 @@ VARIANTS = [(1000, 2), (1000, 0), (1000, 1), (1000, 4), (600, 2), (1500, 2), (25
 
 def chunks_of(root: Path) -> list[Any]:
     config = EngineConfig()
-    files = discover(SearchLocation(root.resolve(), None), (), (), config)
+    files = discover(SearchLocation(root.resolve(), None), (), (), config).files
     results = chunk_files([ChunkJob(f, None) for f in files], config.max_file_size, lambda done, total: None)
     return [c for r in results if r is not None for c in (r.chunks or ())]
 

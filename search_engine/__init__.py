@@ -18,6 +18,7 @@ from search_engine.config import (
     DEFAULT_FRESH_WAIT_S,
     DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_LINE_WIDTH,
+    DEFAULT_RG_MAX_CONCURRENT,
     DEFAULT_TIMEOUT_S,
     MAX_FILE_SIZE_LIMIT,
     EngineConfig,
@@ -59,6 +60,7 @@ from search_engine.paths import SearchLocation, resolve_search_path
 from search_engine.private_dir import check_cache_dir, check_own_dir, make_private
 from search_engine.regular_file import open_regular_file
 from search_engine.secret_file import MIN_SECRET_LENGTH, SecretFile
+from search_engine.slots import Slots
 
 if TYPE_CHECKING:
     from search_engine.index import IndexManager, IndexStatus
@@ -71,6 +73,7 @@ __all__ = [
     "DEFAULT_MAX_FILE_SIZE",
     "DEFAULT_MAX_LINE_WIDTH",
     "DEFAULT_MAX_RESULTS",
+    "DEFAULT_RG_MAX_CONCURRENT",
     "DEFAULT_TIMEOUT_S",
     "DEFAULT_TOP_K",
     "MAX_CONTEXT_LINES",
@@ -101,6 +104,7 @@ __all__ = [
     "SearchResult",
     "SearchTimeoutError",
     "SecretFile",
+    "Slots",
     "ToolMissingError",
     "UnsafeDirectoryError",
     "check_cache_dir",

@@ -13,6 +13,9 @@ from typing import Final
 
 import platformdirs
 
+MINIFIED_GLOBS: tuple[str, ...] = ("*.min.js", "*.min.css")
+"""Minified files, left out by default: one line of a whole bundle matches nearly anything.
+Answers say how many a search left out (`search_engine.skipped`)."""
 DEFAULT_EXCLUDES: tuple[str, ...] = (
     ".git",
     "node_modules",
@@ -24,8 +27,7 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
     "__pycache__",
     "*.lock",
     "package-lock.json",
-    "*.min.js",
-    "*.min.css",
+    *MINIFIED_GLOBS,
     "*.map",
 )
 
@@ -36,6 +38,8 @@ DEFAULT_MAX_LINE_WIDTH = 500
 """Long lines are cut to this many characters around the match."""
 DEFAULT_MAX_FILE_SIZE = 1024 * 1024
 """Files larger than this (bytes) are skipped."""
+DEFAULT_RG_MAX_CONCURRENT = 4
+"""At most this many rg processes run at once in one process (`search_engine.ripgrep`)."""
 MAX_FILE_SIZE_LIMIT = 256 << 20
 """The largest `max_file_size` there may be: what an index stores of one file is bounded by
 it when read back (`chunk_table.MAX_FILE_TEXT`), whoever wrote the index."""
@@ -54,7 +58,7 @@ CURSOR_KEY_FILE = "cursor.key"
 """The cache dir's cursor key, the secret cursors are sealed with (`sessions.keys`)."""
 CACHE_ENTRIES = (INDEXES_DIR, CURSOR_KEY_FILE)
 """Everything codepager keeps in its cache dir: what a search or an index of a root that holds
-the cache dir leaves out (`search_engine.files.walk_args`)."""
+the cache dir leaves out (`search_engine.files.plan_walk`)."""
 CURSOR_KEY_TEMP_PREFIX = f".{CURSOR_KEY_FILE}."
 """How the cursor key's temporary files are named while it is published (`sessions.keys`)."""
 CURSOR_KEY_TEMP_GLOB = f"{CURSOR_KEY_TEMP_PREFIX}*"
@@ -75,6 +79,7 @@ class EngineConfig:
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_line_width: int = DEFAULT_MAX_LINE_WIDTH
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    rg_max_concurrent: int = DEFAULT_RG_MAX_CONCURRENT
     default_excludes: tuple[str, ...] = DEFAULT_EXCLUDES
     cache_dir: Path = field(default_factory=default_cache_dir)
     embedding_profile: str = DEFAULT_EMBEDDING_PROFILE

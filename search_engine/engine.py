@@ -94,4 +94,6 @@ class SearchEngine:
         index_ms = (time.perf_counter() - started) * 1000
         result = ranker.search(request, settled)
         result.index_time_ms = index_ms
+        warnings, notices = self.indexes.said(root)
+        result.warnings, result.notices = [*warnings, *result.warnings], [*notices, *result.notices]
         return result

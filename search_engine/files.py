@@ -2,12 +2,18 @@
 
 Regex search (rg walking the tree itself) and semantic indexing (`discover`) must see the same
 files, or hybrid results would disagree with their own parts. Both therefore take their
-ripgrep walk flags from `walk_args`:
+ripgrep walk from `plan_walk`:
 
-- ripgrep's ignore semantics: nested `.gitignore` (also outside a git checkout: a tarball's
-  `.gitignore` still says what is generated), `.ignore`, `.rgignore`; hidden files and
-  symlinks skipped. rg reads an ignore file through a link, even one out of the root (it only
-  decides what is skipped) or to a device (rg's memory is capped, see `ripgrep.py`);
+- ripgrep's ignore semantics, exactly as plain `rg` applies them: `.gitignore` (with
+  `.git/info/exclude` and git's global excludes file) only inside a git repository, from its
+  top down, those in folders above the root included; `.ignore` and `.rgignore` anywhere,
+  those above the root included; hidden files and symlinks skipped. Outside any repository no
+  `.gitignore` applies: a virtual environment (uv's, Python 3.13's) says `*` in its own, and
+  `--no-require-git` used to apply that to every package under it, so searching an installed
+  library found nothing while `rg` found everything;
+- only ignore files rg can read safely: each is checked before rg runs (`ignore_files.py`),
+  and a kind of ignore file one of which is a link out of the root, a FIFO or a device is not
+  read in that walk, with a warning saying so;
 - codepager's own cache dir, when a root holds it (`_Cache`);
 - the caller's include globs, then the default excludes and the caller's exclude globs (later
   globs win in ripgrep, so an exclude always beats an include). Globs are ripgrep's `--glob`,
@@ -21,6 +27,9 @@ ripgrep walk flags from `walk_args`:
   see `regex.py`); `discover` cannot afford to read whole files on every incremental pass, so
   it sniffs the first `BINARY_SNIFF_BYTES`, the size of rg's own first read, which agrees with
   rg for every file whose NUL (if any) lies in that window — in practice all real binaries.
+
+What the ignore rules and the minified-file excludes left out is counted from rg's debug log
+and said in the answer (`skipped.py`), with how to search it.
 
 Paths are relative to the search root with forward slashes. A name that is not valid UTF-8
 is shown with backslash escapes (`caf\\xe9.py`, a real backslash doubled): JSON and MCP cannot
@@ -37,15 +46,18 @@ import logging
 import os
 import re
 import stat
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from search_engine.beneath import BeneathWalk, open_beneath
 from search_engine.config import CACHE_ENTRIES, CURSOR_KEY_TEMP_GLOB, EngineConfig
 from search_engine.errors import PathNotFoundError, PathOutsideRootError
+from search_engine.ignore_files import check_ignore_files
 from search_engine.paths import SearchLocation
 from search_engine.ripgrep import RipgrepRun
+from search_engine.skipped import Skipped, recall, remember
 
 log = logging.getLogger(__name__)
 
@@ -66,30 +78,59 @@ class DiscoveredFile:
     mtime_ns: int
 
 
-def walk_args(
-    location: SearchLocation, config: EngineConfig, include: Sequence[str], exclude: Sequence[str]
-) -> list[str]:
-    """The ripgrep arguments that select the files of `location`, shared by `rg --files` and
-    `rg --json`: the flags, then the named path if any (last: rg takes no flag after `--`).
-    PathOutsideRootError if that path lies in codepager's cache: rg searches a path it is
-    named whatever the globs say, and the cache holds the cursor key."""
+@dataclass(frozen=True, slots=True)
+class Walk:
+    """The ripgrep arguments that select the files of a location, shared by `rg --files` and
+    `rg --json`, and the warnings the answer carries about them (ignore files not read).
+    `key` names what the walk leaves out while the tree stays as it is (None while it is
+    changing), and `known` is what the answer says of that when it was seen before."""
+
+    args: list[str]
+    warnings: tuple[str, ...] = ()
+    key: int | None = None
+    known: tuple[str, ...] | None = None
+
+    def command(self, mode: Sequence[str]) -> list[str]:
+        """rg's whole command line: `mode`'s arguments, `--debug` when what the walk leaves out
+        is not known yet (`skipped.py`), then the walk's."""
+        return [*mode, *(() if self.known is not None else ("--debug",)), *self.args]
+
+    def notices(self, skipped: Skipped) -> list[str]:
+        """What the rules left out, and how to search it: known, or read from this run."""
+        return list(self.known) if self.known is not None else remember(self.key, skipped)
+
+
+def plan_walk(location: SearchLocation, config: EngineConfig, include: Sequence[str], exclude: Sequence[str]) -> Walk:
+    """The walk of `location`: the flags, then the named path if any (last: rg takes no flag
+    after `--`). PathOutsideRootError if that path lies in codepager's cache: rg searches a
+    path it is named whatever the globs say, and the cache holds the cursor key. The ignore
+    files rg would read are checked first (`ignore_files.py`), which may turn some kinds off."""
+    cache = _Cache.within(location.root, config.cache_dir)
+    if location.sub and cache.holds(location):
+        raise PathOutsideRootError(
+            f"path {location.sub!r} is in codepager's own cache (index.cache_dir), which is never searched; "
+            "search another path"
+        )
+    ignores = check_ignore_files(
+        location,
+        hidden=bool(include),  # an include glob can take rg into a hidden folder
+        pruned_names=(*config.default_excludes, *exclude),
+        pruned_paths=[cache.root / path for path in cache.paths],
+        deadline=time.monotonic() + config.timeout_s,
+    )
     # `--encoding none`: bytes as they are. rg otherwise transcodes a file starting with a BOM
     # and reports offsets into the transcoded text (3 bytes early after a UTF-8 BOM, anywhere
     # in UTF-16), and searches UTF-16 text that `discover` rightly calls binary (NULs).
-    args = ["--no-config", "--no-require-git", "--encoding", "none", "--max-filesize", str(config.max_file_size)]
+    args = ["--no-config", "--encoding", "none", "--max-filesize", str(config.max_file_size)]
+    args += ignores.flags
     for glob in include:
         args += ["--glob", glob]
-    cache = _Cache.within(location.root, config.cache_dir)
     for glob in (*config.default_excludes, *cache.globs(), *exclude):
         args += ["--glob", "!" + glob]
     if location.sub:
-        if cache.holds(location):
-            raise PathOutsideRootError(
-                f"path {location.sub!r} is in codepager's own cache (index.cache_dir), which is never searched; "
-                "search another path"
-            )
         args += ["--", location.sub]
-    return args
+    key = None if ignores.tree is None else hash((str(location.root), *args, ignores.tree))
+    return Walk(args, ignores.warnings, key, recall(key))
 
 
 #: What a glob gives a meaning to, escaped in a path used as a glob.
@@ -183,26 +224,38 @@ def _left_out(root: str, rel: str, path: str) -> None:
     log.warning("leaving out %r in %s: its name shows as %s, the name of another file", rel, root, path)
 
 
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """The searchable files of a location, sorted by path, and what an answer about them must
+    say: `warnings`, ignore files not read; `notices`, what the ignore rules and the minified
+    excludes left out (`SearchResult`'s two lists)."""
+
+    files: list[DiscoveredFile]
+    warnings: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+
+
 def discover(
     location: SearchLocation,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     config: EngineConfig | None = None,
-) -> list[DiscoveredFile]:
+) -> Discovery:
     """Every searchable file under `location`, sorted by path (deterministic across runs)."""
     config = config or EngineConfig()
-    args = ["--files", "--null", *walk_args(location, config, include, exclude)]
-    with RipgrepRun(args, location.root, config.timeout_s) as run:
+    walk = plan_walk(location, config, include, exclude)
+    with RipgrepRun(walk.command(["--files", "--null"]), location.root, config) as run:
         listing = b"".join(run.records(b"\0"))
         run.warnings(produced_output=bool(listing))
+    warnings, notices = list(walk.warnings), walk.notices(run.skipped)
     found: list[DiscoveredFile] = []
     try:
-        walk = BeneathWalk(location.root)
+        beneath = BeneathWalk(location.root)
     except OSError:  # the root itself went away since rg listed it: nothing to describe
-        return found
+        return Discovery(found, warnings, notices)
     # Sorted, so files of one directory are described one after another and the walk opens
     # each directory once.
-    with walk:
+    with beneath:
         for raw in sorted(listing.split(b"\0")):
             if not raw:
                 continue
@@ -210,12 +263,12 @@ def discover(
             if path is None:
                 continue
             rel = os.fsdecode(raw)
-            described = _describe(walk, rel, config.max_file_size)
+            described = _describe(beneath, rel, config.max_file_size)
             if described is not None:
                 found.append(DiscoveredFile(path, location.root, rel, *described))
     # Shown paths of names that are not UTF-8 can sort apart from their bytes.
     found.sort(key=lambda f: f.path)
-    return found
+    return Discovery(found, warnings, notices)
 
 
 def _describe(walk: BeneathWalk, rel: str, max_size: int) -> tuple[int, int] | None:

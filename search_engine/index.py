@@ -113,12 +113,14 @@ class IndexStatus:
     over_budget: tuple[str, ...] = ()  # files indexed as plain text: their parse was over budget
     change_detection: str | None = None  # "events" or "polling" once a search watches the root
     change_detection_reason: str | None = None  # why polling
+    listing: tuple[str, ...] = ()  # what the last listing of the tree in this process said of it
 
     @property
     def warnings(self) -> list[str]:
         """What an agent or a person should know of this index: the files it holds as plain
-        text, and why."""
-        return over_budget_warnings(self.over_budget)
+        text, and why; what its last listing said of the tree (ignore files not read, files the
+        ignore rules or the minified excludes left out)."""
+        return [*over_budget_warnings(self.over_budget), *self.listing]
 
 
 @dataclass(slots=True)
@@ -155,6 +157,7 @@ class IndexManager:
         self._live: dict[Path, LiveRoot] = {}
         self._layers: dict[Path, LiveLayer] = {}
         self._root_locks: dict[Path, threading.Lock] = {}
+        self._said: dict[Path, tuple[list[str], list[str]]] = {}
         self._guard = threading.Lock()
 
     def store(self, root: Path) -> IndexStore:
@@ -229,6 +232,16 @@ class IndexManager:
             entry = self._store_entry(root, self._load(root, store, entry))
         return entry.index, freshness
 
+    def said(self, root: Path) -> tuple[list[str], list[str]]:
+        """What the last listing of `root`'s tree by this process said of it: warnings (ignore
+        files not read) and notices (files ignore rules or the minified excludes left out), as
+        `Discovery` has them. Said with every ranked answer, since the index holds only what the
+        listing let in. Empty until this process has listed the tree (an index opened from disk
+        is listed by its first freshness check, which starts at once)."""
+        with self._guard:
+            warnings, notices = self._said.get(Path(root).resolve(), ([], []))
+        return list(warnings), list(notices)
+
     def generation(self, root: Path) -> int:
         """The generation a search of `root` would see now (caught up first)."""
         return self.get(root).generation
@@ -297,13 +310,14 @@ class IndexManager:
             over_budget=over_budget,
             change_detection=watching[0],
             change_detection_reason=watching[1],
+            listing=tuple(item for said in self.said(root) for item in said),
         )
 
     def _update(
         self, root: Path, store: IndexStore, *, full: bool = False, progress: Progress | None = None
     ) -> UpdateStats:
         """Call with the root's lock held."""
-        return update_index(
+        stats = update_index(
             root,
             store,
             self.embedder,
@@ -312,6 +326,9 @@ class IndexManager:
             progress=progress,
             lock_timeout_s=self.lock_timeout_s,
         )
+        with self._guard:
+            self._said[root] = (stats.warnings, stats.notices)
+        return stats
 
     def _open_existing(self, root: Path, store: IndexStore) -> _Entry | None:
         try:

@@ -71,6 +71,9 @@ class UpdateStats:
     chunks_embedded: int = 0
     seconds: float = 0.0
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    # What discovery said of the files (`Discovery`): ignore files not read; what rules left out.
+    warnings: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -130,13 +133,15 @@ def _update(
     t = time.perf_counter()
     if old is None:  # every file is to be chunked: the workers' forkserver starts during the listing
         start_forkserver()
-    discovered = discover(SearchLocation(root, None), config=config)
+    discovery = discover(SearchLocation(root, None), config=config)
+    discovered = discovery.files
     report("scan", len(discovered), len(discovered))
     states, stats = _classify(discovered, old, report, config.max_file_size)
     phases["scan"] = time.perf_counter() - t
     stats.deleted = len(old.files) - sum(1 for s in states if s.file.path in old.files) if old else 0
     stats.rebuilt = old is None
     stats.reason = reason
+    stats.warnings, stats.notices = discovery.warnings, discovery.notices
     if old is not None and not (stats.added or stats.modified or stats.deleted):
         if stats.touched:
             store.refresh_files(_file_table(states, old))

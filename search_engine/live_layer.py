@@ -109,7 +109,7 @@ class LiveLayer:
         listed: set[str] = set()
         for folder in folders[:MAX_NEW_FOLDERS]:
             sub = None if folder == "." else folder
-            found = discover(SearchLocation(self.root, sub), config=self._config)
+            found = discover(SearchLocation(self.root, sub), config=self._config).files
             listed.update(f.path for f in found)
         return [p for p in files if p in known or p in listed]
 

@@ -206,7 +206,9 @@ class SearchResult:
     `total_count` is the true number of hits when it is known, which may exceed
     `len(matches)` when the search was cut at `max_results` (then `truncated` is true).
     `index_generation` pins the index state the results came from (0 for regex, which has no
-    index); a cursor refuses to continue across a generation change.
+    index); a cursor refuses to continue across a generation change. `warnings` say what went
+    wrong or may be missing; `notices` what rules left out of the search and how to take it in
+    (advice: a person at a terminal sees them only when nothing was found).
 
     `best_similarity` (semantic and hybrid) is the best cosine similarity of the query with a
     chunk the search could rank: an absolute measure, where scores are relative (hybrid's best
@@ -221,6 +223,7 @@ class SearchResult:
     search_time_ms: Millis = 0.0
     index_time_ms: Millis = 0.0
     warnings: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
     freshness: Freshness | None = None
     best_similarity: float | None = None
     low_relevance: bool = False
@@ -237,6 +240,7 @@ class SearchResult:
             "search_time_ms": self.search_time_ms,
             "index_time_ms": self.index_time_ms,
             "warnings": list(self.warnings),
+            "notices": list(self.notices),
             "freshness": self.freshness.to_dict() if self.freshness is not None else None,
             "best_similarity": self.best_similarity,
             "low_relevance": self.low_relevance,

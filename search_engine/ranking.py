@@ -233,7 +233,7 @@ class Ranker:
             sub = request.path.strip("/") if request.path else ""
             return np.fromiter((p == sub or p.startswith(sub + "/") for p in files), dtype=bool, count=len(files))
         location = SearchLocation(Path(request.root), request.path)
-        selected = {f.path for f in discover(location, request.include, request.exclude, self._config)}
+        selected = {f.path for f in discover(location, request.include, request.exclude, self._config).files}
         return np.fromiter((p in selected for p in files), dtype=bool, count=len(files))
 
     def _match(self, hit: Hit, kind: MatchType) -> Match:

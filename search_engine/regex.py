@@ -38,7 +38,7 @@ import msgspec
 
 from search_engine.config import EngineConfig
 from search_engine.errors import InvalidQueryError, SearchError
-from search_engine.files import explicit_file_warning, shown_path, walk_args
+from search_engine.files import Walk, explicit_file_warning, plan_walk, shown_path
 from search_engine.languages import language_for
 from search_engine.models import Match, MatchType, SearchRequest, SearchResult
 from search_engine.paths import SearchLocation
@@ -104,8 +104,8 @@ class _Summary(msgspec.Struct, tag="summary", tag_field="type", gc=False):
 _decode_lines = msgspec.json.Decoder(_Begin | _Hit | _Context | _End | _Summary).decode_lines
 
 
-def rg_args(request: SearchRequest, config: EngineConfig) -> list[str]:
-    """The full rg command line (minus the binary) for `request`."""
+def rg_walk(request: SearchRequest, config: EngineConfig) -> tuple[list[str], Walk]:
+    """The full rg command line (minus the binary) for `request`, and its walk."""
     args = ["--json"]
     if request.ignore_case:
         args.append("--ignore-case")
@@ -118,7 +118,8 @@ def rg_args(request: SearchRequest, config: EngineConfig) -> list[str]:
     if request.context_lines:
         args += ["--context", str(request.context_lines)]
     args += ["--regexp", request.query]
-    return args + walk_args(SearchLocation(Path(request.root), request.path), config, request.include, request.exclude)
+    walk = plan_walk(SearchLocation(Path(request.root), request.path), config, request.include, request.exclude)
+    return walk.command(args), walk
 
 
 def regex_search(request: SearchRequest, config: EngineConfig) -> SearchResult:
@@ -126,13 +127,13 @@ def regex_search(request: SearchRequest, config: EngineConfig) -> SearchResult:
     if not request.query:
         raise InvalidQueryError("the pattern is empty; pass a regex such as 'TODO' or 'def \\w+'")
     started = time.perf_counter()
-    args = rg_args(request, config)  # first: it refuses a path in codepager's cache
+    args, walk = rg_walk(request, config)  # first: it refuses a path in codepager's cache
     oversized = explicit_file_warning(SearchLocation(Path(request.root), request.path), config.max_file_size)
     if oversized is not None:
-        return SearchResult(matches=[], total_count=0, warnings=[oversized])
+        return SearchResult(matches=[], total_count=0, warnings=[*walk.warnings, oversized])
     collector = _Collector(request.max_results)
     reader = _EventReader(request, config.max_line_width, collector)
-    with RipgrepRun(args, Path(request.root), config.timeout_s) as run:
+    with RipgrepRun(args, Path(request.root), config) as run:
         produced = False
         for buffer in run.records():
             produced = True
@@ -140,16 +141,17 @@ def regex_search(request: SearchRequest, config: EngineConfig) -> SearchResult:
         returncode, stderr = run.finish()
         if returncode == 2:
             _raise_if_bad_pattern(stderr, request.query)
-        warnings = run.warnings(produced)
-    if len(warnings) > _MAX_WARNINGS:
-        warnings = [*warnings[:_MAX_WARNINGS], f"... and {len(warnings) - _MAX_WARNINGS} more"]
+        complaints = run.warnings(produced)
+    if len(complaints) > _MAX_WARNINGS:
+        complaints = [*complaints[:_MAX_WARNINGS], f"... and {len(complaints) - _MAX_WARNINGS} more"]
     matches = collector.matches()
     return SearchResult(
         matches=matches,
         total_count=collector.total,
         truncated=collector.total > len(matches),
         search_time_ms=(time.perf_counter() - started) * 1000,
-        warnings=warnings,
+        warnings=[*walk.warnings, *complaints],
+        notices=walk.notices(run.skipped),
     )
 
 

@@ -18,6 +18,7 @@ import functools
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,31 +28,37 @@ from pathlib import Path
 from types import TracebackType
 
 try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None  # type: ignore[assignment]
-try:
     import resource
 except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
+from search_engine.config import EngineConfig
 from search_engine.errors import InvalidQueryError, SearchError, SearchTimeoutError, ToolMissingError
+from search_engine.skipped import Skipped
+from search_engine.slots import Slots
 
 _EXE = "rg.exe" if os.name == "nt" else "rg"
 _READ_SIZE = 64 * 1024
-# rg's stdout pipe is grown from Linux's default 64 KiB to this (the unprivileged maximum):
-# rg's threads block whenever the pipe is full, leaving a core idle while the parser catches
-# up. Measured on 2 cores, searches of the standard library interleaved 15 times: `def \w+`
-# (60,000 matches) 1.84x -> 1.58x the wall time of `rg --json` alone, `import` 1.35x -> 1.14x.
-# Reads stay at 64 KiB: larger ones measured slower (the parser then waits for a big read
-# while rg could already be refilling the pipe).
-_PIPE_SIZE = 1024 * 1024
-# The most memory an rg run may take (its heap: RLIMIT_DATA). rg itself needs tens of MB; this
-# bounds what a hostile tree can make it take: rg reads every .gitignore, .ignore and .rgignore
-# it walks past, following links, so `.ignore -> /dev/zero` (git stores links, so a cloned
-# repository can hold one) had it double a buffer in search of a newline until the machine's
-# memory ran out. Over the cap it aborts, and `warnings` reports that as the failure it is.
-_MEMORY_CAP = 2 << 30
+# rg's output buffer is grown from Linux's default to this: rg's threads block whenever it is
+# full, leaving a core idle while the parser catches up. Measured on 2 cores with a pipe of this
+# size (the unprivileged maximum), searches of the standard library interleaved 15 times:
+# `def \w+` (60,000 matches) 1.84x -> 1.58x the wall time of `rg --json` alone, `import`
+# 1.35x -> 1.14x. Reads stay at 64 KiB: larger ones measured slower (the parser then waits for
+# a big read while rg could already be refilling the buffer).
+_OUTPUT_BUFFER = 1024 * 1024
+# The most memory an rg run may take (its heap: RLIMIT_DATA), beyond what its largest files
+# need (`memory_cap`): rg itself needs a few MB (a search of the standard library runs in 16 MiB,
+# a multiline one holds each file whole, two at a time on two cores). This bounds what a
+# hostile tree can make it take: rg reads every ignore file it walks past, following links, and
+# `.ignore -> /dev/zero` (git stores links, so a cloned repository can hold one) had it double a
+# buffer in search of a newline until the machine's memory ran out; 4 searches at once, under a
+# 2 GiB cap, took 3.1 GB. Such files are no longer read (`ignore_files.py`); over the cap rg
+# aborts, and `warnings` reports that as the failure it is.
+_MEMORY_BASE = 192 << 20
+# rg's stderr is read no further than this: with `--debug` it logs a line per file or folder a
+# rule left out (~200 bytes), which a tree of millions of them could make gigabytes of.
+_STDERR_CAP = 16 << 20
+_DEBUG = b"rg: DEBUG|"
 # Linux's limit on one argument (MAX_ARG_STRLEN), for telling which limit a refusal hit.
 _ARG_MAX_ONE = 128 * 1024
 
@@ -72,28 +79,49 @@ def rg_path() -> str:
     )
 
 
-def _grow_pipe(fd: int) -> None:
-    """Ask for a `_PIPE_SIZE` pipe buffer where the platform has the knob; a refusal (another
-    OS, a lowered `fs.pipe-max-size`, the user's pipe quota used up) only costs speed."""
-    set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
-    if set_size is None:
-        return
-    with contextlib.suppress(OSError):
-        fcntl.fcntl(fd, set_size, _PIPE_SIZE)
+def memory_cap(max_file_size: int) -> int:
+    """The heap an rg run may take (see `_MEMORY_BASE`): the base, plus room for the files it
+    may hold whole (a multiline search holds each one, on each of its threads)."""
+    return _MEMORY_BASE + 4 * max_file_size
 
 
-def _cap_memory(pid: int) -> None:
-    """Hold the just-started rg `pid` to `_MEMORY_CAP` where the platform lets a parent set a
-    child's limit (Linux's prlimit; no pre-exec hook, which is unsafe in a threaded server).
-    Set within microseconds of the start, long before a runaway read gets anywhere near the
-    cap; a lower limit already in force is kept."""
+@functools.cache
+def rg_slots(size: int) -> Slots:
+    """The slots every rg run of this process takes one of (`search.rg_max_concurrent`)."""
+    return Slots(size)
+
+
+def _cap_memory(pid: int, cap: int) -> None:
+    """Hold the just-started rg `pid` to `cap` bytes of heap where the platform lets a parent
+    set a child's limit (Linux's prlimit; no pre-exec hook, which is unsafe in a threaded
+    server). Set within microseconds of the start, long before a runaway read gets anywhere
+    near the cap; a lower limit already in force is kept."""
     prlimit = getattr(resource, "prlimit", None) if resource is not None else None
     if prlimit is None:
         return
     with contextlib.suppress(OSError):  # rg already gone, or not ours to limit
         soft, hard = prlimit(pid, resource.RLIMIT_DATA)
-        cap = min(x for x in (_MEMORY_CAP, soft, hard) if x != resource.RLIM_INFINITY)
-        prlimit(pid, resource.RLIMIT_DATA, (cap, hard))
+        capped = min(x for x in (cap, soft, hard) if x != resource.RLIM_INFINITY)
+        prlimit(pid, resource.RLIMIT_DATA, (capped, hard))
+
+
+def _output_channel() -> tuple[int, int]:
+    """(our end, rg's end) of what rg writes its results to.
+
+    A socket pair, not a pipe (but on Windows): rg opens every ignore file it walks past,
+    and a pipe can be opened again through `/proc/self/fd/1`, so `.gitignore ->
+    /proc/self/fd/1` (a link git stores) had rg read its own output, waiting for itself until
+    the search's time limit. Opening a socket through /proc fails at once (ENXIO). Both ends'
+    buffers are grown to `_OUTPUT_BUFFER` as far as the system allows (an unprivileged user
+    gets up to `net.core.wmem_max`); a refusal only costs speed."""
+    if os.name == "nt":  # no /proc to reopen a pipe through, and no socket as a child's stdout
+        return os.pipe()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    for end, option in ((ours, socket.SO_RCVBUF), (theirs, socket.SO_SNDBUF)):
+        with contextlib.suppress(OSError):
+            end.setsockopt(socket.SOL_SOCKET, option, _OUTPUT_BUFFER)
+    ours.shutdown(socket.SHUT_WR)
+    return ours.detach(), theirs.detach()
 
 
 class RipgrepRun:
@@ -104,33 +132,49 @@ class RipgrepRun:
     must kill rg mid-stream. stderr goes to a temporary file rather than a pipe so that a flood
     of per-file warnings can never fill a pipe buffer and deadlock rg.
 
+    A run holds one of the process's rg slots (`rg_slots`, `search.rg_max_concurrent`) from
+    before rg starts until it is reaped: each rg is held to `memory_cap`, and the slots bound how
+    many run at once, so the worst case is their product (4 x 196 MiB by default), where 8
+    searches at once once took 5.7-7.1 GB. Waiting for a slot counts against the run's time
+    limit. (rg keeps the caller's terminal, if any: a session of its own, which would keep an
+    ignore file linked to `/dev/tty` from waiting on it, costs Python its vfork, ~35 ms a run
+    here; such a link leads out of the root and is never read, `ignore_files.py`.)
+
     Use as a context manager; the process is killed on exit if it is still running.
     """
 
-    def __init__(self, args: Sequence[str], cwd: Path, timeout_s: float) -> None:
-        self.timeout_s = timeout_s
+    def __init__(self, args: Sequence[str], cwd: Path, config: EngineConfig, slots: Slots | None = None) -> None:
+        self.timeout_s = config.timeout_s
         self.timed_out = False
-        # Lives as long as the run: closed by `__exit__` (or below if rg cannot start).
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
         self._stderr_text: str | None = None
-        try:
-            self._proc = subprocess.Popen(
-                [rg_path(), *args],
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,  # without a path argument rg would otherwise read stdin
-                stdout=subprocess.PIPE,
-                stderr=self._stderr,
-            )
-        except OSError as exc:
-            self._stderr.close()
-            if exc.errno != errno.E2BIG:
-                raise
-            raise InvalidQueryError(_too_long(args)) from None
-        _cap_memory(self._proc.pid)
-        assert self._proc.stdout is not None
-        self._stdout = self._proc.stdout
-        _grow_pipe(self._stdout.fileno())
-        self._timer = threading.Timer(timeout_s, self._expire)
+        self.skipped = Skipped()
+        slots = slots or rg_slots(config.rg_max_concurrent)
+        deadline = slots.clock() + config.timeout_s
+        # What the run holds (its slot, its stderr file, its end of rg's output) until `__exit__`,
+        # or let go here if rg cannot start.
+        with contextlib.ExitStack() as held:
+            held.enter_context(slots.hold(deadline, lambda: self._busy_error(slots.size)))
+            self._stderr = held.enter_context(tempfile.TemporaryFile())
+            ours, theirs = _output_channel()
+            held.callback(os.close, ours)
+            try:
+                self._proc = subprocess.Popen(
+                    [rg_path(), *args],
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,  # without a path argument rg would otherwise read stdin
+                    stdout=theirs,
+                    stderr=self._stderr,
+                )
+            except OSError as exc:
+                if exc.errno != errno.E2BIG:
+                    raise
+                raise InvalidQueryError(_too_long(args)) from None
+            finally:
+                os.close(theirs)
+            self._held = held.pop_all()
+        self._stdout = ours
+        _cap_memory(self._proc.pid, memory_cap(config.max_file_size))
+        self._timer = threading.Timer(max(0.0, deadline - slots.clock()), self._expire)
         self._timer.daemon = True
         self._timer.start()
 
@@ -147,7 +191,7 @@ class RipgrepRun:
 
         Raises SearchTimeoutError (after rg was killed) if the time limit passed.
         """
-        fd = self._stdout.fileno()
+        fd = self._stdout
         # Pieces of a record still missing its separator. A list, not `bytes +=`: one 50 MB
         # minified line arrives in hundreds of reads, and re-copying the growing prefix on
         # each made reading it quadratic (minutes instead of a fraction of a second).
@@ -169,14 +213,25 @@ class RipgrepRun:
             yield b"".join(rest) + sep
 
     def finish(self) -> tuple[int, str]:
-        """Wait for rg to exit; return its exit status and stderr text."""
+        """Wait for rg to exit; return its exit status and what it said on stderr, its debug
+        log (`--debug`) aside: that is read into `skipped`."""
         returncode = self._proc.wait()
         self._timer.cancel()
         if self.timed_out:
             raise self._timeout_error()
         if self._stderr_text is None:
             self._stderr.seek(0)
-            self._stderr_text = self._stderr.read().decode("utf-8", "replace")
+            said, left = [], _STDERR_CAP
+            for line in self._stderr:
+                left -= len(line)
+                if left < 0:
+                    self.skipped.cut = True
+                    break
+                if line.startswith(_DEBUG):
+                    self.skipped.add(line)
+                else:
+                    said.append(line.decode("utf-8", "replace"))
+            self._stderr_text = "".join(said)
         return returncode, self._stderr_text
 
     def warnings(self, produced_output: bool) -> list[str]:
@@ -205,6 +260,12 @@ class RipgrepRun:
             raise SearchError("ripgrep failed: " + ("; ".join(lines) or f"exit status {returncode}"))
         return lines
 
+    def _busy_error(self, size: int) -> SearchTimeoutError:
+        return SearchTimeoutError(
+            f"the search waited {self.timeout_s:g}s for ripgrep and did not start: other searches held all "
+            f"{size} of its runs (search.rg_max_concurrent) all that time; try again"
+        )
+
     def _timeout_error(self) -> SearchTimeoutError:
         return SearchTimeoutError(
             f"the search took longer than {self.timeout_s:g}s and was stopped; narrow it with a "
@@ -224,8 +285,7 @@ class RipgrepRun:
         if self._proc.poll() is None:
             self._proc.kill()
         self._proc.wait()
-        self._stdout.close()
-        self._stderr.close()
+        self._held.close()
 
 
 def _too_long(args: Sequence[str]) -> str:

@@ -31,6 +31,7 @@ from search_engine import (
     DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_LINE_WIDTH,
     DEFAULT_MAX_RESULTS,
+    DEFAULT_RG_MAX_CONCURRENT,
     DEFAULT_TIMEOUT_S,
     MAX_FILE_SIZE_LIMIT,
     EngineConfig,
@@ -115,6 +116,15 @@ class SearchSettings(_Section):
     )
     max_file_size: int = Field(
         DEFAULT_MAX_FILE_SIZE, ge=1, le=MAX_FILE_SIZE_LIMIT, description="Skip files larger than this (bytes)."
+    )
+    rg_max_concurrent: int = Field(
+        DEFAULT_RG_MAX_CONCURRENT,
+        ge=1,
+        description=(
+            "ripgrep processes running at once (regex searches and file listings for the index), each held to "
+            "192 MiB plus 4x max_file_size of memory; a search past it waits for one to finish, and the wait counts "
+            "against its timeout_s."
+        ),
     )
     default_page_size: int = Field(
         DEFAULT_PAGE_SIZE, ge=1, description="Matches per page when a search call gives no page_size."
@@ -569,6 +579,7 @@ class Settings(BaseSettings):
             timeout_s=self.search.timeout_s,
             max_line_width=self.search.max_line_width,
             max_file_size=self.search.max_file_size,
+            rg_max_concurrent=self.search.rg_max_concurrent,
             cache_dir=self.index.cache_dir,
             embedding_profile=self.index.profile,
             embedding_model=self.index.model,

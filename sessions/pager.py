@@ -231,7 +231,7 @@ class Pager:
             search_time_ms=result.search_time_ms,
             index_time_ms=result.index_time_ms,
             page_time_ms=(time.perf_counter() - started) * 1000,
-            warnings=list(result.warnings),
+            warnings=[*result.warnings, *result.notices],
             freshness=result.freshness,
             rechecked_at=rechecked_at,
             _cursor_at=cursor_at,

@@ -4,6 +4,7 @@ import it without importing conftest (which pytest loads as a plugin, not as a m
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 
@@ -19,4 +20,11 @@ def write_code_tree(root: Path, files: int = 12, hits_per_file: int = 20) -> Pat
             lines.append(f"    return x + {j}")
         sub.write_text("\n".join(lines) + "\n")
     (root / "README.md").write_text("# demo\n\nno matches here\n")
+    return root
+
+
+def git_checkout(root: Path) -> Path:
+    """`root`, made a git repository: `.gitignore` files apply only in one (as for rg and git)."""
+    root.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
     return root

@@ -1,12 +1,18 @@
-"""For tests of how many queries or jq workers run at once (`server.slots`): a count of the
-real resource open at once, and a clock telling when every call has started."""
+"""For tests of how many queries, jq workers or rg processes run at once (`search_engine.slots`):
+a count of the real resource open at once, and a clock telling when every call has started."""
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 import threading
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+from search_engine import Slots
 
 T = TypeVar("T")
 
@@ -56,6 +62,33 @@ class Overlap:
             )
 
 
+class SteppedClock:
+    """A clock that moves on `step` seconds each time it is read: a call waiting for a slot
+    finds its deadline passed at its first look once `step` exceeds its time limit, with no
+    real waiting."""
+
+    def __init__(self) -> None:
+        self.now = self.step = 0.0
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@contextlib.contextmanager
+def all_slots_taken(monkeypatch: pytest.MonkeyPatch, step: float) -> Iterator[tuple[Slots, Overlap]]:
+    """One slot on a `SteppedClock`, held as a running call holds it, the clock moving `step`
+    seconds at each look while it is; the `Overlap` counts the processes started meanwhile."""
+    overlap = Overlap(1, 1)
+    counted_popens(monkeypatch, overlap, hold=False)
+    clock = SteppedClock()
+    slots = Slots(1, clock)
+    with slots.hold(float("inf"), AssertionError):
+        clock.step = step
+        yield slots, overlap
+        clock.step = 0.0
+
+
 def run_at_once(calls: int, call: Callable[[int], T]) -> dict[int, T]:
     """`call(k)` for k in range(calls), each in a thread of its own, all started before any is
     joined: what each returned, by k."""
@@ -70,3 +103,26 @@ def run_at_once(calls: int, call: Callable[[int], T]) -> dict[int, T]:
     for t in threads:
         t.join()
     return results
+
+
+def counted_popens(monkeypatch: pytest.MonkeyPatch, overlap: Overlap, *, hold: bool) -> None:
+    """Real subprocesses (jq workers, rg), counted from their start until reaped; with `hold`,
+    each waits after starting until every call of the test has started and as many processes
+    as may be were running at once, so each runs while every other that can run is."""
+
+    class CountedPopen(subprocess.Popen[bytes]):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.counted = True
+            overlap.opened()
+            if hold:
+                overlap.hold()
+
+        def wait(self, timeout: float | None = None) -> int:
+            code = super().wait(timeout)
+            if self.counted:
+                self.counted = False
+                overlap.closed()
+            return code
+
+    monkeypatch.setattr(subprocess, "Popen", CountedPopen)

@@ -178,7 +178,10 @@ def test_json_outputs(parity_tree: Path, capsys, monkeypatch) -> None:
 def test_exit_status_follows_grep(parity_tree: Path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(parity_tree)
     assert cli(["search", "handler_3_4"], capsys)[0] == 0
-    assert cli(["search", "no_such_thing_anywhere"], capsys) == (1, "", "")
+    # nothing found: what the ignore rules left out is said, and how to search it (37.1)
+    status, out, err = cli(["search", "no_such_thing_anywhere"], capsys)
+    assert (status, out) == (1, "")
+    assert err.startswith("codepager: warning: 3 files or folders were left out by ignore rules: 2 by .gitignore")
     status, out, err = cli(["search", "a{2,1}"], capsys)
     assert (status, out) == (2, "")
     assert "invalid regex at position 1" in err

@@ -4,18 +4,16 @@ runs; runaway filters are stopped by time, memory and output limits."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from search_engine import Slots
 from server.errors import JqFilterError, JqTimeoutError
 from server.jq import apply_jq, check_expression
-from server.slots import Slots
 from tests.output_helpers import make_records
-from tests.slot_helpers import Overlap, run_at_once
+from tests.slot_helpers import Overlap, all_slots_taken, counted_popens, run_at_once
 
 RECORDS = make_records(30, scored=True)
 
@@ -132,36 +130,13 @@ def test_runaway_filters_are_stopped() -> None:
         apply_jq(RECORDS, "range(1e9)", max_output_bytes=1 << 20)
 
 
-def counted_workers(monkeypatch: pytest.MonkeyPatch, overlap: Overlap, *, hold: bool) -> None:
-    """Real jq workers, counted from their start until reaped; with `hold`, each waits after
-    starting until every filter of the test has started and as many workers as may be were
-    running at once, so each runs while every other that can run is."""
-
-    class CountedPopen(subprocess.Popen[bytes]):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.counted = True
-            overlap.opened()
-            if hold:
-                overlap.hold()
-
-        def wait(self, timeout: float | None = None) -> int:
-            code = super().wait(timeout)
-            if self.counted:
-                self.counted = False
-                overlap.closed()
-            return code
-
-    monkeypatch.setattr(subprocess, "Popen", CountedPopen)
-
-
 def test_no_more_workers_than_the_cap_run_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """8 concurrent filters took +704 MB (found by an audit): each worker has its memory cap,
     and nothing bounded how many ran. With a cap of 2, five filters never have more than 2
     workers running, and each gets its own answer."""
     calls, cap = 5, 2
     overlap = Overlap(calls, cap)
-    counted_workers(monkeypatch, overlap, hold=True)
+    counted_popens(monkeypatch, overlap, hold=True)
     workers = Slots(cap, overlap)
     results = run_at_once(calls, lambda k: apply_jq(RECORDS, f"map(.match.score + {k})", timeout_s=60, workers=workers))
     assert overlap.most == cap and overlap.now == 0
@@ -174,21 +149,10 @@ def test_a_filter_that_waits_out_its_timeout_for_a_worker_fails_saying_the_serve
     """A filter over the cap waits for a worker within its own timeout, then fails with the
     jq timeout error, starting no worker (never hangs, never dropped); the slot it never had
     is not given back, so the next filter still waits for the running one."""
-    overlap = Overlap(1, 1)
-    counted_workers(monkeypatch, overlap, hold=False)
-    now, step = [0.0], [0.0]
-
-    def clock() -> float:
-        now[0] += step[0]
-        return now[0]
-
-    workers = Slots(1, clock)
     busy = r"waited 5 s for a worker and was not run: the server was busy with other filters \(it runs 1 at once"
-    with workers.hold(float("inf"), AssertionError):  # the one worker, as a running filter holds it
-        step[0] = 6.0  # each look at the clock is 6 s later: the waiter's time is up at its first look
+    with all_slots_taken(monkeypatch, step=6.0) as (workers, overlap):  # the waiter's time is up at its first look
         for _ in range(2):  # the second: the first gave back no slot
             with pytest.raises(JqTimeoutError, match=busy):
                 apply_jq(RECORDS, "map(.match.score)", timeout_s=5, workers=workers)
-        step[0] = 0.0
     assert overlap.most == 0
     assert apply_jq(RECORDS, "length", workers=workers) == [len(RECORDS)]

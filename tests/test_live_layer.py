@@ -33,7 +33,7 @@ def tree(tmp_path: Path) -> Path:
     for rel, text in EXTRA.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    (root / ".gitignore").write_text("secret_*.py\n")
+    (root / ".ignore").write_text("secret_*.py\n")  # not a git checkout: a .gitignore would not apply
     return root
 
 

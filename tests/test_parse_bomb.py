@@ -56,7 +56,7 @@ def write_tree(root: Path, files: dict[str, bytes]) -> Path:
 
 
 def jobs_of(root: Path) -> list[ChunkJob]:
-    files = discover(SearchLocation(root, None), config=EngineConfig(cache_dir=root.parent / "cache"))
+    files = discover(SearchLocation(root, None), config=EngineConfig(cache_dir=root.parent / "cache")).files
     return [ChunkJob(f, None) for f in files]
 
 

@@ -89,7 +89,7 @@ def test_byte_spans_are_the_files_own_even_after_a_byte_order_mark(tmp_path: Pat
     [m] = search(tmp_path, "needle").matches
     assert (m.path, m.line_start) == ("bom8.py", 2)
     assert utf8[m.byte_start : m.byte_end] == b"needle"
-    assert [f.path for f in discover(SearchLocation(tmp_path, None))] == ["bom8.py"]
+    assert [f.path for f in discover(SearchLocation(tmp_path, None)).files] == ["bom8.py"]
 
 
 def test_invalid_utf8_line(tmp_path: Path) -> None:
@@ -178,7 +178,7 @@ def test_size_limit_and_ignore_rules(tmp_path: Path) -> None:
     write(tmp_path, "small.txt", "needle\n")
     write(tmp_path, "large.txt", "needle\n" + "x" * 200)
     write(tmp_path, "node_modules/dep/index.js", "needle\n")
-    write(tmp_path, ".gitignore", "ignored/\n")
+    write(tmp_path, ".ignore", "ignored/\n")  # not a git checkout: a .gitignore would not apply
     write(tmp_path, "ignored/a.txt", "needle\n")
     write(tmp_path, ".hidden/a.txt", "needle\n")
     result = search(tmp_path, "needle", EngineConfig(max_file_size=100))

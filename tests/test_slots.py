@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.slots import Slots
+from search_engine import Slots
 
 
 class Interrupted(Exception):

@@ -176,7 +176,9 @@ def run(args: argparse.Namespace) -> int:
     with_name = len(args.paths) != 1 or not targets or not targets[0].is_file  # rg's rule
     _write(matches, args.output, Detail(args.detail), bool(args.context), with_name, sys.stdout)
     for _, result in found:
-        for warning in result.warnings:
+        # What rules left out is said only when nothing was found: rg prints no such line
+        # either, and a person reads stderr on every search.
+        for warning in [*result.warnings, *(result.notices if not total else [])]:
             print(f"codepager: warning: {one_line(warning)}", file=sys.stderr)
     if total > len(matches):
         print(

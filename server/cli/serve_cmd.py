@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from server.cli.home_root import home_root_warnings
 from server.settings import ServerSettings, Settings, default_of, load_settings
 
 if TYPE_CHECKING:
@@ -99,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
     settings = server_settings(args.config, server_overrides(args))
     if settings is None:
         return 2
+    for warning in home_root_warnings(settings.server.roots, settings.index.cache_dir):
+        print(f"codepager: {warning}", file=sys.stderr)
     from server.app import build_app  # heavy imports only once the arguments are known good
 
     try:

@@ -32,11 +32,11 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from search_engine import Slots
 from server.errors import JqFilterError, JqTimeoutError
 from server.jq import worker
 from server.output import dumps_bytes
 from server.settings import OffloadSettings, default_of
-from server.slots import Slots
 
 #: Builtins and keywords that read the environment, files, other inputs or write to stderr.
 FORBIDDEN_NAMES = frozenset(

@@ -22,13 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from search_engine import SearchResult
+from search_engine import SearchResult, Slots
 from server.errors import JqFilterError, JqTimeoutError
 from server.jq.sandbox import KEEP_ONLY, apply_jq, check_expression
 from server.output import clip_strings, dumps
 from server.records import Detail, match_record
 from server.settings import OffloadSettings
-from server.slots import Slots
 
 #: How a view over full records starts; no filter can (`check_expression` refuses NUL).
 _FULL = "\x00full\x00"

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from search_engine import Slots
 from server.errors import (
     MAX_ERROR_CHARS,
     DatasetNotFoundError,
@@ -62,7 +63,6 @@ from server.output import (
     dumps_lines,
 )
 from server.settings import OffloadSettings
-from server.slots import Slots
 from server.sql.complexity import check_complexity, check_length
 from server.sql.views import quote_ident, quote_literal, view_sql
 
