@@ -15,6 +15,7 @@ load without reading any chunk text.
 
 from __future__ import annotations
 
+import bisect
 import threading
 import zlib
 from array import array
@@ -136,6 +137,14 @@ class ChunkTable(Sequence[Chunk]):
     def __iter__(self) -> Iterator[Chunk]:
         return (self[i] for i in range(len(self)))
 
+    def take(self, ids: Sequence[int]) -> list[Chunk]:
+        """The chunks `ids`, in that order, read in chunk order so that each file's text is
+        inflated once however the ids are ordered. Read in the order given (results best
+        first), 10,000 results spread over ~2,000 files missed the file cache nearly every
+        time: 10,000 inflations, most of a top_k 10,000 search's 9 s."""
+        read = {i: self[i] for i in sorted(set(ids))}
+        return [read[i] for i in ids]
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
@@ -194,8 +203,11 @@ class ChunkTable(Sequence[Chunk]):
         """How far into file `f`'s text its chunks reach: the length of its stored text (a
         file's chunks cover its text), so all that is decompressed (a bomb in text.bin, 1 MB
         inflating to 1 GB, inflates no further); ValueError past `MAX_FILE_TEXT`."""
-        lo, hi = (int(i) for i in np.searchsorted(self.rows["file"], [f, f + 1]))
-        rows = self.rows[lo:hi]
+        # Bisected in place: `searchsorted` copies the strided column whole first (0.2 ms a
+        # call at 85k chunks, paid per file shown).
+        files = self.rows["file"]
+        lo = bisect.bisect_left(files, f)
+        rows = self.rows[lo : bisect.bisect_left(files, f + 1, lo)]
         reach = int((rows["text_off"].astype(np.int64) + rows["text_len"]).max()) if len(rows) else 0
         if not 0 <= reach <= MAX_FILE_TEXT:
             raise ValueError(f"its chunks reach {reach:,} bytes into its text")

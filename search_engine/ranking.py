@@ -24,6 +24,7 @@ from cachetools import LRUCache
 from threadpoolctl import ThreadpoolController
 
 from search_engine.chunk_table import ChunkTable
+from search_engine.chunks import Chunk
 from search_engine.config import EngineConfig
 from search_engine.corpus import Corpus
 from search_engine.errors import reading
@@ -112,7 +113,8 @@ class Ranker:
                 kind = MatchType.HYBRID
             else:
                 raise ValueError(f"Ranker handles semantic and hybrid searches, not {request.mode.value}")
-        matches = [self._match(hit, kind) for hit in hits]
+        chunks = self.corpus.chunks.take([hit.chunk for hit in hits])
+        matches = [_match(hit, chunk, kind) for hit, chunk in zip(hits, chunks, strict=True)]
         return SearchResult(
             matches=matches,
             total_count=len(matches),
@@ -141,10 +143,11 @@ class Ranker:
         selected = {f.path for f in discover(location, request.include, request.exclude, self._config)}
         return np.fromiter((p in selected for p in files), dtype=bool, count=len(files))
 
-    def _match(self, hit: Hit, kind: MatchType) -> Match:
-        c = self.corpus.chunks[hit.chunk]
-        score, ranks = round(hit.score, 6), dict(hit.ranks) if kind is MatchType.HYBRID else None
-        # Positional up to `score`, in `Match`'s field order, as `regex.py` builds its matches.
-        return Match(
-            c.path, c.line_start, c.line_end, c.byte_start, c.byte_end, c.content, kind, c.language, score, ranks=ranks
-        )
+
+def _match(hit: Hit, c: Chunk, kind: MatchType) -> Match:
+    """The match of ranked chunk `c` (`hit`'s)."""
+    score, ranks = round(hit.score, 6), dict(hit.ranks) if kind is MatchType.HYBRID else None
+    # Positional up to `score`, in `Match`'s field order, as `regex.py` builds its matches.
+    return Match(
+        c.path, c.line_start, c.line_end, c.byte_start, c.byte_end, c.content, kind, c.language, score, ranks=ranks
+    )

@@ -77,6 +77,15 @@ def test_build_round_trips_chunks_and_vectors(repo: Path, manager: IndexManager,
     assert index_dir(manager.config.cache_dir, repo).is_dir()
 
 
+def test_take_reads_chunks_in_any_order_and_repeated(repo: Path, manager: IndexManager) -> None:
+    """Results come best first, from files in any order (`take` reads them file by file)."""
+    manager.update(repo)
+    chunks = manager.get(repo).chunks
+    ids = [len(chunks) - 1, 0, 2, 0, 1, len(chunks) - 1]
+    assert chunks.take(ids) == [chunks[i] for i in ids]
+    assert chunks.take([]) == []
+
+
 @pytest.mark.parametrize("name", ["idx-cache", "idx[1]", "cache["])
 def test_a_cache_dir_inside_the_root_is_not_indexed(repo: Path, counting: CountingEmbedder, name: str) -> None:
     """Its name is escaped in the exclude glob: `idx[1]` as a glob missed the directory (the
