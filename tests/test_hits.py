@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 import numpy as np
 from hypothesis import given, settings
@@ -104,7 +105,7 @@ def _lines_run(fn: Callable[[], object]) -> int:
     that, unlike a clock, does not depend on what else the machine is doing."""
     lines = 0
 
-    def trace(frame: FrameType, event: str, arg: object) -> Callable[..., object]:
+    def trace(frame: FrameType, event: str, arg: object) -> Any:
         nonlocal lines
         lines += event == "line"
         return trace
