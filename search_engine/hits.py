@@ -23,7 +23,7 @@ COHERENCE_WEIGHT = 0.2
 @dataclass(frozen=True, slots=True)
 class Hit:
     """A chunk's index in the corpus, its score (a cosine for semantic search; for hybrid the
-    fused score relative to the best, 1.0 first) and its rank in each component list it
+    fused score, which the match shows relative to the best, 1.0 first) and its rank in each component list it
     appeared in (`lexical`, `semantic`, `symbol`, and the file-level `file_lexical`,
     `file_semantic`, `path`, `coherence`), so a caller can see why it matched."""
 

@@ -15,7 +15,11 @@ one cost 5-15 ms per query on a busy two-core machine against ~1.5 ms single-thr
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -34,6 +38,7 @@ from search_engine.hybrid import hybrid_search
 from search_engine.lexical import LexicalIndex
 from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
 from search_engine.paths import SearchLocation
+from search_engine.roots import combined_generation, in_root
 from search_engine.semantic import semantic_search
 from search_engine.tokenize import validate_query
 from search_engine.vectors import VectorIndex
@@ -80,7 +85,7 @@ class Ranker:
         return self._index.generation
 
     def search(self, request: SearchRequest) -> SearchResult:
-        """Rank the index's chunks for a semantic or hybrid `request`.
+        """Rank the index's chunks for a semantic or hybrid `request` (of this index's root).
 
         `threshold` drops matches scoring below it: for semantic search the score is the
         cosine similarity (blended with the file's, scaled by the path priors, raised for
@@ -89,13 +94,19 @@ class Ranker:
         reciprocal-rank sums have no absolute scale. Raises InvalidQueryError for
         an empty or stopword-only query (before any work)."""
         started = time.perf_counter()
+        return ranked_result(request, [(None, self, self.rank(request))], started)
+
+    def rank(self, request: SearchRequest) -> list[Hit]:
+        """The request's best chunks, before they become matches, scored so that the lists of
+        several roots merge by score: a semantic score (`threshold` applied), or the fused
+        hybrid score as it is, which `ranked_result` scales to the best of all and thresholds."""
         terms = validate_query(request.query)
         allowed = self.allowed(request)
         query_vector = self._index.embed_query(request.query)
         with _THREADPOOLS.limit(limits=1, user_api="blas"):
             if request.mode is SearchMode.SEMANTIC:
                 corpus = self.corpus
-                hits = semantic_search(
+                return semantic_search(
                     corpus.vectors,
                     query_vector,
                     allowed,
@@ -105,22 +116,15 @@ class Ranker:
                     file_similarity=corpus.file_vectors @ query_vector,
                     priors=corpus.priors_for(request.query),
                 )
-                kind = MatchType.SEMANTIC
-            elif request.mode is SearchMode.HYBRID:
-                hits = hybrid_search(self.corpus, request.query, terms, query_vector, allowed, request.top_k)
-                if request.threshold is not None:
-                    hits = [h for h in hits if h.score >= request.threshold]
-                kind = MatchType.HYBRID
-            else:
-                raise ValueError(f"Ranker handles semantic and hybrid searches, not {request.mode.value}")
+            if request.mode is SearchMode.HYBRID:
+                return hybrid_search(self.corpus, request.query, terms, query_vector, allowed, request.top_k)
+        raise ValueError(f"Ranker handles semantic and hybrid searches, not {request.mode.value}")
+
+    def matches(self, hits: Sequence[Hit], kind: MatchType, root: str | None) -> list[Match]:
+        """`hits` as matches; `root` (a search of several roots) makes their paths absolute."""
         chunks = self.corpus.chunks.take([hit.chunk for hit in hits])
         matches = [_match(hit, chunk, kind) for hit, chunk in zip(hits, chunks, strict=True)]
-        return SearchResult(
-            matches=matches,
-            total_count=len(matches),
-            index_generation=self.generation,
-            search_time_ms=(time.perf_counter() - started) * 1000,
-        )
+        return matches if root is None else in_root(root, matches)
 
     def allowed(self, request: SearchRequest) -> np.ndarray | None:
         """Boolean mask of the chunks the request's sub-path and globs let through; None when
@@ -150,4 +154,37 @@ def _match(hit: Hit, c: Chunk, kind: MatchType) -> Match:
     # Positional up to `score`, in `Match`'s field order, as `regex.py` builds its matches.
     return Match(
         c.path, c.line_start, c.line_end, c.byte_start, c.byte_end, c.content, kind, c.language, score, ranks=ranks
+    )
+
+
+#: One root's ranked list: its label (None when it is the only root searched), its ranker, its hits.
+RootHits = tuple[str | None, Ranker, list[Hit]]
+
+
+def ranked_result(request: SearchRequest, lists: Sequence[RootHits], started: float) -> SearchResult:
+    """The matches of a semantic or hybrid `request` from each searched root's ranked list:
+    merged by score (equal scores: the earlier root, then each list's order), cut to `top_k`;
+    a hybrid score is then made relative to the best of them all (1.0) and `threshold`
+    applied to that. The index generation is the roots' generations combined."""
+    merged = heapq.merge(
+        *([(-hit.score, n, r, hit) for r, hit in enumerate(hits)] for n, (_, _, hits) in enumerate(lists))
+    )
+    chosen = [(n, hit) for _, n, _, hit in itertools.islice(merged, request.top_k)]
+    kind = MatchType.SEMANTIC if request.mode is SearchMode.SEMANTIC else MatchType.HYBRID
+    if kind is MatchType.HYBRID:
+        best = chosen[0][1].score if chosen else 1.0
+        chosen = [(n, replace(hit, score=hit.score / best)) for n, hit in chosen]
+        if request.threshold is not None:
+            chosen = [(n, hit) for n, hit in chosen if hit.score >= request.threshold]
+    shown: list[Match | None] = [None] * len(chosen)
+    for n, (label, ranker, _) in enumerate(lists):
+        places = [i for i, (m, _) in enumerate(chosen) if m == n]
+        for i, match in zip(places, ranker.matches([chosen[i][1] for i in places], kind, label), strict=True):
+            shown[i] = match
+    matches = [m for m in shown if m is not None]
+    return SearchResult(
+        matches=matches,
+        total_count=len(matches),
+        index_generation=combined_generation([ranker.generation for _, ranker, _ in lists]),
+        search_time_ms=(time.perf_counter() - started) * 1000,
     )
