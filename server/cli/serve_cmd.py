@@ -7,10 +7,12 @@ corrupt the JSON-RPC stream.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from server.settings import ServerSettings, Settings, default_of, load_settings
 
@@ -95,5 +97,30 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from server.transports.run import run_app
 
-    run_app(app, settings.server)
-    return 0
+    try:
+        run_app(app, settings.server)
+    except KeyboardInterrupt:
+        end_process(130)
+    end_process(0)
+
+
+def end_process(status: int) -> NoReturn:
+    """End the server once its transport has closed (stdin at EOF, HTTP stopped), without
+    finalizing the interpreter: flush what is written, then `os._exit`.
+
+    Finalizing is unsafe while a daemon thread runs native code, and one usually does: the
+    background indexer loading the model (safetensors) or embedding (tokenizers), a freshness
+    check, a search still in a worker thread. CPython makes such a thread `pthread_exit` when it
+    next takes the GIL after finalization has begun (python/cpython#87135); the forced unwind
+    runs into a PyO3 extension's `catch_unwind`, and glibc aborts the process with "FATAL:
+    exception not rethrown" (SIGABRT, a core file; seen in 2 of 12 starts with stdin at EOF).
+    Finalizing also joins the chunking pool's manager thread (concurrent.futures' exit hook),
+    which waits for batches in flight: exits took over 10 s. Nothing is lost by skipping it:
+    every answer is flushed, an index build stopped midway leaves only a temporary directory
+    the next build sweeps (`search_engine.index_store`), and chunking workers end themselves
+    when this process does (`search_engine.chunk_jobs`)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe, a closed file
+            stream.flush()
+    logging.shutdown()
+    os._exit(status)
