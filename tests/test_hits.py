@@ -93,7 +93,7 @@ def _selections(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, in
     return file_of, np.array(chosen, dtype=np.int64), scores, draw(st.integers(1, n + 2))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(_selections())
 def test_the_selection_equals_the_quadratic_one_it_replaced(case) -> None:
     file_of, candidates, scores, top_k = case
