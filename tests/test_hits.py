@@ -9,6 +9,7 @@ from types import FrameType
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -93,7 +94,8 @@ def _selections(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, in
     return file_of, np.array(chosen, dtype=np.int64), scores, draw(st.integers(1, n + 2))
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.mark.slow  # ~5 ms an example
+@settings(max_examples=500, deadline=None)
 @given(_selections())
 def test_the_selection_equals_the_quadratic_one_it_replaced(case) -> None:
     file_of, candidates, scores, top_k = case
