@@ -121,9 +121,9 @@ def body(result: Any) -> dict[str, Any]:
     return content
 
 
-async def wait_index_ready(url: str, timeout_s: float = 600) -> float:
+async def wait_index_ready(server: HttpServer, timeout_s: float = 600) -> float:
     started = time.monotonic()
-    async with Client(url) as client:
+    async with server.client() as client:
         while time.monotonic() - started < timeout_s:
             status = body(await client.call_tool("index_status", {}))
             if status["error"]:
@@ -174,9 +174,9 @@ def _identity(match: dict[str, Any]) -> tuple[Any, ...]:
     return match["file"]["path"], span["line_start"], span["byte_start"], span["byte_end"]
 
 
-async def one_client(url: str, client_no: int, searches: int, stats: LoadStats) -> None:
+async def one_client(server: HttpServer, client_no: int, searches: int, stats: LoadStats) -> None:
     rnd = random.Random(client_no)
-    async with Client(url, timeout=120) as client:
+    async with server.client(timeout=120) as client:
         for j in range(searches):
             try:
                 if (client_no + j) % 5 < 2:
@@ -205,12 +205,12 @@ def run_load(tmp: Path, clients: int, searches: int) -> dict[str, Any]:
     make_tree(root, files=150)
     server = HttpServer(root, base_env(tmp, index__index_on_start="true")).start()
     try:
-        index_s = asyncio.run(wait_index_ready(server.url))
+        index_s = asyncio.run(wait_index_ready(server))
         rss_before = rss_mb(server.pid)
         stats = LoadStats()
 
         async def all_clients() -> None:
-            await asyncio.gather(*(one_client(server.url, c, searches, stats) for c in range(clients)))
+            await asyncio.gather(*(one_client(server, c, searches, stats) for c in range(clients)))
 
         started = time.perf_counter()
         asyncio.run(all_clients())
@@ -262,12 +262,12 @@ def soak_args(i: int) -> dict[str, Any]:
     return args
 
 
-async def soak_loop(url: str, n: int, on_search: Any, workers: int = 4) -> list[str]:
+async def soak_loop(server: HttpServer, n: int, on_search: Any, workers: int = 4) -> list[str]:
     errors: list[str] = []
     counter = iter(range(n))
 
     async def worker() -> None:
-        async with Client(url, timeout=120) as client:
+        async with server.client(timeout=120) as client:
             for i in counter:
                 try:
                     page = body(await client.call_tool("regex_search", soak_args(i)))
@@ -317,8 +317,7 @@ import json, os, sys, threading, time
 from dataclasses import asdict
 from server.app import build_app, build_services
 from server.cli import build_parser
-from server.cli.serve_cmd import server_overrides, server_settings
-from server.transports.run import run_app
+from server.cli.serve_cmd import serve_app, server_overrides, server_settings
 
 stats_path = sys.argv[1]
 args = build_parser().parse_args(sys.argv[2:])
@@ -336,7 +335,7 @@ def sample():
         time.sleep(0.02)
 
 threading.Thread(target=sample, name="store-sampler", daemon=True).start()
-run_app(build_app(settings, services), settings.server)
+sys.exit(serve_app(build_app(settings, services), settings.server))
 """
 
 
@@ -378,7 +377,7 @@ def run_soak_memory(tmp: Path, searches: int) -> dict[str, Any]:
 
     try:
         started = time.perf_counter()
-        errors = asyncio.run(soak_loop(server.url, searches, sample))
+        errors = asyncio.run(soak_loop(server, searches, sample))
         wall = time.perf_counter() - started
         final = rss_mb(server.pid)
         time.sleep(0.1)  # a last sample after the last search
@@ -437,7 +436,7 @@ def run_soak_redis(tmp: Path, searches: int) -> dict[str, Any]:
 
     try:
         started = time.perf_counter()
-        errors = asyncio.run(soak_loop(server.url, searches, sample_redis))
+        errors = asyncio.run(soak_loop(server, searches, sample_redis))
         wall = time.perf_counter() - started
         used_memory = probe.info("memory")["used_memory"]
         evictions = int(probe.hget(f"codepager:{namespace}:stats", "evictions") or 0)
@@ -487,9 +486,9 @@ def index_update(root: Path, env: dict[str, str]) -> dict[str, Any]:
     return _index_json(env, "--no-progress", str(root))
 
 
-async def wait_for_phase(url: str, phase: str, timeout_s: float = 300) -> dict[str, Any]:
+async def wait_for_phase(server: HttpServer, phase: str, timeout_s: float = 300) -> dict[str, Any]:
     started = time.monotonic()
-    async with Client(url) as client:
+    async with server.client() as client:
         while time.monotonic() - started < timeout_s:
             status = body(await client.call_tool("index_status", {}))
             progress = status["progress"]
@@ -516,7 +515,7 @@ def interrupted_indexing(tmp: Path, sig: signal.Signals) -> dict[str, Any]:
             path.write_text(path.read_text().replace("Handle a", "Process one") + "\n# edited\n")
             edited += 1
     server = HttpServer(root, base_env(work, index__index_on_start="true")).start()
-    at = asyncio.run(wait_for_phase(server.url, "embed"))["progress"]
+    at = asyncio.run(wait_for_phase(server, "embed"))["progress"]
     assert server.proc is not None
     started = time.monotonic()
     server.proc.send_signal(sig)

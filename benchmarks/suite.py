@@ -148,6 +148,14 @@ SUITE: tuple[Benchmark, ...] = (
         long=True,
         timeout_s=7200,
     ),
+    Benchmark(
+        "freshness",
+        "Freshness",
+        "freshness.py",
+        quick_args=("--sizes", "1", "--trials", "10", "--repeats", "2", "--checkout", "50", "--idle-s", "2"),
+        long=True,
+        timeout_s=7200,
+    ),
 )
 
 

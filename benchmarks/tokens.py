@@ -79,7 +79,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
 TARGET_RATIO = 1.0
 STRETCH_RATIO = 0.8
 TARGET_WIRE = 1.3
-TARGET_TOOLS_LIST = 6000
+#: tools/list's budget (tests/test_compact_answers.py::TOOLS_LIST_BUDGET, where the reason is):
+#: 6,000 until every parameter of every tool got a one-line description in its schema.
+TARGET_TOOLS_LIST = 10_000
 
 
 def compact(value: Any) -> str:

@@ -3,7 +3,7 @@
 Builds the real server (`server.app.build_app`) over a small sample repository, talks to it
 with a fastmcp `Client` in memory, and keeps what came back, trimmed for reading: long lists
 show their first items and say how many were left out, long strings are clipped, and the
-temporary directories are shown as `/home/me/toolkit` (the root), `/tmp/codepager-me` (the
+temporary directories are shown as `/home/me/toolkit` (the root), `/run/user/1000/codepager` (the
 offload folder) and `/home/me/.cache/codepager`. Nothing else is edited: every example is a
 real answer of the current code.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -37,11 +38,12 @@ from fastmcp import Client, FastMCP  # noqa: E402
 from mcp import MCPError  # noqa: E402
 from mcp_types import Implementation  # noqa: E402
 
+from harness.protocol_clients import client_at  # noqa: E402
 from server.app import build_app, build_services  # noqa: E402
-from server.errors import _TOOL_ERRORS  # noqa: E402
+from server.errors import _TOOL_ERRORS, REFUSALS  # noqa: E402
 from server.settings import Settings, load_settings  # noqa: E402
 from server.tools.dataset_pages import register_dataset_page_tool  # noqa: E402
-from server.tools.schemas import SHARED_OPTIONS, compact_schema  # noqa: E402
+from server.tools.page_args import PageArgs  # noqa: E402
 from sessions import CursorCodec  # noqa: E402
 
 SAMPLE: dict[str, str] = {
@@ -96,7 +98,7 @@ def format_cookie(name, value, max_age=None):
 }
 
 SHOWN_ROOT = "/home/me/toolkit"
-SHOWN_OFFLOAD = "/tmp/codepager-me"
+SHOWN_OFFLOAD = "/run/user/1000/codepager"
 SHOWN_CACHE = "/home/me/.cache/codepager"
 LIST_ITEMS = 2
 STRING_CHARS = 160
@@ -190,9 +192,11 @@ async def call(client: Client, tool: str, args: dict[str, Any]) -> Any:
 
 #: Tools whose parameter tables docs/tools.md shows (hybrid_search takes semantic_search's).
 DOCUMENTED_TOOLS = (
-    "regex_search", "semantic_search", "index_status", "reindex",
+    "regex_search", "semantic_search", "hybrid_search", "index_status", "reindex",
     "analyze-with-duckdb", "list-saved-datasets", "cleanup_temp_files",
 )  # fmt: skip
+#: The parameters every search tool shares, shown once in their own table.
+SHARED_OPTIONS = tuple(f.name for f in dataclasses.fields(PageArgs))
 
 
 async def proxy_tool_schemas(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -275,8 +279,8 @@ ERROR_CASES: dict[str, str] = {
         "filters)"
     ),
     "invalid_jq_filter": (
-        "`jq_filter` was refused (reads the environment or files), does not compile, fails, "
-        "or does not return match objects"
+        "`jq_filter` was refused (reads the environment or files, holds a NUL), does not compile, fails, "
+        "or does not keep match records as they are (the message shows one)"
     ),
     "sql_rejected": "not exactly one read-only statement",
     "sql_timeout": (
@@ -290,6 +294,25 @@ ERROR_CASES: dict[str, str] = {
     "search_failed": "any other search failure (e.g. ripgrep missing or failing)",
     "backend_result_invalid": "proxy: a backend answered a call with something that is not an MCP tool result",
 }
+
+
+#: When each refusal code is given, in words; `refusal_codes_table` fails on a code missing here.
+REFUSAL_CASES: dict[str, str] = {
+    "invalid_arguments": "an argument of the wrong type, out of its limits or unknown; no pattern/query and no cursor",
+    "invalid_cursor": "a cursor edited, truncated, sealed with another key, from a server rooted elsewhere, for "
+    "another tool, or whose folder is gone",
+    "cursor_expired": "a cursor older than `sessions.cursor_max_age_s` (1 h)",
+    "cursor_mismatch": "a search parameter sent with a cursor that differs from its search",
+    "results_changed": "the files or the index changed since page 1, so the list cannot be restored",
+    "search_too_large": "a search whose parameters are too large for a cursor to carry (over 1 MiB)",
+}
+
+
+def refusal_codes_table() -> str:
+    """The refusal codes of `server.errors` and their hints, as a markdown table."""
+    rows = ["| `code` | when | `hint` (what to do) |", "|---|---|---|"]
+    rows += [f"| `{code}` | {REFUSAL_CASES[code]} | {hint} |" for code, hint in REFUSALS.items()]
+    return "\n".join(rows)
 
 
 def error_codes_table() -> str:
@@ -317,7 +340,7 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
             "offload": {"output_dir": work / "offload"},
         },
     )
-    out: dict[str, Any] = {"error_codes": error_codes_table()}
+    out: dict[str, Any] = {"error_codes": error_codes_table(), "refusal_codes": refusal_codes_table()}
     app = build_app(settings)
     async with Client(app) as c:
         tools = {t.name: t for t in await c.list_tools()}
@@ -331,10 +354,12 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
             },
         }
         for name in DOCUMENTED_TOOLS:
-            out[f"params_{name}"] = params_table(tools[name].input_schema)
+            schema = tools[name].input_schema
+            own = {k: v for k, v in schema["properties"].items() if k not in SHARED_OPTIONS}
+            out[f"params_{name}"] = params_table({**schema, "properties": own})
         for name, schema in (await proxy_tool_schemas(settings)).items():
             out[f"params_{name}"] = params_table(schema)
-        shared = compact_schema((await app.get_tool("regex_search")).parameters)["properties"]
+        shared = tools["regex_search"].input_schema["properties"]
         out["params_shared_options"] = params_table({"properties": {k: shared[k] for k in SHARED_OPTIONS}})
         first = await call(c, "regex_search", {"pattern": r"def \w+", "page_size": 3})
         out["regex_page_1"] = first
@@ -375,8 +400,9 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
         out["sql"] = await call(c, "analyze-with-duckdb", {"query": sql, "dataset_id": file_id})
         out["list_datasets"] = await call(c, "list-saved-datasets", {})
         out["cleanup"] = await call(c, "cleanup_temp_files", {"max_age_days": 0})
-        out["error_tampered_cursor"] = await call(c, "regex_search", {"cursor": tamper(cursor)})
-        out["error_bad_argument"] = await call(c, "regex_search", {"pattern": "x", "page_size": 1000})
+        async with client_at(app, "2025-06-18") as older:
+            out["error_tampered_cursor"] = await call(older, "regex_search", {"cursor": tamper(cursor)})
+        out["error_bad_argument"] = await call(c, "regex_search", {"query": r"def \w+"})
         out["error_invalid_regex"] = await call(c, "regex_search", {"pattern": "def (unclosed"})
         out["error_path_outside"] = await call(c, "regex_search", {"pattern": "x", "path": "/etc"})
         out["error_sql_rejected"] = await call(c, "analyze-with-duckdb", {"query": "DROP TABLE x"})
@@ -395,7 +421,7 @@ def run_capture(cache: Path | None = None) -> dict[str, Any]:
         show = Shower(root, work / "offload", cache)
         examples = {}
         for name, value in raw.items():
-            if name.startswith(("params_", "text_")) or name == "error_codes":
+            if name.startswith(("params_", "text_")) or name in ("error_codes", "refusal_codes"):
                 examples[name] = value
             elif name == "resource_lines":
                 examples[name] = show(trim_jsonl(value))

@@ -33,8 +33,12 @@ ENV_PREFIX = "CODEPAGER_"
 #: from one machine to the next). A new `default_factory` field must be added here.
 MACHINE_DEFAULTS: dict[tuple[str, str], str] = {
     ("server", "roots"): "the current directory",
+    ("server", "auth_token_file"): "`http-token` in the user state dir: `~/.local/state/codepager/http-token` on Linux",
     ("index", "cache_dir"): "the user cache dir: `~/.cache/codepager` on Linux",
-    ("offload", "output_dir"): "`codepager-<user>` in the system temp dir, e.g. `/tmp/codepager-alice`",
+    ("offload", "output_dir"): (
+        "`$XDG_RUNTIME_DIR/codepager` when that is your own 0700 dir (e.g. `/run/user/1000/codepager`), "
+        "else `offload` in the user cache dir: `~/.cache/codepager/offload` on Linux"
+    ),
     ("proxy", "data_dir"): "the user data dir: `~/.local/share/codepager` on Linux",
     ("proxy", "excluded_tools"): "`[]`",
     ("offload", "clients"): "`{}` (the built-in table of [tools.md](tools.md#client-budgets))",

@@ -5,18 +5,25 @@ requests the HTTP attack tests send it (a DNS-rebinding page's calls, bodies tha
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
+from fastmcp import Client
 
 from harness.commands import codepager_cmd
 from harness.redis_server import free_port
+
+Auth = Literal["token", "off", "default"]
+"""How a harness server is started: "token", with a random token of the harness's
+(`HttpServer.token`, passed in the environment: a flag would show it in `ps`); "off", with
+`--no-auth`; "default", with neither, as a user starts it (it then makes its own token)."""
 
 
 class HttpServer:
@@ -27,15 +34,20 @@ class HttpServer:
         extra_args: list[str] | None = None,
         subcommand: list[str] | None = None,
         program: list[str] | None = None,
+        auth: Auth = "token",
+        token: str | None = None,
     ) -> None:
         """`subcommand` replaces `serve --root ROOT` (e.g. `["proxy"]`, with the backend in `extra_args`).
         `program` runs in place of the `codepager` script, with the same arguments (the load
-        benchmark runs the server under a harness that samples its session store from inside)."""
+        benchmark runs the server under a harness that samples its session store from inside).
+        `token` is the one "token" starts it with (default: a random one). Clients reach it with
+        `client()` or `headers`, which carry the token."""
         self.root = root
         self.program = program
         self.subcommand = subcommand or ["serve", "--root", str(root)]
-        self.env = env
-        self.extra_args = extra_args or []
+        self.token = (token or secrets.token_urlsafe(24)) if auth == "token" else None
+        self.env = {**env, "CODEPAGER_SERVER__AUTH_TOKEN": self.token} if self.token is not None else env
+        self.extra_args = [*(["--no-auth"] if auth == "off" else []), *(extra_args or [])]
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -70,6 +82,15 @@ class HttpServer:
                     self.stop()
                     raise RuntimeError(f"server did not listen on {self.url} within {timeout_s} s") from None
                 time.sleep(0.1)
+
+    def client(self, **kwargs: Any) -> Client[Any]:
+        """A fastmcp client of this server, with its token; `kwargs` as `Client` takes them."""
+        return Client(self.url, auth=self.token, **kwargs)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The MCP headers of a raw request to this server, with its token."""
+        return {**MCP_HEADERS, **({"Authorization": f"Bearer {self.token}"} if self.token is not None else {})}
 
     def kill(self) -> None:
         """SIGKILL: no shutdown handlers run, as when a replica crashes."""
@@ -128,9 +149,15 @@ def rebinding_attack(
     url: str, host: str, origin: str | None, tool: str, arguments: dict[str, Any]
 ) -> list[httpx.Response]:
     """What a web page does once its name resolves to the server (DNS rebinding): the browser
-    sends its calls with the page's `Host` (and `Origin`). Initialize, confirm, call `tool`;
-    stops at the first answer that is not a success. Returns every answer it got."""
-    headers = {**MCP_HEADERS, "Host": host, **({"Origin": origin} if origin is not None else {})}
+    sends its calls with the page's `Host` (and `Origin`). See `raw_tool_call`."""
+    return raw_tool_call(url, tool, arguments, {"Host": host, **({"Origin": origin} if origin is not None else {})})
+
+
+def raw_tool_call(url: str, tool: str, arguments: dict[str, Any], headers: dict[str, str]) -> list[httpx.Response]:
+    """What any local process can send the server in three plain HTTP requests, with `headers`:
+    initialize, confirm, call `tool`; stops at the first answer that is not a success. Returns
+    every answer it got."""
+    headers = {**MCP_HEADERS, **headers}
     calls = [
         INITIALIZE,
         {"jsonrpc": "2.0", "method": "notifications/initialized"},

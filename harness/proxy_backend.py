@@ -3,12 +3,14 @@
 Each tool produces one shape of result a proxied server can return: JSON records (bare, nested
 under a key, or as structured content), plain text, an error, a slow answer, structured
 content with a declared output schema (also as one of an exact size), a crash of the whole process,
-JSON nested thousands of levels deep, and one very long text line.
+JSON nested thousands of levels deep, one very long text line, and an error, an image and a
+`_meta` of any size.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.tools.base import ToolResult
-from mcp_types import TextContent
+from mcp_types import ImageContent, TextContent
 
 #: This file, which a test or benchmark runs as the stdio command behind the proxy.
 BACKEND_SCRIPT = str(Path(__file__).resolve())
@@ -113,6 +115,35 @@ def long_text(mb: int = 30) -> ToolResult:
     """`mb` megabytes of text on one line (one JSON-RPC line of that size on the wire), ending
     in a marker so that losing its tail shows."""
     return ToolResult(content=[TextContent(type="text", text="z" * (mb * 1024 * 1024) + " END")])
+
+
+@app.tool
+def huge_error(mb: int = 20) -> str:
+    """Fails with an error of `mb` megabytes of text, ending in a marker."""
+    raise ToolError("e" * (mb * 1024 * 1024) + " END")
+
+
+def image_bytes(mb: int) -> bytes:
+    """What the `image` tool sends: `mb` megabytes of every byte value in turn."""
+    return bytes(range(256)) * (mb * 4096)
+
+
+@app.tool
+def image(mb: int = 20) -> ToolResult:
+    """An image of `mb` megabytes (`image_bytes`, base64 on the wire) after a line of text."""
+    data = base64.b64encode(image_bytes(mb)).decode()
+    picture = ImageContent(type="image", data=data, mime_type="image/png")
+    return ToolResult(content=[TextContent(type="text", text="a picture"), picture])
+
+
+@app.tool
+def big_meta(mb: int = 20) -> ToolResult:
+    """A small result whose _meta (and its text block's) holds `mb` megabytes."""
+    blob = "m" * (mb * 1024 * 1024)
+    return ToolResult(
+        content=[TextContent(type="text", text="small", meta={"blob": blob})],
+        meta={"backend": "proxy-test-backend", "blob": blob},
+    )
 
 
 @app.tool

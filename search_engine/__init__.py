@@ -15,6 +15,7 @@ from search_engine.config import (
     CURSOR_KEY_FILE,
     CURSOR_KEY_TEMP_PREFIX,
     DEFAULT_EMBEDDING_PROFILE,
+    DEFAULT_FRESH_WAIT_S,
     DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_LINE_WIDTH,
     DEFAULT_TIMEOUT_S,
@@ -47,6 +48,7 @@ from search_engine.models import (
     DEFAULT_TOP_K,
     MAX_CONTEXT_LINES,
     Count,
+    Freshness,
     Match,
     MatchType,
     SearchMode,
@@ -54,8 +56,9 @@ from search_engine.models import (
     SearchResult,
 )
 from search_engine.paths import SearchLocation, resolve_search_path, searched_roots
-from search_engine.private_dir import check_cache_dir, make_private
+from search_engine.private_dir import check_cache_dir, check_own_dir, make_private
 from search_engine.regular_file import open_regular_file
+from search_engine.secret_file import MIN_SECRET_LENGTH, SecretFile
 
 if TYPE_CHECKING:
     from search_engine.index import IndexManager, IndexStatus
@@ -64,6 +67,7 @@ __all__ = [
     "CURSOR_KEY_FILE",
     "CURSOR_KEY_TEMP_PREFIX",
     "DEFAULT_EMBEDDING_PROFILE",
+    "DEFAULT_FRESH_WAIT_S",
     "DEFAULT_MAX_FILE_SIZE",
     "DEFAULT_MAX_LINE_WIDTH",
     "DEFAULT_MAX_RESULTS",
@@ -71,8 +75,10 @@ __all__ = [
     "DEFAULT_TOP_K",
     "MAX_CONTEXT_LINES",
     "MAX_FILE_SIZE_LIMIT",
+    "MIN_SECRET_LENGTH",
     "Count",
     "EngineConfig",
+    "Freshness",
     "IndexDamagedError",
     "IndexManager",
     "IndexNotReadyError",
@@ -94,9 +100,11 @@ __all__ = [
     "SearchRequest",
     "SearchResult",
     "SearchTimeoutError",
+    "SecretFile",
     "ToolMissingError",
     "UnsafeDirectoryError",
     "check_cache_dir",
+    "check_own_dir",
     "default_cache_dir",
     "display_path",
     "language_for",

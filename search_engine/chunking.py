@@ -38,7 +38,7 @@ from search_engine.grammars import (
     body_of,
     definition_at,
     is_leading,
-    parse,
+    parser_for,
     spec_for,
 )
 
@@ -107,14 +107,18 @@ class _Lines:
         return bisect.bisect_right(self.starts, offset) - 1
 
 
-def chunk_file(path: str, data: bytes, language: str | None) -> list[Chunk]:
+def chunk_file(path: str, data: bytes, language: str | None, *, structured: bool = True) -> list[Chunk]:
     """All chunks of one file's bytes, in file order. `path` is relative to the index root.
 
-    Code with a grammar is chunked by structure; everything else, and code whose top level
-    does not parse, by line windows."""
+    Code with a grammar is chunked by structure (unless `structured` is off: a file whose
+    parse outgrew its worker, see `search_engine.chunk_workers`); everything else, and code
+    whose top level does not parse, by line windows.
+
+    The parse is not bounded here: an index build calls this only in a chunking worker,
+    whose memory is limited (`search_engine.chunk_jobs`)."""
     lines = _Lines(data)
     pieces: list[_Piece] | None = None
-    spec = spec_for(language, path, data)
+    spec = spec_for(language, path, data) if structured else None
     if spec is not None:
         pieces = _code_pieces(lines, spec)
     if pieces is None:
@@ -149,10 +153,7 @@ def _code_pieces(lines: _Lines, spec: LanguageSpec) -> list[_Piece] | None:
     Tree-sitter recovers from errors, and C/C++ preprocessor tricks yield ERROR nodes around
     perfectly good functions, so errors alone are no reason to give up: definitions are
     still found inside them. Only a file with errors and no definition at all is windowed."""
-    tree = parse(spec, lines.data)
-    if tree is None:
-        return None
-    root = tree.root_node
+    root = parser_for(spec).parse(lines.data).root_node
     walker = _Walker(lines, spec)
     children = [g for c in root.children for g in (c.children if c.type in spec.containers else (c,))]
     pieces = walker.block(children, "module", None, "", in_class=False)

@@ -39,6 +39,11 @@ DEFAULT_MAX_FILE_SIZE = 1024 * 1024
 MAX_FILE_SIZE_LIMIT = 256 << 20
 """The largest `max_file_size` there may be: what an index stores of one file is bounded by
 it when read back (`chunk_table.MAX_FILE_TEXT`), whoever wrote the index."""
+DEFAULT_FRESH_WAIT_S = 0.5
+"""How long a semantic or hybrid call waits for the files changed before it to be folded into the
+index before answering without them, marked `updating` (`search_engine.live`). Only a change the
+live layer does not take (more than `live_layer.MAX_LIVE_FILES` files, a directory moved in, an
+ignore file, changes found by polling) waits: a checkout's searches answer within about this."""
 DEFAULT_EMBEDDING_PROFILE: Final = "static"
 """The embedding profile (see docs/benchmarks.md for the measurement behind it)."""
 
@@ -74,3 +79,6 @@ class EngineConfig:
     cache_dir: Path = field(default_factory=default_cache_dir)
     embedding_profile: str = DEFAULT_EMBEDDING_PROFILE
     embedding_model: str | None = None
+    watch: bool = True
+    """Find changes to a root by file events (False: by listing the tree on every search)."""
+    fresh_wait_s: float = DEFAULT_FRESH_WAIT_S

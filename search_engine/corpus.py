@@ -19,16 +19,18 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import overload
 
 import numpy as np
 from rapidfuzz import fuzz, process
 
 from search_engine.chunk_table import ChunkTable
+from search_engine.chunks import Chunk
 from search_engine.file_words import FileWords
-from search_engine.lexical import LexicalIndex
+from search_engine.lexical import JoinedLexical, Lexical, LexicalIndex
 from search_engine.priors import PathPriors, TreeFacts
-from search_engine.symbols import MIN_FUZZY_LEN, SymbolIndex, normalize
-from search_engine.vectors import VectorIndex
+from search_engine.symbols import MIN_FUZZY_LEN, JoinedSymbols, SymbolIndex, Symbols, normalize
+from search_engine.vectors import JoinedVectors, VectorIndex, Vectors
 
 # A query that could name a file or a path: one token of word characters, dots, dashes and
 # slashes, with a letter somewhere (`web_urldispatcher`, `hlpers.py`, `client/sesion`).
@@ -52,10 +54,10 @@ class Corpus:
     file's chunk vectors: what the file as a whole is about.
     """
 
-    chunks: ChunkTable
-    vectors: VectorIndex
-    lexical: LexicalIndex
-    symbols: SymbolIndex
+    chunks: Sequence[Chunk]
+    vectors: Vectors
+    lexical: Lexical
+    symbols: Symbols
     files: list[str]
     file_of: np.ndarray
     file_chunks: list[np.ndarray]
@@ -66,6 +68,8 @@ class Corpus:
     #: What the path priors read from the index's paths as a whole, found once.
     tree: TreeFacts
     _priors: dict[PathPriors, np.ndarray] = field(default_factory=dict)
+    #: A joined corpus's generation (its files first): its path priors are reused.
+    _base: Corpus | None = None
 
     @classmethod
     def build(cls, chunks: ChunkTable, vectors: VectorIndex, lexical: LexicalIndex) -> Corpus:
@@ -96,6 +100,37 @@ class Corpus:
             TreeFacts.of(files),
         )
 
+    def join(self, live: LivePart) -> Corpus:
+        """This generation's corpus followed by the `live` files' (chunk and file ids after
+        this one's), ranked as one index: BM25 with both sides' statistics (`Postings.beside`),
+        the base's rescored vectors beside every live one, path priors judged against this
+        tree. A live file that is also here is hidden by the caller's mask, not removed."""
+        n_chunks, n_files = len(self.chunks), len(self.files)
+        files = self.files + live.files
+        return Corpus(
+            _JoinedChunks(self.chunks, live.chunks),
+            JoinedVectors(_as_index(self.vectors), live.vectors),
+            JoinedLexical(_as_lexical(self.lexical), live.lexical),
+            JoinedSymbols(self.symbols, SymbolIndex.build(live.chunks), n_chunks),
+            files,
+            np.concatenate([self.file_of, live.file_of + n_files]),
+            self.file_chunks + [c + n_chunks for c in live.file_chunks],
+            np.concatenate([self.file_vectors, np.asarray(live.vectors.file_vectors, dtype=np.float32)]),
+            self.names.extended(live.files),
+            self.words.extended(live.files),
+            self._file_languages + live.languages,
+            self.tree,
+            _base=self,
+        )
+
+    def warm_like(self, other: Corpus) -> None:
+        """Make now the lazily built tables `other` (the previous generation) has made: the
+        path priors variants and file-name keys its searches asked for, so the first searches
+        of this generation do not pay for them."""
+        for priors in list(other._priors):
+            self.file_priors(priors)
+        self.names.warm_like(other.names)
+
     def files_allowed(self, allowed: np.ndarray | None) -> np.ndarray:
         """Ids (ascending) of the files with a chunk `allowed` lets through (a boolean mask
         over chunks; None: every file)."""
@@ -112,9 +147,60 @@ class Corpus:
         computed once)."""
         factors = self._priors.get(priors)
         if factors is None:
-            factors = np.array(priors.factors(self.files, self._file_languages, self.tree))
+            if self._base is not None:
+                n = len(self._base.files)
+                live = priors.factors(self.files[n:], self._file_languages[n:], self.tree)
+                factors = np.concatenate([self._base.file_priors(priors), np.array(live, dtype=np.float64)])
+            else:
+                factors = np.array(priors.factors(self.files, self._file_languages, self.tree))
             self._priors[priors] = factors
         return factors
+
+
+@dataclass(frozen=True, slots=True)
+class LivePart:
+    """The live files' side of a joined corpus (`Corpus.join`): their chunks in file order,
+    vectors, BM25 made `beside` the generation's, and per file its language and chunk ids."""
+
+    chunks: list[Chunk]
+    vectors: VectorIndex
+    lexical: LexicalIndex
+    files: list[str]
+    file_of: np.ndarray
+    file_chunks: list[np.ndarray]
+    languages: list[str | None]
+
+
+class _JoinedChunks(Sequence[Chunk]):
+    """A generation's chunks followed by the live files'."""
+
+    def __init__(self, base: Sequence[Chunk], live: Sequence[Chunk]) -> None:
+        self._base, self._live = base, live
+
+    def __len__(self) -> int:
+        return len(self._base) + len(self._live)
+
+    @overload
+    def __getitem__(self, i: int) -> Chunk: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Chunk]: ...
+    def __getitem__(self, i: int | slice) -> Chunk | Sequence[Chunk]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self._base)
+        return self._base[i] if i < n else self._live[i - n]
+
+
+def _as_index(vectors: Vectors) -> VectorIndex:
+    if not isinstance(vectors, VectorIndex):
+        raise TypeError("only a generation's corpus can be joined")
+    return vectors
+
+
+def _as_lexical(lexical: Lexical) -> LexicalIndex:
+    if not isinstance(lexical, LexicalIndex):
+        raise TypeError("only a generation's corpus can be joined")
+    return lexical
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,10 +223,25 @@ class FileNames:
     per (depth, with extension) are built on first use and kept for the index generation.
     """
 
-    def __init__(self, files: Sequence[str]) -> None:
-        self._paths = [PurePosixPath(p) for p in files]
-        self._suffixes = frozenset(p.suffix.lower() for p in self._paths if p.suffix)
+    def __init__(self, files: Sequence[str], _after: FileNames | None = None) -> None:
+        """`_after`: `extended`'s, these files' ids follow its."""
+        paths = [PurePosixPath(p) for p in files]
+        before: list[PurePosixPath] = _after._paths if _after is not None else []
+        suffixes: frozenset[str] = _after._suffixes if _after is not None else frozenset()
+        self._after = _after
+        self._paths: list[PurePosixPath] = before + paths
+        self._suffixes: frozenset[str] = suffixes | {p.suffix.lower() for p in paths if p.suffix}
         self._keys: dict[tuple[int, bool], tuple[dict[str, list[int]], list[str]]] = {}
+
+    def warm_like(self, other: FileNames) -> None:
+        """Build the key tables `other` has built."""
+        for depth, with_suffix in list(other._keys):
+            self._keys_at(depth, with_suffix)
+
+    def extended(self, files: Sequence[str]) -> FileNames:
+        """These files followed by `files` (ids after these), without reading these again:
+        its key tables start from these (built once here, shared by every extension)."""
+        return FileNames(files, self)
 
     def match(self, query: str) -> NamedFiles:
         """The files `query` names; empty for anything that is not a single path-like token.
@@ -178,11 +279,25 @@ class FileNames:
         cached = self._keys.get((depth, with_suffix))
         if cached is None:
             by_key: dict[str, list[int]] = {}
-            for f, path in enumerate(self._paths):
-                parts = [*path.parent.parts[-(depth - 1) :], path.stem] if depth > 1 else [path.stem]
-                by_key.setdefault(_path_key(parts, path.suffix.lower() if with_suffix else ""), []).append(f)
+            first = 0
+            if self._after is not None:
+                by_key = dict(self._after._keys_at(depth, with_suffix)[0])  # its lists are replaced, not changed
+                first = len(self._after._paths)
+            own: set[str] = set()
+            for f in range(first, len(self._paths)):
+                key = _file_key(self._paths[f], depth, with_suffix)
+                if key not in own:  # a list of `_after` is copied before it grows
+                    by_key[key] = list(by_key.get(key, []))
+                    own.add(key)
+                by_key[key].append(f)
             cached = self._keys[(depth, with_suffix)] = (by_key, list(by_key))
         return cached
+
+
+def _file_key(path: PurePosixPath, depth: int, with_suffix: bool) -> str:
+    """A file's key over its last `depth` components (`_path_key`)."""
+    parts = [*path.parent.parts[-(depth - 1) :], path.stem] if depth > 1 else [path.stem]
+    return _path_key(parts, path.suffix.lower() if with_suffix else "")
 
 
 def _part_key(part: str) -> str:

@@ -59,6 +59,11 @@ TEXT_RECIPE = "1"
 # embedding weighs every token alike, so without this a 40-line body drowns the two words
 # that say what it is; measured on the retrieval benchmark (docs/benchmarks.md, "Indexing").
 NAME_WEIGHT = 2
+#: The shipped static model's relevance floor: the cosine similarity below which a query's best
+#: chunk is taken as unrelated to it (`SearchResult.relevance_floor`). Calibrated by
+#: benchmarks/relevance.py on the benchmark kit's labelled queries against questions no code
+#: answers (docs/benchmarks.md, "Relevance floor").
+STATIC_RELEVANCE_FLOOR = 0.40
 
 
 class Embedder(Protocol):
@@ -118,6 +123,13 @@ def shipped_static_id() -> str:
         ) from exc
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
     return f"static-minilm-{digest[:16]}"
+
+
+def relevance_floor(model_id: str) -> float | None:
+    """The relevance floor of the model `model_id` names: the shipped static model's, None for
+    any other (MiniLM, a configured model), whose cosines were not calibrated."""
+    shipped = model_id.startswith("static-") and model_id == f"{shipped_static_id()}/t{TEXT_RECIPE}"
+    return STATIC_RELEVANCE_FLOOR if shipped else None
 
 
 def _configured_model(model: str) -> ModelSpec:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from search_engine.config import EngineConfig
 from search_engine.errors import IndexDamagedError
-from search_engine.models import SearchMode, SearchRequest, SearchResult
-from search_engine.roots import combined_generation, regex_across
+from search_engine.models import Freshness, Match, SearchMode, SearchRequest, SearchResult
+from search_engine.roots import combined_generation, recheck_across, regex_across
 from search_engine.tokenize import validate_query
 
 if TYPE_CHECKING:
@@ -37,27 +37,54 @@ class SearchEngine:
         if self._indexes is None:
             from search_engine.index import IndexManager
 
-            self._indexes = IndexManager(self.config)
+            self._indexes = IndexManager(self.config, watch=self.config.watch, fresh_wait_s=self.config.fresh_wait_s)
         return self._indexes
 
-    def generation(self, request: SearchRequest) -> int:
+    def close(self) -> None:
+        """Stop watching the roots' files (an engine used again starts over)."""
+        if self._indexes is not None:
+            self._indexes.close()
+
+    def generation(self, request: SearchRequest) -> int | None:
         """The index generation a search of `request` would see now (0 for regex: no index;
-        for several roots, their generations combined).
+        for several roots, their generations combined), or None while files changed before
+        this call are not in the index yet.
 
         Sessions use it to dedup identical searches and to refuse continuing a cursor whose
         results may have shifted."""
         if request.mode is SearchMode.REGEX:
             return 0
-        return combined_generation([self.indexes.generation(Path(root)) for root in request.searched_roots])
+        generations = []
+        for root in request.searched_roots:
+            index, settled = self.indexes.current(Path(root))
+            # An answer with live files is of no generation: the next edit changes it.
+            if settled.state != "current" or settled.live:
+                return None
+            generations.append(index.generation)
+        return combined_generation(generations)
+
+    def recheck(self, request: SearchRequest, matches: list[Match]) -> list[Match]:
+        """`matches` looked up in the files as they are now (`search_engine.recheck`), each in
+        its own root."""
+        from search_engine.recheck import recheck
+
+        def in_one(root: str, found: list[Match]) -> list[Match]:
+            return recheck(root, found, self.config.max_file_size)
+
+        return recheck_across(request, matches, in_one) if request.roots else in_one(request.root, matches)
 
     def search(self, request: SearchRequest) -> SearchResult:
         """Run `request` to completion. Deterministic for a given index generation."""
         if request.mode is SearchMode.REGEX:
             from search_engine.regex import regex_search
 
+            began = time.time()
             if request.roots:
-                return regex_across(request, lambda one: regex_search(one, self.config))
-            return regex_search(request, self.config)
+                result = regex_across(request, lambda one: regex_search(one, self.config))
+            else:
+                result = regex_search(request, self.config)
+            result.freshness = Freshness("current", began, began, "direct")
+            return result
         validate_query(request.query)  # a bad query must not cost an index build first
         started = time.perf_counter()
         try:
@@ -74,19 +101,25 @@ class SearchEngine:
         `started` to every index being ready (a rebuild of a damaged one included)."""
         from search_engine.ranking import Ranker, ranked_result
 
-        rankers = []
-        for root in request.searched_roots:
-            index = self.indexes.get(Path(root))
-            rankers.append((root, index.memo("ranker", partial(Ranker, index, self.config))))
+        ready = []
+        for name in request.searched_roots:
+            root = Path(name)
+            index, settled = self.indexes.current(root)
+            ranker = index.memo("ranker", partial(Ranker, index, self.config))
+            if settled.live:  # changed files not folded in yet, taken as they are now
+                ranker = self.indexes.layer(root).ranker(ranker, settled.live)
+            ready.append((name, ranker, settled))
         ranking = time.perf_counter()
-        several = len(rankers) > 1
-        lists = [(root if several else None, ranker, ranker.rank(request.in_root(root))) for root, ranker in rankers]
+        label = len(ready) > 1
+        lists = [
+            ranker.rank(request.in_root(name), settled, name if label else None) for name, ranker, settled in ready
+        ]
         result = ranked_result(request, lists, ranking)
         result.index_time_ms = (ranking - started) * 1000
         return result
 
     def _damaged_root(self, request: SearchRequest, damage: IndexDamagedError) -> Path:
-        """The root of the searched index `damage` is in."""
+        """The searched root whose index `damage` is in."""
         roots = [Path(root) for root in request.searched_roots]
         for root in roots:
             directory = self.indexes.store(root).directory

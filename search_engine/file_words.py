@@ -62,16 +62,26 @@ def query_words(query: str) -> list[str]:
 class FileWords:
     """The words of every file's stem and folder, and which files a query's words name."""
 
-    def __init__(self, files: Sequence[str]) -> None:
+    def __init__(self, files: Sequence[str], _after: FileWords | None = None) -> None:
+        """`_after`: `extended`'s, these files' ids follow its."""
+        first: int = _after._n_files if _after is not None else 0
         by_word: dict[str, list[int]] = {}
-        for f, path in enumerate(files):
+        for f, path in enumerate(files, first):
             for word in path_words(path):
                 by_word.setdefault(word, []).append(f)
-        self._words = sorted(by_word)
-        self._files = [np.asarray(by_word[w], dtype=np.int64) for w in self._words]
+        merged = dict(zip(_after._words, _after._files, strict=True)) if _after is not None else {}
+        for w, ids in by_word.items():
+            more = np.asarray(ids, dtype=np.int64)
+            merged[w] = np.concatenate([merged[w], more]) if w in merged else more
+        self._words: list[str] = sorted(merged)
+        self._files: list[np.ndarray] = [merged[w] for w in self._words]
         self._index = {w: i for i, w in enumerate(self._words)}
         self._longest = max(map(len, self._words), default=0)
-        self._n_files = len(files)
+        self._n_files: int = first + len(files)
+
+    def extended(self, files: Sequence[str]) -> FileWords:
+        """These files followed by `files` (ids after these), without reading these again."""
+        return FileWords(files, self)
 
     def _files_of(self, word: str) -> np.ndarray:
         """Files with a path word that begins with `word` or that `word` begins with."""

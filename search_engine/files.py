@@ -65,11 +65,6 @@ class DiscoveredFile:
     size: int
     mtime_ns: int
 
-    @property
-    def os_path(self) -> Path:
-        """The absolute path, for display and tests; reads go through `beneath`."""
-        return self.root / self.rel
-
 
 def walk_args(
     location: SearchLocation, config: EngineConfig, include: Sequence[str], exclude: Sequence[str]

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import importlib
 import re
-import resource
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from tree_sitter import Language, Node, Parser, Tree
+from tree_sitter import Language, Node, Parser
 
 
 class DefKind(str, Enum):
@@ -356,85 +354,6 @@ def parser_for(spec: LanguageSpec) -> Parser:
         grammar: Callable[[], object] = getattr(importlib.import_module(spec.module), spec.loader)
         parser = cache[key] = Parser(Language(grammar()))
     return parser
-
-
-#: What one parse may add to the process's resident memory. Real code takes a few MB a 100 KB
-#: (fmtlib's 164 KB format.h: 7 MB); an ambiguous input can take a thousand times that (C++
-#: GLR stacks: 40 KB of `a<` took 96 MB, so a 1 MB file, under the default max_file_size,
-#: would take ~3 GB in each chunking worker, and tree-sitter crashes rather than fail cleanly
-#: when memory runs out).
-PARSE_MEMORY_BUDGET = 256 << 20
-#: Memory is read at every this many progress reports (about one per 100 bytes parsed).
-_CHECK_EVERY = 16
-#: Inputs up to this size are parsed straight from their bytes, unwatched: even at the worst
-#: ratio seen (2.4 KB a byte) they stay within the budget, and a watched parse costs half as
-#: much again in CPU (a Python callback every ~100 bytes).
-UNWATCHED_BYTES = 32 << 10
-
-
-def parse(spec: LanguageSpec, data: bytes) -> Tree | None:
-    """`data` parsed, or None when the parse outgrew `PARSE_MEMORY_BUDGET` twice (the caller
-    then windows the file, as it does a file with no grammar).
-
-    The budget is read off the whole process, and the server chunks a small update's files
-    in-process, where another thread can allocate meanwhile: a second try tells the two apart
-    (a parse's own growth repeats; another thread's seldom does at the same moment)."""
-    parser = parser_for(spec)
-    if len(data) <= UNWATCHED_BYTES:
-        return parser.parse(data)
-    for _ in range(2):
-        tree = _watched(parser, data)
-        if tree is not None:
-            # Once more from the bytes, reusing every node (a tenth of a parse): a tree read
-            # through a callback has no source, and each `node.text` then costs a read of its
-            # own (2.4x the chunking time of a 530 KB C++ file).
-            return parser.parse(data, old_tree=tree)
-    return None
-
-
-def _watched(parser: Parser, data: bytes) -> Tree | None:
-    """`data` parsed through a read callback, so that tree-sitter reports progress and the
-    parse can be stopped (a parse from bytes reports none); None when stopped.
-
-    The callback hands out views of `data`, never copies, and releases them all afterwards:
-    the binding (tree-sitter 0.26.1) keeps one reference to every object a read returns, for
-    good. Returned copies leaked about 1.5x each watched file's size, +120 MB per chunking
-    worker over an 8x monorepo; a released view leaks only its ~200-byte shell, a few a parse.
-    """
-    start, reports = _resident_bytes(), 0
-    whole = memoryview(data)
-    handed: list[memoryview] = []
-
-    def read(offset: int, _: object) -> memoryview:
-        rest = whole[offset:]  # the whole rest: the fewest reads, and so the fewest shells
-        handed.append(rest)
-        return rest
-
-    def outgrown(*_: object) -> bool:
-        nonlocal reports
-        reports += 1
-        return reports % _CHECK_EVERY == 0 and _resident_bytes() - start > PARSE_MEMORY_BUDGET
-
-    try:
-        return parser.parse(read, progress_callback=outgrown)
-    except ValueError:  # stopped by `outgrown`: "Parsing failed"
-        parser.reset()  # else the next parse would resume this one
-        return None
-    finally:
-        for view in handed:
-            view.release()
-        whole.release()
-
-
-def _resident_bytes() -> int:
-    """This process's resident memory now (Linux), or its peak where there is no /proc (the
-    peak only grows, so a budget on it is looser, never wrongly tripped)."""
-    try:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * resource.getpagesize()
-    except OSError:  # no /proc: macOS, where ru_maxrss counts bytes (kilobytes elsewhere)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return peak if sys.platform == "darwin" else peak * 1024
 
 
 def definition_at(node: Node, spec: LanguageSpec) -> Definition | None:

@@ -106,17 +106,18 @@ def hybrid_search(
     query_vector: np.ndarray,
     allowed: np.ndarray | None,
     top_k: int,
-) -> list[Hit]:
+) -> tuple[list[Hit], float | None]:
     """The `top_k` best chunks for a query among those `allowed` (a boolean mask over the
     corpus, None for every chunk: path filters are applied before ranking, never to its
-    output).
+    output), and the best cosine of the query with an allowed chunk (None when none is): fused
+    scores are relative to the best (1.0), so only this says whether anything is close.
 
     Only candidates are scored: the chunks some query term occurs in, the rescored nearest
     vectors, the defining chunks and the chunks of the scored files. `fused` is indexed by
     chunk id but only ever read at `candidates`, so a query's cost follows those, not the
     size of the index."""
     if allowed is not None and not allowed.any():
-        return []
+        return [], None
     identifiers = query_identifiers(query)
     alpha = ALPHA_SYMBOL if identifiers.whole else ALPHA_NATURAL
     n_allowed = len(corpus.chunks) if allowed is None else int(np.count_nonzero(allowed))
@@ -127,6 +128,7 @@ def hybrid_search(
     file_similarity = corpus.file_vectors @ query_vector
 
     semantic = corpus.vectors.nearest(query_vector, allowed, n_cand)
+    best_cosine = float(semantic.cosines.max()) if len(semantic.cosines) else None
     lexical_ids, lexical_scores = corpus.lexical.matching(terms, allowed)
     # Similarities are shifted to be positive so `reciprocal_ranks` keeps every candidate.
     sims = similarity(semantic.cosines, corpus.file_of[semantic.ids], file_similarity, priors)
@@ -158,7 +160,7 @@ def hybrid_search(
 
     candidates = np.union1d(candidates, credited)
     fused[candidates] *= priors[corpus.file_of[candidates]]
-    return _select(corpus, candidates, fused, ranks, top_k)
+    return _select(corpus, candidates, fused, ranks, top_k), best_cosine
 
 
 def _add_file_signals(

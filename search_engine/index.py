@@ -11,21 +11,16 @@ An `Index` is one immutable generation:
     index.embed_query(text) -> np.ndarray (dim,), normalized, same model as the vectors
     index.memo(key, build)   per-generation cache for structures derived from the index
 
-Opening an index maps its arrays: milliseconds, whatever its size. The first search of a root
-with a compatible index on disk uses it at once and checks freshness in a background thread,
-so a server restarted on a large tree answers before it has listed the tree. After that,
-freshness is checked cheaply: within `refresh_interval_s` of the last check a search only
-re-reads the `CURRENT` pointer (another process may have published); past it, `get` runs an
-incremental update, which is a file listing and a stat per file when nothing changed, unless
-an update of the root is already running, in which case the search uses the live generation
-rather than wait for it. That check runs inline for a tree of at most
-`INLINE_REFRESH_MAX_FILES` files; a larger tree is checked (and updated) in a background
-thread, and the search goes ahead on the live generation, picking up the new one on a later
-search. A check is due again only after `CHECK_SPACING` times as long as the last one took,
-so a tree whose listing is slow is not listed over and over while an agent searches it. An
-agent that edits a file and searches within the interval (or, in a large tree, before the
-background update has published) may see the previous generation; that is the price of
-single-digit-millisecond warm queries.
+Opening an index maps its arrays: milliseconds, whatever its size. Every search first settles
+the root (`search_engine.live`): with file events it makes sure every change completed before the
+call is recorded, and when something changed it folds the changes into a new generation (an
+incremental update) in a background thread. A few changed files are taken live meanwhile
+(`search_engine.live_layer`, `layer(root)`); more are waited for up to `fresh_wait_s`, past
+which the search answers from the loaded generation with the changed files masked out, and
+says so. The first
+search of a root with a compatible index on disk uses it at once while the first full check
+runs (answering `unverified` if it takes longer than the wait), so a server restarted on a large
+tree answers before it has listed the tree.
 
 Each loaded `Index` pins its generation on disk (`search_engine.index_store`) for as long as
 it is referenced: a search running on it keeps it, and dropping the last reference lets the
@@ -38,37 +33,29 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import numpy as np
 
+from search_engine.chunk_jobs import over_budget_warnings
 from search_engine.chunk_table import ChunkTable
-from search_engine.config import EngineConfig
+from search_engine.config import DEFAULT_FRESH_WAIT_S, EngineConfig
 from search_engine.embeddings import Embedder, embedder_for
-from search_engine.errors import IndexDamagedError, IndexStoreError, SearchError
+from search_engine.errors import IndexDamagedError, IndexStoreError
 from search_engine.index_store import IndexStore, Snapshot, index_dir
 from search_engine.indexing import DEFAULT_LOCK_TIMEOUT_S, Progress, UpdateStats, stale_reason, update_index
 from search_engine.lexical import LexicalIndex
+from search_engine.live import LiveRoot, Settled
+from search_engine.live_layer import MAX_LIVE_FILES, LiveLayer
 from search_engine.private_dir import check_cache_dir
+from search_engine.ranking import Ranker
 from search_engine.vectors import VectorIndex
+from search_engine.watcher import ChangeLog, WatchUnavailable, watch
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-
-DEFAULT_REFRESH_INTERVAL_S = 2.0
-# Trees up to this many indexed files are checked for freshness inline when due (the walk
-# costs tens of milliseconds, and the search then sees an edit made just before it); larger
-# ones in a background thread while the search uses the live generation (at 8x sympy,
-# 12,500 files, a check that finds nothing changed takes 0.25 s warm and seconds with a cold
-# page cache). Counted, not timed, so which way a tree goes never depends on the machine's load.
-INLINE_REFRESH_MAX_FILES = 2000
-# The next freshness check waits at least this many times as long as the last one took: a
-# check of a 12k-file tree costs 0.25 s of CPU warm (more on a slow disk or a busy machine),
-# which every 2 s would be an eighth of a core spent on an agent's searches; spaced by its
-# own cost it stays under ~10% of one whatever the tree.
-CHECK_SPACING = 10.0
 
 
 @dataclass(eq=False)
@@ -101,6 +88,11 @@ class Index:
             # Each key is only ever built by callers passing the same kind of `build`.
             return cast("T", self._memo[key])
 
+    def memoized(self, key: str) -> object | None:
+        """What `memo` keeps under `key`, None if nothing was built yet."""
+        with self._memo_lock:
+            return self._memo.get(key)
+
 
 @dataclass(frozen=True, slots=True)
 class IndexStatus:
@@ -118,42 +110,51 @@ class IndexStatus:
     size_bytes: int = 0
     updated_at: float | None = None
     stale_reason: str | None = None
+    over_budget: tuple[str, ...] = ()  # files indexed as plain text: their parse was over budget
+    change_detection: str | None = None  # "events" or "polling" once a search watches the root
+    change_detection_reason: str | None = None  # why polling
+
+    @property
+    def warnings(self) -> list[str]:
+        """What an agent or a person should know of this index: the files it holds as plain
+        text, and why."""
+        return over_budget_warnings(self.over_budget)
 
 
 @dataclass(slots=True)
 class _Entry:
     index: Index
     directory_name: str
-    checked_at: float
-    check_s: float = 0.0  # how long the freshness check behind this entry took
 
 
 class IndexManager:
-    """Keeps one warm `Index` per root for this process and updates it when due.
+    """Keeps one warm `Index` per root for this process, caught up with the files.
 
     One embedder serves every root (one model in memory). Updates of a root are serialised
-    in-process by a per-root lock and across processes by the store's file lock."""
+    in-process by a per-root lock and across processes by the store's file lock. `watch`
+    False finds changes by listing the tree on every search instead of by file events."""
 
     def __init__(
         self,
         config: EngineConfig,
         embedder: Embedder | None = None,
         *,
-        refresh_interval_s: float = DEFAULT_REFRESH_INTERVAL_S,
+        watch: bool = True,
+        fresh_wait_s: float = DEFAULT_FRESH_WAIT_S,
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
-        inline_refresh_max_files: int = INLINE_REFRESH_MAX_FILES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         check_cache_dir(config.cache_dir)  # every index under it is read back as ours
         self.config = config
         self._clock = clock
         self.embedder = embedder if embedder is not None else embedder_for(config)
-        self.refresh_interval_s = refresh_interval_s
-        self.inline_refresh_max_files = inline_refresh_max_files
+        self.watch = watch
+        self.fresh_wait_s = fresh_wait_s
         self.lock_timeout_s = lock_timeout_s
         self._entries: dict[Path, _Entry] = {}
+        self._live: dict[Path, LiveRoot] = {}
+        self._layers: dict[Path, LiveLayer] = {}
         self._root_locks: dict[Path, threading.Lock] = {}
-        self._refreshers: dict[Path, threading.Thread] = {}
         self._guard = threading.Lock()
 
     def store(self, root: Path) -> IndexStore:
@@ -163,14 +164,13 @@ class IndexManager:
         """Bring the on-disk index of `root` up to date now."""
         root = Path(root).resolve()
         store = self.store(root)
+        live = self._live_root(root)
+        covered = live.snapshot()
         with self._root_lock(root):
             stats = self._update(root, store, full=full, progress=progress)
-            with self._guard:
-                previous = self._entries.get(root)
-            entry = self._load(root, store, previous)  # just checked: no background check due
-            with self._guard:
-                self._entries[root] = entry
-            return stats
+            self._store_entry(root, self._load(root, store, self._entry(root)))
+        live.folded_through(covered)
+        return stats
 
     def repair(self, root: Path, damage: IndexDamagedError) -> None:
         """Rebuild the index of `root` after a search met `damage`, unless the generation it
@@ -183,17 +183,14 @@ class IndexManager:
             live = store.current_name()
             if live is None or (store.directory / live) in (damage.where, *damage.where.parents):
                 self._update(root, store, full=True)
-            entry = self._load(root, store, None)
-            with self._guard:
-                self._entries[root] = entry
+            self._store_entry(root, self._load(root, store, None))
 
     def open(self, root: Path) -> bool:
         """Load the index of `root` already on disk, without checking it against the tree;
         False if there is none this process can use (none yet, another model or format)."""
         root = Path(root).resolve()
-        with self._guard:
-            if root in self._entries:
-                return True
+        if self._entry(root) is not None:
+            return True
         entry = self._open_existing(root, self.store(root))
         if entry is None:
             return False
@@ -202,53 +199,68 @@ class IndexManager:
         return True
 
     def get(self, root: Path) -> Index:
-        """The current index of `root`: the one on disk at once when there is a usable one
-        (its freshness checked in the background the first time, inline when due later),
-        otherwise built first."""
+        """The index of `root` caught up with its files as far as `current` could."""
+        return self.current(root)[0]
+
+    def current(self, root: Path) -> tuple[Index, Settled]:
+        """The index a search of `root` answers from, and what state of the files it reflects:
+        every change completed before this call when `current` (see `search_engine.live`).
+        With no usable index on disk, it is built first (that wait is not bounded: there is
+        nothing to answer from)."""
         root = Path(root).resolve()
         store = self.store(root)
-        with self._guard:
-            entry = self._entries.get(root)
-        opened = entry is None and self.open(root)
-        if opened:
-            self._refresh_in_background(root)
-            with self._guard:
-                entry = self._entries[root]
-        if entry is None:
+        live = self._live_root(root)
+        if not self.open(root):
+            covered = live.snapshot()
             with self._root_lock(root):
-                self._update(root, store)
-                entry = self._load(root, store, None)
-        elif not opened and self._clock() - entry.checked_at >= max(
-            self.refresh_interval_s, CHECK_SPACING * entry.check_s
-        ):
-            if entry.index.snapshot is not None and len(entry.index.snapshot.files) > self.inline_refresh_max_files:
-                self._refresh_in_background(root)  # a walk of a large tree: never on a query's time
-            else:
-                lock = self._root_lock(root)
-                if lock.acquire(blocking=False):  # else an update is running: use the live generation
-                    try:
-                        took = self._timed_update(root, store)
-                    finally:
-                        lock.release()
-                    entry = replace(self._load(root, store, entry), check_s=took)
-        if store.current_name() != entry.directory_name:
-            entry = self._load(root, store, entry)
-        with self._guard:  # a background refresh may have stored a newer entry meanwhile
-            stored = self._entries.get(root)
-            if stored is None or stored.checked_at <= entry.checked_at:
-                self._entries[root] = entry
-        return entry.index
+                if self._entry(root) is None:
+                    self._update(root, store)
+                    self._store_entry(root, self._load(root, store, None))
+            live.folded_through(covered)
+        freshness = live.settle()
+        if not freshness.live:
+            with self._guard:
+                layer = self._layers.get(root)
+            if layer is not None:
+                layer.clear()  # it held the previous generation
+        entry = self._entry(root)
+        assert entry is not None
+        if store.current_name() != entry.directory_name:  # another process published meanwhile
+            entry = self._store_entry(root, self._load(root, store, entry))
+        return entry.index, freshness
 
     def generation(self, root: Path) -> int:
-        """The generation a search of `root` would see now (updating first when due)."""
+        """The generation a search of `root` would see now (caught up first)."""
         return self.get(root).generation
+
+    def detection(self, root: Path) -> tuple[str, str | None]:
+        """How changes to `root` are found (`events` or `polling`) and, when polling, why."""
+        live = self._live_root(Path(root).resolve())
+        return live.detection, live.poll_reason if live.watcher is None else live.watcher.failure
+
+    def wait_idle(self, root: Path, timeout_s: float | None = None) -> bool:
+        """Wait for a running fold of `root` to end (tests, benchmarks); False on timeout."""
+        with self._guard:
+            live = self._live.get(Path(root).resolve())
+        return live is None or live.wait_idle(timeout_s)
+
+    def close(self) -> None:
+        """Stop watching every root."""
+        with self._guard:
+            lives, self._live = list(self._live.values()), {}
+        for live in lives:
+            live.close()
 
     def status(self, root: Path) -> IndexStatus:
         root = Path(root).resolve()
         store = self.store(root)
+        with self._guard:
+            live = self._live.get(root)
+        watching = self.detection(root) if live is not None else (None, None)
         configured = self.embedder.model_id
         try:
             manifest = store.read_manifest()
+            over_budget = tuple(store.read_over_budget())
         except IndexStoreError as exc:
             return IndexStatus(
                 str(root),
@@ -257,9 +269,18 @@ class IndexManager:
                 configured_model_id=configured,
                 size_bytes=store.size_on_disk(),
                 stale_reason=str(exc),
+                change_detection=watching[0],
+                change_detection_reason=watching[1],
             )
         if manifest is None:
-            return IndexStatus(str(root), str(store.directory), False, configured_model_id=configured)
+            return IndexStatus(
+                str(root),
+                str(store.directory),
+                False,
+                configured_model_id=configured,
+                change_detection=watching[0],
+                change_detection_reason=watching[1],
+            )
         return IndexStatus(
             root=str(root),
             directory=str(store.directory),
@@ -273,6 +294,9 @@ class IndexManager:
             size_bytes=store.size_on_disk(),
             updated_at=manifest.updated_at,
             stale_reason=stale_reason(manifest, configured, root),
+            over_budget=over_budget,
+            change_detection=watching[0],
+            change_detection_reason=watching[1],
         )
 
     def _update(
@@ -289,12 +313,6 @@ class IndexManager:
             lock_timeout_s=self.lock_timeout_s,
         )
 
-    def _timed_update(self, root: Path, store: IndexStore) -> float:
-        """A freshness check (an incremental update); returns how long it took by the clock."""
-        started = self._clock()
-        self._update(root, store)
-        return self._clock() - started
-
     def _open_existing(self, root: Path, store: IndexStore) -> _Entry | None:
         try:
             manifest = store.read_manifest()
@@ -305,36 +323,65 @@ class IndexManager:
             log.info("not using the index on disk for %s: %s", root, exc)
             return None
 
-    def _refresh_in_background(self, root: Path) -> None:
-        """Run the freshness check of an index just opened from disk in a thread; the search
-        that opened it goes ahead on it meanwhile."""
-
-        def run() -> None:
-            try:
-                with self._root_lock(root):
-                    store = self.store(root)
-                    took = self._timed_update(root, store)
-                    with self._guard:
-                        previous = self._entries.get(root)
-                    entry = replace(self._load(root, store, previous), check_s=took)
-                    with self._guard:
-                        self._entries[root] = entry
-            except (SearchError, OSError) as exc:
-                log.warning("checking the index of %s for changes failed: %s", root, exc)
-
+    def _entry(self, root: Path) -> _Entry | None:
         with self._guard:
-            running = self._refreshers.get(root)
-            if running is not None and running.is_alive():
-                return
-            thread = self._refreshers[root] = threading.Thread(target=run, name="codepager-refresh", daemon=True)
-        thread.start()
+            return self._entries.get(root)
 
-    def wait_for_refresh(self, root: Path, timeout_s: float | None = None) -> None:
-        """Wait for a background freshness check of `root`, if one is running."""
+    def _store_entry(self, root: Path, entry: _Entry) -> _Entry:
         with self._guard:
-            thread = self._refreshers.get(Path(root).resolve())
-        if thread is not None:
-            thread.join(timeout_s)
+            self._entries[root] = entry
+        return entry
+
+    def _fold(self, root: Path) -> None:
+        """Bring the index of `root` up to its files as they are now (the fold of
+        `LiveRoot`, on its thread)."""
+        store = self.store(root)
+        with self._root_lock(root):
+            self._update(root, store)
+            previous = self._entry(root)
+            entry = self._load(root, store, previous)
+            # Ranking's structures are made here, on the fold's thread, not by the next search:
+            # the corpus, and whatever the previous generation's searches had made of theirs.
+            ranker = entry.index.memo("ranker", lambda: Ranker(entry.index, self.config))
+            if previous is not None and previous is not entry:
+                before = previous.index.memoized("ranker")
+                if isinstance(before, Ranker):
+                    ranker.corpus.warm_like(before.corpus)
+            self._store_entry(root, entry)
+
+    def _live_root(self, root: Path) -> LiveRoot:
+        """The root's change tracking, started (watcher first) before anything reads the tree."""
+        with self._guard:
+            live = self._live.get(root)
+            if live is not None:
+                return live
+            watcher: ChangeLog | None = None
+            reason: str | None = "index.watch is off"
+            if self.watch:
+                try:
+                    watcher = watch(root, self.config.cache_dir, ignored=self.config.cache_dir, clock=self._clock)
+                    reason = None
+                except WatchUnavailable as exc:
+                    reason = str(exc)
+                    log.warning("%s; finding changes by listing the tree on every search", reason)
+            live = self._live[root] = LiveRoot(
+                lambda: self._fold(root),
+                watcher,
+                poll_reason=reason,
+                wait_s=self.fresh_wait_s,
+                live_limit=MAX_LIVE_FILES,
+                clock=self._clock,
+            )
+            return live
+
+    def layer(self, root: Path) -> LiveLayer:
+        """The live layer of `root` (`search_engine.live_layer`)."""
+        root = Path(root).resolve()
+        with self._guard:
+            layer = self._layers.get(root)
+            if layer is None:
+                layer = self._layers[root] = LiveLayer(root, self.embedder, self.config)
+            return layer
 
     def _load(self, root: Path, store: IndexStore, previous: _Entry | None) -> _Entry:
         """Open the live generation (reusing the loaded one if it is still live). A writer
@@ -342,12 +389,12 @@ class IndexManager:
         for _attempt in range(3):
             name = store.current_name()
             if previous is not None and name == previous.directory_name:
-                return _Entry(previous.index, name, self._clock())
+                return previous
             try:
                 snapshot = store.load()
                 if snapshot is None:
                     raise IndexStoreError(f"no index for {root} after updating it; check {store.directory}")
-                return _Entry(self._open(root, snapshot), snapshot.directory.name, self._clock())
+                return _Entry(self._open(root, snapshot), snapshot.directory.name)
             except IndexStoreError:
                 if store.current_name() != name:
                     continue  # superseded while we read it

@@ -8,6 +8,9 @@
             manifest.json     versions, model, generation, counts, update time
             files.msgpack     per file: mtime_ns, size, content digest, its chunk range
                               (replaced atomically when files were only touched)
+            over_budget.msgpack  the files chunked as plain text because their parse
+                              outgrew its worker (`search_engine.chunk_workers`); none
+                              in a generation written before it
             pins              flock'ed shared by every process that has this generation open
             chunks/           chunk metadata in columns, text compressed per file
                               (`search_engine.chunk_table`)
@@ -89,6 +92,9 @@ _GEN_PREFIX = "gen-"
 _TMP_PREFIX = ".tmp-"
 _MANIFEST = "manifest.json"
 _FILES = "files.msgpack"
+_OVER_BUDGET = "over_budget.msgpack"
+#: What `IndexStore.read_over_budget` reads at most: each name in it cost a parse to the limit.
+_OVER_BUDGET_BYTES = 1 << 24
 _PINS = "pins"
 _CHUNKS = "chunks"
 _CODES, _SCALES, _WORDS = "codes.bin", "scales.bin", "words.bin"
@@ -167,6 +173,7 @@ class Snapshot:
     files: dict[str, FileEntry]
     chunks: ChunkTable
     vectors: VectorIndex
+    over_budget: frozenset[str] = frozenset()
     pin: _Pin | None = field(default=None, repr=False)
     _lexical: LexicalIndex | None = field(default=None, repr=False)
 
@@ -199,6 +206,18 @@ class IndexStore:
         except (OSError, ValueError):
             return None
         return name if live else None
+
+    def read_over_budget(self) -> list[str]:
+        """The live generation's files chunked as plain text, their parse over budget (none
+        without a generation). IndexStoreError if the list cannot be read."""
+        name = self.current_name()
+        if name is None:
+            return []
+        path = self.directory / name / _OVER_BUDGET
+        try:
+            return _over_budget(path, _OVER_BUDGET_BYTES)
+        except (OSError, ValueError) as exc:
+            raise IndexStoreError(f"index part {path} is unreadable ({exc}); the next update rebuilds it") from exc
 
     def read_manifest(self) -> Manifest | None:
         """The live generation's manifest without loading the rest (None: no index yet).
@@ -239,15 +258,20 @@ class IndexStore:
                     )
                 manifest = _manifest(raw)
                 files = _read_files(directory / _FILES, manifest.chunks)
+                over_budget = frozenset(_over_budget(directory / _OVER_BUDGET, _OVER_BUDGET_BYTES))
                 chunks = ChunkTable(directory / _CHUNKS)
                 vectors = _read_vectors(directory, manifest.chunks, manifest.dim)
         except IndexStoreError:
             pin.release()
             raise
-        if len(chunks) != manifest.chunks or vectors.file_vectors.shape != (len(chunks.paths), manifest.dim):
+        if (
+            not over_budget <= files.keys()  # names a file the generation does not hold
+            or len(chunks) != manifest.chunks
+            or vectors.file_vectors.shape != (len(chunks.paths), manifest.dim)
+        ):
             pin.release()
             raise IndexDamagedError(f"index {directory} is inconsistent; it will be rebuilt", directory)
-        return Snapshot(directory, manifest, files, chunks, vectors, pin)
+        return Snapshot(directory, manifest, files, chunks, vectors, over_budget, pin)
 
     def latest_generation(self) -> int:
         """The highest generation number on disk, live or not (0 if none): a new generation
@@ -360,6 +384,7 @@ class GenerationWriter:
         self.dim: int | None = old.manifest.dim if old is not None else None
         self.old = old
         self.files: dict[str, FileEntry] = {}
+        self.over_budget: list[str] = []  # files chunked as plain text, their parse over budget
         self.chunks = 0
         (staging / _CHUNKS).mkdir()
         self._table = ChunkTableWriter(staging / _CHUNKS)
@@ -382,10 +407,15 @@ class GenerationWriter:
         vectors: np.ndarray | None,
         documents: list[list[str]] | None = None,
         text_keys: list[int] | None = None,
+        *,
+        over_budget: bool = False,
     ) -> None:
         """A file with new chunks (maybe none), `vectors` aligned with them (float32,
-        normalized); `documents` their lexical documents when already made."""
+        normalized); `documents` their lexical documents when already made. `over_budget`:
+        its chunks are plain text, its parse having outgrown its worker."""
         self.files[path] = FileEntry(entry.mtime_ns, entry.size, entry.digest, self.chunks, len(chunks))
+        if over_budget:
+            self.over_budget.append(path)
         if not chunks:
             return
         self._copy_run()
@@ -411,6 +441,8 @@ class GenerationWriter:
         around it, when the run ends."""
         assert self.old is not None
         self.files[path] = FileEntry(entry.mtime_ns, entry.size, entry.digest, self.chunks, old_entry.count)
+        if path in self.old.over_budget:
+            self.over_budget.append(path)
         if old_entry.count == 0:
             return
         first, end = old_entry.first, old_entry.first + old_entry.count
@@ -486,6 +518,7 @@ class GenerationWriter:
             )
             np.save(staging / _FILE_VECTORS, file_vectors.astype(np.float32))
             (staging / _FILES).write_bytes(_packed_files(self.files))
+            (staging / _OVER_BUDGET).write_bytes(pack(self.over_budget))
             if postings is None:
                 self._write_postings()
             else:
@@ -652,6 +685,15 @@ def _read_files(path: Path, chunks: int) -> dict[str, FileEntry]:
             raise ValueError(f"the file table's entry for {p!r} is out of range")
         files[p] = entry
     return files
+
+
+def _over_budget(path: Path, limit: int) -> list[str]:
+    """The over-budget list at `path` (at most `limit` bytes; ValueError unless a list of
+    text), or none when the generation predates it."""
+    try:
+        return unpack(_read_small(path, limit), list[str])
+    except FileNotFoundError:
+        return []
 
 
 def write_coarse(directory: Path, n: int, dim: int, old: Snapshot | None) -> None:

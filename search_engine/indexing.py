@@ -30,6 +30,7 @@ import numpy as np
 
 from search_engine.chunk_jobs import ChunkedFile, ChunkJob, ChunkStream, chunk_files, workers
 from search_engine.chunk_table import key_of_text
+from search_engine.chunk_workers import start_forkserver
 from search_engine.chunking import CHUNKER_VERSION
 from search_engine.config import EngineConfig
 from search_engine.embeddings import Embedder, chunk_text
@@ -127,6 +128,8 @@ def _update(
 ) -> UpdateStats:
     phases: dict[str, float] = {}
     t = time.perf_counter()
+    if old is None:  # every file is to be chunked: the workers' forkserver starts during the listing
+        start_forkserver()
     discovered = discover(SearchLocation(root, None), config=config)
     report("scan", len(discovered), len(discovered))
     states, stats = _classify(discovered, old, report, config.max_file_size)
@@ -143,9 +146,12 @@ def _update(
         stats.phase_seconds = phases
         return stats
     t = time.perf_counter()
+    added = [ChunkJob(s.file, None) for s in states if s.reuse is None and s.new is None]
+    if added:  # the workers' forkserver starts (if it has not) while the model loads, not after
+        start_forkserver()
+        embedder.load()
     writer = store.begin(old)
-    reads = ChunkStream([ChunkJob(s.file, None) for s in states if s.reuse is None and s.new is None],
-                        config.max_file_size, workers())  # fmt: skip
+    reads = ChunkStream(added, config.max_file_size, workers())
     try:
         to_read = sum(1 for s in states if s.reuse is None)
         stream = _Stream(writer, old, embedder, report, reads, phases, to_read)
@@ -343,7 +349,15 @@ class _Stream:
             if not from_old.all():
                 assert fresh is not None
                 vectors[~from_old] = fresh[rows[~from_old]]
-            self.writer.add(state.file.path, _entry(state, None), chunked.chunks, vectors, chunked.documents, keys)
+            self.writer.add(
+                state.file.path,
+                _entry(state, None),
+                chunked.chunks,
+                vectors,
+                chunked.documents,
+                keys,
+                over_budget=chunked.over_budget,
+            )
         self.report("embed", self.done, self.to_read)
         self.pending.clear()
         self.texts.clear()

@@ -31,6 +31,7 @@ from array import array
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 import numpy as np
@@ -130,6 +131,23 @@ class Postings:
             out[docs] += self._idf[t] * tf / (self._norm[docs] + tf)
         return out
 
+    def beside(self, base: Postings, in_base: np.ndarray) -> Postings:
+        """These postings (a few documents) scored with the BM25 statistics of `base` and these
+        together, so their documents score as they would in one index holding both (document
+        counts, frequencies and lengths summed; the documents of `base` these replace are
+        still counted). `in_base[t]` is term t's id in `base`, -1 if it has none."""
+        out = Postings(self.indptr, self.docs, self.tf, self.lengths)
+        df = np.diff(np.asarray(self.indptr, dtype=np.int64)).astype(np.float64)
+        known = in_base >= 0
+        base_bounds = np.asarray(base.indptr, dtype=np.int64)
+        df[known] += base_bounds[in_base[known] + 1] - base_bounds[in_base[known]]
+        size = base.size + self.size
+        out._idf = np.log1p((size - df + 0.5) / (df + 0.5)).astype(np.float32)
+        total = float(np.sum(base.lengths, dtype=np.int64)) + float(np.sum(self.lengths, dtype=np.int64))
+        norm = K1 * ((1.0 - B) + B * np.asarray(self.lengths, dtype=np.float32) / max(total / max(size, 1), 1e-9))
+        out._norm = norm.astype(np.float32)
+        return out
+
     def save(self, directory: Path, name: str) -> None:
         for part in _PARTS:
             np.save(directory / f"{name}.{part}.npy", np.ascontiguousarray(getattr(self, part)))
@@ -148,6 +166,15 @@ class Postings:
         if (len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= len(lengths))) or len(tf) != len(docs):
             raise ValueError(f"{name} postings name documents that are not there")
         return cls(indptr, docs, tf, lengths)
+
+
+class Lexical(Protocol):
+    """What ranking reads of BM25: one generation's (`LexicalIndex`) or a generation's beside
+    the live files' (`JoinedLexical`)."""
+
+    def matching(self, terms: Sequence[str], allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def file_scores(self, terms: Sequence[str]) -> np.ndarray: ...
 
 
 class LexicalIndex:
@@ -207,6 +234,17 @@ class LexicalIndex:
     def file_postings(self) -> Postings:
         """The per-file postings, aligned with `files`."""
         return self._files
+
+    def beside(self, base: LexicalIndex) -> LexicalIndex:
+        """This index (a few live files) scored with the statistics of `base` and this
+        together (`Postings.beside`)."""
+        in_base = np.fromiter((base._ids.get(t, -1) for t in self.tokens), dtype=np.int64, count=len(self.tokens))
+        return LexicalIndex(
+            self.tokens,
+            self._chunks.beside(base._chunks, in_base),
+            self._files.beside(base._files, in_base),
+            self.files,
+        )
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -310,6 +348,23 @@ class LexicalBuilder:
         f_docs, f_terms, f_tf, _ids, f_lengths = file_entries(self.file_of(), docs, terms, tf, lengths, vocab)
         files = Postings.from_triples(f_docs, f_terms, f_tf, f_lengths, vocab)
         return LexicalIndex(list(self._tokens), chunks, files, list(self._files))
+
+
+class JoinedLexical:
+    """A generation's BM25 (`base`, chunk and file ids from 0) followed by the live files'
+    (`live`, made with `LexicalIndex.beside(base)`, ids after the base's)."""
+
+    def __init__(self, base: LexicalIndex, live: LexicalIndex) -> None:
+        self.base, self.live = base, live
+
+    def matching(self, terms: Sequence[str], allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        n = self.base.size
+        ids, scores = self.base.matching(terms, None if allowed is None else allowed[:n])
+        live_ids, live_scores = self.live.matching(terms, None if allowed is None else allowed[n:])
+        return np.concatenate([ids, live_ids + n]), np.concatenate([scores, live_scores])
+
+    def file_scores(self, terms: Sequence[str]) -> np.ndarray:
+        return np.concatenate([self.base.file_scores(terms), self.live.file_scores(terms)])
 
 
 def file_entries(

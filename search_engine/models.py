@@ -17,7 +17,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -155,7 +155,9 @@ class Match(msgspec.Struct, frozen=True, gc=False):
     Lines are 1-based and inclusive; bytes are 0-based offsets into the file, end-exclusive.
     For regex matches `content` is the (possibly width-cut) matching line(s); for semantic and
     hybrid matches it is the chunk text. `ranks` holds the component ranks of a hybrid match
-    (e.g. {"lexical": 1, "semantic": 4}) so an agent can see why it matched.
+    (e.g. {"lexical": 1, "semantic": 4}) so an agent can see why it matched. `changed` is set
+    only on a page served after its file changed (`search_engine.recheck`): "moved" (lines
+    corrected), "edited" (these lines no longer hold this text), "deleted" or "unchecked".
     """
 
     path: str
@@ -170,6 +172,7 @@ class Match(msgspec.Struct, frozen=True, gc=False):
     context_before: tuple[str, ...] = ()
     context_after: tuple[str, ...] = ()
     ranks: dict[str, int] | None = None
+    changed: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # msgspec's conversion, in C, from the struct's own field list: every field in order,
@@ -189,6 +192,42 @@ class Match(msgspec.Struct, frozen=True, gc=False):
         return 200 + len(self.path) + len(self.content) + sum(map(sys.getsizeof, lines)) + _SLOT * len(lines)
 
 
+FreshnessState = Literal["current", "updating", "unverified"]
+Detection = Literal["events", "polling", "direct"]
+
+
+@dataclass(slots=True)
+class Freshness:
+    """What state of the files a search's results reflect (see `search_engine.live`).
+
+    `state` is `current` when every change completed before the call began (`as_of`,
+    wall-clock seconds) is in the results; `updating` when `pending_count` changed paths (the
+    first ones in `pending`; a directory covers what is beneath it, "" the whole root) were not
+    folded into the index in time and are left out of the results; `unverified` when changes
+    could not be checked in time, so the results reflect the files as of `verified_at`.
+    `detection` is how changes are found: `events` (file events), `polling` (a listing of the
+    tree each search; `reason` says why) or `direct` (regex: ripgrep reads the files)."""
+
+    state: FreshnessState
+    as_of: float
+    verified_at: float
+    detection: Detection
+    pending_count: Count = 0
+    pending: list[str] = field(default_factory=list)
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "as_of": self.as_of,
+            "verified_at": self.verified_at,
+            "detection": self.detection,
+            "pending_count": self.pending_count,
+            "pending": list(self.pending),
+            "reason": self.reason,
+        }
+
+
 @dataclass(slots=True)
 class SearchResult:
     """The full, ordered result of one search.
@@ -197,6 +236,11 @@ class SearchResult:
     `len(matches)` when the search was cut at `max_results` (then `truncated` is true).
     `index_generation` pins the index state the results came from (0 for regex, which has no
     index); a cursor refuses to continue across a generation change.
+
+    `best_similarity` (semantic and hybrid) is the best cosine similarity of the query with a
+    chunk the search could rank: an absolute measure, where scores are relative (hybrid's best
+    is always 1.0). `low_relevance` says it is below where questions the code does not answer
+    land (`search_engine.ranking.low_relevance`), with a warning saying what to do.
     """
 
     matches: list[Match]
@@ -206,6 +250,9 @@ class SearchResult:
     search_time_ms: Millis = 0.0
     index_time_ms: Millis = 0.0
     warnings: list[str] = field(default_factory=list)
+    freshness: Freshness | None = None
+    best_similarity: float | None = None
+    low_relevance: bool = False
 
     def approx_size(self) -> int:
         return 256 + sum(m.approx_size() for m in self.matches)
@@ -219,4 +266,7 @@ class SearchResult:
             "search_time_ms": self.search_time_ms,
             "index_time_ms": self.index_time_ms,
             "warnings": list(self.warnings),
+            "freshness": self.freshness.to_dict() if self.freshness is not None else None,
+            "best_similarity": self.best_similarity,
+            "low_relevance": self.low_relevance,
         }

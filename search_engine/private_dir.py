@@ -49,11 +49,18 @@ def make_private(fd: int, path: Path, label: str, closed: int = 0o077) -> None:
 
 
 def check_cache_dir(path: Path) -> None:
-    """Refuse an `index.cache_dir` others can plant files in: one of another user's, a link of
-    another user's, or a shared sticky one; one of ours others may write in loses their write
-    bits (only those: it may be a root, whose mode is the user's). Called by every user of the
-    dir (the index manager, the cursor key), so no entry point can forget it. Nothing when the
-    dir cannot be reached: its users then report it unwritable, as they would anyway."""
+    """Refuse an `index.cache_dir` others can plant files in (`check_own_dir`). Called by every
+    user of the dir (the index manager, the cursor key), so no entry point can forget it. It may
+    be a root, whose mode is the user's: only others' write bits are taken away."""
+    check_own_dir(path, "index.cache_dir")
+
+
+def check_own_dir(path: Path, label: str) -> None:
+    """Create `path` (0700) if it is missing, and refuse it (UnsafeDirectoryError) if others
+    can plant files in it: one of another user's, a link of another user's, or a shared sticky
+    one; one of ours others may write in loses their write bits. `label` names the setting it
+    comes from. Nothing when the dir cannot be reached: its users then report it unwritable, as
+    they would anyway."""
     with contextlib.suppress(OSError):
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
@@ -64,8 +71,8 @@ def check_cache_dir(path: Path) -> None:
     try:
         if stat.S_ISLNK(link.st_mode) and link.st_uid != os.geteuid():  # its owner could repoint it
             raise UnsafeDirectoryError(
-                f"index.cache_dir {path} is a link of another user's (uid {link.st_uid}); refusing to use it"
+                f"{label} {path} is a link of another user's (uid {link.st_uid}); refusing to use it"
             )
-        make_private(fd, path, "index.cache_dir", closed=0o022)
+        make_private(fd, path, label, closed=0o022)
     finally:
         os.close(fd)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from search_engine.hits import COHERENCE_WEIGHT, Hit, by_file_best_first, coherence, diversify, saturated
-from search_engine.vectors import VectorIndex
+from search_engine.vectors import Vectors
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
 FILE_WEIGHT = 0.3
@@ -61,7 +61,7 @@ def similarity(
 
 
 def semantic_search(
-    vectors: VectorIndex,
+    vectors: Vectors,
     query_vector: np.ndarray,
     allowed: np.ndarray | None,
     top_k: int,
@@ -69,20 +69,23 @@ def semantic_search(
     file_of: np.ndarray,
     file_similarity: np.ndarray | None = None,
     priors: np.ndarray | None = None,
-) -> list[Hit]:
+) -> tuple[list[Hit], float | None]:
     """The `top_k` chunks most similar to the query among those `allowed` (boolean mask, None
     for every chunk; path filters apply before top-k), diversified across files, dropping any scoring below `threshold`
-    (`file_of`: each chunk's file id). `file_similarity` (each file's cosine with the query) and
+    (`file_of`: each chunk's file id); and the best cosine of the query with an allowed chunk
+    (None when none is), the absolute relevance that the blended, scaled scores no longer show.
+    `file_similarity` (each file's cosine with the query) and
     `priors` (each file's path factor in (0, 1]), when given, are per file: only the candidates'
     files are read, so a query costs no array as long as the index. Ties go to the earlier
     chunk, so results are deterministic for a given index."""
     if top_k <= 0:
-        return []
+        return [], None
     n = max(SELECTION_POOL, 4 * top_k)
     # Every chunk the vector index rescores (it never returns fewer than `n` if it has them).
     ids, sims = vectors.nearest(query_vector, allowed, n).ranked()
     if len(ids) == 0:
-        return []
+        return [], None
+    best_cosine = float(sims[0])
     files = file_of[ids]
     sims = similarity(sims, files, file_similarity, priors)
     _add_coherence(files, sims, n)
@@ -95,7 +98,7 @@ def semantic_search(
     held = diversify(file_of, ids[top], scores, top_k)
     if threshold is not None:
         held = [(s, i) for s, i in held if s >= threshold]
-    return [Hit(i, s, {"semantic": r}) for r, (s, i) in enumerate(held, 1)]
+    return [Hit(i, s, {"semantic": r}) for r, (s, i) in enumerate(held, 1)], best_cosine
 
 
 def _add_coherence(files: np.ndarray, sims: np.ndarray, n: int) -> None:

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import Protocol
 
 import numpy as np
 from rapidfuzz import fuzz, process
@@ -105,6 +106,28 @@ class _Definition:
     name: str  # as written in the code
     factor: float  # 1.0 for a def/class line or chunk symbol, ASSIGNMENT_FACTOR for `x = ...`
     stem_match: bool
+
+
+class Symbols(Protocol):
+    """What ranking asks of defined names: one generation's (`SymbolIndex`) or a generation's
+    beside the live files' (`JoinedSymbols`)."""
+
+    def match(self, query: str) -> dict[int, float]: ...
+
+
+class JoinedSymbols:
+    """A generation's definitions (`base`) and the live files' (`live`, chunk ids after the
+    base's `offset`). Each side is matched on its own, so a name's tiers (exact spelling
+    first) and its spread over files are judged per side, not over both: near what one index
+    of both would say, not always equal."""
+
+    def __init__(self, base: Symbols, live: SymbolIndex, offset: int) -> None:
+        self.base, self.live, self.offset = base, live, offset
+
+    def match(self, query: str) -> dict[int, float]:
+        scores = dict(self.base.match(query))
+        scores.update({i + self.offset: v for i, v in self.live.match(query).items()})
+        return scores
 
 
 class SymbolIndex:

@@ -23,6 +23,7 @@ as long as the index is allocated per query.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -56,6 +57,20 @@ def sign_words(vectors: np.ndarray) -> np.ndarray:
         raise ValueError(f"vector dimension {dim} is not a multiple of {WORD_BITS}")
     packed = np.packbits(np.asarray(vectors) > 0, axis=1)
     return np.ascontiguousarray(packed).view(np.uint64).reshape(len(vectors), dim // WORD_BITS)
+
+
+class Vectors(Protocol):
+    """What ranking reads of chunk vectors: one generation's (`VectorIndex`) or a generation's
+    beside the live files' (`JoinedVectors`)."""
+
+    @property
+    def shape(self) -> tuple[int, int]: ...
+
+    def cosines(self, ids: np.ndarray, query: np.ndarray) -> np.ndarray: ...
+
+    def hamming(self, query: np.ndarray, ids: np.ndarray | None = None) -> np.ndarray: ...
+
+    def nearest(self, query: np.ndarray, allowed: np.ndarray | None, want: int) -> Nearest: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +156,7 @@ class Nearest:
 
     ids: np.ndarray
     cosines: np.ndarray
-    vectors: VectorIndex
+    vectors: Vectors
     query: np.ndarray
 
     def at(self, ids: np.ndarray) -> np.ndarray:
@@ -166,6 +181,49 @@ class Nearest:
         """(ids, cosines) best first, ties to the lower id."""
         best = np.lexsort((self.ids, -self.cosines))
         return self.ids[best], self.cosines[best]
+
+
+@dataclass(frozen=True, slots=True)
+class JoinedVectors:
+    """A generation's vectors (`base`, ids from 0) followed by the live files' (`live`, ids
+    from `len(base)`), ranked as one: the base's rescored chunks and every allowed live chunk
+    (a few files: all rescored), by the same int8 cosines."""
+
+    base: VectorIndex
+    live: VectorIndex
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self.base) + len(self.live), self.base.shape[1])
+
+    def _split(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Positions in `ids` of base and of live chunks."""
+        live = ids >= len(self.base)
+        return np.flatnonzero(~live), np.flatnonzero(live)
+
+    def cosines(self, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        b, v = self._split(ids)
+        out = np.empty(len(ids), dtype=np.float32)
+        out[b] = self.base.cosines(ids[b], query)
+        out[v] = self.live.cosines(ids[v] - len(self.base), query)
+        return out
+
+    def hamming(self, query: np.ndarray, ids: np.ndarray | None = None) -> np.ndarray:
+        ids = np.arange(self.shape[0]) if ids is None else np.asarray(ids, dtype=np.int64)
+        b, v = self._split(ids)
+        out = np.empty(len(ids), dtype=np.uint16)
+        out[b] = self.base.hamming(query, ids[b])
+        out[v] = self.live.hamming(query, ids[v] - len(self.base))
+        return out
+
+    def nearest(self, query: np.ndarray, allowed: np.ndarray | None, want: int) -> Nearest:
+        n = len(self.base)
+        found = self.base.nearest(query, None if allowed is None else allowed[:n], want)
+        live = np.arange(len(self.live)) if allowed is None else np.flatnonzero(allowed[n:])
+        ids = np.concatenate([found.ids, live + n])
+        cosines = np.concatenate([found.cosines, self.live.cosines(live, query)])
+        return Nearest(ids, cosines, self, np.asarray(query, dtype=np.float32))
 
 
 def empty(dim: int) -> VectorIndex:

@@ -24,26 +24,30 @@ from server.rendering import Renderer
 from server.services import Services
 from server.settings import SessionSettings, Settings
 from server.sql import Datasets
+from server.tools.bounds import ArgumentCount
 from server.tools.index import register_index_tools
 from server.tools.registry import own_tools
 from server.tools.results import register_results_resources, register_results_tools
 from server.tools.schemas import CompactSchemas
 from server.tools.search import register_search_tools
-from sessions import CursorCodec, MemoryStore, Pager, SessionStore, SessionStoreUnavailableError, load_or_create_key
+from sessions import (
+    CursorCodec,
+    MemoryStore,
+    Pager,
+    SessionStore,
+    SessionStoreUnavailableError,
+    load_or_create_key,
+    redacted,
+)
 
 log = logging.getLogger("codepager")
 
 INSTRUCTIONS = (
     "codepager searches the codebase under its roots. Use hybrid_search to find code by name or "
     "meaning, regex_search for exact patterns. Results are paged: pass pagination.next_cursor "
-    "back as `cursor` until it is null. Large pages arrive as a JSONL file described in "
-    "results.file_ref. Options of every search tool (none changes a cursor): "
-    "include_snippet=false (locations only), snippet_length=N (cut each text), "
-    "output_mode=auto|inline|file_ref|legacy (auto: a file when too big; inline: cut the page "
-    "instead; legacy: a bare JSON array), max_output_tokens=N (cut the page to N tokens), "
-    "stats_only=true (counts per file instead of matches), stats_first=true (counts and "
-    "matches), jq_filter='<jq>' (over the list of full match objects, before paging), "
-    "detail=full (one object per match with byte span, language, ranks)."
+    "back as `cursor` until it is null. A page too big to show arrives as a JSONL file described "
+    "in results.file_ref: read it in line ranges (codepager://results/ID/lines/START-END), with jq, "
+    "or with SQL (analyze-with-duckdb). Each tool's input schema describes its options."
 )
 
 
@@ -62,7 +66,15 @@ def session_store(sess: SessionSettings) -> SessionStore:
         )
     if not sess.backend.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError(f"sessions.backend must be 'memory' or a redis://host:port/db URL, got {sess.backend!r}")
-    from sessions import RedisStore
+    try:
+        from sessions import RedisStore
+    except ModuleNotFoundError as exc:
+        if exc.name != "redis":
+            raise
+        raise ValueError(
+            f"sessions.backend is a Redis URL ({redacted(sess.backend)}), but the redis client is not installed: "
+            'pip install "codepager[redis]", or use sessions.backend = "memory"'
+        ) from None
 
     # The budget also caps one session, encoded, as the in-process store's does (Session.size):
     # the most a replica ever inflates from a blob someone else may have written.
@@ -149,6 +161,7 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
         finally:
             log.debug("the transport closed: stopping")
             services.indexer.close()
+            services.engine.close()
             services.offload.sweeper.close()
             services.pager.store.close()
 
@@ -159,9 +172,10 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
         lifespan=lifespan,
     )
     app.add_middleware(ErrorMiddleware())
-    search_tools = register_search_tools(app, services)
+    app.add_middleware(ArgumentCount(app))
+    register_search_tools(app, services)
     register_index_tools(app, services)
     register_results_tools(app, services.offload, services.datasets, services.renderer)
     register_results_resources(app, services.offload)
-    app.add_transform(CompactSchemas(own_tools(app), search_tools=search_tools))
+    app.add_transform(CompactSchemas(own_tools(app)))
     return app

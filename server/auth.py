@@ -1,13 +1,12 @@
 """Bearer-token auth for the HTTP transport: one shared secret, checked on the headers.
 
-`--auth-token` (or `CODEPAGER_SERVER__AUTH_TOKEN`) is one static secret, not an OAuth set-up,
-so it is checked by a small ASGI middleware of ours rather than fastmcp's auth providers. Two
-reasons. It runs before anything reads the request body (server/transports/run.py orders it
-ahead of the size cap), so a client without the token cannot make the server buffer anything;
-fastmcp's check sits on the MCP route, behind every app-level middleware. And its 401 says what
-is missing and how to pass it, where fastmcp's answers with an empty body, or with advice to
-"re-register" that fits OAuth clients only. stdio needs none of this: whoever can write to the
-process's stdin already runs as the user.
+The token (configured, or generated and kept: server/auth_token.py says which) is one static
+secret, not an OAuth set-up, so it is checked by a small ASGI middleware of ours rather than
+fastmcp's auth providers. Two reasons. It runs before anything reads the request body
+(server/transports/run.py orders it ahead of the size cap), so a client without the token
+cannot make the server buffer anything; fastmcp's check sits on the MCP route, behind every
+app-level middleware. And its 401 says what is missing and how to pass it, where fastmcp's
+answers with an empty body, or with advice to "re-register" that fits OAuth clients only.
 
 The token is compared in constant time (`hmac.compare_digest`), on the raw header bytes.
 """
@@ -15,19 +14,13 @@ The token is compared in constant time (`hmac.compare_digest`), on the raw heade
 from __future__ import annotations
 
 import hmac
-import logging
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from server.settings import ServerSettings
 from server.transports.http_errors import refuse
-from server.transports.http_origin import is_loopback
 
-MIN_TOKEN_LENGTH = 16
 BEARER = b"bearer "
-
-log = logging.getLogger(__name__)
 
 
 class BearerTokenGuard:
@@ -68,30 +61,8 @@ def _how_to_pass_it(scope: Scope) -> str:
     url = f"{scope.get('scheme', 'http')}://{Headers(scope=scope).get('host', '<host>')}{scope.get('path', '/mcp')}"
     return (
         "Send the header `Authorization: Bearer <token>` with every request, where <token> is the value "
-        "the server was started with (--auth-token or CODEPAGER_SERVER__AUTH_TOKEN). For example: "
+        "the server was started with (--auth-token or CODEPAGER_SERVER__AUTH_TOKEN) or, without one, the one it "
+        "generated: printed on its stderr at start and kept in its server.auth_token_file. For example: "
         f'`claude mcp add --transport http codepager {url} --header "Authorization: Bearer <token>"`, '
         f'or `curl -H "Authorization: Bearer <token>" ...`.'
     )
-
-
-def bearer_token(settings: ServerSettings) -> str | None:
-    """The token HTTP requests must carry (None: no check), with warnings for risky set-ups."""
-    if settings.transport != "http":
-        if settings.auth_token:
-            log.warning("server.auth_token only applies to --transport http; it is ignored on %s", settings.transport)
-        return None
-    if settings.auth_token is None:
-        if not is_loopback(settings.host):
-            log.warning(
-                "serving HTTP on %s without --auth-token: anyone who can reach this address can search "
-                "your code. Set --auth-token (or CODEPAGER_SERVER__AUTH_TOKEN), or bind 127.0.0.1.",
-                settings.host,
-            )
-        return None
-    if len(settings.auth_token) < MIN_TOKEN_LENGTH:
-        log.warning(
-            "server.auth_token is only %d characters; use e.g. `python -c 'import secrets; "
-            "print(secrets.token_urlsafe(32))'`",
-            len(settings.auth_token),
-        )
-    return settings.auth_token

@@ -1,12 +1,17 @@
 """One place that decides how a failure reaches the agent.
 
-Two kinds of failure, two channels:
+Two kinds of failure:
 
-* **Protocol errors** (JSON-RPC `-32602 Invalid params`): the call itself is wrong and must not be
-  retried as is — a tampered, foreign, expired or stale cursor, arguments of the wrong type or out
-  of range. fastmcp 4 masks exceptions raised in a tool body into `isError` results, so tool
-  bodies raise `InvalidParamsError` (a `ToolError`, which fastmcp re-raises untouched) and
-  `ErrorMiddleware` turns it into an `MCPError` on the wire.
+* **Refusals**: the call itself is wrong and must not be retried as is — a tampered, foreign,
+  expired or stale cursor, arguments of the wrong type, out of range or unknown. Their channel
+  depends on the protocol version the client negotiated. Up to MCP 2025-06-18 they are protocol
+  errors, JSON-RPC `-32602 Invalid params`. From 2025-11-25 the spec answers input validation
+  errors as tool execution errors, so the model sees them and can correct its call: an `isError`
+  result. Either way they carry the same `code` and `hint` (in the error's `data`, or in the
+  result's `error` object). An unknown tool stays a protocol error at every version, as the spec
+  says. fastmcp 4 masks exceptions raised in a tool body into `isError` results, so tool bodies
+  raise `InvalidParamsError` (a `ToolError`, which fastmcp re-raises untouched) and
+  `ErrorMiddleware`, which knows the call's protocol version, answers it on its channel.
 * **Tool errors** (`isError: true` result): the call was well-formed but the search cannot be
   done — an invalid regex, a path outside the roots, a timeout, an index still building, the
   shared session store (Redis) unreachable. The result carries a structured `error` object
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ParamSpec
 
 import pydantic
@@ -35,6 +40,7 @@ from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from mcp import MCPError
 from mcp_types import INVALID_PARAMS
+from mcp_types.version import is_version_at_least
 
 from search_engine import (
     IndexDamagedError,
@@ -49,9 +55,21 @@ from search_engine import (
 )
 from server.json_result import json_result
 from server.settings import validation_problems
-from sessions import CursorError, SessionStoreUnavailableError
+from sessions import (
+    CursorError,
+    CursorExpiredError,
+    CursorGenerationError,
+    CursorParamsMismatchError,
+    CursorTooLargeError,
+    SessionStoreUnavailableError,
+)
 
 P = ParamSpec("P")
+
+#: An error message echoing what it was given (DuckDB's the SQL or the data, a proxied server's
+#: whatever it likes) is clipped to this many characters: an error is not under the output
+#: budget a result is, and it goes into the agent's context whole.
+MAX_ERROR_CHARS = 2000
 
 
 # -- output layer and proxy failures ------------------------------------------------------------
@@ -114,13 +132,41 @@ class BackendResultError(RuntimeError):
     not the client's arguments (fastmcp reports it as -32602 "Invalid request parameters")."""
 
 
-class InvalidParamsError(ToolError):
-    """Raised in a tool body for a call that is invalid as sent; becomes JSON-RPC -32602."""
+#: The codes of a refusal (a call invalid as sent) and what to do next, in either channel.
+REFUSALS: dict[str, str] = {
+    "invalid_arguments": "fix the arguments the message names (the tool's input schema describes each) and call again",
+    "invalid_cursor": "pass pagination.next_cursor back exactly as it was returned, to the tool that returned it, or "
+    "run the search again without a cursor",
+    "cursor_expired": "run the same search again without a cursor",
+    "cursor_mismatch": "send only the cursor (it remembers the search), or leave it out to start the new search",
+    "results_changed": "run the search again without a cursor; its results may have shifted",
+    "search_too_large": "shorten the query, path, globs or jq_filter, or split the search",
+}
+#: The refusal code of each cursor refusal that is not `invalid_cursor`.
+_CURSOR_REFUSALS: tuple[tuple[type[CursorError], str], ...] = (
+    (CursorExpiredError, "cursor_expired"),
+    (CursorParamsMismatchError, "cursor_mismatch"),
+    (CursorGenerationError, "results_changed"),
+    (CursorTooLargeError, "search_too_large"),
+)
+#: The first protocol version whose clients get refusals as tool execution errors (SEP-1303).
+REFUSALS_AS_TOOL_ERRORS_SINCE = "2025-11-25"
 
-    def __init__(self, message: str, data: dict[str, Any] | None = None) -> None:
+
+class InvalidParamsError(ToolError):
+    """Raised in a tool body for a call that is invalid as sent: a refusal (`code`, one of
+    `REFUSALS`), answered by `ErrorMiddleware` on the channel of the client's protocol version."""
+
+    def __init__(self, message: str, data: dict[str, Any] | None = None, *, code: str = "invalid_arguments") -> None:
         super().__init__(message, log_level=logging.DEBUG)
         self.message = message
-        self.data = data
+        self.code = code
+        self.data = {"code": code, "hint": REFUSALS[code], **(data or {})}
+
+    @classmethod
+    def of_cursor(cls, exc: CursorError) -> InvalidParamsError:
+        code = next((c for t, c in _CURSOR_REFUSALS if isinstance(exc, t)), "invalid_cursor")
+        return cls(str(exc), {"reason": type(exc).__name__}, code=code)
 
 
 #: Tool errors, most specific first: (exception type, stable code, what to do next).
@@ -166,7 +212,8 @@ _TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
     (
         JqFilterError,
         "invalid_jq_filter",
-        "fix the jq_filter: it must map the array of match objects to an array of match objects, e.g. map(select(...))",
+        "fix the jq_filter: it runs over the array of match records the pages show ({path, line, text} unless "
+        'detail="full") and must keep some of them as they are, e.g. map(select(.path | startswith("src/")))',
     ),
     (
         SqlRejectedError,
@@ -213,15 +260,15 @@ def error_result(exc: Exception) -> ToolResult:
 
 
 def tool_errors(fn: Callable[P, Awaitable[ToolResult]]) -> Callable[P, Awaitable[ToolResult]]:
-    """Wrap a tool body: cursor refusals become -32602, the failures in `_TOOL_ERRORS` an
-    `isError` result. Anything else is a bug and is left for fastmcp to report."""
+    """Wrap a tool body: cursor refusals become refusals (`InvalidParamsError`), the failures in
+    `_TOOL_ERRORS` an `isError` result. Anything else is a bug and is left for fastmcp to report."""
 
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> ToolResult:
         try:
             return await fn(*args, **kwargs)
         except CursorError as exc:
-            raise InvalidParamsError(str(exc), {"reason": type(exc).__name__}) from exc
+            raise InvalidParamsError.of_cursor(exc) from exc
         except HANDLED_ERRORS as exc:
             return error_result(exc)
 
@@ -229,25 +276,44 @@ def tool_errors(fn: Callable[P, Awaitable[ToolResult]]) -> Callable[P, Awaitable
 
 
 class ErrorMiddleware(Middleware):
-    """Lifts `InvalidParamsError` and argument-validation failures out of the tool-result channel
-    onto the wire as JSON-RPC -32602, where fastmcp would otherwise mask them."""
+    """Answers refusals (`InvalidParamsError`, and the argument-validation failures fastmcp raises
+    before a tool body runs) on the channel of the call's protocol version: a JSON-RPC -32602 on
+    the wire, where fastmcp would otherwise mask it, or from MCP 2025-11-25 an `isError` result."""
 
     async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Callable[..., Any]) -> Any:
         try:
             return await call_next(context)
         except InvalidParamsError as exc:
-            raise MCPError(code=INVALID_PARAMS, message=exc.message, data=exc.data) from exc
+            refusal = exc
         except ValidationError as exc:
-            raise MCPError(
-                code=INVALID_PARAMS,
-                message=f"invalid arguments: {_problems(exc)}; check the tool's input schema",
-            ) from exc
+            refusal = invalid_arguments(exc)
         except NotFoundError as exc:
             # The MCP spec lists an unknown tool as a protocol error (-32602); fastmcp would
             # answer with an isError result instead.
             raise MCPError(
                 code=INVALID_PARAMS, message=f"{exc}: call tools/list for the tools this server offers"
             ) from exc
+        if _refusals_are_tool_errors(context):
+            return json_result(
+                {"error": {"code": refusal.code, "message": refusal.message, **refusal.data}}, is_error=True
+            )
+        raise MCPError(code=INVALID_PARAMS, message=refusal.message, data=refusal.data) from refusal
+
+
+def _refusals_are_tool_errors(context: MiddlewareContext[Any]) -> bool:
+    """Whether the client negotiated a protocol version that answers refusals as tool execution
+    errors. A version this SDK does not know, or none (no request context), keeps -32602."""
+    request = context.fastmcp_context.request_context if context.fastmcp_context is not None else None
+    return request is not None and is_version_at_least(request.protocol_version, REFUSALS_AS_TOOL_ERRORS_SINCE)
+
+
+def invalid_arguments(exc: ValidationError, notes: Sequence[str] = ()) -> InvalidParamsError:
+    """The refusal of arguments fastmcp found invalid, naming every problem, each `note` after
+    them (what the arguments were probably meant to be)."""
+    said = "".join(f" ({note})" for note in notes)
+    refusal = InvalidParamsError(f"invalid arguments: {_problems(exc)}{said}; check the tool's input schema")
+    refusal.__cause__ = exc
+    return refusal
 
 
 def _problems(exc: BaseException) -> str:

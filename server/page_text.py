@@ -10,14 +10,50 @@ with the path on each (`path:line:text`), as grep does into a pipe.
 
 Both sinks print compact match records (`server.records`), so the CLI's lines and the text
 block are the same lines for the same matches.
+
+A file's name is the repository's to choose, and git stores `zz\\nreal.py\\n2:    return True`
+as readily as `app.py`: printed raw, it showed a heading `real.py` and a forged `2:` line, and
+a name holding terminal escape sequences drove the terminal. So a name holding a control
+character is quoted as git quotes it (`"zz\\nreal.py\\n2:..."`, `\\033` for ESC) wherever these
+lines print it, and a warning's control characters are escaped; structuredContent and JSON keep
+the real name.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from server.records import full_record_to_compact, records_of_groups
+
+#: What may not show raw in a line of text: C0 and C1 controls (ESC starts a terminal escape
+#: sequence, 0x9b is CSI on its own), DEL, and the Unicode line and paragraph separators.
+_CONTROL = "\x00-\x1f\x7f-\x9f\u2028\u2029"
+_UNSAFE = re.compile(f"[{_CONTROL}]")
+_QUOTED = re.compile(f'[{_CONTROL}"\\\\]')
+_C_ESCAPES = {"\a": "a", "\b": "b", "\t": "t", "\n": "n", "\v": "v", "\f": "f", "\r": "r", '"': '"', "\\": "\\"}
+
+
+def _c_escape(match: re.Match[str]) -> str:
+    """One character as C (and git) escape it: a letter, else octal of its UTF-8 bytes."""
+    char = match.group()
+    letter = _C_ESCAPES.get(char)
+    return f"\\{letter}" if letter else "".join(f"\\{b:03o}" for b in char.encode("utf-8", "surrogatepass"))
+
+
+def shown_name(path: str) -> str:
+    """`path` as one line of text can show it: as it is, or, holding a control character
+    (or starting with a quote, which would read as quoted), in double quotes with git's C
+    escapes (`"a\\nb.py"`), so no name reads as another line or another name."""
+    if not _UNSAFE.search(path) and not path.startswith('"'):
+        return path
+    return '"' + _QUOTED.sub(_c_escape, path) + '"'
+
+
+def one_line(text: str) -> str:
+    """`text` (a warning that may name a file) with its control characters escaped."""
+    return _UNSAFE.sub(_c_escape, text)
 
 
 def grep_lines(
@@ -34,7 +70,7 @@ def grep_lines(
     last_path: str | None = None
     last_line = 0
     for r in records:
-        path = r["path"]
+        path = shown_name(r["path"])
         new_file = path != last_path
         if new_file:
             last_line = 0
@@ -80,7 +116,7 @@ def header(tool: str, response: dict[str, Any], *, with_cursor: bool = True) -> 
     else:
         parts.append(f"next_cursor={cursor}" if with_cursor else "more: pagination.next_cursor")
     lines = [", ".join(parts)]
-    lines += [f"warning: {w}" for w in response.get("metadata", {}).get("warnings") or []]
+    lines += [f"warning: {one_line(w)}" for w in response.get("metadata", {}).get("warnings") or []]
     return "\n".join(lines) + "\n"
 
 
@@ -92,9 +128,15 @@ def page_text(tool: str, response: dict[str, Any], *, with_matches: bool) -> str
     if mode == "file_ref":
         ref = results["file_ref"]
         out += f"page written to {ref['path']} (JSON Lines, line 1 a header); see results.file_ref\n"
+        dataset = ref.get("dataset") or {}
+        if dataset.get("id") not in (None, ref.get("id")):
+            out += (
+                f"whole result list ({dataset['rows']} of {dataset['total_count']} matches) for SQL and jq: "
+                f"dataset {dataset['id']}, {dataset['path']}\n"
+            )
     elif mode == "stats_only":
         stats = results.get("stats") or {}
-        out += "".join(f"{f['path']}: {f['count']}\n" for f in stats.get("top_files") or [])
+        out += "".join(f"{shown_name(f['path'])}: {f['count']}\n" for f in stats.get("top_files") or [])
     elif not with_matches:
         out += "matches: see structuredContent\n"
     else:

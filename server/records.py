@@ -4,55 +4,35 @@ in a saved dataset or printed by `codepager search --json/--jsonl`.
 There is one printer per detail level (`match_record`), so every sink of the same detail level
 shows the same object:
 
-- `compact` (the default): `{"path", "line", "end"?, "text"?, "score"?, "before"?, "after"?}`.
+- `compact` (the default): `{"path", "line", "end"?, "text"?, "score"?, "before"?, "after"?,
+  "changed"?}`; `changed` (both shapes) marks a match whose file changed since its search
+  (`search_engine.recheck`).
   Only what an agent can use and cannot derive: no byte offsets, language or match type (the
   tool name says it), no duplicate line number, scores rounded to 4 significant digits, no
   hybrid component ranks. `end` appears only when the match spans lines. On an inline page the
   records are grouped by file (`group_by_file`), so each path is written once.
 - `full`: the seed-compatible shape (`file`, `match.span`, `type`, `context`, `ranks`), which
-  `jq_filter` works on and `output_mode=legacy` prints.
+  `output_mode=legacy` prints.
 
-`match_from_record` reads a full record back (for `jq_filter`). Snippet cutting is
-presentation: it happens here, never in the engine, so changing `snippet_length` does not change
-the search (or its cursor).
+`jq_filter` runs over the records of the page's detail level (`server.jq.view`). Snippet
+cutting is presentation: it happens here, never in the engine, so changing `snippet_length`
+does not change the search (or its cursor).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from enum import Enum
 from typing import Any
 
-import msgspec
-
 from search_engine import Match, MatchType
 
 CUT_MARK = "…"
-#: Lines and bytes a span may name: what a file offset can be (and msgpack, in a cursor, hold).
-_MAX_OFFSET = 1 << 63
-#: Larger scores overflow to infinity when rounded for display (JSON has no infinity); NaN fails too.
-_MAX_SCORE = 1e300
-#: Where each Match field is in a full record, to name it in an error as the filter sees it.
-_RECORD_PATHS = {
-    "path": ".file.path",
-    "language": ".file.language",
-    "line_start": ".match.span.line_start",
-    "line_end": ".match.span.line_end",
-    "byte_start": ".match.span.byte_start",
-    "byte_end": ".match.span.byte_end",
-    "content": ".match.content",
-    "type": ".type",
-    "score": ".match.score",
-    "context_before": ".context.before",
-    "context_after": ".context.after",
-    "ranks": ".match.ranks",
-}
-_FIELD_PATH = re.compile(r"`\$\.(" + "|".join(_RECORD_PATHS) + r")\b")
 
 
 class Detail(str, Enum):
-    """How much of each match an answer carries (presentation only: never part of a cursor)."""
+    """How much of each match an answer carries: presentation, never part of a search (a
+    `jq_filter` view, which runs over the records of one detail level, keeps its own)."""
 
     COMPACT = "compact"
     FULL = "full"
@@ -103,11 +83,13 @@ def compact_record(m: Match, *, include_snippet: bool = True, snippet_length: in
         record["before"] = list(m.context_before)
     if m.context_after:
         record["after"] = list(m.context_after)
+    if m.changed is not None:
+        record["changed"] = m.changed
     return record
 
 
 def full_record(m: Match, *, include_snippet: bool = True, snippet_length: int | None = None) -> dict[str, Any]:
-    """The seed-compatible object (`detail="full"`, `output_mode=legacy`, `jq_filter`'s input)."""
+    """The seed-compatible object (`detail="full"`, `output_mode=legacy`)."""
     body: dict[str, Any] = {
         "span": {
             "byte_start": m.byte_start,
@@ -131,54 +113,9 @@ def full_record(m: Match, *, include_snippet: bool = True, snippet_length: int |
     }
     if m.context_before or m.context_after:
         record["context"] = {"before": list(m.context_before), "after": list(m.context_after)}
+    if m.changed is not None:
+        record["changed"] = m.changed
     return record
-
-
-def match_from_record(record: Any) -> Match:
-    """Read a record made by `match_record(include_snippet=True)` back into a `Match`.
-
-    Used by `jq_filter`: the filter works on records, and what it keeps becomes a result list
-    of its own. Raises ValueError naming what is missing or wrong, so a filter that reshapes
-    records (e.g. `map(.file.path)`) gets an error that says how to write it instead. Every
-    field is converted to its declared type and the span and score checked, as a filter can
-    rewrite any of them (`.file.path = 123`, `.match.score = 1e308 * 10`) and a Match is built
-    without checks; before, such a value broke the page later with a raw TypeError.
-    """
-    if not isinstance(record, dict):
-        raise ValueError(f"expected a match object, got {type(record).__name__}")
-    try:
-        span, body, file = record["match"]["span"], record["match"], record["file"]
-        context = record.get("context") or {}
-        fields = {
-            "path": file["path"],
-            "language": file.get("language"),
-            "line_start": span["line_start"],
-            "line_end": span["line_end"],
-            "byte_start": span["byte_start"],
-            "byte_end": span["byte_end"],
-            "content": body.get("content", ""),
-            "type": record["type"],
-            "score": body.get("score"),
-            "context_before": context.get("before") or (),
-            "context_after": context.get("after") or (),
-            "ranks": body.get("ranks"),
-        }
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"not a match object (missing or invalid {exc})") from None
-    try:
-        match = msgspec.convert(fields, Match, strict=False)
-    except msgspec.ValidationError as exc:
-        where = _FIELD_PATH.sub(lambda m: f"`{_RECORD_PATHS[m.group(1)]}", str(exc))
-        raise ValueError(f"not a match object ({where})") from None
-    if not (
-        0 < match.line_start <= match.line_end < _MAX_OFFSET and 0 <= match.byte_start <= match.byte_end < _MAX_OFFSET
-    ):
-        raise ValueError(
-            "not a match object (its span must have 1 <= line_start <= line_end, 0 <= byte_start <= byte_end)"
-        )
-    if match.score is not None and not abs(match.score) <= _MAX_SCORE:
-        raise ValueError(f"not a match object (its score must be a number of at most {_MAX_SCORE:g} in size)")
-    return match
 
 
 def line_key(record: dict[str, Any]) -> str:
@@ -227,4 +164,15 @@ def records_of_groups(files: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 def full_record_to_compact(record: dict[str, Any]) -> dict[str, Any]:
     """The compact record of the same match as a full record (for the text block of a
     `detail="full"` page, which prints compact records whatever the page's detail)."""
-    return compact_record(match_from_record(record), include_snippet="content" in record["match"])
+    body, span, context = record["match"], record["match"]["span"], record.get("context") or {}
+    out: dict[str, Any] = {"path": record["file"]["path"], "line": span["line_start"]}
+    if span["line_end"] != span["line_start"]:
+        out["end"] = span["line_end"]
+    if "content" in body:
+        out["text"] = body["content"]
+    if body.get("score") is not None:
+        out["score"] = round_score(body["score"])
+    for key in ("before", "after"):
+        if context.get(key):
+            out[key] = list(context[key])
+    return out

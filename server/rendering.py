@@ -40,7 +40,8 @@ def tool_result(rendered: Rendered) -> ToolResult:
                 type="resource_link",
                 uri=ref.uri,
                 name=ref.name,
-                description=f"{ref.line_count - 1} result lines after a header line (JSONL)",
+                description=f"{ref.line_count - 1} result lines after a header line (JSONL): read them in parts, "
+                "as results.file_ref.guidance says",
                 mime_type=JSONL_MIME_TYPE,
                 size=ref.size_bytes,
             )

@@ -8,11 +8,13 @@ cuts lossless: it delegates to `Page.cut`, whose next cursor resumes at the firs
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from search_engine import SearchRequest
+from search_engine import Match, SearchRequest
+from server.jq import view_expression
+from server.output import WholeList
 from server.records import Detail, match_record
 from server.settings import SearchSettings, default_of
 from sessions import Page
@@ -28,7 +30,7 @@ def search_block(request: SearchRequest, view: str | None, detail: Detail) -> di
         k: v for k, v in request.model_dump(mode="json", exclude_defaults=True).items() if k not in _IDENTITY_FIELDS
     }
     if view:
-        params["jq_filter"] = _echo(view)
+        params["jq_filter"] = _echo(view_expression(view))
     block: dict[str, Any] = {"query": _echo(request.query), "mode": request.mode.value}
     if params or detail is Detail.FULL:
         block["parameters"] = params
@@ -72,8 +74,26 @@ class SearchResponse:
 
     def stats_records(self) -> Iterator[dict[str, Any]]:
         """Every match of the search (not just this page), for stats_only / stats_first."""
-        matches = self.page.result.matches if self.page.result is not None else self.page.matches
-        return (match_record(m, include_snippet=False) for m in matches)
+        return (match_record(m, include_snippet=False) for m in self._list())
+
+    def whole_list(self) -> WholeList:
+        """The list this page is cut from, shown as the page shows its matches: an offloaded
+        page names it as its dataset. One session's list never changes, so the session and
+        the record options identify the file written for it."""
+        o = self.options
+        matches = self._list()
+
+        def records() -> Iterator[dict[str, Any]]:
+            for m in matches:
+                yield match_record(
+                    m, detail=o.detail, include_snippet=o.include_snippet, snippet_length=o.snippet_length
+                )
+
+        key = f"{self.page.session_id}:{o.detail.value}:{o.include_snippet}:{o.snippet_length}"
+        return WholeList(key, len(matches), records)
+
+    def _list(self) -> Sequence[Match]:
+        return self.page.result.matches if self.page.result is not None else self.page.matches
 
     def cut(self, n: int) -> SearchResponse:
         return replace(self, page=self.page.cut(n))
@@ -107,6 +127,11 @@ class SearchResponse:
         if not self.compact or p.search_total_count != p.total_count:
             counts["search_total_count"] = p.search_total_count
         counts.update(has_more=p.has_more, truncated=p.truncated)
+        result = p.result  # scores are relative (hybrid's best is 1.0): this is what says "nothing close"
+        if result is not None and result.best_similarity is not None:
+            counts["best_similarity"] = result.best_similarity
+            if result.low_relevance:
+                counts["low_relevance"] = True
         return counts
 
     def metadata(self, extra_warnings: list[str] | None = None) -> dict[str, Any]:
@@ -116,6 +141,7 @@ class SearchResponse:
         warnings = [*p.warnings, *self._cut_warning(), *self.warnings, *(extra_warnings or [])]
         if self.compact:
             compact: dict[str, Any] = {"cache": p.cache, "time_ms": round(p.page_time_ms, 1)}
+            compact["freshness"] = self.freshness()
             if warnings:
                 compact["warnings"] = warnings
             return compact
@@ -125,8 +151,30 @@ class SearchResponse:
             "page_time_ms": round(p.page_time_ms, 3),
             "cache": p.cache,
             "index": {"generation": p.index_generation},
+            "freshness": self.freshness(),
             "warnings": warnings,
         }
+
+    def freshness(self) -> dict[str, Any]:
+        """What state of the files this page's results reflect (docs/tools.md, "Freshness"):
+        `state` and `as_of` always; what was left out while `updating`, since when results
+        are `unverified`, and on a page served from a cursor when its lines were re-checked
+        against the files and how many results are marked `changed`."""
+        p = self.page
+        f = p.freshness
+        block: dict[str, Any] = {"state": f.state if f else "current", "as_of": round(f.as_of, 3) if f else None}
+        if f is not None and f.state == "updating":
+            block.update(pending_count=f.pending_count, pending=list(f.pending))
+        if f is not None and f.state == "unverified":
+            block["verified_at"] = round(f.verified_at, 3) if f.verified_at else None
+        if f is not None and f.reason and (f.state != "current" or not self.compact):
+            block["reason"] = f.reason
+        if f is not None and not self.compact:
+            block["detection"] = f.detection
+        if p.rechecked_at is not None:
+            block["rechecked_at"] = round(p.rechecked_at, 3)
+            block["changed_count"] = sum(1 for m in p.matches if m.changed is not None)
+        return block
 
     def _cut_warning(self) -> list[str]:
         """The search found more than it keeps (search.max_results): say so on every page, with

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import os
+import stat
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -26,6 +27,7 @@ from pydantic_settings import (
 
 from search_engine import (
     DEFAULT_EMBEDDING_PROFILE,
+    DEFAULT_FRESH_WAIT_S,
     DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_LINE_WIDTH,
     DEFAULT_MAX_RESULTS,
@@ -158,10 +160,30 @@ class IndexSettings(_Section):
     index_on_start: bool = Field(
         True, description="Start indexing every root in the background when the server starts."
     )
+    watch: bool = Field(
+        True,
+        description=(
+            "Find file changes by events (inotify, FSEvents, ReadDirectoryChangesW); false lists the tree on every "
+            "semantic or hybrid search instead (network filesystems are always listed)."
+        ),
+    )
+    fresh_wait_s: Seconds = Field(
+        DEFAULT_FRESH_WAIT_S,
+        ge=0,
+        description=(
+            "How long a semantic or hybrid call waits for files changed before it to be folded into the index, when "
+            "it cannot take them live (more than 16 files, a directory moved in, an ignore file, polling); past it the "
+            "answer leaves them out and says so (freshness 'updating')."
+        ),
+    )
 
 
 class SessionSettings(_Section):
-    backend: str = Field("memory", description="'memory', or a redis:// (rediss://, unix://) URL shared by replicas.")
+    backend: str = Field(
+        "memory",
+        description="'memory', or a redis:// (rediss://, unix://) URL shared by replicas; Redis needs the redis "
+        'extra: `pip install "codepager[redis]"`.',
+    )
     namespace: str = Field(
         DEFAULT_NAMESPACE,
         description="Redis key prefix codepager:<namespace>:; replicas sharing sessions use the same one.",
@@ -193,9 +215,24 @@ class SessionSettings(_Section):
 
 
 def _default_offload_dir() -> Path:
-    import getpass
+    """Where only this user can create the directory: `$XDG_RUNTIME_DIR/codepager` when that is
+    set and a directory of this user's others cannot write in (the session's own, 0700), else
+    `offload` in the user's cache dir. The default was `codepager-<user>` in the shared temp dir,
+    a name anyone could create first: every large page then came back cut inline ("belongs to
+    another user", which is still refused), with no file, SQL or resource."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime) and _ours_alone(Path(runtime)):
+        return Path(runtime) / "codepager"
+    return default_cache_dir() / "offload"
 
-    return Path(tempfile.gettempdir()) / f"codepager-{getpass.getuser()}"
+
+def _ours_alone(path: Path) -> bool:
+    """Whether `path` is a directory of this user's that no one else can write in."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 class ClientBudget(_Section):
@@ -265,14 +302,19 @@ class OffloadSettings(_Section):
         ),
     )
     duckdb_max_rows: int = Field(
-        100_000, ge=1, description="Rows kept from one SQL result; the rest is reported as truncated."
+        100_000,
+        ge=1,
+        description=(
+            "Rows kept from one SQL result, and from the whole result list an offloaded search page names as its "
+            "dataset; the rest is reported as left out."
+        ),
     )
     duckdb_max_result_bytes: int = Field(
         64 * 1024 * 1024,
         ge=1024,
         description=(
-            "JSON bytes of one SQL result written to its offload file; the rows past it are left out and the answer "
-            "says so."
+            "JSON bytes of one SQL result written to its offload file, and of the whole result list an offloaded "
+            "search page names as its dataset; the rows past it are left out and the answer says so."
         ),
     )
     duckdb_fetch: Literal["auto", "spool"] = Field(
@@ -344,8 +386,22 @@ class ServerSettings(_Section):
     auth_token: str | None = Field(
         None,
         description=(
-            "When set, HTTP requests need `Authorization: Bearer <token>`; checked on the headers, before any body is "
-            "read."
+            "The token HTTP requests need (`Authorization: Bearer <token>`), checked on the headers before any body is "
+            "read. Unset: the one kept in auth_token_file, generated on first start."
+        ),
+    )
+    auth_token_file: Path = Field(
+        default_factory=lambda: Path(platformdirs.user_state_dir("codepager", appauthor=False)) / "http-token",
+        description=(
+            "HTTP without auth_token: where the generated token is kept (0600, in a directory others cannot write in) "
+            "and read again at each start; delete the file and restart to rotate the token."
+        ),
+    )
+    no_auth: bool = Field(
+        False,
+        description=(
+            "HTTP: serve every request without a token (warned about at start): every user of this machine, and "
+            "anyone who can reach the address, can then call the tools."
         ),
     )
     allowed_hosts: tuple[str, ...] = Field(
@@ -452,6 +508,14 @@ class ServerSettings(_Section):
         return entries
 
     @model_validator(mode="after")
+    def _no_token_with_no_auth(self) -> ServerSettings:
+        if self.no_auth and self.auth_token is not None:
+            raise ValueError(
+                "server.no_auth (--no-auth) and server.auth_token (--auth-token) contradict each other; drop one"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _one_request_fits_the_body_budget(self) -> ServerSettings:
         if self.body_max_buffered_bytes < self.max_request_bytes:
             raise ValueError(
@@ -508,6 +572,8 @@ class Settings(BaseSettings):
             cache_dir=self.index.cache_dir,
             embedding_profile=self.index.profile,
             embedding_model=self.index.model,
+            watch=self.index.watch,
+            fresh_wait_s=self.index.fresh_wait_s,
         )
 
 
@@ -577,6 +643,11 @@ def _not_secret(loc: tuple[str | int, ...]) -> bool:
 #: Problems listed at most: a list of thousands of bad items is as many errors, and the
 #: message of a refused tool call goes into an agent's context.
 MAX_PROBLEMS = 10
+#: Errors read out of one ValidationError at most. pydantic builds them all at once (~10 us
+#: each), so past this many only their count is told: a malformed answer of a proxied server
+#: of 1.9M bad items would otherwise hold the event loop for 20 s. Our tools' own arguments are
+#: bounded far below it (`server.tools.bounds`).
+MAX_READ_ERRORS = 10_000
 
 
 def validation_problems(
@@ -591,8 +662,11 @@ def validation_problems(
     a documentation link, and prints every refused value, secrets (a token, a server's `env`)
     included, into terminals and bug reports. `names` renames a location's first part (a
     model's field to the tool argument it came from)."""
+    count = exc.error_count()
+    if count > MAX_READ_ERRORS:
+        return [f"{count:,} values are not what the schema allows (too many to list)"]
     problems = []
-    for error in exc.errors(include_url=False):
+    for error in exc.errors(include_url=False)[:MAX_PROBLEMS]:
         first, *rest = error["loc"] or ("",)
         key = ".".join(str(part) for part in ((names or {}).get(first, first), *rest))
         message = error["msg"].removeprefix("Value error, ")  # our validators' messages name the key
@@ -601,6 +675,6 @@ def validation_problems(
             given = repr(error["input"])
             problem += f" (got {given if len(given) <= 200 else given[:200] + '...'})"
         problems.append(problem)
-    if len(problems) > MAX_PROBLEMS:
-        problems[MAX_PROBLEMS:] = [f"and {len(problems) - MAX_PROBLEMS} more"]
+    if count > MAX_PROBLEMS:
+        problems.append(f"and {count - MAX_PROBLEMS:,} more")
     return problems

@@ -2,9 +2,9 @@
 Knows nothing of MCP.
 
 This module is the package's public API: `server` imports only the names in `__all__`, from
-here, never a submodule. The Redis store (`RedisStore`, `redacted`) is imported on first use:
-the redis client costs ~0.2 s to import, which a memory-backed server or a CLI command never
-needs.
+here, never a submodule. The Redis store (`RedisStore`) is imported on first use: the redis
+client costs ~0.2 s to import, which a memory-backed server or a CLI command never needs, and
+it is an extra (`pip install "codepager[redis]"`) a default install leaves out.
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from sessions.memory import (
 )
 from sessions.models import Page, Session
 from sessions.pager import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Pager
-from sessions.store import DEFAULT_NAMESPACE, SessionStore, StoreStats
+from sessions.store import DEFAULT_NAMESPACE, SessionStore, StoreStats, redacted
 from sessions.sweeper import Sweeper
 
 if TYPE_CHECKING:
-    from sessions.redis_store import RedisStore, redacted
+    from sessions.redis_store import RedisStore
 
 __all__ = [
     "DEFAULT_MAX_AGE_S",
@@ -72,4 +72,4 @@ __all__ = [
 
 
 # The names imported on first use (see the module doc).
-__getattr__ = lazy_exports(__name__, dict.fromkeys(("RedisStore", "redacted"), "sessions.redis_store"))
+__getattr__ = lazy_exports(__name__, {"RedisStore": "sessions.redis_store"})

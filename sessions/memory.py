@@ -129,14 +129,6 @@ class MemoryStore:
             self._refresh(session)
             return True
 
-    def delete(self, session_id: str) -> bool:
-        with self._lock:
-            session = self._cache.pop(session_id, None)
-            if session is None:
-                return False
-            self._unindex(session)
-            return True
-
     def stats(self) -> StoreStats:
         with self._lock:
             return StoreStats(

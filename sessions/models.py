@@ -1,8 +1,8 @@
 """What the session layer keeps (`Session`) and what it hands out (`Page`).
 
 A `Session` is one search's full, ordered result list plus what identifies it. It round-trips
-through a plain dict (and msgpack bytes) because stores other than the in-process one (Redis)
-keep it outside Python objects. It is read back only as the types written (msgspec, like the
+through msgpack bytes (`to_bytes`, of the plain dict `to_dict`) because stores other than the
+in-process one (Redis) keep it outside Python objects. It is read back only as the types written (msgspec, like the
 index's tables): what comes back from outside the process may have been written by anyone
 who can write there, and a value of another type (a `size` that is text, a `view` that is a
 number) must fail the read, not a page served from it later.
@@ -20,10 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-import msgpack
 import msgspec
 
-from search_engine import Count, Match, SearchRequest, SearchResult
+from search_engine import Count, Freshness, Match, SearchRequest, SearchResult
 
 CacheStatus = Literal["miss", "hit", "restored"]
 
@@ -101,7 +100,11 @@ class Session:
 
     @property
     def key(self) -> str:
-        return dedup_key(self.params_hash, self.index_generation, self.view)
+        """What an identical search finds this list by; a list that left out files not yet in
+        the index (freshness not `current`) is never found so: its own id makes the key unique."""
+        key = dedup_key(self.params_hash, self.index_generation, self.view)
+        freshness = self.result.freshness
+        return key if freshness is None or freshness.state == "current" else f"{key}:{self.id}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -116,15 +119,9 @@ class Session:
             "last_access": self.last_access,
         }
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Session:
-        """The inverse of `to_dict`; ValueError unless every value has the type written."""
-        return cls._from_stored(msgspec.convert(d, _StoredSession))
-
     def to_bytes(self) -> bytes:
-        packed = msgpack.packb(self.to_dict(), use_bin_type=True)
-        assert isinstance(packed, bytes)  # msgpack ships no types; packb without a stream returns bytes
-        return packed
+        """`to_dict` as msgpack (the bytes the msgpack package wrote before msgspec did)."""
+        return msgspec.msgpack.encode(self.to_dict())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Session:
@@ -134,10 +131,6 @@ class Session:
             stored = msgspec.msgpack.decode(data, type=_StoredSession)
         except RecursionError:  # an unknown field nested thousands deep, which msgspec skips by recursing
             raise ValueError("nested too deeply") from None
-        return cls._from_stored(stored)
-
-    @classmethod
-    def _from_stored(cls, stored: _StoredSession) -> Session:
         fields = msgspec.structs.asdict(stored)  # every field but the request is the Session's own
         request_json = fields.pop("request")
         return cls(request=SearchRequest.model_validate_json(request_json), request_json=request_json, **fields)
@@ -185,6 +178,10 @@ class Page:
     index_time_ms: float
     page_time_ms: float
     warnings: list[str] = field(default_factory=list)
+    #: The state of the files the list reflects (its search's), and when this page's matches
+    #: were re-checked against the files (pages served from a cursor), else None.
+    freshness: Freshness | None = None
+    rechecked_at: float | None = None
     _cursor_at: Callable[[int], str] | None = field(default=None, repr=False, compare=False)
     #: The session's whole list (shared, not copied): what stats over "all results" read.
     result: SearchResult | None = field(default=None, repr=False, compare=False)

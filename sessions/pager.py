@@ -2,9 +2,8 @@
 
 The server calls `first_page` for a new search, and for a cursor `decode` then `page_at`,
 checking the decoded search in between (`request_of`: its tool, its root, its arguments;
-`is_live`: whether the index must be waited for); `next_page` is the two in one call, for
-callers with nothing to check (the paging benchmark, tests). Three paths serve a page, reported
-as `Page.cache`:
+`is_live`: whether the index must be waited for). Three paths serve a page, reported as
+`Page.cache`:
 - "miss": the search ran now and its list became a new session;
 - "hit": the list came from a live session (same search, same index generation, same view);
 - "restored": the cursor was valid but its session was gone (evicted, expired, restarted,
@@ -21,7 +20,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Protocol
 
-from search_engine import SearchRequest, SearchResult
+from search_engine import Match, SearchRequest, SearchResult
 from sessions.cursor import SEARCH_KIND, CursorCodec, CursorState
 from sessions.errors import CursorGenerationError, CursorMalformedError
 from sessions.models import CacheStatus, Page, Session, dedup_key
@@ -34,11 +33,14 @@ ViewFn = Callable[[SearchResult, str], SearchResult]
 
 
 class SearchBackend(Protocol):
-    """What the pager needs of `search_engine.SearchEngine`."""
+    """What the pager needs of `search_engine.SearchEngine`. `generation` is None when files
+    changed that the index has not caught up with yet (no list may be reused then)."""
 
     def search(self, request: SearchRequest) -> SearchResult: ...
 
-    def generation(self, request: SearchRequest) -> int: ...
+    def generation(self, request: SearchRequest) -> int | None: ...
+
+    def recheck(self, request: SearchRequest, matches: list[Match]) -> list[Match]: ...
 
 
 class Pager:
@@ -85,15 +87,13 @@ class Pager:
             raise ValueError("a view was given but this pager has no view function configured")
         params_hash = request.params_hash()
         generation = self.engine.generation(request)
-        session = self.store.find(dedup_key(params_hash, generation, view)) if reuse else None
+        # Reused only while the files are those of the index generation the list came from.
+        reuse = reuse and generation is not None
+        session = self.store.find(dedup_key(params_hash, generation or 0, view)) if reuse else None
         cache: CacheStatus = "hit"
         if session is None:
-            session, cache = self._new_session(request, params_hash, generation, view, reuse)
+            session, cache = self._new_session(request, params_hash, generation or 0, view, reuse)
         return self._page(session, 0, size, cache, started)
-
-    def next_page(self, cursor: str, page_size: int | None = None) -> Page:
-        """The page `cursor` points at. `page_size` overrides the cursor's."""
-        return self.page_at(self.decode(cursor), page_size)
 
     def decode(self, cursor: str) -> CursorState:
         """Verify `cursor` without serving it, so a caller can look at the search it pages
@@ -109,7 +109,7 @@ class Pager:
         cache: CacheStatus = "hit"
         if session is None:
             session, cache = self._restore(state)
-        return self._page(session, state.offset, size, cache, started)
+        return self._page(session, state.offset, size, cache, started, recheck=True)
 
     @staticmethod
     def request_of(state: CursorState) -> SearchRequest:
@@ -144,6 +144,8 @@ class Pager:
             return twin, "hit"
         request = self.request_of(state)
         generation = self.engine.generation(request)
+        if generation is None:
+            raise CursorGenerationError("files changed since and the index is still catching up with them")
         if generation != state.index_generation:
             raise CursorGenerationError(f"index generation {state.index_generation} is now {generation}")
         result = self.engine.search(request)
@@ -187,8 +189,17 @@ class Pager:
             )
         return size
 
-    def _page(self, session: Session, offset: int, size: int, cache: CacheStatus, started: float) -> Page:
+    def _page(
+        self, session: Session, offset: int, size: int, cache: CacheStatus, started: float, recheck: bool = False
+    ) -> Page:
+        """The page at `offset`. `recheck`: a page served after its search (from a cursor) has
+        its matches looked up in the files as they are now, so none shows old lines as current
+        (`search_engine.recheck`); same rule whichever store kept the list, or if it was restored."""
         matches = session.result.matches[offset : offset + size]
+        rechecked_at = None
+        if recheck and matches:
+            rechecked_at = time.time()
+            matches = self.engine.recheck(session.request, matches)
         has_more = offset + len(matches) < session.total_count
         template = CursorState(
             session_id=session.id,
@@ -221,6 +232,8 @@ class Pager:
             index_time_ms=result.index_time_ms,
             page_time_ms=(time.perf_counter() - started) * 1000,
             warnings=list(result.warnings),
+            freshness=result.freshness,
+            rechecked_at=rechecked_at,
             _cursor_at=cursor_at,
             result=result,
         )

@@ -40,7 +40,6 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from cachetools import LRUCache
@@ -50,7 +49,7 @@ from redis.retry import Retry
 from sessions.errors import SessionStoreUnavailableError
 from sessions.memory import DEFAULT_MAX_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_TTL_S
 from sessions.models import Session
-from sessions.store import DEFAULT_NAMESPACE, StoreStats
+from sessions.store import DEFAULT_NAMESPACE, StoreStats, redacted
 
 log = logging.getLogger(__name__)
 
@@ -184,16 +183,6 @@ def decode_session(blob: bytes, max_size: int = DEFAULT_MAX_SESSION_BYTES) -> Se
     return Session.from_bytes(packed)
 
 
-def redacted(url: str) -> str:
-    """`url` without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 class _LocalCache(LRUCache[str, Session]):
     """Decoded sessions this process already holds, with a by-key index kept exact on eviction."""
 
@@ -304,11 +293,6 @@ class RedisStore:
         if not alive:
             self._forget(session_id)
         return alive
-
-    def delete(self, session_id: str) -> bool:
-        deleted = bool(self._call("delete", session_id))
-        self._forget(session_id)
-        return deleted
 
     def stats(self) -> StoreStats:
         sessions, used, hits, misses, evictions, expirations = (int(v) for v in self._call("stats"))

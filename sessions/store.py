@@ -1,20 +1,33 @@
-"""The contract every session backend meets (in-process `MemoryStore`, later a Redis store).
+"""The contract every session backend meets: `MemoryStore` in the process, `RedisStore` shared
+by replicas.
 
 Kept deliberately small and in terms of whole `Session` values (which round-trip through
-`Session.to_dict`/`to_bytes`), so a backend that lives outside the process can implement it
-with a handful of key/value commands. Reads count as access: `get` and `find` slide the
-session's time-to-live, like a cache hit should.
+`Session.to_bytes`/`from_bytes`), so a backend that lives outside the process implements it
+with a handful of key/value commands (`RedisStore`: one Lua script). Reads count as access:
+`get` and `find` slide the session's time-to-live, like a cache hit should.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
 
 from sessions.models import Session
 
 #: The Redis key prefix's namespace when none is configured (`codepager:<namespace>:`).
 DEFAULT_NAMESPACE = "default"
+
+
+def redacted(url: str) -> str:
+    """A backend URL (`sessions.backend`) without its password, for messages, logs and
+    `codepager config`: here, not beside the Redis store, since showing it needs no redis client."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +62,6 @@ class SessionStore(Protocol):
 
     def touch(self, session_id: str) -> bool:
         """Refresh the TTL without reading; False if the session is gone."""
-
-    def delete(self, session_id: str) -> bool:
-        """Forget the session; False if it was not there."""
 
     def stats(self) -> StoreStats: ...
 

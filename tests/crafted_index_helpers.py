@@ -13,7 +13,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import msgpack
+import msgspec
 import numpy as np
 
 from search_engine.config import EngineConfig
@@ -26,7 +26,7 @@ MB = 2**20
 
 def build(repo: Path, cache: Path, embedder: Embedder) -> Path:
     """Index `repo` into `cache`; the live generation's directory."""
-    manager = IndexManager(EngineConfig(cache_dir=cache), embedder=embedder, refresh_interval_s=0)
+    manager = IndexManager(EngineConfig(cache_dir=cache), embedder=embedder)
     manager.update(repo)
     store = manager.store(repo)
     name = store.current_name()
@@ -35,12 +35,12 @@ def build(repo: Path, cache: Path, embedder: Embedder) -> Path:
 
 
 def strings(gen: Path) -> dict[str, Any]:
-    value: dict[str, Any] = msgpack.unpackb((gen / "chunks" / "strings.msgpack").read_bytes(), raw=False)
+    value: dict[str, Any] = msgspec.msgpack.decode((gen / "chunks" / "strings.msgpack").read_bytes())
     return value
 
 
 def put_strings(gen: Path, value: dict[str, Any]) -> None:
-    (gen / "chunks" / "strings.msgpack").write_bytes(msgpack.packb(value, use_bin_type=True))
+    (gen / "chunks" / "strings.msgpack").write_bytes(msgspec.msgpack.encode(value))
 
 
 def replace_file_text(gen: Path, path: str, compressed: bytes) -> None:

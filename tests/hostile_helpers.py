@@ -1,6 +1,7 @@
 """Shared by the tests/test_hostile_*.py files: a synchronous handle on an in-memory fastmcp
 Client (so hypothesis, which drives plain functions, can fuzz the real MCP path), the
-assertion that a call was refused as JSON-RPC -32602 (sync and async), and the peak memory
+assertion that a call was refused as invalid (sync and async: JSON-RPC -32602, or an isError
+result with a refusal code from MCP 2025-11-25), and the peak memory
 growth of a server process read from /proc, and the 300 MB SELECT that the server's and the
 proxy's analyze-with-duckdb must both stream."""
 
@@ -15,6 +16,9 @@ from typing import Any, TypeVar
 
 from fastmcp import Client, FastMCP
 from mcp import MCPError
+from mcp_types.version import is_version_at_least
+
+from server.errors import REFUSALS, REFUSALS_AS_TOOL_ERRORS_SINCE
 
 T = TypeVar("T")
 INVALID_PARAMS = -32602
@@ -58,13 +62,9 @@ class SyncClient:
         return self._run(self._client.call_tool(tool, args, **kw))
 
     def refused(self, tool: str, args: dict[str, Any]) -> str:
-        """Assert the call is refused with -32602; return the message."""
-        try:
-            self.call(tool, args)
-        except MCPError as exc:
-            assert exc.error.code == INVALID_PARAMS, (exc.error.code, exc.error.message)
-            return exc.error.message
-        raise AssertionError(f"{tool}({args!r:.200}) was not refused")
+        """Assert the call is refused (`refused_async`); return the message."""
+        assert self._client is not None
+        return self._run(refused_async(self._client, tool, args))
 
     def close(self) -> None:
         assert self._stop is not None
@@ -75,14 +75,30 @@ class SyncClient:
         self._loop.close()
 
 
-async def refused_async(client: Client[Any], tool: str, args: dict[str, Any]) -> str:
-    """Assert the call on a connected (async) Client is refused with -32602; return the message."""
+async def refusal(client: Client[Any], tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Assert the call on a connected (async) Client is refused as invalid, on the channel its
+    protocol version gets: JSON-RPC -32602 before MCP 2025-11-25, an isError result from then
+    on, with a refusal code either way. Returns `{code, message, hint, ...}` (the error's data
+    and message, or the result's `error` object)."""
+    as_result = is_version_at_least(client.protocol_version or "", REFUSALS_AS_TOOL_ERRORS_SINCE)
     try:
-        await client.call_tool(tool, args)
+        result = await client.call_tool(tool, args, raise_on_error=False)
     except MCPError as exc:
+        assert not as_result, (client.protocol_version, exc.error.message)
         assert exc.error.code == INVALID_PARAMS, (exc.error.code, exc.error.message)
-        return exc.error.message
-    raise AssertionError(f"{tool}({args!r:.200}) was not refused")
+        assert isinstance(exc.error.data, dict), exc.error.data
+        error = {**exc.error.data, "message": exc.error.message}
+    else:
+        assert as_result and result.is_error, f"{tool}({args!r:.200}) was not refused: {result.structured_content}"
+        error = (result.structured_content or {})["error"]
+    assert error["code"] in REFUSALS, error
+    return error
+
+
+async def refused_async(client: Client[Any], tool: str, args: dict[str, Any]) -> str:
+    """Assert the call is refused (`refusal`); return the message."""
+    message: str = (await refusal(client, tool, args))["message"]
+    return message
 
 
 def proc_status_kib(pid: int, field: str) -> int:

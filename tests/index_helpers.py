@@ -15,9 +15,9 @@ import pytest
 
 from search_engine.chunking import MAX_CHARS, chunk_file
 from search_engine.chunks import Chunk, content_hash
-from search_engine.config import EngineConfig
+from search_engine.config import DEFAULT_FRESH_WAIT_S, EngineConfig
 from search_engine.embeddings import LazyEmbedder
-from search_engine.index import DEFAULT_REFRESH_INTERVAL_S, INLINE_REFRESH_MAX_FILES, IndexManager
+from search_engine.index import IndexManager
 from search_engine.languages import language_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -132,13 +132,8 @@ def manager_for(
     cache: Path,
     embedder: CountingEmbedder,
     *,
-    refresh_interval_s: float = DEFAULT_REFRESH_INTERVAL_S,
-    inline_refresh_max_files: int = INLINE_REFRESH_MAX_FILES,
+    watch: bool = True,
+    fresh_wait_s: float = DEFAULT_FRESH_WAIT_S,
 ) -> IndexManager:
     """An index manager caching in `cache` that embeds with `embedder`."""
-    return IndexManager(
-        EngineConfig(cache_dir=cache),
-        embedder=embedder,
-        refresh_interval_s=refresh_interval_s,
-        inline_refresh_max_files=inline_refresh_max_files,
-    )
+    return IndexManager(EngineConfig(cache_dir=cache), embedder=embedder, watch=watch, fresh_wait_s=fresh_wait_s)

@@ -74,7 +74,8 @@ def page_matches(response: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def serve_env(tmp: Path, secret: str | None = SECRET, **settings: str) -> dict[str, str]:
-    """Environment for a `codepager serve` subprocess: the test's cache, key and offload dir.
+    """Environment for a `codepager serve` subprocess: the test's cache, key, offload dir and
+    HTTP token file (none of them the user's own).
 
     `secret=None` configures no key (the server keeps its own in the cache dir); `settings`
     are more overrides, `sessions__max_sessions="1"` -> CODEPAGER_SESSIONS__MAX_SESSIONS=1."""
@@ -84,6 +85,7 @@ def serve_env(tmp: Path, secret: str | None = SECRET, **settings: str) -> dict[s
             "CODEPAGER_INDEX__CACHE_DIR": str(tmp / "cache"),
             "CODEPAGER_INDEX__INDEX_ON_START": "false",
             "CODEPAGER_OFFLOAD__OUTPUT_DIR": str(tmp / "offload"),
+            "CODEPAGER_SERVER__AUTH_TOKEN_FILE": str(tmp / "state" / "http-token"),
             "HF_HUB_OFFLINE": "1",
         }
     )

@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 from search_engine.models import Match, MatchType, SearchRequest, SearchResult
+from sessions import Page, Pager
 
 SECRET = "session-tests-secret-key-0123456789"
 
@@ -25,6 +26,12 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+def next_page(pager: Pager, cursor: str, page_size: int | None = None) -> Page:
+    """The page `cursor` points at, as the server serves it with nothing to check in between
+    (`decode`, then `page_at`). `page_size` overrides the cursor's."""
+    return pager.page_at(pager.decode(cursor), page_size)
 
 
 def make_matches(n: int, tag: str = "") -> list[Match]:
@@ -63,6 +70,10 @@ class FakeEngine:
 
     def generation(self, request: SearchRequest) -> int:
         return self.gen
+
+    def recheck(self, request: SearchRequest, matches: list[Match]) -> list[Match]:
+        """Its files exist nowhere: the list as it was (the real recheck: test_live_pages.py)."""
+        return matches
 
     def search(self, request: SearchRequest) -> SearchResult:
         with self._lock:

@@ -51,6 +51,7 @@ def test_every_benchmark_script_exists_and_the_long_ones_can_be_skipped():
         "indexing",
         "retrieval",
         "load",
+        "freshness",
     }
     for bench in SUITE:
         assert bench.path.is_file(), bench.script
@@ -119,6 +120,7 @@ def _between(name: str, text: str) -> str:
     return found[1]
 
 
+@pytest.mark.slow
 def test_suite_rewrites_only_its_blocks(tmp_path):
     page = tmp_path / "benchmarks.md"
     page.write_text(PAGE)
@@ -151,6 +153,7 @@ SAMPLE_RUNS = [
 ]
 
 
+@pytest.mark.slow
 def test_plot_places_cold_timed_systems_and_lists_the_others(tmp_path):
     plotted, left_out = points(SAMPLE_RUNS)
     assert sorted(plotted) == sorted(
@@ -208,6 +211,7 @@ SCALE_ROWS = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_scale_curves_follow_both_systems_where_each_was_measured(tmp_path):
     from benchmarks.__main__ import scale_extra
     from benchmarks.plot import SCALE_PLOT_NAME, scale_series

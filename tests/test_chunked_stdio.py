@@ -36,6 +36,7 @@ def _text(result: Any) -> str:
     return text_of(result.content[0])
 
 
+@pytest.mark.slow
 async def test_five_megabyte_result_and_request_intact_through_a_subprocess(tmp_path: Path) -> None:
     # `tee` records what the client really writes on the server's stdin.
     sent = tmp_path / "client-to-server.bin"
@@ -53,6 +54,7 @@ async def test_five_megabyte_result_and_request_intact_through_a_subprocess(tmp_
     assert max(len(line) for line in lines) < 64 * 1024
 
 
+@pytest.mark.slow
 async def test_chunking_client_talks_to_a_plain_stdio_server_for_small_messages() -> None:
     async with Client(ChunkedStdioTransport(sys.executable, [*FIXTURE, "plain"])) as client:
         assert _text(await client.call_tool("blob", {"size": 1000})) == blob_text(1000)
@@ -61,6 +63,7 @@ async def test_chunking_client_talks_to_a_plain_stdio_server_for_small_messages(
         assert _text(await client.call_tool("blob", {"size": 300_000})) == blob_text(300_000)
 
 
+@pytest.mark.slow
 async def test_plain_stdio_client_talks_to_a_chunking_server_for_small_messages() -> None:
     async with Client(StdioTransport(sys.executable, [*FIXTURE, "chunked"])) as client:
         assert {tool.name for tool in await client.list_tools()} >= {"blob", "echo"}
@@ -101,6 +104,7 @@ def _call(request_id: int, tool: str, arguments: dict[str, Any]) -> str:
     return _request(request_id, "tools/call", {"name": tool, "arguments": arguments})
 
 
+@pytest.mark.slow
 async def test_server_refuses_bad_frames_and_keeps_serving() -> None:
     process = await anyio.open_process([sys.executable, *FIXTURE, "chunked"])  # default limit; stderr piped
     async with process:
@@ -142,6 +146,7 @@ async def test_server_refuses_bad_frames_and_keeps_serving() -> None:
         assert reason in stderr, stderr
 
 
+@pytest.mark.slow
 async def test_codepager_serve_chunked_returns_a_five_megabyte_page_intact(tmp_path: Path) -> None:
     """The real `codepager serve --transport chunked-stdio`, one inline page of 4,000 long
     multi-byte matches (over 5 MB as text), every match checked against the files."""
@@ -200,6 +205,7 @@ def test_reassembly_settings_default_to_30_s_and_64_mib_and_are_configurable(tmp
     assert (configured.max_partial_messages, configured.max_frames_per_message) == (3, 100)
 
 
+@pytest.mark.slow
 async def test_an_incomplete_message_is_dropped_on_an_idle_stream(tmp_path: Path) -> None:
     """No traffic after the first frame: the configured 0.5 s timeout still drops the message."""
     cmd, args = codepager_cmd()
@@ -226,6 +232,7 @@ async def test_an_incomplete_message_is_dropped_on_an_idle_stream(tmp_path: Path
             await process.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", ["plain", "chunked"])
 async def test_client_discards_a_response_over_its_limit_and_fails_that_call(server: str) -> None:
     """A plain server sends 3 MB as one line, a chunked one as frames: either way the client
@@ -237,6 +244,7 @@ async def test_client_discards_a_response_over_its_limit_and_fails_that_call(ser
         assert _text(await client.call_tool("blob", {"size": 1000})) == blob_text(1000)
 
 
+@pytest.mark.slow
 async def test_codepager_proxy_over_chunked_stdio_returns_a_large_result_intact(tmp_path: Path) -> None:
     """`codepager proxy --transport chunked-stdio` in front of a plain stdio backend: a result
     and a request far above the chunk limit cross the proxy intact, framed on the client side."""
@@ -256,6 +264,7 @@ async def test_codepager_proxy_over_chunked_stdio_returns_a_large_result_intact(
     assert sum(1 for line in wire if not line.startswith(b"{")) > 300_000 // DEFAULT_CHUNK_LIMIT
 
 
+@pytest.mark.slow
 async def test_client_refuses_a_response_in_more_frames_than_it_allows_and_fails_that_call() -> None:
     """The reassembly caps bind the client too: a server framing at 100 bytes sends a 5,000-character
     answer in over 100 frames; a client allowing 30 per message refuses it at its first frame,

@@ -4,8 +4,6 @@ exact spans, nothing left unsearchable, and the line-window fallback."""
 from __future__ import annotations
 
 import itertools
-import subprocess
-import sys
 import textwrap
 import tracemalloc
 from pathlib import Path
@@ -14,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from search_engine import grammars
 from search_engine.chunking import MAX_CHARS, WINDOW_OVERLAP_LINES, chunk_file
 from search_engine.chunks import Chunk
 from search_engine.languages import language_for
@@ -333,6 +330,7 @@ def test_an_over_long_line_is_sliced_on_character_boundaries() -> None:
 DEEP = 3000  # nesting levels: a few KB of file, far past Python's recursion limit of 1,000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("path", "data"),
     [
@@ -351,6 +349,7 @@ def test_pathologically_deep_nesting_is_chunked_not_a_recursion_error(path: str,
     assert_well_formed(data, chunks)
 
 
+@pytest.mark.slow
 def test_a_one_line_minified_file_is_windowed_once() -> None:
     """Every statement of a one-line minified file shares the over-long line, so each was
     windowed as the whole line: n statements, n copies of its windows (a 120 KB line cost 8 s
@@ -366,65 +365,6 @@ def test_a_one_line_minified_file_is_windowed_once() -> None:
     assert peak < 500 * len(data), f"{peak / 2**20:.0f} MB for a {len(data) // 1024} KB line"
     assert "".join(c.content for c in chunks).encode() == data
     assert_well_formed(data, chunks)
-
-
-_OUTGROWN = r"""
-import resource, sys
-from search_engine.chunking import chunk_file
-from search_engine.grammars import PARSE_MEMORY_BUDGET
-
-hostile = b"a<" * 262_144  # 512 KB; tree-sitter's C++ parser took 2.4 KB a byte of it
-chunks = chunk_file("t.cpp", hostile, "cpp")
-assert b"".join(c.content.encode() for c in chunks) == hostile and {c.kind for c in chunks} == {"window"}
-# the same worker's parser, reset after the stopped parse, parses the next file whole
-after = chunk_file("ok.cpp", b"int add(int a, int b) {\n  return a + b;\n}\n", "cpp")
-assert [(c.kind, c.symbol) for c in after] == [("function", "add")], after
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, PARSE_MEMORY_BUDGET)
-"""
-
-
-def test_a_parse_that_outgrows_its_memory_budget_is_windowed() -> None:
-    """An input that is ambiguous for its grammar made tree-sitter take thousands of bytes a
-    byte (1.2 GB for this 512 KB file, ~3 GB for a 1 MB one in each chunking worker), and it
-    crashes when memory runs out: the parse is stopped at PARSE_MEMORY_BUDGET and the file
-    windowed. Its own process, so the peak is this parse's."""
-    done = subprocess.run([sys.executable, "-c", _OUTGROWN], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    peak, budget = map(int, done.stdout.split())
-    assert peak < budget + 200 * 2**20, f"peak RSS {peak / 2**20:.0f} MB"
-
-
-def test_a_parse_stopped_by_another_threads_memory_is_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The budget is read off the whole process: another thread's allocation during the parse
-    (the server chunks a small update in-process) must not leave a real file windowed."""
-    readings = itertools.chain([0, grammars.PARSE_MEMORY_BUDGET + 1], itertools.repeat(0))
-    monkeypatch.setattr(grammars, "_resident_bytes", lambda: next(readings))
-    source = "".join(f"int f{i}(int a) {{\n  return a + {i};\n}}\n\n" for i in range(2000)).encode()
-    assert len(source) > grammars.UNWATCHED_BYTES
-    chunks = chunk_file("many.cpp", source, "cpp")
-    assert "function" in {c.kind for c in chunks} and next(readings) == 0  # both readings were used
-
-
-def test_watched_parses_keep_no_copy_of_the_text() -> None:
-    """tree-sitter's binding (0.26.1) never drops its reference to what a read callback returns:
-    when the callback returned slices, every watched parse (a file over UNWATCHED_BYTES) leaked
-    ~1.5x the file, and a chunking worker grew by 120 MB over an 8x monorepo. What it returns
-    now are views, released after the parse, so what stays is their small shells."""
-    source = "".join(f"def f{i}(a):\n    return a + {i}\n\n\n" for i in range(4000)).encode()
-    assert len(source) > grammars.UNWATCHED_BYTES
-    spec = grammars.SPECS["python"]
-    assert grammars.parse(spec, source) is not None  # warm: the parser, its grammar, the reader
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        for _ in range(20):
-            tree = grammars.parse(spec, bytes(source))  # a new object each time, as files are
-            assert tree is not None and tree.root_node.child_count == 4000
-            del tree
-        grown = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
-    assert grown < len(source), f"{grown / 2**10:.0f} KB kept after 20 parses of {len(source) // 1024} KB"
 
 
 @pytest.mark.parametrize("source", ["", "\n\n   \n", "}\n};\n"])

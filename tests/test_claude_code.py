@@ -32,6 +32,8 @@ from tests.node_tools import SCRIPTS_DIR, node_env, npm
 from tests.readme_blocks import blocks
 from tests.server_helpers import serve_env
 
+pytestmark = pytest.mark.slow  # every test here starts processes or builds a large index
+
 CLAUDE_CODE_VERSION = "2.1.330"
 CONNECTED = re.compile(r" - [✓✔] Connected$")
 

@@ -39,6 +39,7 @@ def effective(tmp_path: Path, toml: str, **env: str) -> dict[str, Any]:
     return shown
 
 
+@pytest.mark.slow
 def test_environment_beats_toml_which_beats_defaults(tmp_path: Path) -> None:
     toml = "[search]\nmax_results = 500\ndefault_page_size = 25\n[sessions]\nttl_s = 60\n"
     settings = effective(tmp_path, toml, CODEPAGER_SEARCH__MAX_RESULTS="700")
@@ -47,6 +48,7 @@ def test_environment_beats_toml_which_beats_defaults(tmp_path: Path) -> None:
     assert settings["search"]["max_page_size"] == 200 and settings["offload"]["max_tokens"] == 20_000  # defaults
 
 
+@pytest.mark.slow
 def test_secrets_are_masked(tmp_path: Path) -> None:
     toml = '[sessions]\nsecret_key = "a-very-long-secret-signing-key"\nbackend = "redis://:hunter2@localhost:6379/0"\n'
     out = effective(tmp_path, toml, CODEPAGER_SERVER__AUTH_TOKEN="bearer-token-value")
@@ -63,6 +65,7 @@ def test_an_empty_configured_secret_key_is_refused(code_tree: Path, tmp_path: Pa
         build_app(make_settings(code_tree, tmp_path, sessions={"secret_key": "  "}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", ["toml", "env"])
 def test_a_misspelt_key_is_an_error_naming_it(tmp_path: Path, source: str) -> None:
     config = tmp_path / "codepager.toml"
@@ -90,6 +93,7 @@ def test_a_file_that_is_not_toml_is_named_with_the_parser_error(tmp_path: Path) 
     assert f"{tmp_path / 'codepager.toml'} is not valid TOML: " in err
 
 
+@pytest.mark.slow
 def test_a_bad_value_names_its_key_the_value_and_where_to_fix_it(tmp_path: Path) -> None:
     """One line a problem (pydantic's report names the model and links its docs instead)."""
     err = refused(tmp_path, "[search]\nmax_results = -5\n[server]\nport = 'http'\n")
@@ -108,6 +112,7 @@ def test_a_refused_secret_is_not_echoed(tmp_path: Path) -> None:
     assert "hunter2" not in err and "bearer-secret" not in err
 
 
+@pytest.mark.slow
 def test_a_refused_section_holding_a_secret_is_not_echoed(tmp_path: Path) -> None:
     """A section given as something else than a table is refused whole, value and all."""
     err = refused(tmp_path, "sessions = ['hunter2-signing-key']\n", CODEPAGER_SERVER='["bearer-secret"]')
@@ -115,17 +120,20 @@ def test_a_refused_section_holding_a_secret_is_not_echoed(tmp_path: Path) -> Non
     assert "hunter2" not in err and "bearer-secret" not in err
 
 
+@pytest.mark.slow
 def test_a_variable_that_is_not_json_is_not_blamed_on_the_file(tmp_path: Path) -> None:
     """A section's variable holds JSON; a parse error in it was reported as the file's TOML."""
     err = refused(tmp_path, "[search]\nmax_results = 5\n", CODEPAGER_SERVER="{not json")
     assert "not valid TOML" not in err and 'field "server"' in err
 
 
+@pytest.mark.slow
 def test_a_body_budget_below_one_largest_request_is_refused(tmp_path: Path) -> None:
     err = refused(tmp_path, "[server]\nmax_request_bytes = 2000000\nbody_max_buffered_bytes = 1000000\n")
     assert "server.body_max_buffered_bytes (1000000) is below server.max_request_bytes (2000000)" in err
 
 
+@pytest.mark.slow
 def test_a_long_refused_value_is_shown_cut(tmp_path: Path) -> None:
     """A settings error names the value it refused, but a 5,000-character one is cut."""
     err = refused(tmp_path, f'[search]\nmax_results = "{"x" * 5000}"\n')
@@ -133,6 +141,7 @@ def test_a_long_refused_value_is_shown_cut(tmp_path: Path) -> None:
     assert len(err) < 1000 and "...)" in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("toml", "says"),
     [
@@ -154,12 +163,14 @@ def test_a_setting_that_would_fail_at_run_time_is_refused_at_load(tmp_path: Path
     assert says in refused(tmp_path, toml)
 
 
+@pytest.mark.slow
 def test_a_sane_duckdb_size_and_a_year_long_duration_load(tmp_path: Path) -> None:
     toml = '[offload]\nduckdb_memory_limit = "2GiB"\nretention_hours = 8760\n[sessions]\ncursor_max_age_s = 31536000\n'
     settings = effective(tmp_path, toml)
     assert settings["offload"]["duckdb_memory_limit"] == "2GiB" and settings["offload"]["retention_hours"] == 8760
 
 
+@pytest.mark.slow
 def test_toml_nested_too_deeply_or_a_config_that_is_no_file_is_named_as_such(tmp_path: Path) -> None:
     """Before: 100,000 nested `[` was a RecursionError traceback, and a directory passed as
     --config was "config file not found"."""

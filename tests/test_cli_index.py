@@ -79,6 +79,7 @@ def test_status_text_and_json(project: Path, config: Path, capsys: pytest.Captur
     assert status["root"] == str(project.resolve())
 
 
+@pytest.mark.minilm
 def test_profile_flag_changes_the_model_and_status_says_so(
     project: Path, config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -115,6 +116,7 @@ def test_progress_bar_draws_phases_on_one_line() -> None:
     assert drawn.endswith("\r\x1b[K")
 
 
+@pytest.mark.slow
 def test_the_installed_command_indexes_a_tree(project: Path, config: Path) -> None:
     proc = subprocess.run(
         [str(CODEPAGER), "index", str(project), "--config", str(config)],

@@ -127,6 +127,7 @@ def test_parity_with_rg_on_the_fastmcp_package(
     assert cli_hits([*ours, pattern], capsys) == expected
 
 
+@pytest.mark.slow
 def test_parity_through_the_installed_command(parity_tree: Path) -> None:
     done = subprocess.run(
         [str(CODEPAGER), "search", "--jsonl", "-i", "todo|fixme"],

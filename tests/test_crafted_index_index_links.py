@@ -21,6 +21,7 @@ from tests.crafted_index_helpers import MB, build, search_in_child
 from tests.index_helpers import CountingEmbedder, write_repo
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("part", ["manifest.json", "chunks/strings.msgpack"])
 def test_an_index_part_linked_to_dev_zero_is_refused_in_bounded_memory(
     tmp_path: Path, counting: CountingEmbedder, part: str
@@ -43,6 +44,7 @@ def test_an_index_part_linked_to_dev_zero_is_refused_in_bounded_memory(
     assert "matches" in report, f"no rebuild, the search failed: {report}"
 
 
+@pytest.mark.slow
 def test_a_current_pointer_that_is_a_fifo_does_not_hang_searches(tmp_path: Path, counting: CountingEmbedder) -> None:
     """`CURRENT` replaced by a FIFO. Before: opening it blocked until a writer came, so every
     semantic or hybrid search hung for ever (semantic search has no time limit). Now `CURRENT`

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.crafted_index_helpers import MB, build, manifest, put_manifest, search_in_child
 from tests.index_helpers import CountingEmbedder, write_repo
+
+pytestmark = pytest.mark.slow  # every test here starts processes or builds a large index
 
 
 def test_a_manifest_count_that_is_a_string_is_refused_before_any_arithmetic(

@@ -44,6 +44,7 @@ def _lexical_meta() -> bytes:
     return b'{"version": 4, "chunks": 1, "files": [' + b"[]," * 6_000_000 + b"[]]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("part", "craft"),
     [

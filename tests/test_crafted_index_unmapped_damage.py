@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import msgpack
+import msgspec
 import numpy as np
 import pytest
 from numpy.lib import format as npy
@@ -47,15 +47,15 @@ def _edit_npy(path: Path, edit: Callable[[np.ndarray], np.ndarray]) -> None:
 
 
 def _files(gen: Path, path: str, value: str | Callable[[list[Any]], list[Any]]) -> None:
-    table = msgpack.unpackb((gen / "files.msgpack").read_bytes(), raw=False, strict_map_key=False)
+    table = msgspec.msgpack.decode((gen / "files.msgpack").read_bytes())
     table[path] = value(table[path]) if callable(value) else value
-    (gen / "files.msgpack").write_bytes(msgpack.packb(table))
+    (gen / "files.msgpack").write_bytes(msgspec.msgpack.encode(table))
 
 
 def _strings(gen: Path, key: str, edit: Callable[[list[Any]], list[Any]]) -> None:
-    value = msgpack.unpackb((gen / "chunks" / "strings.msgpack").read_bytes(), raw=False)
+    value = msgspec.msgpack.decode((gen / "chunks" / "strings.msgpack").read_bytes())
     value[key] = edit(value[key])
-    (gen / "chunks" / "strings.msgpack").write_bytes(msgpack.packb(value, use_bin_type=True))
+    (gen / "chunks" / "strings.msgpack").write_bytes(msgspec.msgpack.encode(value))
 
 
 def _lexical_files(gen: Path) -> None:
@@ -66,7 +66,7 @@ def _lexical_files(gen: Path) -> None:
 
 def _int_definition_names(gen: Path) -> None:
     count = len(np.load(gen / "chunks" / "defs.chunk.npy"))
-    (gen / "chunks" / "defs.names.msgpack").write_bytes(msgpack.packb(list(range(count))))
+    (gen / "chunks" / "defs.names.msgpack").write_bytes(msgspec.msgpack.encode(list(range(count))))
 
 
 def _manifest_text(text: str) -> Callable[[Path], None]:
@@ -125,7 +125,7 @@ def test_a_crafted_generation_is_rebuilt_by_the_next_search(
     cache = tmp_path / "cache"
     craft(build(repo, cache, counting))
     engine = SearchEngine(EngineConfig(cache_dir=cache))
-    engine._indexes = IndexManager(engine.config, embedder=counting, refresh_interval_s=0)
+    engine._indexes = IndexManager(engine.config, embedder=counting)
 
     try:
         result = engine.search(SearchRequest(mode=SearchMode.HYBRID, query="retry a failing call", root=str(repo)))
@@ -133,7 +133,7 @@ def test_a_crafted_generation_is_rebuilt_by_the_next_search(
         # The background freshness check must end before pytest parses source for its report:
         # CPython 3.11 shares the AST constructor's recursion depth between threads (see
         # search_engine/arrays.py), and a report built meanwhile dies with SystemError.
-        engine.indexes.wait_for_refresh(repo)
+        engine.indexes.wait_idle(repo)
     assert result.matches[0].path == "app/client.py"
 
 

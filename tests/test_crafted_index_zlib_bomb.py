@@ -15,6 +15,7 @@ from tests.crafted_index_helpers import MB, build, file_text, replace_file_text,
 from tests.index_helpers import CountingEmbedder, write_repo
 
 
+@pytest.mark.slow
 def test_chunk_text_inflates_no_further_than_its_rows_reach(tmp_path: Path, counting: CountingEmbedder) -> None:
     """The stored text of app/client.py replaced by a block of about 1 MB that inflates to
     1 GB, its first bytes the real text, so results look normal. Before: a file's chunk text

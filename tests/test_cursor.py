@@ -58,6 +58,7 @@ states = st.builds(
 )
 
 
+@pytest.mark.slow
 @given(states)
 def test_any_state_round_trips(state: CursorState) -> None:
     token = CODEC.encode(state)

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastmcp import Client
 
 from harness.http_server import HttpServer
 from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
@@ -79,15 +78,15 @@ def server(tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Htt
     assert "Traceback" not in log, log
 
 
-async def first_cursor(url: str, args: dict[str, Any] | None = None) -> str:
-    async with Client(url, timeout=120) as c:
+async def first_cursor(server: HttpServer, args: dict[str, Any] | None = None) -> str:
+    async with server.client(timeout=120) as c:
         page = structured(await c.call_tool("regex_search", args or {"pattern": "needle", "page_size": 10}))
     cursor: str = page["pagination"]["next_cursor"]
     return cursor
 
 
-async def serves_page_2(url: str, cursor: str) -> None:
-    async with Client(url, timeout=120) as c:
+async def serves_page_2(server: HttpServer, cursor: str) -> None:
+    async with server.client(timeout=120) as c:
         page = structured(await c.call_tool("regex_search", {"cursor": cursor}))
     assert page["pagination"]["offset"] == 10 and page["results"]["count"] == 10
 
@@ -95,27 +94,29 @@ async def serves_page_2(url: str, cursor: str) -> None:
 # -- 1. decompression bombs --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", ["signed-format", "sealed-format"])
 async def test_a_decompression_bomb_cursor_is_refused_without_growing_the_server(
     server: HttpServer, shape: str
 ) -> None:
-    genuine = await first_cursor(server.url)
+    genuine = await first_cursor(server)
     bomb = signed_format_bomb() if shape == "signed-format" else sealed_format_bomb(genuine)
     assert len(bomb) < 200_000  # well inside the 4 MiB request cap
     assert server.proc is not None
-    async with Client(server.url, timeout=120) as c:
+    async with server.client(timeout=120) as c:
         with PeakRssGrowth(server.proc.pid) as rss:
             message = await refused_async(c, "regex_search", {"cursor": bomb})
     assert "cursor" in message.lower()
     assert rss.growth_bytes < MAX_GROWTH, f"peak RSS grew {rss.growth_bytes / MB:.0f} MB on a {len(bomb)}-char cursor"
-    await serves_page_2(server.url, genuine)
+    await serves_page_2(server, genuine)
 
 
+@pytest.mark.slow
 async def test_a_decompression_bomb_dataset_cursor_is_refused_without_growing_the_proxy(tmp_path: Path) -> None:
     args = ["--data-dir", str(tmp_path / "data"), "--threshold-tokens", "2000", "--", sys.executable, BACKEND]
     proxy = HttpServer(tmp_path, serve_env(tmp_path), extra_args=args, subcommand=["proxy"]).start()
     try:
-        async with Client(proxy.url, timeout=120) as c:
+        async with proxy.client(timeout=120) as c:
             dataset_id = structured(await c.call_tool("records", {"n": 2000}))["dataset"]["id"]
             first = structured(await c.call_tool("read-dataset-page", {"dataset_id": dataset_id, "page_size": 10}))
             genuine = first["pagination"]["next_cursor"]
@@ -131,21 +132,23 @@ async def test_a_decompression_bomb_dataset_cursor_is_refused_without_growing_th
     assert "Traceback" not in log, log
 
 
+@pytest.mark.slow
 async def test_an_absurdly_long_cursor_is_refused_up_front(server: HttpServer) -> None:
-    genuine = await first_cursor(server.url)
+    genuine = await first_cursor(server)
     huge = genuine + "A" * (3 * MB)  # valid alphabet, fits the 4 MiB request cap
     assert server.proc is not None
-    async with Client(server.url, timeout=120) as c:
+    async with server.client(timeout=120) as c:
         with PeakRssGrowth(server.proc.pid) as rss:
             message = await refused_async(c, "regex_search", {"cursor": huge})
     assert "too long" in message and f"{len(huge):,}" in message, message
     assert rss.growth_bytes < MAX_GROWTH
-    await serves_page_2(server.url, genuine)
+    await serves_page_2(server, genuine)
 
 
 # -- 2. a cursor's root against this server's roots --------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_cursor_from_a_server_rooted_elsewhere_is_refused(tmp_path: Path) -> None:
     """Two servers of one user share the default key file (cursor.key in the cache dir): the
     cursor of the one rooted at A must not make the one rooted at B search A."""
@@ -156,12 +159,12 @@ async def test_a_cursor_from_a_server_rooted_elsewhere_is_refused(tmp_path: Path
     env = serve_env(tmp_path, secret=None)  # same cache dir, so the same generated key
     a = HttpServer(a_root, env).start()
     try:
-        cursor = await first_cursor(a.url)
+        cursor = await first_cursor(a)
     finally:
         a.stop()
     b = HttpServer(b_root, env).start()
     try:
-        async with Client(b.url, timeout=120) as c:
+        async with b.client(timeout=120) as c:
             message = await refused_async(c, "regex_search", {"cursor": cursor})
     finally:
         log = b.stop()
@@ -174,6 +177,7 @@ async def test_a_cursor_from_a_server_rooted_elsewhere_is_refused(tmp_path: Path
 FIRST = {"pattern": "needle", "page_size": 10, "include_patterns": ["*.py"], "ignore_case": True}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sent", "named"),
     [
@@ -184,21 +188,22 @@ FIRST = {"pattern": "needle", "page_size": 10, "include_patterns": ["*.py"], "ig
         ({"context_lines": 2}, "context_lines"),
         ({"include_patterns": ["*.md"]}, "include_patterns"),
         ({"exclude_patterns": ["lib/**"]}, "exclude_patterns"),
-        ({"jq_filter": 'map(select(.file.path | startswith("lib/")))'}, "jq_filter"),
+        ({"jq_filter": 'map(select(.path | startswith("lib/")))'}, "jq_filter"),
     ],
 )
 async def test_a_search_parameter_that_differs_from_the_cursors_is_refused(
     server: HttpServer, sent: dict[str, Any], named: str
 ) -> None:
-    cursor = await first_cursor(server.url, FIRST)
-    async with Client(server.url, timeout=120) as c:
+    cursor = await first_cursor(server, FIRST)
+    async with server.client(timeout=120) as c:
         message = await refused_async(c, "regex_search", {"cursor": cursor, **sent})
     assert f"`{named}`" in message and "only the cursor" in message, message
 
 
+@pytest.mark.slow
 async def test_equal_search_parameters_and_presentation_options_are_accepted_with_a_cursor(server: HttpServer) -> None:
-    cursor = await first_cursor(server.url, FIRST)
-    async with Client(server.url, timeout=120) as c:
+    cursor = await first_cursor(server, FIRST)
+    async with server.client(timeout=120) as c:
         same = structured(await c.call_tool("regex_search", {"cursor": cursor, **FIRST}))
         partial = structured(await c.call_tool("regex_search", {"cursor": cursor, "pattern": "needle", "path": "."}))
         presented = structured(
@@ -246,8 +251,9 @@ def everything_readable(cursor: str) -> bytes:
     return b"\n".join(found)
 
 
+@pytest.mark.slow
 async def test_a_cursor_reveals_neither_the_root_nor_the_search(server: HttpServer, tree: Path) -> None:
-    cursor = await first_cursor(server.url, {"pattern": "needle_7_", "page_size": 5})
+    cursor = await first_cursor(server, {"pattern": "needle_7_", "page_size": 5})
     readable = everything_readable(cursor)
     for secret in (str(tree.resolve()), "secret-project-root", "needle_7_"):
         assert secret.encode() not in readable and json.dumps(secret).encode() not in readable, secret

@@ -105,7 +105,7 @@ def test_every_captured_example_is_in_tools_md_and_nothing_else(captured, docume
 
 
 def test_parameter_and_error_tables_are_exactly_what_the_server_declares(captured, documented):
-    tables = [name for name in captured if name.startswith("params_") or name == "error_codes"]
+    tables = [name for name in captured if name.startswith("params_") or name in ("error_codes", "refusal_codes")]
     assert len(tables) >= 9
     for name in tables:
         assert documented[name] == captured[name], (
@@ -129,7 +129,9 @@ def test_examples_show_the_behaviour_the_prose_describes(captured):
     assert captured["regex_cut"]["pagination"]["next_cursor"] is not None
     assert captured["regex_file_ref"]["results"]["mode"] == "file_ref"
     assert captured["error_tampered_cursor"]["jsonrpc_error"]["code"] == -32602
-    assert captured["error_bad_argument"]["jsonrpc_error"]["code"] == -32602
+    assert captured["error_bad_argument"]["isError"] and captured["error_bad_argument"]["error"]["code"] == (
+        "invalid_arguments"
+    )
     codes = {captured[n]["error"]["code"] for n in ("error_invalid_regex", "error_path_outside", "error_sql_rejected")}
     assert codes == {"invalid_query", "invalid_path", "sql_rejected"}
 

@@ -169,6 +169,7 @@ def test_a_local_model2vec_directory_can_be_configured(model_cache: Path, static
     np.testing.assert_allclose(configured.embed(text), static_embedder.embed(text), atol=1e-6)
 
 
+@pytest.mark.minilm
 def test_minilm_profile_runs_the_packaged_transformer_offline(tmp_path: Path, no_network: None) -> None:
     embedder = embedder_for(EngineConfig(cache_dir=tmp_path, embedding_profile="minilm"))
     assert embedder.spec.kind == "transformer"

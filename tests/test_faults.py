@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastmcp import Client
 
 from harness.commands import codepager_cmd
 from harness.http_server import HttpServer
@@ -107,10 +106,10 @@ def codepager_index(env: dict[str, str], *args: str) -> dict[str, Any]:
     return stats
 
 
-async def wait_until_embedding(url: str, timeout_s: float = 300) -> dict[str, Any]:
+async def wait_until_embedding(server: HttpServer, timeout_s: float = 300) -> dict[str, Any]:
     """The server's index_status once a first batch of a build has been embedded."""
     deadline = time.monotonic() + timeout_s
-    async with Client(url, timeout=60) as client:
+    async with server.client(timeout=60) as client:
         while time.monotonic() < deadline:
             status = structured(await client.call_tool("index_status", {}))
             progress = status["progress"]
@@ -137,6 +136,7 @@ def assert_index_matches_the_tree(snapshot: Snapshot | None, root: Path) -> None
     assert snapshot.vectors.shape[0] == len(snapshot.chunks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("before", ["no index", "generation 1"])
 def test_sigterm_mid_indexing_keeps_the_last_generation_and_the_next_run_finishes(tmp_path, before):
     """`codepager serve` indexing on start gets SIGTERM between embedding batches: it exits
@@ -153,7 +153,7 @@ def test_sigterm_mid_indexing_keeps_the_last_generation_and_the_next_run_finishe
             edited += 1
     server = HttpServer(root, serve_env(tmp_path, index__index_on_start="true")).start()
     try:
-        asyncio.run(wait_until_embedding(server.url))
+        asyncio.run(wait_until_embedding(server))
         assert server.proc is not None
         server.proc.send_signal(signal.SIGTERM)
         server.proc.wait(timeout=60)  # not stuck finishing the build
@@ -222,11 +222,12 @@ class TreeMutator(threading.Thread):
             time.sleep(self.rnd.uniform(0, 0.004))
 
 
+@pytest.mark.slow
 def test_files_changing_during_an_update_do_not_break_it_and_the_next_update_converges(tmp_path, static_embedder):
     root = write_code_tree(tmp_path / "repo", files=300, hits_per_file=20)
     (root / "new").mkdir()
     cache = cache_dir(tmp_path)
-    manager = IndexManager(EngineConfig(cache_dir=cache), embedder=static_embedder, refresh_interval_s=0)
+    manager = IndexManager(EngineConfig(cache_dir=cache), embedder=static_embedder)
     manager.update(root)
     for path in root.rglob("mod*.py"):  # every file must be read again: a long update
         path.write_text(path.read_text().replace("# needle", "# pin"))

@@ -11,6 +11,7 @@ import resource
 import sys
 from pathlib import Path
 
+import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
@@ -40,6 +41,7 @@ def test_the_limit_really_fails_writes(tmp_path: Path) -> None:
     assert resource.getrlimit(resource.RLIMIT_FSIZE)[0] != LIMIT  # the test process itself is unaffected
 
 
+@pytest.mark.slow
 async def test_a_full_offload_disk_falls_back_to_inline_pages_that_lose_nothing(tmp_path: Path) -> None:
     root = write_code_tree(tmp_path / "repo")
     script, script_args = codepager_cmd()
@@ -67,6 +69,7 @@ async def test_a_full_offload_disk_falls_back_to_inline_pages_that_lose_nothing(
     assert sorted(p.name for p in (tmp_path / "offload").iterdir()) == written
 
 
+@pytest.mark.slow
 async def test_a_full_data_disk_gives_the_proxy_a_truncated_inline_answer(tmp_path: Path) -> None:
     script, script_args = codepager_cmd()
     data = tmp_path / "data"

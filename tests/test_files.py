@@ -16,7 +16,7 @@ import pytest
 from search_engine.beneath import MAX_HELD, BeneathWalk, open_beneath, read_beneath
 from search_engine.config import CURSOR_KEY_FILE, EngineConfig
 from search_engine.errors import InvalidQueryError, PathNotFoundError, PathOutsideRootError, SearchTimeoutError
-from search_engine.files import BINARY_SNIFF_BYTES, discover
+from search_engine.files import BINARY_SNIFF_BYTES, DiscoveredFile, discover
 from search_engine.models import SearchRequest
 from search_engine.paths import SearchLocation
 from search_engine.regex import regex_search
@@ -24,6 +24,11 @@ from sessions import load_or_create_key
 from tests.index_helpers import REPO
 
 MARK = "MARKER"
+
+
+def content(found: DiscoveredFile) -> bytes | None:
+    """A discovered file's bytes, read as indexing reads them: by `rel`, beneath `root`."""
+    return read_beneath(found.root, found.rel, 1 << 20)
 
 
 def put(root: Path, rel: str, text: str = f"{MARK}\n") -> Path:
@@ -83,7 +88,7 @@ def test_size_and_mtime_for_incremental_indexing(tree: Path) -> None:
     st = (tree / "main.py").stat()
     main = found["main.py"]
     assert (main.size, main.mtime_ns) == (st.st_size, st.st_mtime_ns)
-    assert main.os_path == tree / "main.py"
+    assert main.root / main.rel == tree / "main.py"
 
 
 def test_include_and_exclude_globs(tree: Path) -> None:
@@ -153,7 +158,7 @@ def test_non_utf8_file_name(tmp_path: Path) -> None:
     put(tmp_path, "ok.py")
     found = discover(SearchLocation(tmp_path, None))
     assert [f.path for f in found] == ["caf\\xe9.py", "ok.py"]
-    assert found[0].os_path.read_bytes() == b"MARKER\n"
+    assert content(found[0]) == b"MARKER\n"
     result = regex_search(SearchRequest(query=MARK, root=str(tmp_path)), EngineConfig())
     assert [m.path for m in result.matches] == ["caf\\xe9.py", "ok.py"]
 
@@ -166,7 +171,7 @@ def test_a_name_spelling_another_names_escape_is_listed_once(tmp_path: Path) -> 
         f.write(b"RAW\n")
     put(tmp_path, "caf\\xe9.py", "LITERAL\n")
     (found,) = discover(SearchLocation(tmp_path, None))
-    assert found.path == "caf\\xe9.py" and found.os_path.read_bytes() == b"LITERAL\n"
+    assert found.path == "caf\\xe9.py" and content(found) == b"LITERAL\n"
 
 
 def test_two_names_that_are_not_utf8_never_show_alike(tmp_path: Path) -> None:
@@ -177,7 +182,7 @@ def test_two_names_that_are_not_utf8_never_show_alike(tmp_path: Path) -> None:
         with open(os.path.join(os.fsencode(tmp_path), name), "wb") as f:
             f.write(text)
     found = discover(SearchLocation(tmp_path, None))
-    assert sorted((f.path, f.os_path.read_bytes()) for f in found) == [
+    assert sorted((f.path, content(f)) for f in found) == [
         ("a\\\\xe9\\xe9.py", b"SECOND needle\n"),
         ("a\\xe9\\\\xe9.py", b"FIRST needle\n"),
     ]
@@ -407,6 +412,7 @@ print(json.dumps({"failures": failures, "rg_peak_bytes": peak}))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(__import__("resource"), "prlimit"), reason="the cap needs Linux's prlimit")
 def test_an_ignore_file_linked_to_dev_zero_fails_the_search_in_bounded_memory(tmp_path: Path) -> None:
     """`sub/.ignore -> /dev/zero` (git stores links, so a clone can hold one). rg reads ignore

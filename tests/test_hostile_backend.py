@@ -140,6 +140,7 @@ async def test_a_malformed_tool_definition_hides_only_that_tool(
 # -- the metadata file ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool", ["big_envelope", "wide"])
 async def test_a_saved_dataset_can_be_queried_right_after_it_is_saved(client: Client[Any], tool: str) -> None:
     """Before: the metadata file held the whole envelope, every field name and three whole

@@ -71,6 +71,7 @@ def _write_minified(path: Path, needle_at: int) -> None:
         f.write(unit * ((BIG - needle_at) // len(unit)))
 
 
+@pytest.mark.slow
 async def test_a_50_mb_single_line_file_is_cut_to_width_with_bounded_memory(tmp_path):
     """One real stdio server with max_file_size raised so the file is searched at all (by
     default files over 1 MB are skipped). The match comes back cut to the line width, and the
@@ -103,6 +104,7 @@ async def test_a_50_mb_single_line_file_is_cut_to_width_with_bounded_memory(tmp_
     assert growth_mb < 8 * BIG / 2**20, f"peak RSS grew by {growth_mb:.0f} MB for a 50 MB line"
 
 
+@pytest.mark.slow
 def test_files_rewritten_and_deleted_during_searches(tmp_path):
     """A writer thread truncates, rewrites, deletes and recreates files while 30 searches run:
     every call answers (results or a clear tool error), and once the churn stops the count is
@@ -152,6 +154,7 @@ def test_files_rewritten_and_deleted_during_searches(tmp_path):
         sync.close()
 
 
+@pytest.mark.slow
 async def test_a_file_named_in_path_is_held_to_max_file_size(tmp_path):
     """ripgrep ignores --max-filesize for a path on its command line, so naming a file used to
     search it whatever its size (a 300 MB one-line file cost 2.2 GB). On a real stdio server

@@ -185,6 +185,7 @@ async def _wait_for_phase(
     raise TimeoutError("the build never reached the phase")
 
 
+@pytest.mark.slow
 async def test_a_directory_swapped_for_a_link_during_a_real_build_never_reaches_hybrid_search(tmp_path):
     """The attack on a real `codepager serve`: while the index builds, swap `zzz/` (listed,
     not read yet) for a link to an outside directory holding a file of the same name; once

@@ -2,11 +2,12 @@
 (harness/proxy_backend.py, its stdio subprocess): a JSON result nested 5,000 levels deep is saved
 intact (or passes through intact when small), a 40 MB reply line is answered in seconds and
 leaves the backend's channel free for the next call, a reply over the proxy's limit fails its
-call with an error saying so, and the proxy's analyze-with-duckdb streams a 300 MB SELECT with
-bounded memory."""
+call with an error saying so, the proxy's analyze-with-duckdb streams a 300 MB SELECT with
+bounded memory, and a 20 MiB error, image or `_meta` (issue 36.7) never reaches the client whole."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import sys
@@ -22,6 +23,7 @@ from fastmcp.client.transports import StdioTransport
 
 from harness.commands import codepager_cmd
 from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
+from harness.proxy_backend import image_bytes
 from server.sql.datasets import STREAMS
 from tests.hostile_helpers import HUGE_SELECT, MB, WIDE_CHARS, WIDE_ROWS
 from tests.server_helpers import peak_rss, pid_with_args, reset_peak_rss, serve_env, structured
@@ -31,6 +33,8 @@ THRESHOLD_TOKENS = 2000
 #: Backend calls fail after this long: a reply the proxy takes longer to read is lost to it.
 CALL_TIMEOUT_S = 20
 MAX_BACKEND_MESSAGE = 48 * MB
+#: The key of a result's _meta that says how much of the backend's the proxy left out.
+META_LEFT_OUT = "codepager/meta_left_out"
 
 
 def nested(depth: int) -> str:
@@ -61,6 +65,7 @@ async def proxy(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple
         yield client, pid_with_args("proxy", str(tmp / "data"))
 
 
+@pytest.mark.slow
 async def test_a_result_nested_5000_deep_is_saved_intact(proxy) -> None:
     client, _ = proxy
     body = structured(await client.call_tool("deep", {"depth": 5000}))
@@ -74,12 +79,14 @@ async def test_a_result_nested_5000_deep_is_saved_intact(proxy) -> None:
     assert rows == [{"digest": hashlib.md5(nested(5000).encode()).hexdigest()}]
 
 
+@pytest.mark.slow
 async def test_a_small_deep_result_passes_through_intact(proxy) -> None:
     client, _ = proxy
     result = await client.call_tool_mcp("deep", {"depth": 1000})
     assert not result.is_error and result.content[0].text == nested(1000)
 
 
+@pytest.mark.slow
 async def test_a_40_mb_reply_is_answered_and_the_next_call_is_not_kept_waiting(proxy) -> None:
     """Before, the SDK's reader re-split its whole buffer on every read: a 50 MB line took 54 s
     of CPU, so this reply timed out and the next call waited behind it."""
@@ -98,6 +105,7 @@ async def test_a_40_mb_reply_is_answered_and_the_next_call_is_not_kept_waiting(p
     assert small_s < 5, f"the next call took {small_s:.1f} s (the 40 MB one {big_s:.1f} s)"
 
 
+@pytest.mark.slow
 async def test_a_reply_over_the_limit_fails_its_call_and_the_next_call_works(proxy) -> None:
     client, _ = proxy
     result = await client.call_tool_mcp("long_text", {"mb": 50})
@@ -108,6 +116,7 @@ async def test_a_reply_over_the_limit_fails_its_call_and_the_next_call_works(pro
     assert (await client.call_tool("small", {"name": "after"})).content[0].text == "hello after"
 
 
+@pytest.mark.slow
 async def test_the_proxys_sql_streams_a_300_mb_select_with_bounded_memory(proxy) -> None:
     client, pid = proxy
     before = reset_peak_rss(pid)
@@ -122,3 +131,56 @@ async def test_the_proxys_sql_streams_a_300_mb_select_with_bounded_memory(proxy)
     results, warnings = body["results"], body["metadata"]["warnings"]
     assert results["mode"] == "file_ref" and results["truncated"] is True and 0 < results["count"] < WIDE_ROWS
     assert any("duckdb_max_result_bytes" in w for w in warnings), warnings
+
+
+def wire_bytes(result: Any) -> int:
+    """The size of a result as the client received it."""
+    return len(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True)))
+
+
+@pytest.mark.slow
+async def test_a_20_mb_error_reaches_the_client_clipped(proxy) -> None:
+    """Before: the whole 20 MiB passed through (an error was never measured), into the agent's
+    context; the proxy's RSS grew by ~190 MB."""
+    client, _ = proxy
+    result = await client.call_tool_mcp("huge_error", {"mb": 20})
+    assert result.is_error and wire_bytes(result) < 5_000, wire_bytes(result)
+    (block,) = result.content
+    assert block.text.startswith("e" * 1000) and "cut" in block.text and " END" not in block.text
+    assert (await client.call_tool("small", {"name": "after"})).content[0].text == "hello after"
+
+
+@pytest.mark.slow
+async def test_a_20_mb_image_is_saved_as_a_dataset_of_its_blocks(proxy) -> None:
+    """Before: a result holding an image passed through whole, 27 MB of base64, however large:
+    only text could be turned into records. Now its blocks are the records of a dataset, the
+    image's bytes intact in data_path, and the answer is within the threshold."""
+    client, _ = proxy
+    result = await client.call_tool_mcp("image", {"mb": 20})
+    assert not result.is_error and wire_bytes(result) < 8 * THRESHOLD_TOKENS, wire_bytes(result)  # 4 chars a token
+    body = result.structured_content
+    ds = body["dataset"]
+    assert body["intercepted"] == "saved_as_dataset" and ds["records_from"] == "content" and ds["record_count"] == 2
+    text, picture = (json.loads(line) for line in Path(ds["data_path"]).read_text().splitlines())
+    assert text == {"block": 0, "type": "text", "text": "a picture"}
+    assert picture["block"] == 1 and picture["mimeType"] == "image/png"
+    assert base64.b64decode(picture["data"]) == image_bytes(20)
+    sql = f"SELECT block, type, length(data) AS n FROM {ds['table']} WHERE type = 'image'"
+    rows = structured(await client.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
+    assert rows == [{"block": 1, "type": "image", "n": len(picture["data"])}]
+
+
+@pytest.mark.slow
+async def test_a_20_mb_meta_on_a_small_result_is_left_out_and_said(proxy) -> None:
+    """Before: 20 MiB in the result's _meta and 20 MiB in its block's reached the client whole
+    (no size counted _meta). Now _meta passes while all of it fits in 64 KiB, and the result's
+    own _meta says how much was left out; the content is untouched."""
+    client, _ = proxy
+    result = await client.call_tool_mcp("big_meta", {"mb": 20})
+    assert not result.is_error and wire_bytes(result) < 5_000, wire_bytes(result)
+    assert result.content[0].text == "small" and result.content[0].meta is None
+    left_out, _, said = result.meta[META_LEFT_OUT].partition(" bytes of the backend's _meta")
+    assert said and int(left_out.replace(",", "")) > 2 * 20 * MB, result.meta
+    # a small _meta still passes through exactly
+    small = await client.call_tool_mcp("small", {})
+    assert small.meta["backend"] == "proxy-test-backend" and META_LEFT_OUT not in small.meta

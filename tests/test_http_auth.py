@@ -1,6 +1,7 @@
-"""HTTP auth and request bodies: loopback by default; with a token, every request that lacks it
-gets a 401 saying how to pass it, decided on the headers before any body byte is read; real
-clients that pass it work normally. A body is bounded in size (413) and in idle time (408)."""
+"""HTTP auth and request bodies: loopback by default; every request that lacks the token gets a
+401 saying how to pass it, decided on the headers before any body byte is read; real clients
+that pass it work normally. A body is bounded in size (413) and in idle time (408). (Where the
+token comes from when none is configured: tests/test_http_token.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import argparse
 import json
 import logging
 import socket
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -28,7 +28,7 @@ from harness.http_server import (
     send_more_chunks,
     unfinished_post,
 )
-from server.auth import bearer_token
+from server.auth_token import bearer_token
 from server.cli import serve_cmd
 from server.settings import ServerSettings, load_settings
 from tests.server_helpers import serve_env, structured
@@ -37,25 +37,25 @@ TOKEN = "test-token-0123456789abcdefghij"
 
 
 def serving(tmp_path_factory: pytest.TempPathFactory, name: str, **settings: str) -> Iterator[HttpServer]:
-    """A real HTTP server over a small code tree, with `settings` (as `serve_env` takes them)."""
+    """A real HTTP server over a small code tree, started with TOKEN (by the environment route,
+    CODEPAGER_SERVER__AUTH_TOKEN; the flag is checked below) and `settings` (as `serve_env`
+    takes them)."""
     from tests.code_tree import write_code_tree
 
     tmp = tmp_path_factory.mktemp(name)
-    server = HttpServer(write_code_tree(tmp / "repo"), serve_env(tmp, **settings)).start()
+    server = HttpServer(write_code_tree(tmp / "repo"), serve_env(tmp, **settings), token=TOKEN).start()
     yield server
     server.stop()
 
 
 def still_serves(server: HttpServer) -> bool:
     """Whether an authenticated initialize is answered 200."""
-    headers = {**HEADERS, "Authorization": f"Bearer {TOKEN}"}
-    return httpx.post(server.url, json=INIT, headers=headers, timeout=10).status_code == 200
+    return httpx.post(server.url, json=INIT, headers=server.headers, timeout=10).status_code == 200
 
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory):
-    # The token by the environment route (CODEPAGER_SERVER__AUTH_TOKEN); the flag is checked below.
-    yield from serving(tmp_path_factory, "auth", server__auth_token=TOKEN)
+    yield from serving(tmp_path_factory, "auth")
 
 
 def _listening_addresses(port: int) -> set[str]:
@@ -71,11 +71,13 @@ def _listening_addresses(port: int) -> set[str]:
     return found
 
 
+@pytest.mark.slow  # a real server process
 def test_binds_loopback_only_by_default(guarded):
     assert ServerSettings().host == "127.0.0.1"
     assert _listening_addresses(guarded.port) == {"0100007F"}  # 127.0.0.1, nothing else
 
 
+@pytest.mark.slow  # a real server process
 @pytest.mark.parametrize(
     ("headers", "invalid"),
     [
@@ -108,18 +110,21 @@ def test_requests_without_the_token_get_401_saying_how_to_pass_it(guarded, heade
     assert "oauth" not in everything and "register" not in everything
 
 
+@pytest.mark.slow  # a real server process
 def test_the_right_token_gets_through_on_raw_http(guarded):
     response = httpx.post(guarded.url, json=INIT, headers={**HEADERS, "Authorization": f"Bearer {TOKEN}"}, timeout=10)
     assert response.status_code == 200
     assert "protocolVersion" in response.text
 
 
+@pytest.mark.slow  # a real server process
 async def test_fastmcp_client_with_the_token_searches(guarded):
     async with Client(guarded.url, auth=TOKEN) as client:
         result = structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 5}))
     assert result["results"]["count"] == 5
 
 
+@pytest.mark.slow  # a real server process
 @pytest.mark.parametrize(
     ("auth", "told"), [(None, "requires a bearer token"), ("wrong-token-0123456789", "invalid token")]
 )
@@ -136,7 +141,8 @@ def test_the_flag_sets_the_token_and_beats_the_environment(monkeypatch):
     serve_cmd.register(parser.add_subparsers())
     args = parser.parse_args(["serve", "--transport", "http", "--auth-token", TOKEN])
     settings = load_settings(None, serve_cmd.server_overrides(args))
-    assert bearer_token(settings.server) == TOKEN
+    token = bearer_token(settings.server)
+    assert token is not None and token.value == TOKEN
 
 
 def test_a_blank_token_is_refused_at_start():
@@ -145,20 +151,20 @@ def test_a_blank_token_is_refused_at_start():
 
 
 def test_risky_setups_are_warned_about(caplog):
-    with caplog.at_level(logging.WARNING, logger="server.auth"):
-        assert bearer_token(ServerSettings(transport="http", host="0.0.0.0")) is None
+    with caplog.at_level(logging.WARNING, logger="server.auth_token"):
+        assert bearer_token(ServerSettings(transport="http", host="0.0.0.0", no_auth=True)) is None
         assert bearer_token(ServerSettings(transport="stdio", auth_token=TOKEN)) is None
-        assert bearer_token(ServerSettings(transport="http", auth_token="short")) == "short"
-        assert bearer_token(ServerSettings(transport="http", host="::1")) is None
+        short = bearer_token(ServerSettings(transport="http", auth_token="short"))
+        assert short is not None and short.value == "short"
+        assert bearer_token(ServerSettings(transport="http", host="::1", no_auth=True)) is None
     messages = [r.getMessage() for r in caplog.records]
-    assert len(messages) == 3
-    assert (
-        "without --auth-token" in messages[0]
-        and "ignored on stdio" in messages[1]
-        and "only 5 characters" in messages[2]
-    )
+    assert len(messages) == 4
+    assert "without a token" in messages[0] and "anyone who can reach 0.0.0.0" in messages[0]
+    assert "ignored on stdio" in messages[1] and "only 5 characters" in messages[2]
+    assert "every user of this machine can call the tools" in messages[3]
 
 
+@pytest.mark.slow  # a real server process
 @pytest.mark.parametrize(
     ("body", "codes"),
     [(b"not json", {-32700}), (b'{"jsonrpc":"2.0","id":1}', {-32600, -32602}), (b"[1,2]", {-32600, -32602})],
@@ -182,6 +188,7 @@ def _over_the_limit(size: int):
         yield b"x" * 65536
 
 
+@pytest.mark.slow  # a real server process
 @pytest.mark.parametrize("streamed", [False, True], ids=["content-length", "chunked-transfer"])
 def test_a_request_over_the_size_limit_gets_413_with_a_json_rpc_error(guarded, streamed):
     headers = {**HEADERS, "Authorization": f"Bearer {TOKEN}"}
@@ -195,15 +202,19 @@ def test_a_request_over_the_size_limit_gets_413_with_a_json_rpc_error(guarded, s
     assert httpx.post(guarded.url, json=INIT, headers=headers, timeout=10).status_code == 200
 
 
+@pytest.mark.slow  # a real server process
 async def test_a_request_under_the_size_limit_is_served(guarded):
     async with Client(guarded.url, auth=TOKEN) as client:
         result = await client.call_tool("regex_search", {"pattern": "n" * (LIMIT // 2)}, raise_on_error=False)
-    assert result.is_error and structured(result)["error"]["code"] == "invalid_query"  # the tool's own refusal
+    # past the transport: the tool's own refusal, the pattern's 256 KiB bound
+    error = structured(result)["error"]
+    assert result.is_error and error["code"] == "invalid_arguments" and "at most 262,144" in error["message"]
 
 
 MB = 1024 * 1024
 
 
+@pytest.mark.slow  # a real server process
 def test_unauthenticated_bodies_that_never_finish_get_401_at_once_and_hold_nothing(guarded):
     """50 clients without the token each start a 4 MiB chunked body and never finish it. The
     token is checked on the headers: each gets its 401 at once, its connection is closed, and
@@ -235,11 +246,10 @@ BODY_TIMEOUT_S = 1.5
 @pytest.fixture(scope="module")
 def impatient(tmp_path_factory):
     """A token-guarded server that drops a body after BODY_TIMEOUT_S of silence."""
-    yield from serving(
-        tmp_path_factory, "body-timeout", server__auth_token=TOKEN, server__body_timeout_s=str(BODY_TIMEOUT_S)
-    )
+    yield from serving(tmp_path_factory, "body-timeout", server__body_timeout_s=str(BODY_TIMEOUT_S))
 
 
+@pytest.mark.slow  # a real server process
 @pytest.mark.parametrize("content_length", [None, 4 * MB - 1], ids=["chunked", "content-length"])
 def test_an_authenticated_body_that_stalls_is_dropped_after_the_body_timeout(impatient, content_length):
     sock = unfinished_post(impatient.port, {"Authorization": f"Bearer {TOKEN}"}, b"x" * 65536, content_length)
@@ -259,46 +269,19 @@ def test_an_authenticated_body_that_stalls_is_dropped_after_the_body_timeout(imp
     assert still_serves(impatient)
 
 
-def test_a_slow_but_steady_body_is_not_cut_off(impatient):
-    """The timeout is idle time, not age: a body arriving in pieces, each within the timeout
-    but all together longer than it, is served."""
-    text = json.dumps(INIT).encode()
-    pieces = [*[text[i : i + 16] for i in range(0, len(text), 16)][:7], text[7 * 16 :]]
-    started = time.monotonic()
-
-    def slowly():
-        for piece in pieces:
-            time.sleep(BODY_TIMEOUT_S / 3)
-            yield piece
-
-    headers = {**HEADERS, "Authorization": f"Bearer {TOKEN}"}
-    response = httpx.post(impatient.url, content=slowly(), headers=headers, timeout=30)
-    assert time.monotonic() - started > BODY_TIMEOUT_S * 2
-    assert response.status_code == 200 and "protocolVersion" in response.text
-
-
+@pytest.mark.slow
 def test_connections_that_never_finish_their_headers_are_closed_after_the_body_timeout(impatient):
     """Before any header is complete neither the token check nor the body limits can run, and
-    uvicorn has no timeout for headers: 50 clients that connect and send nothing (or a request
-    line and then a header byte now and then) each held a connection, and a file descriptor,
-    for as long as they liked, so anyone who could reach the port could use up the server's
-    connections without a token. Each gets a 408 and is closed once body_timeout_s has
-    passed without a complete request head."""
+    uvicorn has no timeout for headers: 50 clients that connect and send nothing each held a
+    connection, and a file descriptor, for as long as they liked, so anyone who could reach the
+    port could use up the server's connections without a token. Each gets a 408 and is closed
+    once body_timeout_s has passed without a complete request head. (That the deadline is one
+    per head, not an idle timer a trickle of bytes re-arms, is tests/test_http_deadlines.py.)"""
     silent = [socket.create_connection(("127.0.0.1", impatient.port), timeout=10) for _ in range(50)]
-    trickling = socket.create_connection(("127.0.0.1", impatient.port), timeout=10)
-    trickling.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-    started = time.monotonic()
     try:
-        while time.monotonic() - started < BODY_TIMEOUT_S * 3:
-            try:
-                trickling.sendall(b"X")  # one byte of a header name, never finished
-            except OSError:
-                break
-            time.sleep(BODY_TIMEOUT_S / 5)
-        assert time.monotonic() - started < BODY_TIMEOUT_S * 3, "a head trickling a byte at a time was never cut off"
-        closed = [read_answer(sock, timeout=BODY_TIMEOUT_S) for sock in silent]  # their deadline has passed
+        closed = [read_answer(sock, timeout=BODY_TIMEOUT_S + 20) for sock in silent]
     finally:
-        for sock in [*silent, trickling]:
+        for sock in silent:
             sock.close()
     assert all(answer is not None for answer in closed), "silent connections were kept open"
     for answer in closed:
@@ -323,6 +306,7 @@ def crowded(tmp_path_factory):
     )
 
 
+@pytest.mark.slow  # a real server process
 def test_bodies_held_open_together_cannot_pass_the_buffer_budget(crowded):
     """Each body is under the size limit and its client sends a byte before the idle timeout,
     so neither 413 nor 408 ever comes: before the budget, 40 such clients held 180 MB of the
@@ -332,9 +316,9 @@ def test_bodies_held_open_together_cannot_pass_the_buffer_budget(crowded):
     held = []
     try:
         for _ in range(5):  # 5 x 200 KiB fit in 1 MiB
-            held.append(unfinished_post(crowded.port, {}, b"x" * (200 * KIB), content_length=250 * KIB))
+            held.append(unfinished_post(crowded.port, crowded.headers, b"x" * (200 * KIB), content_length=250 * KIB))
             assert read_answer(held[-1], timeout=1) is None  # held, not refused
-        over = unfinished_post(crowded.port, {}, b"x" * (200 * KIB), content_length=250 * KIB)
+        over = unfinished_post(crowded.port, crowded.headers, b"x" * (200 * KIB), content_length=250 * KIB)
         answer = read_answer(over, timeout=10)
         over.close()
     finally:
@@ -346,9 +330,12 @@ def test_bodies_held_open_together_cannot_pass_the_buffer_budget(crowded):
     assert "server.body_max_buffered_bytes" in error["message"]
     big = json.loads(json.dumps(INIT))
     big["params"]["clientInfo"]["name"] = "n" * (200 * KIB)
-    assert httpx.post(crowded.url, json=big, headers=HEADERS, timeout=10).status_code == 200  # the budget is free
+    assert (
+        httpx.post(crowded.url, json=big, headers=crowded.headers, timeout=10).status_code == 200
+    )  # the budget is free
 
 
+@pytest.mark.slow  # a real server process
 @pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
 def test_a_body_that_is_not_declared_json_gets_a_json_rpc_error_saying_so(guarded, content_type):
     """The SDK answered these with a plain-text 400 "Invalid Content-Type header", which a

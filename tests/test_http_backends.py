@@ -22,7 +22,6 @@ import httpx2
 import pytest
 import pytest_asyncio
 from fastmcp import Client
-from fastmcp.client.transports import StreamableHttpTransport
 
 from harness.http_server import HttpServer
 from harness.raw_http_backend import raw_http_backend
@@ -71,6 +70,7 @@ REPLIES: dict[str, dict[str, Any]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", list(REPLIES))
 async def test_a_reply_over_the_limit_fails_its_call_in_bounded_memory(client: Client[Any], form: str) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -85,6 +85,7 @@ async def test_a_reply_over_the_limit_fails_its_call_in_bounded_memory(client: C
     assert structured(await client.call_tool("lines", {"bytes": 2 * MB, **REPLIES[form]}))["intercepted"]
 
 
+@pytest.mark.slow
 async def test_the_proxy_over_http_forwards_none_of_its_callers_headers(tmp_path: Path) -> None:
     """Before: fastmcp's proxy forwards its caller's HTTP headers to HTTP backends, so behind
     `codepager proxy --transport http --auth-token T` each backend received `Authorization:
@@ -98,11 +99,10 @@ async def test_the_proxy_over_http_forwards_none_of_its_callers_headers(tmp_path
         }
         config = tmp_path / "mcp.json"
         config.write_text(json.dumps({"mcpServers": servers}))
-        token = "front-secret-token-0123456789"
-        args = ["--servers", str(config), "--data-dir", str(tmp_path / "data"), "--auth-token", token]
+        args = ["--servers", str(config), "--data-dir", str(tmp_path / "data")]
         proxy = HttpServer(tmp_path, serve_env(tmp_path), extra_args=args, subcommand=["proxy"]).start()
         try:
-            await _call_both(proxy.url, token)
+            await _call_both(proxy)
         finally:
             proxy.stop()
     received = {name: [json.loads(line) for line in log.read_text().splitlines()] for name, log in seen.items()}
@@ -110,8 +110,8 @@ async def test_the_proxy_over_http_forwards_none_of_its_callers_headers(tmp_path
     assert received["own"] and all(h == ["Bearer backend-own-token"] for h in received["own"]), received["own"]
 
 
-async def _call_both(url: str, token: str) -> None:
-    async with Client(StreamableHttpTransport(url, headers={"Authorization": f"Bearer {token}"}), timeout=60) as c:
+async def _call_both(proxy: HttpServer) -> None:
+    async with proxy.client(timeout=60) as c:
         names = {tool.name for tool in await c.list_tools()}
         assert {"plain_lines", "own_lines"} <= names, names
         for tool in ("plain_lines", "own_lines"):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from fastmcp import Client
 
 from harness.http_server import INITIALIZE, MCP_HEADERS, HttpServer, rebinding_attack
 from server.settings import ServerSettings
@@ -17,11 +16,13 @@ from tests.server_helpers import serve_env, structured
 
 @pytest.fixture(scope="module")
 def loopback(tmp_path_factory):
-    """The default set-up the attack targets: 127.0.0.1, no token, no allow-lists."""
+    """The set-up the attack targets: 127.0.0.1, no allow-lists, and --no-auth, where the
+    Host/Origin guard alone stands between a rebinding page and the tools (with the default
+    token the page, which does not have it, is refused by the token check as well)."""
     from tests.code_tree import write_code_tree
 
     tmp = tmp_path_factory.mktemp("origin")
-    server = HttpServer(write_code_tree(tmp / "repo"), serve_env(tmp)).start()
+    server = HttpServer(write_code_tree(tmp / "repo"), serve_env(tmp), auth="off").start()
     yield server
     server.stop()
 
@@ -35,7 +36,7 @@ def behind_a_proxy(tmp_path_factory):
     env = serve_env(
         tmp, server__allowed_hosts='["code.example.com"]', server__allowed_origins='["https://app.example.com"]'
     )
-    server = HttpServer(write_code_tree(tmp / "repo"), env).start()
+    server = HttpServer(write_code_tree(tmp / "repo"), env, auth="off").start()
     yield server
     server.stop()
 
@@ -50,6 +51,7 @@ def assert_forbidden(answer: httpx.Response, setting: str) -> str:
     return message
 
 
+@pytest.mark.slow  # a real server process
 @pytest.mark.parametrize(
     ("host", "origin"),
     [
@@ -73,6 +75,7 @@ def test_a_web_page_on_another_site_cannot_call_the_server(loopback, host, origi
         assert_forbidden(answers[0], "server.allowed_origins")
 
 
+@pytest.mark.slow  # a real server process
 def test_an_established_session_is_not_reachable_from_a_foreign_host(loopback):
     """The check is on every request, not only at initialize: a session id the page obtained
     some other way gets it nothing."""
@@ -89,6 +92,7 @@ def test_an_established_session_is_not_reachable_from_a_foreign_host(loopback):
     assert_forbidden(httpx.post(loopback.url, json=call, headers=headers, timeout=30), "server.allowed_hosts")
 
 
+@pytest.mark.slow  # a real server process
 @pytest.mark.parametrize(
     ("host", "origin"),
     [
@@ -110,12 +114,14 @@ def test_loopback_names_and_local_pages_are_served(loopback, host, origin):
     assert answer.status_code == 200 and "protocolVersion" in answer.text
 
 
+@pytest.mark.slow  # a real server process
 async def test_a_client_that_is_not_a_browser_searches_as_before(loopback):
-    async with Client(loopback.url) as client:
+    async with loopback.client() as client:
         result = structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 5}))
     assert result["results"]["count"] == 5
 
 
+@pytest.mark.slow  # a real server process
 @pytest.mark.parametrize(
     ("host", "origin", "allowed"),
     [

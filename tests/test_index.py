@@ -13,14 +13,16 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import search_engine.chunk_jobs as chunk_jobs
 import search_engine.index_store as index_store
 import search_engine.indexing as indexing
+from search_engine.chunk_jobs import ChunkedFile, ChunkJob, chunk_files
+from search_engine.chunk_table import take
 from search_engine.chunks import Chunk
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
@@ -42,7 +44,7 @@ def cache(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def manager(cache: Path, counting: CountingEmbedder) -> IndexManager:
-    return IndexManager(EngineConfig(cache_dir=cache), embedder=counting, refresh_interval_s=0)
+    return IndexManager(EngineConfig(cache_dir=cache), embedder=counting)
 
 
 def touch(path: Path) -> None:
@@ -82,8 +84,8 @@ def test_take_reads_chunks_in_any_order_and_repeated(repo: Path, manager: IndexM
     manager.update(repo)
     chunks = manager.get(repo).chunks
     ids = [len(chunks) - 1, 0, 2, 0, 1, len(chunks) - 1]
-    assert chunks.take(ids) == [chunks[i] for i in ids]
-    assert chunks.take([]) == []
+    assert take(chunks, ids) == [chunks[i] for i in ids]
+    assert take(chunks, []) == []
 
 
 @pytest.mark.parametrize("name", ["idx-cache", "idx[1]", "cache["])
@@ -147,13 +149,22 @@ def test_incremental_updates_embed_only_what_changed(
         tokenized.append(chunk.path)
         return lexical_document(chunk)
 
+    def recording_chunk_files(
+        jobs: list[ChunkJob], max_size: int, report: Callable[[int, int], None]
+    ) -> list[ChunkedFile | None]:
+        chunked.extend(job.file.path for job in jobs)
+        return chunk_files(jobs, max_size, report)
+
+    chunked: list[str] = []
     monkeypatch.setattr(index_store, "lexical_document", counting_document)
-    monkeypatch.setattr(chunk_jobs, "lexical_document", counting_document)
+    monkeypatch.setattr(indexing, "chunk_files", recording_chunk_files)
     stats = manager.update(repo)
     assert (stats.changed, stats.modified, stats.generation) == (True, 1, 2)
     embedded = counting.take()
     assert len(embedded) == 1 and "Close every pooled socket now." in embedded[0]
-    assert set(tokenized) == {"app/client.py"}  # the other files' lexical documents are reused
+    # Only the edited file is chunked (its lexical documents made with its chunks, in a chunking
+    # worker); the other files' are reused, none made again by the writer.
+    assert (chunked, tokenized) == (["app/client.py"], [])
 
     (repo / "web/app.js").unlink()
     stats = manager.update(repo)
@@ -260,9 +271,9 @@ def test_a_part_cut_short_is_rebuilt_by_the_next_search(
     index and answers from it, symbols and all."""
     cut_short(repo, manager, part, keep)
     engine = SearchEngine(EngineConfig(cache_dir=cache))
-    engine._indexes = IndexManager(engine.config, embedder=counting, refresh_interval_s=0)
+    engine._indexes = IndexManager(engine.config, embedder=counting)
     result = engine.search(SearchRequest(mode=mode, query="retry a failing call with backoff", root=str(repo)))
-    engine.indexes.wait_for_refresh(repo)
+    engine.indexes.wait_idle(repo)
     assert result.matches[0].path == "app/client.py"
     index = engine.indexes.get(repo)
     assert index.generation == 2
@@ -277,7 +288,7 @@ def test_searches_meeting_the_same_damage_rebuild_once(
     damaged generation is still live, and otherwise loads the one that replaced it."""
     cut_short(repo, manager, "chunks/defs.chunk.npy", 0.0)
     engine = SearchEngine(EngineConfig(cache_dir=cache))
-    engine._indexes = IndexManager(engine.config, embedder=counting, refresh_interval_s=0)
+    engine._indexes = IndexManager(engine.config, embedder=counting)
     request = SearchRequest(mode=SearchMode.SEMANTIC, query="retry a failing call with backoff", root=str(repo))
     start = threading.Barrier(4)
     found: list[str] = []
@@ -291,7 +302,7 @@ def test_searches_meeting_the_same_damage_rebuild_once(
         thread.start()
     for thread in threads:
         thread.join()
-    engine.indexes.wait_for_refresh(repo)
+    engine.indexes.wait_idle(repo)
     assert found == ["app/client.py"] * 4
     assert engine.indexes.get(repo).generation == 2
 
@@ -383,15 +394,14 @@ def test_a_name_shown_like_another_does_not_corrupt_the_index(repo: Path, manage
 def test_get_sees_other_processes_updates_and_caches_in_between(
     repo: Path, cache: Path, counting: CountingEmbedder
 ) -> None:
-    reader = IndexManager(EngineConfig(cache_dir=cache), embedder=counting, refresh_interval_s=3600)
-    writer = IndexManager(EngineConfig(cache_dir=cache), embedder=counting, refresh_interval_s=0)
+    reader = IndexManager(EngineConfig(cache_dir=cache), embedder=counting)
+    writer = IndexManager(EngineConfig(cache_dir=cache), embedder=counting)
     first = reader.get(repo)
-    assert reader.get(repo) is first  # within the interval: the warm handle
+    assert reader.get(repo) is first  # nothing changed: the warm handle
     assert first.memo("answer", lambda: object()) is first.memo("answer", lambda: object())
     (repo / "extra.py").write_text("def extra():\n    return 42\n")
-    assert reader.get(repo) is first  # no rescan within the interval...
     writer.update(repo)
-    second = reader.get(repo)  # ...but another process's publish is noticed at once
+    second = reader.get(repo)  # another process's publish is used, not built again
     assert second.generation == first.generation + 1
     assert any(c.path == "extra.py" for c in second.chunks)
     assert reader.generation(repo) == second.generation
@@ -462,24 +472,31 @@ def test_a_failed_publish_waits_for_the_postings_and_leaves_the_previous_generat
 ) -> None:
     """The postings are written on a second thread while the rest of the generation is
     finished. Whichever side fails, the error reaches the caller, and the half-written
-    generation is removed only once the postings thread is done with it (it is held back
-    here until the other side has failed), so nothing is left behind and the previous
-    generation stays live."""
+    generation is removed only once the postings thread is done with it, so nothing is left
+    behind and the previous generation stays live. The postings are held back until the
+    publisher either waits for them (it leaves the pool's block) or starts the cleanup without
+    waiting: the order the cleanup sees is then decided by the code, not by the scheduler."""
     manager.update(repo)
     store = manager.store(repo)
-    other_side_failed = threading.Event()
-    save = LexicalIndex.save
+    other_side_failed, publisher_moved_on = threading.Event(), threading.Event()
+    save, abandon = LexicalIndex.save, index_store.GenerationWriter.abandon
     saved: list[Path] = []
+    saved_at_cleanup: list[bool] = []
+
+    class WatchedPool(ThreadPoolExecutor):
+        def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+            publisher_moved_on.set()
+            super().shutdown(wait, cancel_futures=cancel_futures)
+
+    def watched_abandon(self: index_store.GenerationWriter) -> None:
+        saved_at_cleanup.append(bool(saved))  # read before the postings thread may go on
+        publisher_moved_on.set()
+        abandon(self)
 
     def postings(self: LexicalIndex, directory: Path) -> None:
         if failing == "postings":
             raise OSError(28, "No space left on device (postings)")
-        assert other_side_failed.wait(30)
-        # Slower than the cleanup that follows the failure: a publish that did not wait for
-        # this thread would have removed the generation before this save (which would then
-        # recreate part of it as debris), and the caller would see the error before `saved`
-        # is filled.
-        time.sleep(0.2)
+        assert other_side_failed.wait(30) and publisher_moved_on.wait(30)
         save(self, directory)
         saved.append(directory)
 
@@ -487,6 +504,8 @@ def test_a_failed_publish_waits_for_the_postings_and_leaves_the_previous_generat
         other_side_failed.set()
         raise OSError(28, "No space left on device (coarse index)")
 
+    monkeypatch.setattr(index_store, "ThreadPoolExecutor", WatchedPool)
+    monkeypatch.setattr(index_store.GenerationWriter, "abandon", watched_abandon)
     monkeypatch.setattr(LexicalIndex, "save", postings)
     if failing == "the rest":
         monkeypatch.setattr(index_store, "write_coarse", rest)
@@ -494,7 +513,8 @@ def test_a_failed_publish_waits_for_the_postings_and_leaves_the_previous_generat
     with pytest.raises(OSError, match="postings" if failing == "postings" else "coarse index"):
         manager.update(repo)
     assert sorted(os.listdir(store.directory)) == ["CURRENT", "ROOT", "gen-00000001", "write.lock"]
-    assert len(saved) == (failing == "the rest")  # the postings were complete before the cleanup
+    assert len(saved) == (failing == "the rest")
+    assert saved_at_cleanup == [failing == "the rest"]  # the postings were complete before the cleanup
     monkeypatch.undo()
     stats = manager.update(repo)
     assert stats.changed and any(c.symbol == "render_markdown" for c in manager.get(repo).chunks)
@@ -510,7 +530,7 @@ UPDATE_AT_SHUTDOWN = textwrap.dedent("""\
     cache, root = Path(sys.argv[1]), Path(sys.argv[2])
     manager = IndexManager(EngineConfig(cache_dir=cache))
     manager.update(root)
-    (root / "app/render.py").write_text("def render_markdown(text):\\n    return text\\n")
+    (root / "app/render.py").unlink()
     go, outcome = threading.Event(), {}
 
     def refresh():  # a background refresh, as the server runs them: a daemon thread
@@ -535,7 +555,8 @@ UPDATE_AT_SHUTDOWN = textwrap.dedent("""\
 def test_an_update_published_while_the_interpreter_shuts_down_still_completes(repo: Path, cache: Path) -> None:
     """A background refresh can still be publishing when the server exits, and from then on
     no thread may start: the postings are then written on the publishing thread itself, and
-    the update completes instead of failing on the refused thread."""
+    the update completes instead of failing on the refused thread. (A file deleted: an update
+    that must chunk a file cannot start a chunking worker either, and fails, its index kept.)"""
     proc = subprocess.run(
         [sys.executable, "-c", UPDATE_AT_SHUTDOWN, str(cache), str(repo), str(REPO)],
         capture_output=True,
@@ -546,7 +567,7 @@ def test_an_update_published_while_the_interpreter_shuts_down_still_completes(re
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"generation": 2}, proc.stderr
     snapshot = IndexStore(index_dir(cache, repo.resolve())).load()
     assert snapshot is not None and snapshot.manifest.generation == 2
-    assert any(c.symbol == "render_markdown" for c in snapshot.chunks)
+    assert "app/render.py" not in snapshot.files and snapshot.files
     snapshot.release()
 
 
@@ -569,6 +590,7 @@ CONCURRENT_UPDATE = textwrap.dedent("""\
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_updating_at_once_leave_a_consistent_index(
     repo: Path, cache: Path, manager: IndexManager, tmp_path: Path
 ) -> None:
@@ -666,7 +688,7 @@ def test_a_file_grown_over_max_file_size_mid_build_is_not_indexed(
 ) -> None:
     """Discovery saw a small file; it grows past search.max_file_size before it is read. The
     read stops at the limit (plus one byte) and the file is left out, not indexed whole."""
-    manager = IndexManager(EngineConfig(cache_dir=cache, max_file_size=4096), embedder=counting, refresh_interval_s=0)
+    manager = IndexManager(EngineConfig(cache_dir=cache, max_file_size=4096), embedder=counting)
     root = tmp_path / "repo"
     root.mkdir()
     (root / "a_first.py").write_text("def first():\n    return 0\n")

@@ -54,10 +54,11 @@ def _open_everything(manager: IndexManager, root: Path) -> None:
         snap.release()
 
 
+@pytest.mark.slow
 def test_honest_indexes_open_and_update_without_rebuild(tmp_path, static_embedder):
     for name, root in _repos(tmp_path).items():
         manager = IndexManager(EngineConfig(cache_dir=tmp_path / f"cache-{name}"), embedder=static_embedder,
-                               refresh_interval_s=0)  # fmt: skip
+                               )  # fmt: skip
         first = manager.update(root)
         assert first.rebuilt
         _open_everything(manager, root)
@@ -84,10 +85,11 @@ def test_honest_indexes_open_and_update_without_rebuild(tmp_path, static_embedde
         assert not final.rebuilt, (name, final.reason)
 
 
+@pytest.mark.slow
 def test_honest_index_with_coarse_lists(tmp_path, static_embedder, monkeypatch):
     monkeypatch.setattr(coarse, "MIN_CHUNKS", 100)
     root = _repos(tmp_path)["many"]
-    manager = IndexManager(EngineConfig(cache_dir=tmp_path / "cache"), embedder=static_embedder, refresh_interval_s=0)
+    manager = IndexManager(EngineConfig(cache_dir=tmp_path / "cache"), embedder=static_embedder)
     manager.update(root)
     snap = manager.store(root).load()
     assert snap is not None and snap.vectors.coarse is not None
@@ -123,7 +125,7 @@ class WideEmbedder:
 def test_wide_model_index_is_not_rebuilt_on_every_update(tmp_path, static_embedder, dim):
     root = write_repo(tmp_path / "repo")
     manager = IndexManager(EngineConfig(cache_dir=tmp_path / "cache"), embedder=WideEmbedder(static_embedder, dim),
-                           refresh_interval_s=0)  # fmt: skip
+                           )  # fmt: skip
     assert manager.update(root).rebuilt
     again = manager.update(root)
     assert not again.rebuilt, again.reason
@@ -138,7 +140,7 @@ def test_tree_of_only_chunkless_files_indexes(tmp_path, static_embedder, files):
     root.mkdir()
     for name, text in files.items():
         (root / name).write_text(text)
-    manager = IndexManager(EngineConfig(cache_dir=tmp_path / "cache"), embedder=static_embedder, refresh_interval_s=0)
+    manager = IndexManager(EngineConfig(cache_dir=tmp_path / "cache"), embedder=static_embedder)
     manager.update(root)
     assert not manager.update(root).rebuilt
 
@@ -153,7 +155,7 @@ def test_a_wide_model_index_is_searched_without_a_rebuild(tmp_path, static_embed
     root = write_repo(tmp_path / "repo")
     embedder = WideEmbedder(static_embedder, 4160)
     engine = SearchEngine(EngineConfig(cache_dir=tmp_path / "cache"))
-    engine._indexes = IndexManager(engine.config, embedder=embedder, refresh_interval_s=3600)
+    engine._indexes = IndexManager(engine.config, embedder=embedder)
     request = SearchRequest(mode=SearchMode.HYBRID, query="retry with backoff", root=str(root))
     assert engine.search(request).matches
     embedder.asked.clear()

@@ -1,7 +1,7 @@
 """Incremental updates at scale, with the real model on real code: an update (unchanged files
 copied as slices, the lexical postings merged) gives what a fresh build of the same tree
-gives, a generation held open survives updates, and a large tree's freshness check never
-holds up a search."""
+gives and a generation held open survives updates (how searches keep up with the files:
+tests/test_live_index.py)."""
 
 from __future__ import annotations
 
@@ -12,24 +12,27 @@ import sys
 import textwrap
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import psutil
 import pytest
 
 import search_engine.chunk_jobs as chunk_jobs
-import search_engine.files as files
+import search_engine.chunk_workers as chunk_workers
 import search_engine.indexing as indexing
 import search_engine.lexical as lexical
 import search_engine.lexical_merge as lexical_merge
 from search_engine.chunking import chunk_file
-from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.index import Index, IndexManager
 from search_engine.lexical import LexicalIndex
 from search_engine.models import SearchMode, SearchRequest
-from tests.index_helpers import REPO, CountingEmbedder, block_the_walk, manager_for, write_repo
+from tests.index_helpers import (
+    REPO,
+    CountingEmbedder,
+    manager_for,
+    write_repo,
+)
 
 QUERIES = ("parse the chunk table columns", "merge postings of an update", "close pooled connections",
            "retry with backoff", "walk the tree for files")  # fmt: skip
@@ -95,6 +98,7 @@ def rankings(manager: IndexManager, root: Path) -> list[list[tuple[str, int]]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("renumber_slice", [lexical_merge._SLICE, 97], ids=["default", "many-slices"])
 def test_an_update_gives_what_a_fresh_build_gives(
     tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch, renumber_slice: int
@@ -103,12 +107,12 @@ def test_an_update_gives_what_a_fresh_build_gives(
     boundaries fall everywhere (the real slice is larger than this tree's postings)."""
     monkeypatch.setattr(lexical_merge, "_SLICE", renumber_slice)
     root = real_tree(tmp_path / "repo").resolve()
-    manager = manager_for(tmp_path / "cache", counting, refresh_interval_s=3600)
+    manager = manager_for(tmp_path / "cache", counting)
     manager.update(root)
     edit_everywhere(root)
     stats = manager.update(root)
     assert (stats.added, stats.modified, stats.deleted, stats.touched) == (1, 3, 1, 1)
-    fresh = manager_for(tmp_path / "fresh", CountingEmbedder(counting.inner), refresh_interval_s=3600)
+    fresh = manager_for(tmp_path / "fresh", CountingEmbedder(counting.inner))
     fresh.update(root)
     assert_same_index(manager.get(root), fresh.get(root))
     assert rankings(manager, root) == rankings(fresh, root)
@@ -116,16 +120,18 @@ def test_an_update_gives_what_a_fresh_build_gives(
     (root / "lib/chunk_table.py").write_text((root / "lib/chunk_table.py").read_text().replace("merged", "re-merged"))
     (root / "app/render.py").unlink()
     manager.update(root)
-    fresh = manager_for(tmp_path / "fresh2", CountingEmbedder(counting.inner), refresh_interval_s=3600)
+    fresh = manager_for(tmp_path / "fresh2", CountingEmbedder(counting.inner))
     fresh.update(root)
     assert_same_index(manager.get(root), fresh.get(root))
 
 
-def test_a_build_read_by_worker_processes_equals_one_read_in_process(
+@pytest.mark.slow
+def test_a_build_read_by_several_workers_equals_one_read_by_one(
     tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = real_tree(tmp_path / "repo").resolve()
-    serial = manager_for(tmp_path / "serial", counting, refresh_interval_s=3600)
+    monkeypatch.setattr(indexing, "workers", lambda: 1)
+    serial = manager_for(tmp_path / "serial", counting)
     serial.update(root)
     pools: list[object] = []
 
@@ -134,11 +140,10 @@ def test_a_build_read_by_worker_processes_equals_one_read_in_process(
             super().__init__(*args, **kwargs)
             pools.append(self)
 
-    monkeypatch.setattr(chunk_jobs, "ProcessPoolExecutor", CountedPool)
-    monkeypatch.setattr(chunk_jobs, "POOL_MIN_FILES", 1)
+    monkeypatch.setattr(chunk_workers, "ProcessPoolExecutor", CountedPool)
     monkeypatch.setattr(chunk_jobs, "BATCH", 3)  # several batches in flight, results in order
     monkeypatch.setattr(indexing, "workers", lambda: 2)
-    pooled = manager_for(tmp_path / "pooled", counting, refresh_interval_s=3600)
+    pooled = manager_for(tmp_path / "pooled", counting)
     stats = pooled.update(root)
     assert len(pools) == 1 and stats.files == len(serial.get(root).snapshot.files)  # type: ignore[union-attr]
     assert_same_index(pooled.get(root), serial.get(root))
@@ -147,11 +152,11 @@ def test_a_build_read_by_worker_processes_equals_one_read_in_process(
 def test_a_generation_held_open_reads_its_own_data_after_an_update(tmp_path: Path, counting: CountingEmbedder) -> None:
     root = real_tree(tmp_path / "repo").resolve()
     cache = tmp_path / "cache"
-    writer = manager_for(cache, counting, refresh_interval_s=3600)
+    writer = manager_for(cache, counting)
     writer.update(root)
-    reader = manager_for(cache, counting, refresh_interval_s=3600)
+    reader = manager_for(cache, counting)
     held = reader.get(root)
-    reader.wait_for_refresh(root, 120)  # its check of the tree, done before the edits
+    reader.wait_idle(root, 120)  # its check of the tree, done before the edits
     before = [(c.path, c.content) for c in held.chunks]
     scores = held.lexical.scores(["pooled"])
     edit_everywhere(root)
@@ -167,68 +172,6 @@ def test_a_generation_held_open_reads_its_own_data_after_an_update(tmp_path: Pat
     directory = held.snapshot.directory
     held.snapshot.release()
     assert not directory.exists()  # released and superseded: reclaimed
-
-
-def test_a_large_trees_freshness_check_runs_beside_the_search(
-    tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    root = real_tree(tmp_path / "repo").resolve()
-    cache = tmp_path / "cache"
-    # Over the inline limit: the due check goes to a thread; the search does not wait for it.
-    manager = manager_for(cache, counting, refresh_interval_s=0, inline_refresh_max_files=10)
-    manager.update(root)
-    (root / "app/render.py").write_text("def render_markdown(text):\n    return text.upper()\n")
-    real_discover = files.discover
-    walking, release = block_the_walk(monkeypatch)
-    during = manager.get(root)  # returns while the walk is blocked
-    assert walking.wait(30) and not release.is_set()
-    assert during.generation == 1
-    release.set()
-    manager.wait_for_refresh(root, 120)
-    after = manager.get(root)
-    assert after.generation == 2
-    assert any("render_markdown" in c.content for c in after.chunks)
-
-    # A tree within the limit is checked inline: the very next search sees an edit.
-    monkeypatch.setattr(indexing, "discover", real_discover)
-    small = manager_for(tmp_path / "cache2", counting, refresh_interval_s=0)
-    small.update(root)
-    (root / "app/render.py").write_text("def render_rst(text):\n    return text.lower()\n")
-    assert any("render_rst" in c.content for c in small.get(root).chunks)
-
-
-def test_a_slow_freshness_check_spaces_the_next_one_by_its_cost(
-    tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    root = real_tree(tmp_path / "repo").resolve()
-    now = [1000.0]
-    manager = IndexManager(
-        EngineConfig(cache_dir=tmp_path / "cache"),
-        embedder=counting,
-        refresh_interval_s=2.0,
-        clock=lambda: now[0],
-    )
-    manager.update(root)
-    real_discover = files.discover
-    walks = []
-
-    def slow_discover(*args: Any, **kwargs: Any) -> Any:
-        walks.append(now[0])
-        now[0] += 3.0  # this tree takes 3 s to list
-        return real_discover(*args, **kwargs)
-
-    monkeypatch.setattr(indexing, "discover", slow_discover)
-    now[0] += 2.5
-    manager.get(root)  # past the 2 s interval after a check that cost nothing: checked
-    assert len(walks) == 1
-    (root / "app/render.py").write_text("def render_markdown(text):\n    return text.upper()\n")
-    now[0] += 2.5
-    assert manager.get(root).generation == 1  # 2.5 s after a 3 s check: not due for 30 s
-    now[0] += 20.0
-    manager.get(root)
-    assert len(walks) == 1
-    now[0] += 8.0  # 30.5 s after the check ended
-    assert manager.get(root).generation == 2 and len(walks) == 2
 
 
 def test_per_file_postings_built_in_blocks_equal_those_built_at_once(
@@ -262,13 +205,14 @@ KILLED_BUILD = textwrap.dedent("""\
             time.sleep(600)
 
     if __name__ == "__main__":
-        chunk_jobs.POOL_MIN_FILES, chunk_jobs.BATCH = 1, 1
+        chunk_jobs.BATCH = 1
         indexing.workers = lambda: 2
         indexing.EMBED_BATCH = 8
         IndexManager(EngineConfig(cache_dir=Path(sys.argv[2]))).update(Path(sys.argv[1]), progress=hold)
 """)
 
 
+@pytest.mark.slow
 def test_chunking_workers_end_with_an_indexer_killed_mid_build(tmp_path: Path) -> None:
     root = real_tree(tmp_path / "repo")
     proc = subprocess.Popen([sys.executable, "-c", KILLED_BUILD, str(root), str(tmp_path / "cache"), str(REPO)],

@@ -1,7 +1,7 @@
 """The light default install: the static profile builds an index and searches without ever
 importing torch, transformers, sentence-transformers or scipy (none is a default dependency); a
-transformer profile without the `minilm` extra fails with the command that installs it; the wheel
-carries the static model."""
+transformer profile without the `minilm` extra, or the Redis session store without the `redis`
+extra, fails with the command that installs it; the wheel carries the static model."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from search_engine.embeddings import STATIC_MODEL_DIR
+from server.app import session_store
+from server.cli.config_cmd import masked
+from server.settings import SessionSettings, load_settings
 from tests.code_tree import write_code_tree
 
 HEAVY = ("torch", "transformers", "sentence_transformers", "model2vec", "scipy", "sklearn")
@@ -44,6 +47,7 @@ def run_cli(
     )
 
 
+@pytest.mark.slow  # starts processes, builds an index
 def test_static_index_and_hybrid_search_never_import_torch(tmp_path: Path) -> None:
     root = write_code_tree(tmp_path / "repo")
     for args in (["index", "--no-progress", "."], ["search", "--hybrid", "needle_5_3", "--top-k", "1"]):
@@ -54,6 +58,7 @@ def test_static_index_and_hybrid_search_never_import_torch(tmp_path: Path) -> No
     assert output[0].startswith("pkg/mod05.py:")
 
 
+@pytest.mark.slow  # starts processes
 @pytest.mark.parametrize(
     "setting", [{"CODEPAGER_INDEX__PROFILE": "minilm"}, {"CODEPAGER_INDEX__MODEL": "some-org/some-model"}]
 )
@@ -71,6 +76,34 @@ def test_a_transformer_model_without_the_minilm_extra_says_how_to_install_it(
     assert regex.returncode == 0 and "mod01.py" in regex.stdout
 
 
+@pytest.fixture
+def without_redis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in a default install: `import redis` fails (the `redis` extra is not installed), and
+    the Redis store is imported afresh."""
+    monkeypatch.setitem(sys.modules, "redis", None)
+    monkeypatch.delitem(sys.modules, "sessions.redis_store", raising=False)
+
+
+@pytest.mark.usefixtures("without_redis")
+def test_the_redis_session_store_without_the_redis_extra_says_how_to_install_it() -> None:
+    """A ValueError, which `codepager serve` prints before exiting 2, not a ModuleNotFoundError
+    traceback; the URL's password is not shown."""
+    with pytest.raises(ValueError) as refused:
+        session_store(SessionSettings(backend="redis://user:hunter2@localhost:6379/0"))
+    assert 'pip install "codepager[redis]"' in str(refused.value)
+    assert "hunter2" not in str(refused.value)
+    session_store(SessionSettings(backend="memory")).close()  # the default backend needs no extra
+
+
+@pytest.mark.usefixtures("without_redis")
+def test_codepager_config_shows_a_redis_backend_without_the_redis_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CODEPAGER_SESSIONS__BACKEND", "redis://user:hunter2@cache:6379/0")
+    assert masked(load_settings(None))["sessions"]["backend"] == "redis://user:***@cache:6379/0"
+
+
+@pytest.mark.slow  # builds the wheel
 def test_the_wheel_ships_the_static_model(tmp_path: Path) -> None:
     """Built offline with the installed build backend (hatchling, in the dev extra)."""
     subprocess.run(

@@ -120,6 +120,7 @@ def test_bad_filters_get_clear_errors(expression: str, message: str) -> None:
         apply_jq(RECORDS, expression)
 
 
+@pytest.mark.slow
 def test_runaway_filters_are_stopped() -> None:
     started = time.monotonic()
     with pytest.raises(JqTimeoutError, match=r"longer than 0.5 s"):

@@ -179,7 +179,7 @@ def test_descriptor_contents(tmp_path: Path) -> None:
     sample = summary["sample"]["match"]["content"]
     assert sample.startswith("needle zzz") and "…[cut " in sample and len(sample) < 300
     guidance = fr["guidance"]
-    for phrase in ("Line 1 is a header", "tail -n +2", "next_cursor", fr["uri"], f"dataset_{fr['id']}"):
+    for phrase in ("line 1 is a header", "tail -n +2", "next_cursor", fr["uri"], f"dataset_{fr['id']}"):
         assert phrase in guidance
     assert len(guidance) < 1200
 

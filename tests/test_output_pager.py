@@ -14,6 +14,7 @@ from server.records import Detail, match_record
 from server.response import SearchResponse
 from sessions import CursorCodec, MemoryStore, Pager
 from tests.output_helpers import make_layer, options
+from tests.session_fakes import next_page
 
 
 def test_cut_pages_of_a_real_search_walk_losslessly(code_tree: Path, tmp_path: Path) -> None:
@@ -33,5 +34,5 @@ def test_cut_pages_of_a_real_search_walk_losslessly(code_tree: Path, tmp_path: P
         cursor = rendered.structured["pagination"]["next_cursor"]
         if cursor is None:
             break
-        rendered = layer.render(SearchResponse(pager.next_page(cursor)), opts)
+        rendered = layer.render(SearchResponse(next_page(pager, cursor)), opts)
     assert seen == expected

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastmcp import Client
 
 from server.app import build_app
@@ -20,6 +21,7 @@ def wide_rows(rows: int) -> list[dict[str, str]]:
     return [{f"col_{k:04d}": f"value {i} {k}" for k in range(COLUMNS)} for i in range(rows)]
 
 
+@pytest.mark.slow
 async def test_a_select_of_wide_rows_gets_a_file_ref_within_the_ceiling(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, tmp_path)
     source = OffloadStore(settings.offload.output_dir).write(tool="t", query="wide", records=wide_rows(50)).id

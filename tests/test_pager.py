@@ -22,7 +22,7 @@ from sessions import (
     Page,
     Pager,
 )
-from tests.session_fakes import SECRET, FakeEngine, request_for
+from tests.session_fakes import SECRET, FakeClock, FakeEngine, next_page, request_for
 
 
 def _cursor(page: Page) -> str:
@@ -45,7 +45,7 @@ def make_pager(engine: object, store: MemoryStore | None = None, **kw: object) -
 def walk(pager: Pager, request: SearchRequest, page_size: int | None = None, view: str | None = None) -> list[Page]:
     pages = [pager.first_page(request, page_size, view=view)]
     while pages[-1].next_cursor is not None:
-        pages.append(pager.next_page(_cursor(pages[-1])))
+        pages.append(next_page(pager, _cursor(pages[-1])))
     return pages
 
 
@@ -53,6 +53,7 @@ def collected(pages: list[Page]) -> list[Match]:
     return [m for p in pages for m in p.matches]
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(0, 300), page_size=st.integers(1, 60), data=st.data())
 def test_walking_with_random_cuts_and_restarts_yields_each_result_once(
@@ -92,7 +93,7 @@ def test_walking_with_random_cuts_and_restarts_yields_each_result_once(
             break
         if data.draw(st.booleans(), label="restart"):  # session gone: new process, same key
             pager = make_pager(engine)
-        page = pager.next_page(_cursor(page))
+        page = next_page(pager, _cursor(page))
     assert seen == engine.expected()
 
 
@@ -135,21 +136,21 @@ def test_a_restore_re_runs_the_search_once_and_continues_at_the_offset() -> None
     engine = FakeEngine(default_size=120)
     page1 = make_pager(engine).first_page(request_for(), 50)
     fresh = make_pager(engine)  # e.g. the server restarted; same key from the key file
-    page2 = fresh.next_page(_cursor(page1))
+    page2 = next_page(fresh, _cursor(page1))
     assert (page2.cache, page2.offset, engine.calls) == ("restored", 50, 2)
     assert page2.session_id != page1.session_id
-    page3 = fresh.next_page(_cursor(page2))
+    page3 = next_page(fresh, _cursor(page2))
     assert (page3.cache, engine.calls) == ("hit", 2)
     assert collected([page1, page2, page3]) == engine.expected()
 
 
 def test_a_restore_prefers_a_live_twin_session() -> None:
-    engine = FakeEngine()
-    store = MemoryStore(sweep_interval_s=None)
+    engine, clock = FakeEngine(), FakeClock()
+    store = MemoryStore(ttl_s=10, sweep_interval_s=None, clock=clock)
     page1 = make_pager(engine, store).first_page(request_for(), 50)
-    store.delete(page1.session_id)
+    clock.advance(11)  # page1's session expires
     twin = make_pager(engine, store).first_page(request_for(), 50)  # same search again
-    page2 = make_pager(engine, store).next_page(_cursor(page1))
+    page2 = next_page(make_pager(engine, store), _cursor(page1))
     assert (page2.cache, page2.session_id, engine.calls) == ("hit", twin.session_id, 2)
 
 
@@ -157,7 +158,7 @@ def test_a_cursor_from_another_key_is_refused() -> None:
     page = make_pager(FakeEngine()).first_page(request_for())
     other = Pager(FakeEngine(), MemoryStore(sweep_interval_s=None), CursorCodec("a-completely-different-key-42"))
     with pytest.raises(CursorSignatureError):
-        other.next_page(_cursor(page))
+        next_page(other, _cursor(page))
 
 
 def test_a_live_session_keeps_serving_its_snapshot_across_an_index_change() -> None:
@@ -165,7 +166,7 @@ def test_a_live_session_keeps_serving_its_snapshot_across_an_index_change() -> N
     pager = make_pager(engine)
     page1 = pager.first_page(request_for(), 50)
     engine.gen, engine.edition = 1, 1
-    page2 = pager.next_page(_cursor(page1))
+    page2 = next_page(pager, _cursor(page1))
     assert page2.cache == "hit" and page2.index_generation == 0
     assert page2.matches == FakeEngine().expected()[50:100]
 
@@ -183,7 +184,7 @@ def test_a_restore_refuses_when_the_results_changed(change, message: str) -> Non
     page1 = make_pager(engine).first_page(request_for(), 50)
     change(engine)
     with pytest.raises(CursorGenerationError, match=f"{message}.*Restart the search without a cursor"):
-        make_pager(engine).next_page(_cursor(page1))
+        next_page(make_pager(engine), _cursor(page1))
 
 
 def test_decode_hands_back_the_cursors_search_before_serving_it() -> None:
@@ -204,9 +205,9 @@ def test_page_size_limits_and_overrides() -> None:
     with pytest.raises(ValueError, match="got 0"):
         pager.first_page(request_for(), 0)
     page1 = pager.first_page(request_for(), 200)
-    page2 = pager.next_page(_cursor(page1), page_size=30)
+    page2 = next_page(pager, _cursor(page1), page_size=30)
     assert (page2.offset, len(page2.matches), page2.page_size) == (200, 30, 30)
-    assert pager.next_page(_cursor(page2)).page_size == 30  # the cursor remembers the new size
+    assert next_page(pager, _cursor(page2)).page_size == 30  # the cursor remembers the new size
     with pytest.raises(ValueError, match="max_page_size"):
         make_pager(FakeEngine(), default_page_size=300, max_page_size=200)
 
@@ -220,7 +221,7 @@ def test_cut_bounds_and_cut_zero() -> None:
             page.cut(bad)
     empty = page.cut(0)
     assert empty.matches == [] and empty.has_more
-    assert pager.next_page(_cursor(empty)).matches == page.matches  # resumes at the same offset
+    assert next_page(pager, _cursor(empty)).matches == page.matches  # resumes at the same offset
     last = walk(pager, request_for(), 50)[-1]
     assert last.cut(5).next_cursor is not None  # a cut last page is no longer last
 
@@ -236,7 +237,7 @@ def test_a_view_is_its_own_session_and_survives_a_restore() -> None:
     plain = pager.first_page(request_for(), 10)
     assert plain.cache == "miss" and plain.total_count == 300  # the unviewed list is another session
 
-    restored = make_pager(engine).next_page(_cursor(pages[0]))
+    restored = next_page(make_pager(engine), _cursor(pages[0]))
     assert restored.cache == "restored" and restored.view == "7"
     assert restored.matches == expected[10:20]
 
@@ -296,12 +297,12 @@ def test_real_regex_search_pages_and_restores(code_tree: Path) -> None:
     pages.append(pages[0].cut(9))
     pages[0] = pages.pop()
     while pages[-1].next_cursor is not None:
-        pages.append(make_pager(engine).next_page(_cursor(pages[-1])))  # a new process every page
+        pages.append(next_page(make_pager(engine), _cursor(pages[-1])))  # a new process every page
     assert collected(pages) == full
     assert {p.cache for p in pages[1:]} == {"restored"}
     (code_tree / "lib" / "mod00.py").write_text("def needle_0_10(x): pass\n")
     with pytest.raises(CursorGenerationError):
-        make_pager(engine).next_page(_cursor(pages[1]))
+        next_page(make_pager(engine), _cursor(pages[1]))
 
 
 def test_reuse_false_searches_afresh_but_cursors_keep_their_snapshot() -> None:
@@ -313,6 +314,6 @@ def test_reuse_false_searches_afresh_but_cursors_keep_their_snapshot() -> None:
     again = pager.first_page(request_for(), 50, reuse=False)
     assert (again.cache, engine.calls) == ("miss", 2)
     assert again.matches == engine.expected()[:50]
-    assert pager.next_page(_cursor(first)).matches == FakeEngine().expected()[50:100]
+    assert next_page(pager, _cursor(first)).matches == FakeEngine().expected()[50:100]
     viewed = pager.first_page(request_for(), view="needle-e1-1", reuse=False)
     assert (viewed.cache, engine.calls) == ("miss", 3)

@@ -97,6 +97,7 @@ def test_config_servers_keep_their_names_env_and_timeouts(tmp_path: Path, monkey
     assert env is not None and env["TOKEN"] == "t" and env["CODEPAGER_TEST_INHERITED"] == "yes"
 
 
+@pytest.mark.slow
 async def test_a_real_proxy_process_serves_two_configured_servers(tmp_path: Path) -> None:
     config = write_config(
         tmp_path / "mcp.json",

@@ -89,14 +89,18 @@ def test_structured_content_wins_and_scalars_become_value_records() -> None:
     assert raw is not None and objects(raw.records) == [{"value": 3}, {"value": "x"}, {"a": 1}, {"value": [1]}]
 
 
-def test_anything_else_is_text_lines_and_non_text_results_are_left_alone() -> None:
+def test_anything_else_is_text_lines_and_non_text_results_are_their_blocks() -> None:
     found = extract_records(text_result("first\nsecond line\n", structured={"content": "first\nsecond line\n"}))
     assert found is not None and found.format == "text_lines"
     assert found.records == [{"line": 1, "text": "first"}, {"line": 2, "text": "second line"}]
     not_records = extract_records(text_result('{"a": {"b": {"c": [1, 2]}}}'))  # three levels down: too deep
     assert not_records is not None and not_records.format == "text_lines"
-    image = ToolResult(content=[ImageContent(type="image", data="aGk=", mime_type="image/png")])
-    assert extract_records(image) is None
+    image = ToolResult(
+        content=[ImageContent(type="image", data="aGk=", mime_type="image/png")], structured_content={"n": 1}
+    )
+    blocks = extract_records(image)
+    assert blocks.records == [{"block": 0, "type": "image", "data": "aGk=", "mimeType": "image/png"}]
+    assert blocks.records_from == "content" and blocks.envelope == {"structuredContent": {"n": 1}}
 
 
 def nested_array(depth: int, inner: str = "1") -> str:

@@ -9,23 +9,25 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fastmcp import Client
+import pytest
 
-from harness.http_server import HttpServer, rebinding_attack
+from harness.http_server import Auth, HttpServer, rebinding_attack
 from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
 from harness.proxy_backend import make_rows
 from tests.server_helpers import serve_env, structured
 
+pytestmark = pytest.mark.slow  # each test starts a proxy process, which starts its backend
 
-def proxy_server(tmp_path: Path) -> HttpServer:
+
+def proxy_server(tmp_path: Path, auth: Auth = "token") -> HttpServer:
     args = ["--data-dir", str(tmp_path / "data"), "--threshold-tokens", "2000", "--", sys.executable, BACKEND]
-    return HttpServer(tmp_path, serve_env(tmp_path), extra_args=args, subcommand=["proxy"]).start()
+    return HttpServer(tmp_path, serve_env(tmp_path), extra_args=args, subcommand=["proxy"], auth=auth).start()
 
 
 async def test_the_proxy_over_streamable_http(tmp_path: Path) -> None:
     server = proxy_server(tmp_path)
     try:
-        async with Client(server.url, timeout=60) as c:
+        async with server.client(timeout=60) as c:
             names = {t.name for t in await c.list_tools()}
             assert {"records", "small", "analyze-with-duckdb", "read-dataset-page", "list-saved-datasets"} <= names
 
@@ -47,7 +49,9 @@ async def test_the_proxy_over_streamable_http(tmp_path: Path) -> None:
 
 
 def test_a_web_page_on_another_site_cannot_call_the_backend_through_the_proxy(tmp_path: Path) -> None:
-    server = proxy_server(tmp_path)
+    """Shown with --no-auth, where the Host/Origin guard is all that stands in the page's way
+    (with a token, the page, which does not have it, is refused by the token check as well)."""
+    server = proxy_server(tmp_path, auth="off")
     try:
         foreign = f"attacker.example:{server.port}"
         answers = rebinding_attack(server.url, foreign, f"http://{foreign}", "small", {"name": "rebinding"})

@@ -60,6 +60,7 @@ async def direct(tree: Path):
         yield c
 
 
+@pytest.mark.slow
 async def test_small_calls_pass_through_byte_identical(proxied: Client[Any], direct: Client[Any], tree: Path) -> None:
     calls: list[tuple[str, dict[str, Any]]] = [
         ("read_text_file", {"path": str(tree / "small.txt")}),
@@ -73,6 +74,7 @@ async def test_small_calls_pass_through_byte_identical(proxied: Client[Any], dir
     assert via_proxy["isError"] is True
 
 
+@pytest.mark.slow
 async def test_a_large_directory_tree_is_saved_and_sql_answers_about_it(proxied: Client[Any], tree: Path) -> None:
     body = structured(await proxied.call_tool("directory_tree", {"path": str(tree)}))
     assert body["intercepted"] == "saved_as_dataset"
@@ -88,6 +90,7 @@ async def test_a_large_directory_tree_is_saved_and_sql_answers_about_it(proxied:
     assert rows == [{"notes": DIRS // 4}]
 
 
+@pytest.mark.slow
 async def test_a_large_file_read_becomes_lines_that_sql_can_count(proxied: Client[Any], tree: Path) -> None:
     body = structured(await proxied.call_tool("read_text_file", {"path": str(tree / "app.log")}))
     ds = body["dataset"]
@@ -105,6 +108,7 @@ async def test_a_large_file_read_becomes_lines_that_sql_can_count(proxied: Clien
     assert [d["id"] for d in listed["datasets"]] == [ds["id"]]
 
 
+@pytest.mark.slow
 async def test_codepager_serve_behind_the_proxy(tmp_path: Path) -> None:
     root = write_code_tree(tmp_path / "repo")
     cmd, args = codepager_cmd()

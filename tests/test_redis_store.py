@@ -15,9 +15,9 @@ import pytest
 
 from harness.redis_server import RedisServer
 from search_engine.models import SearchResult
-from sessions import Session
+from sessions import Session, redacted
 from sessions.errors import SessionStoreUnavailableError
-from sessions.redis_store import RedisStore, encode_session, redacted
+from sessions.redis_store import RedisStore, encode_session
 from tests.session_fakes import FakeClock, make_matches, request_for
 
 
@@ -110,7 +110,8 @@ def test_replicas_share_sessions_and_local_copies_never_outlive_redis(redis_serv
         b.get(s.id)  # s is now more recent than x
         b.put(session("y"))  # evicts x, not s
         assert same(a.get(s.id), s)
-        b.delete(s.id)
+        b.put(session("z"))  # evicts y
+        b.put(session("w"))  # evicts s
         assert a.get(s.id) is None and a.find(s.key) is None  # a's local copy does not resurrect it
 
 

@@ -273,6 +273,7 @@ def test_timeout_on_a_big_search(tmp_path: Path) -> None:
     assert rg_children_in(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_repeated_searches_leave_no_garbage_behind(tmp_path: Path) -> None:
     # A long-lived server runs searches for days: each must leave the garbage collector as it
     # found it. (Pausing and freezing the collector around the parse once moved each search's
@@ -290,6 +291,7 @@ def test_repeated_searches_leave_no_garbage_behind(tmp_path: Path) -> None:
     assert len(gc.get_objects()) - before < 1_000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("context", [0, 2])
 def test_one_file_of_many_matches_holds_no_more_than_the_limit(tmp_path: Path, context: int) -> None:
     """A file's matches were trimmed only when its last event came, so one committable 1 MiB

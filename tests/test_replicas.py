@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastmcp import Client
 
 from harness.http_server import HttpServer
 from harness.redis_server import RedisServer
@@ -28,7 +27,7 @@ def replica_env(tmp: Path, redis_url: str) -> dict[str, str]:
 
 async def call(server: HttpServer, args: dict[str, Any]) -> Any:
     """One call on a fresh connection, as an agent reconnecting between pages would."""
-    async with Client(server.url) as client:
+    async with server.client() as client:
         return await client.call_tool("regex_search", args, raise_on_error=False)
 
 
@@ -36,6 +35,7 @@ def positions(responses: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [(m["path"], m["line"]) for r in responses for m in page_matches(r)]
 
 
+@pytest.mark.slow
 async def test_two_replicas_share_a_walk_and_a_crashed_replica_loses_nothing(code_tree, tmp_path, redis_server):
     env = replica_env(tmp_path, redis_server.url)
     a, b = HttpServer(code_tree, env).start(), HttpServer(code_tree, env).start()
@@ -64,6 +64,7 @@ async def test_two_replicas_share_a_walk_and_a_crashed_replica_loses_nothing(cod
         b.stop()
 
 
+@pytest.mark.slow
 async def test_redis_down_mid_walk_is_a_clear_error_and_paging_recovers(code_tree, tmp_path):
     redis_srv = RedisServer(tmp_path / "redis").start()
     server = HttpServer(code_tree, replica_env(tmp_path, redis_srv.url)).start()
@@ -89,6 +90,7 @@ async def test_redis_down_mid_walk_is_a_clear_error_and_paging_recovers(code_tre
         redis_srv.stop()
 
 
+@pytest.mark.slow
 async def test_a_replica_rooted_elsewhere_refuses_a_cursor_whose_session_it_shares(tmp_path, redis_server):
     """Same secret, same Redis, other roots: the session behind the cursor is one Redis read away
     on replica B, yet B must not page a search of a root it does not serve."""
@@ -101,7 +103,7 @@ async def test_a_replica_rooted_elsewhere_refuses_a_cursor_whose_session_it_shar
     try:
         first = structured(await call(a, {"pattern": "needle", "page_size": 30}))
         cursor = first["pagination"]["next_cursor"]
-        async with Client(b.url) as client:
+        async with b.client() as client:
             message = await refused_async(client, "regex_search", {"cursor": cursor})
         assert "outside the allowed roots" in message and str(b_root.resolve()) in message
         assert str(a_root.resolve()) not in message  # the cursor's own root stays sealed

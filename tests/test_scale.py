@@ -21,7 +21,13 @@ from search_engine.embeddings import LazyEmbedder
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchMode, SearchRequest
 from search_engine.vectors import RESCORE, VectorIndex, quantize
-from tests.index_helpers import REPO, CountingEmbedder, block_the_walk, expected_chunks, manager_for
+from tests.index_helpers import (
+    REPO,
+    CountingEmbedder,
+    block_the_walk,
+    expected_chunks,
+    manager_for,
+)
 
 
 def many_files(root: Path, n: int) -> Path:
@@ -107,18 +113,19 @@ def test_the_build_streams_embedding_batches_between_files(
     root = many_files(tmp_path / "repo", 60)
     monkeypatch.setattr(indexing, "EMBED_BATCH", 16)
     events: list[str] = []
-    real_run = chunk_jobs._run
+    real_next = chunk_jobs.ChunkStream.__next__
     real_embed = counting.embed
 
-    def run(job, max_size):
+    def read(stream):  # the writer takes a file's chunks (read ahead by the chunking workers)
+        result = real_next(stream)
         events.append("read")
-        return real_run(job, max_size)
+        return result
 
     def embed(texts):
         events.append("embed")
         return real_embed(texts)
 
-    monkeypatch.setattr(chunk_jobs, "_run", run)
+    monkeypatch.setattr(chunk_jobs.ChunkStream, "__next__", read)
     monkeypatch.setattr(counting, "embed", embed)
     stats = manager_for(tmp_path / "cache", counting).update(root)
     assert stats.files == 60 and stats.chunks == 120
@@ -141,14 +148,14 @@ def test_the_first_search_uses_the_index_on_disk_and_catches_up_in_the_backgroun
 
     walking, release = block_the_walk(monkeypatch)
     engine = SearchEngine(EngineConfig(cache_dir=cache))
-    engine._indexes = manager_for(cache, counting, refresh_interval_s=3600)
+    engine._indexes = manager_for(cache, counting)
     request = SearchRequest(mode=SearchMode.HYBRID, query="render markdown", root=str(repo.resolve()), top_k=5)
     first = engine.search(request)  # answered while the walk is still blocked
     assert walking.wait(30) and not release.is_set()
     assert first.index_generation == 1
     assert not any("render_markdown" in m.content for m in first.matches)
     release.set()
-    engine.indexes.wait_for_refresh(repo, 120)
+    engine.indexes.wait_idle(repo, 120)
     later = engine.search(request)
     assert later.index_generation == 2
     assert "render_markdown" in later.matches[0].content
@@ -212,7 +219,7 @@ def test_a_reader_dropping_the_last_reference_reclaims_its_generation(
     repo: Path, tmp_path: Path, counting: CountingEmbedder
 ) -> None:
     cache = tmp_path / "cache"
-    reader = manager_for(cache, counting, refresh_interval_s=0)
+    reader = manager_for(cache, counting)
     first = reader.get(repo)
     assert first.generation == 1
     writer = manager_for(cache, counting)

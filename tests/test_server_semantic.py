@@ -9,6 +9,7 @@ import anyio
 import pytest
 from fastmcp import Client
 
+from search_engine.embeddings import STATIC_RELEVANCE_FLOOR
 from server.app import build_app
 from tests.server_helpers import make_settings, page_matches, structured, walk
 
@@ -138,6 +139,7 @@ async def test_not_ready_answers_with_progress_then_succeeds(repo, tmp_path, mod
         assert structured(await c.call_tool("regex_search", {"pattern": "cookie"}))["results"]["total_count"] > 0
 
 
+@pytest.mark.slow
 async def test_waiting_sends_progress_notifications(tmp_path, model_cache):
     root = tmp_path / "bigger"
     for i in range(150):
@@ -197,3 +199,27 @@ async def test_identical_searches_reuse_their_session_unless_regex(repo, tmp_pat
         after = structured(await c.call_tool("regex_search", {"pattern": "backoff"}))
         assert after["metadata"]["cache"] == "miss"
         assert after["results"]["total_count"] == before["results"]["total_count"] + 1
+
+
+@pytest.mark.parametrize("tool", ["hybrid_search", "semantic_search"])
+async def test_a_question_the_code_cannot_answer_says_nothing_is_close(repo, tmp_path, model_cache, tool):
+    """Issue 37.8: a hybrid answer scores its best result 1.0 whatever it found, so an agent
+    asking what the code cannot answer could not tell. Every ranked answer now carries the best
+    cosine similarity of the query with the code, and under the calibrated floor (benchmarks/
+    relevance.py) says low_relevance, with a warning in structuredContent and the text block."""
+    async with Client(build_app(settings_for(repo, tmp_path, model_cache))) as c:
+        result = await c.call_tool(tool, {"query": "recipe for a chocolate cake with strawberries", "top_k": 3})
+        off = structured(result)
+        assert off["results"]["low_relevance"] is True
+        assert off["results"]["best_similarity"] < STATIC_RELEVANCE_FLOOR
+        (warning,) = off["metadata"]["warnings"]
+        assert warning.startswith("low relevance: no code is close to the query") and "regex_search" in warning
+        assert f"warning: {warning}" in result.content[0].text
+        if tool == "hybrid_search":
+            assert page_matches(off)[0]["score"] == 1.0  # the relative score alone says nothing
+
+        on = structured(await c.call_tool(tool, {"query": "retry a failed call with exponential backoff"}))
+        assert on["results"]["best_similarity"] >= STATIC_RELEVANCE_FLOOR
+        assert "low_relevance" not in on["results"] and "warnings" not in on["metadata"]
+        regex = structured(await c.call_tool("regex_search", {"pattern": "chocolate"}))
+        assert "best_similarity" not in regex["results"]

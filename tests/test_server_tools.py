@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from fastmcp import Client
-from mcp import MCPError
 
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchRequest
 from server.app import build_app
 from server.tools.registry import own_tools
+from tests.hostile_helpers import refused_async
 from tests.server_helpers import make_settings, page_matches, structured, walk
 
 
@@ -80,7 +80,7 @@ async def test_compact_page_groups_matches_by_file(client):
         "pkg/mod03.py": {"11": "def needle_3_4(x):  # needle 4", "13": "def needle_3_5(x):  # needle 5"}
     }
     assert results["count"] == results["total_count"] == 2 and "search_total_count" not in results
-    assert set(body["metadata"]) == {"cache", "time_ms"}
+    assert set(body["metadata"]) == {"cache", "time_ms", "freshness"}
     assert set(body["pagination"]) == {"next_cursor", "page_size", "current_page", "total_pages", "offset"}
 
 
@@ -111,7 +111,15 @@ async def test_full_detail_match_shape(client):
     assert m["match"]["content"].startswith("def needle_3_4(x)")
     assert m["context"] == {"before": ["    return x + 3"], "after": ["    return x + 4"]}
     assert body["results"]["count"] == body["results"]["total_count"] == body["results"]["search_total_count"] == 1
-    assert set(body["metadata"]) == {"search_time_ms", "index_time_ms", "page_time_ms", "cache", "index", "warnings"}
+    assert set(body["metadata"]) == {
+        "search_time_ms",
+        "index_time_ms",
+        "page_time_ms",
+        "cache",
+        "index",
+        "freshness",
+        "warnings",
+    }
     assert body["search"]["parameters"] == {"context_lines": 1}
 
 
@@ -139,10 +147,7 @@ async def test_snippets_are_cut_between_characters_not_bytes(code_tree, tmp_path
 
 
 async def _invalid_params(client, args, tool="regex_search") -> str:
-    with pytest.raises(MCPError) as info:
-        await client.call_tool(tool, args)
-    assert info.value.error.code == -32602
-    return info.value.error.message
+    return await refused_async(client, tool, args)
 
 
 async def test_tampered_cursor_is_invalid_params(client):

@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 from fastmcp import Client
-from mcp import MCPError
 
 from harness.commands import codepager_cmd
 from harness.http_server import HttpServer
+from tests.hostile_helpers import refusal
 from tests.server_helpers import cli_full_list, page_matches, serve_env, stdio_client, structured, walk
+
+pytestmark = pytest.mark.slow  # every test here starts processes or builds a large index
 
 
 async def test_stdio_paging_to_the_end_equals_the_cli(code_tree, tmp_path):
@@ -52,7 +54,7 @@ async def test_stdio_concurrent_walks_on_one_session_each_equal_the_cli(code_tre
         assert await walk_all_at_once(client) == expected
 
 
-async def test_stdio_tampered_cursor_is_minus_32602_on_the_wire(code_tree, tmp_path):
+async def test_stdio_tampered_cursor_is_refused_on_the_wire(code_tree, tmp_path):
     async with stdio_client(code_tree, tmp_path) as client:
         first = structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 10}))
         cursor = first["pagination"]["next_cursor"]
@@ -60,9 +62,7 @@ async def test_stdio_tampered_cursor_is_minus_32602_on_the_wire(code_tree, tmp_p
         # there, and the "tampered" cursor was the real one).
         tampered = cursor[:20] + ("y" if cursor[20] == "x" else "x") + cursor[21:]
         assert tampered != cursor
-        with pytest.raises(MCPError) as info:
-            await client.call_tool("regex_search", {"cursor": tampered})
-        assert info.value.error.code == -32602
+        assert (await refusal(client, "regex_search", {"cursor": tampered}))["code"] == "invalid_cursor"
         # The server keeps serving after the refusal.
         again = structured(await client.call_tool("regex_search", {"cursor": cursor}))
         assert again["pagination"]["current_page"] == 2
@@ -81,12 +81,12 @@ async def test_stdio_restart_between_pages_restores(code_tree, tmp_path):
 @pytest.fixture
 def http_server(code_tree, tmp_path):
     server = HttpServer(code_tree, serve_env(tmp_path)).start()
-    yield server.url
+    yield server
     server.stop()
 
 
 async def test_streamable_http_paging(http_server, code_tree):
-    async with Client(http_server) as client:
+    async with http_server.client() as client:
         matches, responses = await walk(client, "regex_search", {"pattern": "needle", "page_size": 60})
     assert len(responses) == 4
     assert [(m["path"], m["line"]) for m in matches] == cli_full_list(code_tree, "needle")
@@ -98,7 +98,7 @@ async def test_streamable_http_concurrent_clients_each_walk_to_the_cli_list(http
     expected = [cli_full_list(code_tree, p) for p, _ in CONCURRENT_SEARCHES]
 
     async def one_client(n: int) -> list[list[tuple[str, int]]]:
-        async with Client(http_server, timeout=120) as client:
+        async with http_server.client(timeout=120) as client:
             return await walk_all_at_once(client, rotate=n % len(CONCURRENT_SEARCHES))
 
     for walked in await asyncio.gather(*(one_client(n) for n in range(4))):
@@ -112,7 +112,7 @@ async def test_http_logs_at_the_configured_level(code_tree, tmp_path, level):
     and fastmcp's start-up line are there, on stderr."""
     server = HttpServer(code_tree, serve_env(tmp_path), extra_args=["--log-level", level] if level else []).start()
     try:
-        async with Client(server.url) as client:
+        async with server.client() as client:
             await client.list_tools()
             structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 5}))
     finally:
@@ -150,13 +150,13 @@ def test_stdout_carries_only_protocol(code_tree, tmp_path):
     assert any(json.loads(ln).get("id") == 1 and "result" in json.loads(ln) for ln in lines)
 
 
-def refused_on_the_wire(info: pytest.ExceptionInfo[MCPError], reason: str) -> str:
-    """Assert an MCPError is -32602 for `reason` and tells the agent to search again."""
-    error = info.value.error
-    assert error.code == -32602, (error.code, error.message)
-    assert error.data == {"reason": reason}, error.data
-    assert "search without a cursor" in error.message or "search again without a cursor" in error.message, error.message
-    return error.message
+def refused_for(error: dict[str, Any], reason: str) -> str:
+    """Assert a refusal (`tests.hostile_helpers.refusal`) is for `reason` and tells the agent
+    to search again; return its message."""
+    assert error["reason"] == reason and error["code"] == "results_changed", error
+    message: str = error["message"]
+    assert "search without a cursor" in message or "search again without a cursor" in message, message
+    return message
 
 
 def edit_a_matching_line(root: Path) -> None:
@@ -166,7 +166,7 @@ def edit_a_matching_line(root: Path) -> None:
 
 
 @pytest.mark.parametrize("lost", ["evicted", "restarted"])
-async def test_a_cursor_over_edited_files_is_minus_32602_once_it_must_be_restored(code_tree, tmp_path, lost):
+async def test_a_cursor_over_edited_files_is_refused_once_it_must_be_restored(code_tree, tmp_path, lost):
     """The cursor's session is gone (evicted by another search in a one-session store, or the
     server restarted), a matching file was edited: the restored list differs, so the cursor is
     refused instead of silently skipping or repeating results."""
@@ -177,16 +177,14 @@ async def test_a_cursor_over_edited_files_is_minus_32602_once_it_must_be_restore
         edit_a_matching_line(code_tree)
         if lost == "evicted":
             structured(await client.call_tool("regex_search", {"pattern": "return"}))
-            with pytest.raises(MCPError) as info:
-                await client.call_tool("regex_search", {"cursor": cursor})
+            error = await refusal(client, "regex_search", {"cursor": cursor})
     if lost == "restarted":
         async with stdio_client(code_tree, tmp_path, env) as client:
-            with pytest.raises(MCPError) as info:
-                await client.call_tool("regex_search", {"cursor": cursor})
-    assert "matching files were edited" in refused_on_the_wire(info, "CursorGenerationError")
+            error = await refusal(client, "regex_search", {"cursor": cursor})
+    assert "matching files were edited" in refused_for(error, "CursorGenerationError")
 
 
-async def test_a_semantic_cursor_from_before_a_reindex_is_minus_32602_after_a_restart(code_tree, tmp_path):
+async def test_a_semantic_cursor_from_before_a_reindex_is_refused_after_a_restart(code_tree, tmp_path):
     (tmp_path / "cache").mkdir()
     env = serve_env(tmp_path)
     cmd, args = codepager_cmd()
@@ -213,9 +211,8 @@ async def test_a_semantic_cursor_from_before_a_reindex_is_minus_32602_after_a_re
     edit_a_matching_line(code_tree)
     assert index() == 2
     async with stdio_client(code_tree, tmp_path, env) as client:
-        with pytest.raises(MCPError) as info:
-            await client.call_tool("semantic_search", {"cursor": cursor})
-    assert "index generation 1 is now 2" in refused_on_the_wire(info, "CursorGenerationError")
+        error = await refusal(client, "semantic_search", {"cursor": cursor})
+    assert "index generation 1 is now 2" in refused_for(error, "CursorGenerationError")
 
 
 async def test_without_a_configured_key_the_server_keeps_one_and_cursors_survive_a_restart(code_tree, tmp_path):

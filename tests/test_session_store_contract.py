@@ -135,9 +135,11 @@ def test_find_indexes_by_key_and_forgets_removed_sessions(backend: Backend, cloc
     store.put(first)
     store.put(second)
     assert store.find(first.key) == second
-    assert store.delete(first.id)
-    assert store.find(first.key) == second  # deleting the older twin keeps the newer entry
-    assert store.delete(second.id) and not store.delete(second.id)
+    store.put(session("x"))  # evicts `first`, the least recently used
+    assert store.get(first.id) is None
+    assert store.find(first.key) == second  # evicting the older twin keeps the newer entry
+    store.put(session("y"))  # evicts `x`
+    store.put(session("z"))  # evicts `second`
     assert store.find(first.key) is None
 
     viewed = session("q", view=".matches[0]")
@@ -148,15 +150,6 @@ def test_find_indexes_by_key_and_forgets_removed_sessions(backend: Backend, cloc
     assert store.find(viewed.key) is None
     clock.advance(11)
     assert store.find(session("y").key) is None
-
-
-def test_delete_of_an_expired_session_reports_nothing_deleted(backend: Backend, clock: FakeClock) -> None:
-    store = backend.make(ttl_s=5)
-    s = session()
-    store.put(s)
-    clock.advance(6)
-    assert store.delete(s.id) is False
-    assert store.stats().sessions == 0
 
 
 def test_stats_count_hits_misses_and_bytes(backend: Backend) -> None:

@@ -22,6 +22,8 @@ from search_engine.embeddings import chunk_text
 from search_engine.static_build import SHIPPED, build
 from search_engine.static_model import load_static_model
 
+pytestmark = [pytest.mark.minilm, pytest.mark.slow]
+
 
 @pytest.fixture(scope="module")
 def rebuilt(tmp_path_factory: pytest.TempPathFactory) -> Path:

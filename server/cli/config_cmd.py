@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
 def masked(settings: Settings) -> dict[str, Any]:
     """The settings as JSON, with the cursor key, the HTTP token and any Redis password hidden."""
-    from sessions import redacted  # here, not at the top: every command imports this module, and redis costs ~0.2 s
+    from sessions import redacted  # here, not at the top: every command imports this module
 
     dumped = settings.model_dump(mode="json")
     for section, key in SECRET_SETTINGS:

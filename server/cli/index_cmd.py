@@ -66,12 +66,15 @@ def run(args: argparse.Namespace) -> int:
         stats = manager.update(root, full=args.full, progress=bar)
         if bar is not None:
             bar.finish()
+        warnings = manager.status(root).warnings  # the files the index holds as plain text, and why
     except SearchError as exc:
         print(f"codepager: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # the cache dir cannot be created or written
         print(f"codepager: cannot write the index under index.cache_dir: {exc}", file=sys.stderr)
         return 2
+    for warning in warnings:
+        print(f"codepager: warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(asdict(stats), indent=2))
     else:
@@ -125,6 +128,7 @@ def _print_status(status: IndexStatus, as_json: bool) -> None:
         ]
         if status.stale_reason:
             rows.append(("stale", f"{status.stale_reason}; the next update rebuilds it"))
+        rows += [("warning", warning) for warning in status.warnings]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from server.cli.serve_cmd import add_transport_arguments, server_settings, transport_overrides
+from server.cli.serve_cmd import add_transport_arguments, serve_app, server_settings, transport_overrides
 from server.settings import ProxySettings, default_of
 
 EPILOG = """examples:
@@ -133,7 +133,4 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"codepager: {exc}", file=sys.stderr)
         return 2
-    from server.transports.run import run_app
-
-    run_app(app, settings.server)
-    return 0
+    return serve_app(app, settings.server)

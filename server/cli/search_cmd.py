@@ -34,7 +34,7 @@ from search_engine import (
     SearchResult,
 )
 from server.cli.search_targets import MissingPathError, Target, resolve_target
-from server.page_text import grep_lines
+from server.page_text import grep_lines, one_line
 from server.records import Detail, compact_record, match_record
 from server.settings import load_settings
 
@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     _write(matches, args.output, Detail(args.detail), bool(args.context), with_name, sys.stdout)
     for _, result in found:
         for warning in result.warnings:
-            print(f"codepager: warning: {warning}", file=sys.stderr)
+            print(f"codepager: warning: {one_line(warning)}", file=sys.stderr)
     if total > len(matches):
         print(
             f"codepager: showing the first {len(matches)} of {total} matches; "

@@ -10,11 +10,15 @@ import argparse
 import contextlib
 import logging
 import os
+import shlex
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from server.settings import ServerSettings, Settings, default_of, load_settings
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,7 +46,15 @@ def add_transport_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", help=f"HTTP bind address (default {default('host')})")
     p.add_argument("--port", type=int, help=f"HTTP port (default {default('port')})")
     p.add_argument(
-        "--auth-token", help="require 'Authorization: Bearer TOKEN' on HTTP (or CODEPAGER_SERVER__AUTH_TOKEN)"
+        "--auth-token",
+        help="the token HTTP requests need as 'Authorization: Bearer TOKEN' (default: one generated on first start "
+        "and kept in server.auth_token_file)",
+    )
+    p.add_argument(
+        "--no-auth",
+        action="store_const",
+        const=True,
+        help="serve HTTP without a token (warned about): every local user can then call the tools",
     )
     p.add_argument("--log-level", help=f"stderr log level (default {default('log_level')})")
 
@@ -54,6 +66,7 @@ def transport_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "host": args.host,
         "port": args.port,
         "auth_token": args.auth_token,
+        "no_auth": args.no_auth,
         "log_level": args.log_level,
     }
 
@@ -95,10 +108,27 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"codepager: {exc}", file=sys.stderr)
         return 2
+    if (hint := terminal_hint(settings.server)) is not None:
+        print(hint, file=sys.stderr, flush=True)
+    return serve_app(app, settings.server)
+
+
+def serve_app(app: FastMCP[Any], settings: ServerSettings) -> int:
+    """Run `app` (the search server or the proxy) on the configured transport, then end the
+    process (`end_process`); 2 after saying why when HTTP has no usable token
+    (`server.auth_token`)."""
+    from server.auth_token import bearer_token, how_to_connect
     from server.transports.run import run_app
 
     try:
-        run_app(app, settings.server)
+        token = bearer_token(settings)
+    except ValueError as exc:
+        print(f"codepager: {exc}", file=sys.stderr)
+        return 2
+    if token is not None:
+        print(how_to_connect(settings, app.name, token), file=sys.stderr, flush=True)
+    try:
+        run_app(app, settings, token.value if token is not None else None)
     except KeyboardInterrupt:
         end_process(130)
     end_process(0)
@@ -118,9 +148,22 @@ def end_process(status: int) -> NoReturn:
     which waits for batches in flight: exits took over 10 s. Nothing is lost by skipping it:
     every answer is flushed, an index build stopped midway leaves only a temporary directory
     the next build sweeps (`search_engine.index_store`), and chunking workers end themselves
-    when this process does (`search_engine.chunk_jobs`)."""
+    when this process does (`search_engine.chunk_workers`)."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe, a closed file
             stream.flush()
     logging.shutdown()
     os._exit(status)
+
+
+def terminal_hint(server: ServerSettings) -> str | None:
+    """One line for a person who started a stdio server in a terminal, where it would otherwise
+    sit silent, waiting for JSON-RPC that never comes: what it waits for and how a client runs
+    it. None when stdin is not a terminal (a client started it) or the transport is HTTP."""
+    if server.transport == "http" or not sys.stdin.isatty():
+        return None
+    roots = " ".join(f"--root {shlex.quote(str(r))}" for r in server.roots)
+    return (
+        f"codepager: MCP server ({server.transport}) waiting for a client on stdin; Ctrl-C to stop. "
+        f"An MCP client starts it itself, e.g.: claude mcp add codepager -- codepager serve {roots}"
+    )

@@ -63,7 +63,7 @@ DEFAULT_MEMORY_MB: int = default_of(OffloadSettings, "jq_memory_mb")
 WORKERS = Slots(default_of(OffloadSettings, "jq_max_concurrent"))
 DEFAULT_MAX_OUTPUT_BYTES = 64 << 20
 #: What a `keep_only` filter is told when it makes more than it was given.
-KEEP_ONLY = 'it may only filter, sort or slice the matches, e.g. map(select(.path | test("src/")))'
+KEEP_ONLY = "it may only filter, sort or slice the matches, e.g. map(select(...)) or .[:10]"
 MAX_EXPRESSION_CHARS = 10_000
 
 #: The child that runs libjq (see its docstring for the protocol): `python -I` ignores PYTHON*
@@ -134,7 +134,9 @@ def check_expression(expression: str) -> None:
     accepts `$ ENV`); no builtin is called ENV or starts with `__`, so nothing legitimate is lost.
     """
     if not expression.strip():
-        raise JqFilterError("jq_filter is empty; pass a jq expression such as 'map(select(.match.score > 0.5))'")
+        raise JqFilterError("jq_filter is empty; pass a jq expression such as 'map(select(.score > 0.5))'")
+    if "\x00" in expression:  # libjq reads a C string: what follows a NUL would be dropped unseen
+        raise JqFilterError("jq_filter may not contain a NUL character")
     if len(expression) > MAX_EXPRESSION_CHARS:
         raise JqFilterError(f"jq_filter is longer than {MAX_EXPRESSION_CHARS} characters")
     for name in _code_identifiers(expression):

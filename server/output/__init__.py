@@ -34,7 +34,9 @@ from server.output.layer import (
     RenderOptions,
     select_mode,
 )
+from server.output.list_dataset import WholeList
 from server.output.offload import LINES_URI, RESULTS_URI, OffloadStore
+from server.output.rows import BoundedRows, Row
 from server.output.schema import SAMPLE_MAX_CHARS, clashing_keys, column_key, infer_schema, named_keys
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "RESULTS_URI",
     "SAMPLE_MAX_CHARS",
     "ULID_PATTERN",
+    "BoundedRows",
     "Ceiling",
     "DatasetFile",
     "DatasetInfo",
@@ -58,7 +61,9 @@ __all__ = [
     "PageView",
     "RenderOptions",
     "Rendered",
+    "Row",
     "Shown",
+    "WholeList",
     "byte_size",
     "check_id",
     "clashing_keys",

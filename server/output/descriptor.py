@@ -7,7 +7,9 @@ thousands, so clipping long strings alone never bounds it), and says where the r
 A file_ref answers, in one compact object: where the data is (path, MCP resource URIs), how
 big it is, what a line looks like (field list and JSON Schema), what is in it (summary with
 one sample record), how to query it (jq recipes with the real path, SQL view name) and how to
-continue (the next page's cursor stays in the response's `pagination`).
+continue (the next page's cursor stays in the response's `pagination`). For a search page, the
+recipes and SQL read the page's whole result list (`list_dataset`), which `dataset` names with
+its row count beside `total_count`.
 
 An agent with a shell should not have to work out the file's layout before it can use it: it
 copies a jq recipe. Every recipe skips the header on line 1 (`tail -n +2`, or `head -n 1` for
@@ -29,6 +31,7 @@ from pathlib import PurePath, PurePosixPath
 from typing import Any, TypeVar
 
 from server.output.fit import clip_strings, largest_fitting, project
+from server.output.list_dataset import ListDataset
 from server.output.offload import LINES_URI, RESULTS_URI, OffloadedFile
 from server.output.schema import SAMPLE_MAX_CHARS, clashing_keys, infer_schema, leaf_fields, named_keys
 from server.output.stats import Stats, compute_stats, record_path
@@ -79,7 +82,7 @@ class _MatchFields:
 
 _FULL = _MatchFields(".file.path", ".match.span.line_start", ".match.content", ".match.score", ".file.language")
 _COMPACT = _MatchFields(".path", ".line", ".text", ".score", None)
-_HEADER = "Read the header on line 1 (tool, query, count, next_cursor)"
+_HEADER = "Read the header on line 1 (tool, query, count)"
 
 
 def _content_word(records: Sequence[Any]) -> str:
@@ -168,6 +171,8 @@ class FileRef:
     uri: str
     size_bytes: int
     line_count: int
+    #: A search page's whole result list (`list_dataset`); left out of the dict when None.
+    dataset: dict[str, Any] | None = None
     fields: list[str]
     fields_omitted: int = 0  # left out of the dict when 0
     line_schema: dict[str, Any]
@@ -184,6 +189,8 @@ class FileRef:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         if not self.fields_omitted:
             del out["fields_omitted"]
+        if self.dataset is None:
+            del out["dataset"]
         return {**out, "jq_recipes": list(map(dataclasses.asdict, self.jq_recipes))}
 
 
@@ -264,20 +271,50 @@ def _json_view_note(f: OffloadedFile) -> str | None:
     )
 
 
-def _guidance(f: OffloadedFile, *, has_more: bool, retention_hours: float, sql_tool: str | None) -> tuple[str, str]:
-    """The guidance before and after the note on omitted fields: the same for every k tried."""
+#: About how much of an offloaded page the guidance suggests reading at once (~5,000 tokens):
+#: a page is offloaded for being too big to show, and reading it whole over MCP sent the agent
+#: 198,669 characters in one answer.
+READ_WINDOW_BYTES = 20_000
+
+
+def _first_window(f: OffloadedFile) -> str:
+    """The lines resource of the first ~READ_WINDOW_BYTES of results (line 1 is the header)."""
+    records = max(f.line_count - 1, 1)
+    per_line = max(f.size_bytes / f.line_count, 1.0) if f.line_count else 1.0
+    lines = min(records, max(1, int(READ_WINDOW_BYTES / per_line)))
+    return LINES_URI.format(id=f.id, start=2, end=1 + lines)
+
+
+def _guidance(
+    f: OffloadedFile,
+    *,
+    has_more: bool,
+    retention_hours: float,
+    sql_tool: str | None,
+    dataset: ListDataset | None,
+) -> tuple[str, str]:
+    """The guidance before and after the note on omitted fields: the same for every k tried.
+    It leads with reading the file in parts (jq, a line range), never the whole of it at once."""
+    data = f if dataset is None else dataset.file
     head = [
-        f"This page ({f.line_count - 1} records) is in {f.path} as JSON Lines.",
-        "Line 1 is a header (tool, query, count, next_cursor), not a result: skip it (tail -n +2 FILE | jq ...).",
-        "Every other line is one result exactly as inline output shows it (see line_schema);",
-        "the jq_recipes run as they are.",
-        f"Without a shell, read it over MCP: {RESULTS_URI.format(id=f.id)} (whole file) or "
-        f"{LINES_URI.format(id=f.id, start='START', end='END')} (1-based lines, header is line 1).",
+        f"This page ({f.line_count - 1} records, {f.size_bytes:,} bytes) is in {f.path} as JSON Lines:",
+        "line 1 is a header (tool, query, count, next_cursor), each other line one result exactly as inline output",
+        "shows it (see line_schema). Read it in parts: with jq (the jq_recipes run as they are; skip the header:",
+        f"tail -n +2 FILE | jq ...), or without a shell over MCP, {_first_window(f)} (at most about",
+        f"{READ_WINDOW_BYTES // 1000} KB), then the lines after it. {RESULTS_URI.format(id=f.id)} is the whole file",
+        "in one answer.",
     ]
+    if dataset is not None and data is not f:
+        head.append(
+            f"SQL and the jq_recipes read the whole result list instead, {data.path}, laid out the same "
+            "(see dataset: its rows beside total_count)."
+        )
+    elif dataset is not None and dataset.left_out:
+        head.append(f"SQL and the jq_recipes see {dataset.note(is_page=True)}.")
     tail = []
     if sql_tool:
-        tail.append(f"For SQL, call {sql_tool} with dataset_id={f.id} (view dataset_{f.id}).")
-        if (json_view := _json_view_note(f)) is not None:
+        tail.append(f"For SQL, call {sql_tool} with dataset_id={data.id} (view dataset_{data.id}).")
+        if (json_view := _json_view_note(data)) is not None:
             tail.append(json_view)
     tail.append(
         "Next page: call the same tool with cursor = pagination.next_cursor." if has_more else "This is the last page."
@@ -294,16 +331,22 @@ def build_file_ref(
     retention_hours: float,
     sql_tool: str | None = "analyze-with-duckdb",
     fits: Callable[[FileRef], bool] = lambda _: True,
+    dataset: ListDataset | None = None,
 ) -> FileRef:
     """The descriptor (`describe`) of a file `OffloadStore.write` just wrote from `records` (or
-    of a larger one, `records` its first lines), laid out as a file_ref."""
+    of a larger one, `records` its first lines), laid out as a file_ref. `dataset`: the whole
+    result list a search page is cut from, which the descriptor names for SQL and jq."""
     stats = compute_stats(records)
     schema = infer_schema(records)
     path = str(offloaded.path)
-    recipes = recipes_for(path, records, stats)
+    data = offloaded if dataset is None else dataset.file
+    recipes = recipes_for(str(data.path), records, stats)
     keys = "the keys of any line (see jq_recipes)"
-    everything = f"DESCRIBE dataset_{offloaded.id} via {sql_tool}, or {keys}" if sql_tool else keys
-    head, tail = _guidance(offloaded, has_more=has_more, retention_hours=retention_hours, sql_tool=sql_tool)
+    everything = f"DESCRIBE dataset_{data.id} via {sql_tool}, or {keys}" if sql_tool else keys
+    head, tail = _guidance(
+        offloaded, has_more=has_more, retention_hours=retention_hours, sql_tool=sql_tool, dataset=dataset
+    )
+    described = None if dataset is None else dataset.to_dict(is_page=data is offloaded)
 
     def render(shown: Shown) -> FileRef:
         line_schema = _first_fields(schema, shown.names)
@@ -313,6 +356,7 @@ def build_file_ref(
             uri=RESULTS_URI.format(id=offloaded.id),
             size_bytes=offloaded.size_bytes,
             line_count=offloaded.line_count,
+            dataset=described,
             fields=leaf_fields(line_schema),
             line_schema=line_schema,
             summary=_summary(offloaded.line_count - 1, shown, stats),

@@ -3,8 +3,9 @@ pages and the proxy's saved datasets are its two kinds), and what a stored datas
 readers (`DatasetFile`, `DatasetInfo`, `DatasetSource`), so SQL, listing and paging see every
 kind alike.
 
-Offloaded pages live under the shared system temp dir and proxy datasets under the user's data
-dir; both hold other programs' output, so both are written the same careful way:
+Offloaded pages live in the user's runtime or cache dir and proxy datasets under the user's data
+dir, by default; either may be set to a shared place, and both hold other programs' output, so
+both are written the same careful way:
 - the directory is created 0700 and must be a real directory we own (a symlink or a directory
   planted by another user is refused, never written into). One that already exists with
   looser permissions (a 0777 left by a careless mkdir) is tightened to 0700 before use; a

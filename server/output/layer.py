@@ -7,7 +7,9 @@ the whole matrix of mode x fits x max_output_tokens is tested without building r
 - `legacy`: the bare JSON array of records as text, no wrapper and no structured content.
 - `auto`: inline when the whole response fits the ceiling (tokens and bytes), else file_ref.
   `inline` never offloads; `file_ref` always does. The file_ref response fits the ceiling too:
-  its descriptor lists as many of the records' fields as fit (`descriptor`).
+  its descriptor lists as many of the records' fields as fit (`descriptor`). An offloaded
+  search page also names the whole list it is cut from as its dataset (`list_dataset`), so
+  SQL and jq over it see every match, not this page's.
 - A response over the ceiling in inline mode (or over `max_output_tokens`) is cut to the
   largest prefix of the page that fits, found by binary search over `page.cut(n)` with the
   whole response measured each time; the cut is lossless because the cut page's cursor resumes
@@ -40,6 +42,7 @@ from server.errors import StoreWriteError
 from server.output.descriptor import FileRef, build_file_ref
 from server.output.fit import last_fitting, shrink_to_fit
 from server.output.jsontext import byte_size, dumps, estimate_tokens
+from server.output.list_dataset import ListDataset, ListDatasets, WholeList
 from server.output.offload import OffloadedFile, OffloadStore
 from server.output.stats import Stats, compute_stats
 from server.settings import OffloadSettings
@@ -108,6 +111,8 @@ class PageView(Protocol):
     `counts()` gives count, total_count, has_more and truncated (the source's own truncation,
     e.g. max_results reached); `stats_records()` iterates the *whole* result list, in the inline
     record shape, for the stats block; `metadata(extra_warnings)` must include the warnings.
+    `whole_list()` is the list the page is cut from, when an offloaded page should name it as
+    its dataset (`list_dataset`), else None.
     """
 
     @property
@@ -126,6 +131,8 @@ class PageView(Protocol):
     def metadata(self, extra_warnings: list[str] | None = None) -> dict[str, Any]: ...
 
     def stats_records(self) -> Iterable[Any]: ...
+
+    def whole_list(self) -> WholeList | None: ...
 
 
 @dataclass(frozen=True)
@@ -204,6 +211,10 @@ class ListPage:
     def stats_records(self) -> Iterable[Any]:
         return self.items
 
+    def whole_list(self) -> None:
+        """None: these pages (SQL rows, proxied records) name their own file as the dataset."""
+        return None
+
 
 @dataclass(frozen=True)
 class RenderOptions:
@@ -256,6 +267,7 @@ class OutputLayer:
         self.retention_hours = settings.retention_hours
         self.store = store
         self.sql_tool = sql_tool
+        self.lists = ListDatasets(store, max_rows=settings.duckdb_max_rows, max_bytes=settings.duckdb_max_result_bytes)
 
     def render(self, page: PageView, options: RenderOptions) -> Rendered:
         ceiling = (options.ceiling or self.ceiling).lowered_to(options.max_output_tokens)
@@ -288,7 +300,11 @@ class OutputLayer:
             )
         except StoreWriteError as exc:
             return self._cut_to_fit(page, stats, options, ceiling, why=f"the page could not be offloaded ({exc})")
-        return self._file_ref(page, records, offloaded, stats, options, ceiling)
+        whole = page.whole_list()
+        dataset = None
+        if whole is not None:
+            dataset = self.lists.save(whole, offloaded, len(records), tool=options.tool, query=options.query)
+        return self._file_ref(page, records, offloaded, stats, options, ceiling, dataset)
 
     def render_written(self, page: PageView, offloaded: OffloadedFile, options: RenderOptions) -> Rendered:
         """The file_ref answer for records the caller already wrote to `offloaded` (a result
@@ -305,6 +321,7 @@ class OutputLayer:
         stats: Stats | None,
         options: RenderOptions,
         ceiling: Ceiling,
+        dataset: ListDataset | None = None,
     ) -> Rendered:
         counts = page.counts()
 
@@ -322,6 +339,7 @@ class OutputLayer:
             retention_hours=self.retention_hours,
             sql_tool=self.sql_tool,
             fits=lambda ref: self._fits(respond(ref), options, ceiling)[0],
+            dataset=dataset,
         )
         response = respond(file_ref)
         return Rendered(response, self._text(response, options), OutputMode.FILE_REF.value, file_ref, ())

@@ -17,7 +17,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -100,12 +100,21 @@ class OffloadStore(FileStore):
         header = self._header(tool, query, len(records), estimated, page, next_cursor, _top_level_keys(records))
         return self._write_file(header, (body,), len(body))
 
-    def write_lines(self, *, tool: str, query: str, lines: Iterable[bytes], record_keys: list[str]) -> OffloadedFile:
+    def write_lines(
+        self,
+        *,
+        tool: str,
+        query: str,
+        lines: Iterable[bytes],
+        record_keys: Sequence[str] | Callable[[], Sequence[str]],
+    ) -> OffloadedFile:
         """Write records that arrive as JSON lines (without newlines), without holding them.
 
-        For results too large to hold (a whole SQL result): the header, which needs their count,
-        comes first in the file, so they are spooled to an unnamed private temp file in the
-        output dir and copied after it. Raises StoreWriteError."""
+        For results too large to hold (a whole SQL result, a search's whole result list): the
+        header, which needs their count, comes first in the file, so they are spooled to an
+        unnamed private temp file in the output dir and copied after it. `record_keys` may be a
+        function, called once every line is spooled: a caller that learns the keys from the
+        records it streams knows them only then. Raises StoreWriteError."""
         os.close(self._open_dir(self.root, create=True))  # checked ours and private: the spool may go there
         count = size = estimated = 0
         try:
@@ -115,7 +124,8 @@ class OffloadStore(FileStore):
                     count, size = count + chunk.count(b"\n"), size + len(chunk)
                     estimated += estimate_tokens(chunk.decode("utf-8"))
                 spool.seek(0)
-                header = self._header(tool, query, count, estimated, None, None, record_keys)
+                keys = list(record_keys() if callable(record_keys) else record_keys)
+                header = self._header(tool, query, count, estimated, None, None, keys)
                 return self._write_file(header, iter(functools.partial(spool.read, _COPY_BYTES), b""), size)
         except OSError as exc:
             raise StoreWriteError(f"could not spool results in {self.root}: {exc.strerror or exc}") from exc

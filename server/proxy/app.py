@@ -29,6 +29,7 @@ from server.rendering import Renderer
 from server.sdk_shim import ProxyMetadataMiddleware
 from server.settings import OffloadSettings, Settings
 from server.sql import Datasets
+from server.tools.bounds import ArgumentCount
 from server.tools.dataset_pages import register_dataset_page_tool
 from server.tools.registry import own_tools
 from server.tools.results import register_results_resources, register_sql_tools
@@ -103,6 +104,7 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
         lifespan=lifespan,
     )
     app.add_middleware(ErrorMiddleware())
+    app.add_middleware(ArgumentCount(app))
     providers = [ProxyProvider(b.client_factory()) for b in backends]
     for backend, provider in zip(backends, providers, strict=True):
         app.add_provider(provider, namespace=backend.name if len(backends) > 1 else "")

@@ -21,8 +21,9 @@ dataset walks JSON recursively (msgspec, the profile, DuckDB, which stops at 128
 5,000-deep result split into records would fail somewhere after the split and be lost. Its depth
 is measured without recursion, in C-speed passes over the bytes (`too_deep`).
 
-Only results made of text can be turned into rows; one holding an image, audio, a binary
-resource or a link is passed through untouched by the caller.
+A result holding anything but text (an image, audio, a binary resource, a link) is one record
+per content block, as MCP sends it (an image's base64 `data` included) and numbered `block`: a
+20 MiB image used to pass through whole, since only text could be turned into rows.
 """
 
 from __future__ import annotations
@@ -232,12 +233,24 @@ def _from_file_groups(value: Any) -> Extracted | None:
     return Extracted(records, "json_records", "structuredContent:results.files", envelope)
 
 
-def extract_records(result: ToolResult, structured: bytes | None = None) -> Extracted | None:
-    """The records to save for `result`, or None if it holds non-text content. `structured` is
-    its structured content's JSON when the caller already has it."""
+def _from_blocks(result: ToolResult) -> Extracted:
+    """One record per content block, its structured content (if any) kept as the envelope."""
+    records = [
+        {"block": i, **block.model_dump(mode="json", by_alias=True, exclude_none=True)}
+        for i, block in enumerate(result.content)
+    ]
+    structured = result.structured_content
+    return Extracted(
+        records, "json_records", "content", None if structured is None else {"structuredContent": structured}
+    )
+
+
+def extract_records(result: ToolResult, structured: bytes | None = None) -> Extracted:
+    """The records to save for `result`. `structured` is its structured content's JSON when the
+    caller already has it."""
     text = result_text(result)
     if text is None:
-        return None
+        return _from_blocks(result)
     if structured is None and result.structured_content is not None:
         structured = dumps_bytes(result.structured_content)
     if structured is not None and not too_deep(structured):

@@ -2,10 +2,10 @@
 
 A result's size is the output layer's token estimate of what the agent is handed
 (`size.wire_size`: the larger of the content and the structured content, which fastmcp
-backends fill with the same JSON, so it is not counted twice). Under the threshold,
-an error result, an excluded tool, one of the proxy's own tools, or a result that is not
-text (images, audio, links) goes through untouched: content, structuredContent, isError and
-_meta exactly as the backend sent them.
+backends fill with the same JSON, so it is not counted twice). Under the threshold, an error
+result, an excluded tool or one of the proxy's own tools goes through as the backend sent it:
+content, structuredContent, isError and _meta, once a backend's error and _meta are within the
+bounds of `server.proxy.passthrough`.
 
 A backend tool that may be intercepted is listed without its output schema: MCP clients check
 structuredContent against a declared schema, which the proxy's answer cannot match. (Widening
@@ -26,6 +26,7 @@ from fastmcp.tools.base import InputRequiredToolResult, Tool, ToolResult
 
 from server.proxy.backends import ToolOwners
 from server.proxy.extraction import extract_records
+from server.proxy.passthrough import bounded
 from server.proxy.saver import ProxiedCall, ResultSaver
 from server.proxy.size import structured_json, wire_size
 
@@ -67,18 +68,20 @@ class LargeResultInterceptor(Middleware):
     ) -> Any:
         result = await call_next(context)
         # A multi-round-trip ask or a task acknowledgement carries no content to save; an error
-        # is the backend's message to the agent and goes through as it is.
-        if not isinstance(result, ToolResult) or isinstance(result, InputRequiredToolResult) or result.is_error:
+        # is the backend's message to the agent and goes through, clipped (`bounded`).
+        if not isinstance(result, ToolResult) or isinstance(result, InputRequiredToolResult):
             return result
+        backend = self.owners.owner(context.message.name)
+        if backend is None:  # one of the proxy's own tools: bounded already
+            return result
+        result = bounded(result, backend[1])
         owner = self._owner(context.message.name)
-        if owner is None:
+        if owner is None or result.is_error:
             return result
         structured = structured_json(result)  # serialized once: measured here, split into records below
         size = wire_size(result, structured)
         if size.tokens <= self.threshold_tokens:
             return result
         extracted = await anyio.to_thread.run_sync(extract_records, result, structured)
-        if extracted is None:
-            return result
         call = ProxiedCall(tool=owner[1], server=owner[0], arguments=dict(context.message.arguments or {}), size=size)
         return await anyio.to_thread.run_sync(self.saver.save, result, extracted, call)

@@ -18,36 +18,26 @@ JSON line as it arrives:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from server.errors import SqlResultTooLargeError, StoreWriteError
-from server.output import CHARS_PER_TOKEN, OutputLayer, OutputMode, Rendered, RenderOptions, select_mode
-from server.sql.datasets import Datasets, QueryStream, Row
+from server.output import (
+    CHARS_PER_TOKEN,
+    BoundedRows,
+    OutputLayer,
+    OutputMode,
+    Rendered,
+    RenderOptions,
+    Row,
+    select_mode,
+)
+from server.sql.datasets import Datasets, QueryStream
 
 
-class BoundedRows:
-    """`rows` up to `max_bytes` of JSON lines in all; afterwards `count` says how many passed
-    and `cut` whether any were left out."""
-
-    def __init__(self, rows: Iterable[Row], max_bytes: int) -> None:
-        self.rows, self.max_bytes = rows, max_bytes
-        self.count, self.cut = 0, False
-
-    def __iter__(self) -> Iterator[Row]:
-        size = 0
-        for row in self.rows:
-            size += row.size
-            if size > self.max_bytes:
-                self.cut = True
-                return
-            self.count += 1
-            yield row
-
-    def cuts(self) -> list[str]:
-        """The warning saying where the rows were cut, if they were."""
-        reached = f"its JSON reached offload.duckdb_max_result_bytes ({self.max_bytes} bytes)"
-        fix = "add LIMIT/OFFSET, select fewer or shorter columns (e.g. left(col, 200)), or aggregate"
-        return [f"the result was cut after {self.count} rows: {reached}; {fix}"] if self.cut else []
+def _cuts(kept: BoundedRows) -> list[str]:
+    """The warning saying where the rows were cut, if they were."""
+    fix = "add LIMIT/OFFSET, select fewer or shorter columns (e.g. left(col, 200)), or aggregate"
+    return [f"the result was cut after {kept.count} rows: {kept.reached()}; {fix}"] if kept.cut else []
 
 
 def answer_query(
@@ -109,4 +99,4 @@ def _written(
         why = f"only the first {len(head)} rows were read: the result could not be written to a file ({exc})"
         return layer.render(stream.result([r.record for r in head], [why]).to_page(), options)
     sample = [r.record for r in head[: kept.count]]
-    return layer.render_written(stream.result(sample, kept.cuts()).to_page(written=kept.count), offloaded, options)
+    return layer.render_written(stream.result(sample, _cuts(kept)).to_page(written=kept.count), offloaded, options)

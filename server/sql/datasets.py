@@ -40,15 +40,22 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 import duckdb
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from server.errors import DatasetNotFoundError, SqlExecutionError, SqlRejectedError, SqlTimeoutError
+from server.errors import (
+    MAX_ERROR_CHARS,
+    DatasetNotFoundError,
+    SqlExecutionError,
+    SqlRejectedError,
+    SqlTimeoutError,
+)
 from server.output import (
     ULID_PATTERN,
     DatasetFile,
     DatasetInfo,
     DatasetSource,
     ListPage,
+    Row,
     check_id,
     clip_strings,
     column_key,
@@ -103,19 +110,6 @@ class QueryResult:
             },
             source_truncated=self.truncated,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One result row: the record and its JSON line (without the newline), encoded once."""
-
-    record: dict[str, Any]
-    line: bytes
-
-    @property
-    def size(self) -> int:
-        """Bytes the row takes in a JSONL file."""
-        return len(self.line) + 1
 
 
 @dataclass(eq=False)
@@ -237,13 +231,11 @@ def _busy(limits: OffloadSettings) -> SqlTimeoutError:
 
 #: DuckDB's error for a record naming one key twice (`{"a": 1, "a": 2}`, which JSON allows).
 _DUPLICATE_KEY = re.compile(r'has duplicate key "')
-#: DuckDB's messages echo the SQL or the data (a 60 KB literal, a 100 KB key): an error is
-#: clipped to this many characters, as it is not under the output budget a result is.
-MAX_ERROR_CHARS = 2000
 
 
 def _failure(exc: duckdb.Error) -> str:
-    """DuckDB's message, clipped, and what to do when it is a failure the SQL did not cause."""
+    """DuckDB's message (which echoes the SQL or the data: a 60 KB literal, a 100 KB key),
+    clipped, and what to do when it is a failure the SQL did not cause."""
     message = str(exc)
     if _DUPLICATE_KEY.search(message):
         # DuckDB's advice after the first line is about read_json options the view sets.
@@ -425,6 +417,19 @@ class DatasetFilter(BaseModel):
     date_from: str | None = Field(None, description="created at or after: ISO date (2025-01-31) or date-time")
     date_to: str | None = Field(None, description="created at or before: ISO date (whole day included) or date-time")
     text: str | None = Field(None, description="case-insensitive substring of id, tool, server or query")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, value: Any) -> Any:
+        """Unknown keys as one error, not one each: pydantic's error per key of an object of
+        380,000 cost seconds of the event loop to build and format."""
+        if isinstance(value, dict) and len(value) > len(cls.model_fields):
+            unknown = [key for key in value if key not in cls.model_fields]
+            raise ValueError(
+                f"{len(unknown):,} unknown keys (e.g. {', '.join(repr(str(k)[:40]) for k in unknown[:3])}); it takes "
+                f"{', '.join(cls.model_fields)}"
+            )
+        return value
 
     @field_validator("date_from", "date_to")
     @classmethod

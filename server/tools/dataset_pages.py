@@ -23,6 +23,7 @@ from pydantic import Field
 from server.output import MIN_OUTPUT_TOKENS, DatasetFile, ListPage
 from server.rendering import OutputOptions, Renderer
 from server.sql import Datasets
+from server.tools.bounds import PathText
 from server.tools.descriptions import READ_ONLY, READ_PAGE_DESCRIPTION
 from server.tools.registry import mcp_tool
 from server.tools.schemas import ROWS_OUTPUT
@@ -89,8 +90,8 @@ def register_dataset_page_tool(
 
     @mcp_tool(app, "read-dataset-page", READ_PAGE_DESCRIPTION, annotations=READ_ONLY, output_schema=ROWS_OUTPUT)
     async def read_dataset_page(
-        dataset_id: str,
-        cursor: str | None = None,
+        dataset_id: Annotated[PathText, Field(description="an id list-saved-datasets shows")],
+        cursor: Annotated[str | None, Field(description="the last pagination.next_cursor")] = None,
         page_size: Annotated[
             int | None, Field(ge=1, le=MAX_PAGE_SIZE, description=f"default {DEFAULT_PAGE_SIZE}")
         ] = None,

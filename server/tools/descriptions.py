@@ -6,6 +6,7 @@ agent the paging contract, and tests hold them to their size limit.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from mcp_types import ToolAnnotations
@@ -28,14 +29,22 @@ OutputModeName = Literal["auto", "inline", "file_ref", "legacy"]
 """The `output_mode` argument every tool with one accepts (`server.output.OutputMode`'s values)."""
 
 
-def paging(cursor_max_age_s: float) -> str:
-    """The paging contract and the shared options, in the sentences every search tool's
-    description ends with (the options are explained in the server's instructions)."""
+@dataclass(frozen=True, slots=True)
+class Paging:
+    """The paging contract: the sentence every search tool's description ends with, and the
+    description of its `cursor` parameter."""
+
+    tool: str
+    cursor: str
+
+
+def paging(cursor_max_age_s: float) -> Paging:
+    """The paging contract, with the cursor's lifetime."""
     hours = cursor_max_age_s / 3600
     age = f"{hours:g} h" if hours >= 1 else f"{cursor_max_age_s / 60:g} min"
-    return (
-        f"Paged: while pagination.next_cursor is set, call again with only cursor=<it> (valid {age}); "
-        "a page too big to show comes as results.file_ref (JSONL). Options: see server instructions."
+    return Paging(
+        tool="Paged: while pagination.next_cursor is set, call again with only cursor=<it>.",
+        cursor=f"the last pagination.next_cursor (valid {age})",
     )
 
 
@@ -57,8 +66,7 @@ HYBRID_DESCRIPTION = (
 
 
 ANALYZE_DESCRIPTION = (
-    "Read-only DuckDB SQL over saved results: views dataset_<id> (file_ref.id; with dataset_id also "
-    "`dataset`). A large result goes to a file."
+    "Read-only DuckDB SQL over saved results: views dataset_<id> (the id of a file_ref or of list-saved-datasets)."
 )
 
 READ_PAGE_DESCRIPTION = (

@@ -11,11 +11,12 @@ from search_engine import IndexNotReadyError, resolve_search_path
 from server.background_indexer import RootState
 from server.json_result import json_result
 from server.services import Services
+from server.tools.bounds import PathText
 from server.tools.descriptions import READ_ONLY, local_writes
 from server.tools.registry import mcp_tool
 from server.tools.schemas import INDEX_OUTPUT
 
-PathArg = Annotated[str | None, Field(description="default: the first root")]
+PathArg = Annotated[PathText | None, Field(description="a root or a path in one (default: the first root)")]
 
 
 def register_index_tools(app: FastMCP, services: Services) -> None:
@@ -33,9 +34,12 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
             "size_bytes": s.size_bytes,
             "updated_at": s.updated_at,
             "stale_reason": s.stale_reason,
+            "change_detection": s.change_detection,
+            "change_detection_reason": s.change_detection_reason,
             "building": state.building,
             "progress": {"phase": state.phase, "done": state.done, "total": state.total, "percent": state.percent()},
             "error": str(state.error) if state.error else None,
+            "warnings": s.warnings,
         }
 
     @mcp_tool(
@@ -59,7 +63,7 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
     async def reindex(
         ctx: Context,
         path: PathArg = None,
-        full: bool = False,
+        full: Annotated[bool, Field(description="rebuild from scratch")] = False,
     ) -> ToolResult:
         root = resolve_search_path(path, services.roots).root
         state = services.indexer.request(root, refresh=True, full=full)

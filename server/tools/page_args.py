@@ -24,6 +24,7 @@ from server.output import MIN_OUTPUT_TOKENS
 from server.records import Detail
 from server.rendering import OutputOptions
 from server.response import RecordOptions
+from server.tools.bounds import LongText
 from server.tools.descriptions import OutputModeName
 from server.tools.registry import ToolBody
 
@@ -32,26 +33,28 @@ from server.tools.registry import ToolBody
 class PageArgs:
     """The shared arguments of one search tool call, in the order the tools declare them.
 
-    `page_size` and `snippet_length` are bounded by settings, and the default snippet length
-    differs between regex and ranked search (the 0 below is never used): `page_parameters`
-    adds those at registration."""
+    `page_size` and `snippet_length` are bounded by settings, `cursor`'s description says how
+    long a cursor lives (a setting), and the default snippet length differs between regex and
+    ranked search (the 0 below is never used): `page_parameters` adds those at registration."""
 
-    # Descriptions are short and only where the name and type do not say it all: the three
-    # search tools repeat them, and tools/list is paid for in every conversation.
-    include_snippet: bool = True
+    # One short line each (the three search tools repeat them, and tools/list is paid for in
+    # every conversation); `page_parameters` adds the ones that quote settings.
+    include_snippet: Annotated[bool, Field(description="false: locations only")] = True
     snippet_length: int = 0
     page_size: int | None = None
     cursor: str | None = None
     output_mode: Annotated[
         OutputModeName,
-        Field(description="auto: a file when over the size limit; inline: cut instead; legacy: bare JSON array"),
+        Field(description="auto: a page too big to show goes to a file (results.file_ref); inline: cut it instead"),
     ] = "auto"
     max_output_tokens: Annotated[int | None, Field(ge=MIN_OUTPUT_TOKENS, description="cut the page to this size")] = (
         None
     )
     stats_only: Annotated[bool, Field(description="counts per file instead of matches")] = False
     stats_first: Annotated[bool, Field(description="counts as well as matches")] = False
-    jq_filter: Annotated[str | None, Field(description="jq over the list of full match objects, before paging")] = None
+    jq_filter: Annotated[
+        LongText | None, Field(description="jq over the list of match records as pages show them, before paging")
+    ] = None
     detail: Annotated[Literal["compact", "full"], Field(description="full: byte spans, language, ranks")] = "compact"
 
     def record_options(self) -> RecordOptions:
@@ -65,8 +68,9 @@ class PageArgs:
 
 
 def page_parameters(bounded: dict[str, Any], snippet_length: int) -> list[inspect.Parameter]:
-    """`PageArgs`' fields as tool parameters: `bounded` replaces the types of the fields that
-    settings bound (`page_size`, `snippet_length`), `snippet_length` is this tool's default."""
+    """`PageArgs`' fields as tool parameters: `bounded` replaces the types of the fields whose
+    declaration quotes settings (`page_size`, `snippet_length`, `cursor`), `snippet_length` is
+    this tool's default."""
     types = get_type_hints(PageArgs, include_extras=True) | bounded
     defaults = {f.name: f.default for f in fields(PageArgs)} | {"snippet_length": snippet_length}
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD

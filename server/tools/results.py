@@ -20,6 +20,7 @@ from server.json_result import json_result
 from server.output import LINES_URI, RESULTS_URI, OffloadStore, OutputMode, RenderOptions
 from server.rendering import Renderer, tool_result
 from server.sql import DatasetFilter, Datasets, answer_query
+from server.tools.bounds import LongText, PathText
 from server.tools.descriptions import ANALYZE_DESCRIPTION, READ_ONLY, OutputModeName, local_writes
 from server.tools.registry import mcp_tool
 from server.tools.schemas import CLEANUP_OUTPUT, DATASETS_OUTPUT, ROWS_OUTPUT
@@ -53,7 +54,8 @@ def register_results_resources(app: FastMCP, store: OffloadStore) -> None:
         RESULTS_URI,
         name="offloaded-results",
         mime_type="application/x-ndjson",
-        description="A whole offloaded page: line 1 is a header, then one match per line.",
+        description="A whole offloaded page in one read (line 1 a header, then one match per line): "
+        "a large page reads better in parts, through offloaded-results-lines.",
     )
     def whole(id: str) -> str:
         with _resource_errors():
@@ -78,9 +80,11 @@ def register_results_tools(app: FastMCP, store: OffloadStore, datasets: Datasets
 def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> None:
     @mcp_tool(app, "analyze-with-duckdb", ANALYZE_DESCRIPTION, annotations=READ_ONLY, output_schema=ROWS_OUTPUT)
     async def analyze_with_duckdb(
-        query: str,
-        dataset_id: str | None = None,
-        output_mode: OutputModeName = "auto",
+        query: Annotated[LongText, Field(description="one read-only statement")],
+        dataset_id: Annotated[PathText | None, Field(description="that dataset is also the view `dataset`")] = None,
+        output_mode: Annotated[
+            OutputModeName, Field(description="auto: a result too big to show goes to a file")
+        ] = "auto",
     ) -> ToolResult:
         mode = OutputMode.parse(output_mode)
         options = RenderOptions(tool="analyze-with-duckdb", query=query, output_mode=mode, records_key="rows")
@@ -98,10 +102,12 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
     )
     async def list_saved_datasets(
         filter: Annotated[
-            str | DatasetFilter | None,
+            PathText | DatasetFilter | None,
             # Declared without DatasetFilter's own schema (a $defs block longer than the tool):
             # the description names its fields, and the arguments are still validated by it.
-            WithJsonSchema({"description": "text, or {tool, server, date_from, date_to}"}),
+            WithJsonSchema(
+                {"type": ["string", "object"], "description": "text, or {tool, server, date_from, date_to}"}
+            ),
         ] = None,
     ) -> ToolResult:
         infos = await anyio.to_thread.run_sync(lambda: datasets.infos(filter))
@@ -117,7 +123,7 @@ def register_cleanup_tool(app: FastMCP, store: OffloadStore) -> None:
         output_schema=CLEANUP_OUTPUT,
     )
     async def cleanup_temp_files(
-        max_age_days: Annotated[float | None, Field(ge=0)] = None,
+        max_age_days: Annotated[float | None, Field(ge=0, description="default: offload.retention_hours")] = None,
     ) -> ToolResult:
         report = await anyio.to_thread.run_sync(lambda: store.cleanup(max_age_days))
         return json_result(report.to_dict())

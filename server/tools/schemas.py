@@ -40,13 +40,19 @@ DATASETS_OUTPUT = _shape(["datasets", "count"])
 CLEANUP_OUTPUT = _shape(["removed_count", "freed_bytes"])
 
 
+#: Bounds against hostile calls (`server.tools.bounds`), far above any honest one: a call over
+#: one is refused naming it, and listing them would cost every conversation ~300 characters.
+_UNLISTED_BOUNDS = frozenset({"maxLength", "maxItems"})
+
+
 def compact_schema(schema: Any) -> Any:
-    """`schema` with optional types declared plainly and null/false defaults left out."""
+    """`schema` with optional types declared plainly, null/false defaults and the bounds
+    against hostile calls left out."""
     if isinstance(schema, list):
         return [compact_schema(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: compact_schema(v) for k, v in schema.items()}
+    out = {k: compact_schema(v) for k, v in schema.items() if k not in _UNLISTED_BOUNDS}
     variants = out.get("anyOf")
     if isinstance(variants, list) and len(variants) == 2 and {"type": "null"} in variants:
         (plain,) = [v for v in variants if v != {"type": "null"}]
@@ -56,32 +62,16 @@ def compact_schema(schema: Any) -> Any:
     return out
 
 
-#: Presentation options every search tool accepts. They are described once, in the server's
-#: instructions and one line of each search tool's description, instead of in each tool's
-#: listed input schema: three copies of eight parameter schemas were a third of tools/list.
-SHARED_OPTIONS = (
-    "include_snippet", "snippet_length", "output_mode", "max_output_tokens",
-    "stats_only", "stats_first", "jq_filter",
-)  # fmt: skip
-
-
 class CompactSchemas(Transform):
-    """Lists the named tools with `compact_schema` input schemas, and the search tools without
-    the `SHARED_OPTIONS` (their listed schema then allows other properties, so a client that
-    checks arguments against it still sends them). Calls are unaffected: the tools validate
-    their arguments from their signatures. Other tools (a proxied server's) are listed exactly
-    as their server declares them."""
+    """Lists the named tools with `compact_schema` input schemas. Calls are unaffected: the
+    tools validate their arguments from their signatures. Other tools (a proxied server's) are
+    listed exactly as their server declares them."""
 
-    def __init__(self, names: Iterable[str], search_tools: Iterable[str] = ()) -> None:
+    def __init__(self, names: Iterable[str]) -> None:
         self.names = frozenset(names)
-        self.search_tools = frozenset(search_tools)
 
     def _listed(self, tool: Tool) -> Tool:
-        schema = compact_schema(tool.parameters)
-        if tool.name in self.search_tools:
-            properties = {k: v for k, v in schema.get("properties", {}).items() if k not in SHARED_OPTIONS}
-            schema = {k: v for k, v in schema.items() if k != "additionalProperties"} | {"properties": properties}
-        listed = tool.model_copy(update={"parameters": schema})
+        listed = tool.model_copy(update={"parameters": compact_schema(tool.parameters)})
         # fastmcp adds `_meta.fastmcp: {"tags": []}` to every listed tool; ours have no tags or
         # versions, so the copy (used only for the listing) leaves the empty entry out.
         meta = {k: v for k, v in tool.get_meta().items() if k != "fastmcp" or v != {"tags": []}} or None

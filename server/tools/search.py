@@ -14,15 +14,14 @@ No `from __future__ import annotations` here: the parameter types are built at r
 time from settings (page-size limits), and fastmcp must be able to evaluate them.
 """
 
+import inspect
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
 from fastmcp import Context, FastMCP
-from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
 from pydantic import Field, ValidationError
 
@@ -38,9 +37,11 @@ from search_engine import (
 )
 from server.clients import client_name, profile_for
 from server.errors import InvalidParamsError
+from server.jq import view_expression, view_key
 from server.response import SearchResponse
 from server.services import Services
 from server.settings import validation_problems
+from server.tools.bounds import Globs, LongText, PathText
 from server.tools.descriptions import (
     HYBRID_DESCRIPTION,
     READ_ONLY,
@@ -52,30 +53,23 @@ from server.tools.descriptions import (
 from server.tools.page_args import PageArgs, page_parameters, with_page_args
 from server.tools.registry import ToolBody, mcp_tool
 from server.tools.schemas import SEARCH_OUTPUT
+from server.tools.search_arguments import SearchArguments, sent_arguments
 from sessions import CursorParamsMismatchError, CursorState
 
-IncludeGlobs = list[str] | None
-ExcludeGlobs = list[str] | None
+# The search-defining parameters, each with the one line the listed schema carries (tools/list
+# is paid for in every conversation, so one short line each; the ranked tools share theirs).
+PathArg = Annotated[PathText | None, Field(description="file or folder to search in")]
+IncludeGlobs = Annotated[Globs, Field(description="file globs to search, e.g. *.py")]
+ExcludeGlobs = Annotated[Globs, Field(description="file globs to skip")]
+#: What `threshold` is compared with in each ranked mode (see `search_engine.ranking.Ranker.search`).
+THRESHOLD = {
+    SearchMode.SEMANTIC: "min score: cosine similarity (-1..1)",
+    SearchMode.HYBRID: "min score relative to the best result (1.0)",
+}
 
 
 #: Request fields named differently from the tool parameter that sets them.
 _REQUEST_FIELD = {"pattern": "query", "include_patterns": "include", "exclude_patterns": "exclude"}
-#: The names of the arguments the current tools/call carried (with a non-null value).
-_SENT: ContextVar[frozenset[str]] = ContextVar("codepager_sent_arguments", default=frozenset())
-
-
-class SentArguments(Middleware):
-    """Records which arguments a tools/call carried. In a tool body a parameter left out and one
-    sent at its default look the same, and only the ones sent must match a cursor's search. A
-    null counts as not sent: some clients send every optional parameter, unset ones as null."""
-
-    async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Callable[..., Any]) -> Any:
-        arguments = context.message.arguments or {}
-        token = _SENT.set(frozenset(name for name, value in arguments.items() if value is not None))
-        try:
-            return await call_next(context)
-        finally:
-            _SENT.reset(token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,42 +86,48 @@ class SearchCall:
         return "pattern" if self.mode is SearchMode.REGEX else "query"
 
 
-def register_search_tools(app: FastMCP, services: Services) -> tuple[str, ...]:
-    """Register the three search tools; their names, for `CompactSchemas`."""
-    app.add_middleware(SentArguments())
+def register_search_tools(app: FastMCP, services: Services) -> None:
+    """Register the three search tools, and the middleware that reads their arguments."""
+    arguments = SearchArguments()
+    app.add_middleware(arguments)
     s = services.settings.search
+    contract = paging(services.settings.sessions.cursor_max_age_s)
     bounded = {
-        "page_size": Annotated[int | None, Field(ge=1, le=s.max_page_size)],
+        "page_size": Annotated[int | None, Field(ge=1, le=s.max_page_size, description="results per page")],
         "snippet_length": Annotated[
             int, Field(ge=1, le=s.max_snippet_length, description="cut each text to this many chars")
         ],
+        "cursor": Annotated[str | None, Field(description=contract.cursor)],
     }
     meta = search_meta(services.settings.offload.max_tokens)
-    contract = paging(services.settings.sessions.cursor_max_age_s)
-    names: list[str] = []
 
     def search_tool(name: str, description: str, snippet_length: int) -> Callable[[ToolBody], ToolBody]:
         """Register the decorated body as search tool `name`, taking the shared `PageArgs` after
         its own parameters, with the registration options the three search tools share."""
         shared = page_parameters(bounded, snippet_length)
-        names.append(name)
         register = mcp_tool(
-            app, name, description + contract, annotations=READ_ONLY, output_schema=SEARCH_OUTPUT, meta=meta
+            app, name, description + contract.tool, annotations=READ_ONLY, output_schema=SEARCH_OUTPUT, meta=meta
         )
-        return lambda body: register(with_page_args(body, shared))
+
+        def add(body: ToolBody) -> ToolBody:
+            own = [p for p in inspect.signature(body).parameters if p not in ("ctx", "page_args")]
+            arguments.add_tool(name, own, lambda p: _REQUEST_FIELD.get(p, p))
+            return register(with_page_args(body, shared))
+
+        return add
 
     @search_tool("regex_search", REGEX_DESCRIPTION, s.default_snippet_length)
     async def regex_search(
         ctx: Context,
-        pattern: str | None = None,
-        path: str | None = None,
-        ignore_case: bool = False,
-        fixed_string: bool = False,
-        whole_word: bool = False,
-        multiline: bool = False,
+        pattern: Annotated[LongText | None, Field(description="ripgrep regex (Rust syntax)")] = None,
+        path: PathArg = None,
+        ignore_case: Annotated[bool, Field(description="rg -i")] = False,
+        fixed_string: Annotated[bool, Field(description="literal, not a regex (rg -F)")] = False,
+        whole_word: Annotated[bool, Field(description="rg -w")] = False,
+        multiline: Annotated[bool, Field(description="rg -U")] = False,
         include_patterns: IncludeGlobs = None,
         exclude_patterns: ExcludeGlobs = None,
-        context_lines: Annotated[int, Field(ge=0, le=MAX_CONTEXT_LINES)] = 0,
+        context_lines: Annotated[int, Field(ge=0, le=MAX_CONTEXT_LINES, description="rg -C")] = 0,
         *,
         page_args: PageArgs,
     ) -> ToolResult:
@@ -142,10 +142,10 @@ def register_search_tools(app: FastMCP, services: Services) -> tuple[str, ...]:
         @search_tool(name, description, s.default_ranked_snippet_length)
         async def ranked_search(
             ctx: Context,
-            query: str | None = None,
-            path: str | None = None,
-            top_k: Annotated[int, Field(ge=1, le=s.max_results)] = DEFAULT_TOP_K,
-            threshold: Annotated[float | None, Field(allow_inf_nan=False)] = None,
+            query: Annotated[LongText | None, Field(description="a name, words or a question")] = None,
+            path: PathArg = None,
+            top_k: Annotated[int, Field(ge=1, le=s.max_results, description="results wanted")] = DEFAULT_TOP_K,
+            threshold: Annotated[float | None, Field(allow_inf_nan=False, description=THRESHOLD[mode])] = None,
             include_patterns: IncludeGlobs = None,
             exclude_patterns: ExcludeGlobs = None,
             *,
@@ -160,7 +160,6 @@ def register_search_tools(app: FastMCP, services: Services) -> tuple[str, ...]:
 
     make_ranked_tool(SearchMode.SEMANTIC, "semantic_search", SEMANTIC_DESCRIPTION)
     make_ranked_tool(SearchMode.HYBRID, "hybrid_search", HYBRID_DESCRIPTION)
-    return tuple(names)
 
 
 def _request(services: Services, call: SearchCall) -> SearchRequest:
@@ -209,17 +208,19 @@ def _check_cursor_root(searched: SearchRequest, roots: list[Path]) -> None:
         names = ", ".join(str(Path(r).resolve()) for r in roots)
         raise InvalidParamsError(
             f"this cursor's search is outside the allowed roots ({names}); it was issued by a server "
-            "with other roots. Run the search again without a cursor, with a path inside them."
+            "with other roots. Run the search again without a cursor, with a path inside them.",
+            code="invalid_cursor",
         ) from None
     except PathError:
         raise InvalidParamsError(
-            "the folder or file this cursor searches is gone or unreadable now; run the search again without a cursor."
+            "the folder or file this cursor searches is gone or unreadable now; run the search again without a cursor.",
+            code="invalid_cursor",
         ) from None
 
 
 def _check_sent_arguments(services: Services, call: SearchCall, state: CursorState, searched: SearchRequest) -> None:
     """Every search-defining argument sent with the cursor must equal the cursor's search."""
-    sent = _SENT.get()
+    sent = sent_arguments()
     for name, value in call.args.items():
         if name not in sent:
             continue
@@ -227,7 +228,7 @@ def _check_sent_arguments(services: Services, call: SearchCall, state: CursorSta
             location = resolve_search_path(value, services.roots)
             same = (str(location.root), location.sub, ()) == (searched.root, searched.path, searched.roots)
         elif name == "jq_filter":
-            same = value == state.view
+            same = state.view is not None and value == view_expression(state.view)
         elif name in ("include_patterns", "exclude_patterns"):
             same = tuple(value) == getattr(searched, _REQUEST_FIELD[name])
         else:
@@ -259,7 +260,8 @@ async def run_search(
             # and refusing before paging spares restoring that search only to refuse it.
             raise InvalidParamsError(
                 f"this cursor pages a {searched.mode.value}_search; pass it back to that tool, "
-                f"or call {tool} without a cursor"
+                f"or call {tool} without a cursor",
+                code="invalid_cursor",
             )
         _check_cursor_root(searched, services.roots)
         _check_sent_arguments(services, call, state, searched)
@@ -271,6 +273,8 @@ async def run_search(
         await services.indexer.wait_ready(searched, ctx)
 
     client = profile_for(client_name(ctx), services.settings.offload)
+    # The filter runs over the records this call shows; refused here, before any search, if it must be.
+    view = view_key(call.args["jq_filter"], page_args.record_options().detail) if state is None else None
 
     def page_and_render() -> ToolResult:
         if state is not None:
@@ -279,7 +283,7 @@ async def run_search(
             assert request is not None
             # Regex results are not versioned by an index: search the files as they are now.
             fresh = request.mode is SearchMode.REGEX
-            page = pager.first_page(request, page_size, view=call.args["jq_filter"], reuse=not fresh)
+            page = pager.first_page(request, page_size, view=view, reuse=not fresh)
         response = SearchResponse(page, page_args.record_options())
         return services.renderer.render_search(response, page_args.output_options(), tool=tool, client=client)
 

@@ -239,7 +239,7 @@ class Reassembler:
 
     @property
     def pending_messages(self) -> int:
-        """How many framed messages are waiting for more chunks."""
+        """How many framed messages are waiting for more chunks (at most `max_partial_messages`)."""
         return len(self._partials)
 
     def feed(self, line: bytes | TooLarge) -> bytes | TooLarge | Refused | None:
@@ -331,7 +331,7 @@ class Reassembler:
                 f"it claims {frame.total} frames, over the limit of {options.max_frames_per_message} "
                 "frames per message; send it in fewer, larger frames"
             )
-        if frame.total > 1 and len(self._partials) >= options.max_partial_messages:
+        if frame.total > 1 and self.pending_messages >= options.max_partial_messages:
             return (
                 f"{options.max_partial_messages} framed messages are already incomplete, the most held at once; "
                 "send the rest of those before starting another"

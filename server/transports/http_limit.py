@@ -26,6 +26,8 @@ applies inside, so a limit above 4 MiB has effect on stdio only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -35,11 +37,24 @@ from server.transports.http_errors import refuse
 
 
 class RequestBodyLimits:
-    def __init__(self, app: ASGIApp, max_request_bytes: int, body_timeout_s: float, max_buffered_bytes: int) -> None:
+    """`idle_timer(seconds)` is the cancel scope each wait for a body piece runs in (anyio's
+    `move_on_after`); tests pass scopes they expire themselves, so idle-versus-age is asserted
+    without waiting out real time."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_request_bytes: int,
+        body_timeout_s: float,
+        max_buffered_bytes: int,
+        *,
+        idle_timer: Callable[[float], anyio.CancelScope] = anyio.move_on_after,
+    ) -> None:
         self.app = app
         self.limit = max_request_bytes
         self.timeout_s = body_timeout_s
         self.max_buffered = max_buffered_bytes
+        self.idle_timer = idle_timer
         self.buffered = 0  # bytes of the bodies being read now, all connections together
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -74,7 +89,7 @@ class RequestBodyLimits:
 
     async def _read_into(self, body: bytearray, receive: Receive, send: Send) -> bytes | None:
         while True:
-            with anyio.move_on_after(self.timeout_s) as idle:
+            with self.idle_timer(self.timeout_s) as idle:
                 message = await receive()
             if idle.cancelled_caught:
                 await refuse(send, 408, self._stalled_text(len(body)))

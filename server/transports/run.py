@@ -12,7 +12,7 @@ from fastmcp.server.context import reset_transport, set_transport
 from mcp.shared.message import SessionMessage
 from starlette.middleware import Middleware
 
-from server.auth import BearerTokenGuard, bearer_token
+from server.auth import BearerTokenGuard
 from server.sdk_shim import ReadStream, WriteStream, app_lifespan, serve_connection
 from server.settings import ServerSettings
 from server.transports.framing import FramingOptions
@@ -47,8 +47,9 @@ async def run_stdio(app: FastMCP[Any], streams: StdioStreams) -> None:
         reset_transport(token)
 
 
-def run_app(app: FastMCP, settings: ServerSettings) -> None:
-    token = bearer_token(settings)  # warns about risky set-ups, on every transport
+def run_app(app: FastMCP, settings: ServerSettings, token: str | None) -> None:
+    """Serve `app` until its transport ends; on HTTP every request must carry `token` (None:
+    no check, which only `--no-auth` asks for: server/auth_token.py decides)."""
     if settings.transport == "stdio":
         from server.transports.checked_stdio import checked_stdio_server
 

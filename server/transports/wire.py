@@ -57,7 +57,8 @@ class LineSplitter:
 
     @property
     def held_bytes(self) -> int:
-        """Bytes of the current, unfinished line kept in memory."""
+        """Bytes of the current, unfinished line kept in memory: the line while it is within
+        `max_line_bytes`, then only its first `HEAD_BYTES`."""
         return len(self._pending) + len(self._head)
 
     def feed(self, chunk: bytes) -> list[bytes | TooLarge]:
@@ -81,7 +82,7 @@ class LineSplitter:
     def _take(self, data: memoryview) -> None:
         if self._overflow is not None:
             self._overflow += len(data)
-        elif len(self._pending) + len(data) <= self._max:
+        elif self.held_bytes + len(data) <= self._max:
             self._pending += data
         else:
             self._overflow = len(self._pending) + len(data)
