@@ -16,6 +16,8 @@ from fastmcp import Client
 from mcp import MCPError
 
 from search_engine import SearchMode, SearchRequest
+from search_engine.models import Freshness
+from search_engine.roots import combined_freshness
 from server.app import build_app
 from tests.server_helpers import make_settings, page_matches, structured, walk
 
@@ -83,6 +85,8 @@ async def test_regex_without_path_searches_every_root_and_labels_each_match(root
             (f"{beta}/src/util.py", 2),
         ]
         assert responses[0]["results"]["total_count"] == 7 and len(responses) == 4
+        # Pages after the first are rechecked against the files, each match in its own root.
+        assert not [m for m in matches if "changed" in m]
         assert responses[0]["search"]["parameters"]["roots"] == [str(alpha), str(beta)]
 
         # `path` picks one root (absolute, or relative to the first): paths relative to it.
@@ -105,6 +109,21 @@ async def test_regex_without_path_searches_every_root_and_labels_each_match(root
         page2 = structured(await restarted.call_tool("regex_search", {"cursor": cursor}))
         assert page2["metadata"]["cache"] == "restored"
         assert page_matches(page2) == page_matches(responses[1])
+
+
+async def test_a_later_page_rechecks_each_match_in_its_own_root(roots, tmp_path) -> None:
+    _, beta = roots
+    async with Client(build_app(settings_for(roots, tmp_path))) as c:
+        first = structured(await c.call_tool("regex_search", {"pattern": "needle", "page_size": 3}))
+        (beta / "src" / "util.py").write_text("# two lines above now\n\n# needle in beta\nVALUE = 'beta'  # needle\n")
+        (beta / "src" / "cookies.py").unlink()
+        rest, _ = await walk(c, "regex_search", {"cursor": first["pagination"]["next_cursor"]})
+    assert [(m["path"], m["line"], m.get("changed")) for m in rest] == [
+        (f"{beta}/src/cookies.py", 4, "deleted"),
+        (f"{beta}/src/cookies.py", 6, "deleted"),
+        (f"{beta}/src/util.py", 3, "moved"),
+        (f"{beta}/src/util.py", 4, "moved"),
+    ]
 
 
 async def test_max_results_counts_over_every_root_and_the_total_stays_exact(roots, tmp_path) -> None:
@@ -181,3 +200,13 @@ def test_a_search_of_several_roots_is_its_own_session_and_one_root_hashes_as_bef
     ):
         with pytest.raises(ValueError, match="root"):
             SearchRequest(query="q", root="/a", **bad)
+
+
+def test_the_least_settled_root_says_what_the_results_reflect() -> None:
+    current = Freshness("current", 10.0, 10.0, "events")
+    updating = Freshness("updating", 12.0, 9.0, "polling", 2, ["a.py", "lib"], "cannot watch")
+    assert combined_freshness([("/r1", current), ("/r2", updating)]) == Freshness(
+        "updating", 10.0, 9.0, "polling", 2, ["/r2/a.py", "/r2/lib"], "/r2: cannot watch"
+    )
+    assert combined_freshness([("/r1", current), ("/r2", current)]) == current
+    assert combined_freshness([(None, updating)]) is updating and combined_freshness([]) is None
