@@ -136,6 +136,7 @@ SUITE: tuple[Benchmark, ...] = (
     Benchmark("proxy", "Proxy", "proxy.py", quick_args=("--calls", "30", "--repeats", "3")),
     Benchmark("tokens", "Answer size", "tokens.py", ("--recall",), quick_args=("--names", "fastapi"), timeout_s=2400),
     Benchmark("indexing", "Indexing", "indexing.py", long=True),
+    Benchmark("top_k", "Large top_k", "top_k.py", quick_args=("--repeats", "1"), long=True),
     Benchmark("chunk_ablation", "Chunk size and chunk text", "chunk_ablation.py", long=True, collect=collect_ablation),
     Benchmark("retrieval", "Retrieval quality", "retrieval.py", long=True, timeout_s=3600),
     Benchmark("load", "Load", "load.py", long=True, timeout_s=1500, collect=collect_load, out_option="--out"),

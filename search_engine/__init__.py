@@ -56,7 +56,7 @@ from search_engine.models import (
     SearchRequest,
     SearchResult,
 )
-from search_engine.paths import SearchLocation, resolve_search_path
+from search_engine.paths import SearchLocation, resolve_search_path, searched_roots
 from search_engine.private_dir import check_cache_dir, check_own_dir, make_private
 from search_engine.regular_file import open_regular_file
 from search_engine.secret_file import MIN_SECRET_LENGTH, SecretFile
@@ -116,6 +116,7 @@ __all__ = [
     "make_private",
     "open_regular_file",
     "resolve_search_path",
+    "searched_roots",
 ]
 
 

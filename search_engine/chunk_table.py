@@ -15,6 +15,7 @@ load without reading any chunk text.
 
 from __future__ import annotations
 
+import bisect
 import threading
 import zlib
 from array import array
@@ -194,8 +195,11 @@ class ChunkTable(Sequence[Chunk]):
         """How far into file `f`'s text its chunks reach: the length of its stored text (a
         file's chunks cover its text), so all that is decompressed (a bomb in text.bin, 1 MB
         inflating to 1 GB, inflates no further); ValueError past `MAX_FILE_TEXT`."""
-        lo, hi = (int(i) for i in np.searchsorted(self.rows["file"], [f, f + 1]))
-        rows = self.rows[lo:hi]
+        # Bisected in place: `searchsorted` copies the strided column whole first (0.2 ms a
+        # call at 85k chunks, paid per file shown).
+        files = self.rows["file"]
+        lo = bisect.bisect_left(files, f)
+        rows = self.rows[lo : bisect.bisect_left(files, f + 1, lo)]
         reach = int((rows["text_off"].astype(np.int64) + rows["text_len"]).max()) if len(rows) else 0
         if not 0 <= reach <= MAX_FILE_TEXT:
             raise ValueError(f"its chunks reach {reach:,} bytes into its text")
@@ -211,6 +215,16 @@ class ChunkTable(Sequence[Chunk]):
     def compressed_text_of(self, f0: int, f1: int) -> memoryview:
         """Files `f0..f1`'s compressed text, as stored (one slice, nothing decompressed)."""
         return self._text[int(self._text_bounds[f0]) : int(self._text_bounds[f1])]
+
+
+def take(chunks: Sequence[Chunk], ids: Sequence[int]) -> list[Chunk]:
+    """`chunks[i]` for each of `ids`, in that order, read in chunk order, so that a table
+    inflates each file's text once however the ids are ordered (a joined corpus reads its
+    table's chunks first, in order too). Read in the order given (results best first),
+    10,000 results spread over ~2,000 files missed the table's file cache nearly every time:
+    10,000 inflations, most of a top_k 10,000 search's 9 s."""
+    read = {i: chunks[i] for i in sorted(set(ids))}
+    return [read[i] for i in ids]
 
 
 class ChunkTableWriter:

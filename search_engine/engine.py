@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from search_engine.config import EngineConfig
 from search_engine.errors import IndexDamagedError
 from search_engine.models import Freshness, Match, SearchMode, SearchRequest, SearchResult
+from search_engine.roots import combined_generation, recheck_across, regex_across
 from search_engine.tokenize import validate_query
 
 if TYPE_CHECKING:
@@ -44,22 +46,32 @@ class SearchEngine:
             self._indexes.close()
 
     def generation(self, request: SearchRequest) -> int | None:
-        """The index generation a search of `request` would see now (0 for regex: no index),
-        or None while files changed before this call are not in the index yet.
+        """The index generation a search of `request` would see now (0 for regex: no index;
+        for several roots, their generations combined), or None while files changed before
+        this call are not in the index yet.
 
         Sessions use it to dedup identical searches and to refuse continuing a cursor whose
         results may have shifted."""
         if request.mode is SearchMode.REGEX:
             return 0
-        index, settled = self.indexes.current(Path(request.root))
-        # An answer with live files is of no generation: the next edit changes it.
-        return index.generation if settled.state == "current" and not settled.live else None
+        generations = []
+        for root in request.searched_roots:
+            index, settled = self.indexes.current(Path(root))
+            # An answer with live files is of no generation: the next edit changes it.
+            if settled.state != "current" or settled.live:
+                return None
+            generations.append(index.generation)
+        return combined_generation(generations)
 
     def recheck(self, request: SearchRequest, matches: list[Match]) -> list[Match]:
-        """`matches` looked up in the files as they are now (`search_engine.recheck`)."""
+        """`matches` looked up in the files as they are now (`search_engine.recheck`), each in
+        its own root."""
         from search_engine.recheck import recheck
 
-        return recheck(request.root, matches, self.config.max_file_size)
+        def in_one(root: str, found: list[Match]) -> list[Match]:
+            return recheck(root, found, self.config.max_file_size)
+
+        return recheck_across(request, matches, in_one) if request.roots else in_one(request.root, matches)
 
     def search(self, request: SearchRequest) -> SearchResult:
         """Run `request` to completion. Deterministic for a given index generation."""
@@ -67,33 +79,53 @@ class SearchEngine:
             from search_engine.regex import regex_search
 
             began = time.time()
-            result = regex_search(request, self.config)
+            if request.roots:
+                result = regex_across(request, lambda one: regex_search(one, self.config))
+            else:
+                result = regex_search(request, self.config)
             result.freshness = Freshness("current", began, began, "direct")
             return result
         validate_query(request.query)  # a bad query must not cost an index build first
-        root = Path(request.root)
         started = time.perf_counter()
         try:
-            return self._ranked(root, request, started)
+            return self._ranked(request, started)
         except IndexDamagedError as exc:
             # Damage in a part read lazily (symbol definitions, a file's text) shows only now:
             # rebuild, then answer from the new generation (damage again is raised as it is).
             log.warning("%s", exc)
-            self.indexes.repair(root, exc)
-            return self._ranked(root, request, started)
+            self.indexes.repair(self._damaged_root(request, exc), exc)
+            return self._ranked(request, started)
 
-    def _ranked(self, root: Path, request: SearchRequest, started: float) -> SearchResult:
-        """A semantic or hybrid search; its `index_time_ms` counts from `started` to the index
-        being ready (a rebuild of a damaged one included)."""
-        from search_engine.ranking import Ranker
+    def _ranked(self, request: SearchRequest, started: float) -> SearchResult:
+        """A semantic or hybrid search, in each of its roots; its `index_time_ms` counts from
+        `started` to every index being ready (a rebuild of a damaged one included)."""
+        from search_engine.ranking import Ranker, ranked_result
 
-        index, settled = self.indexes.current(root)
-        ranker = index.memo("ranker", lambda: Ranker(index, self.config))
-        if settled.live:  # changed files not folded in yet, taken as they are now
-            ranker = self.indexes.layer(root).ranker(ranker, settled.live)
-        index_ms = (time.perf_counter() - started) * 1000
-        result = ranker.search(request, settled)
-        result.index_time_ms = index_ms
-        warnings, notices = self.indexes.said(root)
-        result.warnings, result.notices = [*warnings, *result.warnings], [*notices, *result.notices]
+        ready = []
+        for name in request.searched_roots:
+            root = Path(name)
+            index, settled = self.indexes.current(root)
+            ranker = index.memo("ranker", partial(Ranker, index, self.config))
+            if settled.live:  # changed files not folded in yet, taken as they are now
+                ranker = self.indexes.layer(root).ranker(ranker, settled.live)
+            ready.append((name, ranker, settled))
+        ranking = time.perf_counter()
+        label = len(ready) > 1
+        lists = [
+            ranker.rank(request.in_root(name), settled, name if label else None) for name, ranker, settled in ready
+        ]
+        result = ranked_result(request, lists, ranking)
+        result.index_time_ms = (ranking - started) * 1000
+        for name, _, _ in ready:  # what discovery said of each root (ignore rules, files left out)
+            warnings, notices = self.indexes.said(Path(name))
+            result.warnings, result.notices = [*warnings, *result.warnings], [*notices, *result.notices]
         return result
+
+    def _damaged_root(self, request: SearchRequest, damage: IndexDamagedError) -> Path:
+        """The searched root whose index `damage` is in."""
+        roots = [Path(root) for root in request.searched_roots]
+        for root in roots:
+            directory = self.indexes.store(root).directory
+            if directory in (damage.where, *damage.where.parents):
+                return root
+        return roots[0]

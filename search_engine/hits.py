@@ -8,6 +8,7 @@ from an already chosen file keeps only `SATURATION` of its score per chunk chose
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +23,7 @@ COHERENCE_WEIGHT = 0.2
 @dataclass(frozen=True, slots=True)
 class Hit:
     """A chunk's index in the corpus, its score (a cosine for semantic search; for hybrid the
-    fused score relative to the best, 1.0 first) and its rank in each component list it
+    fused score, which the match shows relative to the best, 1.0 first) and its rank in each component list it
     appeared in (`lexical`, `semantic`, `symbol`, and the file-level `file_lexical`,
     `file_semantic`, `path`, `coherence`), so a caller can see why it matched."""
 
@@ -88,21 +89,28 @@ def diversify(file_of: np.ndarray, candidates: np.ndarray, scores: np.ndarray, t
     down by the same fraction). Returns (decayed score, chunk) best first.
 
     Candidates are visited best first; once k are held and the next raw score cannot beat the
-    weakest held one even undecayed, nothing later can either."""
+    weakest of the best k held even undecayed, nothing later can either. That weakest is the
+    root of a min-heap of the best k decayed scores, so a visit costs log k and the whole
+    selection n log n: re-sorting the held scores at each visit made top_k 10,000 take a minute."""
+    if top_k <= 0:
+        return []
     order = candidates[np.argsort(-scores[candidates], kind="stable")]
     held: list[tuple[float, int]] = []
+    best_k: list[float] = []  # min-heap of the k best decayed scores held so far
     per_file: dict[int, int] = {}
-    floor = -np.inf
     for i in order.tolist():
         raw = float(scores[i])
-        if len(held) >= top_k and raw <= floor:
+        if len(best_k) == top_k and raw <= best_k[0]:
             break
         f = int(file_of[i])
         seen = per_file.get(f, 0)
         decay = SATURATION**seen
-        held.append((raw * decay if raw >= 0 else raw * (2.0 - decay), i))
+        score = raw * decay if raw >= 0 else raw * (2.0 - decay)
+        held.append((score, i))
         per_file[f] = seen + 1
-        if len(held) >= top_k:
-            floor = sorted(s for s, _ in held)[-top_k]
+        if len(best_k) < top_k:
+            heapq.heappush(best_k, score)
+        elif score > best_k[0]:
+            heapq.heapreplace(best_k, score)
     held.sort(key=lambda h: (-h[0], h[1]))
     return held[:top_k]

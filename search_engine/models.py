@@ -20,7 +20,7 @@ from enum import Enum
 from typing import Annotated, Any, Literal
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_CONTEXT_LINES = 10
 DEFAULT_MAX_RESULTS = 10_000
@@ -50,9 +50,11 @@ class SearchRequest(BaseModel):
     """One search, fully specified. Immutable and hashable.
 
     `root` is an absolute, resolved directory (the allowed root the search runs under);
-    `path` is an optional sub-path relative to it. Validation of both against the filesystem
-    happens in `search_engine.paths`, not here, so a request can be rebuilt from a cursor
-    without touching the disk.
+    `path` is an optional sub-path relative to it. `roots`, when set, are every root a search
+    with no `path` covers, in the server's order (`root` is the first): the search runs in
+    each and its matches are labelled by their root (`Match.path` absolute). Validation of
+    these against the filesystem happens in `search_engine.paths`, not here, so a request can
+    be rebuilt from a cursor without touching the disk.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -71,6 +73,7 @@ class SearchRequest(BaseModel):
     max_results: int = Field(default=DEFAULT_MAX_RESULTS, ge=1)
     top_k: int = Field(default=DEFAULT_TOP_K, ge=1)
     threshold: float | None = None
+    roots: tuple[str, ...] = ()
 
     @field_validator("include", "exclude", mode="before")
     @classmethod
@@ -103,9 +106,33 @@ class SearchRequest(BaseModel):
             return None
         return v
 
+    @model_validator(mode="after")
+    def _roots_are_several_and_start_at_root(self) -> SearchRequest:
+        if self.roots and (
+            len(self.roots) < 2 or self.roots[0] != self.root or len(set(self.roots)) != len(self.roots)
+        ):
+            raise ValueError("roots, when given, are two or more distinct roots, the first of them `root`")
+        if self.roots and self.path is not None:
+            raise ValueError("a search of several roots has no path: a path picks one root")
+        return self
+
+    @property
+    def searched_roots(self) -> tuple[str, ...]:
+        """Every root this search runs in, in order."""
+        return self.roots or (self.root,)
+
+    def in_root(self, root: str) -> SearchRequest:
+        """This search, in `root` alone (one of `searched_roots`)."""
+        return self.model_copy(update={"root": root, "roots": ()})
+
     def canonical_json(self) -> str:
-        """Stable JSON: sorted keys, no whitespace. What a cursor carries and the hash covers."""
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """Stable JSON: sorted keys, no whitespace. What a cursor carries and the hash covers.
+        `roots` is left out when unset, so a one-root search hashes as it did before it existed."""
+        return json.dumps(
+            self.model_dump(mode="json", exclude=None if self.roots else {"roots"}),
+            sort_keys=True,
+            separators=(",", ":"),
+        )
 
     def params_hash(self) -> str:
         """Short digest identifying this search; equal requests give equal hashes."""
@@ -113,7 +140,9 @@ class SearchRequest(BaseModel):
 
 
 class Match(msgspec.Struct, frozen=True, gc=False):
-    """One hit. `path` is relative to the request root, with forward slashes.
+    """One hit. `path` is relative to the request root, with forward slashes; in a search of
+    several roots (`SearchRequest.roots`) it is absolute, its root joined with that, so each
+    match says which root it is in and the path can be passed back as `path`.
 
     Immutable, because the same objects sit in the session cache and in every page cut from
     it (derive changed copies with `msgspec.structs.replace`). A msgspec Struct rather than a

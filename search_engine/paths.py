@@ -81,6 +81,22 @@ def resolve_search_path(path: str | os.PathLike[str] | None, roots: list[Path]) 
     return SearchLocation(root, None if rel == "." else rel)
 
 
+def searched_roots(roots: list[Path]) -> list[Path]:
+    """The roots a search with no `path` covers: every allowed root, resolved, in order, less
+    one lying inside another (searching the outer one covers its files, which would otherwise
+    be found twice) or named twice. PathNotFoundError if one is not a directory: a search that
+    silently skipped it would answer for less than the codebase it claims to cover."""
+    if not roots:
+        raise PathOutsideRootError("no search roots are configured; start the server with --root DIR")
+    resolved = list(dict.fromkeys(Path(r).resolve() for r in roots))
+    for root in resolved:
+        if not root.is_dir():
+            raise PathNotFoundError(
+                f"search root does not exist or is not a directory: {root}; pass a path inside another root"
+            )
+    return [r for r in resolved if not any(o != r and _is_within(r, o) for o in resolved)]
+
+
 def _outside_message(path: object, roots: list[Path]) -> str:
     names = ", ".join(str(r) for r in roots)
     return f"path {_shown(path)} is outside the allowed roots ({names}); pass a path inside them or omit it"

@@ -16,7 +16,11 @@ one cost 5-15 ms per query on a busy two-core machine against ~1.5 ms single-thr
 from __future__ import annotations
 
 import bisect
+import heapq
+import itertools
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -24,7 +28,8 @@ import numpy as np
 from cachetools import LRUCache
 from threadpoolctl import ThreadpoolController
 
-from search_engine.chunk_table import ChunkTable
+from search_engine.chunk_table import ChunkTable, take
+from search_engine.chunks import Chunk
 from search_engine.config import EngineConfig
 from search_engine.corpus import Corpus, LivePart
 from search_engine.embeddings import relevance_floor
@@ -36,6 +41,7 @@ from search_engine.lexical import LexicalIndex
 from search_engine.live import Settled
 from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
 from search_engine.paths import SearchLocation
+from search_engine.roots import combined_freshness, combined_generation, in_root
 from search_engine.semantic import semantic_search
 from search_engine.tokenize import validate_query
 from search_engine.vectors import VectorIndex
@@ -153,9 +159,14 @@ class Ranker:
             hidden_files[order[start : bisect.bisect_left(files, prefix + "\U0010ffff", start)]] = True
         return Ranker(self._index, self._config, (corpus, hidden_files[corpus.file_of]))
 
+    @property
+    def model_id(self) -> str:
+        return self._index.model_id
+
     def search(self, request: SearchRequest, settled: Settled | None = None) -> SearchResult:
-        """Rank the index's chunks for a semantic or hybrid `request`, leaving out the files
-        `settled` says changed and are not in this generation yet (its `pending` paths).
+        """Rank the index's chunks for a semantic or hybrid `request` (of this index's root),
+        leaving out the files `settled` says changed and are not in this generation yet (its
+        `pending` paths).
 
         `threshold` drops matches scoring below it: for semantic search the score is the
         cosine similarity (blended with the file's, scaled by the path priors, raised for
@@ -164,6 +175,13 @@ class Ranker:
         reciprocal-rank sums have no absolute scale. Raises InvalidQueryError for
         an empty or stopword-only query (before any work)."""
         started = time.perf_counter()
+        return ranked_result(request, [self.rank(request, settled)], started)
+
+    def rank(self, request: SearchRequest, settled: Settled | None = None, label: str | None = None) -> Ranked:
+        """The request's best chunks before they become matches (`search` without the last
+        step), scored so that the lists of several roots merge by score: a semantic score
+        (`threshold` applied), or the fused hybrid score as it is, which `ranked_result` makes
+        relative to the best of all and thresholds. `label`: the root, in a search of several."""
         terms = validate_query(request.query)
         allowed = self.allowed(request)
         if self._hidden is not None:
@@ -184,28 +202,19 @@ class Ranker:
                     file_similarity=corpus.file_vectors @ query_vector,
                     priors=corpus.priors_for(request.query),
                 )
-                kind = MatchType.SEMANTIC
             elif request.mode is SearchMode.HYBRID:
                 hits, best_cosine = hybrid_search(
                     self.corpus, request.query, terms, query_vector, allowed, request.top_k
                 )
-                if request.threshold is not None:
-                    hits = [h for h in hits if h.score >= request.threshold]
-                kind = MatchType.HYBRID
             else:
                 raise ValueError(f"Ranker handles semantic and hybrid searches, not {request.mode.value}")
-        matches = [self._match(hit, kind) for hit in hits]
-        low = low_relevance(best_cosine, relevance_floor(self._index.model_id), hits)
-        return SearchResult(
-            matches=matches,
-            total_count=len(matches),
-            index_generation=self.generation,
-            search_time_ms=(time.perf_counter() - started) * 1000,
-            freshness=settled.report() if settled is not None else None,
-            warnings=[low] if low else [],
-            best_similarity=None if best_cosine is None else round(best_cosine, 4),
-            low_relevance=low is not None,
-        )
+        return Ranked(self, hits, best_cosine, settled, label)
+
+    def matches(self, hits: Sequence[Hit], kind: MatchType, label: str | None) -> list[Match]:
+        """`hits` as matches; `label` (a search of several roots) makes their paths absolute."""
+        chunks = take(self.corpus.chunks, [hit.chunk for hit in hits])
+        matches = [_match(hit, chunk, kind) for hit, chunk in zip(hits, chunks, strict=True)]
+        return matches if label is None else in_root(label, matches)
 
     def allowed(self, request: SearchRequest) -> np.ndarray | None:
         """Boolean mask of the chunks the request's sub-path and globs let through; None when
@@ -236,10 +245,63 @@ class Ranker:
         selected = {f.path for f in discover(location, request.include, request.exclude, self._config).files}
         return np.fromiter((p in selected for p in files), dtype=bool, count=len(files))
 
-    def _match(self, hit: Hit, kind: MatchType) -> Match:
-        c = self.corpus.chunks[hit.chunk]
-        score, ranks = round(hit.score, 6), dict(hit.ranks) if kind is MatchType.HYBRID else None
-        # Positional up to `score`, in `Match`'s field order, as `regex.py` builds its matches.
-        return Match(
-            c.path, c.line_start, c.line_end, c.byte_start, c.byte_end, c.content, kind, c.language, score, ranks=ranks
-        )
+
+def _match(hit: Hit, c: Chunk, kind: MatchType) -> Match:
+    """The match of ranked chunk `c` (`hit`'s)."""
+    score, ranks = round(hit.score, 6), dict(hit.ranks) if kind is MatchType.HYBRID else None
+    # Positional up to `score`, in `Match`'s field order, as `regex.py` builds its matches.
+    return Match(
+        c.path, c.line_start, c.line_end, c.byte_start, c.byte_end, c.content, kind, c.language, score, ranks=ranks
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One root's ranked list before it becomes matches (`Ranker.rank`): its hits, the best
+    cosine of the query with a chunk it could rank, what the files' state was (`settled`) and
+    its root's `label` (None when it is the only root searched)."""
+
+    ranker: Ranker
+    hits: list[Hit]
+    best_cosine: float | None
+    settled: Settled | None
+    label: str | None
+
+
+def ranked_result(request: SearchRequest, lists: Sequence[Ranked], started: float) -> SearchResult:
+    """The matches of a semantic or hybrid `request` from each searched root's ranked list:
+    merged by score (equal scores: the earlier root, then each list's order) and cut to
+    `top_k`; a hybrid score is then made relative to the best of them all (1.0) and `threshold`
+    applied to that. Generation, freshness and relevance are the roots' combined: the best
+    similarity is the best of any root, and low relevance is said only when it is low for all."""
+    merged = heapq.merge(
+        *([(-hit.score, n, r, hit) for r, hit in enumerate(part.hits)] for n, part in enumerate(lists))
+    )
+    chosen = [(n, hit) for _, n, _, hit in itertools.islice(merged, request.top_k)]
+    kind = MatchType.SEMANTIC if request.mode is SearchMode.SEMANTIC else MatchType.HYBRID
+    if kind is MatchType.HYBRID:
+        best = chosen[0][1].score if chosen else 1.0
+        chosen = [(n, replace(hit, score=hit.score / best)) for n, hit in chosen]
+        if request.threshold is not None:
+            chosen = [(n, hit) for n, hit in chosen if hit.score >= request.threshold]
+    shown: list[Match | None] = [None] * len(chosen)
+    for n, part in enumerate(lists):
+        places = [i for i, (m, _) in enumerate(chosen) if m == n]
+        for i, match in zip(places, part.ranker.matches([chosen[i][1] for i in places], kind, part.label), strict=True):
+            shown[i] = match
+    matches = [m for m in shown if m is not None]
+    cosines = [part.best_cosine for part in lists if part.best_cosine is not None]
+    best_cosine = max(cosines) if cosines else None
+    low = low_relevance(best_cosine, relevance_floor(lists[0].ranker.model_id), [hit for _, hit in chosen])
+    return SearchResult(
+        matches=matches,
+        total_count=len(matches),
+        index_generation=combined_generation([part.ranker.generation for part in lists]),
+        search_time_ms=(time.perf_counter() - started) * 1000,
+        freshness=combined_freshness(
+            [(part.label, part.settled.report()) for part in lists if part.settled is not None]
+        ),
+        warnings=[low] if low else [],
+        best_similarity=None if best_cosine is None else round(best_cosine, 4),
+        low_relevance=low is not None,
+    )

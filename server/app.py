@@ -155,9 +155,11 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
         services.offload.sweeper.start()
         if settings.index.index_on_start:
             services.indexer.start(services.roots)
+        log.debug("serving %d root(s); indexing on start: %s", len(services.roots), settings.index.index_on_start)
         try:
             yield {}
         finally:
+            log.debug("the transport closed: stopping")
             services.indexer.close()
             services.engine.close()
             services.offload.sweeper.close()

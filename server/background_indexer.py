@@ -179,36 +179,47 @@ class BackgroundIndexer:
                 state.phase, state.error = "failed", SearchError(f"indexing failed: {exc}")
 
     async def wait_ready(self, request: SearchRequest, ctx: Context | None) -> None:
-        """Return once the request's root is indexed, or raise IndexNotReadyError in time."""
-        await self.wait(self.request(Path(request.root)), ctx)
+        """Return once every root the request searches is indexed (all are queued at once),
+        or raise IndexNotReadyError in time."""
+        await self._wait([(Path(root), self.request(Path(root))) for root in request.searched_roots], ctx)
 
     async def wait(self, state: RootState, ctx: Context | None) -> None:
         """Return once `state` is ready; raise its error, or IndexNotReadyError (with progress
         and an estimate) after `ready_wait_s`. Sends a progress notification (overall percent
         of 100, the phase and its done/total as the message) each time the build advances."""
+        await self._wait([(None, state)], ctx)
+
+    async def _wait(self, states: list[tuple[Path | None, RootState]], ctx: Context | None) -> None:
+        """`wait` for several roots' builds at once (one deadline; progress is their mean, a
+        root named in the message and the error when there are several)."""
         deadline = self.clock() + self.ready_wait_s
         sent = -1.0
-        while not state.ready:
-            if state.error is not None:
-                raise state.error  # the next call re-queues the build (see `request`)
+        while pending := [(root, state) for root, state in states if not state.ready]:
+            root, state = pending[0]
+            for _, failed in pending:
+                if failed.error is not None:
+                    raise failed.error  # the next call re-queues the build (see `request`)
             if self.clock() >= deadline:
-                raise _not_ready(state)
-            percent = state.percent()
+                raise _not_ready(state, root if len(states) > 1 else None)
+            percent = round(sum(100.0 if s.ready else s.percent() for _, s in states) / len(states), 1)
             if ctx is not None and percent > sent:
-                await ctx.report_progress(percent, 100, f"indexing: {state.describe()}")
+                where = f" {root}" if len(states) > 1 else ""
+                await ctx.report_progress(percent, 100, f"indexing{where}: {state.describe()}")
                 sent = percent
             await anyio.sleep(POLL_S)
 
 
-def _not_ready(state: RootState) -> IndexNotReadyError:
+def _not_ready(state: RootState, root: Path | None) -> IndexNotReadyError:
+    """`root`: named when the search covers several roots (this one is not ready yet)."""
     where = state.describe()
     elapsed = state.clock() - state.started_at if state.started_at is not None else 0.0
     estimate = state.eta_s()
     # One rounding for the field and the sentence, so they never disagree (1.46 -> 1.5 -> "2").
     eta = None if estimate is None else round(estimate, 1)
     later = f"retry in about {eta:.0f} s" if eta is not None else "retry in a few seconds"
+    of_root = f" of {root}" if root else ""
     message = (
-        f"the semantic index is still being built ({where}, {state.percent():.0f}% overall, "
+        f"the semantic index{of_root} is still being built ({where}, {state.percent():.0f}% overall, "
         f"{elapsed:.0f} s so far); {later}, or use regex_search meanwhile"
     )
     return IndexNotReadyError(

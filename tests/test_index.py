@@ -22,6 +22,7 @@ import pytest
 import search_engine.index_store as index_store
 import search_engine.indexing as indexing
 from search_engine.chunk_jobs import ChunkedFile, ChunkJob, chunk_files
+from search_engine.chunk_table import take
 from search_engine.chunks import Chunk
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
@@ -76,6 +77,15 @@ def test_build_round_trips_chunks_and_vectors(repo: Path, manager: IndexManager,
         "web/app.js",
     ]
     assert index_dir(manager.config.cache_dir, repo).is_dir()
+
+
+def test_take_reads_chunks_in_any_order_and_repeated(repo: Path, manager: IndexManager) -> None:
+    """Results come best first, from files in any order (`take` reads them file by file)."""
+    manager.update(repo)
+    chunks = manager.get(repo).chunks
+    ids = [len(chunks) - 1, 0, 2, 0, 1, len(chunks) - 1]
+    assert take(chunks, ids) == [chunks[i] for i in ids]
+    assert take(chunks, []) == []
 
 
 @pytest.mark.parametrize("name", ["idx-cache", "idx[1]", "cache["])

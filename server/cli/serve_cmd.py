@@ -7,11 +7,13 @@ corrupt the JSON-RPC stream.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from server.cli.home_root import home_root_warnings
 from server.settings import ServerSettings, Settings, default_of, load_settings
@@ -115,8 +117,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve_app(app: FastMCP[Any], settings: ServerSettings) -> int:
-    """Run `app` (the search server or the proxy) on the configured transport; 2 after saying
-    why when HTTP has no usable token (`server.auth_token`)."""
+    """Run `app` (the search server or the proxy) on the configured transport, then end the
+    process (`end_process`); 2 after saying why when HTTP has no usable token
+    (`server.auth_token`)."""
     from server.auth_token import bearer_token, how_to_connect
     from server.transports.run import run_app
 
@@ -127,8 +130,33 @@ def serve_app(app: FastMCP[Any], settings: ServerSettings) -> int:
         return 2
     if token is not None:
         print(how_to_connect(settings, app.name, token), file=sys.stderr, flush=True)
-    run_app(app, settings, token.value if token is not None else None)
-    return 0
+    try:
+        run_app(app, settings, token.value if token is not None else None)
+    except KeyboardInterrupt:
+        end_process(130)
+    end_process(0)
+
+
+def end_process(status: int) -> NoReturn:
+    """End the server once its transport has closed (stdin at EOF, HTTP stopped), without
+    finalizing the interpreter: flush what is written, then `os._exit`.
+
+    Finalizing is unsafe while a daemon thread runs native code, and one usually does: the
+    background indexer loading the model (safetensors) or embedding (tokenizers), a freshness
+    check, a search still in a worker thread. CPython makes such a thread `pthread_exit` when it
+    next takes the GIL after finalization has begun (python/cpython#87135); the forced unwind
+    runs into a PyO3 extension's `catch_unwind`, and glibc aborts the process with "FATAL:
+    exception not rethrown" (SIGABRT, a core file; seen in 2 of 12 starts with stdin at EOF).
+    Finalizing also joins the chunking pool's manager thread (concurrent.futures' exit hook),
+    which waits for batches in flight: exits took over 10 s. Nothing is lost by skipping it:
+    every answer is flushed, an index build stopped midway leaves only a temporary directory
+    the next build sweeps (`search_engine.index_store`), and chunking workers end themselves
+    when this process does (`search_engine.chunk_workers`)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe, a closed file
+            stream.flush()
+    logging.shutdown()
+    os._exit(status)
 
 
 def terminal_hint(server: ServerSettings) -> str | None:

@@ -33,6 +33,7 @@ from search_engine import (
     SearchMode,
     SearchRequest,
     resolve_search_path,
+    searched_roots,
 )
 from server.clients import client_name, profile_for
 from server.errors import InvalidParamsError
@@ -169,21 +170,29 @@ def _request(services: Services, call: SearchCall) -> SearchRequest:
         raise InvalidParamsError(f"{call.query_param} is required unless you pass a cursor")
     if not query.strip():
         raise InvalidParamsError("the pattern/query is empty; pass something to search for")
-    location = resolve_search_path(call.args["path"], services.roots)
+    where = _searched(call.args["path"], services.roots)
     fields = {
         _REQUEST_FIELD.get(name, name): value
         for name, value in call.args.items()
         if name not in (call.query_param, "path", "jq_filter")
     }
     try:
-        return SearchRequest(
-            mode=call.mode, query=query, root=str(location.root), path=location.sub, **fields, **call.fixed
-        )
+        return SearchRequest(mode=call.mode, query=query, **where, **fields, **call.fixed)
     except ValidationError as exc:
         names: dict[str | int, str] = {field: argument for argument, field in _REQUEST_FIELD.items()}
         names["query"] = call.query_param
         problems = "; ".join(validation_problems(exc, shown=lambda _: False, names=names))  # values: the agent's own
         raise InvalidParamsError(f"invalid search parameters: {problems}") from None
+
+
+def _searched(path: str | None, roots: list[Path]) -> dict[str, Any]:
+    """Where a search runs, as request fields: the location `path` names inside the roots,
+    or with no `path` every root (`searched_roots`; `roots` set when there are several)."""
+    if path is None and len(roots) > 1:
+        every = [str(root) for root in searched_roots(roots)]
+        return {"root": every[0], "roots": tuple(every) if len(every) > 1 else ()}
+    location = resolve_search_path(path, roots)
+    return {"root": str(location.root), "path": location.sub}
 
 
 def _check_cursor_root(searched: SearchRequest, roots: list[Path]) -> None:
@@ -192,9 +201,9 @@ def _check_cursor_root(searched: SearchRequest, roots: list[Path]) -> None:
     since): fail closed, never page what cannot be shown to lie inside. The messages name this
     server's roots, not the cursor's: a cursor is sealed, and a refusal must not read it out to
     whoever holds it."""
-    root = Path(searched.root)
     try:
-        resolve_search_path(root / searched.path if searched.path else root, roots)
+        for root in map(Path, searched.searched_roots):
+            resolve_search_path(root / searched.path if searched.path else root, roots)
     except PathOutsideRootError:
         names = ", ".join(str(Path(r).resolve()) for r in roots)
         raise InvalidParamsError(
@@ -215,9 +224,9 @@ def _check_sent_arguments(services: Services, call: SearchCall, state: CursorSta
     for name, value in call.args.items():
         if name not in sent:
             continue
-        if name == "path":
+        if name == "path":  # a path searches one root: never a cursor's search of several
             location = resolve_search_path(value, services.roots)
-            same = (str(location.root), location.sub) == (searched.root, searched.path)
+            same = (str(location.root), location.sub, ()) == (searched.root, searched.path, searched.roots)
         elif name == "jq_filter":
             same = state.view is not None and value == view_expression(state.view)
         elif name in ("include_patterns", "exclude_patterns"):
