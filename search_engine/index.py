@@ -269,48 +269,33 @@ class IndexManager:
         store = self.store(root)
         with self._guard:
             live = self._live.get(root)
-        watching = self.detection(root) if live is not None else (None, None)
-        configured = self.embedder.model_id
+        detection, reason = self.detection(root) if live is not None else (None, None)
+        common: dict[str, Any] = {
+            "root": str(root),
+            "directory": str(store.directory),
+            "configured_model_id": self.embedder.model_id,
+            "change_detection": detection,
+            "change_detection_reason": reason,
+        }
         try:
             manifest = store.read_manifest()
             over_budget = tuple(store.read_over_budget())
         except IndexStoreError as exc:
-            return IndexStatus(
-                str(root),
-                str(store.directory),
-                True,
-                configured_model_id=configured,
-                size_bytes=store.size_on_disk(),
-                stale_reason=str(exc),
-                change_detection=watching[0],
-                change_detection_reason=watching[1],
-            )
+            return IndexStatus(exists=True, size_bytes=store.size_on_disk(), stale_reason=str(exc), **common)
         if manifest is None:
-            return IndexStatus(
-                str(root),
-                str(store.directory),
-                False,
-                configured_model_id=configured,
-                change_detection=watching[0],
-                change_detection_reason=watching[1],
-            )
+            return IndexStatus(exists=False, **common)
         return IndexStatus(
-            root=str(root),
-            directory=str(store.directory),
             exists=True,
             generation=manifest.generation,
             files=manifest.files,
             chunks=manifest.chunks,
             model_id=manifest.model_id,
-            configured_model_id=configured,
             dim=manifest.dim,
             size_bytes=store.size_on_disk(),
             updated_at=manifest.updated_at,
-            stale_reason=stale_reason(manifest, configured, root),
+            stale_reason=stale_reason(manifest, common["configured_model_id"], root),
             over_budget=over_budget,
-            change_detection=watching[0],
-            change_detection_reason=watching[1],
-            listing=tuple(item for said in self.said(root) for item in said),
+            **common,
         )
 
     def _update(
