@@ -15,7 +15,7 @@ from typing import Any
 
 from fastmcp import Client, FastMCP
 from fastmcp.client.transports import FastMCPTransport
-from fastmcp.client.transports.base import TransportOptions, VersionAwareClientSession
+from fastmcp.client.transports.base import TransportOptions
 from mcp.client.session import ClientSession
 from mcp_types import (
     ClientCapabilities,
@@ -32,7 +32,7 @@ PROTOCOL_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 
 
 def _offering(version: str) -> type[ClientSession]:
-    class OfferingSession(VersionAwareClientSession):
+    class OfferingSession(ClientSession):  # the SDK's own: fastmcp < 4.2 (Python 3.10) has no other
         """A session whose `initialize` offers `version` (the SDK's offers the newest)."""
 
         async def initialize(self) -> InitializeResult:
