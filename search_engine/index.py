@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -270,21 +271,23 @@ class IndexManager:
         with self._guard:
             live = self._live.get(root)
         detection, reason = self.detection(root) if live is not None else (None, None)
-        common: dict[str, Any] = {
-            "root": str(root),
-            "directory": str(store.directory),
-            "configured_model_id": self.embedder.model_id,
-            "change_detection": detection,
-            "change_detection_reason": reason,
-        }
+        configured = self.embedder.model_id
+        status = partial(
+            IndexStatus,
+            root=str(root),
+            directory=str(store.directory),
+            configured_model_id=configured,
+            change_detection=detection,
+            change_detection_reason=reason,
+        )
         try:
             manifest = store.read_manifest()
             over_budget = tuple(store.read_over_budget())
         except IndexStoreError as exc:
-            return IndexStatus(exists=True, size_bytes=store.size_on_disk(), stale_reason=str(exc), **common)
+            return status(exists=True, size_bytes=store.size_on_disk(), stale_reason=str(exc))
         if manifest is None:
-            return IndexStatus(exists=False, **common)
-        return IndexStatus(
+            return status(exists=False)
+        return status(
             exists=True,
             generation=manifest.generation,
             files=manifest.files,
@@ -293,9 +296,8 @@ class IndexManager:
             dim=manifest.dim,
             size_bytes=store.size_on_disk(),
             updated_at=manifest.updated_at,
-            stale_reason=stale_reason(manifest, common["configured_model_id"], root),
+            stale_reason=stale_reason(manifest, configured, root),
             over_budget=over_budget,
-            **common,
         )
 
     def _update(
