@@ -3,7 +3,6 @@ two cores."""
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import importlib.util
 import os
@@ -16,6 +15,7 @@ import pytest
 import redis
 
 from tests.code_tree import write_code_tree
+from tests.live_helpers import inotify_instances
 
 # The packaged model must load from site-packages; nothing may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -40,15 +40,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def _inotify_instances() -> int:
-    """How many inotify instances this process holds."""
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):  # closed meanwhile (the listing's own fd)
-            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
-    return count
-
-
 @pytest.fixture(autouse=True)
 def _let_go_of_watchers() -> Iterator[None]:
     """Many tests build an engine and drop it unclosed; its watchers' inotify instances go back
@@ -56,7 +47,7 @@ def _let_go_of_watchers() -> Iterator[None]:
     instances in all, across processes. Collect when a test has left more than a few, so the
     suite never runs out (what a watcher gives back when dropped: tests/test_watcher.py)."""
     yield
-    if sys.platform == "linux" and _inotify_instances() > 16:
+    if sys.platform == "linux" and inotify_instances() > 16:
         gc.collect()
 
 

@@ -1,8 +1,10 @@
-"""What the live-index tests share: an engine over a given embedder, a search, and whether a
-match is true to the file on disk now."""
+"""What the live-index tests share: an engine over a given embedder, a search, whether a match
+is true to the file on disk now, and how many inotify instances this process holds."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -36,3 +38,12 @@ def true_to_disk(root: Path, match: Match) -> bool:
 def hits(result: SearchResult, needle: str) -> list[Match]:
     """The matches whose text holds `needle`."""
     return [m for m in result.matches if needle in m.content]
+
+
+def inotify_instances() -> int:
+    """How many inotify instances this process holds (a user may hold 128 in all)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own fd, closed by now
+            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+    return count

@@ -6,8 +6,6 @@ watchfiles (the other platforms)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from search_engine.watcher import ChangeLog, TreeWatcher, watch
+from tests.live_helpers import inotify_instances
 
 KINDS: dict[str, Callable[[Path, Path], ChangeLog]] = {
     "watch": lambda root, private: watch(root, private, ignored=root / "cache"),
@@ -94,20 +93,13 @@ def test_a_dropped_watcher_gives_its_inotify_instance_back(tmp_path: Path) -> No
     processes: a watcher let go of without close() (its manager dropped) closes its own."""
     from search_engine.inotify import InotifyWatcher
 
-    def instances() -> int:
-        count = 0
-        for fd in os.listdir("/proc/self/fd"):
-            with contextlib.suppress(OSError):  # the listing's own fd, closed by now
-                count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
-        return count
-
     (tmp_path / "root").mkdir()
-    before = instances()
+    before = inotify_instances()
     watcher = InotifyWatcher(tmp_path / "root")
-    assert instances() == before + 1
+    assert inotify_instances() == before + 1
     del watcher
-    assert instances() == before
+    assert inotify_instances() == before
     closed = InotifyWatcher(tmp_path / "root")
     closed.close()
     closed.close()  # once only, however often
-    assert instances() == before
+    assert inotify_instances() == before
