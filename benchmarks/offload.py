@@ -34,7 +34,7 @@ from search_engine.models import Match, MatchType
 from server.output import ListPage, OffloadStore, OutputLayer, OutputMode, RenderOptions
 from server.output.descriptor import build_file_ref
 from server.records import match_record
-from server.settings import OffloadSettings
+from server.settings import OffloadSettings, SqlSettings
 
 
 def make_records(target_bytes: int) -> list[dict[str, Any]]:
@@ -89,7 +89,7 @@ def measure(label: str, records: list[dict[str, Any]], repeats: int, work: Path)
     naive_dir.mkdir()
     settings = OffloadSettings(output_dir=out_dir)
     store = OffloadStore(out_dir)
-    layer = OutputLayer(settings, store)
+    layer = OutputLayer(settings, SqlSettings(), store)
     page = ListPage(records, search_block={"query": "handler_", "mode": "regex", "parameters": {}})
     options = RenderOptions(tool="regex_search", query="handler_", output_mode=OutputMode.FILE_REF)
     counter = [0]

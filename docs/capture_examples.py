@@ -275,8 +275,7 @@ ERROR_CASES: dict[str, str] = {
     ),
     "index_unavailable": "the index on disk cannot be read or written",
     "jq_timeout": (
-        "`jq_filter` ran past `offload.jq_timeout_s`, or waited that long for a worker (the server busy with other "
-        "filters)"
+        "`jq_filter` ran past `jq.timeout_s`, or waited that long for a worker (the server busy with other filters)"
     ),
     "invalid_jq_filter": (
         "`jq_filter` was refused (reads the environment or files, holds a NUL), does not compile, fails, "
@@ -284,8 +283,7 @@ ERROR_CASES: dict[str, str] = {
     ),
     "sql_rejected": "not exactly one read-only statement",
     "sql_timeout": (
-        "the SQL ran past `offload.duckdb_timeout_s`, or waited that long for its turn (the server busy with other "
-        "queries)"
+        "the SQL ran past `sql.timeout_s`, or waited that long for its turn (the server busy with other queries)"
     ),
     "sql_result_too_large": "with `output_mode=legacy`, the result is larger than one answer",
     "sql_failed": "the SQL was accepted but failed (unknown table or column, type error, memory)",

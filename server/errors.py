@@ -54,7 +54,7 @@ from search_engine import (
     UnsafeDirectoryError,
 )
 from server.json_result import json_result
-from server.settings import validation_problems
+from server.validation_problems import validation_problems
 from sessions import (
     CursorError,
     CursorExpiredError,

@@ -16,7 +16,6 @@ from search_engine import Match, SearchRequest
 from server.jq import view_expression
 from server.output import WholeList
 from server.records import Detail, match_record
-from server.settings import SearchSettings, default_of
 from sessions import Page
 
 #: Request fields that are shown as the search's identity rather than under "parameters".
@@ -46,10 +45,19 @@ def _echo(text: str) -> str:
     return text if len(text) <= _ECHO_CHARS else f"{text[:_ECHO_CHARS]}… ({len(text)} characters)"
 
 
+#: Characters of each match's text a page shows when a call gives no `snippet_length`: whole
+#: regex lines up to 500, and 6-8 lines of a semantic or hybrid chunk (enough to recognise the
+#: code, and more files fit a token budget). Not settings: the agent picks its own per call,
+#: up to `MAX_SNIPPET_LENGTH`.
+SNIPPET_LENGTH = 500
+RANKED_SNIPPET_LENGTH = 300
+MAX_SNIPPET_LENGTH = 2000
+
+
 @dataclass(frozen=True)
 class RecordOptions:
     include_snippet: bool = True
-    snippet_length: int | None = default_of(SearchSettings, "default_snippet_length")
+    snippet_length: int | None = SNIPPET_LENGTH
     detail: Detail = Detail.COMPACT
 
 

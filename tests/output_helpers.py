@@ -12,7 +12,7 @@ from typing import Any
 from search_engine.models import Match, MatchType
 from server.output import ListPage, OffloadStore, OutputLayer, OutputMode, Rendered, RenderOptions
 from server.records import match_record
-from server.settings import OffloadSettings
+from server.settings import OffloadSettings, SqlSettings
 from server.sql import Datasets, QueryResult, answer_query
 
 LANGUAGES = {".py": "python", ".go": "go", ".rs": "rust"}
@@ -70,7 +70,9 @@ def make_page(records: list[Any], page_size: int | None = None, offset: int = 0)
 
 def make_layer(output_dir: Path, **settings: Any) -> OutputLayer:
     offload = OffloadSettings(output_dir=output_dir, **settings)
-    return OutputLayer(offload, OffloadStore(offload.output_dir, retention_hours=offload.retention_hours))
+    return OutputLayer(
+        offload, SqlSettings(), OffloadStore(offload.output_dir, retention_hours=offload.retention_hours)
+    )
 
 
 def query(datasets: Datasets, sql: str, dataset_id: str | None = None) -> QueryResult:

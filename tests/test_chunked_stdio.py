@@ -195,14 +195,10 @@ def test_reassembly_settings_default_to_30_s_and_64_mib_and_are_configurable(tmp
         library.max_frames_per_message,
     )
     toml = tmp_path / "codepager.toml"
-    toml.write_text(
-        "[server]\nchunk_timeout_s = 2.5\nchunk_max_buffered_bytes = 1048576\nchunk_max_partial_messages = 3\n"
-    )
+    toml.write_text("[server]\nchunk_timeout_s = 2.5\nchunk_max_buffered_bytes = 1048576\n")
     monkeypatch.setenv("CODEPAGER_SERVER__MAX_REQUEST_BYTES", "2097152")
-    monkeypatch.setenv("CODEPAGER_SERVER__CHUNK_MAX_FRAMES_PER_MESSAGE", "100")
     configured = framing_options(load_settings(toml).server)
     assert (configured.timeout_s, configured.max_buffered_bytes, configured.max_message_bytes) == (2.5, 2**20, 2**21)
-    assert (configured.max_partial_messages, configured.max_frames_per_message) == (3, 100)
 
 
 @pytest.mark.slow

@@ -280,7 +280,7 @@ def test_one_over_long_frame_costs_no_memory_and_is_refused_with_its_id(chunked_
     assert growth < 10 * MB, f"peak RSS rose {growth / MB:.0f} MB for a 100 MB frame"
 
 
-MAX_PARTIAL = 64  # the default server.chunk_max_partial_messages
+MAX_PARTIAL = 64  # framing's DEFAULT_MAX_PARTIAL_MESSAGES
 
 
 def _frame(message_id: str, index: int, total: int, data: bytes = b"") -> bytes:

@@ -17,7 +17,7 @@ import pytest
 from server.output import MIN_OUTPUT_TOKENS, OffloadStore, OutputLayer, OutputMode, estimate_tokens
 from server.output.jsontext import byte_size
 from server.output.layer import Ceiling, select_mode
-from server.settings import OffloadSettings
+from server.settings import OffloadSettings, SqlSettings
 from server.sql import Datasets
 from tests.output_helpers import make_layer, make_page, make_records, options, walk
 
@@ -280,28 +280,14 @@ def test_a_write_failing_midway_leaves_no_file_and_falls_back(tmp_path: Path) ->
 
 
 def test_everything_is_built_from_settings(tmp_path: Path) -> None:
-    s = OffloadSettings(
-        output_dir=tmp_path,
-        max_tokens=1234,
-        max_bytes=5678,
-        retention_hours=2,
-        sweep_interval_s=7,
-        duckdb_memory_limit="64MB",
-        duckdb_threads=2,
-        duckdb_timeout_s=3,
-        duckdb_max_rows=9,
-    )
+    s = OffloadSettings(output_dir=tmp_path, max_tokens=1234, max_bytes=5678, retention_hours=2)
+    sql = SqlSettings(memory_limit="64MB", threads=2, timeout_s=3, max_rows=9, max_result_bytes=4096)
     store = OffloadStore.from_settings(s)
-    assert (store.root, store.retention_s, store.sweeper.interval_s) == (tmp_path, 7200, 7)
-    assert OutputLayer(s, store).ceiling == Ceiling(1234, 5678)
-    ds = Datasets(store, limits=s)
-    limits = ds.limits
-    assert (limits.duckdb_memory_limit, limits.duckdb_threads, limits.duckdb_timeout_s, limits.duckdb_max_rows) == (
-        "64MB",
-        2,
-        3,
-        9,
-    )
+    assert (store.root, store.retention_s, store.max_read_bytes) == (tmp_path, 7200, 5678)
+    layer = OutputLayer(s, sql, store)
+    assert layer.ceiling == Ceiling(1234, 5678) and (layer.lists.max_rows, layer.lists.max_bytes) == (9, 4096)
+    limits = Datasets(store, limits=sql).limits
+    assert (limits.memory_limit, limits.threads, limits.timeout_s, limits.max_rows) == ("64MB", 2, 3, 9)
 
 
 def test_an_output_dir_of_ours_open_to_others_is_made_0700(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -146,8 +146,8 @@ async def test_the_proxys_own_tools_answer_within_its_threshold(client: Client[A
 
 @pytest.mark.slow
 async def test_the_proxys_sql_runs_under_its_own_duckdb_limits(client: Client[Any]) -> None:
-    """proxy.duckdb_threads and proxy.duckdb_memory_limit (2 and 1GB), not the search server's
-    offload.duckdb_* (1 and 512MB), are what the proxy's DuckDB connections run with."""
+    """[proxy.sql]'s threads and memory_limit (2 and 1GB by default), not [sql]'s (1 and 512MB),
+    are what the proxy's DuckDB connections run with."""
     sql = "SELECT current_setting('threads') AS threads, current_setting('memory_limit') AS memory"
     (row,) = structured(await client.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
     assert row["threads"] == 2 and row["memory"].startswith(("1.0 GB", "953.6 MiB")), row

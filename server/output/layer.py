@@ -45,7 +45,7 @@ from server.output.jsontext import byte_size, dumps, estimate_tokens
 from server.output.list_dataset import ListDataset, ListDatasets, WholeList
 from server.output.offload import OffloadedFile, OffloadStore
 from server.output.stats import Stats, compute_stats
-from server.settings import OffloadSettings
+from server.settings import OffloadSettings, SqlSettings
 
 #: Below this even an empty page's envelope (search, pagination, metadata) may not fit, so a
 #: smaller `max_output_tokens` is refused up front instead of producing a useless answer.
@@ -261,13 +261,20 @@ class OutputLayer:
     """Renders pages for the search tools, the SQL tool and the proxy alike."""
 
     def __init__(
-        self, settings: OffloadSettings, store: OffloadStore, *, sql_tool: str | None = "analyze-with-duckdb"
+        self,
+        settings: OffloadSettings,
+        sql: SqlSettings,
+        store: OffloadStore,
+        *,
+        sql_tool: str | None = "analyze-with-duckdb",
     ) -> None:
+        """`sql`: the caps of a whole SQL result, which the whole result list a page names as
+        its dataset is held to as well."""
         self.ceiling = Ceiling(tokens=settings.max_tokens, bytes=settings.max_bytes)
         self.retention_hours = settings.retention_hours
         self.store = store
         self.sql_tool = sql_tool
-        self.lists = ListDatasets(store, max_rows=settings.duckdb_max_rows, max_bytes=settings.duckdb_max_result_bytes)
+        self.lists = ListDatasets(store, max_rows=sql.max_rows, max_bytes=sql.max_result_bytes)
 
     def render(self, page: PageView, options: RenderOptions) -> Rendered:
         ceiling = (options.ceiling or self.ceiling).lowered_to(options.max_output_tokens)

@@ -38,9 +38,8 @@ from search_engine import (
 from server.clients import client_name, profile_for
 from server.errors import InvalidParamsError
 from server.jq import view_expression, view_key
-from server.response import SearchResponse
+from server.response import MAX_SNIPPET_LENGTH, RANKED_SNIPPET_LENGTH, SNIPPET_LENGTH, SearchResponse
 from server.services import Services
-from server.settings import validation_problems
 from server.tools.bounds import Globs, LongText, PathText
 from server.tools.descriptions import (
     HYBRID_DESCRIPTION,
@@ -54,7 +53,8 @@ from server.tools.page_args import PageArgs, page_parameters, with_page_args
 from server.tools.registry import ToolBody, mcp_tool
 from server.tools.schemas import SEARCH_OUTPUT
 from server.tools.search_arguments import SearchArguments, sent_arguments
-from sessions import CursorParamsMismatchError, CursorState
+from server.validation_problems import validation_problems
+from sessions import MAX_PAGE_SIZE, CursorParamsMismatchError, CursorState
 
 # The search-defining parameters, each with the one line the listed schema carries (tools/list
 # is paid for in every conversation, so one short line each; the ranked tools share theirs).
@@ -93,9 +93,9 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
     s = services.settings.search
     contract = paging(services.settings.sessions.cursor_max_age_s)
     bounded = {
-        "page_size": Annotated[int | None, Field(ge=1, le=s.max_page_size, description="results per page")],
+        "page_size": Annotated[int | None, Field(ge=1, le=MAX_PAGE_SIZE, description="results per page")],
         "snippet_length": Annotated[
-            int, Field(ge=1, le=s.max_snippet_length, description="cut each text to this many chars")
+            int, Field(ge=1, le=MAX_SNIPPET_LENGTH, description="cut each text to this many chars")
         ],
         "cursor": Annotated[str | None, Field(description=contract.cursor)],
     }
@@ -116,7 +116,7 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
 
         return add
 
-    @search_tool("regex_search", REGEX_DESCRIPTION, s.default_snippet_length)
+    @search_tool("regex_search", REGEX_DESCRIPTION, SNIPPET_LENGTH)
     async def regex_search(
         ctx: Context,
         pattern: Annotated[LongText | None, Field(description="ripgrep regex (Rust syntax)")] = None,
@@ -139,7 +139,7 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
         return await run_search(services, ctx, "regex_search", call, page_args)
 
     def make_ranked_tool(mode: SearchMode, name: str, description: str) -> None:
-        @search_tool(name, description, s.default_ranked_snippet_length)
+        @search_tool(name, description, RANKED_SNIPPET_LENGTH)
         async def ranked_search(
             ctx: Context,
             query: Annotated[LongText | None, Field(description="a name, words or a question")] = None,

@@ -23,14 +23,13 @@ StdioStreams = AbstractAsyncContextManager[tuple[ReadStream[SessionMessage | Exc
 
 
 def framing_options(settings: ServerSettings) -> FramingOptions:
-    """The chunked-stdio server's framing: its frame size, and what it will buffer from a client."""
+    """The chunked-stdio server's framing: its frame size, and what it will buffer from a client
+    (how many incomplete messages and frames a message are framing's fixed bounds)."""
     return FramingOptions(
         chunk_limit=settings.chunk_limit,
         timeout_s=settings.chunk_timeout_s,
         max_buffered_bytes=settings.chunk_max_buffered_bytes,
         max_message_bytes=settings.max_request_bytes,
-        max_partial_messages=settings.chunk_max_partial_messages,
-        max_frames_per_message=settings.chunk_max_frames_per_message,
     )
 
 
