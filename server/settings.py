@@ -123,11 +123,9 @@ class SearchSettings(_Section):
         ),
     )
     default_page_size: int = Field(
-        DEFAULT_PAGE_SIZE,
-        ge=1,
-        le=MAX_PAGE_SIZE,
-        description=f"Matches per page when a search call gives no page_size (a call may ask up to {MAX_PAGE_SIZE}).",
+        DEFAULT_PAGE_SIZE, ge=1, description="Matches per page when a search call gives no page_size."
     )
+    max_page_size: int = Field(MAX_PAGE_SIZE, ge=1, description="Largest page_size a search call may ask for.")
 
 
 class IndexSettings(_Section):
@@ -420,22 +418,6 @@ class ServerSettings(_Section):
             'affected. `"*"` allows any.'
         ),
     )
-    body_timeout_s: Seconds = Field(
-        30.0,
-        gt=0,
-        description=(
-            "HTTP: a request body that sends nothing for this many seconds, or request headers not all in within this "
-            "many seconds of their start, are answered 408 and the connection closed."
-        ),
-    )
-    body_max_buffered_bytes: int = Field(
-        64 * 1024 * 1024,
-        ge=1024,
-        description=(
-            "HTTP: bytes all request bodies still arriving may hold together; a request whose body would pass it "
-            "is answered 503 (JSON-RPC -32600) and its connection closed."
-        ),
-    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "WARNING", description="Log level of codepager, fastmcp and (on HTTP) uvicorn; logs go to stderr only."
     )
@@ -452,17 +434,24 @@ class ServerSettings(_Section):
             "never held whole. HTTP also keeps the MCP SDK's own 4 MiB cap."
         ),
     )
-    chunk_timeout_s: Seconds = Field(
+    # One budget in time and one in bytes for requests still arriving, on either transport that
+    # takes them in pieces (one server runs one transport): the same defaults, the same concept.
+    request_timeout_s: Seconds = Field(
         DEFAULT_CHUNK_TIMEOUT_S,
         gt=0,
-        description="chunked-stdio: an incomplete incoming message with no new frame for this long is dropped.",
-    )
-    chunk_max_buffered_bytes: int = Field(
-        DEFAULT_MAX_BUFFERED_BYTES,
-        ge=1,
         description=(
-            "chunked-stdio: bytes all incomplete incoming messages may hold together, each frame counting its data "
-            f"plus {FRAME_OVERHEAD}; a frame past it drops its message (answered -32600)."
+            "A request that stops arriving for this many seconds is dropped. HTTP: a body that sends nothing for "
+            "this long, or headers not all in within this long of their start, are answered 408 and the connection "
+            "closed. chunked-stdio: an incomplete message with no new frame for this long is dropped."
+        ),
+    )
+    max_buffered_request_bytes: int = Field(
+        DEFAULT_MAX_BUFFERED_BYTES,
+        ge=1024,
+        description=(
+            "Bytes all requests still arriving may hold together (HTTP bodies; chunked-stdio frames, each counting "
+            f"its data plus {FRAME_OVERHEAD}); the request that would pass it is refused (JSON-RPC -32600; HTTP 503, "
+            "connection closed)."
         ),
     )
 
@@ -502,10 +491,11 @@ class ServerSettings(_Section):
 
     @model_validator(mode="after")
     def _one_request_fits_the_body_budget(self) -> ServerSettings:
-        if self.body_max_buffered_bytes < self.max_request_bytes:
+        if self.max_buffered_request_bytes < self.max_request_bytes:
             raise ValueError(
-                f"server.body_max_buffered_bytes ({self.body_max_buffered_bytes}) is below server.max_request_bytes "
-                f"({self.max_request_bytes}): a request of the largest allowed size would always be refused; raise "
+                f"server.max_buffered_request_bytes ({self.max_buffered_request_bytes}) is below "
+                f"server.max_request_bytes ({self.max_request_bytes}): a request of the largest allowed size would "
+                "always be refused; raise "
                 "the first or lower the second"
             )
         return self
@@ -528,6 +518,11 @@ class ServerSettings(_Section):
 #: variable naming one is refused with the new name rather than read (a value silently left
 #: unread would be a limit the user believes in and does not have).
 MOVED_SETTINGS: dict[tuple[str, str], str] = {
+    **{("server", key): "server.request_timeout_s" for key in ("body_timeout_s", "chunk_timeout_s")},
+    **{
+        ("server", key): "server.max_buffered_request_bytes"
+        for key in ("body_max_buffered_bytes", "chunk_max_buffered_bytes")
+    },
     **{("offload", f"jq_{key}"): f"jq.{key}" for key in ("timeout_s", "memory_mb", "max_concurrent")},
     **{
         ("offload", f"duckdb_{key}"): f"sql.{key}"
@@ -541,7 +536,6 @@ MOVED_SETTINGS: dict[tuple[str, str], str] = {
 REMOVED_SETTINGS: dict[tuple[str, str], str] = {
     ("server", "chunk_max_partial_messages"): "64",
     ("server", "chunk_max_frames_per_message"): "32,768",
-    ("search", "max_page_size"): "200",
     ("search", "default_snippet_length"): "500; a call's snippet_length still picks its own",
     ("search", "default_ranked_snippet_length"): "300; a call's snippet_length still picks its own",
     ("search", "max_snippet_length"): "2,000",

@@ -45,7 +45,7 @@ def test_environment_beats_toml_which_beats_defaults(tmp_path: Path) -> None:
     settings = effective(tmp_path, toml, CODEPAGER_SEARCH__MAX_RESULTS="700")
     assert settings["search"]["max_results"] == 700  # env over TOML
     assert settings["search"]["default_page_size"] == 25 and settings["sessions"]["ttl_s"] == 60  # TOML over defaults
-    assert settings["search"]["max_results"] == 700 and settings["offload"]["max_tokens"] == 20_000  # defaults
+    assert settings["search"]["max_page_size"] == 200 and settings["offload"]["max_tokens"] == 20_000  # defaults
     assert settings["sql"]["max_rows"] == 100_000 and settings["jq"]["timeout_s"] == 5  # defaults
 
 
@@ -130,8 +130,8 @@ def test_a_variable_that_is_not_json_is_not_blamed_on_the_file(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_a_body_budget_below_one_largest_request_is_refused(tmp_path: Path) -> None:
-    err = refused(tmp_path, "[server]\nmax_request_bytes = 2000000\nbody_max_buffered_bytes = 1000000\n")
-    assert "server.body_max_buffered_bytes (1000000) is below server.max_request_bytes (2000000)" in err
+    err = refused(tmp_path, "[server]\nmax_request_bytes = 2000000\nmax_buffered_request_bytes = 1000000\n")
+    assert "server.max_buffered_request_bytes (1000000) is below server.max_request_bytes (2000000)" in err
 
 
 @pytest.mark.slow

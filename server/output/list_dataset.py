@@ -1,6 +1,6 @@
 """The dataset a search's file_ref answer names: the search's whole result list, not the page.
 
-An offloaded page holds at most `sessions.MAX_PAGE_SIZE` matches, but an agent sent to SQL or
+An offloaded page holds at most `search.max_page_size` matches, but an agent sent to SQL or
 jq "to query a big result (group, count, join)" means the result, all of it: the matches of
 `django/http/` on page 1 of 8,752 are not the matches of `django/http/`. So beside the page
 file, the list the pages walk (every match the session holds, after any jq_filter) is written

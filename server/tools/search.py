@@ -54,7 +54,7 @@ from server.tools.registry import ToolBody, mcp_tool
 from server.tools.schemas import SEARCH_OUTPUT
 from server.tools.search_arguments import SearchArguments, sent_arguments
 from server.validation_problems import validation_problems
-from sessions import MAX_PAGE_SIZE, CursorParamsMismatchError, CursorState
+from sessions import CursorParamsMismatchError, CursorState
 
 # The search-defining parameters, each with the one line the listed schema carries (tools/list
 # is paid for in every conversation, so one short line each; the ranked tools share theirs).
@@ -93,7 +93,7 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
     s = services.settings.search
     contract = paging(services.settings.sessions.cursor_max_age_s)
     bounded = {
-        "page_size": Annotated[int | None, Field(ge=1, le=MAX_PAGE_SIZE, description="results per page")],
+        "page_size": Annotated[int | None, Field(ge=1, le=s.max_page_size, description="results per page")],
         "snippet_length": Annotated[
             int, Field(ge=1, le=MAX_SNIPPET_LENGTH, description="cut each text to this many chars")
         ],
