@@ -31,8 +31,8 @@ import search_engine.chunking as chunking
 import search_engine.embeddings as embeddings
 from search_engine.chunk_jobs import ChunkJob, chunk_files
 from search_engine.config import EngineConfig
-from search_engine.files import discover
-from search_engine.paths import SearchLocation
+from search_engine.files.discovery import discover
+from search_engine.files.paths import SearchLocation
 
 BENCH = Path("/work/shared/bench")
 REPOS = ("aiohttp", "fastapi", "model2vec", "pydantic")

@@ -41,8 +41,9 @@ from search_engine.errors import (
     ToolMissingError,
     UnsafeDirectoryError,
 )
-from search_engine.files import display_path
-from search_engine.languages import language_for
+from search_engine.files.discovery import display_path
+from search_engine.files.languages import language_for
+from search_engine.files.paths import SearchLocation, resolve_search_path, searched_roots
 from search_engine.lazy import lazy_exports
 from search_engine.models import (
     DEFAULT_MAX_RESULTS,
@@ -56,7 +57,6 @@ from search_engine.models import (
     SearchRequest,
     SearchResult,
 )
-from search_engine.paths import SearchLocation, resolve_search_path, searched_roots
 from search_engine.private_dir import check_cache_dir, check_own_dir, make_private
 from search_engine.regular_file import open_regular_file
 from search_engine.secret_file import MIN_SECRET_LENGTH, SecretFile

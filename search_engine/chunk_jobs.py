@@ -37,8 +37,8 @@ from search_engine.chunk_workers import PARSE_MEMORY_BUDGET, chunking_pool
 from search_engine.chunking import chunk_file
 from search_engine.chunks import Chunk
 from search_engine.errors import SearchError
-from search_engine.files import DiscoveredFile
-from search_engine.languages import language_for
+from search_engine.files.discovery import DiscoveredFile
+from search_engine.files.languages import language_for
 from search_engine.lexical import lexical_document
 
 # Files per task sent to a worker, and tasks in flight per worker: enough to keep the workers

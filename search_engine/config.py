@@ -15,7 +15,7 @@ import platformdirs
 
 MINIFIED_GLOBS: tuple[str, ...] = ("*.min.js", "*.min.css")
 """Minified files, left out by default: one line of a whole bundle matches nearly anything.
-Answers say how many a search left out (`search_engine.skipped`)."""
+Answers say how many a search left out (`search_engine.files.skipped`)."""
 DEFAULT_EXCLUDES: tuple[str, ...] = (
     ".git",
     "node_modules",
@@ -58,7 +58,7 @@ CURSOR_KEY_FILE = "cursor.key"
 """The cache dir's cursor key, the secret cursors are sealed with (`sessions.keys`)."""
 CACHE_ENTRIES = (INDEXES_DIR, CURSOR_KEY_FILE)
 """Everything codepager keeps in its cache dir: what a search or an index of a root that holds
-the cache dir leaves out (`search_engine.files.plan_walk`)."""
+the cache dir leaves out (`search_engine.files.discovery.plan_walk`)."""
 CURSOR_KEY_TEMP_PREFIX = f".{CURSOR_KEY_FILE}."
 """How the cursor key's temporary files are named while it is published (`sessions.keys`)."""
 CURSOR_KEY_TEMP_GLOB = f"{CURSOR_KEY_TEMP_PREFIX}*"

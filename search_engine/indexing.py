@@ -4,7 +4,7 @@ One pass, under the writer lock:
 1. Load the live generation if it is compatible (same format, chunker, model, lexical
    version); anything else (no index, an older format, a damaged one, another model) means a
    full rebuild.
-2. Discover files exactly as regex search does (`search_engine.files.discover`).
+2. Discover files exactly as regex search does (`search_engine.files.discovery.discover`).
 3. A file whose mtime and size match the index is unchanged: its rows (chunk metadata, text,
    vectors, postings) are copied from the old generation without reading it. Otherwise it
    is read and hashed; same digest (touched, or checked out again) -> copied too; different
@@ -35,10 +35,10 @@ from search_engine.chunking import CHUNKER_VERSION
 from search_engine.config import EngineConfig
 from search_engine.embeddings import Embedder, chunk_text
 from search_engine.errors import IndexDamagedError, IndexStoreError
-from search_engine.files import DiscoveredFile, discover
+from search_engine.files.discovery import DiscoveredFile, discover
+from search_engine.files.paths import SearchLocation
 from search_engine.index_store import FORMAT_VERSION, FileEntry, GenerationWriter, IndexStore, Manifest, Snapshot
 from search_engine.lexical import LEXICAL_VERSION
-from search_engine.paths import SearchLocation
 
 log = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from search_engine.chunks import Chunk
 from search_engine.config import EngineConfig
 from search_engine.corpus import LivePart
 from search_engine.embeddings import Embedder, chunk_text
-from search_engine.files import DiscoveredFile, discover
+from search_engine.files.discovery import DiscoveredFile, discover
+from search_engine.files.paths import SearchLocation
 from search_engine.lexical import LexicalBuilder
-from search_engine.paths import SearchLocation
 from search_engine.ranking import Ranker
 from search_engine.vectors import VectorIndex, quantize
 

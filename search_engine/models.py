@@ -53,7 +53,7 @@ class SearchRequest(BaseModel):
     `path` is an optional sub-path relative to it. `roots`, when set, are every root a search
     with no `path` covers, in the server's order (`root` is the first): the search runs in
     each and its matches are labelled by their root (`Match.path` absolute). Validation of
-    these against the filesystem happens in `search_engine.paths`, not here, so a request can
+    these against the filesystem happens in `search_engine.files.paths`, not here, so a request can
     be rebuilt from a cursor without touching the disk.
     """
 

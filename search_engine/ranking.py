@@ -5,7 +5,7 @@ index (the `Corpus`: per-file structures, symbol table, path vocabulary) is buil
 every query only pays for scoring. Path filters (sub-path, include and exclude globs) become a
 mask over chunks *before* ranking: top-k is taken among allowed chunks, never cut afterwards,
 so a filter never leaves a page short. Globs are resolved by the same ripgrep file selection
-that regex search uses (`search_engine.files.discover`), so `--glob '*.py'` means the same
+that regex search uses (`search_engine.files.discovery.discover`), so `--glob '*.py'` means the same
 thing in every mode; the result is cached per filter for the life of the generation.
 
 Scoring runs with numpy's BLAS limited to one thread. A query's products are matrix-vector
@@ -34,13 +34,13 @@ from search_engine.config import EngineConfig
 from search_engine.corpus import Corpus, LivePart
 from search_engine.embeddings import relevance_floor
 from search_engine.errors import reading
-from search_engine.files import discover
+from search_engine.files.discovery import discover
+from search_engine.files.paths import SearchLocation
 from search_engine.hits import Hit
 from search_engine.hybrid import hybrid_search
 from search_engine.lexical import LexicalIndex
 from search_engine.live import Settled
 from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
-from search_engine.paths import SearchLocation
 from search_engine.roots import combined_freshness, combined_generation, in_root
 from search_engine.semantic import semantic_search
 from search_engine.tokenize import validate_query

@@ -38,10 +38,10 @@ import msgspec
 
 from search_engine.config import EngineConfig
 from search_engine.errors import InvalidQueryError, SearchError
-from search_engine.files import Walk, explicit_file_warning, plan_walk, shown_path
-from search_engine.languages import language_for
+from search_engine.files.discovery import Walk, explicit_file_warning, plan_walk, shown_path
+from search_engine.files.languages import language_for
+from search_engine.files.paths import SearchLocation
 from search_engine.models import Match, MatchType, SearchRequest, SearchResult
-from search_engine.paths import SearchLocation
 from search_engine.ripgrep import RipgrepRun
 
 ELLIPSIS = "…"

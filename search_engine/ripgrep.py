@@ -34,7 +34,7 @@ except ImportError:  # Windows
 
 from search_engine.config import EngineConfig
 from search_engine.errors import InvalidQueryError, SearchError, SearchTimeoutError, ToolMissingError
-from search_engine.skipped import Skipped
+from search_engine.files.skipped import Skipped
 from search_engine.slots import Slots
 
 _EXE = "rg.exe" if os.name == "nt" else "rg"

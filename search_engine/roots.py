@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from search_engine.files import display_path
+from search_engine.files.discovery import display_path
 from search_engine.models import Freshness, FreshnessState, Match, SearchRequest, SearchResult
 
 #: Bytes of the digest `combined_generation` keeps: a 48-bit number, exact in JSON and in a

@@ -24,7 +24,7 @@ import numpy as np
 from rapidfuzz import fuzz, process
 
 from search_engine.chunks import Chunk
-from search_engine.languages import FileKind, file_kind
+from search_engine.files.languages import FileKind, file_kind
 
 # `def name`, `class Name`, `func (r *T) Name`, `pub fn name`, `export default function name`,
 # `interface Name`, ... at the start of a line: the common shapes of a definition across the

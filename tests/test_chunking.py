@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from search_engine.chunking import MAX_CHARS, WINDOW_OVERLAP_LINES, chunk_file
 from search_engine.chunks import Chunk
-from search_engine.languages import language_for
+from search_engine.files.languages import language_for
 from tests.index_helpers import assert_well_formed
 
 

@@ -12,7 +12,7 @@ import pytest
 from search_engine.chunking import chunk_file
 from search_engine.chunks import Chunk
 from search_engine.errors import IndexStoreError
-from search_engine.languages import language_for
+from search_engine.files.languages import language_for
 from search_engine.lexical import LexicalIndex
 from search_engine.tokenize import query_terms
 

@@ -108,7 +108,7 @@ def test_the_live_ranking_is_a_fresh_index_ranking(
     mode: SearchMode,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import search_engine.files as files
+    import search_engine.files.discovery as files
     import search_engine.indexing as indexing
 
     engine, walking = held

@@ -7,7 +7,7 @@ import pytest
 
 from search_engine.chunking import chunk_file
 from search_engine.chunks import Chunk
-from search_engine.languages import language_for
+from search_engine.files.languages import language_for
 from search_engine.symbols import SymbolIndex, query_identifiers
 
 SOURCES = {

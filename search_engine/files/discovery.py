@@ -54,10 +54,10 @@ from pathlib import Path, PurePosixPath
 from search_engine.beneath import BeneathWalk, open_beneath
 from search_engine.config import CACHE_ENTRIES, CURSOR_KEY_TEMP_GLOB, EngineConfig
 from search_engine.errors import PathNotFoundError, PathOutsideRootError
-from search_engine.ignore_files import check_ignore_files
-from search_engine.paths import SearchLocation
+from search_engine.files.ignore_files import check_ignore_files
+from search_engine.files.paths import SearchLocation
+from search_engine.files.skipped import Skipped, recall, remember
 from search_engine.ripgrep import RipgrepRun
-from search_engine.skipped import Skipped, recall, remember
 
 log = logging.getLogger(__name__)
 

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from search_engine.errors import SearchTimeoutError
-from search_engine.folder_listing import list_folder
-from search_engine.paths import SearchLocation
+from search_engine.files.folder_listing import list_folder
+from search_engine.files.paths import SearchLocation
 
 #: The largest ignore file rg is given to read: real ones are a few KB (a generated one for a
 #: large monorepo, tens of KB); rg holds every line of one as a glob in memory.
