@@ -39,7 +39,7 @@ DEFAULT_MAX_LINE_WIDTH = 500
 DEFAULT_MAX_FILE_SIZE = 1024 * 1024
 """Files larger than this (bytes) are skipped."""
 DEFAULT_RG_MAX_CONCURRENT = 4
-"""At most this many rg processes run at once in one process (`search_engine.ripgrep`)."""
+"""At most this many rg processes run at once in one process (`search_engine.regex.ripgrep`)."""
 MAX_FILE_SIZE_LIMIT = 256 << 20
 """The largest `max_file_size` there may be: what an index stores of one file is bounded by
 it when read back (`chunk_table.MAX_FILE_TEXT`), whoever wrote the index."""

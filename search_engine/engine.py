@@ -76,7 +76,7 @@ class SearchEngine:
     def search(self, request: SearchRequest) -> SearchResult:
         """Run `request` to completion. Deterministic for a given index generation."""
         if request.mode is SearchMode.REGEX:
-            from search_engine.regex import regex_search
+            from search_engine.regex.search import regex_search
 
             began = time.time()
             if request.roots:

@@ -25,7 +25,7 @@ import msgspec
 
 from search_engine.beneath import read_beneath
 from search_engine.models import Match
-from search_engine.regex import ELLIPSIS
+from search_engine.regex.search import ELLIPSIS
 
 RECHECK_BUDGET = 64 << 20
 # Copies of a match's text looked at in its file when choosing the one nearest its old place.

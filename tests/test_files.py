@@ -20,7 +20,7 @@ from search_engine.files.discovery import BINARY_SNIFF_BYTES, DiscoveredFile, di
 from search_engine.files.ignore_files import MAX_IGNORE_FILE_BYTES
 from search_engine.files.paths import SearchLocation
 from search_engine.models import SearchRequest
-from search_engine.regex import regex_search
+from search_engine.regex.search import regex_search
 from sessions import load_or_create_key
 from tests.code_tree import git_checkout
 

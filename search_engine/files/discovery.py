@@ -57,7 +57,7 @@ from search_engine.errors import PathNotFoundError, PathOutsideRootError
 from search_engine.files.ignore_files import check_ignore_files
 from search_engine.files.paths import SearchLocation
 from search_engine.files.skipped import Skipped, recall, remember
-from search_engine.ripgrep import RipgrepRun
+from search_engine.regex.ripgrep import RipgrepRun
 
 log = logging.getLogger(__name__)
 

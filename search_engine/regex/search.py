@@ -42,7 +42,7 @@ from search_engine.files.discovery import Walk, explicit_file_warning, plan_walk
 from search_engine.files.languages import language_for
 from search_engine.files.paths import SearchLocation
 from search_engine.models import Match, MatchType, SearchRequest, SearchResult
-from search_engine.ripgrep import RipgrepRun
+from search_engine.regex.ripgrep import RipgrepRun
 
 ELLIPSIS = "…"
 _MAX_WARNINGS = 20
