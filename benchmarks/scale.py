@@ -15,7 +15,7 @@ a fresh process so its peak RSS is its own:
 Each step also reports its process's CPU seconds (`cpu_s`; the cold step's excludes its
 chunking workers): on a shared machine the wall times follow the load, the CPU times less.
 
-A build chunks its files in worker processes (`search_engine.chunk_jobs`): the cold
+A build chunks its files in worker processes (`search_engine.chunking.jobs`): the cold
 step's peak RSS is the indexing process's own, and `workers_rss_mb` the largest sum of its
 workers' resident sets seen (sampled every 0.2 s).
 

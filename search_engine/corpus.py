@@ -25,7 +25,7 @@ import numpy as np
 from rapidfuzz import fuzz, process
 
 from search_engine.chunk_table import ChunkTable
-from search_engine.chunks import Chunk
+from search_engine.chunking.chunk import Chunk
 from search_engine.file_words import FileWords
 from search_engine.lexical import JoinedLexical, Lexical, LexicalIndex
 from search_engine.priors import PathPriors, TreeFacts

@@ -41,7 +41,7 @@ from typing import Protocol
 
 import numpy as np
 
-from search_engine.chunks import Chunk
+from search_engine.chunking.chunk import Chunk
 from search_engine.config import EngineConfig
 from search_engine.errors import ModelLoadError
 

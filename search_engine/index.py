@@ -40,8 +40,8 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from search_engine.chunk_jobs import over_budget_warnings
 from search_engine.chunk_table import ChunkTable
+from search_engine.chunking.jobs import over_budget_warnings
 from search_engine.config import DEFAULT_FRESH_WAIT_S, EngineConfig
 from search_engine.embeddings import Embedder, embedder_for
 from search_engine.errors import IndexDamagedError, IndexStoreError

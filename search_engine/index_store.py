@@ -9,7 +9,7 @@
             files.msgpack     per file: mtime_ns, size, content digest, its chunk range
                               (replaced atomically when files were only touched)
             over_budget.msgpack  the files chunked as plain text because their parse
-                              outgrew its worker (`search_engine.chunk_workers`); none
+                              outgrew its worker (`search_engine.chunking.workers`); none
                               in a generation written before it
             pins              flock'ed shared by every process that has this generation open
             chunks/           chunk metadata in columns, text compressed per file
@@ -67,7 +67,7 @@ from filelock import FileLock, Timeout
 from search_engine import coarse
 from search_engine.arrays import load_array
 from search_engine.chunk_table import ChunkTable, ChunkTableWriter, text_key
-from search_engine.chunks import Chunk
+from search_engine.chunking.chunk import Chunk
 from search_engine.config import INDEXES_DIR
 from search_engine.errors import IndexDamagedError, IndexStoreError, reading
 from search_engine.lexical import LexicalBuilder, LexicalIndex, lexical_document

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from search_engine.chunk_jobs import ChunkedFile, ChunkJob, ChunkStream, chunk_files, workers
 from search_engine.chunk_table import key_of_text
-from search_engine.chunk_workers import start_forkserver
-from search_engine.chunking import CHUNKER_VERSION
+from search_engine.chunking.chunker import CHUNKER_VERSION
+from search_engine.chunking.jobs import ChunkedFile, ChunkJob, ChunkStream, chunk_files, workers
+from search_engine.chunking.workers import start_forkserver
 from search_engine.config import EngineConfig
 from search_engine.embeddings import Embedder, chunk_text
 from search_engine.errors import IndexDamagedError, IndexStoreError

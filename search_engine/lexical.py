@@ -37,7 +37,7 @@ import msgspec
 import numpy as np
 
 from search_engine.arrays import load_array
-from search_engine.chunks import Chunk
+from search_engine.chunking.chunk import Chunk
 from search_engine.errors import IndexDamagedError, reading
 from search_engine.packed import Natural, pack, unpack, unpack_json
 from search_engine.tokenize import path_tokens, tokenize_text

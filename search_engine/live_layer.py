@@ -27,8 +27,8 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from search_engine.chunk_jobs import ChunkJob, chunk_files
-from search_engine.chunks import Chunk
+from search_engine.chunking.chunk import Chunk
+from search_engine.chunking.jobs import ChunkJob, chunk_files
 from search_engine.config import EngineConfig
 from search_engine.corpus import LivePart
 from search_engine.embeddings import Embedder, chunk_text
@@ -117,7 +117,7 @@ class LiveLayer:
         """Each of `paths`' chunks and vectors now (kept from an earlier search if unchanged),
         in order; a file no longer a readable text file under the size limit is left out. The
         files are chunked in a chunking worker, as a build's are: a parse of a few KB can take
-        gigabytes, and only a worker is limited (`search_engine.chunk_jobs`)."""
+        gigabytes, and only a worker is limited (`search_engine.chunking.jobs`)."""
         kept = {p: m for p in paths if (m := self._made.get(p)) is not None and m.stamp == stamps[p]}
         jobs = [
             ChunkJob(DiscoveredFile(p, self.root, p, stamp[0], stamp[1]), None)

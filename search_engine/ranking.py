@@ -29,7 +29,7 @@ from cachetools import LRUCache
 from threadpoolctl import ThreadpoolController
 
 from search_engine.chunk_table import ChunkTable, take
-from search_engine.chunks import Chunk
+from search_engine.chunking.chunk import Chunk
 from search_engine.config import EngineConfig
 from search_engine.corpus import Corpus, LivePart
 from search_engine.embeddings import relevance_floor

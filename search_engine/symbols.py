@@ -23,7 +23,7 @@ from typing import Protocol
 import numpy as np
 from rapidfuzz import fuzz, process
 
-from search_engine.chunks import Chunk
+from search_engine.chunking.chunk import Chunk
 from search_engine.files.languages import FileKind, file_kind
 
 # `def name`, `class Name`, `func (r *T) Name`, `pub fn name`, `export default function name`,

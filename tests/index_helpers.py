@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from search_engine.chunking import MAX_CHARS, chunk_file
-from search_engine.chunks import Chunk, content_hash
+from search_engine.chunking.chunk import Chunk, content_hash
+from search_engine.chunking.chunker import MAX_CHARS, chunk_file
 from search_engine.config import DEFAULT_FRESH_WAIT_S, EngineConfig
 from search_engine.embeddings import LazyEmbedder
 from search_engine.files.languages import language_for

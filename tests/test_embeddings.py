@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from search_engine.chunks import Chunk, content_hash
+from search_engine.chunking.chunk import Chunk, content_hash
 from search_engine.config import EngineConfig
 from search_engine.embeddings import (
     NAME_WEIGHT,

@@ -25,7 +25,7 @@ import pytest
 
 from harness.commands import codepager_cmd
 from harness.http_server import HttpServer
-from search_engine.chunking import chunk_file
+from search_engine.chunking.chunker import chunk_file
 from search_engine.config import EngineConfig
 from search_engine.files.languages import language_for
 from search_engine.index import IndexManager

@@ -21,9 +21,9 @@ import pytest
 
 import search_engine.index_store as index_store
 import search_engine.indexing as indexing
-from search_engine.chunk_jobs import ChunkedFile, ChunkJob, chunk_files
 from search_engine.chunk_table import take
-from search_engine.chunks import Chunk
+from search_engine.chunking.chunk import Chunk
+from search_engine.chunking.jobs import ChunkedFile, ChunkJob, chunk_files
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.index import IndexManager

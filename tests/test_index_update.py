@@ -17,12 +17,12 @@ import numpy as np
 import psutil
 import pytest
 
-import search_engine.chunk_jobs as chunk_jobs
-import search_engine.chunk_workers as chunk_workers
+import search_engine.chunking.jobs as chunk_jobs
+import search_engine.chunking.workers as chunk_workers
 import search_engine.indexing as indexing
 import search_engine.lexical as lexical
 import search_engine.lexical_merge as lexical_merge
-from search_engine.chunking import chunk_file
+from search_engine.chunking.chunker import chunk_file
 from search_engine.engine import SearchEngine
 from search_engine.index import Index, IndexManager
 from search_engine.lexical import LexicalIndex
@@ -193,7 +193,7 @@ KILLED_BUILD = textwrap.dedent("""\
     from pathlib import Path
     import psutil
     sys.path.insert(0, sys.argv[3])
-    import search_engine.chunk_jobs as chunk_jobs
+    import search_engine.chunking.jobs as chunk_jobs
     import search_engine.indexing as indexing
     from search_engine.config import EngineConfig
     from search_engine.index import IndexManager

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from search_engine.chunking import chunk_file
-from search_engine.chunks import Chunk
+from search_engine.chunking.chunk import Chunk
+from search_engine.chunking.chunker import chunk_file
 from search_engine.errors import IndexStoreError
 from search_engine.files.languages import language_for
 from search_engine.lexical import LexicalIndex

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-import search_engine.chunk_jobs as chunk_jobs
-from search_engine.chunk_jobs import ChunkJob, ChunkStream, over_budget_warnings
-from search_engine.chunk_workers import PARSE_MEMORY_BUDGET
+import search_engine.chunking.jobs as chunk_jobs
+from search_engine.chunking.jobs import ChunkJob, ChunkStream, over_budget_warnings
+from search_engine.chunking.workers import PARSE_MEMORY_BUDGET
 from search_engine.config import EngineConfig
 from search_engine.errors import IndexDamagedError, SearchError
 from search_engine.files.discovery import discover

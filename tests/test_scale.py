@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import search_engine.chunk_jobs as chunk_jobs
+import search_engine.chunking.jobs as chunk_jobs
 import search_engine.index_store as index_store
 import search_engine.indexing as indexing
 from search_engine.config import EngineConfig
@@ -238,7 +238,7 @@ def test_symbols_and_text_round_trip_the_chunk_table_whatever_they_hold(tmp_path
     """A symbol spanning lines (a C++ operator, a macro), text with a NUL-free oddity and an
     empty file text all come back as written."""
     from search_engine.chunk_table import ChunkTable, ChunkTableWriter, text_key
-    from search_engine.chunks import Chunk, content_hash
+    from search_engine.chunking.chunk import Chunk, content_hash
 
     def chunk(path: str, content: str, symbol: str | None) -> Chunk:
         return Chunk(path, "cpp", 1, 2, 0, len(content.encode()), content, "function", symbol, content_hash(content))

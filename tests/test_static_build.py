@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from search_engine.chunks import Chunk, content_hash
+from search_engine.chunking.chunk import Chunk, content_hash
 from search_engine.embeddings import chunk_text
 from search_engine.static_build import SHIPPED, build
 from search_engine.static_model import load_static_model

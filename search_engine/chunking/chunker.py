@@ -5,7 +5,7 @@ Why structure and not fixed windows: a window that starts mid-function and ends 
 one embeds two half-topics, and its hit carries no name. A chunk that is exactly
 `ClientSession.close` embeds one topic, and its `symbol` lets ranking match identifier queries.
 
-The walk (one algorithm; the per-language vocabulary is in `search_engine.grammars`):
+The walk (one algorithm; the per-language vocabulary is in `search_engine.chunking.grammars`):
 - every top-level definition (with its decorators and the comment block right above it) is a
   chunk if it fits in `MAX_CHARS`;
 - a larger class or namespace becomes a header chunk (signature, docstring, fields) plus its
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from search_engine.chunks import Chunk, content_hash
-from search_engine.grammars import (
+from search_engine.chunking.chunk import Chunk, content_hash
+from search_engine.chunking.grammars import (
     Definition,
     DefKind,
     LanguageSpec,
@@ -111,11 +111,11 @@ def chunk_file(path: str, data: bytes, language: str | None, *, structured: bool
     """All chunks of one file's bytes, in file order. `path` is relative to the index root.
 
     Code with a grammar is chunked by structure (unless `structured` is off: a file whose
-    parse outgrew its worker, see `search_engine.chunk_workers`); everything else, and code
+    parse outgrew its worker, see `search_engine.chunking.workers`); everything else, and code
     whose top level does not parse, by line windows.
 
     The parse is not bounded here: an index build calls this only in a chunking worker,
-    whose memory is limited (`search_engine.chunk_jobs`)."""
+    whose memory is limited (`search_engine.chunking.jobs`)."""
     lines = _Lines(data)
     pieces: list[_Piece] | None = None
     spec = spec_for(language, path, data) if structured else None

@@ -1,6 +1,6 @@
 """The unit of semantic and lexical search: a `Chunk`, a contiguous span of one file.
 
-Chunking (`search_engine.chunking`) produces them, the index stores them, and ranking scores
+Chunking (`search_engine.chunking.chunker`) produces them, the index stores them, and ranking scores
 them; this module holds only the type so that every side can import it without pulling in
 tree-sitter or an embedding model. A chunk keeps both its line span (what people and agents
 read) and its byte span (what editors and `Match` need) so a result can be located exactly.

@@ -1,6 +1,6 @@
 """What a definition looks like in each tree-sitter grammar the chunker understands.
 
-The chunking algorithm (`search_engine.chunking`) is one walk for every language; only the
+The chunking algorithm (`search_engine.chunking.chunker`) is one walk for every language; only the
 node vocabulary differs, so it lives here as data: which node types define functions, which
 define classes (or structs, traits, impl blocks: anything with members worth naming), which
 define namespaces, which merely wrap a definition (decorators, `export`, `template<>`), and

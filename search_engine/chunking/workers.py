@@ -8,7 +8,7 @@ it, and it crashes (SIGSEGV) rather than fail when an allocation does. So no par
 indexing process (the server, `codepager index`): every one runs in a worker whose data
 size is limited (`RLIMIT_DATA`) to what it holds once started plus `PARSE_MEMORY_BUDGET`. The
 worst real file seen, a 1 MB one-line minified script, takes ~165 MB over that start (the
-limit also holds the batch of results a worker sends back, see `search_engine.chunk_jobs`); a
+limit also holds the batch of results a worker sends back, see `search_engine.chunking.jobs`); a
 parse past it kills the worker, not the indexer, and `chunk_jobs` indexes that file as plain
 text and says so.
 
@@ -66,7 +66,7 @@ def _preloads() -> list[str]:
     taken = vars(sys.modules["__main__"]).values() if "__main__" in sys.modules else ()
     names = {v.__name__ if isinstance(v, ModuleType) else getattr(v, "__module__", None) for v in taken}
     return [
-        "search_engine.chunk_jobs",
+        "search_engine.chunking.jobs",
         *sorted(n for n in names if isinstance(n, str) and n in sys.modules and n != "__main__"),
     ]
 

@@ -6,7 +6,7 @@ outside the root) and no more than `max_size` bytes of it, hash it, and unless i
 what the index already holds, chunk it and compute each chunk's lexical document, the other
 per-chunk CPU cost of a build.
 
-Every job runs in a chunking worker (`search_engine.chunk_workers`), whatever the build's size:
+Every job runs in a chunking worker (`search_engine.chunking.workers`), whatever the build's size:
 a parse can take gigabytes of a file of a few KB, and a worker is limited to what one parse
 may take. A build reads its files through a `ChunkStream`, which runs up to `workers()`
 processes (chunking is most of a build's CPU, and tree-sitter holds the GIL, so threads
@@ -33,9 +33,9 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from search_engine.beneath import read_beneath
-from search_engine.chunk_workers import PARSE_MEMORY_BUDGET, chunking_pool
-from search_engine.chunking import chunk_file
-from search_engine.chunks import Chunk
+from search_engine.chunking.chunk import Chunk
+from search_engine.chunking.chunker import chunk_file
+from search_engine.chunking.workers import PARSE_MEMORY_BUDGET, chunking_pool
 from search_engine.errors import SearchError
 from search_engine.files.discovery import DiscoveredFile
 from search_engine.files.languages import language_for
