@@ -39,7 +39,7 @@ sys.path[0] = str(ROOT)
 
 from benchmarks.report import Report, add_report_argument, emit
 from search_engine.config import EngineConfig
-from search_engine.embeddings import resolve_model
+from search_engine.embedding.embedder import resolve_model
 
 REPOS = ("aiohttp", "fastapi", "model2vec", "pydantic")
 DEFAULT_CORPORA = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "codepager-bench"

@@ -63,7 +63,7 @@ sys.path[0] = str(ROOT)
 
 from benchmarks.report import Report, add_report_argument, emit, verdict
 from search_engine.config import EngineConfig
-from search_engine.embeddings import resolve_model
+from search_engine.embedding.embedder import resolve_model
 from search_engine.engine import SearchEngine
 from search_engine.index import Index
 from search_engine.models import SearchMode, SearchRequest

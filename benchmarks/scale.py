@@ -48,7 +48,7 @@ sys.path[0] = str(ROOT)
 
 from benchmarks.report import Report, add_report_argument, emit
 from search_engine.config import EngineConfig
-from search_engine.embeddings import resolve_model
+from search_engine.embedding.embedder import resolve_model
 
 DEFAULT_WORK = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "codepager-scale"
 DEFAULT_SOURCE = DEFAULT_WORK / "sympy-src"

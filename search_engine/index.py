@@ -43,7 +43,7 @@ import numpy as np
 from search_engine.chunk_table import ChunkTable
 from search_engine.chunking.jobs import over_budget_warnings
 from search_engine.config import DEFAULT_FRESH_WAIT_S, EngineConfig
-from search_engine.embeddings import Embedder, embedder_for
+from search_engine.embedding.embedder import Embedder, embedder_for
 from search_engine.errors import IndexDamagedError, IndexStoreError
 from search_engine.index_store import IndexStore, Snapshot, index_dir
 from search_engine.indexing import DEFAULT_LOCK_TIMEOUT_S, Progress, UpdateStats, stale_reason, update_index

@@ -33,7 +33,7 @@ from search_engine.chunking.chunker import CHUNKER_VERSION
 from search_engine.chunking.jobs import ChunkedFile, ChunkJob, ChunkStream, chunk_files, workers
 from search_engine.chunking.workers import start_forkserver
 from search_engine.config import EngineConfig
-from search_engine.embeddings import Embedder, chunk_text
+from search_engine.embedding.embedder import Embedder, chunk_text
 from search_engine.errors import IndexDamagedError, IndexStoreError
 from search_engine.files.discovery import DiscoveredFile, discover
 from search_engine.files.paths import SearchLocation

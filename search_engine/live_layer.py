@@ -31,7 +31,7 @@ from search_engine.chunking.chunk import Chunk
 from search_engine.chunking.jobs import ChunkJob, chunk_files
 from search_engine.config import EngineConfig
 from search_engine.corpus import LivePart
-from search_engine.embeddings import Embedder, chunk_text
+from search_engine.embedding.embedder import Embedder, chunk_text
 from search_engine.files.discovery import DiscoveredFile, discover
 from search_engine.files.paths import SearchLocation
 from search_engine.lexical import LexicalBuilder

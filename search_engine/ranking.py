@@ -32,7 +32,7 @@ from search_engine.chunk_table import ChunkTable, take
 from search_engine.chunking.chunk import Chunk
 from search_engine.config import EngineConfig
 from search_engine.corpus import Corpus, LivePart
-from search_engine.embeddings import relevance_floor
+from search_engine.embedding.embedder import relevance_floor
 from search_engine.errors import reading
 from search_engine.files.discovery import discover
 from search_engine.files.paths import SearchLocation

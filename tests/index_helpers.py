@@ -16,7 +16,7 @@ import pytest
 from search_engine.chunking.chunk import Chunk, content_hash
 from search_engine.chunking.chunker import MAX_CHARS, chunk_file
 from search_engine.config import DEFAULT_FRESH_WAIT_S, EngineConfig
-from search_engine.embeddings import LazyEmbedder
+from search_engine.embedding.embedder import LazyEmbedder
 from search_engine.files.languages import language_for
 from search_engine.index import IndexManager
 

@@ -12,7 +12,7 @@ import pytest
 
 from search_engine.config import EngineConfig
 from search_engine.corpus import Corpus, FileNames
-from search_engine.embeddings import STATIC_RELEVANCE_FLOOR, relevance_floor, resolve_model
+from search_engine.embedding.embedder import STATIC_RELEVANCE_FLOOR, relevance_floor, resolve_model
 from search_engine.engine import SearchEngine
 from search_engine.errors import InvalidQueryError
 from search_engine.hits import Hit

@@ -17,7 +17,7 @@ import search_engine.chunking.jobs as chunk_jobs
 import search_engine.index_store as index_store
 import search_engine.indexing as indexing
 from search_engine.config import EngineConfig
-from search_engine.embeddings import LazyEmbedder
+from search_engine.embedding.embedder import LazyEmbedder
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchMode, SearchRequest
 from search_engine.vectors import RESCORE, VectorIndex, quantize

