@@ -65,7 +65,7 @@ from benchmarks.report import Report, add_report_argument, emit, verdict
 from search_engine.config import EngineConfig
 from search_engine.embedding.embedder import resolve_model
 from search_engine.engine import SearchEngine
-from search_engine.index import Index
+from search_engine.index.manager import Index
 from search_engine.models import SearchMode, SearchRequest
 from search_engine.tokenize import query_terms
 

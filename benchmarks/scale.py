@@ -83,7 +83,7 @@ COLD = _RSS + textwrap.dedent("""\
     import psutil
     sys.path.insert(0, sys.argv[3])
     from search_engine.config import EngineConfig
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
     def workers_rss(done, peak):
         me = psutil.Process()
@@ -150,7 +150,7 @@ UPDATE = textwrap.dedent("""\
     from pathlib import Path
     sys.path.insert(0, sys.argv[3])
     from search_engine.config import EngineConfig
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
     root, cache, edited = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[4])
     manager = IndexManager(EngineConfig(cache_dir=cache))

@@ -63,7 +63,7 @@ from search_engine.secret_file import MIN_SECRET_LENGTH, SecretFile
 from search_engine.slots import Slots
 
 if TYPE_CHECKING:
-    from search_engine.index import IndexManager, IndexStatus
+    from search_engine.index.manager import IndexManager, IndexStatus
 
 __all__ = [
     "CURSOR_KEY_FILE",
@@ -121,4 +121,4 @@ __all__ = [
 
 
 # The names imported on first use (see the module doc).
-__getattr__ = lazy_exports(__name__, dict.fromkeys(("IndexManager", "IndexStatus"), "search_engine.index"))
+__getattr__ = lazy_exports(__name__, dict.fromkeys(("IndexManager", "IndexStatus"), "search_engine.index.manager"))

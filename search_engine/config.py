@@ -53,7 +53,7 @@ DEFAULT_EMBEDDING_PROFILE: Final = "static"
 
 
 INDEXES_DIR = "indexes"
-"""The cache dir's directory of indexes, one per root (`search_engine.index_store.index_dir`)."""
+"""The cache dir's directory of indexes, one per root (`search_engine.index.store.index_dir`)."""
 CURSOR_KEY_FILE = "cursor.key"
 """The cache dir's cursor key, the secret cursors are sealed with (`sessions.keys`)."""
 CACHE_ENTRIES = (INDEXES_DIR, CURSOR_KEY_FILE)

@@ -24,13 +24,13 @@ from typing import overload
 import numpy as np
 from rapidfuzz import fuzz, process
 
-from search_engine.chunk_table import ChunkTable
 from search_engine.chunking.chunk import Chunk
 from search_engine.file_words import FileWords
+from search_engine.index.chunk_table import ChunkTable
+from search_engine.index.vectors import JoinedVectors, VectorIndex, Vectors
 from search_engine.lexical import JoinedLexical, Lexical, LexicalIndex
 from search_engine.priors import PathPriors, TreeFacts
 from search_engine.symbols import MIN_FUZZY_LEN, JoinedSymbols, SymbolIndex, Symbols, normalize
-from search_engine.vectors import JoinedVectors, VectorIndex, Vectors
 
 # A query that could name a file or a path: one token of word characters, dots, dashes and
 # slashes, with a letter somewhere (`web_urldispatcher`, `hlpers.py`, `client/sesion`).

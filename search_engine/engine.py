@@ -20,7 +20,7 @@ from search_engine.roots import combined_generation, recheck_across, regex_acros
 from search_engine.tokenize import validate_query
 
 if TYPE_CHECKING:
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
 log = logging.getLogger("codepager.engine")
 
@@ -35,7 +35,7 @@ class SearchEngine:
         """The per-root index cache, created on first use so regex-only processes never load
         the embedding stack."""
         if self._indexes is None:
-            from search_engine.index import IndexManager
+            from search_engine.index.manager import IndexManager
 
             self._indexes = IndexManager(self.config, watch=self.config.watch, fresh_wait_s=self.config.fresh_wait_s)
         return self._indexes

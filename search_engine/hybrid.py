@@ -42,9 +42,9 @@ import numpy as np
 
 from search_engine.corpus import Corpus
 from search_engine.hits import COHERENCE_WEIGHT, Hit, coherence, diversify
+from search_engine.index.vectors import Nearest
 from search_engine.semantic import similarity
 from search_engine.symbols import query_identifiers
-from search_engine.vectors import Nearest
 
 RRF_K = 60
 # Candidates taken from each ranked list before fusing; more only adds noise at the bottom.

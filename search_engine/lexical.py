@@ -20,7 +20,7 @@ are written as `.npy` files and memory-mapped on load, so opening an index reads
 vocabulary. An index is built one chunk at a time (`LexicalBuilder`): a build never holds
 every chunk's token list, and an update merges the new chunks' entries into the previous
 generation's postings instead of tokenizing unchanged chunks again
-(`search_engine.lexical_merge`; the vocabulary only grows between generations, so term ids
+(`search_engine.index.postings_merge`; the vocabulary only grows between generations, so term ids
 stay valid). `save`/`load` only move files inside a directory the
 caller provides (and makes atomic).
 """
@@ -36,10 +36,10 @@ from typing import Protocol
 import msgspec
 import numpy as np
 
-from search_engine.arrays import load_array
 from search_engine.chunking.chunk import Chunk
 from search_engine.errors import IndexDamagedError, reading
-from search_engine.packed import Natural, pack, unpack, unpack_json
+from search_engine.index.arrays import load_array
+from search_engine.index.packed import Natural, pack, unpack, unpack_json
 from search_engine.tokenize import path_tokens, tokenize_text
 
 # Bumped whenever tokenization, the document recipe, the scoring or the saved layout changes:
@@ -287,7 +287,7 @@ class LexicalBuilder:
     Each chunk leaves only its distinct term ids and frequencies behind (a few bytes per
     distinct token), never its token list. Starting from a previous generation's `tokens`
     keeps its term ids, so an update's new rows merge into that generation's postings
-    (`search_engine.lexical_merge`)."""
+    (`search_engine.index.postings_merge`)."""
 
     def __init__(self, tokens: Sequence[str] = ()) -> None:
         self._tokens = list(tokens)

@@ -11,7 +11,7 @@ lines, or its answer says it does not. Per call (`LiveRoot.settle`):
    and the search goes ahead at once (the common case). With polling (no events: a network
    filesystem, the inotify watch limit, the watcher failed, or `index.watch = false`), every
    call asks for a fresh listing and stat of the tree.
-2. If something changed, a fold (an incremental update, `search_engine.indexing`: the changed
+2. If something changed, a fold (an incremental update, `search_engine.index.update`: the changed
    files re-chunked and embedded, everything else copied) runs in a background thread, one at
    a time per root. When the changes are at most `live_limit` files (no directory, no
    overflow), the call does not wait: it answers `current` with those paths as `live`, taken

@@ -34,9 +34,9 @@ from search_engine.corpus import LivePart
 from search_engine.embedding.embedder import Embedder, chunk_text
 from search_engine.files.discovery import DiscoveredFile, discover
 from search_engine.files.paths import SearchLocation
+from search_engine.index.vectors import VectorIndex, quantize
 from search_engine.lexical import LexicalBuilder
 from search_engine.ranking import Ranker
-from search_engine.vectors import VectorIndex, quantize
 
 # Changed files a search takes live (each costs ~5-50 ms to chunk and embed the first time);
 # more (a checkout) and it waits for the fold instead, up to `fresh_wait_s`.

@@ -28,7 +28,6 @@ import numpy as np
 from cachetools import LRUCache
 from threadpoolctl import ThreadpoolController
 
-from search_engine.chunk_table import ChunkTable, take
 from search_engine.chunking.chunk import Chunk
 from search_engine.config import EngineConfig
 from search_engine.corpus import Corpus, LivePart
@@ -38,13 +37,14 @@ from search_engine.files.discovery import discover
 from search_engine.files.paths import SearchLocation
 from search_engine.hits import Hit
 from search_engine.hybrid import hybrid_search
+from search_engine.index.chunk_table import ChunkTable, take
+from search_engine.index.vectors import VectorIndex
 from search_engine.lexical import LexicalIndex
 from search_engine.live import Settled
 from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
 from search_engine.roots import combined_freshness, combined_generation, in_root
 from search_engine.semantic import semantic_search
 from search_engine.tokenize import validate_query
-from search_engine.vectors import VectorIndex
 
 
 def low_relevance(best_cosine: float | None, floor: float | None, hits: list[Hit]) -> str | None:
@@ -68,7 +68,7 @@ _THREADPOOLS = ThreadpoolController()
 
 
 class IndexView(Protocol):
-    """What ranking reads from a built index (see `search_engine.index`). `chunks`, the rows
+    """What ranking reads from a built index (see `search_engine.index.manager`). `chunks`, the rows
     of `vectors` and the lexical index's documents are aligned."""
 
     @property

@@ -20,7 +20,7 @@ file's second chunk keeps half its score, its third a quarter. The score is that
 diversified similarity (a cosine blend, scaled back into [-1, 1] after coherence), and
 `threshold` applies to it.
 
-The chunk cosine is the int8 one of the index's quantized vectors (`search_engine.vectors`).
+The chunk cosine is the int8 one of the index's quantized vectors (`search_engine.index.vectors`).
 The blend is computed over every chunk the index rescores anyway (all allowed chunks of an
 index up to `vectors.RESCORE`, else the `RESCORE` nearest by sign bits, among the chunks of
 the nearest lists in an index large enough for a coarse quantizer), not only over the
@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from search_engine.hits import COHERENCE_WEIGHT, Hit, by_file_best_first, coherence, diversify, saturated
-from search_engine.vectors import Vectors
+from search_engine.index.vectors import Vectors
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
 FILE_WEIGHT = 0.3

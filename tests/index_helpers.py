@@ -18,7 +18,7 @@ from search_engine.chunking.chunker import MAX_CHARS, chunk_file
 from search_engine.config import DEFAULT_FRESH_WAIT_S, EngineConfig
 from search_engine.embedding.embedder import LazyEmbedder
 from search_engine.files.languages import language_for
-from search_engine.index import IndexManager
+from search_engine.index.manager import IndexManager
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,7 +114,7 @@ def block_the_walk(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, th
     """Make the next index updates' tree walk wait: (walking, release) events, the first set
     once a walk is waiting, the second to let it go on."""
     import search_engine.files.discovery as files
-    import search_engine.indexing as indexing
+    import search_engine.index.update as indexing
 
     walking, release = threading.Event(), threading.Event()
     real_discover = files.discover

@@ -19,15 +19,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import search_engine.index_store as index_store
-import search_engine.indexing as indexing
-from search_engine.chunk_table import take
+import search_engine.index.store as index_store
+import search_engine.index.update as indexing
 from search_engine.chunking.chunk import Chunk
 from search_engine.chunking.jobs import ChunkedFile, ChunkJob, chunk_files
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
-from search_engine.index import IndexManager
-from search_engine.index_store import IndexStore, index_dir
+from search_engine.index.chunk_table import take
+from search_engine.index.manager import IndexManager
+from search_engine.index.store import IndexStore, index_dir
 from search_engine.lexical import LexicalIndex, lexical_document
 from search_engine.models import SearchMode, SearchRequest
 from search_engine.ranking import Ranker
@@ -424,9 +424,9 @@ CRASHING_UPDATE = textwrap.dedent("""\
     import os, sys
     from pathlib import Path
     sys.path.insert(0, sys.argv[4])
-    import search_engine.index_store as store
+    import search_engine.index.store as store
     from search_engine.config import EngineConfig
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
     def die(*args, **kwargs):
         os._exit(17)
@@ -525,7 +525,7 @@ UPDATE_AT_SHUTDOWN = textwrap.dedent("""\
     from pathlib import Path
     sys.path.insert(0, sys.argv[3])
     from search_engine.config import EngineConfig
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
     cache, root = Path(sys.argv[1]), Path(sys.argv[2])
     manager = IndexManager(EngineConfig(cache_dir=cache))
@@ -584,7 +584,7 @@ CONCURRENT_UPDATE = textwrap.dedent("""\
     from pathlib import Path
     sys.path.insert(0, sys.argv[5])
     from search_engine.config import EngineConfig
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
     cache, root, name, go = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
     manager = IndexManager(EngineConfig(cache_dir=cache))

@@ -19,12 +19,12 @@ import pytest
 
 import search_engine.chunking.jobs as chunk_jobs
 import search_engine.chunking.workers as chunk_workers
-import search_engine.indexing as indexing
+import search_engine.index.postings_merge as lexical_merge
+import search_engine.index.update as indexing
 import search_engine.lexical as lexical
-import search_engine.lexical_merge as lexical_merge
 from search_engine.chunking.chunker import chunk_file
 from search_engine.engine import SearchEngine
-from search_engine.index import Index, IndexManager
+from search_engine.index.manager import Index, IndexManager
 from search_engine.lexical import LexicalIndex
 from search_engine.models import SearchMode, SearchRequest
 from tests.index_helpers import (
@@ -194,9 +194,9 @@ KILLED_BUILD = textwrap.dedent("""\
     import psutil
     sys.path.insert(0, sys.argv[3])
     import search_engine.chunking.jobs as chunk_jobs
-    import search_engine.indexing as indexing
+    import search_engine.index.update as indexing
     from search_engine.config import EngineConfig
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
     def hold(phase, done, total):  # once the workers run: say who they are, then wait to be killed
         if phase == "embed":

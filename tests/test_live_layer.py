@@ -109,7 +109,7 @@ def test_the_live_ranking_is_a_fresh_index_ranking(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import search_engine.files.discovery as files
-    import search_engine.indexing as indexing
+    import search_engine.index.update as indexing
 
     engine, walking = held
     edit(tree)

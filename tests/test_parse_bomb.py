@@ -23,8 +23,8 @@ from search_engine.config import EngineConfig
 from search_engine.errors import IndexDamagedError, SearchError
 from search_engine.files.discovery import discover
 from search_engine.files.paths import SearchLocation
-from search_engine.index import IndexManager
-from search_engine.index_store import IndexStore, index_dir
+from search_engine.index.manager import IndexManager
+from search_engine.index.store import IndexStore, index_dir
 from tests.index_helpers import CountingEmbedder
 from tests.server_helpers import page_matches, peak_rss, pid_with_args, serve_env, stdio_client, structured
 

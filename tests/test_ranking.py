@@ -25,8 +25,8 @@ from search_engine.hybrid import (
     candidate_count,
     hybrid_search,
 )
-from search_engine.index import Index
-from search_engine.index_store import index_dir
+from search_engine.index.manager import Index
+from search_engine.index.store import index_dir
 from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
 from search_engine.ranking import low_relevance
 from search_engine.tokenize import query_terms

@@ -14,7 +14,7 @@ their int8 codes (a dot product over a few thousand rows) and gives the rest a v
 every rescored one, still in Hamming order. Small indexes (at most `RESCORE` chunks) are
 rescored whole, so below that size the result equals the int8 ranking exactly. The NDCG cost
 of both approximations is measured in docs/benchmarks.md ("Scale"). A large index (from
-`coarse.MIN_CHUNKS` chunks) also has a coarse quantizer (`search_engine.coarse`): the Hamming
+`coarse.MIN_CHUNKS` chunks) also has a coarse quantizer (`search_engine.index.coarse`): the Hamming
 pass then covers only the chunks of the lists nearest to the query, so a query's cost stops
 growing with the index. A query's result (`Nearest`) holds only the rescored chunks: nothing
 as long as the index is allocated per query.
@@ -27,8 +27,8 @@ from typing import Protocol
 
 import numpy as np
 
-from search_engine import coarse
-from search_engine.coarse import CoarseIndex
+from search_engine.index import coarse
+from search_engine.index.coarse import CoarseIndex
 
 # Chunks rescored exactly per query. Hybrid search takes the top 100 of the semantic list;
 # the sign bits of a 256-dim PCA'd static model keep ~all of those within the nearest 4,000.
@@ -125,7 +125,7 @@ class VectorIndex:
         """The chunks `allowed` (a boolean mask; None: every chunk) nearest to `query`: all of
         them when there are at most `max(RESCORE, want)`, else that many chosen by sign bits
         among every allowed chunk or, in an index with a coarse quantizer, among the chunks
-        of the lists nearest to the query (`search_engine.coarse`), then ranked by int8
+        of the lists nearest to the query (`search_engine.index.coarse`), then ranked by int8
         cosine."""
         allowed_ids = None if allowed is None else np.flatnonzero(allowed)
         count = len(self) if allowed_ids is None else len(allowed_ids)

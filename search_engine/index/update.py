@@ -15,7 +15,7 @@ One pass, under the writer lock:
    pass reaches them. Only chunks whose embedding text is new are embedded: an edit to one
    function of a large file re-embeds that function, not the file. Memory holds one batch of
    chunks and the growing columns, never every chunk; the generation is published
-   atomically at the end (`search_engine.index_store`).
+   atomically at the end (`search_engine.index.store`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 
-from search_engine.chunk_table import key_of_text
 from search_engine.chunking.chunker import CHUNKER_VERSION
 from search_engine.chunking.jobs import ChunkedFile, ChunkJob, ChunkStream, chunk_files, workers
 from search_engine.chunking.workers import start_forkserver
@@ -37,7 +36,8 @@ from search_engine.embedding.embedder import Embedder, chunk_text
 from search_engine.errors import IndexDamagedError, IndexStoreError
 from search_engine.files.discovery import DiscoveredFile, discover
 from search_engine.files.paths import SearchLocation
-from search_engine.index_store import FORMAT_VERSION, FileEntry, GenerationWriter, IndexStore, Manifest, Snapshot
+from search_engine.index.chunk_table import key_of_text
+from search_engine.index.store import FORMAT_VERSION, FileEntry, GenerationWriter, IndexStore, Manifest, Snapshot
 from search_engine.lexical import LEXICAL_VERSION
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """A coarse quantizer (an inverted file, IVF) over the chunk vectors of a large index.
 
 Below `MIN_CHUNKS` a query's vector candidates come from the sign bits of every allowed chunk
-(`search_engine.vectors`): a pass over 32 bytes a chunk, a few milliseconds at 100k chunks but
+(`search_engine.index.vectors`): a pass over 32 bytes a chunk, a few milliseconds at 100k chunks but
 linear in the index. Above it, the chunks are partitioned once into `list_count(n)` lists
 (four times the square root of n) by spherical k-means over a sample of their vectors; each list is
 the chunks nearest to its centroid. A query ranks the centroids (a few hundred dot products),
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from search_engine.arrays import load_array
 from search_engine.errors import IndexDamagedError, reading
+from search_engine.index.arrays import load_array
 
 # Indexes with fewer chunks are searched exactly (every allowed chunk's sign bits).
 MIN_CHUNKS = 150_000

@@ -26,12 +26,12 @@ from typing import overload
 import msgspec
 import numpy as np
 
-from search_engine.arrays import load_array
 from search_engine.chunking.chunk import Chunk, content_hash
 from search_engine.config import MAX_FILE_SIZE_LIMIT
 from search_engine.embedding.embedder import chunk_text
 from search_engine.errors import reading
-from search_engine.packed import Natural, pack, unpack
+from search_engine.index.arrays import load_array
+from search_engine.index.packed import Natural, pack, unpack
 from search_engine.symbols import defined_names
 
 ROW = np.dtype([

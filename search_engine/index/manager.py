@@ -5,7 +5,7 @@ An `Index` is one immutable generation:
 
     index.chunks      ChunkTable (a Sequence[Chunk], columns memory-mapped), in file order
                       (files sorted by path)
-    index.vectors     VectorIndex: int8 codes, sign bits and file vectors (`search_engine.vectors`)
+    index.vectors     VectorIndex: int8 codes, sign bits and file vectors (`search_engine.index.vectors`)
     index.lexical     LexicalIndex over the same chunks (`search_engine.lexical`)
     index.generation  int; grows by one with every update that changes anything
     index.embed_query(text) -> np.ndarray (dim,), normalized, same model as the vectors
@@ -22,7 +22,7 @@ search of a root with a compatible index on disk uses it at once while the first
 runs (answering `unverified` if it takes longer than the wait), so a server restarted on a large
 tree answers before it has listed the tree.
 
-Each loaded `Index` pins its generation on disk (`search_engine.index_store`) for as long as
+Each loaded `Index` pins its generation on disk (`search_engine.index.store`) for as long as
 it is referenced: a search running on it keeps it, and dropping the last reference lets the
 store reclaim it.
 """
@@ -40,19 +40,19 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from search_engine.chunk_table import ChunkTable
 from search_engine.chunking.jobs import over_budget_warnings
 from search_engine.config import DEFAULT_FRESH_WAIT_S, EngineConfig
 from search_engine.embedding.embedder import Embedder, embedder_for
 from search_engine.errors import IndexDamagedError, IndexStoreError
-from search_engine.index_store import IndexStore, Snapshot, index_dir
-from search_engine.indexing import DEFAULT_LOCK_TIMEOUT_S, Progress, UpdateStats, stale_reason, update_index
+from search_engine.index.chunk_table import ChunkTable
+from search_engine.index.store import IndexStore, Snapshot, index_dir
+from search_engine.index.update import DEFAULT_LOCK_TIMEOUT_S, Progress, UpdateStats, stale_reason, update_index
+from search_engine.index.vectors import VectorIndex
 from search_engine.lexical import LexicalIndex
 from search_engine.live import LiveRoot, Settled
 from search_engine.live_layer import MAX_LIVE_FILES, LiveLayer
 from search_engine.private_dir import check_cache_dir
 from search_engine.ranking import Ranker
-from search_engine.vectors import VectorIndex
 from search_engine.watcher import ChangeLog, WatchUnavailable, watch
 
 T = TypeVar("T")

@@ -13,13 +13,13 @@
                               in a generation written before it
             pins              flock'ed shared by every process that has this generation open
             chunks/           chunk metadata in columns, text compressed per file
-                              (`search_engine.chunk_table`)
-            codes.bin         (chunks, dim) int8 vectors      } `search_engine.vectors`,
+                              (`search_engine.index.chunk_table`)
+            codes.bin         (chunks, dim) int8 vectors      } `search_engine.index.vectors`,
             scales.bin        (chunks,) float32 row scales    } all memory-mapped
             words.bin         (dim / 64, chunks) uint64 signs }
             file_vectors.npy  (files with chunks, dim) float32: each file's mean vector
             coarse.*.npy      large indexes only: centroids and each chunk's list
-                              (`search_engine.coarse`, written by `write_coarse`)
+                              (`search_engine.index.coarse`, written by `write_coarse`)
             lexical/          the BM25 postings (`search_engine.lexical`)
 
 Opening a generation maps its arrays and reads the small tables (manifest, file table,
@@ -64,17 +64,17 @@ from typing import Any, BinaryIO
 import numpy as np
 from filelock import FileLock, Timeout
 
-from search_engine import coarse
-from search_engine.arrays import load_array
-from search_engine.chunk_table import ChunkTable, ChunkTableWriter, text_key
 from search_engine.chunking.chunk import Chunk
 from search_engine.config import INDEXES_DIR
 from search_engine.errors import IndexDamagedError, IndexStoreError, reading
+from search_engine.index import coarse
+from search_engine.index.arrays import load_array
+from search_engine.index.chunk_table import ChunkTable, ChunkTableWriter, text_key
+from search_engine.index.packed import Natural, pack, unpack
+from search_engine.index.postings_merge import merge
+from search_engine.index.vectors import WORD_BITS, VectorIndex, empty, quantize
 from search_engine.lexical import LexicalBuilder, LexicalIndex, lexical_document
-from search_engine.lexical_merge import merge
-from search_engine.packed import Natural, pack, unpack
 from search_engine.regular_file import open_regular_file
-from search_engine.vectors import WORD_BITS, VectorIndex, empty, quantize
 
 # Bumped whenever anything below changes shape, or what `symbols.defined_names` extracts (the
 # stored definitions of unchanged files are copied across updates): an index in another
@@ -374,7 +374,7 @@ class GenerationWriter:
     copied together as one slice of every column (a run ends at the next added file), so an
     update does array copies per run of unchanged files and Python work only for the chunks
     that changed. The lexical postings of an update are the old ones with the new chunks'
-    entries merged in at `publish` (`search_engine.lexical_merge`), never re-sorted whole."""
+    entries merged in at `publish` (`search_engine.index.postings_merge`), never re-sorted whole."""
 
     def __init__(self, store: IndexStore, staging: Path, old: Snapshot | None) -> None:
         self.store = store
