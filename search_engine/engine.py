@@ -64,9 +64,9 @@ class SearchEngine:
         return combined_generation(generations)
 
     def recheck(self, request: SearchRequest, matches: list[Match]) -> list[Match]:
-        """`matches` looked up in the files as they are now (`search_engine.recheck`), each in
+        """`matches` looked up in the files as they are now (`search_engine.live.recheck`), each in
         its own root."""
-        from search_engine.recheck import recheck
+        from search_engine.live.recheck import recheck
 
         def in_one(root: str, found: list[Match]) -> list[Match]:
             return recheck(root, found, self.config.max_file_size)

@@ -156,7 +156,7 @@ class Match(msgspec.Struct, frozen=True, gc=False):
     For regex matches `content` is the (possibly width-cut) matching line(s); for semantic and
     hybrid matches it is the chunk text. `ranks` holds the component ranks of a hybrid match
     (e.g. {"lexical": 1, "semantic": 4}) so an agent can see why it matched. `changed` is set
-    only on a page served after its file changed (`search_engine.recheck`): "moved" (lines
+    only on a page served after its file changed (`search_engine.live.recheck`): "moved" (lines
     corrected), "edited" (these lines no longer hold this text), "deleted" or "unchecked".
     """
 
@@ -198,7 +198,7 @@ Detection = Literal["events", "polling", "direct"]
 
 @dataclass(slots=True)
 class Freshness:
-    """What state of the files a search's results reflect (see `search_engine.live`).
+    """What state of the files a search's results reflect (see `search_engine.live.read_your_writes`).
 
     `state` is `current` when every change completed before the call began (`as_of`,
     wall-clock seconds) is in the results; `updating` when `pending_count` changed paths (the

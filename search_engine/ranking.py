@@ -40,7 +40,7 @@ from search_engine.hybrid import hybrid_search
 from search_engine.index.chunk_table import ChunkTable, take
 from search_engine.index.vectors import VectorIndex
 from search_engine.lexical import LexicalIndex
-from search_engine.live import Settled
+from search_engine.live.read_your_writes import Settled
 from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
 from search_engine.roots import combined_freshness, combined_generation, in_root
 from search_engine.semantic import semantic_search
@@ -143,7 +143,7 @@ class Ranker:
         return self._index.vectors.shape[1]
 
     def beside(self, live: LivePart, changed: frozenset[str]) -> Ranker:
-        """A ranker of this generation joined to the `live` files (`search_engine.live_layer`),
+        """A ranker of this generation joined to the `live` files (`search_engine.live.layer`),
         hiding this generation's chunks of the `changed` paths (a directory: everything under
         it)."""
         corpus = self.corpus.join(live)

@@ -12,10 +12,10 @@ An `Index` is one immutable generation:
     index.memo(key, build)   per-generation cache for structures derived from the index
 
 Opening an index maps its arrays: milliseconds, whatever its size. Every search first settles
-the root (`search_engine.live`): with file events it makes sure every change completed before the
+the root (`search_engine.live.read_your_writes`): with file events it makes sure every change completed before the
 call is recorded, and when something changed it folds the changes into a new generation (an
 incremental update) in a background thread. A few changed files are taken live meanwhile
-(`search_engine.live_layer`, `layer(root)`); more are waited for up to `fresh_wait_s`, past
+(`search_engine.live.layer`, `layer(root)`); more are waited for up to `fresh_wait_s`, past
 which the search answers from the loaded generation with the changed files masked out, and
 says so. The first
 search of a root with a compatible index on disk uses it at once while the first full check
@@ -49,11 +49,11 @@ from search_engine.index.store import IndexStore, Snapshot, index_dir
 from search_engine.index.update import DEFAULT_LOCK_TIMEOUT_S, Progress, UpdateStats, stale_reason, update_index
 from search_engine.index.vectors import VectorIndex
 from search_engine.lexical import LexicalIndex
-from search_engine.live import LiveRoot, Settled
-from search_engine.live_layer import MAX_LIVE_FILES, LiveLayer
+from search_engine.live.layer import MAX_LIVE_FILES, LiveLayer
+from search_engine.live.read_your_writes import LiveRoot, Settled
+from search_engine.live.watcher import ChangeLog, WatchUnavailable, watch
 from search_engine.private_dir import check_cache_dir
 from search_engine.ranking import Ranker
-from search_engine.watcher import ChangeLog, WatchUnavailable, watch
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -208,7 +208,7 @@ class IndexManager:
 
     def current(self, root: Path) -> tuple[Index, Settled]:
         """The index a search of `root` answers from, and what state of the files it reflects:
-        every change completed before this call when `current` (see `search_engine.live`).
+        every change completed before this call when `current` (see `search_engine.live.read_your_writes`).
         With no usable index on disk, it is built first (that wait is not bounded: there is
         nothing to answer from)."""
         root = Path(root).resolve()
@@ -379,7 +379,7 @@ class IndexManager:
             return live
 
     def layer(self, root: Path) -> LiveLayer:
-        """The live layer of `root` (`search_engine.live_layer`)."""
+        """The live layer of `root` (`search_engine.live.layer`)."""
         root = Path(root).resolve()
         with self._guard:
             layer = self._layers.get(root)

@@ -2,7 +2,7 @@
 embedded when a search needs them, and ranked beside that generation as one index.
 
 Folding one edit into a new generation rewrites the whole index (seconds on a large tree), so a
-search does not wait for it (`search_engine.live`): it takes the changed files as they are now
+search does not wait for it (`search_engine.live.read_your_writes`): it takes the changed files as they are now
 (a few milliseconds a file: read, chunk, embed with the static model), joins them to the
 generation (`Corpus.join`: chunk and file ids after the generation's) and hides the
 generation's chunks of those paths (a deleted file, or a path under a deleted directory, is

@@ -5,7 +5,7 @@ The contract (docs/index.md states it for users): a search sees every change to 
 completed before the call began (edits, new files, deletions, renames) with their current
 lines, or its answer says it does not. Per call (`LiveRoot.settle`):
 
-1. Find out whether anything changed. With events (`search_engine.watcher`), a barrier makes
+1. Find out whether anything changed. With events (`search_engine.live.watcher`), a barrier makes
    sure every change made before the call is recorded (on Linux a read of the inotify queue:
    microseconds); nothing recorded since the last fold means the loaded generation is current
    and the search goes ahead at once (the common case). With polling (no events: a network
@@ -15,7 +15,7 @@ lines, or its answer says it does not. Per call (`LiveRoot.settle`):
    files re-chunked and embedded, everything else copied) runs in a background thread, one at
    a time per root. When the changes are at most `live_limit` files (no directory, no
    overflow), the call does not wait: it answers `current` with those paths as `live`, taken
-   as they are now by the live layer (`search_engine.live_layer`), and the fold starts
+   as they are now by the live layer (`search_engine.live.layer`), and the fold starts
    `FOLD_DELAY_S` later so it does not compete with that search.
 3. Otherwise (a checkout of many files, a directory moved in, an ignore file) the call waits
    for the fold up to `wait_s`. Folded in time: `current`. Not: it answers from the loaded
@@ -39,8 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from search_engine.config import DEFAULT_FRESH_WAIT_S
+from search_engine.live.watcher import ChangeLog
 from search_engine.models import Detection, Freshness, FreshnessState
-from search_engine.watcher import ChangeLog
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Settled:
     `as_of` is the wall-clock time the call began; `pending` is every changed path the
     search leaves out, files or directories (a directory covers what is beneath it; "" is the
     whole root). `live`: the changed files (or deleted paths) not folded in yet that the search
-    takes as they are now (`search_engine.live_layer`); with it, the answer is `current`."""
+    takes as they are now (`search_engine.live.layer`); with it, the answer is `current`."""
 
     state: FreshnessState
     as_of: float

@@ -26,7 +26,7 @@ import struct
 import weakref
 from pathlib import Path
 
-from search_engine.watcher import ChangeLog, WatchUnavailable
+from search_engine.live.watcher import ChangeLog, WatchUnavailable
 
 IN_MODIFY = 0x2
 IN_ATTRIB = 0x4
@@ -98,7 +98,7 @@ class InotifyWatcher(ChangeLog):
     def barrier(self, timeout_s: float = 0.0) -> int | None:
         """Record every change completed before this call (the queue read dry); the change
         counter then, or None once the watcher has failed. Never waits (`timeout_s` is there
-        for the interface `search_engine.live` shares with `TreeWatcher`)."""
+        for the interface `search_engine.live.read_your_writes` shares with `TreeWatcher`)."""
         with self._cond:
             self._drain()
             return self._seq if self.failure is None else None

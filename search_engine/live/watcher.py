@@ -1,5 +1,5 @@
 """Which files of a root changed, told by the operating system. `watch()` picks the watcher: on
-Linux inotify read directly (`search_engine.inotify`: no thread, and a barrier that is one
+Linux inotify read directly (`search_engine.live.inotify`: no thread, and a barrier that is one
 non-blocking read of the kernel queue), elsewhere the `TreeWatcher` below, file events through
 watchfiles (the Rust `notify` binding: FSEvents, ReadDirectoryChangesW). Both record changes
 the same way (`ChangeLog`).
@@ -69,7 +69,7 @@ class WatchUnavailable(RuntimeError):
 class ChangeLog(ABC):
     """What a watcher has recorded of one root: a change counter (`seq`, one per batch of
     events touching something a search may see) and, per changed path, the last batch it
-    changed in; the kinds of watcher (`TreeWatcher`, `search_engine.inotify.InotifyWatcher`)
+    changed in; the kinds of watcher (`TreeWatcher`, `search_engine.live.inotify.InotifyWatcher`)
     differ only in how events reach `_record_paths`."""
 
     def __init__(self, root: Path, ignored: Path | None) -> None:
@@ -240,14 +240,14 @@ class TreeWatcher(ChangeLog):
 def watch(
     root: Path, private_parent: Path, *, ignored: Path | None = None, clock: Callable[[], float] = time.monotonic
 ) -> ChangeLog:
-    """A watcher of `root`: inotify read directly on Linux (`search_engine.inotify`: its
+    """A watcher of `root`: inotify read directly on Linux (`search_engine.live.inotify`: its
     barrier costs a system call), watchfiles elsewhere. Raises `WatchUnavailable` where events
     cannot be trusted or had."""
     fstype = filesystem_type(Path(root))
     if fstype in NETWORK_FILESYSTEMS:
         raise WatchUnavailable(f"{root} is on a network filesystem ({fstype}), whose changes raise no events")
     if platform.system() == "Linux":
-        from search_engine.inotify import InotifyWatcher
+        from search_engine.live.inotify import InotifyWatcher
 
         return InotifyWatcher(root, ignored=ignored)
     return TreeWatcher(root, private_parent, ignored=ignored, clock=clock)
