@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from search_engine.config import EngineConfig
 from search_engine.errors import IndexDamagedError
 from search_engine.models import Freshness, Match, SearchMode, SearchRequest, SearchResult
+from search_engine.ranking.code_tokens import validate_query
 from search_engine.roots import combined_generation, recheck_across, regex_across
-from search_engine.tokenize import validate_query
 
 if TYPE_CHECKING:
     from search_engine.index.manager import IndexManager
@@ -99,7 +99,7 @@ class SearchEngine:
     def _ranked(self, request: SearchRequest, started: float) -> SearchResult:
         """A semantic or hybrid search, in each of its roots; its `index_time_ms` counts from
         `started` to every index being ready (a rebuild of a damaged one included)."""
-        from search_engine.ranking import Ranker, ranked_result
+        from search_engine.ranking.search import Ranker, ranked_result
 
         ready = []
         for name in request.searched_roots:

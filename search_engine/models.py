@@ -242,7 +242,7 @@ class SearchResult:
     `best_similarity` (semantic and hybrid) is the best cosine similarity of the query with a
     chunk the search could rank: an absolute measure, where scores are relative (hybrid's best
     is always 1.0). `low_relevance` says it is below where questions the code does not answer
-    land (`search_engine.ranking.low_relevance`), with a warning saying what to do.
+    land (`search_engine.ranking.search.low_relevance`), with a warning saying what to do.
     """
 
     matches: list[Match]

@@ -8,7 +8,7 @@ one-root search holds in each (its ignore files, its index); the lists are then 
   roots' `src/app.py` apart, and is what `path` takes to search that root again;
 - regex results follow the roots' order, each root's in path order as ever, `max_results`
   counting over all of them and the total exact (each root's search counts all it finds);
-- ranked results merge by score (`search_engine.ranking.ranked_result`);
+- ranked results merge by score (`search_engine.ranking.search.ranked_result`);
 - the index generation a cursor pins is the roots' generations combined
   (`combined_generation`), so a change in any root's index is a change of the search's (and
   there is none while any root's files are not settled in its index);

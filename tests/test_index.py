@@ -28,9 +28,9 @@ from search_engine.engine import SearchEngine
 from search_engine.index.chunk_table import take
 from search_engine.index.manager import IndexManager
 from search_engine.index.store import IndexStore, index_dir
-from search_engine.lexical import LexicalIndex, lexical_document
 from search_engine.models import SearchMode, SearchRequest
-from search_engine.ranking import Ranker
+from search_engine.ranking.lexical import LexicalIndex, lexical_document
+from search_engine.ranking.search import Ranker
 from tests.index_helpers import REPO, CountingEmbedder, expected_chunks
 
 

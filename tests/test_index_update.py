@@ -21,12 +21,12 @@ import search_engine.chunking.jobs as chunk_jobs
 import search_engine.chunking.workers as chunk_workers
 import search_engine.index.postings_merge as lexical_merge
 import search_engine.index.update as indexing
-import search_engine.lexical as lexical
+import search_engine.ranking.lexical as lexical
 from search_engine.chunking.chunker import chunk_file
 from search_engine.engine import SearchEngine
 from search_engine.index.manager import Index, IndexManager
-from search_engine.lexical import LexicalIndex
 from search_engine.models import SearchMode, SearchRequest
+from search_engine.ranking.lexical import LexicalIndex
 from tests.index_helpers import (
     REPO,
     CountingEmbedder,

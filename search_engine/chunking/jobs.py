@@ -39,7 +39,7 @@ from search_engine.chunking.workers import PARSE_MEMORY_BUDGET, chunking_pool
 from search_engine.errors import SearchError
 from search_engine.files.discovery import DiscoveredFile
 from search_engine.files.languages import language_for
-from search_engine.lexical import lexical_document
+from search_engine.ranking.lexical import lexical_document
 
 # Files per task sent to a worker, and tasks in flight per worker: enough to keep the workers
 # busy while the writer embeds, few enough that ~100 files' chunks wait at most.

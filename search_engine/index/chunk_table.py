@@ -8,7 +8,7 @@ one file at a time (`text.bin`): showing a result decompresses one file's chunks
 update copies an unchanged file's compressed bytes as they are. `table[i]` builds the `Chunk`
 on demand, so code that takes a `Sequence[Chunk]` keeps working.
 
-The names each chunk defines (`search_engine.symbols.defined_names`) are extracted once at
+The names each chunk defines (`search_engine.ranking.symbols.defined_names`) are extracted once at
 build time and stored as columns too (`defs.*`): the symbol index is rebuilt from them at
 load without reading any chunk text.
 """
@@ -32,7 +32,7 @@ from search_engine.embedding.embedder import chunk_text
 from search_engine.errors import reading
 from search_engine.index.arrays import load_array
 from search_engine.index.packed import Natural, pack, unpack
-from search_engine.symbols import defined_names
+from search_engine.ranking.symbols import defined_names
 
 ROW = np.dtype([
     ("file", "<i4"), ("line_start", "<i4"), ("line_end", "<i4"), ("byte_start", "<i8"), ("byte_end", "<i8"),

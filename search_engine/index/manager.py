@@ -6,7 +6,7 @@ An `Index` is one immutable generation:
     index.chunks      ChunkTable (a Sequence[Chunk], columns memory-mapped), in file order
                       (files sorted by path)
     index.vectors     VectorIndex: int8 codes, sign bits and file vectors (`search_engine.index.vectors`)
-    index.lexical     LexicalIndex over the same chunks (`search_engine.lexical`)
+    index.lexical     LexicalIndex over the same chunks (`search_engine.ranking.lexical`)
     index.generation  int; grows by one with every update that changes anything
     index.embed_query(text) -> np.ndarray (dim,), normalized, same model as the vectors
     index.memo(key, build)   per-generation cache for structures derived from the index
@@ -48,12 +48,12 @@ from search_engine.index.chunk_table import ChunkTable
 from search_engine.index.store import IndexStore, Snapshot, index_dir
 from search_engine.index.update import DEFAULT_LOCK_TIMEOUT_S, Progress, UpdateStats, stale_reason, update_index
 from search_engine.index.vectors import VectorIndex
-from search_engine.lexical import LexicalIndex
 from search_engine.live.layer import MAX_LIVE_FILES, LiveLayer
 from search_engine.live.read_your_writes import LiveRoot, Settled
 from search_engine.live.watcher import ChangeLog, WatchUnavailable, watch
 from search_engine.private_dir import check_cache_dir
-from search_engine.ranking import Ranker
+from search_engine.ranking.lexical import LexicalIndex
+from search_engine.ranking.search import Ranker
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from search_engine.lexical import LexicalBuilder, LexicalIndex, Postings, file_entries
+from search_engine.ranking.lexical import LexicalBuilder, LexicalIndex, Postings, file_entries
 
 #: Entries renumbered per `np.take` call (see `_renumbered`).
 _SLICE = 1 << 20

@@ -20,7 +20,7 @@
             file_vectors.npy  (files with chunks, dim) float32: each file's mean vector
             coarse.*.npy      large indexes only: centroids and each chunk's list
                               (`search_engine.index.coarse`, written by `write_coarse`)
-            lexical/          the BM25 postings (`search_engine.lexical`)
+            lexical/          the BM25 postings (`search_engine.ranking.lexical`)
 
 Opening a generation maps its arrays and reads the small tables (manifest, file table,
 strings, vocabulary): milliseconds, whatever the number of chunks. A generation is written by
@@ -73,7 +73,7 @@ from search_engine.index.chunk_table import ChunkTable, ChunkTableWriter, text_k
 from search_engine.index.packed import Natural, pack, unpack
 from search_engine.index.postings_merge import merge
 from search_engine.index.vectors import WORD_BITS, VectorIndex, empty, quantize
-from search_engine.lexical import LexicalBuilder, LexicalIndex, lexical_document
+from search_engine.ranking.lexical import LexicalBuilder, LexicalIndex, lexical_document
 from search_engine.regular_file import open_regular_file
 
 # Bumped whenever anything below changes shape, or what `symbols.defined_names` extracts (the

@@ -38,7 +38,7 @@ from search_engine.files.discovery import DiscoveredFile, discover
 from search_engine.files.paths import SearchLocation
 from search_engine.index.chunk_table import key_of_text
 from search_engine.index.store import FORMAT_VERSION, FileEntry, GenerationWriter, IndexStore, Manifest, Snapshot
-from search_engine.lexical import LEXICAL_VERSION
+from search_engine.ranking.lexical import LEXICAL_VERSION
 
 log = logging.getLogger(__name__)
 

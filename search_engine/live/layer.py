@@ -10,7 +10,7 @@ only hidden). Ranking then sees one index: BM25 scored with the statistics of bo
 same vectors, priors and file-level signals (what differs from a freshly built index: the
 hidden old chunks still count in BM25's document frequencies and average length, the vector
 index's coarse lists and rescoring pool are the generation's plus every live chunk, and a
-symbol's tiers are judged per side, see `search_engine.symbols.JoinedSymbols`).
+symbol's tiers are judged per side, see `search_engine.ranking.symbols.JoinedSymbols`).
 
 A file is made once per (size, mtime, inode): a run of searches after one edit embeds it once.
 A new file (not in the generation) is joined only if discovery lists it (ignore files, hidden
@@ -30,13 +30,13 @@ import numpy as np
 from search_engine.chunking.chunk import Chunk
 from search_engine.chunking.jobs import ChunkJob, chunk_files
 from search_engine.config import EngineConfig
-from search_engine.corpus import LivePart
 from search_engine.embedding.embedder import Embedder, chunk_text
 from search_engine.files.discovery import DiscoveredFile, discover
 from search_engine.files.paths import SearchLocation
 from search_engine.index.vectors import VectorIndex, quantize
-from search_engine.lexical import LexicalBuilder
-from search_engine.ranking import Ranker
+from search_engine.ranking.corpus import LivePart
+from search_engine.ranking.lexical import LexicalBuilder
+from search_engine.ranking.search import Ranker
 
 # Changed files a search takes live (each costs ~5-50 ms to chunk and embed the first time);
 # more (a checkout) and it waits for the fold instead, up to `fresh_wait_s`.

@@ -30,21 +30,21 @@ from threadpoolctl import ThreadpoolController
 
 from search_engine.chunking.chunk import Chunk
 from search_engine.config import EngineConfig
-from search_engine.corpus import Corpus, LivePart
 from search_engine.embedding.embedder import relevance_floor
 from search_engine.errors import reading
 from search_engine.files.discovery import discover
 from search_engine.files.paths import SearchLocation
-from search_engine.hits import Hit
-from search_engine.hybrid import hybrid_search
 from search_engine.index.chunk_table import ChunkTable, take
 from search_engine.index.vectors import VectorIndex
-from search_engine.lexical import LexicalIndex
 from search_engine.live.read_your_writes import Settled
 from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
+from search_engine.ranking.code_tokens import validate_query
+from search_engine.ranking.corpus import Corpus, LivePart
+from search_engine.ranking.hits import Hit
+from search_engine.ranking.hybrid import hybrid_search
+from search_engine.ranking.lexical import LexicalIndex
+from search_engine.ranking.semantic import semantic_search
 from search_engine.roots import combined_freshness, combined_generation, in_root
-from search_engine.semantic import semantic_search
-from search_engine.tokenize import validate_query
 
 
 def low_relevance(best_cosine: float | None, floor: float | None, hits: list[Hit]) -> str | None:
@@ -170,7 +170,7 @@ class Ranker:
 
         `threshold` drops matches scoring below it: for semantic search the score is the
         cosine similarity (blended with the file's, scaled by the path priors, raised for
-        a coherent file's best chunk and kept in [-1, 1], see `search_engine.semantic`);
+        a coherent file's best chunk and kept in [-1, 1], see `search_engine.ranking.semantic`);
         for hybrid it is the fused score relative to the best match (1.0), since fused
         reciprocal-rank sums have no absolute scale. Raises InvalidQueryError for
         an empty or stopword-only query (before any work)."""

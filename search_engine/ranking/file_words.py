@@ -2,7 +2,7 @@
 `internals/attr.rs` for "field-level serde attributes", `format.h` for `formatter`.
 
 Projects name files after what they do, and a question often uses the same word as the file
-name, inflected differently. BM25 sees path words too (`search_engine.lexical` adds them to
+name, inflected differently. BM25 sees path words too (`search_engine.ranking.lexical` adds them to
 every chunk), but stemmed and among the body's words, where a word the whole project uses
 ("name", "format") drowns the one file named after it; and stems miss derivations
 (`formatter` stems to `formatt`, "formatting" to `format`). So, as semble does, a query's words
@@ -27,7 +27,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from search_engine.tokenize import STOPWORDS, word_parts
+from search_engine.ranking.code_tokens import STOPWORDS, word_parts
 
 #: Words shorter than this are neither compared nor prefixes ("io" would begin half the paths).
 MIN_WORD_LEN = 3

@@ -8,7 +8,7 @@ rare identifier a query names outright is exactly what BM25's IDF rewards. Two g
   chunked transfer encoding parsed" spreads its words over a module (`chunked` in one method,
   `transfer encoding` in another) and only the file as a whole matches them all.
 
-A chunk's document is its code tokens (`search_engine.tokenize`) plus its path tokens,
+A chunk's document is its code tokens (`search_engine.ranking.code_tokens`) plus its path tokens,
 repeated so a file named after the topic (`multipart.py` for "multipart handling") outweighs
 a passing mention elsewhere.
 
@@ -40,7 +40,7 @@ from search_engine.chunking.chunk import Chunk
 from search_engine.errors import IndexDamagedError, reading
 from search_engine.index.arrays import load_array
 from search_engine.index.packed import Natural, pack, unpack, unpack_json
-from search_engine.tokenize import path_tokens, tokenize_text
+from search_engine.ranking.code_tokens import path_tokens, tokenize_text
 
 # Bumped whenever tokenization, the document recipe, the scoring or the saved layout changes:
 # `load` refuses an index saved by another version and the index rebuilds it.

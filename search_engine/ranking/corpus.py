@@ -25,12 +25,12 @@ import numpy as np
 from rapidfuzz import fuzz, process
 
 from search_engine.chunking.chunk import Chunk
-from search_engine.file_words import FileWords
 from search_engine.index.chunk_table import ChunkTable
 from search_engine.index.vectors import JoinedVectors, VectorIndex, Vectors
-from search_engine.lexical import JoinedLexical, Lexical, LexicalIndex
-from search_engine.priors import PathPriors, TreeFacts
-from search_engine.symbols import MIN_FUZZY_LEN, JoinedSymbols, SymbolIndex, Symbols, normalize
+from search_engine.ranking.file_words import FileWords
+from search_engine.ranking.lexical import JoinedLexical, Lexical, LexicalIndex
+from search_engine.ranking.priors import PathPriors, TreeFacts
+from search_engine.ranking.symbols import MIN_FUZZY_LEN, JoinedSymbols, SymbolIndex, Symbols, normalize
 
 # A query that could name a file or a path: one token of word characters, dots, dashes and
 # slashes, with a letter somewhere (`web_urldispatcher`, `hlpers.py`, `client/sesion`).
@@ -139,7 +139,7 @@ class Corpus:
         return np.flatnonzero(np.bincount(self.file_of[allowed], minlength=len(self.files)))
 
     def priors_for(self, query: str) -> np.ndarray:
-        """Each file's path-prior factor for `query` (see `search_engine.priors`)."""
+        """Each file's path-prior factor for `query` (see `search_engine.ranking.priors`)."""
         return self.file_priors(PathPriors.for_query(query, self.tree.satellites))
 
     def file_priors(self, priors: PathPriors) -> np.ndarray:

@@ -53,7 +53,7 @@ _CODE_WORD_RE = re.compile(r"\b(?:[A-Za-z]+[a-z0-9][A-Z]\w*|[A-Z]{2,}[a-z]\w*|[A
 _QUALIFIER_RE = re.compile(r"\.|::|->|#")
 
 # Scores of the tiers of match (see `SymbolIndex.match`); a fuzzy match is also scaled by its
-# rapidfuzz ratio, and kept below a file named after the symbol (see `search_engine.hybrid`).
+# rapidfuzz ratio, and kept below a file named after the symbol (see `search_engine.ranking.hybrid`).
 EXACT = 1.0
 NORMALIZED = 0.9
 FUZZY_WEIGHT = 0.3

@@ -5,17 +5,17 @@ constant) so that scores of different scales can be added:
 
 - per chunk: BM25 (`lexical`) and the similarity of embeddings (`semantic`), weighted by
   `alpha` — more lexical for a bare identifier, balanced for a question. The semantic list is
-  ranked as semantic mode ranks chunks (`search_engine.semantic.similarity`: the cosine
+  ranked as semantic mode ranks chunks (`search_engine.ranking.semantic.similarity`: the cosine
   blended with the file's, scaled by the path priors), so tests, docs and stray look-alikes
   do not take the list's places from the implementation;
-- `symbol`: chunks that *define* an identifier the query names (see `search_engine.symbols`),
+- `symbol`: chunks that *define* an identifier the query names (see `search_engine.ranking.symbols`),
   added on top, strongly for a bare identifier;
 - per file, credited to the file's best chunk: BM25 over the whole file, the cosine with the
   file's mean vector, whether the query names the file (`path`: `tokenizer.py` for
   `Tokenizer` even when the class is imported from elsewhere; `web_urldispatcer`, `hlpers.py`
-  or `client/sesion` for the file they nearly spell, see `search_engine.corpus.FileNames`;
+  or `client/sesion` for the file they nearly spell, see `search_engine.ranking.corpus.FileNames`;
   otherwise, more lightly, whether the query's words are the words of the file's name or
-  folder: `show_exceptions.rb` for "exception rendering", see `search_engine.file_words`),
+  folder: `show_exceptions.rb` for "exception rendering", see `search_engine.ranking.file_words`),
   and how many of its chunks score well (above the median candidate: RRF scores are flat, so
   counting every candidate would just favour long files). Results are judged by whether the
   right file comes first, and a module that matches a question as a whole usually beats a
@@ -27,8 +27,8 @@ file's rank in each file-level signal that scored it (`file_lexical`, `file_sema
 `path`, `coherence`). Each candidate got its score from at least one of these.
 
 Then path priors scale down tests, shims, examples, prose, config, data and generated files
-(`search_engine.priors`), and a greedy selection halves the score of each further chunk from an
-already chosen file (`search_engine.hits.diversify`), so the first results cover several files
+(`search_engine.ranking.priors`), and a greedy selection halves the score of each further chunk from an
+already chosen file (`search_engine.ranking.hits.diversify`), so the first results cover several files
 instead of ten slices of one.
 
 The weights were set on the retrieval benchmark (benchmarks/retrieval.py; numbers in
@@ -40,11 +40,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from search_engine.corpus import Corpus
-from search_engine.hits import COHERENCE_WEIGHT, Hit, coherence, diversify
 from search_engine.index.vectors import Nearest
-from search_engine.semantic import similarity
-from search_engine.symbols import query_identifiers
+from search_engine.ranking.corpus import Corpus
+from search_engine.ranking.hits import COHERENCE_WEIGHT, Hit, coherence, diversify
+from search_engine.ranking.semantic import similarity
+from search_engine.ranking.symbols import query_identifiers
 
 RRF_K = 60
 # Candidates taken from each ranked list before fusing; more only adds noise at the bottom.
@@ -75,7 +75,7 @@ FILE_LEXICAL_WEIGHT = 1.0
 FILE_SEMANTIC_WEIGHT = 1.0
 FILE_NAMED_WEIGHT = 1.0
 PATH_WEIGHT_EXPLICIT = SYMBOL_WEIGHT_WHOLE
-# A file whose stem or folder shares the query's words (`search_engine.file_words`), when no
+# A file whose stem or folder shares the query's words (`search_engine.ranking.file_words`), when no
 # file is named outright: half a named file's weight (0.3 gained less on the multi-language
 # set, 1.0 cost the Python set).
 PATH_WORDS_WEIGHT = 0.5

@@ -10,12 +10,12 @@ crowded it out):
   `FILE_WEIGHT`, so a function in a module about the query beats a stray look-alike elsewhere;
 - how many of the file's chunks match together: as in hybrid search, the best chunk of a file
   whose chunks stand out as a group among the most similar gains up to `COHERENCE_WEIGHT`
-  (`search_engine.hits.coherence`). A mean vector cannot say this of a long file, whose
+  (`search_engine.ranking.hits.coherence`). A mean vector cannot say this of a long file, whose
   many topics blur it;
-- the path priors of hybrid search (`search_engine.priors`): tests, docs, examples, generated
+- the path priors of hybrid search (`search_engine.ranking.priors`): tests, docs, examples, generated
   and vendored files are scaled down unless the query asks for them.
 
-Results are then spread over files as in hybrid search (`search_engine.hits.diversify`): a
+Results are then spread over files as in hybrid search (`search_engine.ranking.hits.diversify`): a
 file's second chunk keeps half its score, its third a quarter. The score is that prior-weighted,
 diversified similarity (a cosine blend, scaled back into [-1, 1] after coherence), and
 `threshold` applies to it.
@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from search_engine.hits import COHERENCE_WEIGHT, Hit, by_file_best_first, coherence, diversify, saturated
 from search_engine.index.vectors import Vectors
+from search_engine.ranking.hits import COHERENCE_WEIGHT, Hit, by_file_best_first, coherence, diversify, saturated
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
 FILE_WEIGHT = 0.3
