@@ -54,16 +54,6 @@ DEFAULT_EMBEDDING_PROFILE: Final = "static"
 
 INDEXES_DIR = "indexes"
 """The cache dir's directory of indexes, one per root (`search_engine.index.store.index_dir`)."""
-CURSOR_KEY_FILE = "cursor.key"
-"""The cache dir's cursor key, the secret cursors are sealed with (`sessions.keys`)."""
-CACHE_ENTRIES = (INDEXES_DIR, CURSOR_KEY_FILE)
-"""Everything codepager keeps in its cache dir: what a search or an index of a root that holds
-the cache dir leaves out (`search_engine.files.discovery.plan_walk`)."""
-CURSOR_KEY_TEMP_PREFIX = f".{CURSOR_KEY_FILE}."
-"""How the cursor key's temporary files are named while it is published (`sessions.keys`)."""
-CURSOR_KEY_TEMP_GLOB = f"{CURSOR_KEY_TEMP_PREFIX}*"
-"""Those temporary files, left out of searches too: one outlives a process killed between
-writing and publishing it, holding the live key."""
 
 
 def default_cache_dir() -> Path:
@@ -84,6 +74,10 @@ class EngineConfig:
     cache_dir: Path = field(default_factory=default_cache_dir)
     embedding_profile: str = DEFAULT_EMBEDDING_PROFILE
     embedding_model: str | None = None
+    cache_entries: tuple[str, ...] = ()
+    """What the caller keeps in `cache_dir` beside the indexes: names, and globs for their
+    temporary files (the sessions' cursor key). Left out of every walk of a root that is the
+    cache dir itself, as the indexes are: the engine does not know its callers' files."""
     watch: bool = True
     """Find changes to a root by file events (False: by listing the tree on every search)."""
     fresh_wait_s: float = DEFAULT_FRESH_WAIT_S

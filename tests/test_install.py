@@ -131,5 +131,5 @@ def test_the_wheel_ships_the_static_model(tmp_path: Path) -> None:
             assert member in names
             assert archive.read(member) == path.read_bytes()
     # PEP 561: type checkers of code that imports codepager read its annotations.
-    assert {"search_engine/py.typed", "sessions/py.typed", "server/py.typed"} <= names
+    assert {"infra/py.typed", "search_engine/py.typed", "sessions/py.typed", "server/py.typed"} <= names
     assert not any(n.startswith(("tests/", "harness/", "benchmarks/")) for n in names)

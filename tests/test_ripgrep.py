@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from infra import Slots
 from search_engine.config import DEFAULT_MAX_FILE_SIZE, EngineConfig
 from search_engine.errors import InvalidQueryError, SearchError, SearchTimeoutError, ToolMissingError
 from search_engine.regex.ripgrep import RipgrepRun, memory_cap, rg_path
-from search_engine.slots import Slots
 from tests.index_helpers import REPO
 from tests.slot_helpers import Overlap, all_slots_taken, counted_popens, run_at_once
 

@@ -1,6 +1,6 @@
 """Reading, hashing and chunking the files an update must look at.
 
-One job per added or changed file: read it beneath its root (`search_engine.beneath`: no
+One job per added or changed file: read it beneath its root (`infra.beneath`: no
 symlink swapped in since discovery, for the file or any directory above it, can lead the read
 outside the root) and no more than `max_size` bytes of it, hash it, and unless its content is
 what the index already holds, chunk it and compute each chunk's lexical document, the other
@@ -32,7 +32,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
-from search_engine.beneath import read_beneath
+from infra import read_beneath
 from search_engine.chunking.chunk import Chunk
 from search_engine.chunking.chunker import chunk_file
 from search_engine.chunking.workers import PARSE_MEMORY_BUDGET, chunking_pool

@@ -51,8 +51,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from search_engine.beneath import BeneathWalk, open_beneath
-from search_engine.config import CACHE_ENTRIES, CURSOR_KEY_TEMP_GLOB, EngineConfig
+from infra import BeneathWalk, open_beneath
+from search_engine.config import INDEXES_DIR, EngineConfig
 from search_engine.errors import PathNotFoundError, PathOutsideRootError
 from search_engine.files.ignore_files import check_ignore_files
 from search_engine.files.paths import SearchLocation
@@ -68,7 +68,7 @@ BINARY_SNIFF_BYTES = 64 * 1024
 class DiscoveredFile:
     """A searchable file. `path` is the display path (relative, posix) that matches carry;
     `rel` is the same path as the file system spells it (exact bytes, even for non-UTF-8
-    names), to open under `root` with `search_engine.beneath`. `size` and `mtime_ns` let an
+    names), to open under `root` with `infra.beneath`. `size` and `mtime_ns` let an
     incremental indexer skip unchanged files."""
 
     path: str
@@ -105,7 +105,7 @@ def plan_walk(location: SearchLocation, config: EngineConfig, include: Sequence[
     after `--`). PathOutsideRootError if that path lies in codepager's cache: rg searches a
     path it is named whatever the globs say, and the cache holds the cursor key. The ignore
     files rg would read are checked first (`ignore_files.py`), which may turn some kinds off."""
-    cache = _Cache.within(location.root, config.cache_dir)
+    cache = _Cache.within(location.root, config.cache_dir, config.cache_entries)
     if location.sub and cache.holds(location):
         raise PathOutsideRootError(
             f"path {location.sub!r} is in codepager's own cache (index.cache_dir), which is never searched; "
@@ -140,7 +140,7 @@ _GLOB_SPECIAL = re.compile(r"[\\*?\[\]{}]")
 @dataclass(frozen=True, slots=True)
 class _Cache:
     """What of codepager's cache lies in a root, relative to it: the cache dir when it is inside
-    the root, what codepager keeps there (`CACHE_ENTRIES`, `CURSOR_KEY_TEMP_GLOB`) when it is
+    the root, what codepager keeps there (`INDEXES_DIR` and the caller's `cache_entries`) when it is
     the root itself. Left out of every walk: a regex search showed the cursor key (the secret
     cursors are sealed with) to anyone who may search, and every update indexed its own output
     and never settled."""
@@ -150,7 +150,7 @@ class _Cache:
     patterns: tuple[str, ...] = ()
 
     @classmethod
-    def within(cls, root: Path, cache_dir: Path) -> _Cache:
+    def within(cls, root: Path, cache_dir: Path, entries: tuple[str, ...] = ()) -> _Cache:
         root = root.resolve()  # a root reached through a link still holds the cache
         try:
             inside = Path(cache_dir).resolve().relative_to(root)
@@ -158,7 +158,8 @@ class _Cache:
             return cls(root)
         if inside.parts:
             return cls(root, (PurePosixPath(inside.as_posix()),))
-        return cls(root, tuple(map(PurePosixPath, CACHE_ENTRIES)), (CURSOR_KEY_TEMP_GLOB,))
+        names = [INDEXES_DIR, *(e for e in entries if not _GLOB_SPECIAL.search(e))]
+        return cls(root, tuple(map(PurePosixPath, names)), tuple(e for e in entries if _GLOB_SPECIAL.search(e)))
 
     def globs(self) -> list[str]:
         # Escaped: a directory named `idx[1]` or `cache[` is a glob otherwise, one that missed

@@ -6,7 +6,7 @@ resolved before the containment check, which is what makes a link pointing out o
 refusal rather than a leak. Containment is also checked before existence, and everything
 outside gets the same message, so errors reveal nothing about what lies outside the roots.
 (This runs when a search is asked for. Files are later opened beneath the root with
-`search_engine.beneath`, and a named path is re-checked that way just before ripgrep runs.)
+`infra.beneath`, and a named path is re-checked that way just before ripgrep runs.)
 """
 
 from __future__ import annotations

@@ -40,10 +40,11 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
+from infra import UnsafeDirectoryError, check_cache_dir
 from search_engine.chunking.jobs import over_budget_warnings
 from search_engine.config import DEFAULT_FRESH_WAIT_S, EngineConfig
 from search_engine.embedding.embedder import Embedder, embedder_for
-from search_engine.errors import IndexDamagedError, IndexStoreError
+from search_engine.errors import IndexDamagedError, IndexStoreError, UnsafeCacheDirError
 from search_engine.index.chunk_table import ChunkTable
 from search_engine.index.store import IndexStore, Snapshot, index_dir
 from search_engine.index.update import DEFAULT_LOCK_TIMEOUT_S, Progress, UpdateStats, stale_reason, update_index
@@ -51,7 +52,6 @@ from search_engine.index.vectors import VectorIndex
 from search_engine.live.layer import MAX_LIVE_FILES, LiveLayer
 from search_engine.live.read_your_writes import LiveRoot, Settled
 from search_engine.live.watcher import ChangeLog, WatchUnavailable, watch
-from search_engine.private_dir import check_cache_dir
 from search_engine.ranking.lexical import LexicalIndex
 from search_engine.ranking.search import Ranker
 
@@ -147,7 +147,10 @@ class IndexManager:
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        check_cache_dir(config.cache_dir)  # every index under it is read back as ours
+        try:
+            check_cache_dir(config.cache_dir)  # every index under it is read back as ours
+        except UnsafeDirectoryError as exc:
+            raise UnsafeCacheDirError(str(exc)) from exc
         self.config = config
         self._clock = clock
         self.embedder = embedder if embedder is not None else embedder_for(config)

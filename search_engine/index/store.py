@@ -64,6 +64,7 @@ from typing import Any, BinaryIO
 import numpy as np
 from filelock import FileLock, Timeout
 
+from infra import open_regular_file
 from search_engine.chunking.chunk import Chunk
 from search_engine.config import INDEXES_DIR
 from search_engine.errors import IndexDamagedError, IndexStoreError, reading
@@ -74,7 +75,6 @@ from search_engine.index.packed import Natural, pack, unpack
 from search_engine.index.postings_merge import merge
 from search_engine.index.vectors import WORD_BITS, VectorIndex, empty, quantize
 from search_engine.ranking.lexical import LexicalBuilder, LexicalIndex, lexical_document
-from search_engine.regular_file import open_regular_file
 
 # Bumped whenever anything below changes shape, or what `symbols.defined_names` extracts (the
 # stored definitions of unchanged files are copied across updates): an index in another

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from search_engine.beneath import read_beneath
+from infra import read_beneath
 from search_engine.models import Match
 from search_engine.regex.search import ELLIPSIS
 

@@ -32,10 +32,10 @@ try:
 except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
+from infra import Slots
 from search_engine.config import EngineConfig
 from search_engine.errors import InvalidQueryError, SearchError, SearchTimeoutError, ToolMissingError
 from search_engine.files.skipped import Skipped
-from search_engine.slots import Slots
 
 _EXE = "rg.exe" if os.name == "nt" else "rg"
 _READ_SIZE = 64 * 1024

@@ -19,8 +19,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from search_engine.errors import IsALinkError, NotRegularFileError
-from search_engine.regular_file import open_regular_file
+from infra.errors import IsALinkError, NotRegularFileError
+from infra.regular_file import open_regular_file
 
 MIN_SECRET_LENGTH = 16
 """Shorter than this, a secret is easier to guess; a configured one is warned about."""

@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from search_engine.errors import IsALinkError, NotRegularFileError
+from infra.errors import IsALinkError, NotRegularFileError
 
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 

@@ -17,7 +17,7 @@ import os
 import stat
 from pathlib import Path
 
-from search_engine.errors import UnsafeDirectoryError
+from infra.errors import UnsafeDirectoryError
 
 log = logging.getLogger(__name__)
 
