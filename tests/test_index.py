@@ -642,16 +642,18 @@ def published_chunks(manager: IndexManager, root: Path) -> Sequence[Chunk]:
     return snapshot.chunks
 
 
-def swap_during_chunking(swap: Callable[[], None]) -> tuple[Callable[[str, int, int], None], threading.Event]:
+def swap_after_discovery(swap: Callable[[], None]) -> tuple[Callable[[str, int, int], None], threading.Event]:
     """A progress hook for `update_index` and an event set once `swap` ran.
 
-    At the first "chunk" report with files still to read, another thread runs `swap` while
-    the update waits for it: the tree changes after discovery listed its files and before the
-    rest are read, the window an attacker racing the build aims for."""
+    At the "scan" report, another thread runs `swap` while the update waits for it: the tree
+    changes after discovery listed its files and before any is read, the window an attacker
+    racing the build aims for. (It used to wait for the first "chunk" report, but the chunk
+    workers are handed their first batches before that, so a file was sometimes read before
+    the swap and the test failed about one run in three.)"""
     swapped = threading.Event()
 
     def hook(phase: str, done: int, total: int) -> None:
-        if phase == "chunk" and done < total and not swapped.is_set():
+        if phase == "scan" and not swapped.is_set():
 
             def swap_then_signal() -> None:
                 swap()
@@ -683,7 +685,7 @@ def test_a_directory_swapped_for_a_symlink_mid_build_is_never_read_through(
         shutil.rmtree(root / "pkg")
         (root / "pkg").symlink_to(outside / "pkg", target_is_directory=True)
 
-    hook, swapped = swap_during_chunking(swap)
+    hook, swapped = swap_after_discovery(swap)
     stats = manager.update(root, progress=hook)
     assert swapped.is_set()
     chunks = published_chunks(manager, root)  # what that update wrote, not a re-scan's
@@ -705,7 +707,7 @@ def test_a_file_grown_over_max_file_size_mid_build_is_not_indexed(
     def grow() -> None:
         (root / "grows.py").write_text("".join(f"def grown_{i}():\n    return {i}\n" for i in range(5000)))
 
-    hook, swapped = swap_during_chunking(grow)
+    hook, swapped = swap_after_discovery(grow)
     stats = manager.update(root, progress=hook)
     assert swapped.is_set() and (root / "grows.py").stat().st_size > 4096
     assert [c.path for c in published_chunks(manager, root)] == ["a_first.py"] and stats.files == 1

@@ -48,17 +48,17 @@ def real_tree(root: Path) -> Path:
 
 def edit_everywhere(root: Path) -> None:
     """One of each change an update handles, spread through the file order."""
-    chunking = root / "lib/chunk_table.py"  # grows at its top: every later chunk id shifts
+    chunking = root / "lib/index/chunk_table.py"  # grows at its top: every later chunk id shifts
     chunking.write_text("def merge_postings_first():\n    return 'merged'\n\n\n" + chunking.read_text())
-    files = root / "lib/files.py"  # shrinks to its first half
+    files = root / "lib/files/discovery.py"  # shrinks to its first half
     text = files.read_text()
     files.write_text(text[: len(text) // 2].rsplit("\n", 1)[0] + "\n")
-    (root / "lib/hits.py").unlink()
+    (root / "lib/ranking/hits.py").unlink()
     (root / "lib/grammar_notes.py").write_text(
         "def retry_with_backoff_notes(call):\n    '''Retry, with backoff.'''\n    return call()\n"
     )
-    st = (root / "lib/paths.py").stat()
-    os.utime(root / "lib/paths.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    st = (root / "lib/files/paths.py").stat()
+    os.utime(root / "lib/files/paths.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     client = root / "app/client.py"  # one function edited: its neighbours keep their vectors
     client.write_text(client.read_text().replace("Close every pooled connection.", "Close every pooled socket."))
 
@@ -117,7 +117,8 @@ def test_an_update_gives_what_a_fresh_build_gives(
     assert_same_index(manager.get(root), fresh.get(root))
     assert rankings(manager, root) == rankings(fresh, root)
     # and again on top of an updated generation: a second round of edits still matches
-    (root / "lib/chunk_table.py").write_text((root / "lib/chunk_table.py").read_text().replace("merged", "re-merged"))
+    table = root / "lib/index/chunk_table.py"
+    table.write_text(table.read_text().replace("merged", "re-merged"))
     (root / "app/render.py").unlink()
     manager.update(root)
     fresh = manager_for(tmp_path / "fresh2", CountingEmbedder(counting.inner))
