@@ -18,19 +18,19 @@ Two kinds of failure:
   (code, message, hint) so an agent can act on it.
 
 The server's own failures are `ServerError`s: each class says its `code` and `hint`, so the
-most specific class answers by inheritance, with no list to keep in order. The engine's and the
-session store's exceptions cannot derive from it (imports flow server -> sessions ->
-search_engine), so a table maps them instead: `_MAPPED_ERRORS` for tool errors,
-`_CURSOR_REFUSALS` for cursor refusals.
+most specific class answers by inheritance, with no list to keep in order. The exceptions of
+the layers below (the engine's, the session store's, `infra`'s) cannot derive from it (imports
+flow server -> sessions -> search_engine -> infra), so a table maps them instead:
+`_MAPPED_ERRORS` for tool errors, `_CURSOR_REFUSALS` for cursor refusals.
 
 Every message says what to do next.
 
-The engine's and the session store's own exceptions are documented in `search_engine.errors`
-and `sessions.errors`. Two server exceptions stay beside their only user, because importing
-this module (fastmcp) would cost them what they exist to avoid:
-`server.transports.framing.FrameRejected` (one refused frame line, caught inside the pure
-framing module, which the settings import) and `server.cli.search_targets.MissingPathError`
-(a PATH `codepager search` cannot read; the grep-like CLI never imports fastmcp).
+The engine's, the session store's and `infra`'s own exceptions are documented in
+`search_engine.errors`, `sessions.errors` and `infra.errors`. Two server exceptions stay beside
+their only user, because importing this module (fastmcp) would cost them what they exist to
+avoid: `server.transports.framing.FrameRejected` (one refused frame line, caught inside the pure
+framing module, which the settings import) and `server.cli.search_targets.MissingPathError` (a
+PATH `codepager search` cannot read; the grep-like CLI never imports fastmcp).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class ServerError(Exception):
     """A failure of this server's own that reaches the agent: a stable `code` and a `hint` saying
     what to do next, both set by each subclass in its body. A subclass's own override its
     parent's, so the most specific class answers without a table kept in order by hand (the
-    engine's and the session store's errors, which the server cannot subclass, are mapped in
+    errors of the layers below, which the server cannot subclass, are mapped in
     `_MAPPED_ERRORS`). Each keeps the built-in exception it is a kind of (a bad id is a
     `ValueError`, an unknown one a `LookupError`) as a second base, for callers that catch it."""
 
@@ -232,8 +232,9 @@ class InvalidParamsError(ServerError, ToolError):
         return cls(str(exc), {"reason": type(exc).__name__}, code=code)
 
 
-#: The engine's and the session store's tool errors, which the server cannot subclass (imports
-#: flow server -> sessions -> search_engine): (exception type, stable code, what to do next).
+#: The tool errors of the layers below (the engine's, the session store's, `infra`'s), which the
+#: server cannot subclass (imports flow server -> sessions -> search_engine -> infra):
+#: (exception type, stable code, what to do next).
 #: Most specific first, as the first entry an error is an instance of answers it;
 #: tests/test_errors.py checks that no entry is shadowed by an earlier one.
 _MAPPED_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
