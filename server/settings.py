@@ -2,7 +2,13 @@
 < command-line flags.
 
 One `Settings` object is built at start-up and handed down; nothing reads the environment
-later. Each section is its own model so `codepager config` can print it and docs can list it.
+later, and no module keeps a value read from these models when it was imported (a test or a
+config change would not reach it). Each section is its own model so `codepager config` can
+print it and docs can list it; a limit lives in the section of what it limits (`[sql]`, `[jq]`),
+and the proxy overrides `[sql]` in `[proxy.sql]`. A knob nobody sets is a constant of the module
+that uses it, saying why, not a setting: the list is meant to stay short enough to hold in mind
+(`tests/test_settings_layout.py` bounds it). A key an earlier version had is refused with where
+it went (`MOVED_SETTINGS`, `REMOVED_SETTINGS`), never silently dropped.
 """
 
 from __future__ import annotations

@@ -228,6 +228,15 @@ def in_memory_proxy(tmp: Path, **proxy: Any) -> FastMCP:
     return build_proxy_app(proxy_settings(tmp, **proxy), [Backend("tiny", FastMCPTransport(backend_app), None)])
 
 
+async def test_proxy_sql_settings_are_what_the_proxys_queries_run_with(tmp_path: Path) -> None:
+    """`[proxy.sql]`'s keys reach the proxy's DuckDB connections (the keys it leaves out are
+    `[sql]`'s: `tests/test_settings_layout.py`)."""
+    sql = "SELECT current_setting('threads') AS threads, current_setting('memory_limit') AS memory"
+    async with Client(in_memory_proxy(tmp_path, sql={"threads": 3, "memory_limit": "256MB"})) as c:
+        (row,) = structured(await c.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
+    assert row["threads"] == 3 and row["memory"].startswith(("256.0 MB", "244.1 MiB")), row
+
+
 async def test_a_result_sent_as_text_and_structured_content_is_counted_once(tmp_path: Path) -> None:
     """fastmcp sends the same JSON as text and as structuredContent: the threshold applies to it
     once, so a result just under the threshold passes untouched and one just over is saved."""
