@@ -201,7 +201,7 @@ async def codepager_answers(corpora: Path, annotations: Path, cache: Path, work:
             None,
             {
                 "server": {"roots": [corpora / ann.stem]},
-                "index": {"cache_dir": cache, "ready_wait_s": 1800, "index_on_start": True, "profile": "static"},
+                "index": {"cache_dir": cache, "ready_wait_s": 1800, "index_on_start": True, "model": "static"},
                 "sessions": {"secret_key": "tokens-benchmark-secret-key-0123456789"},
                 "offload": {"output_dir": work / "offload"},
             },

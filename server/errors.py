@@ -252,7 +252,7 @@ _MAPPED_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
         "indexing is running in the background; retry after progress.eta_s seconds (or a few, if null), or use "
         "regex_search meanwhile",
     ),
-    (ModelLoadError, "model_unavailable", "check the index.model / index.profile settings; regex_search still works"),
+    (ModelLoadError, "model_unavailable", "check the index.model setting; regex_search still works"),
     (
         IndexDamagedError,
         "index_damaged",

@@ -20,7 +20,7 @@ import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import platformdirs
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -135,6 +135,10 @@ class SearchSettings(_Section):
     max_page_size: int = Field(MAX_PAGE_SIZE, ge=1, description="Largest page_size a search call may ask for.")
 
 
+#: The embedding models shipped with codepager (`index.model` names one, or any other model).
+ShippedModel = Literal["static", "minilm"]
+
+
 class IndexSettings(_Section):
     cache_dir: Path = Field(
         default_factory=default_cache_dir,
@@ -143,12 +147,13 @@ class IndexSettings(_Section):
             "otherwise), outside repositories you did not write (what is there is read as codepager's own)."
         ),
     )
-    profile: Literal["static", "minilm"] = Field(
+    model: str = Field(
         DEFAULT_EMBEDDING_PROFILE,
-        description="Embedding profile (see docs/benchmarks.md for the measurement behind the default).",
-    )
-    model: str | None = Field(
-        None, description="Any sentence-transformers model name or local path; overrides the profile."
+        min_length=1,
+        description=(
+            "The embedding model: `static` or `minilm`, both shipped (see docs/benchmarks.md for the measurement "
+            "behind the default), or any sentence-transformers model name or local path."
+        ),
     )
     ready_wait_s: Seconds = Field(
         30.0,
@@ -525,6 +530,7 @@ class ServerSettings(_Section):
 #: variable naming one is refused with the new name rather than read (a value silently left
 #: unread would be a limit the user believes in and does not have).
 MOVED_SETTINGS: dict[tuple[str, str], str] = {
+    ("index", "profile"): "index.model",
     **{("server", key): "server.request_timeout_s" for key in ("body_timeout_s", "chunk_timeout_s")},
     **{
         ("server", key): "server.max_buffered_request_bytes"
@@ -613,6 +619,7 @@ class Settings(BaseSettings):
         return self.proxy.sql.over(self.sql)
 
     def engine_config(self) -> EngineConfig:
+        shipped = self.index.model in get_args(ShippedModel)
         return EngineConfig(
             timeout_s=self.search.timeout_s,
             max_line_width=self.search.max_line_width,
@@ -620,8 +627,8 @@ class Settings(BaseSettings):
             rg_max_concurrent=self.search.rg_max_concurrent,
             cache_dir=self.index.cache_dir,
             cache_entries=CACHE_DIR_ENTRIES,
-            embedding_profile=self.index.profile,
-            embedding_model=self.index.model,
+            embedding_profile=self.index.model if shipped else DEFAULT_EMBEDDING_PROFILE,
+            embedding_model=None if shipped else self.index.model,
             watch=self.index.watch,
         )
 

@@ -13,10 +13,10 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, get_args
 
 from search_engine import SearchError
-from server.settings import IndexSettings, default_of
+from server.settings import IndexSettings, ShippedModel, default_of
 
 if TYPE_CHECKING:
     from search_engine import IndexStatus
@@ -33,11 +33,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--status", action="store_true", help="report on the index without changing it")
     p.add_argument("--json", action="store_true", help="print the summary or status as JSON")
     p.add_argument(
-        "--profile",
-        choices=["static", "minilm"],
-        help=f"embedding profile (default: {default_of(IndexSettings, 'profile')})",
+        "--model",
+        help=(
+            f"embedding model: {' or '.join(get_args(ShippedModel))} (shipped; default "
+            f"{default_of(IndexSettings, 'model')}), or a sentence-transformers model name or local path"
+        ),
     )
-    p.add_argument("--model", help="sentence-transformers model name or local path (overrides --profile)")
+    p.add_argument("--profile", dest="old_profile", help=argparse.SUPPRESS)  # refused with its new name
     p.add_argument("--config", type=Path, help="TOML settings file")
     p.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
     p.set_defaults(func=run)
@@ -48,8 +50,11 @@ def run(args: argparse.Namespace) -> int:
     from search_engine import IndexManager
     from server.settings import load_settings
 
+    if args.old_profile is not None:
+        print(f"codepager: --profile is now --model (--model {args.old_profile})", file=sys.stderr)
+        return 2
     try:
-        settings = load_settings(args.config, {"index": {"profile": args.profile, "model": args.model}})
+        settings = load_settings(args.config, {"index": {"model": args.model}})
     except (FileNotFoundError, ValueError) as exc:
         print(f"codepager: {exc}", file=sys.stderr)
         return 2
