@@ -342,7 +342,8 @@ def test_empty_frames_are_paid_for_against_the_reassembly_buffer(tmp_path_factor
     """Each held frame counts its data plus a fixed overhead, so empty frames are not free: with
     a 1 MiB buffer, a message within the frame cap fed only empty frames is dropped once the
     buffer is spent, answered with its id. Before, empty frames counted 0 bytes and never did."""
-    with raw_server("chunked-stdio", tmp_path_factory, server__max_buffered_request_bytes=str(MB)) as raw:
+    budget = {"server__max_buffered_request_bytes": str(MB), "server__max_request_bytes": str(MB)}
+    with raw_server("chunked-stdio", tmp_path_factory, **budget) as raw:
         message_id, total = str(uuid.uuid4()), 32_768
         head = b'{"jsonrpc":"2.0","id":32,"method":"tools/call","params":{"name":"regex_search","arguments":'
         flood = _frame(message_id, 0, total, head) + b"".join(_frame(message_id, i, total) for i in range(1, total - 1))
