@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from server.cli import build_parser
+from server.cli.proxy_cmd import proxy_overrides
 from server.output import OffloadStore
 from server.proxy.dataset_store import DatasetStore
 from server.settings import (
@@ -72,11 +74,12 @@ def test_proxy_sql_overrides_only_the_keys_it_sets(tmp_path: Path, monkeypatch: 
 
 
 def test_a_proxy_flag_changes_one_proxy_sql_key_and_keeps_the_others(tmp_path: Path) -> None:
-    """A flag (`proxy --duckdb-threads`) is merged into `[proxy.sql]` key by key: the file's
-    other keys there stay."""
+    """`proxy --duckdb-threads` is merged into `[proxy.sql]` key by key: the file's other keys
+    there stay."""
     config = tmp_path / "codepager.toml"
     config.write_text('[proxy.sql]\nmemory_limit = "2GB"\ntimeout_s = 60\n')
-    proxy = load_settings(config, {"proxy": {"sql": {"threads": 4, "memory_limit": None}}}).proxy_sql()
+    args = build_parser().parse_args(["proxy", "--duckdb-threads", "4", "--", "backend"])
+    proxy = load_settings(config, proxy_overrides(args)).proxy_sql()
     assert (proxy.threads, proxy.memory_limit, proxy.timeout_s) == (4, "2GB", 60)
 
 
