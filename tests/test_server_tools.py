@@ -13,6 +13,7 @@ from fastmcp import Client
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchRequest
 from server.app import build_app
+from server.output import MIN_OUTPUT_TOKENS
 from server.tools.registry import own_tools
 from tests.hostile_helpers import refused_async
 from tests.server_helpers import make_settings, page_matches, structured, walk
@@ -184,7 +185,13 @@ async def test_bad_arguments_are_invalid_params(client):
     await _invalid_params(client, {"pattern": "x", "page_size": "many"})
     await _invalid_params(client, {})
     await _invalid_params(client, {"pattern": "   "})
-    await _invalid_params(client, {"pattern": "x", "output_mode": "yaml"})
+    # The page's options are checked once, by the tool's schema (the output layer trusts them):
+    # the refusal names the choices, or the least size an answer's envelope needs.
+    for tool, query in (("regex_search", "pattern"), ("analyze-with-duckdb", "query")):
+        message = await _invalid_params(client, {query: "x", "output_mode": "yaml"}, tool)
+        assert all(mode in message for mode in ("auto", "inline", "file_ref", "legacy")), message
+    message = await _invalid_params(client, {"pattern": "x", "max_output_tokens": MIN_OUTPUT_TOKENS - 1})
+    assert str(MIN_OUTPUT_TOKENS) in message, message
 
 
 async def test_search_failures_are_actionable_tool_errors(client, tmp_path):
