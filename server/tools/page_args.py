@@ -33,16 +33,11 @@ SHARED = (
 # conversation); `page_size`, `snippet_length` and `cursor` quote settings, so theirs are built
 # at registration.
 IncludeSnippet = Annotated[bool, Field(description="false: locations only")]
-OutputModeArg = Annotated[
-    OutputModeName,
-    Field(description="auto: a page too big to show goes to a file (results.file_ref); inline: cut it instead"),
-]
-MaxOutputTokens = Annotated[int | None, Field(ge=MIN_OUTPUT_TOKENS, description="cut the page to this size")]
-StatsOnly = Annotated[bool, Field(description="counts per file instead of matches")]
-StatsFirst = Annotated[bool, Field(description="counts as well as matches")]
-JqFilter = Annotated[
-    LongText | None, Field(description="jq over the list of match records as pages show them, before paging")
-]
+OutputModeArg = Annotated[OutputModeName, Field(description="auto: too big -> file (results.file_ref); inline: cut")]
+MaxOutputTokens = Annotated[int | None, Field(ge=MIN_OUTPUT_TOKENS, description="cap the page, in tokens")]
+StatsOnly = Annotated[bool, Field(description="counts per file, no matches")]
+StatsFirst = Annotated[bool, Field(description="counts and matches")]
+JqFilter = Annotated[LongText | None, Field(description="jq over the match records, before paging")]
 DetailName = Annotated[Literal["compact", "full"], Field(description="full: byte spans, language, ranks")]
 
 
