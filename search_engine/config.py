@@ -42,11 +42,11 @@ DEFAULT_RG_MAX_CONCURRENT = 4
 """At most this many rg processes run at once in one process (`search_engine.regex.ripgrep`)."""
 MAX_FILE_SIZE_LIMIT = 256 << 20
 """The largest `max_file_size` there may be: what an index stores of one file is bounded by
-it when read back (`chunk_table.MAX_FILE_TEXT`), whoever wrote the index."""
+it when read back (`index.chunk_table.MAX_FILE_TEXT`), whoever wrote the index."""
 DEFAULT_FRESH_WAIT_S = 0.5
 """How long a semantic or hybrid call waits for the files changed before it to be folded into the
 index before answering without them, marked `updating` (`search_engine.live.read_your_writes`). Only a change the
-live layer does not take (more than `live_layer.MAX_LIVE_FILES` files, a directory moved in, an
+live layer does not take (more than `live.layer.MAX_LIVE_FILES` files, a directory moved in, an
 ignore file, changes found by polling) waits: a checkout's searches answer within about this."""
 DEFAULT_EMBEDDING_PROFILE: Final = "static"
 """The embedding profile (see docs/benchmarks.md for the measurement behind it)."""

@@ -76,7 +76,7 @@ from search_engine.index.postings_merge import merge
 from search_engine.index.vectors import WORD_BITS, VectorIndex, empty, quantize
 from search_engine.ranking.lexical import LexicalBuilder, LexicalIndex, lexical_document
 
-# Bumped whenever anything below changes shape, or what `symbols.defined_names` extracts (the
+# Bumped whenever anything below changes shape, or what `ranking.symbols.defined_names` extracts (the
 # stored definitions of unchanged files are copied across updates): an index in another
 # format is rebuilt. 3: main's file kinds, C++ specializations and qualified names.
 FORMAT_VERSION = 3

@@ -236,7 +236,7 @@ def _add_file_signals(
 def _select(
     corpus: Corpus, candidates: np.ndarray, fused: np.ndarray, ranks: dict[int, dict[str, int]], top_k: int
 ) -> list[Hit]:
-    """The top k, diversified across files, with their fused scores (`ranking.ranked_result`
+    """The top k, diversified across files, with their fused scores (`search.ranked_result`
     makes them relative to the best of every root searched)."""
     held = diversify(corpus.file_of, candidates, fused, top_k)
     return [Hit(i, s, ranks.get(i, {})) for s, i in held]

@@ -249,7 +249,7 @@ class Ranker:
 def _match(hit: Hit, c: Chunk, kind: MatchType) -> Match:
     """The match of ranked chunk `c` (`hit`'s)."""
     score, ranks = round(hit.score, 6), dict(hit.ranks) if kind is MatchType.HYBRID else None
-    # Positional up to `score`, in `Match`'s field order, as `regex.py` builds its matches.
+    # Positional up to `score`, in `Match`'s field order, as `regex/search.py` builds its matches.
     return Match(
         c.path, c.line_start, c.line_end, c.byte_start, c.byte_end, c.content, kind, c.language, score, ranks=ranks
     )

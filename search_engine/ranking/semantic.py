@@ -22,7 +22,7 @@ diversified similarity (a cosine blend, scaled back into [-1, 1] after coherence
 
 The chunk cosine is the int8 one of the index's quantized vectors (`search_engine.index.vectors`).
 The blend is computed over every chunk the index rescores anyway (all allowed chunks of an
-index up to `vectors.RESCORE`, else the `RESCORE` nearest by sign bits, among the chunks of
+index up to `index.vectors.RESCORE`, else the `RESCORE` nearest by sign bits, among the chunks of
 the nearest lists in an index large enough for a coarse quantizer), not only over the
 best few by cosine: a chunk of middling cosine in a file about the query must still be able to
 rise, as it did when every chunk was scored. So a query costs a pass over 32 bytes a chunk and

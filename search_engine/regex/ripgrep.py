@@ -52,7 +52,7 @@ _OUTPUT_BUFFER = 1024 * 1024
 # hostile tree can make it take: rg reads every ignore file it walks past, following links, and
 # `.ignore -> /dev/zero` (git stores links, so a cloned repository can hold one) had it double a
 # buffer in search of a newline until the machine's memory ran out; 4 searches at once, under a
-# 2 GiB cap, took 3.1 GB. Such files are no longer read (`ignore_files.py`); over the cap rg
+# 2 GiB cap, took 3.1 GB. Such files are no longer read (`files/ignore_files.py`); over the cap rg
 # aborts, and `warnings` reports that as the failure it is.
 _MEMORY_BASE = 192 << 20
 # rg's stderr is read no further than this: with `--debug` it logs a line per file or folder a
@@ -138,7 +138,7 @@ class RipgrepRun:
     searches at once once took 5.7-7.1 GB. Waiting for a slot counts against the run's time
     limit. (rg keeps the caller's terminal, if any: a session of its own, which would keep an
     ignore file linked to `/dev/tty` from waiting on it, costs Python its vfork, ~35 ms a run
-    here; such a link leads out of the root and is never read, `ignore_files.py`.)
+    here; such a link leads out of the root and is never read, `files/ignore_files.py`.)
 
     Use as a context manager; the process is killed on exit if it is still running.
     """
