@@ -208,14 +208,15 @@ class ListPage:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PageOptions:
     """A page's options, as the agent chose them: built once per call by the tool, from arguments
     its input schema has already validated (`output_mode` one of the modes, `max_output_tokens`
-    at least MIN_OUTPUT_TOKENS), so nothing here checks them again. The fields are in the order
-    the search tools declare them. The layer reads `output_mode`, `max_output_tokens` and the
-    stats; `include_snippet`, `snippet_length` and `detail` shape a search page's match records
-    (`server.response.SearchResponse`), and other pages' records are what their tool made them."""
+    at least MIN_OUTPUT_TOKENS), so nothing here checks them again. Built by keyword: two of the
+    flags are booleans side by side, which a positional call could swap unseen. The layer reads
+    `output_mode`, `max_output_tokens` and the stats; `include_snippet`, `snippet_length` and
+    `detail` shape a search page's match records (`server.response.SearchResponse`), and other
+    pages' records are what their tool made them."""
 
     include_snippet: bool = True
     #: None: whole texts.

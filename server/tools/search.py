@@ -151,8 +151,8 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
             "exclude_patterns": exclude_patterns, "context_lines": context_lines, "jq_filter": jq_filter,
         }, fixed={"max_results": s.max_results})  # fmt: skip
         options = PageOptions(
-            include_snippet, snippet_length, OutputMode(output_mode), max_output_tokens, stats_only, stats_first,
-            Detail(detail),
+            include_snippet=include_snippet, snippet_length=snippet_length, output_mode=OutputMode(output_mode),
+            max_output_tokens=max_output_tokens, stats_only=stats_only, stats_first=stats_first, detail=Detail(detail),
         )  # fmt: skip
         return await run_search(services, ctx, "regex_search", call, Paging(cursor, page_size), options)
 
@@ -182,8 +182,9 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
                 "include_patterns": include_patterns, "exclude_patterns": exclude_patterns, "jq_filter": jq_filter,
             })  # fmt: skip
             options = PageOptions(
-                include_snippet, snippet_length, OutputMode(output_mode), max_output_tokens, stats_only, stats_first,
-                Detail(detail),
+                include_snippet=include_snippet, snippet_length=snippet_length, output_mode=OutputMode(output_mode),
+                max_output_tokens=max_output_tokens, stats_only=stats_only, stats_first=stats_first,
+                detail=Detail(detail),
             )  # fmt: skip
             return await run_search(services, ctx, name, call, Paging(cursor, page_size), options)
 
