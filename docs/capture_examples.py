@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import os
 import re
@@ -43,7 +42,7 @@ from server.app import build_app, build_services  # noqa: E402
 from server.errors import REFUSALS, TOOL_ERRORS  # noqa: E402
 from server.settings import Settings, load_settings  # noqa: E402
 from server.tools.dataset_pages import register_dataset_page_tool  # noqa: E402
-from server.tools.page_args import PageArgs  # noqa: E402
+from server.tools.page_args import SHARED  # noqa: E402
 from sessions import CursorCodec  # noqa: E402
 
 SAMPLE: dict[str, str] = {
@@ -196,7 +195,7 @@ DOCUMENTED_TOOLS = (
     "analyze-with-duckdb", "list-saved-datasets", "cleanup_temp_files",
 )  # fmt: skip
 #: The parameters every search tool shares, shown once in their own table.
-SHARED_OPTIONS = tuple(f.name for f in dataclasses.fields(PageArgs))
+SHARED_OPTIONS = SHARED
 
 
 async def proxy_tool_schemas(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -208,7 +207,7 @@ async def proxy_tool_schemas(settings: Settings) -> dict[str, dict[str, Any]]:
         app,
         services.datasets,
         CursorCodec("docs-example-secret-key"),
-        services.renderer,
+        services.layer,
         max_output_tokens=settings.proxy.threshold_tokens,
     )
     async with Client(app) as c:

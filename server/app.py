@@ -20,7 +20,6 @@ from server.background_indexer import BackgroundIndexer
 from server.errors import ErrorMiddleware
 from server.jq import jq_view
 from server.output import OffloadStore, OutputLayer
-from server.rendering import Renderer
 from server.services import Services
 from server.settings import SessionSettings, Settings
 from server.sql import Datasets
@@ -140,7 +139,7 @@ def build_services(settings: Settings) -> Services:
         pager=pager,
         offload=offload,
         datasets=Datasets(offload, limits=settings.sql),
-        renderer=Renderer(OutputLayer(settings.offload, settings.sql, offload)),
+        layer=OutputLayer(settings.offload, settings.sql, offload),
         indexer=BackgroundIndexer(engine, settings.index.ready_wait_s),
     )
 
@@ -173,7 +172,7 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
     app.add_middleware(ArgumentCount(app))
     register_search_tools(app, services)
     register_index_tools(app, services)
-    register_results_tools(app, services.offload, services.datasets, services.renderer)
+    register_results_tools(app, services.offload, services.datasets, services.layer)
     register_results_resources(app, services.offload)
     app.add_transform(CompactSchemas(own_tools(app)))
     return app

@@ -172,7 +172,7 @@ SEMANTIC = CALL.replace("regex_search", "semantic_search")
         (CALL.replace("ID", "13").replace("ARGS", '{"pattern":"x","nonsense":1}').encode(), -32602, 13),
         (CALL.replace("ID", "14").replace("ARGS", '{"cursor":"garbage"}').encode(), -32602, 14),
         (b'{"jsonrpc":"2.0","id":15,"method":"tools/call","params":"x"}', -32600, 15),
-        # The name the search tools' shared arguments reach the tool body under is not an argument.
+        # An argument the tool does not declare is refused, whatever its shape, never handed on.
         (CALL.replace("ID", "16").replace("ARGS", '{"pattern":"x","page_args":{"cursor":"c"}}').encode(), -32602, 16),
         # The JSON parser reads NaN and 1e999 (infinity) as floats: as a threshold, the search
         # answered `"threshold": null` and kept nothing (NaN, 1e999) or everything (-1e999),

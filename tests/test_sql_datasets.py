@@ -368,7 +368,7 @@ def test_a_huge_select_goes_through_the_output_layer_and_is_offloaded(tmp_path: 
     ds = Datasets(store)
     result = query(ds, "SELECT range AS i, repeat('x', 50) AS pad FROM range(20000)")
     layer = make_layer(store.root)
-    r = layer.render(result.to_page(), options(tool="analyze-with-duckdb", query=result.sql, records_key="rows"))
+    r = layer.render(result.to_page(), *options(tool="analyze-with-duckdb", query=result.sql, records_key="rows"))
     assert r.mode == "file_ref" and r.structured["results"]["total_count"] == 20000
     assert r.file_ref is not None
     again = query(ds, f"SELECT count(*) AS n, sum(i) AS s FROM dataset_{r.file_ref.id}")

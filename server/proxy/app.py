@@ -25,7 +25,6 @@ from server.proxy.backends import Backend, ToolOwners
 from server.proxy.dataset_store import DatasetStore
 from server.proxy.interceptor import LargeResultInterceptor
 from server.proxy.saver import ResultSaver
-from server.rendering import Renderer
 from server.sdk_shim import ProxyMetadataMiddleware
 from server.settings import OffloadSettings, Settings
 from server.sql import Datasets
@@ -81,7 +80,7 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
     saved = DatasetStore.from_settings(proxy)
     sql = settings.proxy_sql()  # [sql], with [proxy.sql] over it
     datasets = Datasets(offload, saved, limits=sql)
-    renderer = Renderer(OutputLayer(own_tools_ceiling(settings), sql, offload))
+    layer = OutputLayer(own_tools_ceiling(settings), sql, offload)
     key = load_or_create_key(settings.index.cache_dir, settings.sessions.secret_key)
     codec = CursorCodec(key, max_age_s=settings.sessions.cursor_max_age_s)
 
@@ -109,8 +108,8 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
         app.add_provider(provider, namespace=backend.name if len(backends) > 1 else "")
     if len(backends) == 1:  # forward the backend's instructions, as fastmcp's own proxy does
         app.add_middleware(_BackendMetadata(providers[0]))
-    register_sql_tools(app, datasets, renderer)
-    register_dataset_page_tool(app, datasets, codec, renderer, max_output_tokens=proxy.threshold_tokens)
+    register_sql_tools(app, datasets, layer)
+    register_dataset_page_tool(app, datasets, codec, layer, max_output_tokens=proxy.threshold_tokens)
     register_results_resources(app, offload)
     saver = ResultSaver(saved, threshold_tokens=proxy.threshold_tokens)
     owners = ToolOwners(backends)
