@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import Report, add_report_argument, emit
+from benchmarks.report import Report, add_report_argument, command
 from search_engine.models import Match, MatchType
 from server.output import Layout, ListPage, OffloadStore, OutputLayer, OutputMode, PageOptions
 from server.output.descriptor import build_file_ref
@@ -149,9 +149,7 @@ def run(args: argparse.Namespace) -> Report:
     return Report(markdown="\n".join(rows), headline=headline, figures=figures)
 
 
-def main() -> int:
-    args = parser().parse_args()
-    return emit(run(args), args)
+main = command(parser, run)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import Report, counts_parser, emit, verdict
+from benchmarks.report import Report, command, counts_parser, verdict
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchRequest
@@ -124,9 +124,7 @@ def run(args: argparse.Namespace) -> Report:
     )
 
 
-def main() -> int:
-    args = parser().parse_args()
-    return emit(run(args), args)
+main = command(parser, run)
 
 
 if __name__ == "__main__":

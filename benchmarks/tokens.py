@@ -45,7 +45,7 @@ sys.path[0] = str(Path(__file__).resolve().parents[1])  # benchmarks/regex.py mu
 from fastmcp import Client
 from mcp_types import Implementation
 
-from benchmarks.report import Report, add_report_argument, emit, verdict
+from benchmarks.report import Report, add_report_argument, command, verdict
 from search_engine.config import EngineConfig
 from search_engine.embedding.embedder import resolve_model
 from search_engine.regex.ripgrep import rg_path
@@ -358,9 +358,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main() -> int:
-    args = parser().parse_args()
-    return emit(run(args), args)
+main = command(parser, run)
 
 
 if __name__ == "__main__":
