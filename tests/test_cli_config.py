@@ -13,23 +13,9 @@ from typing import Any
 import pytest
 
 from server.app import build_app
-from tests.server_helpers import make_settings
+from tests.server_helpers import make_settings, run_config
 
 CODEPAGER = Path(sys.executable).parent / "codepager"
-
-
-def run_config(tmp_path: Path, toml: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """`codepager config` over a settings file `toml` and the variables `env` (no others)."""
-    config = tmp_path / "codepager.toml"
-    config.write_text(toml)
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
-    return subprocess.run(
-        [str(CODEPAGER), "config", "--config", str(config)],
-        env={**clean, **env},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 def effective(tmp_path: Path, toml: str, **env: str) -> dict[str, Any]:

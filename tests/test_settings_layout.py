@@ -26,7 +26,7 @@ from server.settings import (
     SqlSettings,
     load_settings,
 )
-from tests.test_cli_config import run_config
+from tests.server_helpers import run_config
 
 REPO = Path(__file__).resolve().parents[1]
 #: The most settings there may be (68 before issue 40.4; its goal was 40, see the report).
