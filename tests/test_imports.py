@@ -101,3 +101,34 @@ def test_the_engine_is_grouped_by_stage() -> None:
     """At most 12 modules at the engine's top: the rest live in a sub-package per stage."""
     top = sorted(p.stem for p in (ROOT / "search_engine").glob("*.py") if p.stem != "__init__")
     assert len(top) <= 12, top
+
+
+def test_the_server_reaches_indexes_only_through_the_engine() -> None:
+    """The server builds and reports on indexes through `SearchEngine` (`prepare_index`,
+    `update_index`, `index_status`), never its per-root index cache: no `.indexes` attribute and
+    no `IndexManager` anywhere in server/, so the engine can change how it keeps indexes without
+    touching the server."""
+    offenders = {}
+    for path in sorted((ROOT / "server").rglob("*.py")):
+        found = sorted(
+            {
+                f"line {node.lineno}: {name}"
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                for name in _index_cache_names(node)
+            }
+        )
+        if found:
+            offenders[str(path.relative_to(ROOT))] = found
+    assert offenders == {}
+
+
+def _index_cache_names(node: ast.AST) -> list[str]:
+    """What in `node` names the engine's index cache: `x.indexes`, `IndexManager` (a name, an
+    attribute or an imported name)."""
+    if isinstance(node, ast.Attribute) and node.attr in ("indexes", "IndexManager"):
+        return [f".{node.attr}"]
+    if isinstance(node, ast.Name) and node.id == "IndexManager":
+        return [node.id]
+    if isinstance(node, ast.ImportFrom | ast.Import):
+        return [alias.name for alias in node.names if alias.name.split(".")[-1] == "IndexManager"]
+    return []
