@@ -110,25 +110,20 @@ def test_the_server_reaches_indexes_only_through_the_engine() -> None:
     touching the server."""
     offenders = {}
     for path in sorted((ROOT / "server").rglob("*.py")):
-        found = sorted(
-            {
-                f"line {node.lineno}: {name}"
-                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                for name in _index_cache_names(node)
-            }
-        )
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found = sorted({named for node in ast.walk(tree) for named in _index_cache_names(node)})
         if found:
             offenders[str(path.relative_to(ROOT))] = found
     assert offenders == {}
 
 
 def _index_cache_names(node: ast.AST) -> list[str]:
-    """What in `node` names the engine's index cache: `x.indexes`, `IndexManager` (a name, an
-    attribute or an imported name)."""
+    """Where `node` names the engine's index cache (`x.indexes`, or `IndexManager` as a name, an
+    attribute or an imported name), with its line."""
     if isinstance(node, ast.Attribute) and node.attr in ("indexes", "IndexManager"):
-        return [f".{node.attr}"]
+        return [f"line {node.lineno}: .{node.attr}"]
     if isinstance(node, ast.Name) and node.id == "IndexManager":
-        return [node.id]
+        return [f"line {node.lineno}: {node.id}"]
     if isinstance(node, ast.ImportFrom | ast.Import):
-        return [alias.name for alias in node.names if alias.name.split(".")[-1] == "IndexManager"]
+        return [f"line {node.lineno}: {a.name}" for a in node.names if a.name.split(".")[-1] == "IndexManager"]
     return []
