@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> Report:
             return Pager(engine, MemoryStore(sweep_interval_s=None), codec)
 
         def next_page(pager: Pager, cursor: str) -> Page:
-            return pager.page_at(pager.decode(cursor))  # as the server serves a cursor
+            return pager.resume(cursor)  # as the server serves a cursor
 
         engine.search(request)  # warm the page cache and rg binary lookup
         first_ms = median_ms(lambda: fresh_pager().first_page(request, PAGE_SIZE), args.first_runs)

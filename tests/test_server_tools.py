@@ -44,7 +44,7 @@ async def test_tools_are_listed_with_paging_guidance_and_annotations(client):
         assert tool.output_schema["required"] == ["search", "results", "pagination", "metadata"]
     for name in ("index_status", "reindex"):
         # a status is a few hundred characters: no size hint, which tools/list would pay for
-        assert tools[name].meta is None and tools[name].output_schema["required"] == ["root", "building"]
+        assert tools[name].meta is None and tools[name].output_schema["required"] == ["building"]
 
 
 async def test_every_listed_tool_is_one_the_server_defines_and_compacts(settings) -> None:

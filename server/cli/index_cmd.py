@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # imported here: every other subcommand would otherwise pay for the index stack at start-up
-    from search_engine import IndexManager
+    from search_engine import SearchEngine
     from server.settings import load_settings
 
     if args.old_profile is not None:
@@ -62,22 +62,24 @@ def run(args: argparse.Namespace) -> int:
     if not root.is_dir():
         print(f"codepager: not a directory: {args.path}", file=sys.stderr)
         return 2
+    engine = SearchEngine(settings.engine_config())
     try:
-        manager = IndexManager(settings.engine_config())
         if args.status:
-            _print_status(manager.status(root), args.json)
+            _print_status(engine.index_status(root), args.json)
             return 0
         bar = None if args.no_progress or not sys.stderr.isatty() else ProgressBar(sys.stderr)
-        stats = manager.update(root, full=args.full, progress=bar)
+        stats = engine.update_index(root, full=args.full, progress=bar)
         if bar is not None:
             bar.finish()
-        warnings = manager.status(root).warnings  # the files the index holds as plain text, and why
+        warnings = engine.index_status(root).warnings  # the files the index holds as plain text, and why
     except SearchError as exc:
         print(f"codepager: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # the cache dir cannot be created or written
         print(f"codepager: cannot write the index under index.cache_dir: {exc}", file=sys.stderr)
         return 2
+    finally:
+        engine.close()  # stops watching the root
     for warning in warnings:
         print(f"codepager: warning: {warning}", file=sys.stderr)
     if args.json:

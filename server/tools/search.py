@@ -292,17 +292,23 @@ async def run_search(
     paging: Paging,
     options: PageOptions,
 ) -> ToolResult:
-    """Check the cursor, wait for the index if the page needs it, then page and render in one
-    worker-thread hop: ripgrep and the index block, and a cached page is cheap enough that a
-    second hop would be a measurable share of its latency."""
+    """Page and render in one worker-thread hop (ripgrep and the index block, and a cached page
+    is cheap enough that a second hop would be a measurable share of its latency), once the
+    index a first page searches is ready. A cursor is checked (`check_cursor`) and waited for
+    (`wait_for_index`) by the pager, which alone knows whether its page re-runs the search."""
     pager = services.pager
     cursor, page_size = paging.cursor, paging.page_size
-    if cursor is None:
-        state, request = None, _request(services, call)
-        searched = request
-    else:
-        state, request = pager.decode(cursor), None
-        searched = pager.request_of(state)
+    request = _request(services, call) if cursor is None else None
+    if request is not None and request.mode is not SearchMode.REGEX:
+        # A first page searches the index: wait for it here, with progress, rather than block
+        # inside the search.
+        await services.indexer.wait_ready(request, ctx)
+
+    client = profile_for(client_name(ctx), services.settings.offload)
+    # The filter runs over the records this call shows; refused here, before any search, if it must be.
+    view = view_key(call.args["jq_filter"], options.record_detail) if request is not None else None
+
+    def check_cursor(state: CursorState, searched: SearchRequest) -> None:
         if searched.mode is not call.mode:
             # Authentic, but it pages another tool's search: answering would mislabel the results,
             # and refusing before paging spares restoring that search only to refuse it.
@@ -313,20 +319,16 @@ async def run_search(
             )
         _check_cursor_root(searched, services.roots)
         _check_sent_arguments(services, call, state, searched)
-    if searched.mode is not SearchMode.REGEX and (
-        state is None or not await anyio.to_thread.run_sync(pager.is_live, state)
-    ):
-        # A first page, or a cursor whose session is gone (restart, eviction): either searches
-        # the index, so wait for it here, with progress, rather than block inside the search.
-        await services.indexer.wait_ready(searched, ctx)
 
-    client = profile_for(client_name(ctx), services.settings.offload)
-    # The filter runs over the records this call shows; refused here, before any search, if it must be.
-    view = view_key(call.args["jq_filter"], options.record_detail) if state is None else None
+    def wait_for_index(searched: SearchRequest) -> None:
+        """A cursor whose session is gone (restart, eviction) searches again: a ranked one waits
+        for its index as a first page does (on the event loop, with progress)."""
+        if searched.mode is not SearchMode.REGEX:
+            anyio.from_thread.run(services.indexer.wait_ready, searched, ctx)
 
     def page_and_render() -> ToolResult:
-        if state is not None:
-            page = pager.page_at(state, page_size)
+        if cursor is not None:
+            page = pager.resume(cursor, page_size, check=check_cursor, before_rerun=wait_for_index)
         else:
             assert request is not None
             # Regex results are not versioned by an index: search the files as they are now.
