@@ -128,7 +128,6 @@ def build_services(settings: Settings) -> Services:
         store,
         codec,
         default_page_size=settings.search.default_page_size,
-        max_page_size=settings.search.max_page_size,
         view_fn=jq_view(settings.jq),
     )
     offload = OffloadStore.from_settings(settings.offload)

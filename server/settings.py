@@ -114,25 +114,15 @@ class SearchSettings(_Section):
             "unless given --limit.)"
         ),
     )
-    max_line_width: int = Field(
-        DEFAULT_MAX_LINE_WIDTH, ge=40, description="Cut long lines to this many characters around the match."
-    )
     max_file_size: int = Field(
         DEFAULT_MAX_FILE_SIZE, ge=1, le=MAX_FILE_SIZE_LIMIT, description="Skip files larger than this (bytes)."
     )
-    rg_max_concurrent: int = Field(
-        DEFAULT_RG_MAX_CONCURRENT,
-        ge=1,
-        description=(
-            "ripgrep processes running at once (regex searches and file listings for the index), each held to "
-            "192 MiB plus 4x max_file_size of memory; a search past it waits for one to finish, and the wait counts "
-            "against its timeout_s."
-        ),
-    )
     default_page_size: int = Field(
-        DEFAULT_PAGE_SIZE, ge=1, description="Matches per page when a search call gives no page_size."
+        DEFAULT_PAGE_SIZE,
+        ge=1,
+        le=MAX_PAGE_SIZE,
+        description=f"Matches per page when a search call gives no page_size (a call may ask for {MAX_PAGE_SIZE}).",
     )
-    max_page_size: int = Field(MAX_PAGE_SIZE, ge=1, description="Largest page_size a search call may ask for.")
 
 
 #: The embedding models shipped with codepager (`index.model` names one, or any other model).
@@ -561,6 +551,9 @@ REMOVED_SETTINGS: dict[tuple[str, str], str] = {
     ("offload", "sweep_interval_s"): "600 s",
     ("offload", "duckdb_fetch"): "streamed, or spooled on DuckDB 1.x",
     ("proxy", "schema_sample_size"): "100 records",
+    ("search", "max_line_width"): f"{DEFAULT_MAX_LINE_WIDTH} characters around the match",
+    ("search", "rg_max_concurrent"): f"{DEFAULT_RG_MAX_CONCURRENT} ripgrep processes at once",
+    ("search", "max_page_size"): f"{MAX_PAGE_SIZE} results; search.default_page_size still sets the default",
 }
 
 
@@ -622,9 +615,7 @@ class Settings(BaseSettings):
         shipped = self.index.model in get_args(ShippedModel)
         return EngineConfig(
             timeout_s=self.search.timeout_s,
-            max_line_width=self.search.max_line_width,
             max_file_size=self.search.max_file_size,
-            rg_max_concurrent=self.search.rg_max_concurrent,
             cache_dir=self.index.cache_dir,
             cache_entries=CACHE_DIR_ENTRIES,
             embedding_profile=self.index.model if shipped else DEFAULT_EMBEDDING_PROFILE,

@@ -28,6 +28,9 @@ from sessions.models import CacheStatus, Page, Session, dedup_key
 from sessions.store import SessionStore
 
 DEFAULT_PAGE_SIZE = 50
+#: The largest page a call may ask for. Not a setting: a page's size in tokens is what a client
+#: feels, and that is `offload.max_tokens`'s to bound (a larger page goes to a file); this only
+#: stops one call asking the pager to materialise a huge page to offload, when paging is cheap.
 MAX_PAGE_SIZE = 200
 
 ViewFn = Callable[[SearchResult, str], SearchResult]

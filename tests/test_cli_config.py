@@ -31,7 +31,7 @@ def test_environment_beats_toml_which_beats_defaults(tmp_path: Path) -> None:
     settings = effective(tmp_path, toml, CODEPAGER_SEARCH__MAX_RESULTS="700")
     assert settings["search"]["max_results"] == 700  # env over TOML
     assert settings["search"]["default_page_size"] == 25 and settings["sessions"]["ttl_s"] == 60  # TOML over defaults
-    assert settings["search"]["max_page_size"] == 200 and settings["offload"]["max_tokens"] == 20_000  # defaults
+    assert settings["search"]["timeout_s"] == 30 and settings["offload"]["max_tokens"] == 20_000  # defaults
     assert settings["sql"]["max_rows"] == 100_000 and settings["jq"]["timeout_s"] == 5  # defaults
 
 

@@ -7,7 +7,6 @@ temp dir, while queries that must spill to disk still work."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
 from harness.commands import codepager_cmd
+from harness.patched import patched_codepager_cmd
 from server.settings import SqlSettings, default_of
 from tests.hostile_helpers import HUGE_SELECT, MB, WIDE_CHARS, WIDE_ROWS
 from tests.server_helpers import peak_rss, pid_with_args, reset_peak_rss, serve_env, structured
@@ -26,11 +26,6 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 #: Sorting a million 130-byte rows needs far more than the memory limit below: DuckDB must spill.
 #: What one SQL result may write to its file unless configured otherwise.
 MAX_RESULT_BYTES: int = default_of(SqlSettings, "max_result_bytes")
-#: `codepager` with the spool DuckDB 1.x needs, whatever DuckDB is installed.
-SPOOLING_SERVER = (
-    "import sys; from server.sql import datasets; datasets.STREAMS = False; "
-    "from server.cli import main; sys.exit(main())"
-)
 SPILLING_SORT = (
     "SELECT count(*) AS n, min(s) AS first FROM "
     "(SELECT md5(i::VARCHAR) || repeat('y', 100) AS s FROM range(1000000) t(i) ORDER BY s DESC LIMIT 999999)"
@@ -55,7 +50,10 @@ async def server(
     (cwd / ".tmp" / "planted.txt").write_text(SECRET_TEXT + "\n")
     (cwd / ".tmp" / "planted.csv").write_text(f"secret\n{SECRET_TEXT}\n")
     env = serve_env(tmp, sql__memory_limit="64MB")
-    cmd, args = codepager_cmd() if request.param == "auto" else (sys.executable, ["-c", SPOOLING_SERVER])
+    # "spool": the spool DuckDB 1.x needs, whatever DuckDB is installed.
+    cmd, args = (
+        codepager_cmd() if request.param == "auto" else patched_codepager_cmd({"server.sql.datasets.STREAMS": False})
+    )
     transport = StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(cwd))
     async with Client(transport, timeout=300) as client:
         warm = structured(await client.call_tool("analyze-with-duckdb", {"query": "SELECT 1 AS one"}))
