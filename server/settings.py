@@ -259,32 +259,12 @@ class SqlSettings(_Section):
     memory_limit: DuckdbSize = Field("512MB", description="DuckDB memory_limit of one query.")
     threads: int = Field(1, ge=1, description="DuckDB threads of one query.")
     timeout_s: Seconds = Field(30.0, gt=0, description="Interrupt a query after this long.")
-    # Each query has its own connection and memory_limit (a query producing 100 KB rows peaks
-    # ~600 MB at 512MB), so the cap times that bounds them all: 2 x 512 MB = 1 GB by default
-    # (2 x 1GB on the proxy, whose limit is its own). 2 is also one query per core at
-    # threads = 1 on a 2-core machine: more at once would only share the same cores.
-    max_concurrent: int = Field(
-        2,
-        ge=1,
-        description=(
-            "Queries running at once, so at most this many times memory_limit is in use; a query past it waits for "
-            "one to finish, and the wait counts against its timeout_s."
-        ),
-    )
     max_rows: int = Field(
         100_000,
         ge=1,
         description=(
             "Rows kept from one SQL result, and from the whole result list an offloaded search page names as its "
-            "dataset; the rest is reported as left out."
-        ),
-    )
-    max_result_bytes: int = Field(
-        64 * 1024 * 1024,
-        ge=1024,
-        description=(
-            "JSON bytes of one SQL result written to its offload file, and of the whole result list an offloaded "
-            "search page names as its dataset; the rows past it are left out and the answer says so."
+            "dataset; the rest is reported as left out (so is any past 64 MiB of JSON)."
         ),
     )
 
@@ -297,9 +277,7 @@ class ProxySqlSettings(_Section):
     memory_limit: DuckdbSize | None = "1GB"
     threads: Annotated[int, Field(ge=1)] | None = 2
     timeout_s: Annotated[Seconds, Field(gt=0)] | None = None
-    max_concurrent: Annotated[int, Field(ge=1)] | None = None
     max_rows: Annotated[int, Field(ge=1)] | None = None
-    max_result_bytes: Annotated[int, Field(ge=1024)] | None = None
 
     def over(self, sql: SqlSettings) -> SqlSettings:
         """`sql` with the keys set here."""
@@ -310,26 +288,6 @@ class JqSettings(_Section):
     """The limits every `jq_filter` runs under."""
 
     timeout_s: Seconds = Field(5.0, gt=0, description="Kill a jq_filter after this many seconds.")
-    memory_mb: int = Field(
-        512,
-        ge=16,
-        description=(
-            "Memory (address space) a jq_filter may use on top of its worker process's own; "
-            "the filter is stopped past it."
-        ),
-    )
-    # Each running filter is a worker process that may use memory_mb on top of its own, so
-    # the cap times that (2 x 512 MiB = 1 GiB by default) bounds them all; 2 also matches a
-    # 2-core machine, where a third CPU-bound filter would only slow the others down. Filters
-    # are short (most take ~0.1 s, mostly the worker's start), so a few waiting cost little.
-    max_concurrent: int = Field(
-        2,
-        ge=1,
-        description=(
-            "jq_filter workers running at once, so at most this many times memory_mb is in use; a filter past it "
-            "waits for one to finish, and the wait counts against its timeout_s."
-        ),
-    )
 
 
 class ProxySettings(_Section):
@@ -519,7 +477,7 @@ class ServerSettings(_Section):
 #: Keys of earlier versions that moved: (section, key) -> where they are now. An old file or
 #: variable naming one is refused with the new name rather than read (a value silently left
 #: unread would be a limit the user believes in and does not have).
-MOVED_SETTINGS: dict[tuple[str, str], str] = {
+_MOVED: dict[tuple[str, str], str] = {
     ("index", "profile"): "index.model",
     **{("server", key): "server.request_timeout_s" for key in ("body_timeout_s", "chunk_timeout_s")},
     **{
@@ -554,7 +512,24 @@ REMOVED_SETTINGS: dict[tuple[str, str], str] = {
     ("search", "max_line_width"): f"{DEFAULT_MAX_LINE_WIDTH} characters around the match",
     ("search", "rg_max_concurrent"): f"{DEFAULT_RG_MAX_CONCURRENT} ripgrep processes at once",
     ("search", "max_page_size"): f"{MAX_PAGE_SIZE} results; search.default_page_size still sets the default",
+    ("sql", "max_concurrent"): "2 queries at once; sql.memory_limit bounds each",
+    ("sql", "max_result_bytes"): "64 MiB of JSON; sql.max_rows still caps the rows",
+    ("jq", "memory_mb"): "512 MiB",
+    ("jq", "max_concurrent"): "2 filters at once",
 }
+
+
+def _section_key(dotted: str) -> tuple[str, str]:
+    section, _, key = dotted.rpartition(".")
+    return section, key
+
+
+# A key that moved and later went (`offload.jq_memory_mb` -> `jq.memory_mb`) is refused as the
+# one it moved to is, no longer a setting.
+MOVED_SETTINGS = {old: new for old, new in _MOVED.items() if _section_key(new) not in REMOVED_SETTINGS}
+REMOVED_SETTINGS.update(
+    {old: REMOVED_SETTINGS[_section_key(new)] for old, new in _MOVED.items() if old not in MOVED_SETTINGS}
+)
 
 
 def _old_keys(data: object) -> list[str]:

@@ -24,6 +24,7 @@ from fastmcp.client.transports import StdioTransport
 from harness.commands import codepager_cmd
 from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
 from harness.proxy_backend import image_bytes
+from server.output import MAX_RESULT_BYTES
 from server.sql.datasets import STREAMS
 from tests.hostile_helpers import HUGE_SELECT, MB, WIDE_CHARS, WIDE_ROWS
 from tests.server_helpers import peak_rss, pid_with_args, reset_peak_rss, serve_env, structured
@@ -130,7 +131,7 @@ async def test_the_proxys_sql_streams_a_300_mb_select_with_bounded_memory(proxy)
     assert growth < bound, f"peak RSS grew by {growth / MB:.0f} MB for a {WIDE_ROWS * WIDE_CHARS / MB:.0f} MB result"
     results, warnings = body["results"], body["metadata"]["warnings"]
     assert results["mode"] == "file_ref" and results["truncated"] is True and 0 < results["count"] < WIDE_ROWS
-    assert any("sql.max_result_bytes" in w for w in warnings), warnings
+    assert any(f"reached {MAX_RESULT_BYTES:,} bytes, the most one result keeps" in w for w in warnings), warnings
 
 
 def wire_bytes(result: Any) -> int:

@@ -18,14 +18,12 @@ from fastmcp.client.transports import StdioTransport
 
 from harness.commands import codepager_cmd
 from harness.patched import patched_codepager_cmd
-from server.settings import SqlSettings, default_of
+from server.output import MAX_RESULT_BYTES
 from tests.hostile_helpers import HUGE_SELECT, MB, WIDE_CHARS, WIDE_ROWS
 from tests.server_helpers import peak_rss, pid_with_args, reset_peak_rss, serve_env, structured
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 #: Sorting a million 130-byte rows needs far more than the memory limit below: DuckDB must spill.
-#: What one SQL result may write to its file unless configured otherwise.
-MAX_RESULT_BYTES: int = default_of(SqlSettings, "max_result_bytes")
 SPILLING_SORT = (
     "SELECT count(*) AS n, min(s) AS first FROM "
     "(SELECT md5(i::VARCHAR) || repeat('y', 100) AS s FROM range(1000000) t(i) ORDER BY s DESC LIMIT 999999)"
@@ -73,9 +71,9 @@ async def test_a_300_mb_select_is_streamed_to_a_capped_file_with_bounded_memory(
     assert results["mode"] == "file_ref" and results["truncated"] is True
     kept = results["count"]
     assert 0 < kept < WIDE_ROWS and results["total_count"] == kept and results["has_more"] is False
-    assert any(f"cut after {kept} rows" in w and "sql.max_result_bytes" in w and "LIMIT" in w for w in warnings), (
-        warnings
-    )
+    assert any(
+        f"cut after {kept} rows" in w and f"reached {MAX_RESULT_BYTES:,} bytes" in w and "LIMIT" in w for w in warnings
+    ), warnings
     ref = results["file_ref"]
     assert (
         ref["line_count"] == kept + 1

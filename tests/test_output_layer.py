@@ -272,9 +272,10 @@ def test_a_write_failing_midway_leaves_no_file_and_falls_back(tmp_path: Path) ->
     assert list((tmp_path / "out").iterdir()) == []
 
 
-def test_everything_is_built_from_settings(tmp_path: Path) -> None:
+def test_everything_is_built_from_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     s = OffloadSettings(output_dir=tmp_path, max_tokens=1234, max_bytes=5678, retention_hours=2)
-    sql = SqlSettings(memory_limit="64MB", threads=2, timeout_s=3, max_rows=9, max_result_bytes=4096)
+    sql = SqlSettings(memory_limit="64MB", threads=2, timeout_s=3, max_rows=9)
+    monkeypatch.setattr("server.output.layer.MAX_RESULT_BYTES", 4096)  # a constant, read when the layer is made
     store = OffloadStore.from_settings(s)
     assert (store.root, store.retention_s, store.max_read_bytes) == (tmp_path, 7200, 5678)
     layer = OutputLayer(s, sql, store)

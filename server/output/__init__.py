@@ -38,7 +38,7 @@ from server.output.layer import (
 )
 from server.output.list_dataset import WholeList
 from server.output.offload import LINES_URI, RESULTS_URI, OffloadStore
-from server.output.rows import BoundedRows, Row
+from server.output.rows import MAX_RESULT_BYTES, BoundedRows, Row
 from server.output.schema import SAMPLE_MAX_CHARS, clashing_keys, column_key, infer_schema, named_keys
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "HEADER_TYPE",
     "JSONL_MIME_TYPE",
     "LINES_URI",
+    "MAX_RESULT_BYTES",
     "MIN_OUTPUT_TOKENS",
     "RESULTS_URI",
     "SAMPLE_MAX_CHARS",

@@ -44,6 +44,7 @@ from server.output.fit import last_fitting, shrink_to_fit
 from server.output.jsontext import byte_size, dumps, estimate_tokens
 from server.output.list_dataset import ListDataset, ListDatasets, WholeList
 from server.output.offload import OffloadedFile, OffloadStore
+from server.output.rows import MAX_RESULT_BYTES
 from server.output.stats import Stats, compute_stats
 from server.records import Detail
 from server.settings import OffloadSettings, SqlSettings
@@ -281,7 +282,7 @@ class OutputLayer:
         self.retention_hours = settings.retention_hours
         self.store = store
         self.sql_tool = sql_tool
-        self.lists = ListDatasets(store, max_rows=sql.max_rows, max_bytes=sql.max_result_bytes)
+        self.lists = ListDatasets(store, max_rows=sql.max_rows, max_bytes=MAX_RESULT_BYTES)
 
     def render(self, page: PageView, options: PageOptions, layout: Layout) -> Rendered:
         ceiling = (layout.ceiling or self.ceiling).lowered_to(options.max_output_tokens)
