@@ -172,9 +172,6 @@ class SessionSettings(_Section):
         'extra: `pip install "codepager[redis]"`.',
     )
     ttl_s: Seconds = Field(DEFAULT_TTL_S, gt=0, description="Sliding time-to-live of a cached result list.")
-    max_sessions: int = Field(
-        DEFAULT_MAX_SESSIONS, ge=1, description="Cached result lists kept; the least recently used is evicted first."
-    )
     max_memory_mb: float = Field(
         DEFAULT_MAX_BYTES / 2**20,
         gt=0,
@@ -233,14 +230,6 @@ class OffloadSettings(_Section):
     )
     max_tokens: int = Field(
         20_000, ge=100, description="Page ceiling in estimated tokens; above it a page goes to a file."
-    )
-    max_bytes: int = Field(
-        1024 * 1024,
-        ge=1024,
-        description=(
-            "Page ceiling in bytes of JSON; above it (or max_tokens) a page goes to a file. Also the most one read "
-            "of a codepager://results resource returns."
-        ),
     )
     retention_hours: Hours = Field(24.0, gt=0, description="Offloaded files older than this are deleted.")
     clients: dict[str, ClientBudget] = Field(
@@ -516,6 +505,11 @@ REMOVED_SETTINGS: dict[tuple[str, str], str] = {
     ("sql", "max_result_bytes"): "64 MiB of JSON; sql.max_rows still caps the rows",
     ("jq", "memory_mb"): "512 MiB",
     ("jq", "max_concurrent"): "2 filters at once",
+    ("offload", "max_bytes"): (
+        "1 MiB, which a page within offload.max_tokens never reaches below 262,144 tokens; a client's own byte "
+        "limit goes in offload.clients"
+    ),
+    ("sessions", "max_sessions"): f"{DEFAULT_MAX_SESSIONS} result lists; sessions.max_memory_mb bounds their memory",
 }
 
 

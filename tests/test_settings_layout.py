@@ -185,8 +185,7 @@ def test_a_settings_default_changed_after_import_is_what_the_stores_use(
     """The stores read their defaults when made, not when their module was imported."""
     fields: dict[str, Any] = {**OffloadSettings.model_fields}
     monkeypatch.setattr(fields["retention_hours"], "default", 5.0)
-    monkeypatch.setattr(fields["max_bytes"], "default", 4096)
     monkeypatch.setattr(ProxySettings.model_fields["cleanup_after_days"], "default", 2.0)
     store = OffloadStore(tmp_path / "offload")
-    assert (store.retention_s, store.max_read_bytes) == (5 * 3600.0, 4096)
+    assert store.retention_s == 5 * 3600.0
     assert DatasetStore(tmp_path / "data").retention_days == 2.0
