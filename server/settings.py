@@ -45,8 +45,6 @@ from search_engine import (
 from server.transports.framing import (
     DEFAULT_CHUNK_LIMIT,
     DEFAULT_MAX_BUFFERED_BYTES,
-    FRAME_OVERHEAD,
-    MIN_CHUNK_LIMIT,
 )
 from server.transports.framing import DEFAULT_TIMEOUT_S as DEFAULT_CHUNK_TIMEOUT_S
 from server.validation_problems import validation_problems
@@ -299,14 +297,6 @@ class ProxySettings(_Section):
     call_timeout_s: Seconds | None = Field(
         300.0, gt=0, description="A backend call running longer than this fails with a timeout error."
     )
-    max_backend_message_bytes: int = Field(
-        DEFAULT_MAX_BUFFERED_BYTES,
-        ge=1024,
-        description=(
-            "Largest message read from a stdio or streamable-HTTP backend (as JSON or as one server-sent event); a "
-            "larger reply fails its call with an error saying so and is never held whole."
-        ),
-    )
     sql: ProxySqlSettings = Field(
         default_factory=ProxySqlSettings,
         description=(
@@ -370,21 +360,19 @@ class ServerSettings(_Section):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "WARNING", description="Log level of codepager, fastmcp and (on HTTP) uvicorn; logs go to stderr only."
     )
-    chunk_limit: int = Field(
-        DEFAULT_CHUNK_LIMIT,
-        ge=MIN_CHUNK_LIMIT,
-        description="chunked-stdio: messages above this many bytes are split into frames of at most this much data.",
-    )
+    # At most what all requests still arriving may hold together (64 MiB, a constant of
+    # server.transports.framing): a larger one could never be taken in.
     max_request_bytes: int = Field(
         4 * 1024 * 1024,
         ge=1024,
+        le=DEFAULT_MAX_BUFFERED_BYTES,
         description=(
             "Largest request accepted on every transport; a larger one gets JSON-RPC error -32600 (HTTP 413) and is "
             "never held whole. HTTP also keeps the MCP SDK's own 4 MiB cap."
         ),
     )
-    # One budget in time and one in bytes for requests still arriving, on either transport that
-    # takes them in pieces (one server runs one transport): the same defaults, the same concept.
+    # One budget in time for requests still arriving, on either transport that takes them in
+    # pieces (one server runs one transport): the same default, the same concept.
     request_timeout_s: Seconds = Field(
         DEFAULT_CHUNK_TIMEOUT_S,
         gt=0,
@@ -392,15 +380,6 @@ class ServerSettings(_Section):
             "A request that stops arriving for this many seconds is dropped. HTTP: a body that sends nothing for "
             "this long, or headers not all in within this long of their start, are answered 408 and the connection "
             "closed. chunked-stdio: an incomplete message with no new frame for this long is dropped."
-        ),
-    )
-    max_buffered_request_bytes: int = Field(
-        DEFAULT_MAX_BUFFERED_BYTES,
-        ge=1024,
-        description=(
-            "Bytes all requests still arriving may hold together (HTTP bodies; chunked-stdio frames, each counting "
-            f"its data plus {FRAME_OVERHEAD}); the request that would pass it is refused (JSON-RPC -32600; HTTP 503, "
-            "connection closed)."
         ),
     )
 
@@ -435,17 +414,6 @@ class ServerSettings(_Section):
         if self.no_auth and self.auth_token is not None:
             raise ValueError(
                 "server.no_auth (--no-auth) and server.auth_token (--auth-token) contradict each other; drop one"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _one_request_fits_the_body_budget(self) -> ServerSettings:
-        if self.max_buffered_request_bytes < self.max_request_bytes:
-            raise ValueError(
-                f"server.max_buffered_request_bytes ({self.max_buffered_request_bytes}) is below "
-                f"server.max_request_bytes ({self.max_request_bytes}): a request of the largest allowed size would "
-                "always be refused; raise "
-                "the first or lower the second"
             )
         return self
 
@@ -509,6 +477,14 @@ REMOVED_SETTINGS: dict[tuple[str, str], str] = {
         "1 MiB, which a page within offload.max_tokens never reaches below 262,144 tokens; a client's own byte "
         "limit goes in offload.clients"
     ),
+    ("server", "chunk_limit"): (
+        f"{DEFAULT_CHUNK_LIMIT:,} bytes a frame, under the 64 KiB pipe buffer of macOS; readers take frames of any size"
+    ),
+    ("server", "max_buffered_request_bytes"): (
+        f"{DEFAULT_MAX_BUFFERED_BYTES >> 20} MiB for all requests still arriving together; server.max_request_bytes "
+        "still bounds one"
+    ),
+    ("proxy", "max_backend_message_bytes"): "64 MiB of one backend reply",
     ("sessions", "max_sessions"): f"{DEFAULT_MAX_SESSIONS} result lists; sessions.max_memory_mb bounds their memory",
 }
 

@@ -66,9 +66,11 @@ class Pager:
         store: SessionStore,
         codec: CursorCodec,
         default_page_size: int = DEFAULT_PAGE_SIZE,
-        max_page_size: int = MAX_PAGE_SIZE,
+        max_page_size: int | None = None,
         view_fn: ViewFn | None = None,
     ) -> None:
+        """`max_page_size`: `MAX_PAGE_SIZE` when not given, read now."""
+        max_page_size = MAX_PAGE_SIZE if max_page_size is None else max_page_size
         if not 1 <= default_page_size <= max_page_size:
             raise ValueError(
                 f"default_page_size ({default_page_size}) must be between 1 and max_page_size ({max_page_size})"
