@@ -33,7 +33,6 @@ ENV_PREFIX = "CODEPAGER_"
 #: from one machine to the next). A new `default_factory` field must be added here.
 MACHINE_DEFAULTS: dict[tuple[str, str], str] = {
     ("server", "roots"): "the current directory",
-    ("server", "auth_token_file"): "`http-token` in the user state dir: `~/.local/state/codepager/http-token` on Linux",
     ("index", "cache_dir"): "the user cache dir: `~/.cache/codepager` on Linux",
     ("offload", "output_dir"): (
         "`$XDG_RUNTIME_DIR/codepager` when that is your own 0700 dir (e.g. `/run/user/1000/codepager`), "

@@ -325,14 +325,8 @@ class ServerSettings(_Section):
         None,
         description=(
             "The token HTTP requests need (`Authorization: Bearer <token>`), checked on the headers before any body is "
-            "read. Unset: the one kept in auth_token_file, generated on first start."
-        ),
-    )
-    auth_token_file: Path = Field(
-        default_factory=lambda: Path(platformdirs.user_state_dir("codepager", appauthor=False)) / "http-token",
-        description=(
-            "HTTP without auth_token: where the generated token is kept (0600, in a directory others cannot write in) "
-            "and read again at each start; delete the file and restart to rotate the token."
+            "read. Unset: the one kept in `http-token` in the user state dir (`~/.local/state/codepager` on Linux), "
+            "generated on first start; delete that file and restart to rotate it."
         ),
     )
     no_auth: bool = Field(
@@ -485,6 +479,10 @@ REMOVED_SETTINGS: dict[tuple[str, str], str] = {
         "still bounds one"
     ),
     ("proxy", "max_backend_message_bytes"): "64 MiB of one backend reply",
+    ("server", "auth_token_file"): (
+        "http-token in the user state dir, e.g. ~/.local/state/codepager/http-token (XDG_STATE_HOME moves it); "
+        "server.auth_token gives a token of your own"
+    ),
     ("sessions", "max_sessions"): f"{DEFAULT_MAX_SESSIONS} result lists; sessions.max_memory_mb bounds their memory",
 }
 

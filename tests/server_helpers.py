@@ -76,7 +76,7 @@ def page_matches(response: dict[str, Any]) -> list[dict[str, Any]]:
 
 def serve_env(tmp: Path, secret: str | None = SECRET, **settings: str) -> dict[str, str]:
     """Environment for a `codepager serve` subprocess: the test's cache, key, offload dir and
-    HTTP token file (none of them the user's own).
+    state dir, which holds the HTTP token file (none of them the user's own).
 
     `secret=None` configures no key (the server keeps its own in the cache dir); `settings`
     are more overrides, `sessions__ttl_s="1"` -> CODEPAGER_SESSIONS__TTL_S=1."""
@@ -86,7 +86,7 @@ def serve_env(tmp: Path, secret: str | None = SECRET, **settings: str) -> dict[s
             "CODEPAGER_INDEX__CACHE_DIR": str(tmp / "cache"),
             "CODEPAGER_INDEX__INDEX_ON_START": "false",
             "CODEPAGER_OFFLOAD__OUTPUT_DIR": str(tmp / "offload"),
-            "CODEPAGER_SERVER__AUTH_TOKEN_FILE": str(tmp / "state" / "http-token"),
+            "XDG_STATE_HOME": str(tmp / "state"),  # the HTTP token file: tmp/state/codepager/http-token
             "HF_HUB_OFFLINE": "1",
         }
     )
