@@ -33,7 +33,6 @@ ENV_PREFIX = "CODEPAGER_"
 #: from one machine to the next). A new `default_factory` field must be added here.
 MACHINE_DEFAULTS: dict[tuple[str, str], str] = {
     ("server", "roots"): "the current directory",
-    ("server", "auth_token_file"): "`http-token` in the user state dir: `~/.local/state/codepager/http-token` on Linux",
     ("index", "cache_dir"): "the user cache dir: `~/.cache/codepager` on Linux",
     ("offload", "output_dir"): (
         "`$XDG_RUNTIME_DIR/codepager` when that is your own 0700 dir (e.g. `/run/user/1000/codepager`), "
@@ -67,6 +66,14 @@ check what a server will use. An unknown section or key is an error, not silentl
 is a key an earlier version had, the error naming where it is now (`offload.jq_timeout_s is now
 jq.timeout_s`) or saying it is no longer a setting and what codepager uses instead.
 
+The list is kept short enough to hold in mind (at most 40 keys, checked by
+`tests/test_settings_layout.py`): a setting is something a user would reasonably change for
+their machine, clients or data. A limit that only protects the server from a hostile or runaway
+call, and whose value follows from something else, is a named constant of the module that uses
+it, with the reason beside it:
+
+{went}
+
 ```toml
 # codepager.toml: codepager serve --config codepager.toml
 [server]
@@ -91,6 +98,59 @@ threads = 4                             # ... and of `codepager proxy`, the othe
 
 Sections: {toc}
 """
+
+#: The settings issue 40.4 made constants: (key, what codepager uses, why it is no setting).
+WENT: tuple[tuple[str, str, str], ...] = (
+    (
+        "search.max_line_width",
+        "500 characters around the match",
+        "a page's size is the client's token budget's to bound",
+    ),
+    (
+        "search.rg_max_concurrent",
+        "4 ripgrep processes",
+        "each rg is held to 192 MiB + 4x `max_file_size`; rg is I/O-bound, more at once finish no sooner",
+    ),
+    (
+        "search.max_page_size",
+        "200 results",
+        "a page's tokens are `offload.max_tokens`'s to bound; `default_page_size` stays",
+    ),
+    ("sessions.max_sessions", "100 result lists", "`sessions.max_memory_mb` bounds what the cache costs"),
+    (
+        "offload.max_bytes",
+        "1 MiB an answer",
+        "a token is at most 4 bytes, so `offload.max_tokens` binds first below 262,144 tokens; a client's own byte "
+        "limit goes in `offload.clients`",
+    ),
+    (
+        "sql.max_concurrent",
+        "2 queries",
+        "with `sql.memory_limit` it bounds DuckDB's memory; `memory_limit` is the knob",
+    ),
+    (
+        "sql.max_result_bytes",
+        "64 MiB of JSON",
+        "`sql.max_rows` is the cap a user thinks in; this only bounds the disk one query of wide rows fills",
+    ),
+    (
+        "jq.memory_mb`, `jq.max_concurrent",
+        "512 MiB, 2 workers",
+        "a filter runs over one bounded result list; only a runaway reaches them, and is stopped",
+    ),
+    ("server.chunk_limit", "60 KiB frames", "under the macOS 64 KiB pipe buffer; readers take frames of any size"),
+    (
+        "server.max_buffered_request_bytes",
+        "64 MiB",
+        "what all requests still arriving hold; `server.max_request_bytes` (one request, at most that) stays",
+    ),
+    ("proxy.max_backend_message_bytes", "64 MiB a reply", "far over what an agent reads of one result"),
+    (
+        "server.auth_token_file",
+        "`http-token` in the user state dir",
+        "where codepager keeps what it generates (`XDG_STATE_HOME` moves it); `server.auth_token` sets your own",
+    ),
+)
 
 SECTION_NOTES: dict[str, str] = {
     "server": "How the MCP server is served and what it may search.",
@@ -153,7 +213,14 @@ def _cell(text: str) -> str:
 def render() -> str:
     flags = _flags()
     sections = list(Settings.model_fields)
-    parts = [INTRO.format(toc=", ".join(f"[`[{s}]`](#{s})" for s in sections))]
+    went = "\n".join(
+        [
+            "| was | now | why it is no setting |",
+            "|---|---|---|",
+            *(f"| `{k}` | {now} | {why} |" for k, now, why in WENT),
+        ]
+    )
+    parts = [INTRO.format(toc=", ".join(f"[`[{s}]`](#{s})" for s in sections), went=went)]
     for section in sections:
         model = _section_model(section)
         parts.append(f"\n## [{section}]\n\n{SECTION_NOTES[section]}\n")

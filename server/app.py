@@ -30,6 +30,7 @@ from server.tools.results import register_results_resources, register_results_to
 from server.tools.schemas import CompactSchemas
 from server.tools.search import register_search_tools
 from sessions import (
+    DEFAULT_MAX_SESSIONS,
     CursorCodec,
     MemoryStore,
     Pager,
@@ -40,6 +41,12 @@ from sessions import (
 )
 
 log = logging.getLogger("codepager")
+
+#: Result lists the session store keeps, least recently used evicted first. Not a setting (it
+#: was `sessions.max_sessions`): `sessions.max_memory_mb` bounds what the cache costs, and this
+#: only stops thousands of tiny lists (each a few hundred bytes of bookkeeping) piling up; an
+#: evicted list is searched again from its cursor. Read when the store is made.
+MAX_SESSIONS = DEFAULT_MAX_SESSIONS
 
 INSTRUCTIONS = (
     "codepager searches the codebase under its roots. Use hybrid_search to find code by name or "
@@ -59,7 +66,7 @@ def session_store(sess: SessionSettings) -> SessionStore:
     if sess.backend == "memory":
         return MemoryStore(
             ttl_s=sess.ttl_s,
-            max_sessions=sess.max_sessions,
+            max_sessions=MAX_SESSIONS,
             max_bytes=max_bytes,
         )
     if not sess.backend.startswith(("redis://", "rediss://", "unix://")):
@@ -79,7 +86,7 @@ def session_store(sess: SessionSettings) -> SessionStore:
     store = RedisStore(
         sess.backend,
         ttl_s=sess.ttl_s,
-        max_sessions=sess.max_sessions,
+        max_sessions=MAX_SESSIONS,
         max_bytes=max_bytes,
         max_session_bytes=max_bytes,
     )
@@ -128,7 +135,6 @@ def build_services(settings: Settings) -> Services:
         store,
         codec,
         default_page_size=settings.search.default_page_size,
-        max_page_size=settings.search.max_page_size,
         view_fn=jq_view(settings.jq),
     )
     offload = OffloadStore.from_settings(settings.offload)

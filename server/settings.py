@@ -45,8 +45,6 @@ from search_engine import (
 from server.transports.framing import (
     DEFAULT_CHUNK_LIMIT,
     DEFAULT_MAX_BUFFERED_BYTES,
-    FRAME_OVERHEAD,
-    MIN_CHUNK_LIMIT,
 )
 from server.transports.framing import DEFAULT_TIMEOUT_S as DEFAULT_CHUNK_TIMEOUT_S
 from server.validation_problems import validation_problems
@@ -114,25 +112,15 @@ class SearchSettings(_Section):
             "unless given --limit.)"
         ),
     )
-    max_line_width: int = Field(
-        DEFAULT_MAX_LINE_WIDTH, ge=40, description="Cut long lines to this many characters around the match."
-    )
     max_file_size: int = Field(
         DEFAULT_MAX_FILE_SIZE, ge=1, le=MAX_FILE_SIZE_LIMIT, description="Skip files larger than this (bytes)."
     )
-    rg_max_concurrent: int = Field(
-        DEFAULT_RG_MAX_CONCURRENT,
-        ge=1,
-        description=(
-            "ripgrep processes running at once (regex searches and file listings for the index), each held to "
-            "192 MiB plus 4x max_file_size of memory; a search past it waits for one to finish, and the wait counts "
-            "against its timeout_s."
-        ),
-    )
     default_page_size: int = Field(
-        DEFAULT_PAGE_SIZE, ge=1, description="Matches per page when a search call gives no page_size."
+        DEFAULT_PAGE_SIZE,
+        ge=1,
+        le=MAX_PAGE_SIZE,
+        description=f"Matches per page when a search call gives no page_size (a call may ask for {MAX_PAGE_SIZE}).",
     )
-    max_page_size: int = Field(MAX_PAGE_SIZE, ge=1, description="Largest page_size a search call may ask for.")
 
 
 #: The embedding models shipped with codepager (`index.model` names one, or any other model).
@@ -182,9 +170,6 @@ class SessionSettings(_Section):
         'extra: `pip install "codepager[redis]"`.',
     )
     ttl_s: Seconds = Field(DEFAULT_TTL_S, gt=0, description="Sliding time-to-live of a cached result list.")
-    max_sessions: int = Field(
-        DEFAULT_MAX_SESSIONS, ge=1, description="Cached result lists kept; the least recently used is evicted first."
-    )
     max_memory_mb: float = Field(
         DEFAULT_MAX_BYTES / 2**20,
         gt=0,
@@ -244,14 +229,6 @@ class OffloadSettings(_Section):
     max_tokens: int = Field(
         20_000, ge=100, description="Page ceiling in estimated tokens; above it a page goes to a file."
     )
-    max_bytes: int = Field(
-        1024 * 1024,
-        ge=1024,
-        description=(
-            "Page ceiling in bytes of JSON; above it (or max_tokens) a page goes to a file. Also the most one read "
-            "of a codepager://results resource returns."
-        ),
-    )
     retention_hours: Hours = Field(24.0, gt=0, description="Offloaded files older than this are deleted.")
     clients: dict[str, ClientBudget] = Field(
         default_factory=dict,
@@ -269,32 +246,12 @@ class SqlSettings(_Section):
     memory_limit: DuckdbSize = Field("512MB", description="DuckDB memory_limit of one query.")
     threads: int = Field(1, ge=1, description="DuckDB threads of one query.")
     timeout_s: Seconds = Field(30.0, gt=0, description="Interrupt a query after this long.")
-    # Each query has its own connection and memory_limit (a query producing 100 KB rows peaks
-    # ~600 MB at 512MB), so the cap times that bounds them all: 2 x 512 MB = 1 GB by default
-    # (2 x 1GB on the proxy, whose limit is its own). 2 is also one query per core at
-    # threads = 1 on a 2-core machine: more at once would only share the same cores.
-    max_concurrent: int = Field(
-        2,
-        ge=1,
-        description=(
-            "Queries running at once, so at most this many times memory_limit is in use; a query past it waits for "
-            "one to finish, and the wait counts against its timeout_s."
-        ),
-    )
     max_rows: int = Field(
         100_000,
         ge=1,
         description=(
             "Rows kept from one SQL result, and from the whole result list an offloaded search page names as its "
-            "dataset; the rest is reported as left out."
-        ),
-    )
-    max_result_bytes: int = Field(
-        64 * 1024 * 1024,
-        ge=1024,
-        description=(
-            "JSON bytes of one SQL result written to its offload file, and of the whole result list an offloaded "
-            "search page names as its dataset; the rows past it are left out and the answer says so."
+            "dataset; the rest is reported as left out (so is any past 64 MiB of JSON)."
         ),
     )
 
@@ -307,9 +264,7 @@ class ProxySqlSettings(_Section):
     memory_limit: DuckdbSize | None = "1GB"
     threads: Annotated[int, Field(ge=1)] | None = 2
     timeout_s: Annotated[Seconds, Field(gt=0)] | None = None
-    max_concurrent: Annotated[int, Field(ge=1)] | None = None
     max_rows: Annotated[int, Field(ge=1)] | None = None
-    max_result_bytes: Annotated[int, Field(ge=1024)] | None = None
 
     def over(self, sql: SqlSettings) -> SqlSettings:
         """`sql` with the keys set here."""
@@ -320,26 +275,6 @@ class JqSettings(_Section):
     """The limits every `jq_filter` runs under."""
 
     timeout_s: Seconds = Field(5.0, gt=0, description="Kill a jq_filter after this many seconds.")
-    memory_mb: int = Field(
-        512,
-        ge=16,
-        description=(
-            "Memory (address space) a jq_filter may use on top of its worker process's own; "
-            "the filter is stopped past it."
-        ),
-    )
-    # Each running filter is a worker process that may use memory_mb on top of its own, so
-    # the cap times that (2 x 512 MiB = 1 GiB by default) bounds them all; 2 also matches a
-    # 2-core machine, where a third CPU-bound filter would only slow the others down. Filters
-    # are short (most take ~0.1 s, mostly the worker's start), so a few waiting cost little.
-    max_concurrent: int = Field(
-        2,
-        ge=1,
-        description=(
-            "jq_filter workers running at once, so at most this many times memory_mb is in use; a filter past it "
-            "waits for one to finish, and the wait counts against its timeout_s."
-        ),
-    )
 
 
 class ProxySettings(_Section):
@@ -361,14 +296,6 @@ class ProxySettings(_Section):
     )
     call_timeout_s: Seconds | None = Field(
         300.0, gt=0, description="A backend call running longer than this fails with a timeout error."
-    )
-    max_backend_message_bytes: int = Field(
-        DEFAULT_MAX_BUFFERED_BYTES,
-        ge=1024,
-        description=(
-            "Largest message read from a stdio or streamable-HTTP backend (as JSON or as one server-sent event); a "
-            "larger reply fails its call with an error saying so and is never held whole."
-        ),
     )
     sql: ProxySqlSettings = Field(
         default_factory=ProxySqlSettings,
@@ -398,14 +325,8 @@ class ServerSettings(_Section):
         None,
         description=(
             "The token HTTP requests need (`Authorization: Bearer <token>`), checked on the headers before any body is "
-            "read. Unset: the one kept in auth_token_file, generated on first start."
-        ),
-    )
-    auth_token_file: Path = Field(
-        default_factory=lambda: Path(platformdirs.user_state_dir("codepager", appauthor=False)) / "http-token",
-        description=(
-            "HTTP without auth_token: where the generated token is kept (0600, in a directory others cannot write in) "
-            "and read again at each start; delete the file and restart to rotate the token."
+            "read. Unset: the one kept in `http-token` in the user state dir (`~/.local/state/codepager` on Linux), "
+            "generated on first start; delete that file and restart to rotate it."
         ),
     )
     no_auth: bool = Field(
@@ -433,21 +354,19 @@ class ServerSettings(_Section):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "WARNING", description="Log level of codepager, fastmcp and (on HTTP) uvicorn; logs go to stderr only."
     )
-    chunk_limit: int = Field(
-        DEFAULT_CHUNK_LIMIT,
-        ge=MIN_CHUNK_LIMIT,
-        description="chunked-stdio: messages above this many bytes are split into frames of at most this much data.",
-    )
+    # At most what all requests still arriving may hold together (64 MiB, a constant of
+    # server.transports.framing): a larger one could never be taken in.
     max_request_bytes: int = Field(
         4 * 1024 * 1024,
         ge=1024,
+        le=DEFAULT_MAX_BUFFERED_BYTES,
         description=(
             "Largest request accepted on every transport; a larger one gets JSON-RPC error -32600 (HTTP 413) and is "
             "never held whole. HTTP also keeps the MCP SDK's own 4 MiB cap."
         ),
     )
-    # One budget in time and one in bytes for requests still arriving, on either transport that
-    # takes them in pieces (one server runs one transport): the same defaults, the same concept.
+    # One budget in time for requests still arriving, on either transport that takes them in
+    # pieces (one server runs one transport): the same default, the same concept.
     request_timeout_s: Seconds = Field(
         DEFAULT_CHUNK_TIMEOUT_S,
         gt=0,
@@ -455,15 +374,6 @@ class ServerSettings(_Section):
             "A request that stops arriving for this many seconds is dropped. HTTP: a body that sends nothing for "
             "this long, or headers not all in within this long of their start, are answered 408 and the connection "
             "closed. chunked-stdio: an incomplete message with no new frame for this long is dropped."
-        ),
-    )
-    max_buffered_request_bytes: int = Field(
-        DEFAULT_MAX_BUFFERED_BYTES,
-        ge=1024,
-        description=(
-            "Bytes all requests still arriving may hold together (HTTP bodies; chunked-stdio frames, each counting "
-            f"its data plus {FRAME_OVERHEAD}); the request that would pass it is refused (JSON-RPC -32600; HTTP 503, "
-            "connection closed)."
         ),
     )
 
@@ -501,17 +411,6 @@ class ServerSettings(_Section):
             )
         return self
 
-    @model_validator(mode="after")
-    def _one_request_fits_the_body_budget(self) -> ServerSettings:
-        if self.max_buffered_request_bytes < self.max_request_bytes:
-            raise ValueError(
-                f"server.max_buffered_request_bytes ({self.max_buffered_request_bytes}) is below "
-                f"server.max_request_bytes ({self.max_request_bytes}): a request of the largest allowed size would "
-                "always be refused; raise "
-                "the first or lower the second"
-            )
-        return self
-
     @field_validator("allowed_origins")
     @classmethod
     def _origins(cls, entries: tuple[str, ...]) -> tuple[str, ...]:
@@ -529,7 +428,7 @@ class ServerSettings(_Section):
 #: Keys of earlier versions that moved: (section, key) -> where they are now. An old file or
 #: variable naming one is refused with the new name rather than read (a value silently left
 #: unread would be a limit the user believes in and does not have).
-MOVED_SETTINGS: dict[tuple[str, str], str] = {
+_MOVED: dict[tuple[str, str], str] = {
     ("index", "profile"): "index.model",
     **{("server", key): "server.request_timeout_s" for key in ("body_timeout_s", "chunk_timeout_s")},
     **{
@@ -561,7 +460,44 @@ REMOVED_SETTINGS: dict[tuple[str, str], str] = {
     ("offload", "sweep_interval_s"): "600 s",
     ("offload", "duckdb_fetch"): "streamed, or spooled on DuckDB 1.x",
     ("proxy", "schema_sample_size"): "100 records",
+    ("search", "max_line_width"): f"{DEFAULT_MAX_LINE_WIDTH} characters around the match",
+    ("search", "rg_max_concurrent"): f"{DEFAULT_RG_MAX_CONCURRENT} ripgrep processes at once",
+    ("search", "max_page_size"): f"{MAX_PAGE_SIZE} results; search.default_page_size still sets the default",
+    ("sql", "max_concurrent"): "2 queries at once; sql.memory_limit bounds each",
+    ("sql", "max_result_bytes"): "64 MiB of JSON; sql.max_rows still caps the rows",
+    ("jq", "memory_mb"): "512 MiB",
+    ("jq", "max_concurrent"): "2 filters at once",
+    ("offload", "max_bytes"): (
+        "1 MiB, which a page within offload.max_tokens never reaches below 262,144 tokens; a client's own byte "
+        "limit goes in offload.clients"
+    ),
+    ("server", "chunk_limit"): (
+        f"{DEFAULT_CHUNK_LIMIT:,} bytes a frame, under the 64 KiB pipe buffer of macOS; readers take frames of any size"
+    ),
+    ("server", "max_buffered_request_bytes"): (
+        f"{DEFAULT_MAX_BUFFERED_BYTES >> 20} MiB for all requests still arriving together; server.max_request_bytes "
+        "still bounds one"
+    ),
+    ("proxy", "max_backend_message_bytes"): "64 MiB of one backend reply",
+    ("server", "auth_token_file"): (
+        "http-token in the user state dir, e.g. ~/.local/state/codepager/http-token (XDG_STATE_HOME moves it); "
+        "server.auth_token gives a token of your own"
+    ),
+    ("sessions", "max_sessions"): f"{DEFAULT_MAX_SESSIONS} result lists; sessions.max_memory_mb bounds their memory",
 }
+
+
+def _section_key(dotted: str) -> tuple[str, str]:
+    section, _, key = dotted.rpartition(".")
+    return section, key
+
+
+# A key that moved and later went (`offload.jq_memory_mb` -> `jq.memory_mb`) is refused as the
+# one it moved to is, no longer a setting.
+MOVED_SETTINGS = {old: new for old, new in _MOVED.items() if _section_key(new) not in REMOVED_SETTINGS}
+REMOVED_SETTINGS.update(
+    {old: REMOVED_SETTINGS[_section_key(new)] for old, new in _MOVED.items() if old not in MOVED_SETTINGS}
+)
 
 
 def _old_keys(data: object) -> list[str]:
@@ -622,9 +558,7 @@ class Settings(BaseSettings):
         shipped = self.index.model in get_args(ShippedModel)
         return EngineConfig(
             timeout_s=self.search.timeout_s,
-            max_line_width=self.search.max_line_width,
             max_file_size=self.search.max_file_size,
-            rg_max_concurrent=self.search.rg_max_concurrent,
             cache_dir=self.index.cache_dir,
             cache_entries=CACHE_DIR_ENTRIES,
             embedding_profile=self.index.model if shipped else DEFAULT_EMBEDDING_PROFILE,

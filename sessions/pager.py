@@ -28,6 +28,9 @@ from sessions.models import CacheStatus, Page, Session, dedup_key
 from sessions.store import SessionStore
 
 DEFAULT_PAGE_SIZE = 50
+#: The largest page a call may ask for. Not a setting: a page's size in tokens is what a client
+#: feels, and that is `offload.max_tokens`'s to bound (a larger page goes to a file); this only
+#: stops one call asking the pager to materialise a huge page to offload, when paging is cheap.
 MAX_PAGE_SIZE = 200
 
 ViewFn = Callable[[SearchResult, str], SearchResult]
@@ -63,9 +66,11 @@ class Pager:
         store: SessionStore,
         codec: CursorCodec,
         default_page_size: int = DEFAULT_PAGE_SIZE,
-        max_page_size: int = MAX_PAGE_SIZE,
+        max_page_size: int | None = None,
         view_fn: ViewFn | None = None,
     ) -> None:
+        """`max_page_size`: `MAX_PAGE_SIZE` when not given, read now."""
+        max_page_size = MAX_PAGE_SIZE if max_page_size is None else max_page_size
         if not 1 <= default_page_size <= max_page_size:
             raise ValueError(
                 f"default_page_size ({default_page_size}) must be between 1 and max_page_size ({max_page_size})"

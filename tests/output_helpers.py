@@ -69,18 +69,23 @@ def make_page(records: list[Any], page_size: int | None = None, offset: int = 0)
     )
 
 
-def make_layer(output_dir: Path, **settings: Any) -> OutputLayer:
+def make_layer(output_dir: Path, max_bytes: int | None = None, **settings: Any) -> OutputLayer:
+    """A layer of the `[offload]` `settings`; `max_bytes` lowers its byte ceiling, which is no
+    setting (`MAX_ANSWER_BYTES`), on the layer made."""
     offload = OffloadSettings(output_dir=output_dir, **settings)
-    return OutputLayer(
+    layer = OutputLayer(
         offload, SqlSettings(), OffloadStore(offload.output_dir, retention_hours=offload.retention_hours)
     )
+    if max_bytes is not None:
+        layer.ceiling = dataclasses.replace(layer.ceiling, bytes=max_bytes)
+    return layer
 
 
 def query(datasets: Datasets, sql: str, dataset_id: str | None = None) -> QueryResult:
     """`sql` answered by the server's path (`answer_query`, as analyze-with-duckdb answers it)
     into a file, read back as a QueryResult: the rows from the file, the rest from the answer.
     The answer ceiling is the least there is, so any result over 1 KB is streamed to the file
-    under `datasets.max_result_bytes`, as a large one is."""
+    under `MAX_RESULT_BYTES`, as a large one is."""
     with tempfile.TemporaryDirectory() as out:
         layer = make_layer(Path(out), max_bytes=1024)
         layout = Layout(tool="analyze-with-duckdb", query=sql, records_key="rows")

@@ -31,7 +31,7 @@ def test_environment_beats_toml_which_beats_defaults(tmp_path: Path) -> None:
     settings = effective(tmp_path, toml, CODEPAGER_SEARCH__MAX_RESULTS="700")
     assert settings["search"]["max_results"] == 700  # env over TOML
     assert settings["search"]["default_page_size"] == 25 and settings["sessions"]["ttl_s"] == 60  # TOML over defaults
-    assert settings["search"]["max_page_size"] == 200 and settings["offload"]["max_tokens"] == 20_000  # defaults
+    assert settings["search"]["timeout_s"] == 30 and settings["offload"]["max_tokens"] == 20_000  # defaults
     assert settings["sql"]["max_rows"] == 100_000 and settings["jq"]["timeout_s"] == 5  # defaults
 
 
@@ -115,9 +115,10 @@ def test_a_variable_that_is_not_json_is_not_blamed_on_the_file(tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_a_body_budget_below_one_largest_request_is_refused(tmp_path: Path) -> None:
-    err = refused(tmp_path, "[server]\nmax_request_bytes = 2000000\nmax_buffered_request_bytes = 1000000\n")
-    assert "server.max_buffered_request_bytes (1000000) is below server.max_request_bytes (2000000)" in err
+def test_a_request_larger_than_all_requests_may_hold_together_is_refused(tmp_path: Path) -> None:
+    """All requests still arriving hold at most 64 MiB together: one larger could never come in."""
+    err = refused(tmp_path, "[server]\nmax_request_bytes = 100000000\n")
+    assert "server.max_request_bytes" in err and "less than or equal to 67108864" in err, err
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ import starlette
 from fastmcp import Client
 from mcp_types import Implementation
 
+import search_engine.config
 from harness.commands import codepager_cmd
 from search_engine.engine import SearchEngine
 from search_engine.models import Match, MatchType, SearchRequest
@@ -350,13 +351,15 @@ async def test_a_compact_page_costs_no_more_than_rg_n_on_real_code(tmp_path, pat
     assert len(wire_json(body)) <= len(rg_n), (len(wire_json(body)), len(rg_n))
 
 
-async def test_a_match_too_big_for_the_budget_keeps_its_path_whole(code_tree, tmp_path):
+async def test_a_match_too_big_for_the_budget_keeps_its_path_whole(code_tree, tmp_path, monkeypatch):
     """The last resort (one match over the limit) cuts its text, never the path it is grouped
-    under, even when the path alone is over the budget: a cut path would name no file."""
+    under, even when the path alone is over the budget: a cut path would name no file. (Lines
+    are not cut to the engine's width first, so the match's own text is what is over.)"""
+    monkeypatch.setattr(search_engine.config, "DEFAULT_MAX_LINE_WIDTH", 8000)
     long_path = "/".join(["pkg", *(f"{i}" + "d" * 240 for i in range(5)), "m.py"])  # 1,200+ characters
     (code_tree / long_path).parent.mkdir(parents=True)
     (code_tree / long_path).write_text("giant = '" + "y" * 6000 + "'\n")
-    async with Client(build_app(make_settings(code_tree, tmp_path, search={"max_line_width": 8000}))) as c:
+    async with Client(build_app(make_settings(code_tree, tmp_path))) as c:
         args = {"pattern": "giant", "max_output_tokens": 256, "snippet_length": 2000}
         body = structured(await c.call_tool("regex_search", args))
     ((path, entries),) = body["results"]["files"].items()

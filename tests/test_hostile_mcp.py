@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from harness.commands import codepager_cmd
+from harness.patched import patched_codepager_cmd
 from server.transports.framing import encode_message
 from tests.server_helpers import serve_env
 
@@ -38,8 +39,11 @@ LIMIT = 4 * MB  # the default server.max_request_bytes
 
 
 class RawStdio:
-    def __init__(self, root: Path, tmp: Path, transport: str, **settings: str) -> None:
-        cmd, args = codepager_cmd()
+    def __init__(
+        self, root: Path, tmp: Path, transport: str, constants: dict[str, Any] | None = None, **settings: str
+    ) -> None:
+        """`settings` as `serve_env` takes them; the module `constants` set (`harness.patched`)."""
+        cmd, args = patched_codepager_cmd(constants) if constants else codepager_cmd()
         self.transport = transport
         self.proc = subprocess.Popen(
             [cmd, *args, "serve", "--root", str(root), "--transport", transport],
@@ -104,14 +108,16 @@ def _kib(status: Path, field: str) -> int:
 
 
 @contextlib.contextmanager
-def raw_server(transport: str, tmp_path_factory, **settings: str) -> Iterator[RawStdio]:
-    """A real `codepager serve` over `transport` (with `settings` as in `serve_env`),
-    initialized, checked to exit cleanly."""
+def raw_server(
+    transport: str, tmp_path_factory, constants: dict[str, Any] | None = None, **settings: str
+) -> Iterator[RawStdio]:
+    """A real `codepager serve` over `transport` (with `settings` as in `serve_env`, and the
+    module `constants` set), initialized, checked to exit cleanly."""
     tmp = tmp_path_factory.mktemp("raw-mcp")
     root = tmp / "repo"
     root.mkdir()
     (root / "a.txt").write_text("needle\n")
-    raw = RawStdio(root, tmp, transport, **settings)
+    raw = RawStdio(root, tmp, transport, constants, **settings)
     raw.send(
         {
             "jsonrpc": "2.0",
@@ -342,8 +348,8 @@ def test_empty_frames_are_paid_for_against_the_reassembly_buffer(tmp_path_factor
     """Each held frame counts its data plus a fixed overhead, so empty frames are not free: with
     a 1 MiB buffer, a message within the frame cap fed only empty frames is dropped once the
     buffer is spent, answered with its id. Before, empty frames counted 0 bytes and never did."""
-    budget = {"server__max_buffered_request_bytes": str(MB), "server__max_request_bytes": str(MB)}
-    with raw_server("chunked-stdio", tmp_path_factory, **budget) as raw:
+    budget = {"server.transports.framing.DEFAULT_MAX_BUFFERED_BYTES": MB}
+    with raw_server("chunked-stdio", tmp_path_factory, budget, server__max_request_bytes=str(MB)) as raw:
         message_id, total = str(uuid.uuid4()), 32_768
         head = b'{"jsonrpc":"2.0","id":32,"method":"tools/call","params":{"name":"regex_search","arguments":'
         flood = _frame(message_id, 0, total, head) + b"".join(_frame(message_id, i, total) for i in range(1, total - 1))

@@ -99,14 +99,15 @@ async def test_a_list_over_the_row_cap_is_cut_and_the_descriptor_says_by_how_muc
         assert await sql(c, "SELECT count(*) AS n FROM dataset", dataset["id"]) == [{"n": 100}]
 
 
-async def test_a_list_over_the_byte_cap_is_cut_within_it(code_tree, tmp_path):
+async def test_a_list_over_the_byte_cap_is_cut_within_it(code_tree, tmp_path, monkeypatch):
     cap = 8_000
-    settings = make_settings(code_tree, tmp_path, sql={"max_result_bytes": cap})
+    monkeypatch.setattr("server.output.layer.MAX_RESULT_BYTES", cap)
+    settings = make_settings(code_tree, tmp_path)
     async with Client(build_app(settings)) as c:
         args = {"pattern": "needle", "page_size": 20, "output_mode": "file_ref"}
         dataset = structured(await c.call_tool("regex_search", args))["results"]["file_ref"]["dataset"]
         assert 20 < dataset["rows"] < TOTAL and dataset["left_out"] == TOTAL - dataset["rows"]
-        assert "sql.max_result_bytes" in dataset["note"]
+        assert "reached 8,000 bytes" in dataset["note"]
         body = Path(dataset["path"]).read_bytes().split(b"\n", 1)[1]
         assert len(body) <= cap and body.count(b"\n") == dataset["rows"]
 

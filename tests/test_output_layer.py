@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from server.output import MIN_OUTPUT_TOKENS, OffloadStore, OutputLayer, OutputMode, estimate_tokens
+from server.output import MAX_ANSWER_BYTES, MIN_OUTPUT_TOKENS, OffloadStore, OutputLayer, OutputMode, estimate_tokens
 from server.output.jsontext import byte_size
 from server.output.layer import Ceiling, select_mode
 from server.settings import OffloadSettings, SqlSettings
@@ -272,13 +272,17 @@ def test_a_write_failing_midway_leaves_no_file_and_falls_back(tmp_path: Path) ->
     assert list((tmp_path / "out").iterdir()) == []
 
 
-def test_everything_is_built_from_settings(tmp_path: Path) -> None:
-    s = OffloadSettings(output_dir=tmp_path, max_tokens=1234, max_bytes=5678, retention_hours=2)
-    sql = SqlSettings(memory_limit="64MB", threads=2, timeout_s=3, max_rows=9, max_result_bytes=4096)
+def test_everything_is_built_from_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = OffloadSettings(output_dir=tmp_path, max_tokens=1234, retention_hours=2)
+    sql = SqlSettings(memory_limit="64MB", threads=2, timeout_s=3, max_rows=9)
+    monkeypatch.setattr("server.output.layer.MAX_RESULT_BYTES", 4096)  # a constant, read when the layer is made
     store = OffloadStore.from_settings(s)
-    assert (store.root, store.retention_s, store.max_read_bytes) == (tmp_path, 7200, 5678)
+    assert (store.root, store.retention_s, store.max_read_bytes) == (tmp_path, 7200, MAX_ANSWER_BYTES)
     layer = OutputLayer(s, sql, store)
-    assert layer.ceiling == Ceiling(1234, 5678) and (layer.lists.max_rows, layer.lists.max_bytes) == (9, 4096)
+    assert layer.ceiling == Ceiling(1234, MAX_ANSWER_BYTES) and (layer.lists.max_rows, layer.lists.max_bytes) == (
+        9,
+        4096,
+    )
     limits = Datasets(store, limits=sql).limits
     assert (limits.memory_limit, limits.threads, limits.timeout_s, limits.max_rows) == ("64MB", 2, 3, 9)
 

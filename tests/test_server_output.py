@@ -356,12 +356,13 @@ async def test_a_date_filter_on_the_last_day_a_date_can_hold_lists_what_it_shoul
         assert structured(await c.call_tool("list-saved-datasets", last_day))["datasets"] == []
 
 
-async def test_a_read_over_the_page_ceiling_is_refused_naming_the_window_that_fits(wide_tree, tmp_path):
+async def test_a_read_over_the_page_ceiling_is_refused_naming_the_window_that_fits(wide_tree, tmp_path, monkeypatch):
     """A resource read is one answer too. Before (found by an audit): the results resources sent
     any offloaded file whole, a 64 MiB SQL result in one message (the server +448 MB, 118 s).
-    Now a read over `offload.max_bytes` is -32602, naming the line window that fits, which
+    Now a read over `MAX_ANSWER_BYTES` is -32602, naming the line window that fits, which
     reads; a single line over it points to SQL and read-dataset-page."""
-    settings = make_settings(wide_tree, tmp_path, offload={"max_bytes": 16_384})
+    monkeypatch.setattr("server.output.offload.MAX_ANSWER_BYTES", 16_384)  # read when the store is made
+    settings = make_settings(wide_tree, tmp_path)
     async with Client(build_app(settings)) as c:
         sql = "SELECT i, repeat('x', 200) AS s FROM range(500) t(i)"
         ref = structured(await c.call_tool("analyze-with-duckdb", {"query": sql, "output_mode": "file_ref"}))

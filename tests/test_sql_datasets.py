@@ -253,7 +253,7 @@ def test_non_object_and_empty_datasets(store: OffloadStore) -> None:
     assert query(ds, "SELECT count(*) AS n FROM dataset", dataset_id=empty.id).rows == [{"n": 0}]
 
 
-def test_limits_time_and_rows(store: OffloadStore) -> None:
+def test_limits_time_and_rows(store: OffloadStore, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SqlTimeoutError, match=r"longer than 0\.3 s"):
         query(
             Datasets(store, limits=SqlSettings(timeout_s=0.3)),
@@ -263,13 +263,11 @@ def test_limits_time_and_rows(store: OffloadStore) -> None:
     assert len(result.rows) == 1000 and result.truncated
     page = result.to_page()
     assert page.counts()["truncated"] and "first 1000 rows" in page.metadata()["warnings"][0]
-    wide = query(
-        Datasets(store, limits=SqlSettings(max_result_bytes=2048)),
-        "SELECT repeat('x', 100) AS s FROM range(100)",
-    )
+    monkeypatch.setattr("server.sql.answer.MAX_RESULT_BYTES", 2048)
+    wide = query(Datasets(store), "SELECT repeat('x', 100) AS s FROM range(100)")
     line = len(json.dumps({"s": "x" * 100}, separators=(",", ":"))) + 1
     assert len(wide.rows) == 2048 // line and wide.truncated
-    assert "cut after 18 rows" in wide.warnings[0] and "sql.max_result_bytes" in wide.warnings[0]
+    assert "cut after 18 rows" in wide.warnings[0] and "reached 2,048 bytes" in wide.warnings[0]
 
 
 def test_rows_read_past_the_timeout_are_stopped(store: OffloadStore) -> None:
@@ -324,7 +322,8 @@ def test_no_more_queries_than_the_cap_have_a_connection_at_once(
         return CountedConnection(con, overlap) if "memory_limit" in kwargs.get("config", {}) else con
 
     monkeypatch.setattr(duckdb, "connect", counted)
-    ds = Datasets(store, limits=SqlSettings(max_concurrent=cap), clock=overlap)
+    monkeypatch.setattr("server.sql.datasets.MAX_QUERIES", cap)
+    ds = Datasets(store, clock=overlap)
     # over the 1 KB answer ceiling of `query`: written to a file while the connection is open
     sql = "SELECT {k} AS k, range AS i, repeat('x', 50) AS pad FROM range(200)"
     results = run_at_once(calls, lambda k: query(ds, sql.format(k=k)).rows)
@@ -343,7 +342,7 @@ def test_a_query_that_waits_out_its_timeout_for_a_slot_fails_saying_the_server_w
         now[0] += step[0]
         return now[0]
 
-    ds = Datasets(store, limits=SqlSettings(max_concurrent=2, timeout_s=60), clock=clock)
+    ds = Datasets(store, limits=SqlSettings(timeout_s=60), clock=clock)  # MAX_QUERIES: 2
     busy = r"waited 60 s for its turn and was not run: the server was busy with other queries \(it runs 2 at once"
     for _ in range(2):  # the second round: the failed call gave back no slot
         with contextlib.ExitStack() as running:

@@ -114,12 +114,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from server.proxy import build_proxy_app, command_backend, config_backends  # heavy imports after validation
 
-    timeout, largest = settings.proxy.call_timeout_s, settings.proxy.max_backend_message_bytes
+    timeout = settings.proxy.call_timeout_s
     try:
         if args.servers:
-            backends = config_backends(args.servers, timeout_s=timeout, max_message_bytes=largest)
+            backends = config_backends(args.servers, timeout_s=timeout)
         else:
-            backends = [command_backend(command, name=args.name, timeout_s=timeout, max_message_bytes=largest)]
+            backends = [command_backend(command, name=args.name, timeout_s=timeout)]
         app = build_proxy_app(settings, backends)
     except (FileNotFoundError, ValueError) as exc:
         print(f"codepager: {exc}", file=sys.stderr)

@@ -11,7 +11,7 @@ code, with layered limits:
    environment, no inherited file descriptors, an empty working directory, the filter and the
    input on stdin (so nothing is parsed as an option), an address-space limit it sets on
    itself, and a wall-clock timeout after which it is killed: a runaway filter takes down the
-   child, never the server. At most `jq.max_concurrent` workers run at once (`Slots`); a
+   child, never the server. At most `MAX_WORKERS` workers run at once (`Slots`); a
    filter past it waits for one, within its timeout;
 3. output is read with a cap, so `range(1e9)` cannot fill the server's memory.
 
@@ -57,6 +57,15 @@ FORBIDDEN_NAMES = frozenset(
     }
 )
 FORBIDDEN_VARIABLES = frozenset({"ENV"})
+#: Memory (MiB of address space) a filter may use on top of its worker's own. Not a setting
+#: (it was `jq.memory_mb`): a filter over one result list, which is bounded in size, needs a
+#: fraction of this; only a runaway (`[range(1e9)]`) reaches it, and is stopped either way.
+MEMORY_MB = 512
+#: Workers running at once (it was `jq.max_concurrent`): the cap times `MEMORY_MB` bounds them
+#: all (1 GiB), and 2 matches a 2-core machine, where a third CPU-bound filter would only slow
+#: the others down. Filters are short (~0.1 s, mostly the worker's start), so a few waiting
+#: cost little. Read when the slots are made (a test patches it).
+MAX_WORKERS = 2
 DEFAULT_MAX_OUTPUT_BYTES = 64 << 20
 #: What a `keep_only` filter is told when it makes more than it was given.
 KEEP_ONLY = "it may only filter, sort or slice the matches, e.g. map(select(...)) or .[:10]"
@@ -167,8 +176,8 @@ def apply_jq(
     counts by their clock, from before the wait for a slot, so it covers that wait too."""
     check_expression(expression)
     limits = limits or JqSettings()
-    workers = workers or Slots(limits.max_concurrent)
-    timeout_s, memory_mb = limits.timeout_s, limits.memory_mb
+    workers = workers or Slots(MAX_WORKERS)
+    timeout_s, memory_mb = limits.timeout_s, MEMORY_MB
     argv = [sys.executable, "-I", _WORKER, str(memory_mb << 20)]
     body = dumps_bytes(list(records))
     # slack: the worker's JSON may spell a number or an escape longer than ours
@@ -199,7 +208,7 @@ def _busy(timeout_s: float, workers: int) -> JqTimeoutError:
     """The timeout of a filter that waited its whole time for a worker and never ran."""
     return JqTimeoutError(
         f"jq_filter waited {timeout_s:g} s for a worker and was not run: the server was busy with other filters "
-        f"(it runs {workers} at once, jq.max_concurrent); try again"
+        f"(it runs {workers} at once); try again"
     )
 
 

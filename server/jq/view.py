@@ -25,6 +25,7 @@ from typing import Any
 from infra import Slots
 from search_engine import SearchResult
 from server.errors import JqFilterError, JqTimeoutError
+from server.jq import sandbox
 from server.jq.sandbox import KEEP_ONLY, apply_jq, check_expression
 from server.output import clip_strings, dumps
 from server.records import Detail, match_record
@@ -56,8 +57,8 @@ def _view_detail(view: str) -> Detail:
 
 
 def jq_view(settings: JqSettings) -> Callable[[SearchResult, str], SearchResult]:
-    """The view; its filters share `jq.max_concurrent` workers (the server makes one)."""
-    workers = Slots(settings.max_concurrent)
+    """The view; its filters share `sandbox.MAX_WORKERS` workers (the server makes one)."""
+    workers = Slots(sandbox.MAX_WORKERS)
 
     def view(result: SearchResult, view: str) -> SearchResult:
         detail = _view_detail(view)

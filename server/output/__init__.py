@@ -23,7 +23,15 @@ from server.output.files import (
     scandir,
 )
 from server.output.fit import clip_strings, largest_fitting, shrink_to_fit
-from server.output.jsontext import CHARS_PER_TOKEN, byte_size, dumps, dumps_bytes, dumps_lines, estimate_tokens
+from server.output.jsontext import (
+    CHARS_PER_TOKEN,
+    MAX_ANSWER_BYTES,
+    byte_size,
+    dumps,
+    dumps_bytes,
+    dumps_lines,
+    estimate_tokens,
+)
 from server.output.layer import (
     MIN_OUTPUT_TOKENS,
     Ceiling,
@@ -38,7 +46,7 @@ from server.output.layer import (
 )
 from server.output.list_dataset import WholeList
 from server.output.offload import LINES_URI, RESULTS_URI, OffloadStore
-from server.output.rows import BoundedRows, Row
+from server.output.rows import MAX_RESULT_BYTES, BoundedRows, Row
 from server.output.schema import SAMPLE_MAX_CHARS, clashing_keys, column_key, infer_schema, named_keys
 
 __all__ = [
@@ -46,6 +54,8 @@ __all__ = [
     "HEADER_TYPE",
     "JSONL_MIME_TYPE",
     "LINES_URI",
+    "MAX_ANSWER_BYTES",
+    "MAX_RESULT_BYTES",
     "MIN_OUTPUT_TOKENS",
     "RESULTS_URI",
     "SAMPLE_MAX_CHARS",

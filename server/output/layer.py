@@ -18,7 +18,7 @@ the whole matrix of mode x fits x max_output_tokens is tested without building r
   forever).
 - A failed offload (disk full, permission denied, no such directory) never fails the call: the
   page is answered inline, cut to the ceiling, and a warning says why.
-- The ceiling is the layer's default (`offload.max_tokens` / `max_bytes`) unless the caller
+- The ceiling is the layer's default (`offload.max_tokens` / `MAX_ANSWER_BYTES`) unless the caller
   passes its client's (`Layout.ceiling`, see `server.clients`); `max_output_tokens`
   only ever lowers it. Both the structured JSON and the text block must fit it, the text block
   also its line limit.
@@ -41,9 +41,10 @@ from typing import Any, Protocol
 from server.errors import StoreWriteError
 from server.output.descriptor import FileRef, build_file_ref
 from server.output.fit import last_fitting, shrink_to_fit
-from server.output.jsontext import byte_size, dumps, estimate_tokens
+from server.output.jsontext import MAX_ANSWER_BYTES, byte_size, dumps, estimate_tokens
 from server.output.list_dataset import ListDataset, ListDatasets, WholeList
 from server.output.offload import OffloadedFile, OffloadStore
+from server.output.rows import MAX_RESULT_BYTES
 from server.output.stats import Stats, compute_stats
 from server.records import Detail
 from server.settings import OffloadSettings, SqlSettings
@@ -277,11 +278,11 @@ class OutputLayer:
     ) -> None:
         """`sql`: the caps of a whole SQL result, which the whole result list a page names as
         its dataset is held to as well."""
-        self.ceiling = Ceiling(tokens=settings.max_tokens, bytes=settings.max_bytes)
+        self.ceiling = Ceiling(tokens=settings.max_tokens, bytes=MAX_ANSWER_BYTES)
         self.retention_hours = settings.retention_hours
         self.store = store
         self.sql_tool = sql_tool
-        self.lists = ListDatasets(store, max_rows=sql.max_rows, max_bytes=sql.max_result_bytes)
+        self.lists = ListDatasets(store, max_rows=sql.max_rows, max_bytes=MAX_RESULT_BYTES)
 
     def render(self, page: PageView, options: PageOptions, layout: Layout) -> Rendered:
         ceiling = (layout.ceiling or self.ceiling).lowered_to(options.max_output_tokens)

@@ -27,7 +27,7 @@ from infra import NotRegularFileError, open_regular_file
 from server.errors import DatasetNotFoundError, LineRangeError, ReadTooLargeError, StoreWriteError
 from server.output.files import HEADER_TYPE, DatasetFile, DatasetInfo, FileStore, iso_timestamp
 from server.output.fit import clip_strings
-from server.output.jsontext import dumps_bytes, dumps_lines, estimate_tokens
+from server.output.jsontext import MAX_ANSWER_BYTES, dumps_bytes, dumps_lines, estimate_tokens
 from server.settings import OffloadSettings, default_of
 
 SCHEMA_VERSION = 1
@@ -78,15 +78,15 @@ class OffloadStore(FileStore):
         sweep_interval_s: float = SWEEP_INTERVAL_S,
         max_read_bytes: int | None = None,
     ) -> None:
-        """`retention_hours` and `max_read_bytes` are `[offload]`'s (their defaults when not
-        given, read now: `from_settings` passes the configured ones)."""
+        """`retention_hours` is `[offload]`'s (its default when not given, read now:
+        `from_settings` passes the configured one); `max_read_bytes`, `MAX_ANSWER_BYTES`."""
         hours = default_of(OffloadSettings, "retention_hours") if retention_hours is None else retention_hours
         super().__init__(output_dir, retention_s=hours * 3600.0, sweep_interval_s=sweep_interval_s)
-        self.max_read_bytes = default_of(OffloadSettings, "max_bytes") if max_read_bytes is None else max_read_bytes
+        self.max_read_bytes = MAX_ANSWER_BYTES if max_read_bytes is None else max_read_bytes
 
     @classmethod
     def from_settings(cls, settings: OffloadSettings) -> OffloadStore:
-        return cls(settings.output_dir, retention_hours=settings.retention_hours, max_read_bytes=settings.max_bytes)
+        return cls(settings.output_dir, retention_hours=settings.retention_hours)
 
     # -- writing -----------------------------------------------------------------------------
 

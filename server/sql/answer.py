@@ -6,7 +6,7 @@ JSON line as it arrives:
 - the rows that fit one answer (the layer's byte ceiling) are kept; when the result ends
   there, it is answered like any page (inline, or a file when over the token ceiling);
 - otherwise, in `auto` and `file_ref` mode, they and the rest are streamed to an offload file,
-  up to `sql.max_result_bytes` of JSON, and the answer is that file's descriptor, saying where and
+  up to `MAX_RESULT_BYTES` of JSON, and the answer is that file's descriptor, saying where and
   why the result was cut. The file is a dataset like any other: SQL, read-dataset-page and jq
   read it;
 - in `inline` mode (or with max_output_tokens) the rows read so far are answered, cut to fit,
@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from server.errors import SqlResultTooLargeError, StoreWriteError
 from server.output import (
     CHARS_PER_TOKEN,
+    MAX_RESULT_BYTES,
     BoundedRows,
     Layout,
     OutputLayer,
@@ -50,7 +51,7 @@ def answer_query(
     layout: Layout,
 ) -> Rendered:
     """Run `sql` and answer it (see the module doc); raises the Sql*Error of a bad query."""
-    budget, most = answer_bytes(layer), datasets.limits.max_result_bytes
+    budget, most = answer_bytes(layer), MAX_RESULT_BYTES
     with datasets.stream(sql, dataset_id) as stream:
         rows = stream.rows()
         head, size = [], 0

@@ -81,6 +81,13 @@ MAX_BATCH_ROWS = 2048
 STREAMS = int(duckdb.__version__.split(".", 1)[0]) >= 2
 #: What a spooled query may spill to disk (its result beyond the memory limit, sorts, joins).
 SPOOL_MAX_SPILL = "4GiB"
+#: Queries running at once, each with its own connection and `sql.memory_limit` (a query of
+#: 100 KB rows peaks ~600 MB at 512MB), so this times that bounds them all: 2 x 512 MB = 1 GB by
+#: default (2 x 1GB on the proxy). 2 is also one query per core at `sql.threads` = 1 on a 2-core
+#: machine: more at once would only share the same cores. Not a setting (it was
+#: `sql.max_concurrent`): memory_limit is the knob a user holds; a query past the cap waits,
+#: within its own timeout. Read when a `Datasets` is made (a test patches it).
+MAX_QUERIES = 2
 #: The largest LIMIT DuckDB takes (a BIGINT); `sql.max_rows` has no upper bound.
 _MAX_LIMIT = (1 << 63) - 1
 
@@ -221,11 +228,11 @@ def sql_errors(timeout_s: float) -> Iterator[None]:
         raise SqlExecutionError(_too_deep()) from None
 
 
-def _busy(limits: SqlSettings) -> SqlTimeoutError:
+def _busy(limits: SqlSettings, slots: int) -> SqlTimeoutError:
     """The timeout of a query that waited its whole time for a slot and never ran."""
     return SqlTimeoutError(
         f"query waited {limits.timeout_s:g} s for its turn and was not run: the server was busy with other "
-        f"queries (it runs {limits.max_concurrent} at once, sql.max_concurrent); try again"
+        f"queries (it runs {slots} at once); try again"
     )
 
 
@@ -481,8 +488,8 @@ class Datasets:
         self.sources = list(sources)
         self.limits = limits or SqlSettings()
         self.clock = clock
-        #: The queries running at once, each with its connection (`sql.max_concurrent`).
-        self.slots = Slots(self.limits.max_concurrent, clock)
+        #: The queries running at once, each with its connection (`MAX_QUERIES`).
+        self.slots = Slots(MAX_QUERIES, clock)
 
     @property
     def spool(self) -> bool:
@@ -527,13 +534,13 @@ class Datasets:
         started = self.clock()
         deadline = started + limits.timeout_s
         with (
-            self.slots.hold(deadline, lambda: _busy(limits)),
+            self.slots.hold(deadline, lambda: _busy(limits, self.slots.size)),
             tempfile.TemporaryDirectory(prefix="codepager-duckdb-") as spill,
             contextlib.closing(self._connect(ids, alias=dataset_id, temp_dir=spill)) as con,
         ):
             left = deadline - self.clock()
             if left <= 0:  # its slot came too late, and an interrupt sent before the statement is lost
-                raise _busy(limits)
+                raise _busy(limits, self.slots.size)
             timer = threading.Timer(left, con.interrupt)
             timer.start()
             try:

@@ -112,7 +112,7 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
     s = services.settings.search
     contract = paging(services.settings.sessions.cursor_max_age_s)
     # The shared parameters whose bounds or wording quote settings (the rest: `server.tools.page_args`).
-    PageSize = Annotated[int | None, Field(ge=1, le=s.max_page_size, description="results per page")]
+    PageSize = Annotated[int | None, Field(ge=1, le=services.pager.max_page_size, description="results per page")]
     SnippetLength = Annotated[int, Field(ge=1, le=MAX_SNIPPET_LENGTH, description="max chars of each text")]
     Cursor = Annotated[str | None, Field(description=contract.cursor)]
     meta = search_meta(services.settings.offload.max_tokens)

@@ -32,10 +32,16 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_LIMIT = 60 * 1024
 """Bytes of message data per frame: under the 64 KiB macOS pipe buffer once the ~50-byte
-header and newline are added."""
+header and newline are added. Not a setting (it was `server.chunk_limit`): the pipe buffer is
+why, and readers take frames of any size, so no peer needs it changed."""
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024
+"""What all messages still arriving may hold together, on the server's chunked-stdio and HTTP
+transports alike. Not a setting (it was `server.max_buffered_request_bytes`): 16 requests of
+the largest default size (`server.max_request_bytes`, the knob a user holds, at most this)
+while bounding what a flood of slow bodies costs. Read when a server starts (a test's server
+patches it here)."""
 # How many incomplete messages one end holds from its peer, and how many frames one message
 # may claim. Not settings (they were, and nobody set them): the byte budget above already
 # bounds the memory they cost, and these only have to hold every honest message (one at a

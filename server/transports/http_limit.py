@@ -15,7 +15,7 @@ body itself before handing it on:
 - a body that is not declared JSON (`Content-Type: application/json`) is answered 415 on the
   headers: the SDK refused it with a plain-text "Invalid Content-Type header" a JSON-RPC client
   cannot show, and that did not say what was expected;
-- all bodies still arriving hold at most `server.max_buffered_request_bytes` together: a piece that
+- all bodies still arriving hold at most `framing.DEFAULT_MAX_BUFFERED_BYTES` together: a piece that
   would pass it gets its request a 503, so many clients each keeping a body just under the size
   limit open (a byte now and then beats the idle timeout) cannot add up to unbounded memory.
 
@@ -111,9 +111,8 @@ class RequestBodyLimits:
     def _busy_text(self) -> str:
         return (
             f"Server busy: request bodies still arriving already hold {self.buffered} bytes, near this server's "
-            f"limit of {self.max_buffered} bytes for all of them together (server.max_buffered_request_bytes), so "
-            "this request was dropped. Retry in a moment, or raise server.max_buffered_request_bytes in the "
-            "server's settings."
+            f"limit of {self.max_buffered} bytes for all of them together, so this request was dropped. Retry "
+            "in a moment."
         )
 
     def _stalled_text(self, received: int) -> str:

@@ -15,6 +15,7 @@ from starlette.middleware import Middleware
 from server.auth import BearerTokenGuard
 from server.sdk_shim import ReadStream, WriteStream, app_lifespan, serve_connection
 from server.settings import ServerSettings
+from server.transports import framing
 from server.transports.framing import FramingOptions
 
 StdioStreams = AbstractAsyncContextManager[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]
@@ -23,12 +24,13 @@ StdioStreams = AbstractAsyncContextManager[tuple[ReadStream[SessionMessage | Exc
 
 
 def framing_options(settings: ServerSettings) -> FramingOptions:
-    """The chunked-stdio server's framing: its frame size, and what it will buffer from a client
-    (how many incomplete messages and frames a message are framing's fixed bounds)."""
+    """The chunked-stdio server's framing: what it will buffer from a client (its frame size,
+    what all incomplete messages may hold, how many there may be and how many frames a message
+    are framing's constants, read now: a test's server patches them in `framing`)."""
     return FramingOptions(
-        chunk_limit=settings.chunk_limit,
+        chunk_limit=framing.DEFAULT_CHUNK_LIMIT,
         timeout_s=settings.request_timeout_s,
-        max_buffered_bytes=settings.max_buffered_request_bytes,
+        max_buffered_bytes=framing.DEFAULT_MAX_BUFFERED_BYTES,
         max_message_bytes=settings.max_request_bytes,
     )
 
@@ -93,6 +95,6 @@ def http_middleware(settings: ServerSettings, token: str | None) -> list[Middlew
         RequestBodyLimits,
         max_request_bytes=settings.max_request_bytes,
         body_timeout_s=settings.request_timeout_s,
-        max_buffered_bytes=settings.max_buffered_request_bytes,
+        max_buffered_bytes=framing.DEFAULT_MAX_BUFFERED_BYTES,
     )
     return [guard, *auth, body]
