@@ -94,7 +94,7 @@ class FramingOptions:
     message may claim, `max_partial_messages` for incomplete messages at once,
     `max_buffered_bytes` for all incomplete messages together (each frame counting its data
     plus `FRAME_OVERHEAD`), `timeout_s` of silence before an incomplete message is dropped.
-    `limit_setting` names, in errors, the setting a user raises to accept larger messages.
+    `limit_setting` names, in errors, what the limit is (a constant of the proxy, or the field).
     """
 
     chunk_limit: int = DEFAULT_CHUNK_LIMIT
