@@ -40,7 +40,7 @@ from mcp_types import Implementation  # noqa: E402
 
 from harness.protocol_clients import client_at  # noqa: E402
 from server.app import build_app, build_services  # noqa: E402
-from server.errors import _TOOL_ERRORS, REFUSALS  # noqa: E402
+from server.errors import REFUSALS, TOOL_ERRORS  # noqa: E402
 from server.settings import Settings, load_settings  # noqa: E402
 from server.tools.dataset_pages import register_dataset_page_tool  # noqa: E402
 from server.tools.page_args import PageArgs  # noqa: E402
@@ -316,9 +316,9 @@ def refusal_codes_table() -> str:
 
 
 def error_codes_table() -> str:
-    """The isError codes of `server.errors`, in the order they are matched, as a markdown table."""
+    """The isError codes of `server.errors` (the mapped engine and session errors first), as a markdown table."""
     rows = ["| `error.code` | when | `error.hint` (what to do) |", "|---|---|---|"]
-    for _, code, hint in _TOOL_ERRORS:
+    for code, hint in TOOL_ERRORS.items():
         shown = hint.replace("<", "&lt;").replace(">", "&gt;")  # not an HTML tag in a table
         rows.append(f"| `{code}` | {ERROR_CASES[code]} | {shown} |")
     return "\n".join(rows)

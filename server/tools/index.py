@@ -16,7 +16,7 @@ from server.tools.descriptions import READ_ONLY, local_writes
 from server.tools.registry import mcp_tool
 from server.tools.schemas import INDEX_OUTPUT
 
-PathArg = Annotated[PathText | None, Field(description="a root or a path in one (default: the first root)")]
+PathArg = Annotated[PathText | None, Field(description="a root or a path in one (default: first root)")]
 
 
 def register_index_tools(app: FastMCP, services: Services) -> None:
@@ -56,7 +56,7 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
     @mcp_tool(
         app,
         "reindex",
-        "Update a root's semantic index (full=true: rebuild); returns index_status.",
+        "Update a root's semantic index; returns index_status.",
         annotations=local_writes(destructive=False),
         output_schema=INDEX_OUTPUT,
     )

@@ -45,16 +45,12 @@ class PageArgs:
     cursor: str | None = None
     output_mode: Annotated[
         OutputModeName,
-        Field(description="auto: a page too big to show goes to a file (results.file_ref); inline: cut it instead"),
+        Field(description="auto: too big -> file (results.file_ref); inline: cut"),
     ] = "auto"
-    max_output_tokens: Annotated[int | None, Field(ge=MIN_OUTPUT_TOKENS, description="cut the page to this size")] = (
-        None
-    )
-    stats_only: Annotated[bool, Field(description="counts per file instead of matches")] = False
-    stats_first: Annotated[bool, Field(description="counts as well as matches")] = False
-    jq_filter: Annotated[
-        LongText | None, Field(description="jq over the list of match records as pages show them, before paging")
-    ] = None
+    max_output_tokens: Annotated[int | None, Field(ge=MIN_OUTPUT_TOKENS, description="cap the page, in tokens")] = None
+    stats_only: Annotated[bool, Field(description="counts per file, no matches")] = False
+    stats_first: Annotated[bool, Field(description="counts and matches")] = False
+    jq_filter: Annotated[LongText | None, Field(description="jq over the match records, before paging")] = None
     detail: Annotated[Literal["compact", "full"], Field(description="full: byte spans, language, ranks")] = "compact"
 
     def record_options(self) -> RecordOptions:

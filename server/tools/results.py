@@ -83,7 +83,7 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> 
         query: Annotated[LongText, Field(description="one read-only statement")],
         dataset_id: Annotated[PathText | None, Field(description="that dataset is also the view `dataset`")] = None,
         output_mode: Annotated[
-            OutputModeName, Field(description="auto: a result too big to show goes to a file")
+            OutputModeName, Field(description="auto: too big -> file (results.file_ref); inline: cut")
         ] = "auto",
     ) -> ToolResult:
         mode = OutputMode.parse(output_mode)

@@ -58,13 +58,13 @@ from sessions import CursorParamsMismatchError, CursorState
 
 # The search-defining parameters, each with the one line the listed schema carries (tools/list
 # is paid for in every conversation, so one short line each; the ranked tools share theirs).
-PathArg = Annotated[PathText | None, Field(description="file or folder to search in")]
-IncludeGlobs = Annotated[Globs, Field(description="file globs to search, e.g. *.py")]
-ExcludeGlobs = Annotated[Globs, Field(description="file globs to skip")]
-#: What `threshold` is compared with in each ranked mode (see `search_engine.ranking.Ranker.search`).
+PathArg = Annotated[PathText | None, Field(description="file or folder to search")]
+IncludeGlobs = Annotated[Globs, Field(description="globs to search, e.g. *.py")]
+ExcludeGlobs = Annotated[Globs, Field(description="globs to skip")]
+#: What `threshold` is compared with in each ranked mode (see `search_engine.ranking.search.Ranker.search`).
 THRESHOLD = {
     SearchMode.SEMANTIC: "min score: cosine similarity (-1..1)",
-    SearchMode.HYBRID: "min score relative to the best result (1.0)",
+    SearchMode.HYBRID: "min score relative to the best (1.0)",
 }
 
 
@@ -94,9 +94,7 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
     contract = paging(services.settings.sessions.cursor_max_age_s)
     bounded = {
         "page_size": Annotated[int | None, Field(ge=1, le=s.max_page_size, description="results per page")],
-        "snippet_length": Annotated[
-            int, Field(ge=1, le=s.max_snippet_length, description="cut each text to this many chars")
-        ],
+        "snippet_length": Annotated[int, Field(ge=1, le=s.max_snippet_length, description="max chars of each text")],
         "cursor": Annotated[str | None, Field(description=contract.cursor)],
     }
     meta = search_meta(services.settings.offload.max_tokens)
@@ -119,10 +117,10 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
     @search_tool("regex_search", REGEX_DESCRIPTION, s.default_snippet_length)
     async def regex_search(
         ctx: Context,
-        pattern: Annotated[LongText | None, Field(description="ripgrep regex (Rust syntax)")] = None,
+        pattern: Annotated[LongText | None, Field(description="regex (Rust syntax)")] = None,
         path: PathArg = None,
         ignore_case: Annotated[bool, Field(description="rg -i")] = False,
-        fixed_string: Annotated[bool, Field(description="literal, not a regex (rg -F)")] = False,
+        fixed_string: Annotated[bool, Field(description="literal (rg -F)")] = False,
         whole_word: Annotated[bool, Field(description="rg -w")] = False,
         multiline: Annotated[bool, Field(description="rg -U")] = False,
         include_patterns: IncludeGlobs = None,
