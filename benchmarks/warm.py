@@ -46,7 +46,7 @@ from benchmarks.retrieval import BENCH, DEFAULT_MULTILANG
 from benchmarks.scale import DEFAULT_SOURCE, DEFAULT_WORK, QUERIES, monorepo
 from benchmarks.top_k import copy_stdlib
 from search_engine.config import EngineConfig
-from search_engine.embeddings import resolve_model
+from search_engine.embedding.embedder import resolve_model
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchMode, SearchRequest
 
