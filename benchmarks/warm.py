@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # as a script, benchmarks/regex.py would shadow the `regex` package
@@ -128,7 +128,7 @@ class Semble:
         return answer
 
     def close(self) -> None:
-        stdin: TextIO | None = self.proc.stdin
+        stdin = self.proc.stdin
         if stdin is not None:
             stdin.close()
         self.proc.wait(timeout=60)
