@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from search_engine.chunking.workers import chunking_pool
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchMode, SearchRequest
 from tests.index_helpers import block_the_walk, write_repo
@@ -145,8 +147,13 @@ def test_edits_are_chunked_by_the_worker_kept_for_them(
         assert [m.path for m in hits(result, f"def retry_policy_{n}")] == ["app/retry.py"]
 
     edit_and_find(0)  # the kept worker is running by now
-    real_pool, started = jobs.chunking_pool, []
-    monkeypatch.setattr(jobs, "chunking_pool", lambda workers: started.append(workers) or real_pool(workers))
+    started: list[int] = []
+
+    def counted_pool(workers: int) -> ProcessPoolExecutor:
+        started.append(workers)
+        return chunking_pool(workers)
+
+    monkeypatch.setattr(jobs, "chunking_pool", counted_pool)
     for n in range(1, 4):
         edit_and_find(n)
     assert started == []
