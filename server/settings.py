@@ -183,8 +183,9 @@ class IndexSettings(_Section):
         ge=0,
         description=(
             "How long a semantic or hybrid call waits for files changed before it to be folded into the index, when "
-            "it cannot take them live (more than 16 files, a directory moved in, an ignore file, polling); past it the "
-            "answer leaves them out and says so (freshness 'updating')."
+            "it cannot take them live (more than 16 files, a directory moved in, an ignore file, polling) and the last "
+            "fold's duration says the fold can end by then; otherwise, or past it, the answer leaves them out and says "
+            "so (freshness 'updating')."
         ),
     )
 
