@@ -6,6 +6,7 @@ vain (0.5 s of each, at 8x sympy)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,18 +17,25 @@ from search_engine.live.watcher import watch
 
 
 class Folds:
-    """A fold that takes `seconds` of the injected clock, and that clock."""
+    """A fold that takes `seconds` of the injected clock, and that clock. With `hold` set, a
+    fold sets `entered` and waits for `hold` to be cleared... by `release`."""
 
     def __init__(self) -> None:
         self.now = 0.0
         self.seconds = 5.0
         self.count = 0
+        self.hold = False
+        self.entered = threading.Event()
+        self.released = threading.Event()
 
     def clock(self) -> float:
         return self.now
 
     def fold(self) -> None:
         self.now += self.seconds
+        if self.hold:
+            self.entered.set()
+            assert self.released.wait(60)
         self.count += 1
 
 
@@ -50,6 +58,7 @@ def live(tmp_path: Path, tree: Path, folds: Folds) -> Iterator[LiveRoot]:
     private.mkdir(mode=0o700)
     live = LiveRoot(folds.fold, watch(tree, private, clock=folds.clock), wait_s=1.0, clock=folds.clock)
     yield live
+    folds.released.set()
     assert live.wait_idle(60)
     live.close()
 
@@ -72,3 +81,30 @@ def test_a_fold_that_can_end_in_time_is_waited_for(live: LiveRoot, tree: Path, f
     (tree / "a.py").write_text("x = 2\n")
     assert live.settle().state == "current"  # the last fold took 0.25 s: within the 1 s bound
     assert folds.count == 2
+
+
+@pytest.mark.timeout(30)  # before the rule, the second search waited its whole 1,000 s bound
+def test_a_fold_running_longer_than_the_last_one_is_not_waited_for(tmp_path: Path, tree: Path, folds: Folds) -> None:
+    """A checkout's fold (1,000 files) after a fold of a few: once it has run longer than the
+    last fold took, no search waits for it, however long the bound."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    live = LiveRoot(folds.fold, watch(tree, private, clock=folds.clock), wait_s=1000.0, clock=folds.clock)
+    try:
+        folds.seconds = 2.0
+        assert live.settle().state == "current"  # the last fold took 2 s
+        folds.seconds, folds.hold = 3.0, True
+        (tree / "a.py").write_text("x = 2\n")
+        # The first search after the edit expects the fold within 2 s and waits (on a thread).
+        first: list[str] = []
+        waiting = threading.Thread(target=lambda: first.append(live.settle().state))
+        waiting.start()
+        assert folds.entered.wait(60)
+        second = live.settle()  # the fold has run 3 s, longer than the last: not waited for
+        assert second.state == "updating" and second.pending == frozenset({"a.py"})
+        folds.released.set()
+        waiting.join(60)
+        assert first == ["current"] and live.wait_idle(60) and live.settle().state == "current"
+    finally:
+        folds.released.set()
+        live.close()

@@ -35,6 +35,7 @@ search waiting for it.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -207,12 +208,16 @@ class LiveRoot:
     def _eta(self, wanted: tuple[int, int]) -> float:
         """When a fold covering `wanted` may end (clock), if it takes as long as the last one
         (caller holds the lock; the fold thread is started): the running fold's end if it covers
-        `wanted`, else the end of the one after it. Before any fold: now (worth waiting for)."""
+        `wanted`, else the end of the one after it. Before any fold: now (worth waiting for). A
+        running fold already longer than the last one may take any time (a checkout's 1,000
+        files after a fold of a few): infinity, so no search waits for it in vain."""
         now = self._clock()
         if self._round is None:  # about to start
             return now + self._last_fold_s
         started, covered = self._round
-        end = max(now, started + self._last_fold_s)
+        end = started + self._last_fold_s
+        if now > end:
+            return math.inf
         return end if covered[0] >= wanted[0] and covered[1] >= wanted[1] else end + self._last_fold_s
 
     def _maybe_verify(self) -> None:
