@@ -163,11 +163,21 @@ class IndexManager:
         # The live layers' chunking worker, forked once a root is watched (`layer`).
         self._worker = KeptWorker()
         self._root_locks: dict[Path, threading.Lock] = {}
+        self._stores: dict[Path, IndexStore] = {}
         self._said: dict[Path, tuple[list[str], list[str]]] = {}
         self._guard = threading.Lock()
 
     def store(self, root: Path) -> IndexStore:
-        return IndexStore(index_dir(self.config.cache_dir, Path(root)))
+        """The on-disk store of `root`'s index (`root` resolved, as every caller has it; kept
+        per root: `index_dir` resolves the path again and hashes it, a tenth of a millisecond
+        of every warm search)."""
+        with self._guard:
+            store = self._stores.get(root)
+        if store is None:
+            store = IndexStore(index_dir(self.config.cache_dir, Path(root)))
+            with self._guard:
+                self._stores[root] = store
+        return store
 
     def update(self, root: Path, *, full: bool = False, progress: Progress | None = None) -> UpdateStats:
         """Bring the on-disk index of `root` up to date now."""
@@ -219,7 +229,7 @@ class IndexManager:
         root = Path(root).resolve()
         store = self.store(root)
         live = self._live_root(root)
-        if not self.open(root):
+        if self._entry(root) is None and not self.open(root):
             covered = live.snapshot()
             with self._root_lock(root):
                 if self._entry(root) is None:
