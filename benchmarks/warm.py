@@ -14,7 +14,8 @@ search first makes sure every change made before it is recorded). semble 0.7.0 r
 virtualenv as a long-lived subprocess (`benchmarks/semble_timer.py`) with the same static
 model. Per query, each system runs it once untimed, then `--repeats` times timed (as the scale
 and retrieval benchmarks do); which system goes first alternates from query to query, so the
-machine's load weighs on both alike. The p50 is over every timed run of the tree.
+machine's load weighs on both alike. The p50 is over every timed run of the tree, in wall time
+(the targets') and in the searching thread's CPU time (which the load sways less).
 
 `--dump FILE` writes each query's top 10 (path, lines, score) as JSON: a change meant only to
 make searches faster must leave it identical (compare a dump of the code before and after).
@@ -134,16 +135,21 @@ class Semble:
         self.proc.wait(timeout=60)
 
 
-def timed_ours(engine: SearchEngine, request: SearchRequest, repeats: int) -> tuple[list[float], list[Any]]:
-    """`repeats` timed runs after an untimed one, and that run's top 10 (for `--dump`)."""
+Timed = tuple[list[float], list[float], list[Any]]
+
+
+def timed_ours(engine: SearchEngine, request: SearchRequest, repeats: int) -> Timed:
+    """`repeats` timed runs after an untimed one (wall and thread CPU times), and that run's
+    top 10 (for `--dump`)."""
     result = engine.search(request)
-    times = []
+    times, cpu = [], []
     for _ in range(repeats):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         engine.search(request)
         times.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.thread_time() - cpu_started) * 1000)
     top = [[m.path, m.line_start, m.line_end, m.score] for m in result.matches]
-    return times, top
+    return times, cpu, top
 
 
 def measure(name: str, args: argparse.Namespace, semble: Semble | None) -> dict[str, Any]:
@@ -159,18 +165,28 @@ def measure(name: str, args: argparse.Namespace, semble: Semble | None) -> dict[
         if semble is not None:
             semble.ask(op="index", root=str(root))
     ours: list[float] = []
+    ours_cpu: list[float] = []
     theirs: list[float] = []
+    theirs_cpu: list[float] = []
     tops = []
+
+    def peer(root: Path, query: str) -> None:
+        if semble is not None:
+            answer = semble.ask(op="search", root=str(root), query=query, repeats=args.repeats, top_k=TOP_K)
+            theirs.extend(answer["ms"])
+            theirs_cpu.extend(answer["cpu_ms"])
+
     try:
         for n, (root, query) in enumerate(pairs):
             request = SearchRequest(mode=SearchMode.HYBRID, query=query, root=str(root), top_k=TOP_K)
-            if semble is not None and n % 2:
-                theirs += semble.ask(op="search", root=str(root), query=query, repeats=args.repeats, top_k=TOP_K)["ms"]
-            times, top = timed_ours(engine, request, args.repeats)
+            if n % 2:
+                peer(root, query)
+            times, cpu, top = timed_ours(engine, request, args.repeats)
             ours += times
+            ours_cpu += cpu
             tops.append({"root": root.name, "query": query, "top": top})
-            if semble is not None and not n % 2:
-                theirs += semble.ask(op="search", root=str(root), query=query, repeats=args.repeats, top_k=TOP_K)["ms"]
+            if not n % 2:
+                peer(root, query)
         states = {engine.indexes.current(root)[1].state for root in roots}
     finally:
         engine.close()
@@ -180,11 +196,13 @@ def measure(name: str, args: argparse.Namespace, semble: Semble | None) -> dict[
         "chunks": chunks,
         "queries": len(pairs),
         "ours_p50_ms": statistics.median(ours),
+        "ours_cpu_p50_ms": statistics.median(ours_cpu),
         "states": sorted(states),
         "tops": tops,
     }
     if theirs:
         row["semble_p50_ms"] = statistics.median(theirs)
+        row["semble_cpu_p50_ms"] = statistics.median(theirs_cpu)
     print(f"{name}: { ({k: v for k, v in row.items() if k != 'tops'}) }", file=sys.stderr)
     return row
 
@@ -194,16 +212,20 @@ def report(rows: list[dict[str, Any]], load: tuple[float, ...], after: tuple[flo
         f"Load average: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min, 2 cores) when it started, "
         f"{after[0]:.1f} / {after[1]:.1f} / {after[2]:.1f} when it ended.",
         "",
-        "| tree | roots | chunks | queries x timed runs | codepager hybrid p50 (events live) | semble 0.7.0 | ratio |",
-        "|---|---|---|---|---|---|---|",
+        "| tree | roots | chunks | queries x timed runs | codepager hybrid p50 (events live) | semble 0.7.0 | ratio "
+        "| CPU p50: codepager / semble |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     targets = []
     for r in rows:
         theirs = r.get("semble_p50_ms")
         ratio = f"**{r['ours_p50_ms'] / theirs:.2f}x**" if theirs else "-"
+        cpu = f"{r['ours_cpu_p50_ms']:.2f} ms"
+        if theirs:
+            cpu += f" / {r['semble_cpu_p50_ms']:.2f} ms ({r['ours_cpu_p50_ms'] / r['semble_cpu_p50_ms']:.2f}x)"
         out.append(
             f"| {r['tree']} | {r['roots']} | {r['chunks']:,} | {r['queries']} x {repeats} | {r['ours_p50_ms']:.2f} ms "
-            f"| {f'{theirs:.2f} ms' if theirs else 'not run'} | {ratio} |"
+            f"| {f'{theirs:.2f} ms' if theirs else 'not run'} | {ratio} | {cpu} |"
         )
         if theirs:
             targets.append((f"{r['tree']}: p50 <= semble's", f"{r['ours_p50_ms']:.2f} vs {theirs:.2f} ms",
