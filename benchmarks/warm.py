@@ -15,7 +15,9 @@ virtualenv as a long-lived subprocess (`benchmarks/semble_timer.py`) with the sa
 model. Per query, each system runs it once untimed, then `--repeats` times timed (as the scale
 and retrieval benchmarks do); which system goes first alternates from query to query, so the
 machine's load weighs on both alike. The p50 is over every timed run of the tree, in wall time
-(the targets') and in the searching thread's CPU time (which the load sways less).
+(the targets') and in CPU time, which the load sways less: codepager's searching thread's (its
+numpy products are held to one thread, and its background threads are idle), semble's whole
+process's (its numpy may use several threads).
 
 `--dump FILE` writes each query's top 10 (path, lines, score) as JSON: a change meant only to
 make searches faster must leave it identical (compare a dump of the code before and after).
