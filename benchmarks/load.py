@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,8 @@ from fastmcp import Client
 
 from harness.http_server import HttpServer
 from harness.redis_server import RedisServer
+from server.output.offload import SWEEP_INTERVAL_S as OFFLOAD_SWEEP_S
+from sessions import DEFAULT_NAMESPACE
 
 SECRET = "load-benchmark-secret-0123456789"
 # On the 150-file load tree these match from 150 to 1,800 lines: walks of 1 to 36 pages.
@@ -247,7 +248,7 @@ def run_load(tmp: Path, clients: int, searches: int) -> dict[str, Any]:
 SOAK_SESSIONS = 50
 SOAK_BUDGET_MB = 32
 SOAK_RETENTION_S = 10.0
-SOAK_SWEEP_S = 2.0
+SOAK_SWEEP_S = OFFLOAD_SWEEP_S  # not a setting: an offload file outlives its retention by up to this
 RSS_ALLOWANCE_MB = 64  # allocator slack, HTTP buffers, per-request transients
 
 
@@ -298,7 +299,6 @@ SOAK_LIMITS = {
     "sessions__max_sessions": str(SOAK_SESSIONS),
     "sessions__max_memory_mb": str(SOAK_BUDGET_MB),
     "offload__retention_hours": str(SOAK_RETENTION_S / 3600),
-    "offload__sweep_interval_s": str(SOAK_SWEEP_S),
     "index__index_on_start": "false",
 }
 
@@ -422,10 +422,8 @@ def run_soak_redis(tmp: Path, searches: int) -> dict[str, Any]:
     root, limits = soak_tree(tmp), SOAK_LIMITS
     red_tmp = tmp / "soak-redis"
     redis_srv = RedisServer(red_tmp / "redis").start()
-    namespace = f"soak{uuid.uuid4().hex[:8]}"
-    server = HttpServer(
-        root, base_env(red_tmp, sessions__backend=redis_srv.url, sessions__namespace=namespace, **limits)
-    ).start()
+    namespace = DEFAULT_NAMESPACE  # the Redis server is this soak's own
+    server = HttpServer(root, base_env(red_tmp, sessions__backend=redis_srv.url, **limits)).start()
     probe = redis.Redis.from_url(redis_srv.url)
     counts: list[int] = []
     stored: list[int] = []

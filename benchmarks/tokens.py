@@ -45,7 +45,7 @@ sys.path[0] = str(Path(__file__).resolve().parents[1])  # benchmarks/regex.py mu
 from fastmcp import Client
 from mcp_types import Implementation
 
-from benchmarks.report import Report, add_report_argument, emit, verdict
+from benchmarks.report import Report, add_report_argument, command, verdict
 from search_engine.config import EngineConfig
 from search_engine.embedding.embedder import resolve_model
 from search_engine.regex.ripgrep import rg_path
@@ -201,7 +201,7 @@ async def codepager_answers(corpora: Path, annotations: Path, cache: Path, work:
             None,
             {
                 "server": {"roots": [corpora / ann.stem]},
-                "index": {"cache_dir": cache, "ready_wait_s": 1800, "index_on_start": True, "profile": "static"},
+                "index": {"cache_dir": cache, "ready_wait_s": 1800, "index_on_start": True, "model": "static"},
                 "sessions": {"secret_key": "tokens-benchmark-secret-key-0123456789"},
                 "offload": {"output_dir": work / "offload"},
             },
@@ -358,9 +358,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main() -> int:
-    args = parser().parse_args()
-    return emit(run(args), args)
+main = command(parser, run)
 
 
 if __name__ == "__main__":

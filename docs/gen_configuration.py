@@ -42,6 +42,7 @@ MACHINE_DEFAULTS: dict[tuple[str, str], str] = {
     ("proxy", "data_dir"): "the user data dir: `~/.local/share/codepager` on Linux",
     ("proxy", "excluded_tools"): "`[]`",
     ("offload", "clients"): "`{}` (the built-in table of [tools.md](tools.md#client-budgets))",
+    ("proxy", "sql"): '`{memory_limit = "1GB", threads = 2}`',
 }
 
 #: Subcommands whose flags set settings; the flag's argparse `dest` is the setting's key.
@@ -62,7 +63,9 @@ Every setting has a default and can be changed, from the weakest to the stronges
 3. **command-line flags**, where the table lists one.
 
 `codepager config [--config FILE]` prints the effective settings as JSON: the quickest way to
-check what a server will use. An unknown section or key is an error, not silently ignored.
+check what a server will use. An unknown section or key is an error, not silently ignored; so
+is a key an earlier version had, the error naming where it is now (`offload.jq_timeout_s is now
+jq.timeout_s`) or saying it is no longer a setting and what codepager uses instead.
 
 ```toml
 # codepager.toml: codepager serve --config codepager.toml
@@ -78,6 +81,12 @@ secret_key = "a-long-random-string"    # the same on every replica
 
 [offload]
 max_tokens = 10000                      # smaller pages for a smaller context window
+
+[sql]
+memory_limit = "1GB"                    # analyze-with-duckdb queries of the search server
+
+[proxy.sql]
+threads = 4                             # ... and of `codepager proxy`, the other keys as [sql]
 ```
 
 Sections: {toc}
@@ -88,8 +97,10 @@ SECTION_NOTES: dict[str, str] = {
     "search": "Limits of a search and of the pages the search tools answer with.",
     "index": "The semantic index behind `semantic_search` and `hybrid_search`.",
     "sessions": "The cache of full result lists that cursors page through, and the cursors themselves.",
-    "offload": "The size ceiling of a page, the files over-the-ceiling pages go to, and the SQL over them.",
-    "proxy": "`codepager proxy`: when a proxied tool's result is saved as a dataset, and where.",
+    "offload": "The size ceiling of a page, and the files over-the-ceiling pages go to.",
+    "sql": "The limits every `analyze-with-duckdb` query runs under (`[proxy.sql]` overrides them on the proxy).",
+    "jq": "The limits every `jq_filter` runs under.",
+    "proxy": "`codepager proxy`: when a proxied tool's result is saved as a dataset, where, and its SQL limits.",
 }
 
 

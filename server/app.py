@@ -20,7 +20,6 @@ from server.background_indexer import BackgroundIndexer
 from server.errors import ErrorMiddleware
 from server.jq import jq_view
 from server.output import OffloadStore, OutputLayer
-from server.rendering import Renderer
 from server.services import Services
 from server.settings import SessionSettings, Settings
 from server.sql import Datasets
@@ -62,7 +61,6 @@ def session_store(sess: SessionSettings) -> SessionStore:
             ttl_s=sess.ttl_s,
             max_sessions=sess.max_sessions,
             max_bytes=max_bytes,
-            sweep_interval_s=sess.sweep_interval_s,
         )
     if not sess.backend.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError(f"sessions.backend must be 'memory' or a redis://host:port/db URL, got {sess.backend!r}")
@@ -80,7 +78,6 @@ def session_store(sess: SessionSettings) -> SessionStore:
     # the most a replica ever inflates from a blob someone else may have written.
     store = RedisStore(
         sess.backend,
-        namespace=sess.namespace,
         ttl_s=sess.ttl_s,
         max_sessions=sess.max_sessions,
         max_bytes=max_bytes,
@@ -132,7 +129,7 @@ def build_services(settings: Settings) -> Services:
         codec,
         default_page_size=settings.search.default_page_size,
         max_page_size=settings.search.max_page_size,
-        view_fn=jq_view(settings.offload),
+        view_fn=jq_view(settings.jq),
     )
     offload = OffloadStore.from_settings(settings.offload)
     return Services(
@@ -141,8 +138,8 @@ def build_services(settings: Settings) -> Services:
         engine=engine,
         pager=pager,
         offload=offload,
-        datasets=Datasets(offload, limits=settings.offload),
-        renderer=Renderer(OutputLayer(settings.offload, offload)),
+        datasets=Datasets(offload, limits=settings.sql),
+        layer=OutputLayer(settings.offload, settings.sql, offload),
         indexer=BackgroundIndexer(engine, settings.index.ready_wait_s),
     )
 
@@ -175,7 +172,7 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
     app.add_middleware(ArgumentCount(app))
     register_search_tools(app, services)
     register_index_tools(app, services)
-    register_results_tools(app, services.offload, services.datasets, services.renderer)
+    register_results_tools(app, services.offload, services.datasets, services.layer)
     register_results_resources(app, services.offload)
     app.add_transform(CompactSchemas(own_tools(app)))
     return app

@@ -60,7 +60,7 @@ from search_engine import (
     SearchTimeoutError,
 )
 from server.json_result import json_result
-from server.settings import validation_problems
+from server.validation_problems import validation_problems
 from sessions import (
     CursorError,
     CursorExpiredError,
@@ -252,7 +252,7 @@ _MAPPED_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
         "indexing is running in the background; retry after progress.eta_s seconds (or a few, if null), or use "
         "regex_search meanwhile",
     ),
-    (ModelLoadError, "model_unavailable", "check the index.model / index.profile settings; regex_search still works"),
+    (ModelLoadError, "model_unavailable", "check the index.model setting; regex_search still works"),
     (
         IndexDamagedError,
         "index_damaged",

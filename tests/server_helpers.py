@@ -146,3 +146,18 @@ def cli_full_list(root: Path, pattern: str) -> list[tuple[str, int]]:
     )
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     return [(r["path"], r["line"]) for r in rows]
+
+
+def run_config(tmp_path: Path, toml: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`codepager config` over a settings file `toml` and the variables `env` (no others)."""
+    config = tmp_path / "codepager.toml"
+    config.write_text(toml)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
+    cmd, args = codepager_cmd()
+    return subprocess.run(
+        [cmd, *args, "config", "--config", str(config)],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )

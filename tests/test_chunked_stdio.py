@@ -195,21 +195,17 @@ def test_reassembly_settings_default_to_30_s_and_64_mib_and_are_configurable(tmp
         library.max_frames_per_message,
     )
     toml = tmp_path / "codepager.toml"
-    toml.write_text(
-        "[server]\nchunk_timeout_s = 2.5\nchunk_max_buffered_bytes = 1048576\nchunk_max_partial_messages = 3\n"
-    )
-    monkeypatch.setenv("CODEPAGER_SERVER__MAX_REQUEST_BYTES", "2097152")
-    monkeypatch.setenv("CODEPAGER_SERVER__CHUNK_MAX_FRAMES_PER_MESSAGE", "100")
+    toml.write_text("[server]\nrequest_timeout_s = 2.5\nmax_buffered_request_bytes = 2097152\n")
+    monkeypatch.setenv("CODEPAGER_SERVER__MAX_REQUEST_BYTES", "1048576")
     configured = framing_options(load_settings(toml).server)
-    assert (configured.timeout_s, configured.max_buffered_bytes, configured.max_message_bytes) == (2.5, 2**20, 2**21)
-    assert (configured.max_partial_messages, configured.max_frames_per_message) == (3, 100)
+    assert (configured.timeout_s, configured.max_buffered_bytes, configured.max_message_bytes) == (2.5, 2**21, 2**20)
 
 
 @pytest.mark.slow
 async def test_an_incomplete_message_is_dropped_on_an_idle_stream(tmp_path: Path) -> None:
     """No traffic after the first frame: the configured 0.5 s timeout still drops the message."""
     cmd, args = codepager_cmd()
-    env = serve_env(tmp_path, server__chunk_timeout_s="0.5")
+    env = serve_env(tmp_path, server__request_timeout_s="0.5")
     serve = [cmd, *args, "serve", "--root", str(tmp_path), "--transport", "chunked-stdio"]
     process = await anyio.open_process(serve, env=env)
     async with process:

@@ -58,6 +58,8 @@ def test_configuration_toml_example_loads_and_applies(tmp_path):
     assert settings.search.default_page_size == 100
     assert settings.sessions.backend.startswith("redis://")
     assert settings.offload.max_tokens == 10000
+    assert settings.sql.memory_limit == "1GB" and settings.proxy_sql().threads == 4
+    assert settings.proxy_sql().memory_limit == "1GB" and settings.proxy_sql().timeout_s == settings.sql.timeout_s
 
 
 # -- tools.md -----------------------------------------------------------------------------------

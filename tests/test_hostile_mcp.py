@@ -172,7 +172,7 @@ SEMANTIC = CALL.replace("regex_search", "semantic_search")
         (CALL.replace("ID", "13").replace("ARGS", '{"pattern":"x","nonsense":1}').encode(), -32602, 13),
         (CALL.replace("ID", "14").replace("ARGS", '{"cursor":"garbage"}').encode(), -32602, 14),
         (b'{"jsonrpc":"2.0","id":15,"method":"tools/call","params":"x"}', -32600, 15),
-        # The name the search tools' shared arguments reach the tool body under is not an argument.
+        # An argument the tool does not declare is refused, whatever its shape, never handed on.
         (CALL.replace("ID", "16").replace("ARGS", '{"pattern":"x","page_args":{"cursor":"c"}}').encode(), -32602, 16),
         # The JSON parser reads NaN and 1e999 (infinity) as floats: as a threshold, the search
         # answered `"threshold": null` and kept nothing (NaN, 1e999) or everything (-1e999),
@@ -280,7 +280,7 @@ def test_one_over_long_frame_costs_no_memory_and_is_refused_with_its_id(chunked_
     assert growth < 10 * MB, f"peak RSS rose {growth / MB:.0f} MB for a 100 MB frame"
 
 
-MAX_PARTIAL = 64  # the default server.chunk_max_partial_messages
+MAX_PARTIAL = 64  # framing's DEFAULT_MAX_PARTIAL_MESSAGES
 
 
 def _frame(message_id: str, index: int, total: int, data: bytes = b"") -> bytes:
@@ -342,7 +342,8 @@ def test_empty_frames_are_paid_for_against_the_reassembly_buffer(tmp_path_factor
     """Each held frame counts its data plus a fixed overhead, so empty frames are not free: with
     a 1 MiB buffer, a message within the frame cap fed only empty frames is dropped once the
     buffer is spent, answered with its id. Before, empty frames counted 0 bytes and never did."""
-    with raw_server("chunked-stdio", tmp_path_factory, server__chunk_max_buffered_bytes=str(MB)) as raw:
+    budget = {"server__max_buffered_request_bytes": str(MB), "server__max_request_bytes": str(MB)}
+    with raw_server("chunked-stdio", tmp_path_factory, **budget) as raw:
         message_id, total = str(uuid.uuid4()), 32_768
         head = b'{"jsonrpc":"2.0","id":32,"method":"tools/call","params":{"name":"regex_search","arguments":'
         flood = _frame(message_id, 0, total, head) + b"".join(_frame(message_id, i, total) for i in range(1, total - 1))

@@ -122,15 +122,15 @@ async def test_the_proxys_sql_streams_a_300_mb_select_with_bounded_memory(proxy)
     before = reset_peak_rss(pid)
     body = structured(await client.call_tool("analyze-with-duckdb", {"query": HUGE_SELECT}))
     growth = peak_rss(pid) - before
-    # The proxy's DuckDB runs two threads (proxy.duckdb_threads), each with a 2,048-row vector of
+    # The proxy's DuckDB runs two threads (proxy.sql.threads), each with a 2,048-row vector of
     # 10 KB rows in flight: measured 120-158 MB here, against 1,262 MB before rows were streamed.
     # DuckDB 1.x (Python 3.10) cannot stream: the result is spooled into a DuckDB table, which
-    # proxy.duckdb_memory_limit (1GB) holds before it spills (+326 MB measured there).
+    # proxy.sql.memory_limit (1GB) holds before it spills (+326 MB measured there).
     bound = 200 * MB if STREAMS else 1024 * MB + 200 * MB
     assert growth < bound, f"peak RSS grew by {growth / MB:.0f} MB for a {WIDE_ROWS * WIDE_CHARS / MB:.0f} MB result"
     results, warnings = body["results"], body["metadata"]["warnings"]
     assert results["mode"] == "file_ref" and results["truncated"] is True and 0 < results["count"] < WIDE_ROWS
-    assert any("duckdb_max_result_bytes" in w for w in warnings), warnings
+    assert any("sql.max_result_bytes" in w for w in warnings), warnings
 
 
 def wire_bytes(result: Any) -> int:

@@ -233,7 +233,7 @@ NESTED = "nested too deeply|an array, not a match record"
 async def test_a_jq_filter_that_grows_or_nests_its_output_is_refused_clearly(code_tree, tmp_path, expr, says):
     # What is asserted is the refusal, not the time: a jq_timeout under a loaded machine's
     # 150,000-element output is not what this test is about.
-    settings = make_settings(code_tree, tmp_path, offload={"jq_timeout_s": 120})
+    settings = make_settings(code_tree, tmp_path, jq={"timeout_s": 120})
     async with Client(build_app(settings)) as c:
         r = await c.call_tool("regex_search", {"pattern": "needle", "jq_filter": expr}, raise_on_error=False)
         assert r.is_error

@@ -1,6 +1,7 @@
 """The large-result output layer shared by the search tools, the SQL tool and the proxy.
 
-`OutputLayer.render(page, RenderOptions(...))` turns one page into a response that fits:
+`OutputLayer.render(page, PageOptions(...), Layout(...))` turns one page, with the options the
+agent chose for it and its tool's layout, into a response that fits:
 inline, file_ref (a JSONL file plus a descriptor), legacy, or stats. `FileStore` is the one
 store of every file codepager writes; `OffloadStore` (offloaded pages) is its kind here, the
 proxy's saved datasets another, and `DatasetFile` is what any of them is to its readers (SQL,
@@ -26,12 +27,13 @@ from server.output.jsontext import CHARS_PER_TOKEN, byte_size, dumps, dumps_byte
 from server.output.layer import (
     MIN_OUTPUT_TOKENS,
     Ceiling,
+    Layout,
     ListPage,
     OutputLayer,
     OutputMode,
+    PageOptions,
     PageView,
     Rendered,
-    RenderOptions,
     select_mode,
 )
 from server.output.list_dataset import WholeList
@@ -54,12 +56,13 @@ __all__ = [
     "DatasetInfo",
     "DatasetSource",
     "FileStore",
+    "Layout",
     "ListPage",
     "OffloadStore",
     "OutputLayer",
     "OutputMode",
+    "PageOptions",
     "PageView",
-    "RenderOptions",
     "Rendered",
     "Row",
     "Shown",

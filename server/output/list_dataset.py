@@ -10,7 +10,7 @@ are what the page shows, and its header carries the cursor.
 
 The list is written as its records are made (`WholeList.records`), spooled to disk by
 `OffloadStore.write_lines`, never held as a second copy, and cut at the caps a whole SQL result
-has (`offload.duckdb_max_rows`, `offload.duckdb_max_result_bytes`), the descriptor then saying
+has (`sql.max_rows`, `sql.max_result_bytes`), the descriptor then saying
 how many matches were left out and why. Each later page of the same list, shown the same way,
 names the same file (`ListDatasets` remembers the last ones written) until it expires.
 """

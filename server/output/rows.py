@@ -1,7 +1,7 @@
 """Records on their way into a file, one at a time: `Row` (a record and its JSON line, encoded
 once) and `BoundedRows` (rows up to a count and a byte total). A whole SQL result and a whole
 search result list are both written this way, so neither is ever held twice, and both stop at
-the same caps (`offload.duckdb_max_rows`, `offload.duckdb_max_result_bytes`)."""
+the same caps (`sql.max_rows`, `sql.max_result_bytes`)."""
 
 from __future__ import annotations
 
@@ -42,11 +42,11 @@ class BoundedRows:
         size = 0
         for row in self.rows:
             if self.max_rows is not None and self.count >= self.max_rows:
-                self._reached = f"it reached offload.duckdb_max_rows ({self.max_rows:,} rows)"
+                self._reached = f"it reached sql.max_rows ({self.max_rows:,} rows)"
                 return
             size += row.size
             if size > self.max_bytes:
-                self._reached = f"its JSON reached offload.duckdb_max_result_bytes ({self.max_bytes:,} bytes)"
+                self._reached = f"its JSON reached sql.max_result_bytes ({self.max_bytes:,} bytes)"
                 return
             self.count += 1
             yield row
@@ -56,6 +56,6 @@ class BoundedRows:
         return self._reached is not None
 
     def reached(self) -> str | None:
-        """Which cap stopped the rows ("its JSON reached offload.duckdb_max_result_bytes (...)"),
+        """Which cap stopped the rows ("its JSON reached sql.max_result_bytes (...)"),
         or None when every row passed."""
         return self._reached

@@ -31,10 +31,10 @@ from fastmcp.server.providers.proxy import ProxyClient
 from pydantic import ValidationError
 
 from server.sdk_shim import LargeReplyHttpTransport
-from server.settings import validation_problems
 from server.transports.backend import BackendTransport
 from server.transports.chunked_client import PLAIN_STDIO, KeptStdioTransport
 from server.transports.framing import DEFAULT_MAX_BUFFERED_BYTES
+from server.validation_problems import validation_problems
 
 #: Launchers whose first plain argument, not themselves, names the server.
 _LAUNCHERS = frozenset(

@@ -39,7 +39,8 @@ SEARCH_OUTPUT = _shape(["search", "results", "pagination", "metadata"], results=
 
 #: A page of rows (analyze-with-duckdb, the proxy's read-dataset-page).
 ROWS_OUTPUT = _shape(["results", "pagination"])
-INDEX_OUTPUT = _shape(["root", "building"])
+#: One root's index status (`root`, `building`, ...), or several roots' under `roots`.
+INDEX_OUTPUT = _shape(["building"])
 DATASETS_OUTPUT = _shape(["datasets", "count"])
 CLEANUP_OUTPUT = _shape(["removed_count", "freed_bytes"])
 

@@ -36,6 +36,11 @@ header and newline are added."""
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024
+# How many incomplete messages one end holds from its peer, and how many frames one message
+# may claim. Not settings (they were, and nobody set them): the byte budget above already
+# bounds the memory they cost, and these only have to hold every honest message (one at a
+# time from an MCP client, in at most ~70 frames of 60 KiB) while bounding a hostile peer's
+# bookkeeping; tests build `FramingOptions` with smaller ones.
 DEFAULT_MAX_PARTIAL_MESSAGES = 64
 DEFAULT_MAX_FRAMES_PER_MESSAGE = 32 * 1024
 """A whole 4 MiB request in frames averaging 128 bytes; the default 60 KiB frames need 70."""
