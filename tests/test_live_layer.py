@@ -5,12 +5,14 @@ such an answer as a generation's, and leaves out a new file discovery would not 
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from search_engine.chunking.workers import chunking_pool
@@ -174,3 +176,26 @@ def test_a_parse_bomb_taken_live_is_plain_text_and_the_next_edit_is_chunked(
     after = search(engine, tree, "retry_after_bomb")
     (found,) = hits(after, "def retry_after_bomb")
     assert found.path == "app/retry.py" and found.line_start == 1 and true_to_disk(tree, found)
+
+
+def _forked_workers() -> list[psutil.Process]:
+    """This process's grandchildren: the processes its forkserver forked (chunking workers)."""
+    me = psutil.Process()
+    return [p for p in me.children(recursive=True) if p.ppid() != me.pid]
+
+
+def test_the_kept_worker_ends_with_its_index_manager(tmp_path: Path, tree: Path, static_embedder: Any) -> None:
+    """An engine dropped without `close` (a test, a server's reload) leaves no worker running:
+    the kept worker's pool ends its process once the pool is collected with the manager."""
+    before = {p.pid for p in _forked_workers()}
+    engine = engine_for(tmp_path / "cache", static_embedder)
+    search(engine, tree, "retry with backoff")
+    (tree / "app/retry.py").write_text("def retry_policy_kept(attempts):\n    return attempts\n")
+    assert hits(search(engine, tree, "retry_policy_kept"), "def retry_policy_kept")  # chunked by the kept worker
+    kept = [p for p in _forked_workers() if p.pid not in before]
+    assert kept
+    assert engine.indexes.wait_idle(tree, 60)
+    del engine
+    gc.collect()
+    _, alive = psutil.wait_procs(kept, timeout=30)
+    assert not alive
