@@ -21,11 +21,12 @@ from typing import Any
 
 import msgspec
 import pytest
+import redis
 from fastmcp import Client
 
 from search_engine.models import Match, MatchType, SearchResult
 from server.app import build_app
-from sessions import CursorCodec, Pager, Session
+from sessions import DEFAULT_NAMESPACE, CursorCodec, Pager, Session
 from sessions.redis_store import RedisStore, encode_session
 from tests.server_helpers import make_settings, structured
 from tests.session_fakes import SECRET, FakeEngine, make_matches, next_page, request_for
@@ -177,7 +178,7 @@ def test_a_decompression_bomb_is_refused_without_inflating_it(redis_server, raw,
 
 @pytest.mark.slow
 async def test_a_decompression_bomb_costs_a_server_no_more_than_its_session_budget(
-    code_tree: Path, tmp_path: Path, redis_server, raw, namespace, bomb
+    code_tree: Path, tmp_path: Path, redis_server, bomb
 ) -> None:
     """The same bomb under a served cursor, against a server whose session budget
     (`sessions.max_memory_mb`) is 8 MiB, the per-session cap it gives its Redis store (as the
@@ -185,15 +186,18 @@ async def test_a_decompression_bomb_costs_a_server_no_more_than_its_session_budg
     256 MiB (558 MiB allocated at the peak), then was restored. Now the page is restored the
     same way with 17 MiB allocated at the peak, search and answer included (asserted: under
     64 MiB)."""
-    settings = make_settings(
-        code_tree, tmp_path, sessions={"backend": redis_server.url, "namespace": namespace, "max_memory_mb": 8}
-    )
+    # A Redis database of its own: a server's sessions are namespaced by database, not by a
+    # setting (15: the other tests take 0 for namespaced stores and 1 up for servers).
+    url = f"{redis_server.url.removesuffix('/0')}/15"
+    own = redis.Redis.from_url(url)
+    own.flushdb()
+    settings = make_settings(code_tree, tmp_path, sessions={"backend": url, "max_memory_mb": 8})
     async with Client(build_app(settings)) as client:
         first = structured(await client.call_tool("regex_search", {"pattern": "def ", "page_size": 2}))
     cursor = first["pagination"]["next_cursor"]
     assert cursor is not None
-    (key,) = raw.keys(f"codepager:{namespace}:s:*")
-    raw.set(key, bomb, keepttl=True)
+    (key,) = own.keys(f"codepager:{DEFAULT_NAMESPACE}:s:*")
+    own.set(key, bomb, keepttl=True)
 
     async with Client(build_app(settings)) as client:  # another replica: nothing cached
         tracemalloc.start()
@@ -204,7 +208,8 @@ async def test_a_decompression_bomb_costs_a_server_no_more_than_its_session_budg
             tracemalloc.stop()
     assert second["results"]["count"] == 2
     assert peak < 64 * MB, f"{peak / MB:.0f} MiB allocated to serve the page"
-    assert raw.exists(key) == 0
+    assert own.exists(key) == 0
+    own.close()
 
 
 def test_an_honest_session_round_trips_in_the_same_bytes(redis_server, namespace) -> None:
