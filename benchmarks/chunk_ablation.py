@@ -3,7 +3,7 @@
 Semantic-only retrieval (cosine between the query and each chunk vector, the static model,
 files ranked by their best chunk) over the shared kit's 81 queries, scored by the kit's own
 `score.py` (file-level NDCG@10). Only the two indexing-side knobs vary:
-`search_engine.chunking.MAX_CHARS` and `search_engine.embeddings.NAME_WEIGHT` (how many times
+`search_engine.chunking.chunker.MAX_CHARS` and `search_engine.embedding.embedder.NAME_WEIGHT` (how many times
 path and symbol precede the content in `chunk_text`; 0 embeds the bare content). Ranking is
 deliberately the plainest possible, so the numbers isolate what chunking and chunk text do;
 hybrid ranking (`benchmarks/retrieval.py`) builds on top of the chosen values.
@@ -27,12 +27,12 @@ sys.path[0] = str(ROOT)  # benchmarks/regex.py would shadow the `regex` package
 
 import numpy as np
 
-import search_engine.chunking as chunking
-import search_engine.embeddings as embeddings
-from search_engine.chunk_jobs import ChunkJob, chunk_files
+import search_engine.chunking.chunker as chunking
+import search_engine.embedding.embedder as embeddings
+from search_engine.chunking.jobs import ChunkJob, chunk_files
 from search_engine.config import EngineConfig
-from search_engine.files import discover
-from search_engine.paths import SearchLocation
+from search_engine.files.discovery import discover
+from search_engine.files.paths import SearchLocation
 
 BENCH = Path("/work/shared/bench")
 REPOS = ("aiohttp", "fastapi", "model2vec", "pydantic")

@@ -76,7 +76,7 @@ def _package(name: str) -> str:
 
 
 def machine_info(root: Path) -> Machine:
-    from search_engine.ripgrep import rg_path  # the rg codepager runs, not whatever is on PATH
+    from search_engine.regex.ripgrep import rg_path  # the rg codepager runs, not whatever is on PATH
 
     memory_kb = _first("/proc/meminfo", "MemTotal") or "0 kB"
     commit = _run(["git", "rev-parse", "--short", "HEAD"], root)

@@ -54,10 +54,10 @@ from benchmarks.scale import DEFAULT_SOURCE, DEFAULT_WORK, QUERIES, monorepo
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.errors import InvalidQueryError
+from search_engine.live.watcher import watch
 from search_engine.models import Match, SearchMode, SearchRequest, SearchResult
-from search_engine.ranking import Ranker
-from search_engine.tokenize import validate_query
-from search_engine.watcher import watch
+from search_engine.ranking.code_tokens import validate_query
+from search_engine.ranking.search import Ranker
 
 KINDS = ("append", "new file", "delete", "rename", "insert 20 lines")
 SPEED_RATIO = 1.1

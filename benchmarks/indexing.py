@@ -39,7 +39,7 @@ sys.path[0] = str(ROOT)
 
 from benchmarks.report import Report, add_report_argument, emit
 from search_engine.config import EngineConfig
-from search_engine.embeddings import resolve_model
+from search_engine.embedding.embedder import resolve_model
 
 REPOS = ("aiohttp", "fastapi", "model2vec", "pydantic")
 DEFAULT_CORPORA = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "codepager-bench"
@@ -50,7 +50,7 @@ CODEPAGER_COLD = textwrap.dedent("""\
     from pathlib import Path
     sys.path.insert(0, sys.argv[2])
     from search_engine.config import EngineConfig
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
     corpora = Path(sys.argv[1])
     cache = Path(tempfile.mkdtemp(prefix="codepager-bench-"))
@@ -91,7 +91,7 @@ CODEPAGER_INCREMENTAL = textwrap.dedent("""\
     from pathlib import Path
     sys.path.insert(0, sys.argv[3])
     from search_engine.config import EngineConfig
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
     corpora, cache, touched = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[4]
     manager = IndexManager(EngineConfig(cache_dir=cache))

@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.report import Report, add_report_argument, emit, verdict
 from search_engine.config import DEFAULT_EXCLUDES, EngineConfig
 from search_engine.models import SearchRequest, SearchResult
-from search_engine.regex import regex_search
-from search_engine.ripgrep import rg_path
+from search_engine.regex.ripgrep import rg_path
+from search_engine.regex.search import regex_search
 
 TARGET = 1.5
 PATTERNS: tuple[tuple[str, str, bool], ...] = (

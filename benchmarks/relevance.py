@@ -1,5 +1,5 @@
 """Calibrates the relevance floor: the best cosine similarity below which a query is taken as
-unrelated to every chunk of the code searched (`search_engine.embeddings.STATIC_RELEVANCE_FLOOR`).
+unrelated to every chunk of the code searched (`search_engine.embedding.embedder.STATIC_RELEVANCE_FLOOR`).
 
 A hybrid answer scores its best result 1.0 whatever it found, so an agent asking something the
 code cannot answer could not tell. Every semantic and hybrid answer now carries
@@ -49,7 +49,7 @@ from benchmarks.retrieval import (
     load_queries,
 )
 from search_engine.config import EngineConfig
-from search_engine.embeddings import STATIC_RELEVANCE_FLOOR
+from search_engine.embedding.embedder import STATIC_RELEVANCE_FLOOR
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchMode, SearchRequest
 

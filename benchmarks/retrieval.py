@@ -68,11 +68,11 @@ sys.path[0] = str(ROOT)
 
 from benchmarks.report import Report, add_report_argument, emit, verdict
 from search_engine.config import EngineConfig
-from search_engine.embeddings import resolve_model
+from search_engine.embedding.embedder import resolve_model
 from search_engine.engine import SearchEngine
-from search_engine.index import Index
+from search_engine.index.manager import Index
 from search_engine.models import SearchMode, SearchRequest
-from search_engine.tokenize import query_terms
+from search_engine.ranking.code_tokens import query_terms
 
 BENCH = Path("/work/shared/bench")
 _CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))

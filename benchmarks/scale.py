@@ -15,7 +15,7 @@ a fresh process so its peak RSS is its own:
 Each step also reports its process's CPU seconds (`cpu_s`; the cold step's excludes its
 chunking workers): on a shared machine the wall times follow the load, the CPU times less.
 
-A build chunks its files in worker processes (`search_engine.chunk_jobs`): the cold
+A build chunks its files in worker processes (`search_engine.chunking.jobs`): the cold
 step's peak RSS is the indexing process's own, and `workers_rss_mb` the largest sum of its
 workers' resident sets seen (sampled every 0.2 s).
 
@@ -48,7 +48,7 @@ sys.path[0] = str(ROOT)
 
 from benchmarks.report import Report, add_report_argument, emit
 from search_engine.config import EngineConfig
-from search_engine.embeddings import resolve_model
+from search_engine.embedding.embedder import resolve_model
 
 DEFAULT_WORK = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "codepager-scale"
 DEFAULT_SOURCE = DEFAULT_WORK / "sympy-src"
@@ -83,7 +83,7 @@ COLD = _RSS + textwrap.dedent("""\
     import psutil
     sys.path.insert(0, sys.argv[3])
     from search_engine.config import EngineConfig
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
     def workers_rss(done, peak):
         me = psutil.Process()
@@ -150,7 +150,7 @@ UPDATE = textwrap.dedent("""\
     from pathlib import Path
     sys.path.insert(0, sys.argv[3])
     from search_engine.config import EngineConfig
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
     root, cache, edited = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[4])
     manager = IndexManager(EngineConfig(cache_dir=cache))

@@ -46,8 +46,8 @@ from mcp_types import Implementation
 
 from benchmarks.report import Report, add_report_argument, emit, verdict
 from search_engine.config import EngineConfig
-from search_engine.embeddings import resolve_model
-from search_engine.ripgrep import rg_path
+from search_engine.embedding.embedder import resolve_model
+from search_engine.regex.ripgrep import rg_path
 from server.app import build_app
 from server.output import CHARS_PER_TOKEN
 from server.page_text import page_records

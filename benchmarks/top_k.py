@@ -1,7 +1,7 @@
 """Large top_k benchmark: a semantic and a hybrid search asking for 10,000 results at ~100k chunks.
 
 An agent may ask for every relevant chunk at once (`top_k` up to the request's bound), and the
-per-file selection (`search_engine.hits.diversify`) then chooses among tens of thousands of
+per-file selection (`search_engine.ranking.hits.diversify`) then chooses among tens of thousands of
 candidates. This builds the index of a copy of the interpreter's standard library (its `.py`
 files, without `site-packages`: ~100k chunks on Python 3.11), then times `SearchEngine.search`
 (the whole search: ranking, selection and building every match) for a few queries per mode,

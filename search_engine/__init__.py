@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from infra import lazy_exports
 from search_engine.config import (
-    CURSOR_KEY_FILE,
-    CURSOR_KEY_TEMP_PREFIX,
     DEFAULT_EMBEDDING_PROFILE,
     DEFAULT_FRESH_WAIT_S,
     DEFAULT_MAX_FILE_SIZE,
@@ -30,20 +29,17 @@ from search_engine.errors import (
     IndexNotReadyError,
     IndexStoreError,
     InvalidQueryError,
-    IsALinkError,
     ModelLoadError,
-    NotRegularFileError,
     PathError,
     PathNotFoundError,
     PathOutsideRootError,
     SearchError,
     SearchTimeoutError,
     ToolMissingError,
-    UnsafeDirectoryError,
 )
-from search_engine.files import display_path
-from search_engine.languages import language_for
-from search_engine.lazy import lazy_exports
+from search_engine.files.discovery import display_path
+from search_engine.files.languages import language_for
+from search_engine.files.paths import SearchLocation, resolve_search_path, searched_roots
 from search_engine.models import (
     DEFAULT_MAX_RESULTS,
     DEFAULT_TOP_K,
@@ -56,18 +52,11 @@ from search_engine.models import (
     SearchRequest,
     SearchResult,
 )
-from search_engine.paths import SearchLocation, resolve_search_path, searched_roots
-from search_engine.private_dir import check_cache_dir, check_own_dir, make_private
-from search_engine.regular_file import open_regular_file
-from search_engine.secret_file import MIN_SECRET_LENGTH, SecretFile
-from search_engine.slots import Slots
 
 if TYPE_CHECKING:
-    from search_engine.index import IndexManager, IndexStatus
+    from search_engine.index.manager import IndexManager, IndexStatus
 
 __all__ = [
-    "CURSOR_KEY_FILE",
-    "CURSOR_KEY_TEMP_PREFIX",
     "DEFAULT_EMBEDDING_PROFILE",
     "DEFAULT_FRESH_WAIT_S",
     "DEFAULT_MAX_FILE_SIZE",
@@ -78,7 +67,6 @@ __all__ = [
     "DEFAULT_TOP_K",
     "MAX_CONTEXT_LINES",
     "MAX_FILE_SIZE_LIMIT",
-    "MIN_SECRET_LENGTH",
     "Count",
     "EngineConfig",
     "Freshness",
@@ -88,11 +76,9 @@ __all__ = [
     "IndexStatus",
     "IndexStoreError",
     "InvalidQueryError",
-    "IsALinkError",
     "Match",
     "MatchType",
     "ModelLoadError",
-    "NotRegularFileError",
     "PathError",
     "PathNotFoundError",
     "PathOutsideRootError",
@@ -103,22 +89,14 @@ __all__ = [
     "SearchRequest",
     "SearchResult",
     "SearchTimeoutError",
-    "SecretFile",
-    "Slots",
     "ToolMissingError",
-    "UnsafeDirectoryError",
-    "check_cache_dir",
-    "check_own_dir",
     "default_cache_dir",
     "display_path",
     "language_for",
-    "lazy_exports",
-    "make_private",
-    "open_regular_file",
     "resolve_search_path",
     "searched_roots",
 ]
 
 
 # The names imported on first use (see the module doc).
-__getattr__ = lazy_exports(__name__, dict.fromkeys(("IndexManager", "IndexStatus"), "search_engine.index"))
+__getattr__ = lazy_exports(__name__, dict.fromkeys(("IndexManager", "IndexStatus"), "search_engine.index.manager"))

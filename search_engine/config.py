@@ -15,7 +15,7 @@ import platformdirs
 
 MINIFIED_GLOBS: tuple[str, ...] = ("*.min.js", "*.min.css")
 """Minified files, left out by default: one line of a whole bundle matches nearly anything.
-Answers say how many a search left out (`search_engine.skipped`)."""
+Answers say how many a search left out (`search_engine.files.skipped`)."""
 DEFAULT_EXCLUDES: tuple[str, ...] = (
     ".git",
     "node_modules",
@@ -39,13 +39,13 @@ DEFAULT_MAX_LINE_WIDTH = 500
 DEFAULT_MAX_FILE_SIZE = 1024 * 1024
 """Files larger than this (bytes) are skipped."""
 DEFAULT_RG_MAX_CONCURRENT = 4
-"""At most this many rg processes run at once in one process (`search_engine.ripgrep`)."""
+"""At most this many rg processes run at once in one process (`search_engine.regex.ripgrep`)."""
 MAX_FILE_SIZE_LIMIT = 256 << 20
 """The largest `max_file_size` there may be: what an index stores of one file is bounded by
 it when read back (`chunk_table.MAX_FILE_TEXT`), whoever wrote the index."""
 DEFAULT_FRESH_WAIT_S = 0.5
 """How long a semantic or hybrid call waits for the files changed before it to be folded into the
-index before answering without them, marked `updating` (`search_engine.live`). Only a change the
+index before answering without them, marked `updating` (`search_engine.live.read_your_writes`). Only a change the
 live layer does not take (more than `live_layer.MAX_LIVE_FILES` files, a directory moved in, an
 ignore file, changes found by polling) waits: a checkout's searches answer within about this."""
 DEFAULT_EMBEDDING_PROFILE: Final = "static"
@@ -53,17 +53,7 @@ DEFAULT_EMBEDDING_PROFILE: Final = "static"
 
 
 INDEXES_DIR = "indexes"
-"""The cache dir's directory of indexes, one per root (`search_engine.index_store.index_dir`)."""
-CURSOR_KEY_FILE = "cursor.key"
-"""The cache dir's cursor key, the secret cursors are sealed with (`sessions.keys`)."""
-CACHE_ENTRIES = (INDEXES_DIR, CURSOR_KEY_FILE)
-"""Everything codepager keeps in its cache dir: what a search or an index of a root that holds
-the cache dir leaves out (`search_engine.files.plan_walk`)."""
-CURSOR_KEY_TEMP_PREFIX = f".{CURSOR_KEY_FILE}."
-"""How the cursor key's temporary files are named while it is published (`sessions.keys`)."""
-CURSOR_KEY_TEMP_GLOB = f"{CURSOR_KEY_TEMP_PREFIX}*"
-"""Those temporary files, left out of searches too: one outlives a process killed between
-writing and publishing it, holding the live key."""
+"""The cache dir's directory of indexes, one per root (`search_engine.index.store.index_dir`)."""
 
 
 def default_cache_dir() -> Path:
@@ -84,6 +74,10 @@ class EngineConfig:
     cache_dir: Path = field(default_factory=default_cache_dir)
     embedding_profile: str = DEFAULT_EMBEDDING_PROFILE
     embedding_model: str | None = None
+    cache_entries: tuple[str, ...] = ()
+    """What the caller keeps in `cache_dir` beside the indexes: names, and globs for their
+    temporary files (the sessions' cursor key). Left out of every walk of a root that is the
+    cache dir itself, as the indexes are: the engine does not know its callers' files."""
     watch: bool = True
     """Find changes to a root by file events (False: by listing the tree on every search)."""
     fresh_wait_s: float = DEFAULT_FRESH_WAIT_S

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 from search_engine.config import EngineConfig
 from search_engine.errors import IndexDamagedError
 from search_engine.models import Freshness, Match, SearchMode, SearchRequest, SearchResult
+from search_engine.ranking.code_tokens import validate_query
 from search_engine.roots import combined_generation, recheck_across, regex_across
-from search_engine.tokenize import validate_query
 
 if TYPE_CHECKING:
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
 log = logging.getLogger("codepager.engine")
 
@@ -35,7 +35,7 @@ class SearchEngine:
         """The per-root index cache, created on first use so regex-only processes never load
         the embedding stack."""
         if self._indexes is None:
-            from search_engine.index import IndexManager
+            from search_engine.index.manager import IndexManager
 
             self._indexes = IndexManager(self.config, watch=self.config.watch, fresh_wait_s=self.config.fresh_wait_s)
         return self._indexes
@@ -64,9 +64,9 @@ class SearchEngine:
         return combined_generation(generations)
 
     def recheck(self, request: SearchRequest, matches: list[Match]) -> list[Match]:
-        """`matches` looked up in the files as they are now (`search_engine.recheck`), each in
+        """`matches` looked up in the files as they are now (`search_engine.live.recheck`), each in
         its own root."""
-        from search_engine.recheck import recheck
+        from search_engine.live.recheck import recheck
 
         def in_one(root: str, found: list[Match]) -> list[Match]:
             return recheck(root, found, self.config.max_file_size)
@@ -76,7 +76,7 @@ class SearchEngine:
     def search(self, request: SearchRequest) -> SearchResult:
         """Run `request` to completion. Deterministic for a given index generation."""
         if request.mode is SearchMode.REGEX:
-            from search_engine.regex import regex_search
+            from search_engine.regex.search import regex_search
 
             began = time.time()
             if request.roots:
@@ -99,7 +99,7 @@ class SearchEngine:
     def _ranked(self, request: SearchRequest, started: float) -> SearchResult:
         """A semantic or hybrid search, in each of its roots; its `index_time_ms` counts from
         `started` to every index being ready (a rebuild of a damaged one included)."""
-        from search_engine.ranking import Ranker, ranked_result
+        from search_engine.ranking.search import Ranker, ranked_result
 
         ready = []
         for name in request.searched_roots:

@@ -17,9 +17,7 @@ Every exception the engine raises on purpose is defined here::
     ├── ModelLoadError                   (+ RuntimeError) embedding model unusable
     └── IndexStoreError                  (+ RuntimeError) index unreadable or unwritable
         ├── IndexDamagedError            a generation's files are damaged: a full rebuild repairs it
-        └── UnsafeDirectoryError         (+ ValueError) a dir of ours others could plant files in
-    NotRegularFileError                  (ValueError) a file of ours is a FIFO, device, another's, too big
-    └── IsALinkError                     it is a link
+        └── UnsafeCacheDirError          (+ infra's UnsafeDirectoryError) others could plant indexes
 """
 
 from __future__ import annotations
@@ -28,6 +26,8 @@ import contextlib
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+
+from infra import UnsafeDirectoryError
 
 
 class SearchError(Exception):
@@ -103,20 +103,11 @@ class IndexDamagedError(IndexStoreError):
         self.where = where
 
 
-class NotRegularFileError(ValueError):
-    """A file codepager reads back as its own (`search_engine.regular_file`) is not a regular
-    file of the expected owner and size: a link, FIFO or device planted in its place. Not a
-    SearchError: each reader says what it means for its file (index damage, a bad key file, a
-    dataset not found)."""
-
-
-class IsALinkError(NotRegularFileError):
-    """The file is a link (reading it would read whatever it points to)."""
-
-
-class UnsafeDirectoryError(IndexStoreError, ValueError):
-    """A directory codepager would read back as its own (`search_engine.private_dir`) is
-    another user's, or shared and cannot be made private: refused, saying what to do."""
+class UnsafeCacheDirError(IndexStoreError, UnsafeDirectoryError):
+    """The cache dir (`index.cache_dir`) is another user's, or shared and cannot be made private
+    (`infra.private_dir`): every index under it would be read back as ours. An IndexStoreError,
+    so the engine's callers treat it as the store being unusable, and infra's refusal, so the
+    message says what to do."""
 
 
 #: What reading an index generation's bytes raises when they are not what was written: an

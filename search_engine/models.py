@@ -53,7 +53,7 @@ class SearchRequest(BaseModel):
     `path` is an optional sub-path relative to it. `roots`, when set, are every root a search
     with no `path` covers, in the server's order (`root` is the first): the search runs in
     each and its matches are labelled by their root (`Match.path` absolute). Validation of
-    these against the filesystem happens in `search_engine.paths`, not here, so a request can
+    these against the filesystem happens in `search_engine.files.paths`, not here, so a request can
     be rebuilt from a cursor without touching the disk.
     """
 
@@ -156,7 +156,7 @@ class Match(msgspec.Struct, frozen=True, gc=False):
     For regex matches `content` is the (possibly width-cut) matching line(s); for semantic and
     hybrid matches it is the chunk text. `ranks` holds the component ranks of a hybrid match
     (e.g. {"lexical": 1, "semantic": 4}) so an agent can see why it matched. `changed` is set
-    only on a page served after its file changed (`search_engine.recheck`): "moved" (lines
+    only on a page served after its file changed (`search_engine.live.recheck`): "moved" (lines
     corrected), "edited" (these lines no longer hold this text), "deleted" or "unchecked".
     """
 
@@ -198,7 +198,7 @@ Detection = Literal["events", "polling", "direct"]
 
 @dataclass(slots=True)
 class Freshness:
-    """What state of the files a search's results reflect (see `search_engine.live`).
+    """What state of the files a search's results reflect (see `search_engine.live.read_your_writes`).
 
     `state` is `current` when every change completed before the call began (`as_of`,
     wall-clock seconds) is in the results; `updating` when `pending_count` changed paths (the
@@ -242,7 +242,7 @@ class SearchResult:
     `best_similarity` (semantic and hybrid) is the best cosine similarity of the query with a
     chunk the search could rank: an absolute measure, where scores are relative (hybrid's best
     is always 1.0). `low_relevance` says it is below where questions the code does not answer
-    land (`search_engine.ranking.low_relevance`), with a warning saying what to do.
+    land (`search_engine.ranking.search.low_relevance`), with a warning saying what to do.
     """
 
     matches: list[Match]

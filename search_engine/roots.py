@@ -8,7 +8,7 @@ one-root search holds in each (its ignore files, its index); the lists are then 
   roots' `src/app.py` apart, and is what `path` takes to search that root again;
 - regex results follow the roots' order, each root's in path order as ever, `max_results`
   counting over all of them and the total exact (each root's search counts all it finds);
-- ranked results merge by score (`search_engine.ranking.ranked_result`);
+- ranked results merge by score (`search_engine.ranking.search.ranked_result`);
 - the index generation a cursor pins is the roots' generations combined
   (`combined_generation`), so a change in any root's index is a change of the search's (and
   there is none while any root's files are not settled in its index);
@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from search_engine.files import display_path
+from search_engine.files.discovery import display_path
 from search_engine.models import Freshness, FreshnessState, Match, SearchRequest, SearchResult
 
 #: Bytes of the digest `combined_generation` keeps: a 48-bit number, exact in JSON and in a

@@ -7,7 +7,7 @@ So HTTP always has a token unless the user opts out by name (`--no-auth`, warned
 
 - a configured one (`--auth-token`, `CODEPAGER_SERVER__AUTH_TOKEN`) wins;
 - else the one kept in `server.auth_token_file` (in the user's state dir), generated on first
-  start (`search_engine.SecretFile`: 0600 from its creation, published atomically, in a
+  start (`infra.SecretFile`: 0600 from its creation, published atomically, in a
   directory others cannot write in) and read again at each start, so a client registered with
   it keeps working; deleting the file and restarting rotates it;
 - if that file cannot be written or read (a read-only home), one for this process only, with a
@@ -25,7 +25,7 @@ import logging
 import secrets
 from dataclasses import dataclass
 
-from search_engine import MIN_SECRET_LENGTH, SecretFile, check_own_dir
+from infra import MIN_SECRET_LENGTH, SecretFile, check_own_dir
 from server.settings import ServerSettings
 from server.transports.http_origin import is_loopback
 

@@ -40,7 +40,7 @@ PHASES: dict[str, tuple[float, float]] = {
     "write": (90.0, 100.0),
 }
 # The phases that count the files being read, out of the same total: a build reports "chunk"
-# until its first batch of chunks is embedded and "embed" from then on (`search_engine.indexing`).
+# until its first batch of chunks is embedded and "embed" from then on (`search_engine.index.update`).
 _READING = ("chunk", "embed")
 
 

@@ -42,6 +42,7 @@ from mcp import MCPError
 from mcp_types import INVALID_PARAMS
 from mcp_types.version import is_version_at_least
 
+from infra import UnsafeDirectoryError
 from search_engine import (
     IndexDamagedError,
     IndexNotReadyError,
@@ -51,7 +52,6 @@ from search_engine import (
     PathError,
     SearchError,
     SearchTimeoutError,
-    UnsafeDirectoryError,
 )
 from server.json_result import json_result
 from server.settings import validation_problems

@@ -6,7 +6,7 @@ shows the same object:
 
 - `compact` (the default): `{"path", "line", "end"?, "text"?, "score"?, "before"?, "after"?,
   "changed"?}`; `changed` (both shapes) marks a match whose file changed since its search
-  (`search_engine.recheck`).
+  (`search_engine.live.recheck`).
   Only what an agent can use and cannot derive: no byte offsets, language or match type (the
   tool name says it), no duplicate line number, scores rounded to 4 significant digits, no
   hybrid component ranks. `end` appears only when the match spans lines. On an inline page the

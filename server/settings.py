@@ -47,6 +47,7 @@ from server.transports.framing import (
 )
 from server.transports.framing import DEFAULT_TIMEOUT_S as DEFAULT_CHUNK_TIMEOUT_S
 from sessions import (
+    CACHE_DIR_ENTRIES,
     DEFAULT_MAX_AGE_S,
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_SESSIONS,
@@ -581,6 +582,7 @@ class Settings(BaseSettings):
             max_file_size=self.search.max_file_size,
             rg_max_concurrent=self.search.rg_max_concurrent,
             cache_dir=self.index.cache_dir,
+            cache_entries=CACHE_DIR_ENTRIES,
             embedding_profile=self.index.profile,
             embedding_model=self.index.model,
             watch=self.index.watch,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from search_engine import lazy_exports
+from infra import lazy_exports
 from sessions.cursor import DEFAULT_MAX_AGE_S, CursorCodec, CursorState
 from sessions.errors import (
     CursorError,
@@ -23,7 +23,7 @@ from sessions.errors import (
     CursorTooLargeError,
     SessionStoreUnavailableError,
 )
-from sessions.keys import load_or_create_key
+from sessions.keys import CACHE_DIR_ENTRIES, CURSOR_KEY_FILE, load_or_create_key
 from sessions.memory import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_SESSIONS,
@@ -34,12 +34,13 @@ from sessions.memory import (
 from sessions.models import Page, Session
 from sessions.pager import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, Pager
 from sessions.store import DEFAULT_NAMESPACE, SessionStore, StoreStats, redacted
-from sessions.sweeper import Sweeper
 
 if TYPE_CHECKING:
     from sessions.redis_store import RedisStore
 
 __all__ = [
+    "CACHE_DIR_ENTRIES",
+    "CURSOR_KEY_FILE",
     "DEFAULT_MAX_AGE_S",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_SESSIONS",
@@ -65,7 +66,6 @@ __all__ = [
     "SessionStore",
     "SessionStoreUnavailableError",
     "StoreStats",
-    "Sweeper",
     "load_or_create_key",
     "redacted",
 ]

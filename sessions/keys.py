@@ -1,7 +1,7 @@
 """Where the cursor key (the secret cursors are sealed with) comes from.
 
 A configured key wins (replicas behind one load balancer must share it). Without one, a random
-key is generated on first start and kept in the cache dir (`search_engine.SecretFile`: 0600,
+key is generated on first start and kept in the cache dir (`infra.SecretFile`: 0600,
 published atomically), so cursors an agent holds survive a server restart on the same machine,
 and two servers starting at once agree on one key.
 """
@@ -11,15 +11,19 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from search_engine import (
-    CURSOR_KEY_FILE,
-    CURSOR_KEY_TEMP_PREFIX,
-    MIN_SECRET_LENGTH,
-    SecretFile,
-    check_cache_dir,
-)
+from infra import MIN_SECRET_LENGTH, SecretFile, check_cache_dir
 
 log = logging.getLogger(__name__)
+
+CURSOR_KEY_FILE = "cursor.key"
+"""The cache dir's cursor key, the secret cursors are sealed with."""
+CURSOR_KEY_TEMP_PREFIX = f".{CURSOR_KEY_FILE}."
+"""How the cursor key's temporary files are named while it is published."""
+CACHE_DIR_ENTRIES = (CURSOR_KEY_FILE, f"{CURSOR_KEY_TEMP_PREFIX}*")
+"""What the sessions keep in the cache dir, for the engine to leave out of searches
+(`EngineConfig.cache_entries`): a regex search of a root holding the cache showed the key to
+anyone who may search. The temporary files too: one outlives a process killed between writing
+and publishing it, holding the live key."""
 
 
 def load_or_create_key(cache_dir: Path, configured: str | None = None) -> bytes:

@@ -20,9 +20,9 @@ from typing import Literal
 
 from cachetools import TTLCache
 
+from infra import Sweeper
 from sessions.models import Session
 from sessions.store import StoreStats
-from sessions.sweeper import Sweeper
 
 DEFAULT_TTL_S = 300.0
 DEFAULT_MAX_SESSIONS = 100

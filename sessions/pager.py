@@ -194,7 +194,7 @@ class Pager:
     ) -> Page:
         """The page at `offset`. `recheck`: a page served after its search (from a cursor) has
         its matches looked up in the files as they are now, so none shows old lines as current
-        (`search_engine.recheck`); same rule whichever store kept the list, or if it was restored."""
+        (`search_engine.live.recheck`); same rule whichever store kept the list, or if it was restored."""
         matches = session.result.matches[offset : offset + size]
         rechecked_at = None
         if recheck and matches:

@@ -92,7 +92,7 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def static_embedder(model_cache: Path):
     """The default (static) embedder over the shipped model, loaded once."""
     from search_engine.config import EngineConfig
-    from search_engine.embeddings import embedder_for
+    from search_engine.embedding.embedder import embedder_for
 
     embedder = embedder_for(EngineConfig(cache_dir=model_cache))
     embedder.load()

@@ -17,8 +17,8 @@ import msgspec
 import numpy as np
 
 from search_engine.config import EngineConfig
-from search_engine.embeddings import Embedder
-from search_engine.index import IndexManager
+from search_engine.embedding.embedder import Embedder
+from search_engine.index.manager import IndexManager
 
 REPO = Path(__file__).resolve().parents[1]
 MB = 2**20

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from search_engine.chunking import MAX_CHARS, chunk_file
-from search_engine.chunks import Chunk, content_hash
+from search_engine.chunking.chunk import Chunk, content_hash
+from search_engine.chunking.chunker import MAX_CHARS, chunk_file
 from search_engine.config import DEFAULT_FRESH_WAIT_S, EngineConfig
-from search_engine.embeddings import LazyEmbedder
-from search_engine.index import IndexManager
-from search_engine.languages import language_for
+from search_engine.embedding.embedder import LazyEmbedder
+from search_engine.files.languages import language_for
+from search_engine.index.manager import IndexManager
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -113,8 +113,8 @@ def assert_well_formed(data: bytes, chunks: list[Chunk]) -> None:
 def block_the_walk(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
     """Make the next index updates' tree walk wait: (walking, release) events, the first set
     once a walk is waiting, the second to let it go on."""
-    import search_engine.files as files
-    import search_engine.indexing as indexing
+    import search_engine.files.discovery as files
+    import search_engine.index.update as indexing
 
     walking, release = threading.Event(), threading.Event()
     real_discover = files.discover

@@ -10,7 +10,7 @@ from typing import Any
 
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
-from search_engine.index import IndexManager
+from search_engine.index.manager import IndexManager
 from search_engine.models import Match, SearchMode, SearchRequest, SearchResult
 
 

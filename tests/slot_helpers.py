@@ -1,4 +1,4 @@
-"""For tests of how many queries, jq workers or rg processes run at once (`search_engine.slots`):
+"""For tests of how many queries, jq workers or rg processes run at once (`infra.slots`):
 a count of the real resource open at once, and a clock telling when every call has started."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from search_engine import Slots
+from infra import Slots
 
 T = TypeVar("T")
 

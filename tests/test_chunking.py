@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from search_engine.chunking import MAX_CHARS, WINDOW_OVERLAP_LINES, chunk_file
-from search_engine.chunks import Chunk
-from search_engine.languages import language_for
+from search_engine.chunking.chunk import Chunk
+from search_engine.chunking.chunker import MAX_CHARS, WINDOW_OVERLAP_LINES, chunk_file
+from search_engine.files.languages import language_for
 from tests.index_helpers import assert_well_formed
 
 
@@ -410,10 +410,10 @@ def test_any_input_gives_well_formed_chunks(lines: list[str], language: str | No
 
 
 def test_real_module_chunks_stay_bounded_and_named() -> None:
-    import search_engine.chunking as module
+    import search_engine.chunking.chunker as module
 
     source = Path(module.__file__).read_bytes()
-    chunks = chunk_file("search_engine/chunking.py", source, "python")
+    chunks = chunk_file("search_engine/chunking/chunker.py", source, "python")
     symbols = {c.symbol for c in chunks}
     assert {"chunk_file", "_Walker.block", "_Walker.pack", "_text_windows"} <= symbols
     assert_well_formed(source, chunks)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from search_engine import UnsafeDirectoryError, check_cache_dir
+from infra import UnsafeDirectoryError, check_cache_dir
 from server.app import build_app, build_services
 from server.cli import main
 from server.cli.index_cmd import ProgressBar
@@ -137,7 +137,7 @@ def test_a_cache_dir_others_can_write_in_is_refused_or_made_private(
     audit planted an index in a 0777 one). Now a shared sticky one (`/tmp` itself) is refused
     with what to do, and one of ours others may write in loses those write bits (0777 -> 0755:
     it may be a root, whose mode is the user's); `serve` refuses the first too (another user's
-    one is refused alike: `search_engine.private_dir`)."""
+    one is refused alike: `infra.private_dir`)."""
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o1777)

@@ -15,7 +15,7 @@ import pytest
 
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchMode, SearchRequest, SearchResult
-from search_engine.ripgrep import rg_path
+from search_engine.regex.ripgrep import rg_path
 from server.cli import main
 
 CODEPAGER = Path(sys.executable).parent / "codepager"

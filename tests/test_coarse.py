@@ -1,4 +1,4 @@
-"""The coarse quantizer of large indexes (`search_engine.coarse`), on a small real tree with the
+"""The coarse quantizer of large indexes (`search_engine.index.coarse`), on a small real tree with the
 size thresholds lowered so the approximate path runs: it finds what an exhaustive int8 scan
 finds, survives an incremental update (unchanged chunks keep their lists, new ones join the
 nearest), and a damaged one is refused. Real chunker, real model, real files."""
@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from search_engine import coarse, vectors
 from search_engine.config import EngineConfig
 from search_engine.errors import IndexStoreError
-from search_engine.index import Index, IndexManager
-from search_engine.index_store import IndexStore
+from search_engine.index import coarse, vectors
+from search_engine.index.manager import Index, IndexManager
+from search_engine.index.store import IndexStore
 
 TOPICS = [
     "parse the configuration file",

@@ -21,7 +21,7 @@ from mcp_types import Implementation
 from harness.commands import codepager_cmd
 from search_engine.engine import SearchEngine
 from search_engine.models import Match, MatchType, SearchRequest
-from search_engine.ripgrep import rg_path
+from search_engine.regex.ripgrep import rg_path
 from server.app import build_app
 from server.cli import main as cli_main
 from server.clients import profile_for

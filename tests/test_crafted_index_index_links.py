@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from search_engine.errors import IndexDamagedError, IndexStoreError
-from search_engine.index_store import IndexStore
+from search_engine.index.store import IndexStore
 from tests.crafted_index_helpers import MB, build, search_in_child
 from tests.index_helpers import CountingEmbedder, write_repo
 

@@ -60,7 +60,7 @@ def test_a_packed_table_of_empty_arrays_is_damage_found_in_bounded_memory(
     """Before: each table was decoded whole, any value of any type, and only then checked: the
     search peaked at 834 MB (strings.msgpack), 857 MB in 11.7 s (files.msgpack), 1,585 MB in
     7.4 s (vocab.msgpack) and 909 MB (lexical.json) before the table was found damaged. Now
-    each table is decoded as the types it holds (`search_engine.packed`), so the first empty
+    each table is decoded as the types it holds (`search_engine.index.packed`), so the first empty
     array where a path or a token belongs is damage: the search rebuilds the index and
     answers, at about 120 MB peak RSS in 0.3 s (asserted: under 400 MB)."""
     repo = write_repo(tmp_path / "repo")

@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 from search_engine.config import EngineConfig
-from search_engine.index import IndexManager
-from search_engine.index_store import index_dir
+from search_engine.index.manager import IndexManager
+from search_engine.index.store import index_dir
 from tests.index_helpers import CountingEmbedder, write_repo
 
 

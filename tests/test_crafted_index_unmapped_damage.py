@@ -26,7 +26,7 @@ from numpy.lib import format as npy
 from search_engine import SearchMode, SearchRequest
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
-from search_engine.index import IndexManager
+from search_engine.index.manager import IndexManager
 from tests.crafted_index_helpers import build, put_rows, rows
 from tests.index_helpers import CountingEmbedder, write_repo
 
@@ -132,7 +132,7 @@ def test_a_crafted_generation_is_rebuilt_by_the_next_search(
     finally:
         # The background freshness check must end before pytest parses source for its report:
         # CPython 3.11 shares the AST constructor's recursion depth between threads (see
-        # search_engine/arrays.py), and a report built meanwhile dies with SystemError.
+        # search_engine/index/arrays.py), and a report built meanwhile dies with SystemError.
         engine.indexes.wait_idle(repo)
     assert result.matches[0].path == "app/client.py"
 

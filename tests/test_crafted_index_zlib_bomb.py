@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from search_engine.chunk_table import ChunkTable
 from search_engine.errors import IndexDamagedError
+from search_engine.index.chunk_table import ChunkTable
 from tests.crafted_index_helpers import MB, build, file_text, replace_file_text, search_in_child, zlib_bomb
 from tests.index_helpers import CountingEmbedder, write_repo
 

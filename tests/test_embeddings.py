@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from search_engine.chunks import Chunk, content_hash
+from search_engine.chunking.chunk import Chunk, content_hash
 from search_engine.config import EngineConfig
-from search_engine.embeddings import (
+from search_engine.embedding.embedder import (
     NAME_WEIGHT,
     STATIC_MODEL_DIR,
     LazyEmbedder,
@@ -22,8 +22,8 @@ from search_engine.embeddings import (
     embedder_for,
     resolve_model,
 )
+from search_engine.embedding.static_model import load_static_model
 from search_engine.errors import ModelLoadError
-from search_engine.static_model import load_static_model
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_static_profile_is_the_model_shipped_in_the_package(tmp_path: Path) -> None:
-    """The default profile reads `search_engine/model/`: no cache, no distillation. Its id
+    """The default profile reads `search_engine/embedding/model/`: no cache, no distillation. Its id
     names the tables' digests as the build's manifest records them, and those are the files'
     real digests, so a rebuilt model gets a new id (and its indexes rebuild)."""
     spec = resolve_model(EngineConfig(cache_dir=tmp_path))

@@ -25,11 +25,11 @@ import pytest
 
 from harness.commands import codepager_cmd
 from harness.http_server import HttpServer
-from search_engine.chunking import chunk_file
+from search_engine.chunking.chunker import chunk_file
 from search_engine.config import EngineConfig
-from search_engine.index import IndexManager
-from search_engine.index_store import IndexStore, Snapshot, index_dir
-from search_engine.languages import language_for
+from search_engine.files.languages import language_for
+from search_engine.index.manager import IndexManager
+from search_engine.index.store import IndexStore, Snapshot, index_dir
 from server.app import build_app
 from tests.code_tree import write_code_tree
 from tests.hostile_helpers import SyncClient

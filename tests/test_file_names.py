@@ -1,4 +1,4 @@
-"""Which files a query names (`search_engine.corpus.FileNames`): exact spellings first, rapidfuzz
+"""Which files a query names (`search_engine.ranking.corpus.FileNames`): exact spellings first, rapidfuzz
 near misses of stems and partial paths only when nothing is named exactly, extensions
 respected, and nothing at all for a query that is not one path-like token."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from search_engine.corpus import FileNames
+from search_engine.ranking.corpus import FileNames
 
 FILES = [
     "aiohttp/web_urldispatcher.py",

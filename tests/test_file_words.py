@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from search_engine.file_words import MIN_SHARE, FileWords, path_words, query_words
+from search_engine.ranking.file_words import MIN_SHARE, FileWords, path_words, query_words
 
 FILES = [
     "lib/sinatra/base.rb",

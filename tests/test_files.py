@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from search_engine import folder_listing
-from search_engine.beneath import MAX_HELD, BeneathWalk, open_beneath, read_beneath
-from search_engine.config import CURSOR_KEY_FILE, EngineConfig
+from infra import MAX_HELD, BeneathWalk, open_beneath, read_beneath
+from search_engine.config import EngineConfig
 from search_engine.errors import InvalidQueryError, PathNotFoundError, PathOutsideRootError
-from search_engine.files import BINARY_SNIFF_BYTES, DiscoveredFile, discover
-from search_engine.ignore_files import MAX_IGNORE_FILE_BYTES
+from search_engine.files import folder_listing
+from search_engine.files.discovery import BINARY_SNIFF_BYTES, DiscoveredFile, discover
+from search_engine.files.ignore_files import MAX_IGNORE_FILE_BYTES
+from search_engine.files.paths import SearchLocation
 from search_engine.models import SearchRequest
-from search_engine.paths import SearchLocation
-from search_engine.regex import regex_search
-from sessions import load_or_create_key
+from search_engine.regex.search import regex_search
+from sessions import CACHE_DIR_ENTRIES, CURSOR_KEY_FILE, load_or_create_key
 from tests.code_tree import git_checkout
 
 MARK = "MARKER"
@@ -239,7 +239,7 @@ def test_the_file_left_out_is_named_once(tmp_path: Path, caplog: pytest.LogCaptu
     with open(os.path.join(os.fsencode(tmp_path), b"caf\xe9.py"), "wb") as f:
         f.write(b"RAW\n")
     put(tmp_path, "caf\\xe9.py", "LITERAL\n")
-    with caplog.at_level(logging.WARNING, logger="search_engine.files"):
+    with caplog.at_level(logging.WARNING, logger="search_engine.files.discovery"):
         for _ in range(3):
             discover(SearchLocation(tmp_path, None))
     said = [r.getMessage() for r in caplog.records if "its name shows as" in r.getMessage()]
@@ -378,7 +378,7 @@ def test_the_cursor_key_in_a_cache_dir_under_the_root_is_never_searched(tmp_path
     (root / "src" / "a.py").write_text("def f():\n    pass\n")
     cache = root / "cache" if inside else root
     load_or_create_key(cache)
-    config = EngineConfig(cache_dir=cache)
+    config = EngineConfig(cache_dir=cache, cache_entries=CACHE_DIR_ENTRIES)
     secret = (cache / CURSOR_KEY_FILE).read_text().strip()
     every = regex_search(SearchRequest(query=".", root=str(root)), config)
     assert {m.path for m in every.matches} == {"src/a.py"}

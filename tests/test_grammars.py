@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from search_engine.chunking import chunk_file
-from search_engine.chunks import Chunk
-from search_engine.grammars import SPECS, parser_for
-from search_engine.languages import language_for
-from search_engine.symbols import SymbolIndex
+from search_engine.chunking.chunk import Chunk
+from search_engine.chunking.chunker import chunk_file
+from search_engine.chunking.grammars import SPECS, parser_for
+from search_engine.files.languages import language_for
+from search_engine.ranking.symbols import SymbolIndex
 from tests.index_helpers import assert_well_formed
 
 SAMPLES = Path(__file__).parent / "grammar_samples"

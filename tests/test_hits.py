@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from search_engine.hits import SATURATION, coherence, diversify
+from search_engine.ranking.hits import SATURATION, coherence, diversify
 
 # chunk id -> file id: chunks 0-2 in file 0, 3 in file 1, 4 in file 2
 FILE_OF = np.array([0, 0, 0, 1, 2])

@@ -23,7 +23,7 @@ from fastmcp import Client, FastMCP
 
 from harness.http_server import HttpServer, raw_tool_call
 from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
-from search_engine import UnsafeDirectoryError
+from infra import UnsafeDirectoryError
 from server.auth_token import bearer_token, how_to_connect
 from server.cli import serve_cmd
 from server.settings import ServerSettings, load_settings

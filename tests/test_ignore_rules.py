@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastmcp import Client
 
-from search_engine.ripgrep import rg_path
+from search_engine.regex.ripgrep import rg_path
 from server.app import build_app
 from tests.code_tree import git_checkout
 from tests.server_helpers import make_settings, page_matches, structured

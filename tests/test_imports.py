@@ -43,7 +43,7 @@ def test_benchmarks_and_harness_import_nothing_from_tests() -> None:
 
 
 #: Packages whose users import only the names in their `__init__`'s `__all__`, never a module.
-SEALED = ("search_engine", "sessions", "server.output", "server.sql", "server.jq")
+SEALED = ("infra", "search_engine", "sessions", "server.output", "server.sql", "server.jq")
 
 
 def test_packages_are_used_through_their_public_names() -> None:
@@ -55,7 +55,7 @@ def test_packages_are_used_through_their_public_names() -> None:
         return ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
 
     offenders = {}
-    for folder in ("search_engine", "sessions", "server"):
+    for folder in ("infra", "search_engine", "sessions", "server"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             home = package_of(path)
             reached = sorted(
@@ -77,3 +77,27 @@ def _modules_of(package: str) -> set[str]:
     return {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | {
         p.name for p in folder.iterdir() if (p / "__init__.py").is_file()
     }
+
+
+#: The layers, each allowed to import only those after it: `server -> sessions -> search_engine`,
+#: and all three build on `infra`.
+LAYERS = ("server", "sessions", "search_engine", "infra")
+
+
+def test_imports_flow_one_way() -> None:
+    """No layer imports one above it (the engine knows nothing of sessions or MCP; infra nothing
+    of any of them), read from every import statement, lazy ones inside functions included."""
+    offenders = {}
+    for rank, layer in enumerate(LAYERS):
+        above = LAYERS[:rank]
+        for path in sorted((ROOT / layer).rglob("*.py")):
+            wrong = sorted(m for m in imported_modules(path) if m.split(".")[0] in above)
+            if wrong:
+                offenders[str(path.relative_to(ROOT))] = wrong
+    assert offenders == {}
+
+
+def test_the_engine_is_grouped_by_stage() -> None:
+    """At most 12 modules at the engine's top: the rest live in a sub-package per stage."""
+    top = sorted(p.stem for p in (ROOT / "search_engine").glob("*.py") if p.stem != "__init__")
+    assert len(top) <= 12, top

@@ -19,18 +19,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import search_engine.index_store as index_store
-import search_engine.indexing as indexing
-from search_engine.chunk_jobs import ChunkedFile, ChunkJob, chunk_files
-from search_engine.chunk_table import take
-from search_engine.chunks import Chunk
+import search_engine.index.store as index_store
+import search_engine.index.update as indexing
+from search_engine.chunking.chunk import Chunk
+from search_engine.chunking.jobs import ChunkedFile, ChunkJob, chunk_files
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
-from search_engine.index import IndexManager
-from search_engine.index_store import IndexStore, index_dir
-from search_engine.lexical import LexicalIndex, lexical_document
+from search_engine.index.chunk_table import take
+from search_engine.index.manager import IndexManager
+from search_engine.index.store import IndexStore, index_dir
 from search_engine.models import SearchMode, SearchRequest
-from search_engine.ranking import Ranker
+from search_engine.ranking.lexical import LexicalIndex, lexical_document
+from search_engine.ranking.search import Ranker
 from tests.index_helpers import REPO, CountingEmbedder, expected_chunks
 
 
@@ -424,9 +424,9 @@ CRASHING_UPDATE = textwrap.dedent("""\
     import os, sys
     from pathlib import Path
     sys.path.insert(0, sys.argv[4])
-    import search_engine.index_store as store
+    import search_engine.index.store as store
     from search_engine.config import EngineConfig
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
     def die(*args, **kwargs):
         os._exit(17)
@@ -525,7 +525,7 @@ UPDATE_AT_SHUTDOWN = textwrap.dedent("""\
     from pathlib import Path
     sys.path.insert(0, sys.argv[3])
     from search_engine.config import EngineConfig
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
     cache, root = Path(sys.argv[1]), Path(sys.argv[2])
     manager = IndexManager(EngineConfig(cache_dir=cache))
@@ -584,7 +584,7 @@ CONCURRENT_UPDATE = textwrap.dedent("""\
     from pathlib import Path
     sys.path.insert(0, sys.argv[5])
     from search_engine.config import EngineConfig
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
     cache, root, name, go = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
     manager = IndexManager(EngineConfig(cache_dir=cache))
@@ -642,16 +642,18 @@ def published_chunks(manager: IndexManager, root: Path) -> Sequence[Chunk]:
     return snapshot.chunks
 
 
-def swap_during_chunking(swap: Callable[[], None]) -> tuple[Callable[[str, int, int], None], threading.Event]:
+def swap_after_discovery(swap: Callable[[], None]) -> tuple[Callable[[str, int, int], None], threading.Event]:
     """A progress hook for `update_index` and an event set once `swap` ran.
 
-    At the first "chunk" report with files still to read, another thread runs `swap` while
-    the update waits for it: the tree changes after discovery listed its files and before the
-    rest are read, the window an attacker racing the build aims for."""
+    At the "scan" report, another thread runs `swap` while the update waits for it: the tree
+    changes after discovery listed its files and before any is read, the window an attacker
+    racing the build aims for. (It used to wait for the first "chunk" report, but the chunk
+    workers are handed their first batches before that, so a file was sometimes read before
+    the swap and the test failed about one run in three.)"""
     swapped = threading.Event()
 
     def hook(phase: str, done: int, total: int) -> None:
-        if phase == "chunk" and done < total and not swapped.is_set():
+        if phase == "scan" and not swapped.is_set():
 
             def swap_then_signal() -> None:
                 swap()
@@ -683,7 +685,7 @@ def test_a_directory_swapped_for_a_symlink_mid_build_is_never_read_through(
         shutil.rmtree(root / "pkg")
         (root / "pkg").symlink_to(outside / "pkg", target_is_directory=True)
 
-    hook, swapped = swap_during_chunking(swap)
+    hook, swapped = swap_after_discovery(swap)
     stats = manager.update(root, progress=hook)
     assert swapped.is_set()
     chunks = published_chunks(manager, root)  # what that update wrote, not a re-scan's
@@ -705,7 +707,7 @@ def test_a_file_grown_over_max_file_size_mid_build_is_not_indexed(
     def grow() -> None:
         (root / "grows.py").write_text("".join(f"def grown_{i}():\n    return {i}\n" for i in range(5000)))
 
-    hook, swapped = swap_during_chunking(grow)
+    hook, swapped = swap_after_discovery(grow)
     stats = manager.update(root, progress=hook)
     assert swapped.is_set() and (root / "grows.py").stat().st_size > 4096
     assert [c.path for c in published_chunks(manager, root)] == ["a_first.py"] and stats.files == 1

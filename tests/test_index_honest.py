@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from search_engine import coarse
 from search_engine.config import EngineConfig
-from search_engine.index import IndexManager
-from search_engine.ranking import Ranker
+from search_engine.index import coarse
+from search_engine.index.manager import IndexManager
+from search_engine.ranking.search import Ranker
 from tests.index_helpers import write_repo
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from search_engine.config import EngineConfig
 from search_engine.errors import IndexStoreError
-from search_engine.index import IndexManager
+from search_engine.index.manager import IndexManager
 
 
 def test_a_writer_that_cannot_get_the_lock_gives_up_clearly(tmp_path: Path, static_embedder) -> None:
@@ -28,7 +28,7 @@ def test_a_writer_that_cannot_get_the_lock_gives_up_clearly(tmp_path: Path, stat
             "-c",
             textwrap.dedent(f"""
             import sys, time
-            from search_engine.index_store import IndexStore
+            from search_engine.index.store import IndexStore
             with IndexStore({str(store.directory)!r}).lock(5):
                 print("held", flush=True)
                 sys.stdin.read()  # until the test closes our stdin

@@ -17,16 +17,16 @@ import numpy as np
 import psutil
 import pytest
 
-import search_engine.chunk_jobs as chunk_jobs
-import search_engine.chunk_workers as chunk_workers
-import search_engine.indexing as indexing
-import search_engine.lexical as lexical
-import search_engine.lexical_merge as lexical_merge
-from search_engine.chunking import chunk_file
+import search_engine.chunking.jobs as chunk_jobs
+import search_engine.chunking.workers as chunk_workers
+import search_engine.index.postings_merge as lexical_merge
+import search_engine.index.update as indexing
+import search_engine.ranking.lexical as lexical
+from search_engine.chunking.chunker import chunk_file
 from search_engine.engine import SearchEngine
-from search_engine.index import Index, IndexManager
-from search_engine.lexical import LexicalIndex
+from search_engine.index.manager import Index, IndexManager
 from search_engine.models import SearchMode, SearchRequest
+from search_engine.ranking.lexical import LexicalIndex
 from tests.index_helpers import (
     REPO,
     CountingEmbedder,
@@ -48,17 +48,17 @@ def real_tree(root: Path) -> Path:
 
 def edit_everywhere(root: Path) -> None:
     """One of each change an update handles, spread through the file order."""
-    chunking = root / "lib/chunk_table.py"  # grows at its top: every later chunk id shifts
+    chunking = root / "lib/index/chunk_table.py"  # grows at its top: every later chunk id shifts
     chunking.write_text("def merge_postings_first():\n    return 'merged'\n\n\n" + chunking.read_text())
-    files = root / "lib/files.py"  # shrinks to its first half
+    files = root / "lib/files/discovery.py"  # shrinks to its first half
     text = files.read_text()
     files.write_text(text[: len(text) // 2].rsplit("\n", 1)[0] + "\n")
-    (root / "lib/hits.py").unlink()
+    (root / "lib/ranking/hits.py").unlink()
     (root / "lib/grammar_notes.py").write_text(
         "def retry_with_backoff_notes(call):\n    '''Retry, with backoff.'''\n    return call()\n"
     )
-    st = (root / "lib/paths.py").stat()
-    os.utime(root / "lib/paths.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    st = (root / "lib/files/paths.py").stat()
+    os.utime(root / "lib/files/paths.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     client = root / "app/client.py"  # one function edited: its neighbours keep their vectors
     client.write_text(client.read_text().replace("Close every pooled connection.", "Close every pooled socket."))
 
@@ -117,7 +117,8 @@ def test_an_update_gives_what_a_fresh_build_gives(
     assert_same_index(manager.get(root), fresh.get(root))
     assert rankings(manager, root) == rankings(fresh, root)
     # and again on top of an updated generation: a second round of edits still matches
-    (root / "lib/chunk_table.py").write_text((root / "lib/chunk_table.py").read_text().replace("merged", "re-merged"))
+    table = root / "lib/index/chunk_table.py"
+    table.write_text(table.read_text().replace("merged", "re-merged"))
     (root / "app/render.py").unlink()
     manager.update(root)
     fresh = manager_for(tmp_path / "fresh2", CountingEmbedder(counting.inner))
@@ -193,10 +194,10 @@ KILLED_BUILD = textwrap.dedent("""\
     from pathlib import Path
     import psutil
     sys.path.insert(0, sys.argv[3])
-    import search_engine.chunk_jobs as chunk_jobs
-    import search_engine.indexing as indexing
+    import search_engine.chunking.jobs as chunk_jobs
+    import search_engine.index.update as indexing
     from search_engine.config import EngineConfig
-    from search_engine.index import IndexManager
+    from search_engine.index.manager import IndexManager
 
     def hold(phase, done, total):  # once the workers run: say who they are, then wait to be killed
         if phase == "embed":

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from search_engine.embeddings import STATIC_MODEL_DIR
+from search_engine.embedding.embedder import STATIC_MODEL_DIR
 from server.app import session_store
 from server.cli.config_cmd import masked
 from server.settings import SessionSettings, load_settings
@@ -127,9 +127,9 @@ def test_the_wheel_ships_the_static_model(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         for path in STATIC_MODEL_DIR.iterdir():
-            member = f"search_engine/model/{path.name}"
+            member = f"search_engine/embedding/model/{path.name}"
             assert member in names
             assert archive.read(member) == path.read_bytes()
     # PEP 561: type checkers of code that imports codepager read its annotations.
-    assert {"search_engine/py.typed", "sessions/py.typed", "server/py.typed"} <= names
+    assert {"infra/py.typed", "search_engine/py.typed", "sessions/py.typed", "server/py.typed"} <= names
     assert not any(n.startswith(("tests/", "harness/", "benchmarks/")) for n in names)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from search_engine import Slots
+from infra import Slots
 from server.errors import JqFilterError, JqTimeoutError
 from server.jq import apply_jq, check_expression
 from tests.output_helpers import make_records

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from search_engine.chunking import chunk_file
-from search_engine.chunks import Chunk
+from search_engine.chunking.chunk import Chunk
+from search_engine.chunking.chunker import chunk_file
 from search_engine.errors import IndexStoreError
-from search_engine.languages import language_for
-from search_engine.lexical import LexicalIndex
-from search_engine.tokenize import query_terms
+from search_engine.files.languages import language_for
+from search_engine.ranking.code_tokens import query_terms
+from search_engine.ranking.lexical import LexicalIndex
 
 SOURCES = {
     "net/client.py": '''

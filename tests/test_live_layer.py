@@ -108,8 +108,8 @@ def test_the_live_ranking_is_a_fresh_index_ranking(
     mode: SearchMode,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import search_engine.files as files
-    import search_engine.indexing as indexing
+    import search_engine.files.discovery as files
+    import search_engine.index.update as indexing
 
     engine, walking = held
     edit(tree)

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-import search_engine.chunk_jobs as chunk_jobs
-from search_engine.chunk_jobs import ChunkJob, ChunkStream, over_budget_warnings
-from search_engine.chunk_workers import PARSE_MEMORY_BUDGET
+import search_engine.chunking.jobs as chunk_jobs
+from search_engine.chunking.jobs import ChunkJob, ChunkStream, over_budget_warnings
+from search_engine.chunking.workers import PARSE_MEMORY_BUDGET
 from search_engine.config import EngineConfig
 from search_engine.errors import IndexDamagedError, SearchError
-from search_engine.files import discover
-from search_engine.index import IndexManager
-from search_engine.index_store import IndexStore, index_dir
-from search_engine.paths import SearchLocation
+from search_engine.files.discovery import discover
+from search_engine.files.paths import SearchLocation
+from search_engine.index.manager import IndexManager
+from search_engine.index.store import IndexStore, index_dir
 from tests.index_helpers import CountingEmbedder
 from tests.server_helpers import page_matches, peak_rss, pid_with_args, serve_env, stdio_client, structured
 

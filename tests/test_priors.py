@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from search_engine.languages import FileKind, file_kind, language_for
-from search_engine.priors import (
+from search_engine.files.languages import FileKind, file_kind, language_for
+from search_engine.ranking.priors import (
     PLATFORM_FACTOR,
     SATELLITE_FACTOR,
     SHIM_FACTOR,

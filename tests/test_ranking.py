@@ -11,12 +11,16 @@ import numpy as np
 import pytest
 
 from search_engine.config import EngineConfig
-from search_engine.corpus import Corpus, FileNames
-from search_engine.embeddings import STATIC_RELEVANCE_FLOOR, relevance_floor, resolve_model
+from search_engine.embedding.embedder import STATIC_RELEVANCE_FLOOR, relevance_floor, resolve_model
 from search_engine.engine import SearchEngine
 from search_engine.errors import InvalidQueryError
-from search_engine.hits import Hit
-from search_engine.hybrid import (
+from search_engine.index.manager import Index
+from search_engine.index.store import index_dir
+from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
+from search_engine.ranking.code_tokens import query_terms
+from search_engine.ranking.corpus import Corpus, FileNames
+from search_engine.ranking.hits import Hit
+from search_engine.ranking.hybrid import (
     CANDIDATE_SHARE,
     CANDIDATES,
     FILE_CANDIDATE_SHARE,
@@ -25,11 +29,7 @@ from search_engine.hybrid import (
     candidate_count,
     hybrid_search,
 )
-from search_engine.index import Index
-from search_engine.index_store import index_dir
-from search_engine.models import Match, MatchType, SearchMode, SearchRequest, SearchResult
-from search_engine.ranking import low_relevance
-from search_engine.tokenize import query_terms
+from search_engine.ranking.search import low_relevance
 
 REPO = {
     "net/client_session.py": '''

@@ -13,10 +13,10 @@ import pytest
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.errors import InvalidQueryError, PathNotFoundError, SearchTimeoutError
-from search_engine.files import discover
+from search_engine.files.discovery import discover
+from search_engine.files.paths import SearchLocation
 from search_engine.models import MatchType, SearchRequest, SearchResult
-from search_engine.paths import SearchLocation
-from search_engine.regex import ELLIPSIS, regex_search
+from search_engine.regex.search import ELLIPSIS, regex_search
 from tests.code_tree import write_code_tree
 
 CONFIG = EngineConfig()

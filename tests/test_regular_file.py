@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from ulid import ULID
 
-from search_engine import IsALinkError, NotRegularFileError, open_regular_file
+from infra import IsALinkError, NotRegularFileError, open_regular_file
 from server.errors import DatasetNotFoundError
 from server.output import OffloadStore
 from server.proxy.dataset_store import DatasetStore

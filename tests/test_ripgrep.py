@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from infra import Slots
 from search_engine.config import DEFAULT_MAX_FILE_SIZE, EngineConfig
 from search_engine.errors import InvalidQueryError, SearchError, SearchTimeoutError, ToolMissingError
-from search_engine.ripgrep import RipgrepRun, memory_cap, rg_path
-from search_engine.slots import Slots
+from search_engine.regex.ripgrep import RipgrepRun, memory_cap, rg_path
 from tests.index_helpers import REPO
 from tests.slot_helpers import Overlap, all_slots_taken, counted_popens, run_at_once
 
@@ -169,7 +169,7 @@ import json, resource, sys
 from pathlib import Path
 from search_engine.config import EngineConfig
 from search_engine.errors import SearchError
-from search_engine.ripgrep import RipgrepRun
+from search_engine.regex.ripgrep import RipgrepRun
 args = ["--no-config", "--ignore-file", "/dev/zero", "x"]
 try:
     with RipgrepRun(args, Path(sys.argv[1]), EngineConfig(timeout_s=60)) as run:

@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import search_engine.chunk_jobs as chunk_jobs
-import search_engine.index_store as index_store
-import search_engine.indexing as indexing
+import search_engine.chunking.jobs as chunk_jobs
+import search_engine.index.store as index_store
+import search_engine.index.update as indexing
 from search_engine.config import EngineConfig
-from search_engine.embeddings import LazyEmbedder
+from search_engine.embedding.embedder import LazyEmbedder
 from search_engine.engine import SearchEngine
+from search_engine.index.vectors import RESCORE, VectorIndex, quantize
 from search_engine.models import SearchMode, SearchRequest
-from search_engine.vectors import RESCORE, VectorIndex, quantize
 from tests.index_helpers import (
     REPO,
     CountingEmbedder,
@@ -167,7 +167,7 @@ HOLDER = textwrap.dedent("""\
     import sys, time
     from pathlib import Path
     sys.path.insert(0, sys.argv[3])
-    from search_engine.index_store import IndexStore
+    from search_engine.index.store import IndexStore
     snapshot = IndexStore(Path(sys.argv[1])).load()
     print(snapshot.directory.name, flush=True)
     Path(sys.argv[2]).touch()
@@ -237,8 +237,8 @@ def test_a_reader_dropping_the_last_reference_reclaims_its_generation(
 def test_symbols_and_text_round_trip_the_chunk_table_whatever_they_hold(tmp_path: Path) -> None:
     """A symbol spanning lines (a C++ operator, a macro), text with a NUL-free oddity and an
     empty file text all come back as written."""
-    from search_engine.chunk_table import ChunkTable, ChunkTableWriter, text_key
-    from search_engine.chunks import Chunk, content_hash
+    from search_engine.chunking.chunk import Chunk, content_hash
+    from search_engine.index.chunk_table import ChunkTable, ChunkTableWriter, text_key
 
     def chunk(path: str, content: str, symbol: str | None) -> Chunk:
         return Chunk(path, "cpp", 1, 2, 0, len(content.encode()), content, "function", symbol, content_hash(content))

@@ -10,9 +10,9 @@ import numpy as np
 
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
-from search_engine.hits import diversify, saturated
 from search_engine.models import SearchMode, SearchRequest
-from search_engine.semantic import SELECTION_POOL
+from search_engine.ranking.hits import diversify, saturated
+from search_engine.ranking.semantic import SELECTION_POOL
 
 QUERY = "send bytes through a pipe between two processes"
 LONG_FILES = ("ipc/pipe_unix.py", "ipc/pipe_windows.py", "ipc/pipe_posix.py")

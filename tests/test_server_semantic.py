@@ -9,7 +9,7 @@ import anyio
 import pytest
 from fastmcp import Client
 
-from search_engine.embeddings import STATIC_RELEVANCE_FLOOR
+from search_engine.embedding.embedder import STATIC_RELEVANCE_FLOOR
 from server.app import build_app
 from tests.server_helpers import make_settings, page_matches, structured, walk
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from search_engine import CURSOR_KEY_FILE as KEY_FILE_NAME
+from sessions import CURSOR_KEY_FILE as KEY_FILE_NAME
 from sessions import load_or_create_key
 
 

@@ -11,9 +11,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from infra import Sweeper
 from search_engine.models import Match, SearchResult
 from sessions import MemoryStore, Session
-from sessions.sweeper import Sweeper
 from tests.session_fakes import FakeClock, make_matches, request_for
 
 

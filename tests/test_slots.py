@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from search_engine import Slots
+from infra import Slots
 
 
 class Interrupted(Exception):

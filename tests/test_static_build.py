@@ -1,4 +1,4 @@
-"""The shipped static model is what `python -m search_engine.static_build` makes from the
+"""The shipped static model is what `python -m search_engine.embedding.static_build` makes from the
 packaged MiniLM: a fresh distillation (real model2vec, real torch, offline) matches the shipped
 tables, and searches with either rank alike.
 
@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from search_engine.chunks import Chunk, content_hash
-from search_engine.embeddings import chunk_text
-from search_engine.static_build import SHIPPED, build
-from search_engine.static_model import load_static_model
+from search_engine.chunking.chunk import Chunk, content_hash
+from search_engine.embedding.embedder import chunk_text
+from search_engine.embedding.static_build import SHIPPED, build
+from search_engine.embedding.static_model import load_static_model
 
 pytestmark = [pytest.mark.minilm, pytest.mark.slow]
 

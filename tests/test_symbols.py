@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from search_engine.chunking import chunk_file
-from search_engine.chunks import Chunk
-from search_engine.languages import language_for
-from search_engine.symbols import SymbolIndex, query_identifiers
+from search_engine.chunking.chunk import Chunk
+from search_engine.chunking.chunker import chunk_file
+from search_engine.files.languages import language_for
+from search_engine.ranking.symbols import SymbolIndex, query_identifiers
 
 SOURCES = {
     "net/client.py": "class ClientSession:\n    def close(self):\n        pass\n",

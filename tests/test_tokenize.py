@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from search_engine.errors import InvalidQueryError
-from search_engine.tokenize import (
+from search_engine.ranking.code_tokens import (
     MAX_QUERY_CHARS,
     MIN_TOKEN_LEN,
     path_tokens,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from search_engine.watcher import ChangeLog, TreeWatcher, watch
+from search_engine.live.watcher import ChangeLog, TreeWatcher, watch
 from tests.live_helpers import inotify_instances
 
 KINDS: dict[str, Callable[[Path, Path], ChangeLog]] = {
@@ -74,7 +74,7 @@ def test_every_kind_of_change_is_recorded_by_the_barrier(watched: tuple[Path, Ch
 @pytest.mark.skipif(sys.platform != "linux", reason="inotify is Linux's")
 def test_on_linux_the_barrier_is_a_read_of_the_kernel_queue(tmp_path: Path) -> None:
     """No thread and no round trip: the change is recorded by the barrier itself."""
-    from search_engine.inotify import InotifyWatcher
+    from search_engine.live.inotify import InotifyWatcher
 
     (tmp_path / "root").mkdir()
     watcher = watch(tmp_path / "root", tmp_path, ignored=None)
@@ -91,7 +91,7 @@ def test_on_linux_the_barrier_is_a_read_of_the_kernel_queue(tmp_path: Path) -> N
 def test_a_dropped_watcher_gives_its_inotify_instance_back(tmp_path: Path) -> None:
     """A user may hold 128 inotify instances in all (fs.inotify.max_user_instances), across
     processes: a watcher let go of without close() (its manager dropped) closes its own."""
-    from search_engine.inotify import InotifyWatcher
+    from search_engine.live.inotify import InotifyWatcher
 
     (tmp_path / "root").mkdir()
     before = inotify_instances()

@@ -31,7 +31,7 @@ class MissingPathError(Exception):
 class Target:
     """One PATH (or the working directory): where the engine searches and how matches print.
 
-    `given` is the PATH as typed (None: none was given), in display form (`search_engine.files`:
+    `given` is the PATH as typed (None: none was given), in display form (`search_engine.files.discovery`:
     bytes that are not UTF-8 as escapes, like the match paths)."""
 
     location: SearchLocation

@@ -150,8 +150,8 @@ def end_process(status: int) -> NoReturn:
     Finalizing also joins the chunking pool's manager thread (concurrent.futures' exit hook),
     which waits for batches in flight: exits took over 10 s. Nothing is lost by skipping it:
     every answer is flushed, an index build stopped midway leaves only a temporary directory
-    the next build sweeps (`search_engine.index_store`), and chunking workers end themselves
-    when this process does (`search_engine.chunk_workers`)."""
+    the next build sweeps (`search_engine.index.store`), and chunking workers end themselves
+    when this process does (`search_engine.chunking.workers`)."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe, a closed file
             stream.flush()

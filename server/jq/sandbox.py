@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from search_engine import Slots
+from infra import Slots
 from server.errors import JqFilterError, JqTimeoutError
 from server.jq import worker
 from server.output import dumps_bytes

@@ -22,7 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from search_engine import SearchResult, Slots
+from infra import Slots
+from search_engine import SearchResult
 from server.errors import JqFilterError, JqTimeoutError
 from server.jq.sandbox import KEEP_ONLY, apply_jq, check_expression
 from server.output import clip_strings, dumps

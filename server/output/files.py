@@ -38,9 +38,8 @@ from typing import Any, ClassVar, Protocol
 import msgspec
 from ulid import ULID
 
-from search_engine import NotRegularFileError, UnsafeDirectoryError, make_private, open_regular_file
+from infra import NotRegularFileError, Sweeper, UnsafeDirectoryError, make_private, open_regular_file
 from server.errors import DatasetNotFoundError, InvalidDatasetIdError, PrivateFileError, StoreWriteError
-from sessions import Sweeper
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from search_engine import NotRegularFileError, open_regular_file
+from infra import NotRegularFileError, open_regular_file
 from server.errors import DatasetNotFoundError, LineRangeError, ReadTooLargeError, StoreWriteError
 from server.output.files import HEADER_TYPE, DatasetFile, DatasetInfo, FileStore, iso_timestamp
 from server.output.fit import clip_strings

@@ -28,7 +28,7 @@ from typing import Any
 
 from ulid import ULID
 
-from search_engine import open_regular_file
+from infra import open_regular_file
 from server.errors import DatasetNotFoundError, StoreWriteError
 from server.output import (
     DatasetFile,

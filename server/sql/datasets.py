@@ -42,7 +42,7 @@ from typing import Any, Protocol
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from search_engine import Slots
+from infra import Slots
 from server.errors import (
     MAX_ERROR_CHARS,
     DatasetNotFoundError,

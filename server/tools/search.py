@@ -61,7 +61,7 @@ from sessions import CursorParamsMismatchError, CursorState
 PathArg = Annotated[PathText | None, Field(description="file or folder to search in")]
 IncludeGlobs = Annotated[Globs, Field(description="file globs to search, e.g. *.py")]
 ExcludeGlobs = Annotated[Globs, Field(description="file globs to skip")]
-#: What `threshold` is compared with in each ranked mode (see `search_engine.ranking.Ranker.search`).
+#: What `threshold` is compared with in each ranked mode (see `search_engine.ranking.search.Ranker.search`).
 THRESHOLD = {
     SearchMode.SEMANTIC: "min score: cosine similarity (-1..1)",
     SearchMode.HYBRID: "min score relative to the best result (1.0)",

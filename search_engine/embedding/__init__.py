@@ -1,0 +1,1 @@
+"""Turning chunks and queries into vectors: the shipped static model, and how to rebuild it."""

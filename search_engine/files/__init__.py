@@ -1,0 +1,3 @@
+"""Which files a search looks at: discovery, ignore rules, languages, paths inside the roots, and
+what a walk left out.
+"""

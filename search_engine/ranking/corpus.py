@@ -1,0 +1,312 @@
+"""Everything ranking needs about one index generation, derived once and kept warm.
+
+The index stores chunks, their vectors and the lexical index; ranking also needs to reason
+about files (results are judged by whether the right *file* comes first, and a file's chunks
+vote together), about defined symbols and about which files are named after a symbol.
+Deriving those per query would cost more than the query itself, so a `Corpus` is built once
+per index generation, from the index's columns alone (no chunk text is read), and shared by
+every search of it.
+
+It also answers which files a query *names*: `Tokenizer` names `tokenizer.py`, and an agent
+that half-remembers a file types `web_urldispatcer`, `hlpers.py` or `client/sesion`. BM25 sees
+path words but not typos, so `FileNames` compares the query with the files' paths through
+rapidfuzz (exact spellings first, near misses only when nothing is named exactly).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import overload
+
+import numpy as np
+from rapidfuzz import fuzz, process
+
+from search_engine.chunking.chunk import Chunk
+from search_engine.index.chunk_table import ChunkTable
+from search_engine.index.vectors import JoinedVectors, VectorIndex, Vectors
+from search_engine.ranking.file_words import FileWords
+from search_engine.ranking.lexical import JoinedLexical, Lexical, LexicalIndex
+from search_engine.ranking.priors import PathPriors, TreeFacts
+from search_engine.ranking.symbols import MIN_FUZZY_LEN, JoinedSymbols, SymbolIndex, Symbols, normalize
+
+# A query that could name a file or a path: one token of word characters, dots, dashes and
+# slashes, with a letter somewhere (`web_urldispatcher`, `hlpers.py`, `client/sesion`).
+_PATH_QUERY_RE = re.compile(r"^[\w.\-/]*[^\W\d][\w.\-/]*$")
+# rapidfuzz ratio (0-100) a path must reach to count as named by a near miss: one wrong letter
+# in a six-letter stem (`hlpers` ~ `helpers`, 92) or a missing word prefix (`urldispatcher` ~
+# `web_urldispatcher`, 90) pass; words that merely share letters do not.
+PATH_FUZZY_CUTOFF = 85.0
+# Near misses kept per query: a typo should lift the file it was meant for, not a family.
+PATH_FUZZY_LIMIT = 3
+# Deepest partial path compared (`pkg/sub/dir/file.py`).
+MAX_PATH_DEPTH = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    """Chunks plus the per-file and per-symbol structures derived from them.
+
+    `files` is the lexical index's file order; `file_of[i]` is chunk i's file id and
+    `file_chunks[f]` the chunk ids of file f. `file_vectors` are the normalized means of each
+    file's chunk vectors: what the file as a whole is about.
+    """
+
+    chunks: Sequence[Chunk]
+    vectors: Vectors
+    lexical: Lexical
+    symbols: Symbols
+    files: list[str]
+    file_of: np.ndarray
+    file_chunks: list[np.ndarray]
+    file_vectors: np.ndarray
+    names: FileNames
+    words: FileWords
+    _file_languages: list[str | None]
+    #: What the path priors read from the index's paths as a whole, found once.
+    tree: TreeFacts
+    _priors: dict[PathPriors, np.ndarray] = field(default_factory=dict)
+    #: A joined corpus's generation (its files first): its path priors are reused.
+    _base: Corpus | None = None
+
+    @classmethod
+    def build(cls, chunks: ChunkTable, vectors: VectorIndex, lexical: LexicalIndex) -> Corpus:
+        """From the index's columns: no chunk text is read (the symbol index comes from the
+        definitions stored at build time, file vectors were computed then too)."""
+        files = list(lexical.files)
+        if files != chunks.paths:
+            raise ValueError("the chunk table and the lexical index list different files")
+        file_of = np.asarray(chunks.file_of, dtype=np.int64)
+        order = np.argsort(file_of, kind="stable")
+        bounds = np.searchsorted(file_of[order], np.arange(len(files) + 1))
+        file_chunks = [order[bounds[f] : bounds[f + 1]] for f in range(len(files))]
+        def_chunk, def_factor, def_names = chunks.definitions()
+        def_paths = [files[f] for f in file_of[def_chunk].tolist()] if len(def_chunk) else []
+        symbols = SymbolIndex(np.asarray(def_chunk), def_paths, def_names, np.asarray(def_factor))
+        return cls(
+            chunks,
+            vectors,
+            lexical,
+            symbols,
+            files,
+            file_of,
+            file_chunks,
+            np.asarray(vectors.file_vectors, dtype=np.float32),
+            FileNames(files),
+            FileWords(files),
+            list(chunks.languages),
+            TreeFacts.of(files),
+        )
+
+    def join(self, live: LivePart) -> Corpus:
+        """This generation's corpus followed by the `live` files' (chunk and file ids after
+        this one's), ranked as one index: BM25 with both sides' statistics (`Postings.beside`),
+        the base's rescored vectors beside every live one, path priors judged against this
+        tree. A live file that is also here is hidden by the caller's mask, not removed."""
+        n_chunks, n_files = len(self.chunks), len(self.files)
+        files = self.files + live.files
+        return Corpus(
+            _JoinedChunks(self.chunks, live.chunks),
+            JoinedVectors(_as_index(self.vectors), live.vectors),
+            JoinedLexical(_as_lexical(self.lexical), live.lexical),
+            JoinedSymbols(self.symbols, SymbolIndex.build(live.chunks), n_chunks),
+            files,
+            np.concatenate([self.file_of, live.file_of + n_files]),
+            self.file_chunks + [c + n_chunks for c in live.file_chunks],
+            np.concatenate([self.file_vectors, np.asarray(live.vectors.file_vectors, dtype=np.float32)]),
+            self.names.extended(live.files),
+            self.words.extended(live.files),
+            self._file_languages + live.languages,
+            self.tree,
+            _base=self,
+        )
+
+    def warm_like(self, other: Corpus) -> None:
+        """Make now the lazily built tables `other` (the previous generation) has made: the
+        path priors variants and file-name keys its searches asked for, so the first searches
+        of this generation do not pay for them."""
+        for priors in list(other._priors):
+            self.file_priors(priors)
+        self.names.warm_like(other.names)
+
+    def files_allowed(self, allowed: np.ndarray | None) -> np.ndarray:
+        """Ids (ascending) of the files with a chunk `allowed` lets through (a boolean mask
+        over chunks; None: every file)."""
+        if allowed is None:
+            return np.arange(len(self.files))
+        return np.flatnonzero(np.bincount(self.file_of[allowed], minlength=len(self.files)))
+
+    def priors_for(self, query: str) -> np.ndarray:
+        """Each file's path-prior factor for `query` (see `search_engine.ranking.priors`)."""
+        return self.file_priors(PathPriors.for_query(query, self.tree.satellites))
+
+    def file_priors(self, priors: PathPriors) -> np.ndarray:
+        """Each file's path-prior factor under `priors` (a handful of variants exist, each
+        computed once)."""
+        factors = self._priors.get(priors)
+        if factors is None:
+            if self._base is not None:
+                n = len(self._base.files)
+                live = priors.factors(self.files[n:], self._file_languages[n:], self.tree)
+                factors = np.concatenate([self._base.file_priors(priors), np.array(live, dtype=np.float64)])
+            else:
+                factors = np.array(priors.factors(self.files, self._file_languages, self.tree))
+            self._priors[priors] = factors
+        return factors
+
+
+@dataclass(frozen=True, slots=True)
+class LivePart:
+    """The live files' side of a joined corpus (`Corpus.join`): their chunks in file order,
+    vectors, BM25 made `beside` the generation's, and per file its language and chunk ids."""
+
+    chunks: list[Chunk]
+    vectors: VectorIndex
+    lexical: LexicalIndex
+    files: list[str]
+    file_of: np.ndarray
+    file_chunks: list[np.ndarray]
+    languages: list[str | None]
+
+
+class _JoinedChunks(Sequence[Chunk]):
+    """A generation's chunks followed by the live files'."""
+
+    def __init__(self, base: Sequence[Chunk], live: Sequence[Chunk]) -> None:
+        self._base, self._live = base, live
+
+    def __len__(self) -> int:
+        return len(self._base) + len(self._live)
+
+    @overload
+    def __getitem__(self, i: int) -> Chunk: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Chunk]: ...
+    def __getitem__(self, i: int | slice) -> Chunk | Sequence[Chunk]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self._base)
+        return self._base[i] if i < n else self._live[i - n]
+
+
+def _as_index(vectors: Vectors) -> VectorIndex:
+    if not isinstance(vectors, VectorIndex):
+        raise TypeError("only a generation's corpus can be joined")
+    return vectors
+
+
+def _as_lexical(lexical: Lexical) -> LexicalIndex:
+    if not isinstance(lexical, LexicalIndex):
+        raise TypeError("only a generation's corpus can be joined")
+    return lexical
+
+
+@dataclass(frozen=True, slots=True)
+class NamedFiles:
+    """Files a query names, each with a score in (0, 1] (1.0 when spelled exactly, the rapidfuzz
+    ratio / 100 for a near miss). `explicit` when the query is unmistakably a path (it has a
+    slash or ends in an extension some file has), not an identifier that may also name a file."""
+
+    scores: dict[int, float]
+    explicit: bool
+
+
+class FileNames:
+    """Which files a path-like query names, exactly or fuzzily.
+
+    A query's last component is compared with file stems (plural-insensitive, case, `_` and `-`
+    ignored, so `Tokenizer` names `tokenizers.py`); with a slash, as many trailing directories
+    are compared too (`client/sesion` ~ `client/session.py`), and with a known extension the
+    extension must be there as well (`hlpers.py` names `helpers.py`, not `helpers.md`). The keys
+    per (depth, with extension) are built on first use and kept for the index generation.
+    """
+
+    def __init__(self, files: Sequence[str], _after: FileNames | None = None) -> None:
+        """`_after`: `extended`'s, these files' ids follow its."""
+        paths = [PurePosixPath(p) for p in files]
+        before: list[PurePosixPath] = _after._paths if _after is not None else []
+        suffixes: frozenset[str] = _after._suffixes if _after is not None else frozenset()
+        self._after = _after
+        self._paths: list[PurePosixPath] = before + paths
+        self._suffixes: frozenset[str] = suffixes | {p.suffix.lower() for p in paths if p.suffix}
+        self._keys: dict[tuple[int, bool], tuple[dict[str, list[int]], list[str]]] = {}
+
+    def warm_like(self, other: FileNames) -> None:
+        """Build the key tables `other` has built."""
+        for depth, with_suffix in list(other._keys):
+            self._keys_at(depth, with_suffix)
+
+    def extended(self, files: Sequence[str]) -> FileNames:
+        """These files followed by `files` (ids after these), without reading these again:
+        its key tables start from these (built once here, shared by every extension)."""
+        return FileNames(files, self)
+
+    def match(self, query: str) -> NamedFiles:
+        """The files `query` names; empty for anything that is not a single path-like token.
+        Near misses are looked for only when no file is named exactly, so `Tokenizer` lifts
+        `tokenizer.py` and not also `tokenize.py`."""
+        text = query.strip()
+        if not _PATH_QUERY_RE.match(text):
+            return NamedFiles({}, False)
+        parts = [p for p in text.split("/") if p not in ("", ".", "..")][-MAX_PATH_DEPTH:]
+        if not parts:
+            return NamedFiles({}, False)
+        last = PurePosixPath(parts[-1])
+        suffix = last.suffix.lower() if last.suffix.lower() in self._suffixes and last.stem else ""
+        if suffix:
+            parts[-1] = last.stem
+        explicit = "/" in text or bool(suffix)
+        by_key, keys = self._keys_at(len(parts), bool(suffix))
+        key = _path_key(parts, suffix)
+        exact = by_key.get(key)
+        if exact:
+            return NamedFiles(dict.fromkeys(exact, 1.0), explicit)
+        if len(_path_key(parts, "")) < MIN_FUZZY_LEN:
+            return NamedFiles({}, explicit)
+        scores: dict[int, float] = {}
+        for other, ratio, _ in process.extract(
+            key, keys, scorer=fuzz.ratio, score_cutoff=PATH_FUZZY_CUTOFF, limit=PATH_FUZZY_LIMIT
+        ):
+            for f in by_key[other]:
+                scores[f] = max(ratio / 100.0, scores.get(f, 0.0))
+        return NamedFiles(scores, explicit)
+
+    def _keys_at(self, depth: int, with_suffix: bool) -> tuple[dict[str, list[int]], list[str]]:
+        """Each file's key over its last `depth` components (two threads racing here build the
+        same dict; either is kept)."""
+        cached = self._keys.get((depth, with_suffix))
+        if cached is None:
+            by_key: dict[str, list[int]] = {}
+            first = 0
+            if self._after is not None:
+                by_key = dict(self._after._keys_at(depth, with_suffix)[0])  # its lists are replaced, not changed
+                first = len(self._after._paths)
+            own: set[str] = set()
+            for f in range(first, len(self._paths)):
+                key = _file_key(self._paths[f], depth, with_suffix)
+                if key not in own:  # a list of `_after` is copied before it grows
+                    by_key[key] = list(by_key.get(key, []))
+                    own.add(key)
+                by_key[key].append(f)
+            cached = self._keys[(depth, with_suffix)] = (by_key, list(by_key))
+        return cached
+
+
+def _file_key(path: PurePosixPath, depth: int, with_suffix: bool) -> str:
+    """A file's key over its last `depth` components (`_path_key`)."""
+    parts = [*path.parent.parts[-(depth - 1) :], path.stem] if depth > 1 else [path.stem]
+    return _path_key(parts, path.suffix.lower() if with_suffix else "")
+
+
+def _part_key(part: str) -> str:
+    return normalize(part).replace("-", "")
+
+
+def _path_key(parts: Sequence[str], suffix: str) -> str:
+    """Comparison key of a (partial) path: components normalized like identifiers, the stem
+    without a plural `s`, then the extension if one is compared (`web/Client_Sessions.py` ->
+    `web/clientsession.py`)."""
+    *dirs, stem = parts
+    return "/".join([*map(_part_key, dirs), _part_key(stem).rstrip("s")]) + suffix

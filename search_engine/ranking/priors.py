@@ -1,0 +1,291 @@
+"""What a file's path says about how likely it is to be the answer, before reading it.
+
+Someone asking where something is done wants the implementation: a test exercising it, a
+vendored or compatibility copy, an example, a benchmark or helper script, a package
+`__init__.py` that only re-exports it, a prose page describing it, a config or data file or a
+generated one naming it all share its words and would crowd it out. Each such kind of path
+scales a score down by a factor; none removes a result. When the query itself asks for that
+kind of file ("tests for the retry logic", "the README"), its penalty is lifted.
+
+Docs are asked for by the *kind* of document ("README", "changelog", "guide", "tutorial"), not
+by topic words: "markdown rendering" or "documentation generator" describe a feature of the
+code, and lifting the prose penalty for them let pages about the feature outrank it.
+
+A cross-platform project keeps ports beside its main implementation (libuv's `src/win/tcp.c`
+beside `src/unix/tcp.c`, Go's `file_windows.go`, `os390.c`, `aix.c`): a question that names no
+platform is about the implementation most readers mean, so files of a port rank a little below
+it, until the query names a platform.
+
+A `v1/` folder whose files also stand one level up (`pydantic/v1/fields.py` beside
+`pydantic/fields.py`) is the first version of an API kept for compatibility, a shim like
+`compat/`, unless the query says "v1". Only `v1`: Go puts a new major version in `v2/` beside
+the old root, so a higher number may well be the current code.
+
+A project whose root is itself a package (a manifest and a `lib/` or `src/` at the top) may
+carry sibling packages in top-level folders with a manifest and a `lib/` or `src/` of their
+own: a contrib collection, a plugin, an installer (sinatra's `rack-protection/` and
+`sinatra-contrib/`, phoenix's `installer/`). They share the project's vocabulary, and a
+question about the project is about its root package, so they are scaled down too, unless the
+query names one (every word of its folder name: "rack protection"). A workspace whose root is
+no package (tokio, serde, a `packages/*` monorepo) has no such centre, and nothing is scaled.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import PurePosixPath
+
+from search_engine.files.languages import FileKind, file_kind
+
+_TEST_PATH_RE = re.compile(
+    r"(?:^|/)(?:tests?|__tests__|spec|specs|testing)(?:/|$)"
+    r"|(?:^|/)(?:test_[^/]*|[^/]*_test|[^/]*_spec|[^/]*\.(?:test|spec)|conftest)\.\w+$"
+    r"|(?:^|/)[^/]*(?:Tests?|Spec)\.(?:java|kt|cs|swift|scala|php)$"
+)
+_SHIM_DIR_RE = re.compile(r"(?:^|/)(?:_?compat|legacy|deprecated|_?vendor(?:ed)?|third_party)(?:/|$)")
+_EXAMPLE_DIR_RE = re.compile(r"(?:^|/)(?:_?examples?|samples?|demos?|docs_src)(?:/|$)")
+# Code under a docs folder (`docs/code/tcp-echo-server/main.c`) is a sample, like an example.
+_DOCS_DIR_RE = re.compile(r"(?:^|/)(?:docs?|documentation|www)(?:/|$)")
+_TOOLING_DIR_RE = re.compile(r"(?:^|/)(?:bench|benches|benchmarks?|scripts?|perf)(?:/|$)")
+# Build scripts and package manifests written in a code language (`Rakefile`, `setup.py`,
+# `build.gradle`, `vite.config.ts`): they name every part of the project and implement none.
+_BUILD_FILE_RE = re.compile(
+    r"(?:^|/)(?:rakefile|gemfile|[^/]*\.gemspec|mix\.exs|build\.gradle(?:\.kts)?|settings\.gradle(?:\.kts)?"
+    r"|(?:gulp|grunt|jake)file\.\w+|setup\.py|noxfile\.py|build\.rs|[^/]*\.config\.(?:js|cjs|mjs|ts|cts|mts))$",
+    re.IGNORECASE,
+)
+# Platforms a port is for, and a folder or file name part naming one: `win/`, `win32.c`,
+# `fs_windows.go`, `os390.c`.
+_PLATFORMS = "win|win32|win64|windows|os390|zos|aix|sunos|solaris|ibmi|cygwin|haiku|qnx|hurd|plan9|illumos"
+_PLATFORM_RE = re.compile(rf"(?:^|/|[_.-])(?:{_PLATFORMS})(?:/|[_.-][^/]*$)", re.IGNORECASE)
+_REEXPORT_NAMES = frozenset({"__init__.py", "package-info.java", "mod.ts", "index.ts", "index.js"})
+
+_ASKS_FOR_TESTS_RE = re.compile(r"\b(?:tests?|testing|specs?|fixtures?|conftest)\b", re.IGNORECASE)
+# A query naming a file by a docs or config extension (`util/helpers.md`, `ci.yml`) asks for that
+# kind of file as plainly as one saying "README".
+_ASKS_FOR_DOCS_RE = re.compile(
+    r"\b(?:readme|changelog|change\s+log|release\s+notes|guides?|tutorials?|faq|cheat\s*sheet|licen[cs]e)\b"
+    r"|\.(?:md|mdx|markdown|rst|adoc|txt)\b",
+    re.IGNORECASE,
+)
+_ASKS_FOR_EXAMPLES_RE = re.compile(r"\b(?:examples?|samples?|demos?|usage)\b", re.IGNORECASE)
+_ASKS_FOR_TOOLING_RE = re.compile(
+    r"\b(?:bench(?:mark)?s?|benchmarking|scripts?|perf|performance|rake|gradle|gemspec|build\s+(?:scripts?|files?|tasks?))\b",
+    re.IGNORECASE,
+)
+_ASKS_FOR_DECLARATIONS_RE = re.compile(r"\b(?:headers?|declarations?|declared|prototypes?)\b", re.IGNORECASE)
+_ASKS_FOR_PLATFORM_RE = re.compile(rf"\b(?:{_PLATFORMS}|z/os|platforms?)\b", re.IGNORECASE)
+_ASKS_FOR_FIRST_VERSION_RE = re.compile(r"\bv1\b", re.IGNORECASE)
+_ASKS_FOR_TEMPLATES_RE = re.compile(r"\btemplates?\b", re.IGNORECASE)
+_ASKS_FOR_CONFIG_RE = re.compile(
+    r"\b(?:config(?:uration)?|settings|manifest|dependenc(?:y|ies)|ci|workflow)\b|\.(?:json|ya?ml|toml|ini|cfg)\b",
+    re.IGNORECASE,
+)
+
+TEST_FACTOR = 0.3
+SHIM_FACTOR = 0.3
+EXAMPLE_FACTOR = 0.3
+TOOLING_FACTOR = 0.3
+REEXPORT_FACTOR = 0.5
+PROSE_FACTOR = 0.3
+CONFIG_FACTOR = 0.3
+DATA_FACTOR = 0.3
+GENERATED_FACTOR = 0.2
+TEMPLATE_FACTOR = 0.5
+DECLARATION_FACTOR = 0.5
+PLATFORM_FACTOR = 0.7
+SATELLITE_FACTOR = 0.5
+# A C/C++ header next to its own implementation (`src/idna.h` beside `src/idna.c`) declares
+# what the source file does: the source is the answer. A header with no such sibling (a
+# header-only library's `include/fmt/format.h`, a public `include/uv.h`) keeps full weight.
+_HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx")
+_SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".m", ".mm")
+# What makes a folder a package of its own (see the module doc): a manifest beside a source folder.
+_MANIFEST_RE = re.compile(
+    r"^(?:[^/]*\.gemspec|mix\.exs|package\.json|Cargo\.toml|pom\.xml|pyproject\.toml|setup\.py|go\.mod"
+    r"|build\.gradle(?:\.kts)?|composer\.json|[^/]*\.cabal|Package\.swift)$"
+)
+_SOURCE_DIRS = frozenset({"lib", "src"})
+_V1_RE = re.compile(r"^(?P<parent>(?:.*/)?)v1/(?P<rest>.+)$")
+# A `v1/` folder counts as a kept first version once this many of its files have a twin above.
+_MIN_V1_TWINS = 3
+_WORD_RE = re.compile(r"[a-z0-9]+")
+
+
+# What a query says to ask for a kind of file, lifting that kind's penalty.
+_ASKS_FOR = (
+    ("test", _ASKS_FOR_TESTS_RE),
+    ("prose", _ASKS_FOR_DOCS_RE),
+    ("example", _ASKS_FOR_EXAMPLES_RE),
+    ("tooling", _ASKS_FOR_TOOLING_RE),
+    ("config", _ASKS_FOR_CONFIG_RE),
+    ("template", _ASKS_FOR_TEMPLATES_RE),
+    ("declaration", _ASKS_FOR_DECLARATIONS_RE),
+    ("platform", _ASKS_FOR_PLATFORM_RE),
+    ("first_version", _ASKS_FOR_FIRST_VERSION_RE),
+)
+# Each kind of path and its factor; a kind no query can ask for (data, generated, shims and
+# re-exports, satellites unless named) is never lifted.
+_PENALTIES = {
+    "test": TEST_FACTOR,
+    "prose": PROSE_FACTOR,
+    "example": EXAMPLE_FACTOR,
+    "tooling": TOOLING_FACTOR,
+    "config": CONFIG_FACTOR,
+    "template": TEMPLATE_FACTOR,
+    "data": DATA_FACTOR,
+    "generated": GENERATED_FACTOR,
+    "shim": SHIM_FACTOR,
+    "reexport": REEXPORT_FACTOR,
+    "declaration": DECLARATION_FACTOR,
+    "platform": PLATFORM_FACTOR,
+    "satellite": SATELLITE_FACTOR,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PathPriors:
+    """The penalties that apply to one query: `lifted` are the kinds of file it asks for
+    (`_ASKS_FOR`), `named_satellites` the satellite packages (see the module doc) it names."""
+
+    lifted: frozenset[str] = frozenset()
+    named_satellites: frozenset[str] = frozenset()
+
+    @classmethod
+    def for_query(cls, query: str, satellites: Mapping[str, frozenset[str]] | None = None) -> PathPriors:
+        """The priors of `query` over an index whose satellite packages are `satellites` (folder
+        -> the words of its name, from `satellite_packages`)."""
+        words = set(_WORD_RE.findall(query.lower()))
+        return cls(
+            lifted=frozenset(kind for kind, asks in _ASKS_FOR if asks.search(query)),
+            named_satellites=frozenset(f for f, name in (satellites or {}).items() if name <= words),
+        )
+
+    def factors(
+        self, paths: Sequence[str], languages: Sequence[str | None], tree: TreeFacts | None = None
+    ) -> list[float]:
+        """`factor` of every file of one index, which also knows each file's siblings (`tree`,
+        found from `paths` when not given)."""
+        tree = TreeFacts.of(paths) if tree is None else tree
+        scaled = set(tree.satellites) - self.named_satellites
+        kept = () if "first_version" in self.lifted else tree.kept_versions
+        return [
+            self.factor(
+                p, lang, p in tree.implemented, p.split("/", 1)[0] in scaled, p.startswith(kept) if kept else False
+            )
+            for p, lang in zip(paths, languages, strict=True)
+        ]
+
+    def factor(
+        self,
+        path: str,
+        language: str | None,
+        implemented: bool = False,
+        satellite: bool = False,
+        kept_version: bool = False,
+    ) -> float:
+        """The factor of one file; `implemented` says it is a header whose source file sits
+        beside it (see `implemented_headers`), `satellite` that it lies in a satellite package
+        the query does not name (see `satellite_packages`), `kept_version` in a kept first
+        version (`kept_first_versions`), which is scaled as a shim."""
+        kinds = _path_kinds(path, language) | ({"declaration"} if implemented else set())
+        kinds |= {"satellite"} if satellite else set()
+        kinds |= {"shim"} if kept_version else set()
+        # In the table's order, so the product is the same float in every process.
+        return math.prod(f for kind, f in _PENALTIES.items() if kind in kinds and kind not in self.lifted)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeFacts:
+    """What the priors read from an index's paths as a whole, the same for every query: the
+    headers with a source file beside them (`implemented_headers`), the kept first versions
+    (`kept_first_versions`) and the satellite packages (`satellite_packages`). Found once per
+    index, not once per variant of the priors."""
+
+    implemented: frozenset[str]
+    kept_versions: tuple[str, ...]
+    satellites: Mapping[str, frozenset[str]]
+
+    @classmethod
+    def of(cls, paths: Sequence[str]) -> TreeFacts:
+        return cls(
+            frozenset(implemented_headers(paths)),
+            tuple(sorted(kept_first_versions(paths))),
+            satellite_packages(paths),
+        )
+
+
+def implemented_headers(paths: Sequence[str]) -> set[str]:
+    """The headers among `paths` with a source file of the same name in the same folder."""
+    present = set(paths)
+    headers = set()
+    for path in paths:
+        root, suffix = posixpath.splitext(path)
+        if suffix.lower() in _HEADER_SUFFIXES and any(root + s in present for s in _SOURCE_SUFFIXES):
+            headers.add(path)
+    return headers
+
+
+def kept_first_versions(paths: Sequence[str]) -> set[str]:
+    """The `.../v1/` folders (with their slash) among `paths` that keep a first version of the
+    files one level up (see the module doc)."""
+    present = set(paths)
+    twins: dict[str, int] = {}
+    for path in paths:
+        m = _V1_RE.match(path)
+        if m and m["parent"] + m["rest"] in present:
+            folder = m["parent"] + "v1/"
+            twins[folder] = twins.get(folder, 0) + 1
+    return {folder for folder, n in twins.items() if n >= _MIN_V1_TWINS}
+
+
+def satellite_packages(paths: Sequence[str]) -> dict[str, frozenset[str]]:
+    """The top-level folders among `paths` that are packages beside a root package (see the
+    module doc), each with the words of its name; none when the root is no package."""
+    top = [p for p in paths if "/" not in p]
+    if not any(map(_MANIFEST_RE.match, top)) or not any(p.split("/", 1)[0] in _SOURCE_DIRS for p in paths):
+        return {}
+    manifests, sources = set(), set()
+    for path in paths:
+        parts = path.split("/", 2)
+        if len(parts) == 2 and _MANIFEST_RE.match(parts[1]):
+            manifests.add(parts[0])
+        elif len(parts) == 3 and parts[1] in _SOURCE_DIRS:
+            sources.add(parts[0])
+    return {folder: frozenset(_WORD_RE.findall(folder.lower())) for folder in sorted(manifests & sources)}
+
+
+@lru_cache(maxsize=65536)
+def _path_kinds(path: str, language: str | None) -> frozenset[str]:
+    kinds = set()
+    if _TEST_PATH_RE.search(path):
+        kinds.add("test")
+    if _EXAMPLE_DIR_RE.search(path):
+        kinds.add("example")
+    if _TOOLING_DIR_RE.search(path) or _BUILD_FILE_RE.search(path):
+        kinds.add("tooling")
+    if _PLATFORM_RE.search(path):
+        kinds.add("platform")
+    if PurePosixPath(path).name in _REEXPORT_NAMES:
+        kinds.add("reexport")
+    kind = file_kind(path, language)
+    if _SHIM_DIR_RE.search(path) or kind is FileKind.VENDORED:
+        kinds.add("shim")
+    if kind is FileKind.CODE and _DOCS_DIR_RE.search(path):
+        kinds.add("example")
+    kinds.add(_KIND_NAMES.get(kind, "code"))
+    return frozenset(kinds)
+
+
+_KIND_NAMES = {
+    FileKind.DOCS: "prose",
+    FileKind.CONFIG: "config",
+    FileKind.DATA: "data",
+    FileKind.GENERATED: "generated",
+    FileKind.TEMPLATE: "template",
+}

@@ -1,0 +1,1 @@
+"""Regex search: finding and running ripgrep, and reading its JSON event stream."""
