@@ -30,6 +30,7 @@ from search_engine.index.vectors import JoinedVectors, VectorIndex, Vectors
 from search_engine.ranking.file_words import FileWords
 from search_engine.ranking.lexical import JoinedLexical, Lexical, LexicalIndex
 from search_engine.ranking.priors import PathPriors, TreeFacts
+from search_engine.ranking.rules import ALL_ON, RankingRules
 from search_engine.ranking.symbols import MIN_FUZZY_LEN, JoinedSymbols, SymbolIndex, Symbols, normalize
 
 # A query that could name a file or a path: one token of word characters, dots, dashes and
@@ -138,9 +139,9 @@ class Corpus:
             return np.arange(len(self.files))
         return np.flatnonzero(np.bincount(self.file_of[allowed], minlength=len(self.files)))
 
-    def priors_for(self, query: str) -> np.ndarray:
-        """Each file's path-prior factor for `query` (see `search_engine.ranking.priors`)."""
-        return self.file_priors(PathPriors.for_query(query, self.tree.satellites))
+    def priors_for(self, query: str, rules: RankingRules = ALL_ON) -> np.ndarray:
+        """Each file's path-prior factor for `query` under `rules` (see `search_engine.ranking.priors`)."""
+        return self.file_priors(PathPriors.for_query(query, self.tree.satellites, rules))
 
     def file_priors(self, priors: PathPriors) -> np.ndarray:
         """Each file's path-prior factor under `priors` (a handful of variants exist, each

@@ -83,10 +83,13 @@ def saturated(files: np.ndarray, scores: np.ndarray) -> np.ndarray:
     return decayed
 
 
-def diversify(file_of: np.ndarray, candidates: np.ndarray, scores: np.ndarray, top_k: int) -> list[tuple[float, int]]:
+def diversify(
+    file_of: np.ndarray, candidates: np.ndarray, scores: np.ndarray, top_k: int, spread: bool = True
+) -> list[tuple[float, int]]:
     """Greedy top-k of `candidates` (chunk ids) by `scores` (indexed by chunk id) with per-file
     saturation: a file's n-th chosen chunk counts SATURATION**n (a negative score is pushed
-    down by the same fraction). Returns (decayed score, chunk) best first.
+    down by the same fraction; `spread` False: no decay, the ranking rule switched off).
+    Returns (decayed score, chunk) best first.
 
     Candidates are visited best first; once k are held and the next raw score cannot beat the
     weakest of the best k held even undecayed, nothing later can either. That weakest is the
@@ -98,13 +101,14 @@ def diversify(file_of: np.ndarray, candidates: np.ndarray, scores: np.ndarray, t
     held: list[tuple[float, int]] = []
     best_k: list[float] = []  # min-heap of the k best decayed scores held so far
     per_file: dict[int, int] = {}
+    saturation = SATURATION if spread else 1.0
     for i in order.tolist():
         raw = float(scores[i])
         if len(best_k) == top_k and raw <= best_k[0]:
             break
         f = int(file_of[i])
         seen = per_file.get(f, 0)
-        decay = SATURATION**seen
+        decay = saturation**seen
         score = raw * decay if raw >= 0 else raw * (2.0 - decay)
         held.append((score, i))
         per_file[f] = seen + 1

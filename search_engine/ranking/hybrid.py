@@ -43,6 +43,7 @@ import numpy as np
 from search_engine.index.vectors import Nearest
 from search_engine.ranking.corpus import Corpus
 from search_engine.ranking.hits import COHERENCE_WEIGHT, Hit, coherence, diversify
+from search_engine.ranking.rules import ALL_ON, RankingRules
 from search_engine.ranking.semantic import similarity
 from search_engine.ranking.symbols import query_identifiers
 
@@ -81,9 +82,9 @@ PATH_WEIGHT_EXPLICIT = SYMBOL_WEIGHT_WHOLE
 PATH_WORDS_WEIGHT = 0.5
 
 
-def candidate_count(allowed: int, share: float, most: int = MAX_CANDIDATES) -> int:
+def candidate_count(allowed: int, share: float, most: int = MAX_CANDIDATES, rules: RankingRules = ALL_ON) -> int:
     """How many of `allowed` items a ranked list keeps before fusing (see `CANDIDATE_SHARE`)."""
-    return max(CANDIDATES, min(most, int(share * allowed)))
+    return max(CANDIDATES, min(most, int(share * allowed))) if rules.candidate_share else CANDIDATES
 
 
 def reciprocal_ranks(values: np.ndarray, candidates: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -106,6 +107,7 @@ def hybrid_search(
     query_vector: np.ndarray,
     allowed: np.ndarray | None,
     top_k: int,
+    rules: RankingRules = ALL_ON,
 ) -> tuple[list[Hit], float | None]:
     """The `top_k` best chunks for a query among those `allowed` (a boolean mask over the
     corpus, None for every chunk: path filters are applied before ranking, never to its
@@ -115,23 +117,26 @@ def hybrid_search(
     Only candidates are scored: the chunks some query term occurs in, the rescored nearest
     vectors, the defining chunks and the chunks of the scored files. `fused` is indexed by
     chunk id but only ever read at `candidates`, so a query's cost follows those, not the
-    size of the index."""
+    size of the index. `rules`: which ranking rules are on (`search_engine.ranking.rules`)."""
     if allowed is not None and not allowed.any():
         return [], None
     identifiers = query_identifiers(query)
-    alpha = ALPHA_SYMBOL if identifiers.whole else ALPHA_NATURAL
+    alpha = ALPHA_SYMBOL if identifiers.whole and rules.identifier_alpha else ALPHA_NATURAL
     n_allowed = len(corpus.chunks) if allowed is None else int(np.count_nonzero(allowed))
-    n_cand = max(candidate_count(n_allowed, CANDIDATE_SHARE), 2 * top_k)
+    n_cand = max(candidate_count(n_allowed, CANDIDATE_SHARE, rules=rules), 2 * top_k)
     fused = np.zeros(len(corpus.chunks))  # zero pages are only materialized where written
     ranks: dict[int, dict[str, int]] = {}
-    priors = corpus.priors_for(query)
+    priors = corpus.priors_for(query, rules)
     file_similarity = corpus.file_vectors @ query_vector
 
     semantic = corpus.vectors.nearest(query_vector, allowed, n_cand)
     best_cosine = float(semantic.cosines.max()) if len(semantic.cosines) else None
     lexical_ids, lexical_scores = corpus.lexical.matching(terms, allowed)
     # Similarities are shifted to be positive so `reciprocal_ranks` keeps every candidate.
-    sims = similarity(semantic.cosines, corpus.file_of[semantic.ids], file_similarity, priors)
+    blend = rules.hybrid_semantic_blend
+    sims = similarity(
+        semantic.cosines, corpus.file_of[semantic.ids], file_similarity if blend else None, priors if blend else None
+    )
     listed = []
     for name, ids, values, weight in (
         ("lexical", lexical_ids, lexical_scores, 1.0 - alpha),
@@ -145,7 +150,8 @@ def hybrid_search(
     candidates = np.unique(np.concatenate(listed))
     unit = fused[candidates].max() if len(candidates) else 1.0 / (RRF_K + 1)
 
-    symbol_hits = [(i, s) for i, s in corpus.symbols.match(query).items() if allowed is None or allowed[i]]
+    matched = corpus.symbols.match(query, rules) if rules.symbol_definitions else {}
+    symbol_hits = [(i, s) for i, s in matched.items() if allowed is None or allowed[i]]
     symbol_weight = SYMBOL_WEIGHT_WHOLE if identifiers.whole else SYMBOL_WEIGHT_EMBEDDED
     for r, (i, s) in enumerate(sorted(symbol_hits, key=lambda h: (-h[1], h[0])), 1):
         fused[i] += symbol_weight * s * unit
@@ -155,12 +161,12 @@ def hybrid_search(
     )
 
     credited = _add_file_signals(
-        corpus, query, terms, file_similarity, alpha, allowed, candidates, fused, ranks, semantic, unit
+        corpus, query, terms, file_similarity, alpha, allowed, candidates, fused, ranks, semantic, unit, rules
     )
 
     candidates = np.union1d(candidates, credited)
     fused[candidates] *= priors[corpus.file_of[candidates]]
-    return _select(corpus, candidates, fused, ranks, top_k), best_cosine
+    return _select(corpus, candidates, fused, ranks, top_k, rules), best_cosine
 
 
 def _add_file_signals(
@@ -175,6 +181,7 @@ def _add_file_signals(
     ranks: dict[int, dict[str, int]],
     semantic: Nearest,
     unit: float,
+    rules: RankingRules,
 ) -> np.ndarray:
     """Score files as wholes and credit each file's score, and its ranks, to its best allowed
     chunk (`candidates`: the chunks scored so far, ascending; `file_similarity`: each file's
@@ -191,17 +198,19 @@ def _add_file_signals(
         for f, r in zip(files.tolist(), tied_ranks.tolist(), strict=True):
             file_ranks.setdefault(f, {})[name] = r
 
-    for name, values, weight in (
-        ("file_lexical", corpus.lexical.file_scores(terms), FILE_LEXICAL_WEIGHT * (1.0 - alpha)),
-        ("file_semantic", file_similarity + 2.0, FILE_SEMANTIC_WEIGHT * alpha),
+    for name, on, values, weight in (
+        ("file_lexical", rules.file_lexical, corpus.lexical.file_scores(terms), FILE_LEXICAL_WEIGHT * (1.0 - alpha)),
+        ("file_semantic", rules.file_semantic, file_similarity + 2.0, FILE_SEMANTIC_WEIGHT * alpha),
     ):
-        n_files = candidate_count(len(files_allowed), FILE_CANDIDATE_SHARE, MAX_FILE_CANDIDATES)
+        if not on:
+            continue
+        n_files = candidate_count(len(files_allowed), FILE_CANDIDATE_SHARE, MAX_FILE_CANDIDATES, rules)
         order, contrib = reciprocal_ranks(values[files_allowed], files_allowed, n_files)
         add(name, order, weight * contrib)
     named = corpus.names.match(query)
     path_weight = PATH_WEIGHT_EXPLICIT if named.explicit else FILE_NAMED_WEIGHT
-    by_name = named.scores
-    if not by_name:  # no file named outright: the files whose path words the query uses
+    by_name = named.scores if rules.named_files else {}
+    if not by_name and rules.path_words:  # no file named outright: the files whose path words the query uses
         by_name, path_weight = corpus.words.match(query), PATH_WORDS_WEIGHT
     if by_name:
         named_ids = np.fromiter(by_name, dtype=np.int64, count=len(by_name))
@@ -211,7 +220,7 @@ def _add_file_signals(
         best_first = np.lexsort((named_ids, -closeness))
         add("path", named_ids[best_first], path_weight * unit * closeness[best_first])
     coherent, strength = coherence(corpus.file_of[candidates], fused[candidates])
-    if len(coherent):
+    if len(coherent) and rules.hybrid_coherence:
         add("coherence", coherent, COHERENCE_WEIGHT * unit * strength)
     scored = np.flatnonzero(file_score)
     if len(scored) == 0:
@@ -234,9 +243,14 @@ def _add_file_signals(
 
 
 def _select(
-    corpus: Corpus, candidates: np.ndarray, fused: np.ndarray, ranks: dict[int, dict[str, int]], top_k: int
+    corpus: Corpus,
+    candidates: np.ndarray,
+    fused: np.ndarray,
+    ranks: dict[int, dict[str, int]],
+    top_k: int,
+    rules: RankingRules,
 ) -> list[Hit]:
     """The top k, diversified across files, with their fused scores (`ranking.ranked_result`
     makes them relative to the best of every root searched)."""
-    held = diversify(corpus.file_of, candidates, fused, top_k)
+    held = diversify(corpus.file_of, candidates, fused, top_k, rules.diversify)
     return [Hit(i, s, ranks.get(i, {})) for s, i in held]

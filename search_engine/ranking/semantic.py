@@ -35,6 +35,7 @@ import numpy as np
 
 from search_engine.index.vectors import Vectors
 from search_engine.ranking.hits import COHERENCE_WEIGHT, Hit, by_file_best_first, coherence, diversify, saturated
+from search_engine.ranking.rules import ALL_ON, RankingRules
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
 FILE_WEIGHT = 0.3
@@ -69,6 +70,7 @@ def semantic_search(
     file_of: np.ndarray,
     file_similarity: np.ndarray | None = None,
     priors: np.ndarray | None = None,
+    rules: RankingRules = ALL_ON,
 ) -> tuple[list[Hit], float | None]:
     """The `top_k` chunks most similar to the query among those `allowed` (boolean mask, None
     for every chunk; path filters apply before top-k), diversified across files, dropping any scoring below `threshold`
@@ -77,7 +79,8 @@ def semantic_search(
     `file_similarity` (each file's cosine with the query) and
     `priors` (each file's path factor in (0, 1]), when given, are per file: only the candidates'
     files are read, so a query costs no array as long as the index. Ties go to the earlier
-    chunk, so results are deterministic for a given index."""
+    chunk, so results are deterministic for a given index. `rules`: which ranking rules are on
+    (`search_engine.ranking.rules`)."""
     if top_k <= 0:
         return [], None
     n = max(SELECTION_POOL, 4 * top_k)
@@ -87,27 +90,31 @@ def semantic_search(
         return [], None
     best_cosine = float(sims[0])
     files = file_of[ids]
-    sims = similarity(sims, files, file_similarity, priors)
-    _add_coherence(files, sims, n)
+    sims = similarity(
+        sims, files, file_similarity if rules.file_similarity else None, priors if rules.semantic_priors else None
+    )
+    _add_coherence(files, sims, n, rules.semantic_coherence)
     # The best n by the score the per-file selection will give them are enough to fill top_k
     # across files (by raw score, a few long files could fill all n); diversify over those.
-    top = np.argpartition(-saturated(files, sims), n - 1)[:n] if n < len(ids) else np.arange(len(ids))
+    cut_by = saturated(files, sims) if rules.saturated_cut else sims
+    top = np.argpartition(-cut_by, n - 1)[:n] if n < len(ids) else np.arange(len(ids))
     top = top[np.lexsort((ids[top], -sims[top]))]
     scores = np.zeros(len(file_of), dtype=np.float64)
     scores[ids[top]] = sims[top]
-    held = diversify(file_of, ids[top], scores, top_k)
+    held = diversify(file_of, ids[top], scores, top_k, rules.diversify)
     if threshold is not None:
         held = [(s, i) for s, i in held if s >= threshold]
     return [Hit(i, s, {"semantic": r}) for r, (s, i) in enumerate(held, 1)], best_cosine
 
 
-def _add_coherence(files: np.ndarray, sims: np.ndarray, n: int) -> None:
+def _add_coherence(files: np.ndarray, sims: np.ndarray, n: int, on: bool = True) -> None:
     """Raise the best chunk of each file whose chunks, among the `n` most similar, match as a
     group (`hits.coherence`) by up to COHERENCE_WEIGHT times the best similarity, then scale
     every similarity by 1 / (1 + COHERENCE_WEIGHT) so scores stay in [-1, 1] (in place;
-    `files` and `sims` aligned, one row per rescored chunk)."""
+    `files` and `sims` aligned, one row per rescored chunk; `on` False: the scaling alone, the
+    ranking rule switched off)."""
     best = float(sims.max())
-    if best > 0:
+    if best > 0 and on:
         pool = np.argpartition(-sims, n - 1)[:n] if n < len(sims) else np.arange(len(sims))
         coherent, strength = coherence(files[pool], sims[pool])
         by_file = by_file_best_first(files, sims)
