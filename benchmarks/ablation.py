@@ -33,6 +33,7 @@ import importlib.util
 import os
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -190,7 +191,11 @@ def run(args: argparse.Namespace) -> Report:
         for repo in bench.repos:
             indexer.indexes.update(bench.corpora / repo)
     base = measure(RankingRules(), sets, args.cache)
-    results = {name: verdicts(base, measure(RankingRules().without(name), sets, args.cache)) for name in names}
+    results = {}
+    for n, name in enumerate(names, 1):
+        started = time.perf_counter()
+        results[name] = verdicts(base, measure(RankingRules().without(name), sets, args.cache))
+        print(f"[{n}/{len(names)}] {name} off: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     repos = [repo for bench in sets for repo in bench.repos]
     overall = {mode: statistics.fmean(per_repo(base[mode]).values()) for mode in MODES}
     kept = [n for n, v in results.items() if decision(v) == "keep"]

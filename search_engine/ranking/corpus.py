@@ -16,7 +16,7 @@ rapidfuzz (exact spellings first, near misses only when nothing is named exactly
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import overload
@@ -25,8 +25,9 @@ import numpy as np
 from rapidfuzz import fuzz, process
 
 from search_engine.chunking.chunk import Chunk
-from search_engine.index.chunk_table import ChunkTable
+from search_engine.index.chunk_table import ChunkTable, take
 from search_engine.index.vectors import JoinedVectors, VectorIndex, Vectors
+from search_engine.ranking.code_tokens import query_terms
 from search_engine.ranking.file_words import FileWords
 from search_engine.ranking.lexical import JoinedLexical, Lexical, LexicalIndex
 from search_engine.ranking.priors import PathPriors, TreeFacts
@@ -44,6 +45,16 @@ PATH_FUZZY_CUTOFF = 85.0
 PATH_FUZZY_LIMIT = 3
 # Deepest partial path compared (`pkg/sub/dir/file.py`).
 MAX_PATH_DEPTH = 4
+# The share of a codebase's plain code files that must use a word for it to name things there
+# (`Corpus.names_things`).
+CODEBASE_WORD_SHARE = 0.1
+
+
+def _text_of(chunks: Sequence[Chunk], file_chunks: list[np.ndarray], files: list[str]) -> Callable[[str], str]:
+    """A file's text as its chunks hold it, for the few files the path priors read
+    (`TreeFacts.of`: the headers beside their source files, and those sources)."""
+    ids = {path: f for f, path in enumerate(files)}
+    return lambda path: "\n".join(c.content for c in take(chunks, file_chunks[ids[path]].tolist()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +80,7 @@ class Corpus:
     #: What the path priors read from the index's paths as a whole, found once.
     tree: TreeFacts
     _priors: dict[PathPriors, np.ndarray] = field(default_factory=dict)
+    _names_things: dict[str, bool] = field(default_factory=dict)
     #: A joined corpus's generation (its files first): its path priors are reused.
     _base: Corpus | None = None
 
@@ -86,6 +98,7 @@ class Corpus:
         def_chunk, def_factor, def_names = chunks.definitions()
         def_paths = [files[f] for f in file_of[def_chunk].tolist()] if len(def_chunk) else []
         symbols = SymbolIndex(np.asarray(def_chunk), def_paths, def_names, np.asarray(def_factor))
+        languages = list(chunks.languages)
         return cls(
             chunks,
             vectors,
@@ -97,8 +110,8 @@ class Corpus:
             np.asarray(vectors.file_vectors, dtype=np.float32),
             FileNames(files),
             FileWords(files),
-            list(chunks.languages),
-            TreeFacts.of(files),
+            languages,
+            TreeFacts.of(files, languages, _text_of(chunks, file_chunks, files)),
         )
 
     def join(self, live: LivePart) -> Corpus:
@@ -141,7 +154,24 @@ class Corpus:
 
     def priors_for(self, query: str, rules: RankingRules = ALL_ON) -> np.ndarray:
         """Each file's path-prior factor for `query` under `rules` (see `search_engine.ranking.priors`)."""
-        return self.file_priors(PathPriors.for_query(query, self.tree.satellites, rules))
+        return self.file_priors(PathPriors.for_query(query, self.tree.satellites, rules, self.names_things))
+
+    def names_things(self, word: str) -> bool:
+        """Whether `word` names things in this codebase: at least `CODEBASE_WORD_SHARE` of
+        its plain code files (those no path prior scales down: not tests, docs, examples,
+        config, ...) use it, in their identifiers, text or paths (BM25's documents, so stemmed:
+        "testing" is `test`). In a test runner "test" is the domain, in a spec validator
+        "spec", and a query saying it asks about that code, not for test files; elsewhere
+        code seldom says "test", and the word asks for tests. Found once per word."""
+        known = self._names_things.get(word)
+        if known is None:
+            terms = query_terms(word, abbreviate=False)
+            plain = self.file_priors(PathPriors()) == 1.0
+            used = self.lexical.file_scores(terms) > 0 if terms else np.zeros(len(self.files), dtype=bool)
+            n_plain = int(np.count_nonzero(plain))
+            known = bool(n_plain) and int(np.count_nonzero(used & plain)) >= CODEBASE_WORD_SHARE * n_plain
+            self._names_things[word] = known
+        return known
 
     def file_priors(self, priors: PathPriors) -> np.ndarray:
         """Each file's path-prior factor under `priors` (a handful of variants exist, each

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
@@ -171,6 +171,8 @@ def _off(rules: RankingRules) -> frozenset[str]:
         ("platform", rules.platform_ports),
         ("satellite", rules.satellites),
         ("kept_version", rules.first_versions),
+        ("documented_header", rules.documented_headers),
+        ("docs_content", rules.docs_by_content),
     )
     return frozenset(kind for kind, on in switches if not on)
 
@@ -187,14 +189,25 @@ class PathPriors:
 
     @classmethod
     def for_query(
-        cls, query: str, satellites: Mapping[str, frozenset[str]] | None = None, rules: RankingRules = ALL_ON
+        cls,
+        query: str,
+        satellites: Mapping[str, frozenset[str]] | None = None,
+        rules: RankingRules = ALL_ON,
+        names_things: Callable[[str], bool] | None = None,
     ) -> PathPriors:
         """The priors of `query` over an index whose satellite packages are `satellites` (folder
-        -> the words of its name, from `satellite_packages`), under `rules`."""
+        -> the words of its name, from `satellite_packages`), under `rules`. `names_things`
+        says whether a word names things in this codebase (`Corpus.names_things`): such a
+        word asks for no kind of file ("spec" in a spec validator, "test" in a test runner)."""
         words = set(_WORD_RE.findall(query.lower()))
         asks = _ASKS_FOR if rules.query_lifts else ()
+        domain = names_things if rules.codebase_words else None
+
+        def asked(pattern: re.Pattern[str]) -> bool:
+            return any(domain is None or not domain(m.group()) for m in pattern.finditer(query))
+
         return cls(
-            lifted=frozenset(kind for kind, pattern in asks if pattern.search(query)),
+            lifted=frozenset(kind for kind, pattern in asks if asked(pattern)),
             named_satellites=frozenset(f for f, name in (satellites or {}).items() if name <= words),
             off=_off(rules),
         )
@@ -204,12 +217,19 @@ class PathPriors:
     ) -> list[float]:
         """`factor` of every file of one index, which also knows each file's siblings (`tree`,
         found from `paths` when not given)."""
-        tree = TreeFacts.of(paths) if tree is None else tree
+        tree = TreeFacts.of(paths, languages) if tree is None else tree
         scaled = set(tree.satellites) - self.named_satellites
         kept = () if "first_version" in self.lifted else tree.kept_versions
+        implemented = tree.implemented if "documented_header" in self.off else tree.implemented - tree.documented
+        source = () if "docs_content" in self.off else tree.source_docs
         return [
             self.factor(
-                p, lang, p in tree.implemented, p.split("/", 1)[0] in scaled, p.startswith(kept) if kept else False
+                p,
+                lang,
+                p in implemented,
+                p.split("/", 1)[0] in scaled,
+                p.startswith(kept) if kept else False,
+                p.startswith(source) if source else False,
             )
             for p, lang in zip(paths, languages, strict=True)
         ]
@@ -221,14 +241,18 @@ class PathPriors:
         implemented: bool = False,
         satellite: bool = False,
         kept_version: bool = False,
+        source_docs: bool = False,
     ) -> float:
         """The factor of one file; `implemented` says it is a header whose source file sits
-        beside it (see `implemented_headers`), `satellite` that it lies in a satellite package
-        the query does not name (see `satellite_packages`), `kept_version` in a kept first
-        version (`kept_first_versions`), which is scaled as a shim."""
+        beside it and holds its documentation (see `implemented_headers`, `documented_headers`),
+        `satellite` that it lies in a satellite package the query does not name (see
+        `satellite_packages`), `kept_version` in a kept first version (`kept_first_versions`),
+        which is scaled as a shim, `source_docs` in a docs folder that holds source code
+        rather than prose (`source_docs_folders`), whose code is no sample."""
         found = _path_kinds(path, language) | ({"declaration"} if implemented else set())
         found |= {"satellite"} if satellite else set()
         found |= {"kept_version"} if kept_version else set()
+        found -= {"docs_code"} if source_docs else set()
         kinds = {_KIND_OF.get(k, k) for k in found if k not in self.off} - self.off
         # In the table's order, so the product is the same float in every process.
         return math.prod(f for kind, f in _PENALTIES.items() if kind in kinds and kind not in self.lifted)
@@ -236,21 +260,35 @@ class PathPriors:
 
 @dataclass(frozen=True, slots=True)
 class TreeFacts:
-    """What the priors read from an index's paths as a whole, the same for every query: the
-    headers with a source file beside them (`implemented_headers`), the kept first versions
-    (`kept_first_versions`) and the satellite packages (`satellite_packages`). Found once per
-    index, not once per variant of the priors."""
+    """What the priors read from an index's files as a whole, the same for every query: the
+    headers with a source file beside them (`implemented_headers`) and those of them that
+    hold the documentation (`documented_headers`), the kept first versions
+    (`kept_first_versions`), the satellite packages (`satellite_packages`) and the docs folders
+    that hold source code (`source_docs_folders`). Found once per index, not once per variant
+    of the priors."""
 
     implemented: frozenset[str]
     kept_versions: tuple[str, ...]
     satellites: Mapping[str, frozenset[str]]
+    documented: frozenset[str] = frozenset()
+    source_docs: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, paths: Sequence[str]) -> TreeFacts:
+    def of(
+        cls,
+        paths: Sequence[str],
+        languages: Sequence[str | None] | None = None,
+        text_of: Callable[[str], str] | None = None,
+    ) -> TreeFacts:
+        """From the files' `paths`, their `languages` (None: the docs folders are not judged)
+        and `text_of` a file (None: the headers are not read)."""
+        implemented = implemented_headers(paths)
         return cls(
-            frozenset(implemented_headers(paths)),
+            frozenset(implemented),
             tuple(sorted(kept_first_versions(paths))),
             satellite_packages(paths),
+            frozenset(documented_headers(implemented, set(paths), text_of) if text_of else ()),
+            tuple(sorted(source_docs_folders(paths, languages))) if languages is not None else (),
         )
 
 
@@ -263,6 +301,61 @@ def implemented_headers(paths: Sequence[str]) -> set[str]:
         if suffix.lower() in _HEADER_SUFFIXES and any(root + s in present for s in _SOURCE_SUFFIXES):
             headers.add(path)
     return headers
+
+
+def documented_headers(headers: set[str], present: set[str], text_of: Callable[[str], str]) -> set[str]:
+    """The `headers` (each with a source file beside it among `present`) that document their
+    declarations at least as densely as that source documents its code (`documentation`):
+    where the doc comments live, the API is described, and a library documented in its
+    headers is asked about in the header's words."""
+    documented = set()
+    for header in headers:
+        root = posixpath.splitext(header)[0]
+        source = next(root + s for s in _SOURCE_SUFFIXES if root + s in present)
+        in_header = documentation(text_of(header))
+        if in_header > 0 and in_header >= documentation(text_of(source)):
+            documented.add(header)
+    return documented
+
+
+def documentation(text: str) -> float:
+    """Comment lines per line of code in a C-family file, the leading comment (a licence) left
+    out."""
+    comments = code = 0
+    in_block = False
+    for line in text.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        comment = in_block or s.startswith(("//", "/*", "*"))
+        if s.startswith("/*") and "*/" not in s:
+            in_block = True
+        elif in_block and "*/" in s:
+            in_block = False
+        if not comment:
+            code += 1
+        elif code:
+            comments += 1
+    return comments / code if code else 0.0
+
+
+def source_docs_folders(paths: Sequence[str], languages: Sequence[str | None]) -> set[str]:
+    """The docs folders (`doc/`, `docs/`, `www/`, ... with their slash: the outermost in a
+    path) holding more code files than prose: a Go `doc/` package that generates man pages is
+    source, while a `docs/` of pages with a few code samples is documentation."""
+    code: dict[str, int] = {}
+    prose: dict[str, int] = {}
+    for path, language in zip(paths, languages, strict=True):
+        m = _DOCS_DIR_RE.search(path)
+        if m is None or m.end() == len(path):  # a file named `doc` is no folder
+            continue
+        folder = path[: m.end()]
+        kind = file_kind(path, language)
+        if kind is FileKind.CODE:
+            code[folder] = code.get(folder, 0) + 1
+        elif kind is FileKind.DOCS:
+            prose[folder] = prose.get(folder, 0) + 1
+    return {folder for folder, n in code.items() if n > prose.get(folder, 0)}
 
 
 def kept_first_versions(paths: Sequence[str]) -> set[str]:

@@ -49,6 +49,11 @@ class RankingRules:
     """Templates scaled 0.5."""
     implemented_headers: bool = True
     """A C/C++ header beside its own source file scaled 0.5."""
+    documented_headers: bool = True
+    """...unless the header documents its declarations at least as densely as the source
+    documents its code: then the header is the API's answer."""
+    docs_by_content: bool = True
+    """A docs folder holding more code files than prose is source, its code no sample."""
     platform_ports: bool = True
     """Platform ports (`src/win/`, `*_windows.go`, `aix.c`) scaled 0.7."""
     satellites: bool = True
@@ -57,6 +62,9 @@ class RankingRules:
     """A kept `v1/` copy of the files one level up scaled as a shim."""
     query_lifts: bool = True
     """A query asking for a kind of file ("tests for", "README", "example") lifts its penalty."""
+    codebase_words: bool = True
+    """A word that names things in the codebase ("spec" in a spec validator, "test" in a test
+    runner: its code uses the word widely) asks for no kind of file."""
     # Hybrid fusion (`search_engine.hybrid`).
     symbol_definitions: bool = True
     """Chunks defining an identifier the query names are boosted."""
