@@ -251,64 +251,6 @@ def test_the_tree_facts_an_index_finds_once_are_the_ones_its_priors_read() -> No
         assert aware[path] < unaware[path] == 1.0, path
 
 
-LEVELDB_LIKE = {
-    # The header documents each declaration; the source implements with few comments.
-    "util/coding.h": (
-        "// Copyright (c) 2011 The LevelDB Authors.\n"
-        "#ifndef STORAGE_LEVELDB_UTIL_CODING_H_\n"
-        "// Standard Put... routines append to a string.\n"
-        "void PutFixed32(std::string* dst, uint32_t value);\n"
-        "// Returns the length of the varint32 or varint64 encoding of \"v\".\n"
-        "int VarintLength(uint64_t v);\n"
-        "// Lower-level versions of Put... that write directly into a character buffer.\n"
-        "char* EncodeVarint32(char* dst, uint32_t value);\n"
-        "#endif\n"
-    ),
-    "util/coding.cc": (
-        "// Copyright (c) 2011 The LevelDB Authors.\n"
-        '#include "util/coding.h"\n'
-        "void PutFixed32(std::string* dst, uint32_t value) {\n"
-        "  char buf[sizeof(value)];\n"
-        "  EncodeFixed32(buf, value);\n"
-        "  dst->append(buf, sizeof(buf));\n"
-        "}\n"
-        "int VarintLength(uint64_t v) {\n"
-        "  int len = 1;\n"
-        "  while (v >= 128) {\n"
-        "    v >>= 7;\n"
-        "    len++;\n"
-        "  }\n"
-        "  return len;\n"
-        "}\n"
-    ),
-    # libuv-like: a bare declaration header beside a commented source.
-    "src/idna.h": "/* Copyright libuv contributors */\nunsigned uv__utf8_decode1(const char** p, const char* pe);\n",
-    "src/idna.c": (
-        "/* Copyright libuv contributors */\n"
-        "/* Decode one UTF-8 sequence; returns the code point or -1. */\n"
-        "unsigned uv__utf8_decode1(const char** p, const char* pe) {\n"
-        "  /* Reject overlong encodings. */\n"
-        "  return decode(p, pe);\n"
-        "}\n"
-    ),
-}
-
-
-def test_a_header_that_documents_its_declarations_is_the_api_answer() -> None:
-    """Where the doc comments live decides header against source (issue 39): leveldb's
-    `util/coding.h` documents what `coding.cc` implements and keeps full weight; a bare
-    declaration header beside a commented source is still scaled down."""
-    paths = list(LEVELDB_LIKE)
-    languages = [language_for(p) for p in paths]
-    tree = TreeFacts.of(paths, languages, LEVELDB_LIKE.__getitem__)
-    assert tree.documented == {"util/coding.h"}
-    factors = dict(zip(paths, PathPriors.for_query("varint encoding").factors(paths, languages, tree), strict=True))
-    assert factors["util/coding.h"] == factors["util/coding.cc"] == 1.0
-    assert factors["src/idna.h"] < factors["src/idna.c"] == 1.0
-    path_only = PathPriors.for_query("varint encoding", rules=RankingRules().without("documented_headers"))
-    assert dict(zip(paths, path_only.factors(paths, languages, tree), strict=True))["util/coding.h"] < 1.0
-
-
 def test_a_docs_folder_holding_source_code_is_no_documentation() -> None:
     """What a folder holds decides whether it is documentation (issue 39): cobra's `doc/` is a
     Go package generating man pages (code, one README), libuv's `docs/` pages with code

@@ -16,7 +16,7 @@ rapidfuzz (exact spellings first, near misses only when nothing is named exactly
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import overload
@@ -25,7 +25,7 @@ import numpy as np
 from rapidfuzz import fuzz, process
 
 from search_engine.chunking.chunk import Chunk
-from search_engine.index.chunk_table import ChunkTable, take
+from search_engine.index.chunk_table import ChunkTable
 from search_engine.index.vectors import JoinedVectors, VectorIndex, Vectors
 from search_engine.ranking.code_tokens import query_terms
 from search_engine.ranking.file_words import FileWords
@@ -48,13 +48,6 @@ MAX_PATH_DEPTH = 4
 # The share of a codebase's plain code files that must use a word for it to name things there
 # (`Corpus.names_things`).
 CODEBASE_WORD_SHARE = 0.1
-
-
-def _text_of(chunks: Sequence[Chunk], file_chunks: list[np.ndarray], files: list[str]) -> Callable[[str], str]:
-    """A file's text as its chunks hold it, for the few files the path priors read
-    (`TreeFacts.of`: the headers beside their source files, and those sources)."""
-    ids = {path: f for f, path in enumerate(files)}
-    return lambda path: "\n".join(c.content for c in take(chunks, file_chunks[ids[path]].tolist()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +104,7 @@ class Corpus:
             FileNames(files),
             FileWords(files),
             languages,
-            TreeFacts.of(files, languages, _text_of(chunks, file_chunks, files)),
+            TreeFacts.of(files, languages),
         )
 
     def join(self, live: LivePart) -> Corpus:

@@ -171,7 +171,6 @@ def _off(rules: RankingRules) -> frozenset[str]:
         ("platform", rules.platform_ports),
         ("satellite", rules.satellites),
         ("kept_version", rules.first_versions),
-        ("documented_header", rules.documented_headers),
         ("docs_content", rules.docs_by_content),
     )
     return frozenset(kind for kind, on in switches if not on)
@@ -220,13 +219,12 @@ class PathPriors:
         tree = TreeFacts.of(paths, languages) if tree is None else tree
         scaled = set(tree.satellites) - self.named_satellites
         kept = () if "first_version" in self.lifted else tree.kept_versions
-        implemented = tree.implemented if "documented_header" in self.off else tree.implemented - tree.documented
         source = () if "docs_content" in self.off else tree.source_docs
         return [
             self.factor(
                 p,
                 lang,
-                p in implemented,
+                p in tree.implemented,
                 p.split("/", 1)[0] in scaled,
                 p.startswith(kept) if kept else False,
                 p.startswith(source) if source else False,
@@ -244,11 +242,11 @@ class PathPriors:
         source_docs: bool = False,
     ) -> float:
         """The factor of one file; `implemented` says it is a header whose source file sits
-        beside it and holds its documentation (see `implemented_headers`, `documented_headers`),
-        `satellite` that it lies in a satellite package the query does not name (see
-        `satellite_packages`), `kept_version` in a kept first version (`kept_first_versions`),
-        which is scaled as a shim, `source_docs` in a docs folder that holds source code
-        rather than prose (`source_docs_folders`), whose code is no sample."""
+        beside it (see `implemented_headers`), `satellite` that it lies in a satellite package
+        the query does not name (see `satellite_packages`), `kept_version` in a kept first
+        version (`kept_first_versions`), which is scaled as a shim, `source_docs` in a docs
+        folder that holds source code rather than prose (`source_docs_folders`), whose code is
+        no sample."""
         found = _path_kinds(path, language) | ({"declaration"} if implemented else set())
         found |= {"satellite"} if satellite else set()
         found |= {"kept_version"} if kept_version else set()
@@ -261,8 +259,7 @@ class PathPriors:
 @dataclass(frozen=True, slots=True)
 class TreeFacts:
     """What the priors read from an index's files as a whole, the same for every query: the
-    headers with a source file beside them (`implemented_headers`) and those of them that
-    hold the documentation (`documented_headers`), the kept first versions
+    headers with a source file beside them (`implemented_headers`), the kept first versions
     (`kept_first_versions`), the satellite packages (`satellite_packages`) and the docs folders
     that hold source code (`source_docs_folders`). Found once per index, not once per variant
     of the priors."""
@@ -270,7 +267,6 @@ class TreeFacts:
     implemented: frozenset[str]
     kept_versions: tuple[str, ...]
     satellites: Mapping[str, frozenset[str]]
-    documented: frozenset[str] = frozenset()
     source_docs: tuple[str, ...] = ()
 
     @classmethod
@@ -278,16 +274,12 @@ class TreeFacts:
         cls,
         paths: Sequence[str],
         languages: Sequence[str | None] | None = None,
-        text_of: Callable[[str], str] | None = None,
     ) -> TreeFacts:
-        """From the files' `paths`, their `languages` (None: the docs folders are not judged)
-        and `text_of` a file (None: the headers are not read)."""
-        implemented = implemented_headers(paths)
+        """From the files' `paths` and their `languages` (None: the docs folders are not judged)."""
         return cls(
-            frozenset(implemented),
+            frozenset(implemented_headers(paths)),
             tuple(sorted(kept_first_versions(paths))),
             satellite_packages(paths),
-            frozenset(documented_headers(implemented, set(paths), text_of) if text_of else ()),
             tuple(sorted(source_docs_folders(paths, languages))) if languages is not None else (),
         )
 
@@ -301,42 +293,6 @@ def implemented_headers(paths: Sequence[str]) -> set[str]:
         if suffix.lower() in _HEADER_SUFFIXES and any(root + s in present for s in _SOURCE_SUFFIXES):
             headers.add(path)
     return headers
-
-
-def documented_headers(headers: set[str], present: set[str], text_of: Callable[[str], str]) -> set[str]:
-    """The `headers` (each with a source file beside it among `present`) that document their
-    declarations at least as densely as that source documents its code (`documentation`):
-    where the doc comments live, the API is described, and a library documented in its
-    headers is asked about in the header's words."""
-    documented = set()
-    for header in headers:
-        root = posixpath.splitext(header)[0]
-        source = next(root + s for s in _SOURCE_SUFFIXES if root + s in present)
-        in_header = documentation(text_of(header))
-        if in_header > 0 and in_header >= documentation(text_of(source)):
-            documented.add(header)
-    return documented
-
-
-def documentation(text: str) -> float:
-    """Comment lines per line of code in a C-family file, the leading comment (a licence) left
-    out."""
-    comments = code = 0
-    in_block = False
-    for line in text.splitlines():
-        s = line.strip()
-        if not s:
-            continue
-        comment = in_block or s.startswith(("//", "/*", "*"))
-        if s.startswith("/*") and "*/" not in s:
-            in_block = True
-        elif in_block and "*/" in s:
-            in_block = False
-        if not comment:
-            code += 1
-        elif code:
-            comments += 1
-    return comments / code if code else 0.0
 
 
 def source_docs_folders(paths: Sequence[str], languages: Sequence[str | None]) -> set[str]:

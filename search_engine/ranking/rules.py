@@ -49,9 +49,6 @@ class RankingRules:
     """Templates scaled 0.5."""
     implemented_headers: bool = True
     """A C/C++ header beside its own source file scaled 0.5."""
-    documented_headers: bool = True
-    """...unless the header documents its declarations at least as densely as the source
-    documents its code: then the header is the API's answer."""
     docs_by_content: bool = True
     """A docs folder holding more code files than prose is source, its code no sample."""
     platform_ports: bool = True
