@@ -14,7 +14,7 @@ from search_engine.ranking.priors import PathPriors
 from search_engine.ranking.rules import ALL_ON, RankingRules
 
 
-def test_a_word_the_codebase_uses_does_not_lift_its_kind() -> None:
+def test_a_word_the_codebase_uses_does_not_ask_for_tests() -> None:
     query = "how the runner collects test files"
     assert "test" in PathPriors.for_query(query).lifted
     assert "test" in PathPriors.for_query(query, names_things=lambda word: False).lifted
@@ -77,3 +77,10 @@ def test_a_spec_validator_answers_a_spec_question_with_its_code(
 
     assert first(ALL_ON) == "validator/conformance.py"
     assert first(RankingRules().without("codebase_words")) == "tests/test_conformance.py"
+
+
+def test_only_the_request_for_tests_is_read_from_the_codebase() -> None:
+    """A README or an example is asked for whatever the code says: only the test class of
+    issue 39 is judged by the codebase's words."""
+    priors = PathPriors.for_query("the README example", names_things=lambda word: True)
+    assert {"prose", "example"} <= priors.lifted

@@ -197,16 +197,18 @@ class PathPriors:
         """The priors of `query` over an index whose satellite packages are `satellites` (folder
         -> the words of its name, from `satellite_packages`), under `rules`. `names_things`
         says whether a word names things in this codebase (`Corpus.names_things`): such a
-        word asks for no kind of file ("spec" in a spec validator, "test" in a test runner)."""
+        word does not ask for tests ("spec" in a spec validator, "test" in a test runner)."""
         words = set(_WORD_RE.findall(query.lower()))
         asks = _ASKS_FOR if rules.query_lifts else ()
         domain = names_things if rules.codebase_words else None
 
-        def asked(pattern: re.Pattern[str]) -> bool:
-            return any(domain is None or not domain(m.group()) for m in pattern.finditer(query))
+        def asked(kind: str, pattern: re.Pattern[str]) -> bool:
+            if kind != "test" or domain is None:
+                return pattern.search(query) is not None
+            return any(not domain(m.group().lower()) for m in pattern.finditer(query))
 
         return cls(
-            lifted=frozenset(kind for kind, pattern in asks if asked(pattern)),
+            lifted=frozenset(kind for kind, pattern in asks if asked(kind, pattern)),
             named_satellites=frozenset(f for f, name in (satellites or {}).items() if name <= words),
             off=_off(rules),
         )

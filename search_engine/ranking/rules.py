@@ -61,7 +61,7 @@ class RankingRules:
     """A query asking for a kind of file ("tests for", "README", "example") lifts its penalty."""
     codebase_words: bool = True
     """A word that names things in the codebase ("spec" in a spec validator, "test" in a test
-    runner: its code uses the word widely) asks for no kind of file."""
+    runner: most of its code uses the word) does not ask for tests."""
     # Hybrid fusion (`search_engine.hybrid`).
     symbol_definitions: bool = True
     """Chunks defining an identifier the query names are boosted."""
