@@ -93,6 +93,14 @@ def measure(rules: RankingRules, sets: list[BenchSet], cache: Path) -> Scores:
     return scores
 
 
+def switched_off(spec: str) -> RankingRules:
+    """All rules on but those `spec` names (`a+b`: both at once, to see how removals add up)."""
+    rules = RankingRules()
+    for name in spec.split("+"):
+        rules = rules.without(name)
+    return rules
+
+
 def per_repo(scores: dict[tuple[str, str], float]) -> dict[str, float]:
     """Mean NDCG@10 of each repository's queries."""
     by_repo: dict[str, list[float]] = {}
@@ -163,7 +171,11 @@ def tables(results: dict[str, dict[str, Verdict]], repos: list[str]) -> str:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rules", default="", help="rules to switch off one at a time (default: every rule)")
+    ap.add_argument(
+        "--rules",
+        default="",
+        help="rules to switch off one at a time (default: every rule); `a+b` switches a and b off together",
+    )
     ap.add_argument("--sets", default="python,multilang,multilang2")
     ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
     ap.add_argument("--multilang-corpora", type=Path, default=DEFAULT_MULTILANG)
@@ -183,7 +195,7 @@ def run(args: argparse.Namespace) -> Report:
     sets = bench_sets(args)
     known = RankingRules.names()
     names = [n for n in args.rules.split(",") if n] or list(known)
-    unknown = sorted(set(names) - set(known))
+    unknown = sorted({part for n in names for part in n.split("+")} - set(known))
     if unknown:
         raise SystemExit(f"unknown rule(s) {unknown}; choose from {', '.join(known)}")
     indexer = SearchEngine(EngineConfig(cache_dir=args.cache, embedding_profile="static", watch=False))
@@ -194,7 +206,7 @@ def run(args: argparse.Namespace) -> Report:
     results = {}
     for n, name in enumerate(names, 1):
         started = time.perf_counter()
-        results[name] = verdicts(base, measure(RankingRules().without(name), sets, args.cache))
+        results[name] = verdicts(base, measure(switched_off(name), sets, args.cache))
         print(f"[{n}/{len(names)}] {name} off: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     repos = [repo for bench in sets for repo in bench.repos]
     overall = {mode: statistics.fmean(per_repo(base[mode]).values()) for mode in MODES}

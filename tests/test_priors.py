@@ -17,7 +17,6 @@ from search_engine.ranking.priors import (
     kept_first_versions,
     satellite_packages,
 )
-from search_engine.ranking.rules import RankingRules
 
 KINDS = {
     "src/main/java/org/apache/commons/lang3/StringUtils.java": FileKind.CODE,
@@ -249,26 +248,3 @@ def test_the_tree_facts_an_index_finds_once_are_the_ones_its_priors_read() -> No
     aware = dict(zip(paths, PathPriors().factors(paths, languages, tree), strict=True))
     for path in ("lib/Widget.hpp", "pydantic/v1/fields.py", "rack-protection/lib/rack/protection/http_origin.rb"):
         assert aware[path] < unaware[path] == 1.0, path
-
-
-def test_a_docs_folder_holding_source_code_is_no_documentation() -> None:
-    """What a folder holds decides whether it is documentation (issue 39): cobra's `doc/` is a
-    Go package generating man pages (code, one README), libuv's `docs/` pages with code
-    samples beside them (prose first)."""
-    paths = [
-        "doc/man_docs.go",
-        "doc/md_docs.go",
-        "doc/util.go",
-        "doc/README.md",
-        "docs/src/guide.rst",
-        "docs/src/api.rst",
-        "docs/code/echo/main.c",
-    ]
-    languages = [language_for(p) for p in paths]
-    tree = TreeFacts.of(paths, languages)
-    assert tree.source_docs == ("doc/",)
-    factors = dict(zip(paths, PathPriors.for_query("generate man pages").factors(paths, languages, tree), strict=True))
-    assert factors["doc/man_docs.go"] == 1.0
-    assert factors["docs/code/echo/main.c"] < 1.0
-    path_only = PathPriors.for_query("generate man pages", rules=RankingRules().without("docs_by_content"))
-    assert dict(zip(paths, path_only.factors(paths, languages, tree), strict=True))["doc/man_docs.go"] < 1.0

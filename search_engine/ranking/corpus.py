@@ -105,7 +105,7 @@ class Corpus:
             FileNames(files),
             FileWords(files),
             languages,
-            TreeFacts.of(files, languages),
+            TreeFacts.of(files),
         )
 
     def join(self, live: LivePart) -> Corpus:

@@ -4,7 +4,7 @@ Signals, each turned into reciprocal-rank contributions 1/(k + rank) (k = 60, th
 constant) so that scores of different scales can be added:
 
 - per chunk: BM25 (`lexical`) and the similarity of embeddings (`semantic`), weighted by
-  `alpha` — more lexical for a bare identifier, balanced for a question. The semantic list is
+  `ALPHA` (balanced, for identifiers and questions alike). The semantic list is
   ranked as semantic mode ranks chunks (`search_engine.ranking.semantic.similarity`: the cosine
   blended with the file's, scaled by the path priors), so tests, docs and stray look-alikes
   do not take the list's places from the implementation;
@@ -48,23 +48,14 @@ from search_engine.ranking.semantic import similarity
 from search_engine.ranking.symbols import query_identifiers
 
 RRF_K = 60
-# Candidates taken from each ranked list before fusing; more only adds noise at the bottom.
-# A bigger index keeps the same share of itself (the chunk lists CANDIDATE_SHARE of the allowed
-# chunks, the file lists FILE_CANDIDATE_SHARE of the files), up to MAX_CANDIDATES: 100 of a
-# 17,000-chunk repository cut off the files whose strength is many middling chunks, which the
-# file-level signals exist to find (multi-language set +0.008; the Python set's repositories
-# are too small for the share to exceed 100). File lists stop at MAX_FILE_CANDIDATES: every
-# chunk of a listed file is weighed for crediting its file's score, so at 12,700 files
-# (8 copies of sympy) 1,000 files a list made hybrid 29 ms of CPU where 200 make it 15.5 ms;
-# no repository of either benchmark set has the 2,000 files where the cap starts to bind.
+# Candidates taken from each ranked list (chunks and files) before fusing; more only adds noise
+# at the bottom. A bigger index keeping a share of itself (3% of the chunks, 10% of the files,
+# up to 1,000) helped four dev repositories and hurt five (issue 39's standard), so the count
+# is fixed, whatever the index's size.
 CANDIDATES = 100
-CANDIDATE_SHARE = 0.03
-FILE_CANDIDATE_SHARE = 0.1
-MAX_CANDIDATES = 1000
-MAX_FILE_CANDIDATES = 200
-# Weight of the semantic list against the lexical one (1 - alpha).
-ALPHA_SYMBOL = 0.3
-ALPHA_NATURAL = 0.5
+# Weight of the semantic list against the lexical one (1 - ALPHA), for a bare identifier as for
+# a sentence: leaning lexical (0.3) for identifiers helped no dev repository and cost fmtlib 0.018.
+ALPHA = 0.5
 # Symbol-definition boost, in units of the best fused score so far.
 SYMBOL_WEIGHT_WHOLE = 3.0
 SYMBOL_WEIGHT_EMBEDDED = 1.5
@@ -80,11 +71,6 @@ PATH_WEIGHT_EXPLICIT = SYMBOL_WEIGHT_WHOLE
 # file is named outright: half a named file's weight (0.3 gained less on the multi-language
 # set, 1.0 cost the Python set).
 PATH_WORDS_WEIGHT = 0.5
-
-
-def candidate_count(allowed: int, share: float, most: int = MAX_CANDIDATES, rules: RankingRules = ALL_ON) -> int:
-    """How many of `allowed` items a ranked list keeps before fusing (see `CANDIDATE_SHARE`)."""
-    return max(CANDIDATES, min(most, int(share * allowed))) if rules.candidate_share else CANDIDATES
 
 
 def reciprocal_ranks(values: np.ndarray, candidates: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -121,9 +107,7 @@ def hybrid_search(
     if allowed is not None and not allowed.any():
         return [], None
     identifiers = query_identifiers(query)
-    alpha = ALPHA_SYMBOL if identifiers.whole and rules.identifier_alpha else ALPHA_NATURAL
-    n_allowed = len(corpus.chunks) if allowed is None else int(np.count_nonzero(allowed))
-    n_cand = max(candidate_count(n_allowed, CANDIDATE_SHARE, rules=rules), 2 * top_k)
+    n_cand = max(CANDIDATES, 2 * top_k)
     fused = np.zeros(len(corpus.chunks))  # zero pages are only materialized where written
     ranks: dict[int, dict[str, int]] = {}
     priors = corpus.priors_for(query, rules)
@@ -139,8 +123,8 @@ def hybrid_search(
     )
     listed = []
     for name, ids, values, weight in (
-        ("lexical", lexical_ids, lexical_scores, 1.0 - alpha),
-        ("semantic", semantic.ids, sims - sims.min(initial=0.0) + 1.0, alpha),
+        ("lexical", lexical_ids, lexical_scores, 1.0 - ALPHA),
+        ("semantic", semantic.ids, sims - sims.min(initial=0.0) + 1.0, ALPHA),
     ):
         order, contrib = reciprocal_ranks(values, ids, n_cand)
         fused[order] += weight * contrib
@@ -161,7 +145,7 @@ def hybrid_search(
     )
 
     credited = _add_file_signals(
-        corpus, query, terms, file_similarity, alpha, allowed, candidates, fused, ranks, semantic, unit, rules
+        corpus, query, terms, file_similarity, allowed, candidates, fused, ranks, semantic, unit, rules
     )
 
     candidates = np.union1d(candidates, credited)
@@ -174,7 +158,6 @@ def _add_file_signals(
     query: str,
     terms: list[str],
     file_similarity: np.ndarray,
-    alpha: float,
     allowed: np.ndarray | None,
     candidates: np.ndarray,
     fused: np.ndarray,
@@ -199,13 +182,12 @@ def _add_file_signals(
             file_ranks.setdefault(f, {})[name] = r
 
     for name, on, values, weight in (
-        ("file_lexical", rules.file_lexical, corpus.lexical.file_scores(terms), FILE_LEXICAL_WEIGHT * (1.0 - alpha)),
-        ("file_semantic", rules.file_semantic, file_similarity + 2.0, FILE_SEMANTIC_WEIGHT * alpha),
+        ("file_lexical", rules.file_lexical, corpus.lexical.file_scores(terms), FILE_LEXICAL_WEIGHT * (1.0 - ALPHA)),
+        ("file_semantic", rules.file_semantic, file_similarity + 2.0, FILE_SEMANTIC_WEIGHT * ALPHA),
     ):
         if not on:
             continue
-        n_files = candidate_count(len(files_allowed), FILE_CANDIDATE_SHARE, MAX_FILE_CANDIDATES, rules)
-        order, contrib = reciprocal_ranks(values[files_allowed], files_allowed, n_files)
+        order, contrib = reciprocal_ranks(values[files_allowed], files_allowed, CANDIDATES)
         add(name, order, weight * contrib)
     named = corpus.names.match(query)
     path_weight = PATH_WEIGHT_EXPLICIT if named.explicit else FILE_NAMED_WEIGHT

@@ -171,7 +171,6 @@ def _off(rules: RankingRules) -> frozenset[str]:
         ("platform", rules.platform_ports),
         ("satellite", rules.satellites),
         ("kept_version", rules.first_versions),
-        ("docs_content", rules.docs_by_content),
     )
     return frozenset(kind for kind, on in switches if not on)
 
@@ -218,10 +217,9 @@ class PathPriors:
     ) -> list[float]:
         """`factor` of every file of one index, which also knows each file's siblings (`tree`,
         found from `paths` when not given)."""
-        tree = TreeFacts.of(paths, languages) if tree is None else tree
+        tree = TreeFacts.of(paths) if tree is None else tree
         scaled = set(tree.satellites) - self.named_satellites
         kept = () if "first_version" in self.lifted else tree.kept_versions
-        source = () if "docs_content" in self.off else tree.source_docs
         return [
             self.factor(
                 p,
@@ -229,7 +227,6 @@ class PathPriors:
                 p in tree.implemented,
                 p.split("/", 1)[0] in scaled,
                 p.startswith(kept) if kept else False,
-                p.startswith(source) if source else False,
             )
             for p, lang in zip(paths, languages, strict=True)
         ]
@@ -241,18 +238,14 @@ class PathPriors:
         implemented: bool = False,
         satellite: bool = False,
         kept_version: bool = False,
-        source_docs: bool = False,
     ) -> float:
         """The factor of one file; `implemented` says it is a header whose source file sits
         beside it (see `implemented_headers`), `satellite` that it lies in a satellite package
         the query does not name (see `satellite_packages`), `kept_version` in a kept first
-        version (`kept_first_versions`), which is scaled as a shim, `source_docs` in a docs
-        folder that holds source code rather than prose (`source_docs_folders`), whose code is
-        no sample."""
+        version (`kept_first_versions`), which is scaled as a shim."""
         found = _path_kinds(path, language) | ({"declaration"} if implemented else set())
         found |= {"satellite"} if satellite else set()
         found |= {"kept_version"} if kept_version else set()
-        found -= {"docs_code"} if source_docs else set()
         kinds = {_KIND_OF.get(k, k) for k in found if k not in self.off} - self.off
         # In the table's order, so the product is the same float in every process.
         return math.prod(f for kind, f in _PENALTIES.items() if kind in kinds and kind not in self.lifted)
@@ -262,27 +255,19 @@ class PathPriors:
 class TreeFacts:
     """What the priors read from an index's files as a whole, the same for every query: the
     headers with a source file beside them (`implemented_headers`), the kept first versions
-    (`kept_first_versions`), the satellite packages (`satellite_packages`) and the docs folders
-    that hold source code (`source_docs_folders`). Found once per index, not once per variant
-    of the priors."""
+    (`kept_first_versions`) and the satellite packages (`satellite_packages`). Found once per
+    index, not once per variant of the priors."""
 
     implemented: frozenset[str]
     kept_versions: tuple[str, ...]
     satellites: Mapping[str, frozenset[str]]
-    source_docs: tuple[str, ...] = ()
 
     @classmethod
-    def of(
-        cls,
-        paths: Sequence[str],
-        languages: Sequence[str | None] | None = None,
-    ) -> TreeFacts:
-        """From the files' `paths` and their `languages` (None: the docs folders are not judged)."""
+    def of(cls, paths: Sequence[str]) -> TreeFacts:
         return cls(
             frozenset(implemented_headers(paths)),
             tuple(sorted(kept_first_versions(paths))),
             satellite_packages(paths),
-            tuple(sorted(source_docs_folders(paths, languages))) if languages is not None else (),
         )
 
 
@@ -295,25 +280,6 @@ def implemented_headers(paths: Sequence[str]) -> set[str]:
         if suffix.lower() in _HEADER_SUFFIXES and any(root + s in present for s in _SOURCE_SUFFIXES):
             headers.add(path)
     return headers
-
-
-def source_docs_folders(paths: Sequence[str], languages: Sequence[str | None]) -> set[str]:
-    """The docs folders (`doc/`, `docs/`, `www/`, ... with their slash: the outermost in a
-    path) holding more code files than prose: a Go `doc/` package that generates man pages is
-    source, while a `docs/` of pages with a few code samples is documentation."""
-    code: dict[str, int] = {}
-    prose: dict[str, int] = {}
-    for path, language in zip(paths, languages, strict=True):
-        m = _DOCS_DIR_RE.search(path)
-        if m is None or m.end() == len(path):  # a file named `doc` is no folder
-            continue
-        folder = path[: m.end()]
-        kind = file_kind(path, language)
-        if kind is FileKind.CODE:
-            code[folder] = code.get(folder, 0) + 1
-        elif kind is FileKind.DOCS:
-            prose[folder] = prose.get(folder, 0) + 1
-    return {folder for folder, n in code.items() if n > prose.get(folder, 0)}
 
 
 def kept_first_versions(paths: Sequence[str]) -> set[str]:

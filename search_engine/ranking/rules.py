@@ -49,8 +49,6 @@ class RankingRules:
     """Templates scaled 0.5."""
     implemented_headers: bool = True
     """A C/C++ header beside its own source file scaled 0.5."""
-    docs_by_content: bool = True
-    """A docs folder holding more code files than prose is source, its code no sample."""
     platform_ports: bool = True
     """Platform ports (`src/win/`, `*_windows.go`, `aix.c`) scaled 0.7."""
     satellites: bool = True
@@ -65,10 +63,6 @@ class RankingRules:
     # Hybrid fusion (`search_engine.hybrid`).
     symbol_definitions: bool = True
     """Chunks defining an identifier the query names are boosted."""
-    identifier_alpha: bool = True
-    """A bare-identifier query weighs the lexical list 0.7 (a sentence: 0.5)."""
-    candidate_share: bool = True
-    """Lists keep 3% of a bigger index's chunks (10% of its files) instead of a fixed 100."""
     hybrid_semantic_blend: bool = True
     """Hybrid's semantic list is ranked by semantic mode's similarity (file blend, priors)
     rather than the raw cosine."""
@@ -99,8 +93,6 @@ class RankingRules:
     """An identifier inside a sentence that many files define is scaled by 3 / files."""
     stem_bonus: bool = True
     """A definition in a file named after the symbol gains 0.1."""
-    weaker_definitions: bool = True
-    """Assignments and C++ template specializations count 0.8 of a definition."""
     qualified_tail: bool = True
     """A qualified query's last part alone (`Helpers` of `Sinatra::Helpers`) matches at 0.9."""
     fuzzy_symbols: bool = True

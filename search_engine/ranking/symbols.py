@@ -63,10 +63,9 @@ MIN_FUZZY_LEN = 5  # shorter names match too many others at any cutoff
 # A definition in a file named after the symbol (`tokenizer.py` for `Tokenizer`) is usually the
 # canonical one; re-exports and same-named helpers elsewhere are not.
 STEM_BONUS = 0.1
-# Assignments are weaker evidence of "the" definition than a def/class line, and so is a C++
-# template specialization (`struct formatter<std::string>`) next to the primary template.
-ASSIGNMENT_FACTOR = 0.8
-SPECIALIZATION_FACTOR = 0.8
+# Every definition is equal evidence: weighing assignments and C++ template specializations 0.8
+# helped no dev repository and cost fmtlib 0.018 (issue 39's standard). The index still stores a
+# factor per definition (`ChunkTable.definitions`), now always 1.0 and unread.
 # A qualified query's last part alone (`Helpers` for `Sinatra::Helpers`) matches more loosely
 # than the whole qualified name.
 TAIL_FACTOR = 0.9
@@ -75,7 +74,6 @@ TAIL_FACTOR = 0.9
 # definitions are scaled by SPREAD / (files defining it). A whole-query identifier is what was
 # asked for and keeps full weight however often it is defined.
 SPREAD = 3
-_TEMPLATE_LANGUAGES = frozenset({"cpp", "c"})  # `.h` headers are labelled C, may be C++
 
 
 def normalize(name: str) -> str:
@@ -234,8 +232,7 @@ class SymbolIndex:
 def _scored(definitions: list[_Definition], base: float, rules: RankingRules) -> dict[int, float]:
     scores: dict[int, float] = {}
     for d in definitions:
-        factor = d.factor if rules.weaker_definitions else 1.0
-        score = base * factor + (STEM_BONUS if d.stem_match and rules.stem_bonus else 0.0)
+        score = base + (STEM_BONUS if d.stem_match and rules.stem_bonus else 0.0)
         scores[d.chunk] = max(score, scores.get(d.chunk, 0.0))
     return scores
 
@@ -256,20 +253,11 @@ def defined_names(chunk: Chunk) -> dict[str, float]:
         return names
     content = chunk.content
     for name in _ASSIGNMENT_RE.findall(content):
-        names[name] = ASSIGNMENT_FACTOR
-    specializes = chunk.language in _TEMPLATE_LANGUAGES
-    special: set[str] = set()
+        names[name] = 1.0
     for m in _DEFINITION_RE.finditer(content):
-        name = m.group(1).replace("::", ".")
-        # C++ `struct formatter<std::string>` specializes the template defined elsewhere.
-        if specializes and content[m.end() : m.end() + 1] == "<":
-            special.add(name)
-            _add_qualified(names, name, SPECIALIZATION_FACTOR)
-        else:
-            _add_qualified(names, name, 1.0)
+        _add_qualified(names, m.group(1).replace("::", "."), 1.0)
     if chunk.symbol:
-        last = chunk.symbol.rsplit(".", 1)[-1]
-        _add_qualified(names, chunk.symbol, SPECIALIZATION_FACTOR if last in special else 1.0)
+        _add_qualified(names, chunk.symbol, 1.0)
     return names
 
 
