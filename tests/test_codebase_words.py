@@ -75,7 +75,7 @@ def test_a_spec_validator_answers_a_spec_question_with_its_code(
         result = engine.search(SearchRequest(mode=mode, query=query, root=str(validator)))
         return result.matches[0].path
 
-    assert first(ALL_ON) == "validator/conformance.py"
+    assert first(ALL_ON).startswith("validator/")
     assert first(RankingRules().without("codebase_words")) == "tests/test_conformance.py"
 
 

@@ -8,17 +8,14 @@ crowded it out):
 
 - what the file as a whole is about: the cosine with the file's mean vector is added with
   `FILE_WEIGHT`, so a function in a module about the query beats a stray look-alike elsewhere;
-- how many of the file's chunks match together: as in hybrid search, the best chunk of a file
-  whose chunks stand out as a group among the most similar gains up to `COHERENCE_WEIGHT`
-  (`search_engine.ranking.hits.coherence`). A mean vector cannot say this of a long file, whose
-  many topics blur it;
 - the path priors of hybrid search (`search_engine.ranking.priors`): tests, docs, examples, generated
   and vendored files are scaled down unless the query asks for them.
 
 Results are then spread over files as in hybrid search (`search_engine.ranking.hits.diversify`): a
 file's second chunk keeps half its score, its third a quarter. The score is that prior-weighted,
-diversified similarity (a cosine blend, scaled back into [-1, 1] after coherence), and
-`threshold` applies to it.
+diversified similarity (a cosine blend, in [-1, 1]), and `threshold` applies to it. A bonus
+for a file whose chunks match as a group ("coherence") was tried and removed: switched off
+alone it helped 7 dev repositories and hurt 7, fmtlib by 0.040 (issue 39's standard).
 
 The chunk cosine is the int8 one of the index's quantized vectors (`search_engine.index.vectors`).
 The blend is computed over every chunk the index rescores anyway (all allowed chunks of an
@@ -34,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from search_engine.index.vectors import Vectors
-from search_engine.ranking.hits import COHERENCE_WEIGHT, Hit, by_file_best_first, coherence, diversify, saturated
+from search_engine.ranking.hits import Hit, diversify, saturated
 from search_engine.ranking.rules import ALL_ON, RankingRules
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
@@ -93,7 +90,6 @@ def semantic_search(
     sims = similarity(
         sims, files, file_similarity if rules.file_similarity else None, priors if rules.semantic_priors else None
     )
-    _add_coherence(files, sims, n, rules.semantic_coherence)
     # The best n by the score the per-file selection will give them are enough to fill top_k
     # across files (by raw score, a few long files could fill all n); diversify over those.
     cut_by = saturated(files, sims) if rules.saturated_cut else sims
@@ -105,19 +101,3 @@ def semantic_search(
     if threshold is not None:
         held = [(s, i) for s, i in held if s >= threshold]
     return [Hit(i, s, {"semantic": r}) for r, (s, i) in enumerate(held, 1)], best_cosine
-
-
-def _add_coherence(files: np.ndarray, sims: np.ndarray, n: int, on: bool = True) -> None:
-    """Raise the best chunk of each file whose chunks, among the `n` most similar, match as a
-    group (`hits.coherence`) by up to COHERENCE_WEIGHT times the best similarity, then scale
-    every similarity by 1 / (1 + COHERENCE_WEIGHT) so scores stay in [-1, 1] (in place;
-    `files` and `sims` aligned, one row per rescored chunk; `on` False: the scaling alone, the
-    ranking rule switched off)."""
-    best = float(sims.max())
-    if best > 0 and on:
-        pool = np.argpartition(-sims, n - 1)[:n] if n < len(sims) else np.arange(len(sims))
-        coherent, strength = coherence(files[pool], sims[pool])
-        by_file = by_file_best_first(files, sims)
-        file_best = by_file[np.searchsorted(files[by_file], coherent)]
-        sims[file_best] += COHERENCE_WEIGHT * best * strength
-    sims /= 1.0 + COHERENCE_WEIGHT
