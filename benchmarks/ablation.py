@@ -45,10 +45,9 @@ from benchmarks.report import Report, add_report_argument, emit
 from benchmarks.retrieval import (
     BENCH,
     DEFAULT_CORPORA,
-    DEFAULT_MULTILANG,
-    DEFAULT_MULTILANG2,
     TOP_K,
     BenchSet,
+    add_corpora_arguments,
     bench_sets,
     load_queries,
 )
@@ -177,9 +176,7 @@ def parser() -> argparse.ArgumentParser:
         help="rules to switch off one at a time (default: every rule); `a+b` switches a and b off together",
     )
     ap.add_argument("--sets", default="python,multilang,multilang2")
-    ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA)
-    ap.add_argument("--multilang-corpora", type=Path, default=DEFAULT_MULTILANG)
-    ap.add_argument("--multilang2-corpora", type=Path, default=DEFAULT_MULTILANG2)
+    add_corpora_arguments(ap)
     ap.add_argument(
         "--cache",
         type=Path,

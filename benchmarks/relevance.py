@@ -42,9 +42,8 @@ sys.path[0] = str(ROOT)  # benchmarks/regex.py would shadow the `regex` package 
 
 from benchmarks.retrieval import (
     DEFAULT_CORPORA,
-    DEFAULT_MULTILANG,
-    DEFAULT_MULTILANG2,
     BenchSet,
+    add_corpora_arguments,
     all_sets,
     load_queries,
 )
@@ -159,9 +158,7 @@ def report(groups: dict[str, list[Answer]]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA, help="the Python set's corpora")
-    ap.add_argument("--multilang-corpora", type=Path, default=DEFAULT_MULTILANG)
-    ap.add_argument("--multilang2-corpora", type=Path, default=DEFAULT_MULTILANG2)
+    add_corpora_arguments(ap)
     ap.add_argument("--cache", type=Path, default=DEFAULT_CORPORA / "codepager" / "profile-static")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -447,18 +447,9 @@ def targets(runs: list[Run]) -> tuple[list[str], bool | None]:
     return [f"- target ({verdict(ok)}): {text}" for text, ok in checks], all(ok for _, ok in checks)
 
 
-def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profiles", default="static,minilm")
-    ap.add_argument(
-        "--sets", default="python,multilang,multilang2", help="query sets to run: python, multilang, multilang2"
-    )
-    ap.add_argument(
-        "--multilang-profiles",
-        default="static",
-        help="profiles run on the multi-language sets (minilm embeds ~20 chunks/s: its ~62k chunks "
-        "would take most of an hour)",
-    )
+def add_corpora_arguments(ap: argparse.ArgumentParser) -> None:
+    """`--corpora`, `--multilang-corpora`, `--multilang2-corpora`: where each set's corpora are
+    (what `all_sets` reads)."""
     ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA, help="the Python set's corpora")
     ap.add_argument(
         "--multilang-corpora",
@@ -472,6 +463,21 @@ def parser() -> argparse.ArgumentParser:
         default=DEFAULT_MULTILANG2,
         help="the second multi-language set's corpora (`/work/shared/bench/multilang2/unpack DIR`)",
     )
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profiles", default="static,minilm")
+    ap.add_argument(
+        "--sets", default="python,multilang,multilang2", help="query sets to run: python, multilang, multilang2"
+    )
+    ap.add_argument(
+        "--multilang-profiles",
+        default="static",
+        help="profiles run on the multi-language sets (minilm embeds ~20 chunks/s: its ~62k chunks "
+        "would take most of an hour)",
+    )
+    add_corpora_arguments(ap)
     ap.add_argument(
         "--cache",
         type=Path,
