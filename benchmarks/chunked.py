@@ -36,7 +36,7 @@ from fastmcp.client.transports import ClientTransport, StdioTransport
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.report import Report, add_report_argument, emit
+from benchmarks.report import Report, add_report_argument, command
 from harness.chunked_server import blob_text
 from server.transports.chunked_client import ChunkedStdioTransport
 from server.transports.framing import FramingOptions
@@ -122,9 +122,7 @@ def run(args: argparse.Namespace) -> Report:
     )
 
 
-def main() -> int:
-    args = parser().parse_args()
-    return emit(run(args), args)
+main = command(parser, run)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,10 @@ import redis
 from fastmcp import Client
 
 from harness.http_server import HttpServer
+from harness.patched import patched_codepager_cmd
 from harness.redis_server import RedisServer
+from server.output.offload import SWEEP_INTERVAL_S as OFFLOAD_SWEEP_S
+from sessions import DEFAULT_NAMESPACE
 
 SECRET = "load-benchmark-secret-0123456789"
 # On the 150-file load tree these match from 150 to 1,800 lines: walks of 1 to 36 pages.
@@ -244,10 +246,10 @@ def run_load(tmp: Path, clients: int, searches: int) -> dict[str, Any]:
 
 # -- soak -----------------------------------------------------------------------------------
 
-SOAK_SESSIONS = 50
+SOAK_SESSIONS = 50  # not a setting: the soak's servers start with server.app.MAX_SESSIONS patched to it
 SOAK_BUDGET_MB = 32
 SOAK_RETENTION_S = 10.0
-SOAK_SWEEP_S = 2.0
+SOAK_SWEEP_S = OFFLOAD_SWEEP_S  # not a setting: an offload file outlives its retention by up to this
 RSS_ALLOWANCE_MB = 64  # allocator slack, HTTP buffers, per-request transients
 
 
@@ -295,10 +297,8 @@ def offload_state(directory: Path) -> tuple[int, float]:
 
 
 SOAK_LIMITS = {
-    "sessions__max_sessions": str(SOAK_SESSIONS),
     "sessions__max_memory_mb": str(SOAK_BUDGET_MB),
     "offload__retention_hours": str(SOAK_RETENTION_S / 3600),
-    "offload__sweep_interval_s": str(SOAK_SWEEP_S),
     "index__index_on_start": "false",
 }
 
@@ -312,7 +312,9 @@ def soak_tree(tmp: Path) -> Path:
 
 # `codepager serve ...` with a thread that writes the session store's stats (now, and the
 # largest seen) to argv[1] every 20 ms: the in-process store can only be read from inside.
-SAMPLED_SERVE = """
+SAMPLED_SERVE = (
+    f"import server.app\nserver.app.MAX_SESSIONS = {SOAK_SESSIONS}\n"
+    + """
 import json, os, sys, threading, time
 from dataclasses import asdict
 from server.app import build_app, build_services
@@ -337,6 +339,7 @@ def sample():
 threading.Thread(target=sample, name="store-sampler", daemon=True).start()
 sys.exit(serve_app(build_app(settings, services), settings.server))
 """
+)
 
 
 def store_stats(path: Path) -> dict[str, dict[str, int]]:
@@ -422,10 +425,10 @@ def run_soak_redis(tmp: Path, searches: int) -> dict[str, Any]:
     root, limits = soak_tree(tmp), SOAK_LIMITS
     red_tmp = tmp / "soak-redis"
     redis_srv = RedisServer(red_tmp / "redis").start()
-    namespace = f"soak{uuid.uuid4().hex[:8]}"
-    server = HttpServer(
-        root, base_env(red_tmp, sessions__backend=redis_srv.url, sessions__namespace=namespace, **limits)
-    ).start()
+    namespace = DEFAULT_NAMESPACE  # the Redis server is this soak's own
+    cmd, args = patched_codepager_cmd({"server.app.MAX_SESSIONS": SOAK_SESSIONS})
+    env = base_env(red_tmp, sessions__backend=redis_srv.url, **limits)
+    server = HttpServer(root, env, program=[cmd, *args]).start()
     probe = redis.Redis.from_url(redis_srv.url)
     counts: list[int] = []
     stored: list[int] = []

@@ -31,7 +31,7 @@ from fastmcp.client.transports import StdioTransport
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import Report, counts_parser, emit, verdict
+from benchmarks.report import Report, command, counts_parser, verdict
 from harness.results import structured_of, text_of
 
 ECHO_SERVER = textwrap.dedent(
@@ -139,9 +139,7 @@ def run(args: argparse.Namespace) -> Report:
     return Report(markdown=markdown, headline=headline, figures=r, target_met=met)
 
 
-def main() -> int:
-    args = parser().parse_args()
-    return emit(run(args), args)
+main = command(parser, run)
 
 
 if __name__ == "__main__":

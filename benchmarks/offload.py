@@ -29,12 +29,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import Report, add_report_argument, emit
+from benchmarks.report import Report, add_report_argument, command
 from search_engine.models import Match, MatchType
-from server.output import ListPage, OffloadStore, OutputLayer, OutputMode, RenderOptions
+from server.output import Layout, ListPage, OffloadStore, OutputLayer, OutputMode, PageOptions
 from server.output.descriptor import build_file_ref
 from server.records import match_record
-from server.settings import OffloadSettings
+from server.settings import OffloadSettings, SqlSettings
 
 
 def make_records(target_bytes: int) -> list[dict[str, Any]]:
@@ -89,9 +89,9 @@ def measure(label: str, records: list[dict[str, Any]], repeats: int, work: Path)
     naive_dir.mkdir()
     settings = OffloadSettings(output_dir=out_dir)
     store = OffloadStore(out_dir)
-    layer = OutputLayer(settings, store)
+    layer = OutputLayer(settings, SqlSettings(), store)
     page = ListPage(records, search_block={"query": "handler_", "mode": "regex", "parameters": {}})
-    options = RenderOptions(tool="regex_search", query="handler_", output_mode=OutputMode.FILE_REF)
+    options, layout = PageOptions(output_mode=OutputMode.FILE_REF), Layout(tool="regex_search", query="handler_")
     counter = [0]
 
     def reset() -> None:
@@ -99,11 +99,11 @@ def measure(label: str, records: list[dict[str, Any]], repeats: int, work: Path)
         for p in naive_dir.iterdir():
             p.unlink()
 
-    file_ref = layer.render(page, options).file_ref
+    file_ref = layer.render(page, options, layout).file_ref
     assert file_ref is not None
     size = file_ref.size_bytes
 
-    full = median_ms(lambda: layer.render(page, options), repeats, reset)
+    full = median_ms(lambda: layer.render(page, options, layout), repeats, reset)
     write = median_ms(lambda: store.write(tool="regex_search", query="handler_", records=records), repeats, reset)
     offloaded = store.write(tool="regex_search", query="handler_", records=records)
     descriptor = median_ms(
@@ -149,9 +149,7 @@ def run(args: argparse.Namespace) -> Report:
     return Report(markdown="\n".join(rows), headline=headline, figures=figures)
 
 
-def main() -> int:
-    args = parser().parse_args()
-    return emit(run(args), args)
+main = command(parser, run)
 
 
 if __name__ == "__main__":

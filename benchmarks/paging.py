@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import Report, counts_parser, emit, verdict
+from benchmarks.report import Report, command, counts_parser, verdict
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchRequest
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> Report:
             return Pager(engine, MemoryStore(sweep_interval_s=None), codec)
 
         def next_page(pager: Pager, cursor: str) -> Page:
-            return pager.page_at(pager.decode(cursor))  # as the server serves a cursor
+            return pager.resume(cursor)  # as the server serves a cursor
 
         engine.search(request)  # warm the page cache and rg binary lookup
         first_ms = median_ms(lambda: fresh_pager().first_page(request, PAGE_SIZE), args.first_runs)
@@ -124,9 +124,7 @@ def run(args: argparse.Namespace) -> Report:
     )
 
 
-def main() -> int:
-    args = parser().parse_args()
-    return emit(run(args), args)
+main = command(parser, run)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from fastmcp.client.transports import StdioTransport
 from fastmcp.tools.base import ToolResult
 from mcp_types import TextContent
 
-from benchmarks.report import Report, counts_parser, emit
+from benchmarks.report import Report, command, counts_parser
 from harness.proxy_backend import BACKEND_SCRIPT
 from server.proxy.dataset_store import DatasetStore
 from server.proxy.extraction import extract_records
@@ -181,9 +181,7 @@ def run(args: argparse.Namespace) -> Report:
     return Report(markdown="\n".join(lines), headline=headline, figures=figures)
 
 
-def main() -> int:
-    args = parser().parse_args()
-    return emit(run(args), args)
+main = command(parser, run)
 
 
 if __name__ == "__main__":

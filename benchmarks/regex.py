@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import Report, add_report_argument, emit, verdict
+from benchmarks.report import Report, add_report_argument, command, verdict
 from search_engine.config import DEFAULT_EXCLUDES, EngineConfig
 from search_engine.models import SearchRequest, SearchResult
 from search_engine.regex.ripgrep import rg_path
@@ -192,9 +192,7 @@ def run(args: argparse.Namespace) -> Report:
     )
 
 
-def main() -> int:
-    args = parser().parse_args()
-    return emit(run(args), args)
+main = command(parser, run)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,3 +68,16 @@ def emit(report: Report, args: argparse.Namespace) -> int:
 
 def verdict(met: bool) -> str:
     return "met" if met else "MISSED"
+
+
+def command(
+    parser: Callable[[], argparse.ArgumentParser], run: Callable[[argparse.Namespace], Report]
+) -> Callable[[], int]:
+    """A benchmark's `main`: parse its arguments, run it, print and save the report; the exit
+    status says whether every target was met (see `emit`)."""
+
+    def main() -> int:
+        args = parser().parse_args()
+        return emit(run(args), args)
+
+    return main

@@ -149,6 +149,14 @@ SUITE: tuple[Benchmark, ...] = (
         timeout_s=7200,
     ),
     Benchmark(
+        "warm",
+        "Warm queries with change detection live",
+        "warm.py",
+        quick_args=("--trees", "sympy-1x", "--repeats", "2"),
+        long=True,
+        timeout_s=3600,
+    ),
+    Benchmark(
         "freshness",
         "Freshness",
         "freshness.py",

@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import Report, counts_parser, emit, verdict
+from benchmarks.report import Report, command, counts_parser, verdict
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchMode, SearchRequest
@@ -90,9 +90,7 @@ def run(args: argparse.Namespace) -> Report:
     return Report(markdown=markdown, headline=headline, figures=figures, target_met=met)
 
 
-def main() -> int:
-    args = parser().parse_args()
-    return emit(run(args), args)
+main = command(parser, run)
 
 
 if __name__ == "__main__":

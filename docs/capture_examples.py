@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import os
 import re
@@ -40,10 +39,10 @@ from mcp_types import Implementation  # noqa: E402
 
 from harness.protocol_clients import client_at  # noqa: E402
 from server.app import build_app, build_services  # noqa: E402
-from server.errors import _TOOL_ERRORS, REFUSALS  # noqa: E402
+from server.errors import REFUSALS, TOOL_ERRORS  # noqa: E402
 from server.settings import Settings, load_settings  # noqa: E402
 from server.tools.dataset_pages import register_dataset_page_tool  # noqa: E402
-from server.tools.page_args import PageArgs  # noqa: E402
+from server.tools.page_args import SHARED  # noqa: E402
 from sessions import CursorCodec  # noqa: E402
 
 SAMPLE: dict[str, str] = {
@@ -196,7 +195,7 @@ DOCUMENTED_TOOLS = (
     "analyze-with-duckdb", "list-saved-datasets", "cleanup_temp_files",
 )  # fmt: skip
 #: The parameters every search tool shares, shown once in their own table.
-SHARED_OPTIONS = tuple(f.name for f in dataclasses.fields(PageArgs))
+SHARED_OPTIONS = SHARED
 
 
 async def proxy_tool_schemas(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -208,7 +207,7 @@ async def proxy_tool_schemas(settings: Settings) -> dict[str, dict[str, Any]]:
         app,
         services.datasets,
         CursorCodec("docs-example-secret-key"),
-        services.renderer,
+        services.layer,
         max_output_tokens=settings.proxy.threshold_tokens,
     )
     async with Client(app) as c:
@@ -275,8 +274,7 @@ ERROR_CASES: dict[str, str] = {
     ),
     "index_unavailable": "the index on disk cannot be read or written",
     "jq_timeout": (
-        "`jq_filter` ran past `offload.jq_timeout_s`, or waited that long for a worker (the server busy with other "
-        "filters)"
+        "`jq_filter` ran past `jq.timeout_s`, or waited that long for a worker (the server busy with other filters)"
     ),
     "invalid_jq_filter": (
         "`jq_filter` was refused (reads the environment or files, holds a NUL), does not compile, fails, "
@@ -284,8 +282,7 @@ ERROR_CASES: dict[str, str] = {
     ),
     "sql_rejected": "not exactly one read-only statement",
     "sql_timeout": (
-        "the SQL ran past `offload.duckdb_timeout_s`, or waited that long for its turn (the server busy with other "
-        "queries)"
+        "the SQL ran past `sql.timeout_s`, or waited that long for its turn (the server busy with other queries)"
     ),
     "sql_result_too_large": "with `output_mode=legacy`, the result is larger than one answer",
     "sql_failed": "the SQL was accepted but failed (unknown table or column, type error, memory)",
@@ -316,9 +313,9 @@ def refusal_codes_table() -> str:
 
 
 def error_codes_table() -> str:
-    """The isError codes of `server.errors`, in the order they are matched, as a markdown table."""
+    """The isError codes of `server.errors` (the mapped engine and session errors first), as a markdown table."""
     rows = ["| `error.code` | when | `error.hint` (what to do) |", "|---|---|---|"]
-    for _, code, hint in _TOOL_ERRORS:
+    for code, hint in TOOL_ERRORS.items():
         shown = hint.replace("<", "&lt;").replace(">", "&gt;")  # not an HTML tag in a table
         rows.append(f"| `{code}` | {ERROR_CASES[code]} | {shown} |")
     return "\n".join(rows)

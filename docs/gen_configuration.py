@@ -33,7 +33,6 @@ ENV_PREFIX = "CODEPAGER_"
 #: from one machine to the next). A new `default_factory` field must be added here.
 MACHINE_DEFAULTS: dict[tuple[str, str], str] = {
     ("server", "roots"): "the current directory",
-    ("server", "auth_token_file"): "`http-token` in the user state dir: `~/.local/state/codepager/http-token` on Linux",
     ("index", "cache_dir"): "the user cache dir: `~/.cache/codepager` on Linux",
     ("offload", "output_dir"): (
         "`$XDG_RUNTIME_DIR/codepager` when that is your own 0700 dir (e.g. `/run/user/1000/codepager`), "
@@ -42,6 +41,7 @@ MACHINE_DEFAULTS: dict[tuple[str, str], str] = {
     ("proxy", "data_dir"): "the user data dir: `~/.local/share/codepager` on Linux",
     ("proxy", "excluded_tools"): "`[]`",
     ("offload", "clients"): "`{}` (the built-in table of [tools.md](tools.md#client-budgets))",
+    ("proxy", "sql"): '`{memory_limit = "1GB", threads = 2}`',
 }
 
 #: Subcommands whose flags set settings; the flag's argparse `dest` is the setting's key.
@@ -62,7 +62,17 @@ Every setting has a default and can be changed, from the weakest to the stronges
 3. **command-line flags**, where the table lists one.
 
 `codepager config [--config FILE]` prints the effective settings as JSON: the quickest way to
-check what a server will use. An unknown section or key is an error, not silently ignored.
+check what a server will use. An unknown section or key is an error, not silently ignored; so
+is a key an earlier version had, the error naming where it is now (`offload.jq_timeout_s is now
+jq.timeout_s`) or saying it is no longer a setting and what codepager uses instead.
+
+The list is kept short enough to hold in mind (at most 40 keys, checked by
+`tests/test_settings_layout.py`): a setting is something a user would reasonably change for
+their machine, clients or data. A limit that only protects the server from a hostile or runaway
+call, and whose value follows from something else, is a named constant of the module that uses
+it, with the reason beside it:
+
+{went}
 
 ```toml
 # codepager.toml: codepager serve --config codepager.toml
@@ -78,18 +88,79 @@ secret_key = "a-long-random-string"    # the same on every replica
 
 [offload]
 max_tokens = 10000                      # smaller pages for a smaller context window
+
+[sql]
+memory_limit = "1GB"                    # analyze-with-duckdb queries of the search server
+
+[proxy.sql]
+threads = 4                             # ... and of `codepager proxy`, the other keys as [sql]
 ```
 
 Sections: {toc}
 """
+
+#: The settings issue 40.4 made constants: (key, what codepager uses, why it is no setting).
+WENT: tuple[tuple[str, str, str], ...] = (
+    (
+        "search.max_line_width",
+        "500 characters around the match",
+        "a page's size is the client's token budget's to bound",
+    ),
+    (
+        "search.rg_max_concurrent",
+        "4 ripgrep processes",
+        "each rg is held to 192 MiB + 4x `max_file_size`; rg is I/O-bound, more at once finish no sooner",
+    ),
+    (
+        "search.max_page_size",
+        "200 results",
+        "a page's tokens are `offload.max_tokens`'s to bound; `default_page_size` stays",
+    ),
+    ("sessions.max_sessions", "100 result lists", "`sessions.max_memory_mb` bounds what the cache costs"),
+    (
+        "offload.max_bytes",
+        "1 MiB an answer",
+        "a token is at most 4 bytes, so `offload.max_tokens` binds first below 262,144 tokens; a client's own byte "
+        "limit goes in `offload.clients`",
+    ),
+    (
+        "sql.max_concurrent",
+        "2 queries",
+        "with `sql.memory_limit` it bounds DuckDB's memory; `memory_limit` is the knob",
+    ),
+    (
+        "sql.max_result_bytes",
+        "64 MiB of JSON",
+        "`sql.max_rows` is the cap a user thinks in; this only bounds the disk one query of wide rows fills",
+    ),
+    (
+        "jq.memory_mb`, `jq.max_concurrent",
+        "512 MiB, 2 workers",
+        "a filter runs over one bounded result list; only a runaway reaches them, and is stopped",
+    ),
+    ("server.chunk_limit", "60 KiB frames", "under the macOS 64 KiB pipe buffer; readers take frames of any size"),
+    (
+        "server.max_buffered_request_bytes",
+        "64 MiB",
+        "what all requests still arriving hold; `server.max_request_bytes` (one request, at most that) stays",
+    ),
+    ("proxy.max_backend_message_bytes", "64 MiB a reply", "far over what an agent reads of one result"),
+    (
+        "server.auth_token_file",
+        "`http-token` in the user state dir",
+        "where codepager keeps what it generates (`XDG_STATE_HOME` moves it); `server.auth_token` sets your own",
+    ),
+)
 
 SECTION_NOTES: dict[str, str] = {
     "server": "How the MCP server is served and what it may search.",
     "search": "Limits of a search and of the pages the search tools answer with.",
     "index": "The semantic index behind `semantic_search` and `hybrid_search`.",
     "sessions": "The cache of full result lists that cursors page through, and the cursors themselves.",
-    "offload": "The size ceiling of a page, the files over-the-ceiling pages go to, and the SQL over them.",
-    "proxy": "`codepager proxy`: when a proxied tool's result is saved as a dataset, and where.",
+    "offload": "The size ceiling of a page, and the files over-the-ceiling pages go to.",
+    "sql": "The limits every `analyze-with-duckdb` query runs under (`[proxy.sql]` overrides them on the proxy).",
+    "jq": "The limits every `jq_filter` runs under.",
+    "proxy": "`codepager proxy`: when a proxied tool's result is saved as a dataset, where, and its SQL limits.",
 }
 
 
@@ -142,7 +213,14 @@ def _cell(text: str) -> str:
 def render() -> str:
     flags = _flags()
     sections = list(Settings.model_fields)
-    parts = [INTRO.format(toc=", ".join(f"[`[{s}]`](#{s})" for s in sections))]
+    went = "\n".join(
+        [
+            "| was | now | why it is no setting |",
+            "|---|---|---|",
+            *(f"| `{k}` | {now} | {why} |" for k, now, why in WENT),
+        ]
+    )
+    parts = [INTRO.format(toc=", ".join(f"[`[{s}]`](#{s})" for s in sections), went=went)]
     for section in sections:
         model = _section_model(section)
         parts.append(f"\n## [{section}]\n\n{SECTION_NOTES[section]}\n")

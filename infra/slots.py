@@ -4,8 +4,8 @@ Each ripgrep run, SQL query (`analyze-with-duckdb`) and `jq_filter` worker has a
 of its own, but calls arrive concurrently: 8 queries took the server from 593 MB to 3,730 MB,
 and 8 regex searches whose rg each read `/dev/zero` as an ignore file 5.7-7.1 GB; only anyio's
 40 worker threads stood between one client and 40 times a call's limit. So each kind of work
-holds one of a fixed number of slots while it runs (`search.rg_max_concurrent`,
-`offload.duckdb_max_concurrent`, `offload.jq_max_concurrent`), and the worst case is that
+holds one of a fixed number of slots while it runs (the constants
+`DEFAULT_RG_MAX_CONCURRENT`, `MAX_QUERIES`, `MAX_WORKERS`), and the worst case is that
 number times the per-call limit. It lives in the engine, the lowest layer, because ripgrep
 runs there and the server's SQL and jq share it.
 

@@ -37,18 +37,23 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
 DEFAULT_TIMEOUT_S = 30.0
 """A regex search is killed after this long."""
 DEFAULT_MAX_LINE_WIDTH = 500
-"""Long lines are cut to this many characters around the match."""
+"""Long lines are cut to this many characters around the match: a minified bundle's one line
+would otherwise be a whole page. Not a setting of the server (nobody tuned it, and what a page
+may hold is bounded by the client's token budget anyway); read when an `EngineConfig` is made."""
 DEFAULT_MAX_FILE_SIZE = 1024 * 1024
 """Files larger than this (bytes) are skipped."""
 DEFAULT_RG_MAX_CONCURRENT = 4
-"""At most this many rg processes run at once in one process (`search_engine.regex.ripgrep`)."""
+"""At most this many rg processes run at once in one process (`search_engine.regex.ripgrep`).
+Not a setting of the server: each rg is held to 192 MiB plus 4x `max_file_size`, so 4 bounds
+them to under 1 GiB at the default, and rg is I/O-bound with threads of its own, so more at once
+would not finish sooner on the 2-8 cores the server shares with its clients."""
 MAX_FILE_SIZE_LIMIT = 256 << 20
 """The largest `max_file_size` there may be: what an index stores of one file is bounded by
-it when read back (`chunk_table.MAX_FILE_TEXT`), whoever wrote the index."""
+it when read back (`index.chunk_table.MAX_FILE_TEXT`), whoever wrote the index."""
 DEFAULT_FRESH_WAIT_S = 0.5
 """How long a semantic or hybrid call waits for the files changed before it to be folded into the
 index before answering without them, marked `updating` (`search_engine.live.read_your_writes`). Only a change the
-live layer does not take (more than `live_layer.MAX_LIVE_FILES` files, a directory moved in, an
+live layer does not take (more than `live.layer.MAX_LIVE_FILES` files, a directory moved in, an
 ignore file, changes found by polling) waits: a checkout's searches answer within about this."""
 DEFAULT_EMBEDDING_PROFILE: Final = "static"
 """The embedding profile (see docs/benchmarks.md for the measurement behind it)."""
@@ -69,7 +74,7 @@ class EngineConfig:
     (`server.settings`) read as their own defaults, so each is written once."""
 
     timeout_s: float = DEFAULT_TIMEOUT_S
-    max_line_width: int = DEFAULT_MAX_LINE_WIDTH
+    max_line_width: int = field(default_factory=lambda: DEFAULT_MAX_LINE_WIDTH)
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     rg_max_concurrent: int = DEFAULT_RG_MAX_CONCURRENT
     default_excludes: tuple[str, ...] = DEFAULT_EXCLUDES

@@ -2,7 +2,9 @@
 
 It dispatches on the request's mode. Regex searches are stateless (ripgrep each time); semantic
 and hybrid searches go through the persistent index of the request's root. The engine owns the
-per-root index handles so a server process keeps one warm index per root.
+per-root index handles so a server process keeps one warm index per root, and it is also the
+front door for building and reporting on them (`prepare_index`, `update_index`, `index_status`):
+callers never hold the index cache itself, so how it keeps indexes can change behind these calls.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from search_engine.ranking.code_tokens import validate_query
 from search_engine.roots import combined_generation, recheck_across, regex_across
 
 if TYPE_CHECKING:
-    from search_engine.index.manager import IndexManager
+    from search_engine.index.manager import IndexManager, IndexStatus
+    from search_engine.index.update import Progress, UpdateStats
 
 log = logging.getLogger("codepager.engine")
 
@@ -39,6 +42,36 @@ class SearchEngine:
 
             self._indexes = IndexManager(self.config, watch=self.config.watch, fresh_wait_s=self.config.fresh_wait_s)
         return self._indexes
+
+    def check_index_cache(self) -> None:
+        """Make the index cache now: a cache dir others could write in (`UnsafeCacheDirError`)
+        or a model path that does not exist (`ModelLoadError`) then refuses a server's start,
+        not its first semantic call. Loads no model."""
+        _ = self.indexes
+
+    def prepare_index(self, root: Path) -> bool:
+        """Load the index of `root` already on disk, without checking it against the tree, so
+        searches can use it at once while `update_index` checks it (or rebuilds it): False if
+        there is none this process can use (none yet, another model or format)."""
+        return self.indexes.open(root)
+
+    def update_index(self, root: Path, *, full: bool = False, progress: Progress | None = None) -> UpdateStats:
+        """Bring the index of `root` up to date with its files now (`full`: rebuild it), and keep
+        the result loaded so the next search is warm. `progress(phase, done, total)` hears of
+        each phase: "model" first (loading the model takes seconds, and the first query needs it
+        even when the index is already up to date), then "scan", "chunk", "embed" and "write"."""
+        report = progress or _unheard
+        report("model", 0, 1)
+        self.indexes.embedder.load()
+        report("scan", 0, 0)
+        stats = self.indexes.update(root, full=full, progress=progress)
+        self.indexes.get(root)
+        return stats
+
+    def index_status(self, root: Path) -> IndexStatus:
+        """What the index of `root` holds and how its changes are found, read from disk and
+        this process's watcher: loads no model and builds nothing."""
+        return self.indexes.status(root)
 
     def close(self) -> None:
         """Stop watching the roots' files (an engine used again starts over)."""
@@ -129,3 +162,7 @@ class SearchEngine:
             if directory in (damage.where, *damage.where.parents):
                 return root
         return roots[0]
+
+
+def _unheard(phase: str, done: int, total: int) -> None:
+    """The progress of an update nobody follows."""

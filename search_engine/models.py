@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Annotated, Any, Literal
 
@@ -217,15 +217,7 @@ class Freshness:
     reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "state": self.state,
-            "as_of": self.as_of,
-            "verified_at": self.verified_at,
-            "detection": self.detection,
-            "pending_count": self.pending_count,
-            "pending": list(self.pending),
-            "reason": self.reason,
-        }
+        return asdict(self)  # every field, `pending` copied
 
 
 @dataclass(slots=True)

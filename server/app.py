@@ -20,7 +20,6 @@ from server.background_indexer import BackgroundIndexer
 from server.errors import ErrorMiddleware
 from server.jq import jq_view
 from server.output import OffloadStore, OutputLayer
-from server.rendering import Renderer
 from server.services import Services
 from server.settings import SessionSettings, Settings
 from server.sql import Datasets
@@ -31,6 +30,7 @@ from server.tools.results import register_results_resources, register_results_to
 from server.tools.schemas import CompactSchemas
 from server.tools.search import register_search_tools
 from sessions import (
+    DEFAULT_MAX_SESSIONS,
     CursorCodec,
     MemoryStore,
     Pager,
@@ -41,6 +41,12 @@ from sessions import (
 )
 
 log = logging.getLogger("codepager")
+
+#: Result lists the session store keeps, least recently used evicted first. Not a setting (it
+#: was `sessions.max_sessions`): `sessions.max_memory_mb` bounds what the cache costs, and this
+#: only stops thousands of tiny lists (each a few hundred bytes of bookkeeping) piling up; an
+#: evicted list is searched again from its cursor. Read when the store is made.
+MAX_SESSIONS = DEFAULT_MAX_SESSIONS
 
 INSTRUCTIONS = (
     "codepager searches the codebase under its roots. Use hybrid_search to find code by name or "
@@ -60,9 +66,8 @@ def session_store(sess: SessionSettings) -> SessionStore:
     if sess.backend == "memory":
         return MemoryStore(
             ttl_s=sess.ttl_s,
-            max_sessions=sess.max_sessions,
+            max_sessions=MAX_SESSIONS,
             max_bytes=max_bytes,
-            sweep_interval_s=sess.sweep_interval_s,
         )
     if not sess.backend.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError(f"sessions.backend must be 'memory' or a redis://host:port/db URL, got {sess.backend!r}")
@@ -80,9 +85,8 @@ def session_store(sess: SessionSettings) -> SessionStore:
     # the most a replica ever inflates from a blob someone else may have written.
     store = RedisStore(
         sess.backend,
-        namespace=sess.namespace,
         ttl_s=sess.ttl_s,
-        max_sessions=sess.max_sessions,
+        max_sessions=MAX_SESSIONS,
         max_bytes=max_bytes,
         max_session_bytes=max_bytes,
     )
@@ -131,8 +135,7 @@ def build_services(settings: Settings) -> Services:
         store,
         codec,
         default_page_size=settings.search.default_page_size,
-        max_page_size=settings.search.max_page_size,
-        view_fn=jq_view(settings.offload),
+        view_fn=jq_view(settings.jq),
     )
     offload = OffloadStore.from_settings(settings.offload)
     return Services(
@@ -141,8 +144,8 @@ def build_services(settings: Settings) -> Services:
         engine=engine,
         pager=pager,
         offload=offload,
-        datasets=Datasets(offload, limits=settings.offload),
-        renderer=Renderer(OutputLayer(settings.offload, offload)),
+        datasets=Datasets(offload, limits=settings.sql),
+        layer=OutputLayer(settings.offload, settings.sql, offload),
         indexer=BackgroundIndexer(engine, settings.index.ready_wait_s),
     )
 
@@ -175,7 +178,7 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
     app.add_middleware(ArgumentCount(app))
     register_search_tools(app, services)
     register_index_tools(app, services)
-    register_results_tools(app, services.offload, services.datasets, services.renderer)
+    register_results_tools(app, services.offload, services.datasets, services.layer)
     register_results_resources(app, services.offload)
     app.add_transform(CompactSchemas(own_tools(app)))
     return app

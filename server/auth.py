@@ -62,7 +62,7 @@ def _how_to_pass_it(scope: Scope) -> str:
     return (
         "Send the header `Authorization: Bearer <token>` with every request, where <token> is the value "
         "the server was started with (--auth-token or CODEPAGER_SERVER__AUTH_TOKEN) or, without one, the one it "
-        "generated: printed on its stderr at start and kept in its server.auth_token_file. For example: "
+        "generated: printed on its stderr at start and kept in http-token in its user's state dir. For example: "
         f'`claude mcp add --transport http codepager {url} --header "Authorization: Bearer <token>"`, '
         f'or `curl -H "Authorization: Bearer <token>" ...`.'
     )

@@ -6,7 +6,7 @@ their directories are to that user (or, behind `codepager proxy`, call the backe
 So HTTP always has a token unless the user opts out by name (`--no-auth`, warned about):
 
 - a configured one (`--auth-token`, `CODEPAGER_SERVER__AUTH_TOKEN`) wins;
-- else the one kept in `server.auth_token_file` (in the user's state dir), generated on first
+- else the one kept in `token_file()` (in the user's state dir), generated on first
   start (`infra.SecretFile`: 0600 from its creation, published atomically, in a
   directory others cannot write in) and read again at each start, so a client registered with
   it keeps working; deleting the file and restarting rotates it;
@@ -24,6 +24,9 @@ from __future__ import annotations
 import logging
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
 
 from infra import MIN_SECRET_LENGTH, SecretFile, check_own_dir
 from server.settings import ServerSettings
@@ -33,6 +36,14 @@ from server.transports.http_origin import is_loopback
 TOKEN_TEMP_PREFIX = ".http-token."
 
 log = logging.getLogger(__name__)
+
+
+def token_file() -> Path:
+    """Where the generated token is kept: `http-token` in the user's state dir, where codepager
+    keeps what it generates for itself (`~/.local/state/codepager` on Linux, moved by
+    XDG_STATE_HOME). Not a setting (it was `server.auth_token_file`): every HTTP server of the
+    user shares the file, and a user who wants a token of their own sets `server.auth_token`."""
+    return Path(platformdirs.user_state_dir("codepager", appauthor=False)) / "http-token"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +74,7 @@ def bearer_token(settings: ServerSettings) -> HttpToken | None:
             "roots, or call the proxied backend's tools). Drop --no-auth (server.no_auth) to have a token generated "
             "and kept in %s, or set --auth-token.",
             reach,
-            settings.auth_token_file,
+            token_file(),
         )
         return None
     if settings.auth_token is not None:
@@ -74,25 +85,25 @@ def bearer_token(settings: ServerSettings) -> HttpToken | None:
                 len(settings.auth_token),
             )
         return HttpToken(settings.auth_token, "set in server.auth_token (--auth-token)", shown=False)
-    return _kept_token(settings)
+    return _kept_token()
 
 
-def _kept_token(settings: ServerSettings) -> HttpToken:
-    """The token kept in `auth_token_file`, generated into it on first start."""
-    path = settings.auth_token_file
-    check_own_dir(path.parent, "server.auth_token_file's directory")  # a token planted there would be its planter's
-    token_file = SecretFile(
+def _kept_token() -> HttpToken:
+    """The token kept in `token_file()`, generated into it on first start."""
+    path = token_file()
+    check_own_dir(path.parent, "the HTTP token file's directory")  # a token planted there would be its planter's
+    secret = SecretFile(
         path,
         temp_prefix=TOKEN_TEMP_PREFIX,
-        label="the HTTP token file (server.auth_token_file)",
+        label="the HTTP token file",
         remedy="delete it to have a new token generated (clients then need the new one), or set --auth-token",
     )
     try:
-        value = token_file.load_or_create()
+        value = secret.load_or_create()
     except OSError as exc:
         log.warning(
             "could not keep the HTTP token in %s (%s); using one for this process only: clients need the new one "
-            "after every restart. Point server.auth_token_file at a writable place, or set --auth-token.",
+            "after every restart. Make that directory writable (XDG_STATE_HOME moves it), or set --auth-token.",
             path,
             exc.strerror or exc,
         )

@@ -152,15 +152,9 @@ class BackgroundIndexer:
                 # or rebuilt (`full`): it stays live until the new generation replaces it, so one
                 # client's `reindex full=true` does not take semantic search from every client
                 # for the length of a build (found by an audit: index_not_ready for all of it).
-                if self.engine.indexes.open(root):
+                if self.engine.prepare_index(root):
                     state.ready = True
-                # The model first, as a phase of its own: a transformer takes seconds to load,
-                # and the first query needs it even when the index is already up to date.
-                state.advance("model", 0, 1)
-                self.engine.indexes.embedder.load()
-                state.advance("scan", 0, 0)
-                self.engine.indexes.update(root, full=full, progress=state.advance)
-                self.engine.indexes.get(root)  # load it, so the first search is warm
+                self.engine.update_index(root, full=full, progress=state.advance)  # the model first
                 state.phase, state.ready = "ready", True
             except SearchError as exc:
                 log.warning("indexing %s failed: %s", root, exc)
@@ -181,27 +175,24 @@ class BackgroundIndexer:
     async def wait_ready(self, request: SearchRequest, ctx: Context | None) -> None:
         """Return once every root the request searches is indexed (all are queued at once),
         or raise IndexNotReadyError in time."""
-        await self._wait([(Path(root), self.request(Path(root))) for root in request.searched_roots], ctx)
+        await self.wait({Path(root): self.request(Path(root)) for root in request.searched_roots}, ctx)
 
-    async def wait(self, state: RootState, ctx: Context | None) -> None:
-        """Return once `state` is ready; raise its error, or IndexNotReadyError (with progress
-        and an estimate) after `ready_wait_s`. Sends a progress notification (overall percent
-        of 100, the phase and its done/total as the message) each time the build advances."""
-        await self._wait([(None, state)], ctx)
-
-    async def _wait(self, states: list[tuple[Path | None, RootState]], ctx: Context | None) -> None:
-        """`wait` for several roots' builds at once (one deadline; progress is their mean, a
-        root named in the message and the error when there are several)."""
+    async def wait(self, states: dict[Path, RootState], ctx: Context | None) -> None:
+        """Return once every root's state is ready; raise an error of one, or IndexNotReadyError
+        (with progress and an estimate) after `ready_wait_s`, one deadline for all. Sends a
+        progress notification (overall percent of 100: the roots' mean; the phase and its
+        done/total as the message, naming the root when there are several) each time the
+        builds advance."""
         deadline = self.clock() + self.ready_wait_s
         sent = -1.0
-        while pending := [(root, state) for root, state in states if not state.ready]:
+        while pending := [(root, state) for root, state in states.items() if not state.ready]:
             root, state = pending[0]
             for _, failed in pending:
                 if failed.error is not None:
                     raise failed.error  # the next call re-queues the build (see `request`)
             if self.clock() >= deadline:
                 raise _not_ready(state, root if len(states) > 1 else None)
-            percent = round(sum(100.0 if s.ready else s.percent() for _, s in states) / len(states), 1)
+            percent = round(sum(100.0 if s.ready else s.percent() for s in states.values()) / len(states), 1)
             if ctx is not None and percent > sent:
                 where = f" {root}" if len(states) > 1 else ""
                 await ctx.report_progress(percent, 100, f"indexing{where}: {state.describe()}")

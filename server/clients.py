@@ -7,7 +7,7 @@ Clients differ (measured from their sources and docs, 2026):
 | `claude-code` (Claude Code) | structuredContent only | 25,000 tokens (larger results go to a file) |
 | `codex` (Codex CLI, `codex-mcp-client`) | structuredContent, serialized | 10 KiB and 256 lines |
 | `cursor` (Cursor) | the text block | the server default |
-| anything else, or no clientInfo | either | the server default (`offload.max_tokens`, `offload.max_bytes`) |
+| anything else, or no clientInfo | either | the server default (`offload.max_tokens`, `MAX_ANSWER_BYTES`) |
 
 The name comes from `initialize`'s `clientInfo`, read on every request: on the stateless
 2026 protocol there is no handshake and each request's `_meta` carries `clientInfo` (optional
@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from server.output import Ceiling
+from server.output import MAX_ANSWER_BYTES, Ceiling
 from server.settings import ClientBudget, OffloadSettings
 
 Reads = Literal["structured", "text", "both"]
@@ -54,7 +54,7 @@ class ClientProfile:
 
 def profile_for(client_name: str | None, settings: OffloadSettings) -> ClientProfile:
     """The profile of the client named `client_name` (None: unknown)."""
-    default = Ceiling(tokens=settings.max_tokens, bytes=settings.max_bytes)
+    default = Ceiling(tokens=settings.max_tokens, bytes=MAX_ANSWER_BYTES)
     table = {**BUILTIN, **settings.clients}
     name = (client_name or "").lower()
     for key, budget in table.items():

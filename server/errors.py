@@ -17,14 +17,20 @@ Two kinds of failure:
   shared session store (Redis) unreachable. The result carries a structured `error` object
   (code, message, hint) so an agent can act on it.
 
+The server's own failures are `ServerError`s: each class says its `code` and `hint`, so the
+most specific class answers by inheritance, with no list to keep in order. The exceptions of
+the layers below (the engine's, the session store's, `infra`'s) cannot derive from it (imports
+flow server -> sessions -> search_engine -> infra), so a table maps them instead:
+`_MAPPED_ERRORS` for tool errors, `_CURSOR_REFUSALS` for cursor refusals.
+
 Every message says what to do next.
 
-The engine's and the session store's own exceptions are documented in `search_engine.errors`
-and `sessions.errors`. Two server exceptions stay beside their only user, because importing
-this module (fastmcp) would cost them what they exist to avoid:
-`server.transports.framing.FrameRejected` (one refused frame line, caught inside the pure
-framing module, which the settings import) and `server.cli.search_targets.MissingPathError`
-(a PATH `codepager search` cannot read; the grep-like CLI never imports fastmcp).
+The engine's, the session store's and `infra`'s own exceptions are documented in
+`search_engine.errors`, `sessions.errors` and `infra.errors`. Two server exceptions stay beside
+their only user, because importing this module (fastmcp) would cost them what they exist to
+avoid: `server.transports.framing.FrameRejected` (one refused frame line, caught inside the pure
+framing module, which the settings import) and `server.cli.search_targets.MissingPathError` (a
+PATH `codepager search` cannot read; the grep-like CLI never imports fastmcp).
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ from search_engine import (
     SearchTimeoutError,
 )
 from server.json_result import json_result
-from server.settings import validation_problems
+from server.validation_problems import validation_problems
 from sessions import (
     CursorError,
     CursorExpiredError,
@@ -72,11 +78,26 @@ P = ParamSpec("P")
 MAX_ERROR_CHARS = 2000
 
 
+class ServerError(Exception):
+    """A failure of this server's own that reaches the agent: a stable `code` and a `hint` saying
+    what to do next, both set by each subclass in its body. A subclass's own override its
+    parent's, so the most specific class answers without a table kept in order by hand (the
+    errors of the layers below, which the server cannot subclass, are mapped in
+    `_MAPPED_ERRORS`). Each keeps the built-in exception it is a kind of (a bad id is a
+    `ValueError`, an unknown one a `LookupError`) as a second base, for callers that catch it."""
+
+    code: str
+    hint: str
+
+
 # -- output layer and proxy failures ------------------------------------------------------------
 # Writing: `PrivateFileError` (a directory or file that cannot be used safely) is what the file
 # primitives raise; the stores turn it into `StoreWriteError`, after which the caller answers
 # inline instead (the layer cuts the page to fit, the proxy sends the start of the result).
-# Reading and querying: the rest are the agent's to fix and become `isError` results below.
+# Neither reaches the agent, so neither is a `ServerError`; nor are `LineRangeError` and
+# `ReadTooLargeError`, which only a resource read raises, answered as -32602 with the message
+# alone (a resource has no `isError` result to carry a code). Reading and querying: the rest are
+# the agent's to fix and become `isError` results below.
 
 
 class PrivateFileError(RuntimeError):
@@ -87,14 +108,6 @@ class StoreWriteError(RuntimeError):
     """A page or dataset could not be written; the caller answers inline, with a warning."""
 
 
-class InvalidDatasetIdError(ValueError):
-    """An id that cannot name a stored result (it must be a 26-character ULID)."""
-
-
-class DatasetNotFoundError(LookupError):
-    """No stored result has this id (never written, expired, or cleaned up)."""
-
-
 class LineRangeError(ValueError):
     """A line range of an offloaded page that is not 1-based start <= end, or past its end."""
 
@@ -103,33 +116,77 @@ class ReadTooLargeError(ValueError):
     """A read of an offloaded page (whole, or a line range) larger than one answer may be."""
 
 
-class SqlRejectedError(ValueError):
+class InvalidDatasetIdError(ServerError, ValueError):
+    """An id that cannot name a stored result (it must be a 26-character ULID)."""
+
+    code = "invalid_dataset_id"
+    hint = "pass an id exactly as list-saved-datasets shows it"
+
+
+class DatasetNotFoundError(ServerError, LookupError):
+    """No stored result has this id (never written, expired, or cleaned up)."""
+
+    code = "dataset_not_found"
+    hint = "the dataset expired or was removed; run the search again to recreate it"
+
+
+class SqlRejectedError(ServerError, ValueError):
     """The SQL is not a single read-only statement, or does not parse."""
 
+    code = "sql_rejected"
+    hint = "send one read-only statement (SELECT, WITH, DESCRIBE, SUMMARIZE, SHOW, EXPLAIN) over dataset_<id> views"
 
-class SqlExecutionError(ValueError):
+
+class SqlExecutionError(ServerError, ValueError):
     """The SQL was accepted but failed (unknown column, type error, permission, memory)."""
+
+    code = "sql_failed"
+    hint = "check table and column names with list-saved-datasets and DESCRIBE dataset_<id>"
 
 
 class SqlTimeoutError(SqlExecutionError, TimeoutError):
-    pass
+    """The SQL ran past its time limit, or waited that long for its turn."""
+
+    code = "sql_timeout"
+    hint = "add filters or LIMIT, or aggregate, and try again"
 
 
 class SqlResultTooLargeError(SqlExecutionError):
     """The result is over what the requested output mode can return whole."""
 
+    code = "sql_result_too_large"
+    hint = "add LIMIT/OFFSET or select fewer columns, or call with output_mode=auto"
 
-class JqFilterError(ValueError):
+
+class JqFilterError(ServerError, ValueError):
     """The filter was refused, did not compile, failed at run time, or ran too long."""
+
+    code = "invalid_jq_filter"
+    hint = (
+        "fix the jq_filter: it runs over the array of match records the pages show ({path, line, text} unless "
+        'detail="full") and must keep some of them as they are, e.g. map(select(.path | startswith("src/")))'
+    )
 
 
 class JqTimeoutError(JqFilterError, TimeoutError):
-    pass
+    """The filter ran past its time limit, or waited that long for a worker."""
+
+    code = "jq_timeout"
+    hint = (
+        "simplify the jq_filter (it ran past its time limit) or page without it; one that waited for a worker can be "
+        "tried again"
+    )
 
 
-class BackendResultError(RuntimeError):
+class BackendResultError(ServerError, RuntimeError):
     """A proxied backend answered with something that is not an MCP tool result: its fault,
     not the client's arguments (fastmcp reports it as -32602 "Invalid request parameters")."""
+
+    code = "backend_result_invalid"
+    hint = (
+        "the backend server's answer was malformed, not your arguments: retry, call another tool, or report it "
+        "to the backend's maintainers"
+    )
 
 
 #: The codes of a refusal (a call invalid as sent) and what to do next, in either channel.
@@ -153,15 +210,21 @@ _CURSOR_REFUSALS: tuple[tuple[type[CursorError], str], ...] = (
 REFUSALS_AS_TOOL_ERRORS_SINCE = "2025-11-25"
 
 
-class InvalidParamsError(ToolError):
-    """Raised in a tool body for a call that is invalid as sent: a refusal (`code`, one of
-    `REFUSALS`), answered by `ErrorMiddleware` on the channel of the client's protocol version."""
+class InvalidParamsError(ServerError, ToolError):
+    """Raised in a tool body for a call that is invalid as sent: a refusal, answered by
+    `ErrorMiddleware` on the channel of the client's protocol version. Its `code` is the one
+    `ServerError` chosen per call: one of `REFUSALS` (`invalid_arguments` unless given), with
+    that code's hint."""
+
+    code = "invalid_arguments"
+    hint = REFUSALS[code]
 
     def __init__(self, message: str, data: dict[str, Any] | None = None, *, code: str = "invalid_arguments") -> None:
         super().__init__(message, log_level=logging.DEBUG)
         self.message = message
         self.code = code
-        self.data = {"code": code, "hint": REFUSALS[code], **(data or {})}
+        self.hint = REFUSALS[code]
+        self.data = {"code": code, "hint": self.hint, **(data or {})}
 
     @classmethod
     def of_cursor(cls, exc: CursorError) -> InvalidParamsError:
@@ -169,8 +232,12 @@ class InvalidParamsError(ToolError):
         return cls(str(exc), {"reason": type(exc).__name__}, code=code)
 
 
-#: Tool errors, most specific first: (exception type, stable code, what to do next).
-_TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
+#: The tool errors of the layers below (the engine's, the session store's, `infra`'s), which the
+#: server cannot subclass (imports flow server -> sessions -> search_engine -> infra):
+#: (exception type, stable code, what to do next).
+#: Most specific first, as the first entry an error is an instance of answers it;
+#: tests/test_errors.py checks that no entry is shadowed by an earlier one.
+_MAPPED_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
     (
         SessionStoreUnavailableError,
         "session_store_unavailable",
@@ -185,7 +252,7 @@ _TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
         "indexing is running in the background; retry after progress.eta_s seconds (or a few, if null), or use "
         "regex_search meanwhile",
     ),
-    (ModelLoadError, "model_unavailable", "check the index.model / index.profile settings; regex_search still works"),
+    (ModelLoadError, "model_unavailable", "check the index.model setting; regex_search still works"),
     (
         IndexDamagedError,
         "index_damaged",
@@ -203,54 +270,29 @@ _TOOL_ERRORS: tuple[tuple[type[Exception], str, str], ...] = (
         "index_unavailable",
         "make index.cache_dir writable (or point it elsewhere) and call reindex; regex_search still works",
     ),
-    (
-        JqTimeoutError,
-        "jq_timeout",
-        "simplify the jq_filter (it ran past its time limit) or page without it; one that waited for a worker can be "
-        "tried again",
-    ),
-    (
-        JqFilterError,
-        "invalid_jq_filter",
-        "fix the jq_filter: it runs over the array of match records the pages show ({path, line, text} unless "
-        'detail="full") and must keep some of them as they are, e.g. map(select(.path | startswith("src/")))',
-    ),
-    (
-        SqlRejectedError,
-        "sql_rejected",
-        "send one read-only statement (SELECT, WITH, DESCRIBE, SUMMARIZE, SHOW, EXPLAIN) over dataset_<id> views",
-    ),
-    (SqlTimeoutError, "sql_timeout", "add filters or LIMIT, or aggregate, and try again"),
-    (
-        SqlResultTooLargeError,
-        "sql_result_too_large",
-        "add LIMIT/OFFSET or select fewer columns, or call with output_mode=auto",
-    ),
-    (
-        SqlExecutionError,
-        "sql_failed",
-        "check table and column names with list-saved-datasets and DESCRIBE dataset_<id>",
-    ),
-    (InvalidDatasetIdError, "invalid_dataset_id", "pass an id exactly as list-saved-datasets shows it"),
-    (
-        DatasetNotFoundError,
-        "dataset_not_found",
-        "the dataset expired or was removed; run the search again to recreate it",
-    ),
     (SearchError, "search_failed", "adjust the request and try again"),
-    (
-        BackendResultError,
-        "backend_result_invalid",
-        "the backend server's answer was malformed, not your arguments: retry, call another tool, or report it "
-        "to the backend's maintainers",
-    ),
 )
-HANDLED_ERRORS = tuple(t for t, _, _ in _TOOL_ERRORS)
+#: What a tool body may raise that becomes an `isError` result.
+HANDLED_ERRORS: tuple[type[Exception], ...] = (ServerError, *(t for t, _, _ in _MAPPED_ERRORS))
+
+
+def server_errors(base: type[ServerError] = ServerError) -> list[type[ServerError]]:
+    """Every subclass of `base`, each before its own subclasses, in the order they were defined."""
+    return [cls for sub in base.__subclasses__() for cls in (sub, *server_errors(sub))]
+
+
+#: Every `isError` code and what to do next: the mapped errors', then the server's own.
+TOOL_ERRORS: dict[str, str] = {code: hint for _, code, hint in _MAPPED_ERRORS} | {
+    cls.code: cls.hint for cls in server_errors() if not issubclass(cls, InvalidParamsError)
+}
 
 
 def error_result(exc: Exception) -> ToolResult:
     """An `isError` result whose structuredContent says what went wrong and what to do."""
-    code, hint = next((c, h) for t, c, h in _TOOL_ERRORS if isinstance(exc, t))
+    if isinstance(exc, ServerError):
+        code, hint = exc.code, exc.hint
+    else:
+        code, hint = next((c, h) for t, c, h in _MAPPED_ERRORS if isinstance(exc, t))
     error: dict[str, Any] = {"code": code, "message": str(exc), "hint": hint}
     if isinstance(exc, InvalidQueryError) and exc.position is not None:
         error["position"] = exc.position
@@ -260,8 +302,8 @@ def error_result(exc: Exception) -> ToolResult:
 
 
 def tool_errors(fn: Callable[P, Awaitable[ToolResult]]) -> Callable[P, Awaitable[ToolResult]]:
-    """Wrap a tool body: cursor refusals become refusals (`InvalidParamsError`), the failures in
-    `_TOOL_ERRORS` an `isError` result. Anything else is a bug and is left for fastmcp to report."""
+    """Wrap a tool body: cursor refusals become refusals (`InvalidParamsError`), the other
+    `HANDLED_ERRORS` an `isError` result. Anything else is a bug and is left for fastmcp to report."""
 
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> ToolResult:
@@ -269,6 +311,8 @@ def tool_errors(fn: Callable[P, Awaitable[ToolResult]]) -> Callable[P, Awaitable
             return await fn(*args, **kwargs)
         except CursorError as exc:
             raise InvalidParamsError.of_cursor(exc) from exc
+        except InvalidParamsError:
+            raise  # a refusal: ErrorMiddleware answers it on the channel of the call's protocol version
         except HANDLED_ERRORS as exc:
             return error_result(exc)
 

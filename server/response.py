@@ -14,9 +14,8 @@ from typing import Any
 
 from search_engine import Match, SearchRequest
 from server.jq import view_expression
-from server.output import WholeList
+from server.output import PageOptions, WholeList
 from server.records import Detail, match_record
-from server.settings import SearchSettings, default_of
 from sessions import Page
 
 #: Request fields that are shown as the search's identity rather than under "parameters".
@@ -46,26 +45,20 @@ def _echo(text: str) -> str:
     return text if len(text) <= _ECHO_CHARS else f"{text[:_ECHO_CHARS]}… ({len(text)} characters)"
 
 
-@dataclass(frozen=True)
-class RecordOptions:
-    include_snippet: bool = True
-    snippet_length: int | None = default_of(SearchSettings, "default_snippet_length")
-    detail: Detail = Detail.COMPACT
-
-
 @dataclass
 class SearchResponse:
-    """One page ready to be rendered: the page, how to show its matches, and extra warnings."""
+    """One page ready to be rendered: the page, the options the agent chose for it (its matches
+    are printed at `options.record_detail`), and extra warnings."""
 
     page: Page
-    options: RecordOptions = field(default_factory=RecordOptions)
+    options: PageOptions
     warnings: list[str] = field(default_factory=list)
 
     def records(self) -> list[dict[str, Any]]:
         return [
             match_record(
                 m,
-                detail=self.options.detail,
+                detail=self.options.record_detail,
                 include_snippet=self.options.include_snippet,
                 snippet_length=self.options.snippet_length,
             )
@@ -80,16 +73,14 @@ class SearchResponse:
         """The list this page is cut from, shown as the page shows its matches: an offloaded
         page names it as its dataset. One session's list never changes, so the session and
         the record options identify the file written for it."""
-        o = self.options
+        o, detail = self.options, self.options.record_detail
         matches = self._list()
 
         def records() -> Iterator[dict[str, Any]]:
             for m in matches:
-                yield match_record(
-                    m, detail=o.detail, include_snippet=o.include_snippet, snippet_length=o.snippet_length
-                )
+                yield match_record(m, detail=detail, include_snippet=o.include_snippet, snippet_length=o.snippet_length)
 
-        key = f"{self.page.session_id}:{o.detail.value}:{o.include_snippet}:{o.snippet_length}"
+        key = f"{self.page.session_id}:{detail.value}:{o.include_snippet}:{o.snippet_length}"
         return WholeList(key, len(matches), records)
 
     def _list(self) -> Sequence[Match]:
@@ -104,10 +95,10 @@ class SearchResponse:
 
     @property
     def compact(self) -> bool:
-        return self.options.detail is Detail.COMPACT
+        return self.options.record_detail is Detail.COMPACT
 
     def search(self) -> dict[str, Any]:
-        return search_block(self.page.request, self.page.view, self.options.detail)
+        return search_block(self.page.request, self.page.view, self.options.record_detail)
 
     def pagination(self) -> dict[str, Any]:
         p = self.page

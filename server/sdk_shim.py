@@ -274,7 +274,7 @@ class _BoundedBody(httpx2.AsyncByteStream):
     def too_large(self) -> RefusedReplyError:
         return RefusedReplyError(
             f"the server's response is over this client's limit of {self.limit:,} bytes "
-            "(proxy.max_backend_message_bytes); ask for less, or raise the limit"
+            "(the most codepager proxy reads of one backend reply); ask for less"
         )
 
     async def __aiter__(self) -> AsyncIterator[bytes]:

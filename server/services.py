@@ -8,8 +8,7 @@ from pathlib import Path
 
 from search_engine import SearchEngine
 from server.background_indexer import BackgroundIndexer
-from server.output import OffloadStore
-from server.rendering import Renderer
+from server.output import OffloadStore, OutputLayer
 from server.settings import Settings
 from server.sql import Datasets
 from sessions import Pager
@@ -23,5 +22,5 @@ class Services:
     pager: Pager
     offload: OffloadStore
     datasets: Datasets
-    renderer: Renderer
+    layer: OutputLayer
     indexer: BackgroundIndexer

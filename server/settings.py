@@ -2,7 +2,13 @@
 < command-line flags.
 
 One `Settings` object is built at start-up and handed down; nothing reads the environment
-later. Each section is its own model so `codepager config` can print it and docs can list it.
+later, and no module keeps a value read from these models when it was imported (a test or a
+config change would not reach it). Each section is its own model so `codepager config` can
+print it and docs can list it; a limit lives in the section of what it limits (`[sql]`, `[jq]`),
+and the proxy overrides `[sql]` in `[proxy.sql]`. A knob nobody sets is a constant of the module
+that uses it, saying why, not a setting: the list is meant to stay short enough to hold in mind
+(`tests/test_settings_layout.py` bounds it). A key an earlier version had is refused with where
+it went (`MOVED_SETTINGS`, `REMOVED_SETTINGS`), never silently dropped.
 """
 
 from __future__ import annotations
@@ -12,9 +18,9 @@ import functools
 import os
 import stat
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import platformdirs
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -27,7 +33,6 @@ from pydantic_settings import (
 
 from search_engine import (
     DEFAULT_EMBEDDING_PROFILE,
-    DEFAULT_FRESH_WAIT_S,
     DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_LINE_WIDTH,
     DEFAULT_MAX_RESULTS,
@@ -40,20 +45,15 @@ from search_engine import (
 from server.transports.framing import (
     DEFAULT_CHUNK_LIMIT,
     DEFAULT_MAX_BUFFERED_BYTES,
-    DEFAULT_MAX_FRAMES_PER_MESSAGE,
-    DEFAULT_MAX_PARTIAL_MESSAGES,
-    FRAME_OVERHEAD,
-    MIN_CHUNK_LIMIT,
 )
 from server.transports.framing import DEFAULT_TIMEOUT_S as DEFAULT_CHUNK_TIMEOUT_S
+from server.validation_problems import validation_problems
 from sessions import (
     CACHE_DIR_ENTRIES,
     DEFAULT_MAX_AGE_S,
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_SESSIONS,
-    DEFAULT_NAMESPACE,
     DEFAULT_PAGE_SIZE,
-    DEFAULT_SWEEP_INTERVAL_S,
     DEFAULT_TTL_S,
     MAX_PAGE_SIZE,
 )
@@ -112,37 +112,19 @@ class SearchSettings(_Section):
             "unless given --limit.)"
         ),
     )
-    max_line_width: int = Field(
-        DEFAULT_MAX_LINE_WIDTH, ge=40, description="Cut long lines to this many characters around the match."
-    )
     max_file_size: int = Field(
         DEFAULT_MAX_FILE_SIZE, ge=1, le=MAX_FILE_SIZE_LIMIT, description="Skip files larger than this (bytes)."
     )
-    rg_max_concurrent: int = Field(
-        DEFAULT_RG_MAX_CONCURRENT,
-        ge=1,
-        description=(
-            "ripgrep processes running at once (regex searches and file listings for the index), each held to "
-            "192 MiB plus 4x max_file_size of memory; a search past it waits for one to finish, and the wait counts "
-            "against its timeout_s."
-        ),
-    )
     default_page_size: int = Field(
-        DEFAULT_PAGE_SIZE, ge=1, description="Matches per page when a search call gives no page_size."
-    )
-    max_page_size: int = Field(MAX_PAGE_SIZE, ge=1, description="Largest page_size a search call may ask for.")
-    default_snippet_length: int = Field(
-        500, ge=1, description="Characters of each regex match's content shown when a call gives no snippet_length."
-    )
-    default_ranked_snippet_length: int = Field(
-        300,
+        DEFAULT_PAGE_SIZE,
         ge=1,
-        description=(
-            "The same for semantic and hybrid chunks (6-8 lines: enough to recognise the code, and more files fit a "
-            "token budget)."
-        ),
+        le=MAX_PAGE_SIZE,
+        description=f"Matches per page when a search call gives no page_size (a call may ask for {MAX_PAGE_SIZE}).",
     )
-    max_snippet_length: int = Field(2000, ge=1, description="Largest snippet_length a search call may ask for.")
+
+
+#: The embedding models shipped with codepager (`index.model` names one, or any other model).
+ShippedModel = Literal["static", "minilm"]
 
 
 class IndexSettings(_Section):
@@ -153,12 +135,13 @@ class IndexSettings(_Section):
             "otherwise), outside repositories you did not write (what is there is read as codepager's own)."
         ),
     )
-    profile: Literal["static", "minilm"] = Field(
+    model: str = Field(
         DEFAULT_EMBEDDING_PROFILE,
-        description="Embedding profile (see docs/benchmarks.md for the measurement behind the default).",
-    )
-    model: str | None = Field(
-        None, description="Any sentence-transformers model name or local path; overrides the profile."
+        min_length=1,
+        description=(
+            "The embedding model: `static` or `minilm`, both shipped (see docs/benchmarks.md for the measurement "
+            "behind the default), or any sentence-transformers model name or local path."
+        ),
     )
     ready_wait_s: Seconds = Field(
         30.0,
@@ -178,15 +161,6 @@ class IndexSettings(_Section):
             "semantic or hybrid search instead (network filesystems are always listed)."
         ),
     )
-    fresh_wait_s: Seconds = Field(
-        DEFAULT_FRESH_WAIT_S,
-        ge=0,
-        description=(
-            "How long a semantic or hybrid call waits for files changed before it to be folded into the index, when "
-            "it cannot take them live (more than 16 files, a directory moved in, an ignore file, polling); past it the "
-            "answer leaves them out and says so (freshness 'updating')."
-        ),
-    )
 
 
 class SessionSettings(_Section):
@@ -195,21 +169,11 @@ class SessionSettings(_Section):
         description="'memory', or a redis:// (rediss://, unix://) URL shared by replicas; Redis needs the redis "
         'extra: `pip install "codepager[redis]"`.',
     )
-    namespace: str = Field(
-        DEFAULT_NAMESPACE,
-        description="Redis key prefix codepager:<namespace>:; replicas sharing sessions use the same one.",
-    )
     ttl_s: Seconds = Field(DEFAULT_TTL_S, gt=0, description="Sliding time-to-live of a cached result list.")
-    max_sessions: int = Field(
-        DEFAULT_MAX_SESSIONS, ge=1, description="Cached result lists kept; the least recently used is evicted first."
-    )
     max_memory_mb: float = Field(
         DEFAULT_MAX_BYTES / 2**20,
         gt=0,
         description="Memory budget of the cached result lists (estimated); least recently used evicted first.",
-    )
-    sweep_interval_s: Seconds = Field(
-        DEFAULT_SWEEP_INTERVAL_S, gt=0, description="How often the memory backend frees expired sessions."
     )
     secret_key: str | None = Field(
         None,
@@ -265,78 +229,7 @@ class OffloadSettings(_Section):
     max_tokens: int = Field(
         20_000, ge=100, description="Page ceiling in estimated tokens; above it a page goes to a file."
     )
-    max_bytes: int = Field(
-        1024 * 1024,
-        ge=1024,
-        description=(
-            "Page ceiling in bytes of JSON; above it (or max_tokens) a page goes to a file. Also the most one read "
-            "of a codepager://results resource returns."
-        ),
-    )
     retention_hours: Hours = Field(24.0, gt=0, description="Offloaded files older than this are deleted.")
-    sweep_interval_s: Seconds = Field(600.0, gt=0, description="How often expired offload files are swept.")
-    jq_timeout_s: Seconds = Field(5.0, gt=0, description="Kill a jq_filter after this many seconds.")
-    jq_memory_mb: int = Field(
-        512,
-        ge=16,
-        description=(
-            "Memory (address space) a jq_filter may use on top of its worker process's own; "
-            "the filter is stopped past it."
-        ),
-    )
-    # Each running filter is a worker process that may use jq_memory_mb on top of its own, so
-    # the cap times that (2 x 512 MiB = 1 GiB by default) bounds them all; 2 also matches a
-    # 2-core machine, where a third CPU-bound filter would only slow the others down. Filters
-    # are short (most take ~0.1 s, mostly the worker's start), so a few waiting cost little.
-    jq_max_concurrent: int = Field(
-        2,
-        ge=1,
-        description=(
-            "jq_filter workers running at once, so at most this many times jq_memory_mb is in use; a filter past it "
-            "waits for one to finish, and the wait counts against its jq_timeout_s."
-        ),
-    )
-    duckdb_memory_limit: DuckdbSize = Field("512MB", description="DuckDB memory_limit for analyze-with-duckdb.")
-    duckdb_threads: int = Field(1, ge=1, description="DuckDB threads for analyze-with-duckdb.")
-    duckdb_timeout_s: Seconds = Field(30.0, gt=0, description="Interrupt an analyze-with-duckdb query after this long.")
-    # Each query has its own connection and duckdb_memory_limit (a query producing 100 KB rows
-    # peaks ~600 MB at 512MB), so the cap times that bounds them all: 2 x 512 MB = 1 GB by
-    # default (2 x 1GB on the proxy, whose limit is its own). 2 is also one query per core at
-    # duckdb_threads = 1 on a 2-core machine: more at once would only share the same cores.
-    duckdb_max_concurrent: int = Field(
-        2,
-        ge=1,
-        description=(
-            "analyze-with-duckdb queries running at once (here and on the proxy), so at most this many times the "
-            "DuckDB memory limit is in use; a query past it waits for one to finish, and the wait counts against its "
-            "duckdb_timeout_s."
-        ),
-    )
-    duckdb_max_rows: int = Field(
-        100_000,
-        ge=1,
-        description=(
-            "Rows kept from one SQL result, and from the whole result list an offloaded search page names as its "
-            "dataset; the rest is reported as left out."
-        ),
-    )
-    duckdb_max_result_bytes: int = Field(
-        64 * 1024 * 1024,
-        ge=1024,
-        description=(
-            "JSON bytes of one SQL result written to its offload file, and of the whole result list an offloaded "
-            "search page names as its dataset; the rows past it are left out and the answer says so."
-        ),
-    )
-    duckdb_fetch: Literal["auto", "spool"] = Field(
-        "auto",
-        description=(
-            "How SQL result rows reach the server. auto: streamed as they are read (DuckDB 2), or spooled on DuckDB "
-            "1.x (the newest Python 3.10 gets), whose client would hold a whole result in memory. spool: the result "
-            "is first written into a table inside DuckDB, under duckdb_memory_limit (the rest spills to disk), then "
-            "read back a batch at a time."
-        ),
-    )
     clients: dict[str, ClientBudget] = Field(
         default_factory=dict,
         description=(
@@ -344,6 +237,44 @@ class OffloadSettings(_Section):
             "table (docs/tools.md, Client budgets)."
         ),
     )
+
+
+class SqlSettings(_Section):
+    """The limits every analyze-with-duckdb query runs under (`[proxy.sql]` overrides them
+    for the proxy's queries)."""
+
+    memory_limit: DuckdbSize = Field("512MB", description="DuckDB memory_limit of one query.")
+    threads: int = Field(1, ge=1, description="DuckDB threads of one query.")
+    timeout_s: Seconds = Field(30.0, gt=0, description="Interrupt a query after this long.")
+    max_rows: int = Field(
+        100_000,
+        ge=1,
+        description=(
+            "Rows kept from one SQL result, and from the whole result list an offloaded search page names as its "
+            "dataset; the rest is reported as left out (so is any past 64 MiB of JSON)."
+        ),
+    )
+
+
+class ProxySqlSettings(_Section):
+    """`[proxy.sql]`: the `[sql]` keys the proxy's queries run under instead; a key left out
+    (None) is `[sql]`'s. The proxy's datasets are whole tool results, so by default its queries
+    get more memory and threads."""
+
+    memory_limit: DuckdbSize | None = "1GB"
+    threads: Annotated[int, Field(ge=1)] | None = 2
+    timeout_s: Annotated[Seconds, Field(gt=0)] | None = None
+    max_rows: Annotated[int, Field(ge=1)] | None = None
+
+    def over(self, sql: SqlSettings) -> SqlSettings:
+        """`sql` with the keys set here."""
+        return sql.model_copy(update=self.model_dump(exclude_none=True))
+
+
+class JqSettings(_Section):
+    """The limits every `jq_filter` runs under."""
+
+    timeout_s: Seconds = Field(5.0, gt=0, description="Kill a jq_filter after this many seconds.")
 
 
 class ProxySettings(_Section):
@@ -363,20 +294,16 @@ class ProxySettings(_Section):
     cleanup_after_days: Days = Field(
         30.0, gt=0, description="Saved datasets older than this are removed in the background."
     )
-    schema_sample_size: int = Field(100, ge=1, description="Records sampled to infer a saved dataset's field types.")
-    duckdb_memory_limit: DuckdbSize = Field(
-        "1GB", description="DuckDB memory_limit for analyze-with-duckdb on the proxy."
-    )
-    duckdb_threads: int = Field(2, ge=1, description="DuckDB threads for analyze-with-duckdb on the proxy.")
     call_timeout_s: Seconds | None = Field(
         300.0, gt=0, description="A backend call running longer than this fails with a timeout error."
     )
-    max_backend_message_bytes: int = Field(
-        DEFAULT_MAX_BUFFERED_BYTES,
-        ge=1024,
+    sql: ProxySqlSettings = Field(
+        default_factory=ProxySqlSettings,
         description=(
-            "Largest message read from a stdio or streamable-HTTP backend (as JSON or as one server-sent event); a "
-            "larger reply fails its call with an error saying so and is never held whole."
+            "`[proxy.sql]`: any `[sql]` key, for the proxy's analyze-with-duckdb queries instead of `[sql]`'s; "
+            'a key left out is `[sql]`\'s, except memory_limit ("1GB") and threads (2): whole tool results are '
+            "larger than search pages. One key as a variable: `CODEPAGER_PROXY__SQL__THREADS=4`; as flags: "
+            "`proxy --duckdb-memory-limit`, `proxy --duckdb-threads`."
         ),
     )
 
@@ -398,14 +325,8 @@ class ServerSettings(_Section):
         None,
         description=(
             "The token HTTP requests need (`Authorization: Bearer <token>`), checked on the headers before any body is "
-            "read. Unset: the one kept in auth_token_file, generated on first start."
-        ),
-    )
-    auth_token_file: Path = Field(
-        default_factory=lambda: Path(platformdirs.user_state_dir("codepager", appauthor=False)) / "http-token",
-        description=(
-            "HTTP without auth_token: where the generated token is kept (0600, in a directory others cannot write in) "
-            "and read again at each start; delete the file and restart to rotate the token."
+            "read. Unset: the one kept in `http-token` in the user state dir (`~/.local/state/codepager` on Linux), "
+            "generated on first start; delete that file and restart to rotate it."
         ),
     )
     no_auth: bool = Field(
@@ -430,65 +351,29 @@ class ServerSettings(_Section):
             'affected. `"*"` allows any.'
         ),
     )
-    body_timeout_s: Seconds = Field(
-        30.0,
-        gt=0,
-        description=(
-            "HTTP: a request body that sends nothing for this many seconds, or request headers not all in within this "
-            "many seconds of their start, are answered 408 and the connection closed."
-        ),
-    )
-    body_max_buffered_bytes: int = Field(
-        64 * 1024 * 1024,
-        ge=1024,
-        description=(
-            "HTTP: bytes all request bodies still arriving may hold together; a request whose body would pass it "
-            "is answered 503 (JSON-RPC -32600) and its connection closed."
-        ),
-    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "WARNING", description="Log level of codepager, fastmcp and (on HTTP) uvicorn; logs go to stderr only."
     )
-    chunk_limit: int = Field(
-        DEFAULT_CHUNK_LIMIT,
-        ge=MIN_CHUNK_LIMIT,
-        description="chunked-stdio: messages above this many bytes are split into frames of at most this much data.",
-    )
+    # At most what all requests still arriving may hold together (64 MiB, a constant of
+    # server.transports.framing): a larger one could never be taken in.
     max_request_bytes: int = Field(
         4 * 1024 * 1024,
         ge=1024,
+        le=DEFAULT_MAX_BUFFERED_BYTES,
         description=(
             "Largest request accepted on every transport; a larger one gets JSON-RPC error -32600 (HTTP 413) and is "
             "never held whole. HTTP also keeps the MCP SDK's own 4 MiB cap."
         ),
     )
-    chunk_timeout_s: Seconds = Field(
+    # One budget in time for requests still arriving, on either transport that takes them in
+    # pieces (one server runs one transport): the same default, the same concept.
+    request_timeout_s: Seconds = Field(
         DEFAULT_CHUNK_TIMEOUT_S,
         gt=0,
-        description="chunked-stdio: an incomplete incoming message with no new frame for this long is dropped.",
-    )
-    chunk_max_buffered_bytes: int = Field(
-        DEFAULT_MAX_BUFFERED_BYTES,
-        ge=1,
         description=(
-            "chunked-stdio: bytes all incomplete incoming messages may hold together, each frame counting its data "
-            f"plus {FRAME_OVERHEAD}; a frame past it drops its message (answered -32600)."
-        ),
-    )
-    chunk_max_partial_messages: int = Field(
-        DEFAULT_MAX_PARTIAL_MESSAGES,
-        ge=1,
-        description=(
-            "chunked-stdio: incoming messages that may be incomplete at once; the first frame of one more is refused "
-            "with -32600."
-        ),
-    )
-    chunk_max_frames_per_message: int = Field(
-        DEFAULT_MAX_FRAMES_PER_MESSAGE,
-        ge=1,
-        description=(
-            "chunked-stdio: most frames one incoming message may claim (totalChunks); a message claiming more is "
-            "refused with -32600 at its first frame."
+            "A request that stops arriving for this many seconds is dropped. HTTP: a body that sends nothing for "
+            "this long, or headers not all in within this long of their start, are answered 408 and the connection "
+            "closed. chunked-stdio: an incomplete message with no new frame for this long is dropped."
         ),
     )
 
@@ -526,16 +411,6 @@ class ServerSettings(_Section):
             )
         return self
 
-    @model_validator(mode="after")
-    def _one_request_fits_the_body_budget(self) -> ServerSettings:
-        if self.body_max_buffered_bytes < self.max_request_bytes:
-            raise ValueError(
-                f"server.body_max_buffered_bytes ({self.body_max_buffered_bytes}) is below server.max_request_bytes "
-                f"({self.max_request_bytes}): a request of the largest allowed size would always be refused; raise "
-                "the first or lower the second"
-            )
-        return self
-
     @field_validator("allowed_origins")
     @classmethod
     def _origins(cls, entries: tuple[str, ...]) -> tuple[str, ...]:
@@ -550,6 +425,97 @@ class ServerSettings(_Section):
         return entries
 
 
+#: Keys of earlier versions that moved: (section, key) -> where they are now. An old file or
+#: variable naming one is refused with the new name rather than read (a value silently left
+#: unread would be a limit the user believes in and does not have).
+_MOVED: dict[tuple[str, str], str] = {
+    ("index", "profile"): "index.model",
+    **{("server", key): "server.request_timeout_s" for key in ("body_timeout_s", "chunk_timeout_s")},
+    **{
+        ("server", key): "server.max_buffered_request_bytes"
+        for key in ("body_max_buffered_bytes", "chunk_max_buffered_bytes")
+    },
+    **{("offload", f"jq_{key}"): f"jq.{key}" for key in ("timeout_s", "memory_mb", "max_concurrent")},
+    **{
+        ("offload", f"duckdb_{key}"): f"sql.{key}"
+        for key in ("memory_limit", "threads", "timeout_s", "max_concurrent", "max_rows", "max_result_bytes")
+    },
+    **{("proxy", f"duckdb_{key}"): f"proxy.sql.{key}" for key in ("memory_limit", "threads")},
+}
+
+#: Keys of earlier versions that are no longer settings: (section, key) -> what codepager does
+#: instead (each a constant of the module that uses it, which says why it needs no setting).
+REMOVED_SETTINGS: dict[tuple[str, str], str] = {
+    ("server", "chunk_max_partial_messages"): "64",
+    ("server", "chunk_max_frames_per_message"): "32,768",
+    ("search", "default_snippet_length"): "500; a call's snippet_length still picks its own",
+    ("search", "default_ranked_snippet_length"): "300; a call's snippet_length still picks its own",
+    ("search", "max_snippet_length"): "2,000",
+    ("index", "fresh_wait_s"): "0.5 s",
+    ("sessions", "namespace"): (
+        '"default"; servers that must not share sessions give each its own Redis database in sessions.backend, '
+        "e.g. redis://host:6379/1"
+    ),
+    ("sessions", "sweep_interval_s"): "60 s",
+    ("offload", "sweep_interval_s"): "600 s",
+    ("offload", "duckdb_fetch"): "streamed, or spooled on DuckDB 1.x",
+    ("proxy", "schema_sample_size"): "100 records",
+    ("search", "max_line_width"): f"{DEFAULT_MAX_LINE_WIDTH} characters around the match",
+    ("search", "rg_max_concurrent"): f"{DEFAULT_RG_MAX_CONCURRENT} ripgrep processes at once",
+    ("search", "max_page_size"): f"{MAX_PAGE_SIZE} results; search.default_page_size still sets the default",
+    ("sql", "max_concurrent"): "2 queries at once; sql.memory_limit bounds each",
+    ("sql", "max_result_bytes"): "64 MiB of JSON; sql.max_rows still caps the rows",
+    ("jq", "memory_mb"): "512 MiB",
+    ("jq", "max_concurrent"): "2 filters at once",
+    ("offload", "max_bytes"): (
+        "1 MiB, which a page within offload.max_tokens never reaches below 262,144 tokens; a client's own byte "
+        "limit goes in offload.clients"
+    ),
+    ("server", "chunk_limit"): (
+        f"{DEFAULT_CHUNK_LIMIT:,} bytes a frame, under the 64 KiB pipe buffer of macOS; readers take frames of any size"
+    ),
+    ("server", "max_buffered_request_bytes"): (
+        f"{DEFAULT_MAX_BUFFERED_BYTES >> 20} MiB for all requests still arriving together; server.max_request_bytes "
+        "still bounds one"
+    ),
+    ("proxy", "max_backend_message_bytes"): "64 MiB of one backend reply",
+    ("server", "auth_token_file"): (
+        "http-token in the user state dir, e.g. ~/.local/state/codepager/http-token (XDG_STATE_HOME moves it); "
+        "server.auth_token gives a token of your own"
+    ),
+    ("sessions", "max_sessions"): f"{DEFAULT_MAX_SESSIONS} result lists; sessions.max_memory_mb bounds their memory",
+}
+
+
+def _section_key(dotted: str) -> tuple[str, str]:
+    section, _, key = dotted.rpartition(".")
+    return section, key
+
+
+# A key that moved and later went (`offload.jq_memory_mb` -> `jq.memory_mb`) is refused as the
+# one it moved to is, no longer a setting.
+MOVED_SETTINGS = {old: new for old, new in _MOVED.items() if _section_key(new) not in REMOVED_SETTINGS}
+REMOVED_SETTINGS.update(
+    {old: REMOVED_SETTINGS[_section_key(new)] for old, new in _MOVED.items() if old not in MOVED_SETTINGS}
+)
+
+
+def _old_keys(data: object) -> list[str]:
+    """What to do about each key of an earlier version in `data` (the settings as read, a
+    section a dict of keys), in one line each."""
+    found = []
+    sections = data if isinstance(data, dict) else {}
+    for section, keys in sections.items():
+        for key in keys if isinstance(keys, dict) else ():
+            if (new := MOVED_SETTINGS.get((section, key))) is not None:
+                table, _, name = new.rpartition(".")
+                env = f"CODEPAGER_{new.upper().replace('.', '__')}"
+                found.append(f"{section}.{key} is now {new}: write it as `{name}` under [{table}] (or set {env})")
+            elif (fixed := REMOVED_SETTINGS.get((section, key))) is not None:
+                found.append(f"{section}.{key} is no longer a setting (codepager uses {fixed}): remove it")
+    return found
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CODEPAGER_", env_nested_delimiter="__", extra="forbid")
 
@@ -558,7 +524,16 @@ class Settings(BaseSettings):
     index: IndexSettings = Field(default_factory=IndexSettings)
     sessions: SessionSettings = Field(default_factory=SessionSettings)
     offload: OffloadSettings = Field(default_factory=OffloadSettings)
+    sql: SqlSettings = Field(default_factory=SqlSettings)
+    jq: JqSettings = Field(default_factory=JqSettings)
     proxy: ProxySettings = Field(default_factory=ProxySettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_old_keys(cls, data: Any) -> Any:
+        if found := _old_keys(data):
+            raise ValueError("; ".join(found))
+        return data
 
     @classmethod
     def settings_customise_sources(
@@ -575,18 +550,20 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml))
         return tuple(sources)
 
+    def proxy_sql(self) -> SqlSettings:
+        """The limits of the proxy's queries: `[sql]`, with `[proxy.sql]` over it."""
+        return self.proxy.sql.over(self.sql)
+
     def engine_config(self) -> EngineConfig:
+        shipped = self.index.model in get_args(ShippedModel)
         return EngineConfig(
             timeout_s=self.search.timeout_s,
-            max_line_width=self.search.max_line_width,
             max_file_size=self.search.max_file_size,
-            rg_max_concurrent=self.search.rg_max_concurrent,
             cache_dir=self.index.cache_dir,
             cache_entries=CACHE_DIR_ENTRIES,
-            embedding_profile=self.index.profile,
-            embedding_model=self.index.model,
+            embedding_profile=self.index.model if shipped else DEFAULT_EMBEDDING_PROFILE,
+            embedding_model=None if shipped else self.index.model,
             watch=self.index.watch,
-            fresh_wait_s=self.index.fresh_wait_s,
         )
 
 
@@ -618,13 +595,7 @@ def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | N
         base = Settings()
         if not overrides:
             return base
-        merged = base.model_dump()
-        for section, values in overrides.items():
-            if isinstance(values, dict):
-                merged.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
-            elif values is not None:
-                merged[section] = values
-        return Settings.model_validate(merged)
+        return Settings.model_validate(_merged(base.model_dump(), overrides))
     except ValidationError as exc:
         raise ValueError(invalid_settings(exc, config_file)) from None
     except TOMLDecodeError as exc:  # only the file is TOML: a variable's bad JSON is a SettingsError
@@ -633,6 +604,18 @@ def load_settings(config_file: Path | None = None, overrides: dict[str, Any] | N
         raise ValueError(f"{config_file} is not valid TOML: its arrays or tables nest too deeply") from None
     finally:
         _toml_path.reset(token)
+
+
+def _merged(settings: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """`settings` with each value of `overrides` that is not None over it, tables merged key by
+    key at every depth (`{"proxy": {"sql": {"threads": 4}}}` keeps proxy.sql's other keys)."""
+    merged = dict(settings)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        elif value is not None:
+            merged[key] = value
+    return merged
 
 
 def invalid_settings(exc: ValidationError, config_file: Path | None) -> str:
@@ -651,43 +634,3 @@ def _not_secret(loc: tuple[str | int, ...]) -> bool:
     of one, or a section (or the whole) holding one (`sessions = ["<key>"]` is refused whole)."""
     holds = any(tuple(loc[: len(secret)]) == secret[: len(loc)] for secret in SECRET_SETTINGS)
     return not holds and loc[-1:] != ("backend",)
-
-
-#: Problems listed at most: a list of thousands of bad items is as many errors, and the
-#: message of a refused tool call goes into an agent's context.
-MAX_PROBLEMS = 10
-#: Errors read out of one ValidationError at most. pydantic builds them all at once (~10 us
-#: each), so past this many only their count is told: a malformed answer of a proxied server
-#: of 1.9M bad items would otherwise hold the event loop for 20 s. Our tools' own arguments are
-#: bounded far below it (`server.tools.bounds`).
-MAX_READ_ERRORS = 10_000
-
-
-def validation_problems(
-    exc: ValidationError,
-    *,
-    shown: Callable[[tuple[str | int, ...]], bool],
-    names: Mapping[str | int, str] | None = None,
-) -> list[str]:
-    """One line a problem of a settings file, an mcpServers file or a tool call's arguments
-    (`search.max_results: ... (got -5)`), the value echoed only where `shown(location)`
-    allows: pydantic's own report names the model rather than the file, ends each error with
-    a documentation link, and prints every refused value, secrets (a token, a server's `env`)
-    included, into terminals and bug reports. `names` renames a location's first part (a
-    model's field to the tool argument it came from)."""
-    count = exc.error_count()
-    if count > MAX_READ_ERRORS:
-        return [f"{count:,} values are not what the schema allows (too many to list)"]
-    problems = []
-    for error in exc.errors(include_url=False)[:MAX_PROBLEMS]:
-        first, *rest = error["loc"] or ("",)
-        key = ".".join(str(part) for part in ((names or {}).get(first, first), *rest))
-        message = error["msg"].removeprefix("Value error, ")  # our validators' messages name the key
-        problem = message if message.startswith(key) or not key else f"{key}: {message}"
-        if shown(error["loc"]) and error["type"] not in ("extra_forbidden", "missing", "value_error", "json_invalid"):
-            given = repr(error["input"])
-            problem += f" (got {given if len(given) <= 200 else given[:200] + '...'})"
-        problems.append(problem)
-    if count > MAX_PROBLEMS:
-        problems.append(f"and {count - MAX_PROBLEMS:,} more")
-    return problems

@@ -121,14 +121,6 @@ class MemoryStore:
             self._by_key[session.key] = session.id
             return True
 
-    def touch(self, session_id: str) -> bool:
-        with self._lock:
-            session = self._cache.get(session_id)
-            if session is None:
-                return False
-            self._refresh(session)
-            return True
-
     def stats(self) -> StoreStats:
         with self._lock:
             return StoreStats(

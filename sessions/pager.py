@@ -1,9 +1,10 @@
 """Paging a search: run it once, keep the list as a session, walk it with sealed cursors.
 
-The server calls `first_page` for a new search, and for a cursor `decode` then `page_at`,
-checking the decoded search in between (`request_of`: its tool, its root, its arguments;
-`is_live`: whether the index must be waited for). Three paths serve a page, reported as
-`Page.cache`:
+The server calls `first_page` for a new search, and `resume` for a cursor, with two hooks: one
+that checks the cursor's search before anything is served (its tool, its root, its arguments),
+and one the pager calls just before it re-runs that search (the server waits there for the
+index), so the caller never has to predict whether a page will search. Three paths serve a
+page, reported as `Page.cache`:
 - "miss": the search ran now and its list became a new session;
 - "hit": the list came from a live session (same search, same index generation, same view);
 - "restored": the cursor was valid but its session was gone (evicted, expired, restarted,
@@ -27,9 +28,16 @@ from sessions.models import CacheStatus, Page, Session, dedup_key
 from sessions.store import SessionStore
 
 DEFAULT_PAGE_SIZE = 50
+#: The largest page a call may ask for. Not a setting: a page's size in tokens is what a client
+#: feels, and that is `offload.max_tokens`'s to bound (a larger page goes to a file); this only
+#: stops one call asking the pager to materialise a huge page to offload, when paging is cheap.
 MAX_PAGE_SIZE = 200
 
 ViewFn = Callable[[SearchResult, str], SearchResult]
+#: What a caller checks of a cursor's search before it is served (raise to refuse it).
+CheckFn = Callable[[CursorState, SearchRequest], None]
+#: What a caller does just before a cursor's search is run again (e.g. wait for its index).
+RerunFn = Callable[[SearchRequest], None]
 
 
 class SearchBackend(Protocol):
@@ -58,9 +66,11 @@ class Pager:
         store: SessionStore,
         codec: CursorCodec,
         default_page_size: int = DEFAULT_PAGE_SIZE,
-        max_page_size: int = MAX_PAGE_SIZE,
+        max_page_size: int | None = None,
         view_fn: ViewFn | None = None,
     ) -> None:
+        """`max_page_size`: `MAX_PAGE_SIZE` when not given, read now."""
+        max_page_size = MAX_PAGE_SIZE if max_page_size is None else max_page_size
         if not 1 <= default_page_size <= max_page_size:
             raise ValueError(
                 f"default_page_size ({default_page_size}) must be between 1 and max_page_size ({max_page_size})"
@@ -95,33 +105,39 @@ class Pager:
             session, cache = self._new_session(request, params_hash, generation or 0, view, reuse)
         return self._page(session, 0, size, cache, started)
 
-    def decode(self, cursor: str) -> CursorState:
-        """Verify `cursor` without serving it, so a caller can look at the search it pages
-        (`request_of`) first: check it against the roots and any parameters re-sent with it,
-        refuse it, or wait for what a restore needs."""
-        return self.codec.decode(cursor, kind=SEARCH_KIND)
+    def resume(
+        self,
+        cursor: str,
+        page_size: int | None = None,
+        *,
+        check: CheckFn | None = None,
+        before_rerun: RerunFn | None = None,
+    ) -> Page:
+        """The page `cursor` points at, from its live session or restored.
 
-    def page_at(self, state: CursorState, page_size: int | None = None) -> Page:
-        """The page a verified cursor points at, from its live session or restored."""
+        The cursor is verified first (authenticated before anything reads it, then its age and
+        kind: `CursorError`), then its search rebuilt and given to `check(state, search)`, which
+        may refuse it before anything is served or searched. `before_rerun(search)` is called
+        only when the page needs the search run again (its session is gone and no live twin holds
+        the same list), before the engine is asked anything of it: a caller waits there for
+        what that search needs, which only the pager knows it is about to do."""
+        state = self.codec.decode(cursor, kind=SEARCH_KIND)
+        request = _request_of(state)
+        if check is not None:
+            check(state, request)
         started = time.perf_counter()
         size = self._page_size(page_size, state.page_size)
         session = self.store.get(state.session_id)
+        if session is None:
+            session = self._twin(state)
         cache: CacheStatus = "hit"
         if session is None:
-            session, cache = self._restore(state)
+            if before_rerun is not None:
+                waited = time.perf_counter()
+                before_rerun(request)
+                started += time.perf_counter() - waited  # a wait for the index is not the page's time
+            session, cache = self._rerun(state, request), "restored"
         return self._page(session, state.offset, size, cache, started, recheck=True)
-
-    @staticmethod
-    def request_of(state: CursorState) -> SearchRequest:
-        """The search a verified cursor pages, rebuilt from the parameters it carries."""
-        try:
-            return SearchRequest.model_validate_json(state.request_json)
-        except ValueError:
-            raise CursorMalformedError("its search cannot be rebuilt") from None
-
-    def is_live(self, state: CursorState) -> bool:
-        """Whether the cursor's session is still held, i.e. its page needs no search."""
-        return self.store.touch(state.session_id)
 
     # -- sessions -----------------------------------------------------------------------
 
@@ -133,16 +149,18 @@ class Pager:
         session = self._keep(Session.create(request, self._apply_view(result, view), view))
         return session, "hit" if base is not None else "miss"
 
-    def _restore(self, state: CursorState) -> tuple[Session, CacheStatus]:
-        """Rebuild the cursor's list (from another live session or by searching again).
+    def _twin(self, state: CursorState) -> Session | None:
+        """A live session holding the very list the cursor walks (same search, generation and
+        view, same digest), when its own session is gone."""
+        twin = self.store.find(dedup_key(state.params_hash, state.index_generation, state.view))
+        return twin if twin is not None and twin.digest == state.digest else None
+
+    def _rerun(self, state: CursorState, request: SearchRequest) -> Session:
+        """The cursor's list rebuilt by searching `request` again.
 
         Refuses with CursorGenerationError unless the rebuilt list is provably the one the
         cursor walked: same index generation, same length, same digest.
         """
-        twin = self.store.find(dedup_key(state.params_hash, state.index_generation, state.view))
-        if twin is not None and twin.digest == state.digest:
-            return twin, "hit"
-        request = self.request_of(state)
         generation = self.engine.generation(request)
         if generation is None:
             raise CursorGenerationError("files changed since and the index is still catching up with them")
@@ -156,7 +174,7 @@ class Pager:
             raise CursorGenerationError(f"{state.total_count} results then, {session.total_count} now")
         if session.digest != state.digest:
             raise CursorGenerationError("the matching files were edited")
-        return self._keep(session), "restored"
+        return self._keep(session)
 
     def _apply_view(self, result: SearchResult, view: str | None) -> SearchResult:
         if view is None:
@@ -237,6 +255,14 @@ class Pager:
             _cursor_at=cursor_at,
             result=result,
         )
+
+
+def _request_of(state: CursorState) -> SearchRequest:
+    """The search a verified cursor pages, rebuilt from the parameters it carries."""
+    try:
+        return SearchRequest.model_validate_json(state.request_json)
+    except ValueError:
+        raise CursorMalformedError("its search cannot be rebuilt") from None
 
 
 def _mint(codec: CursorCodec, template: CursorState, offset: int) -> str:

@@ -120,7 +120,6 @@ end
 
 if op == 'get' then return serve(ARGV[6], ARGV[7]) end
 if op == 'find' then return serve(redis.call('HGET', INDEX, ARGV[6]), ARGV[7]) end
-if op == 'touch' then return access(ARGV[6]) and 1 or 0 end
 if op == 'delete' then
   if not access(ARGV[6]) then return 0 end
   drop(ARGV[6])
@@ -287,12 +286,6 @@ class RedisStore:
         with self._lock:
             self._local.add(session)
         return True
-
-    def touch(self, session_id: str) -> bool:
-        alive = bool(self._call("touch", session_id))
-        if not alive:
-            self._forget(session_id)
-        return alive
 
     def stats(self) -> StoreStats:
         sessions, used, hits, misses, evictions, expirations = (int(v) for v in self._call("stats"))

@@ -60,9 +60,6 @@ class SessionStore(Protocol):
 
         Returns False, keeping nothing, when the session alone exceeds the memory budget."""
 
-    def touch(self, session_id: str) -> bool:
-        """Refresh the TTL without reading; False if the session is gone."""
-
     def stats(self) -> StoreStats: ...
 
     def close(self) -> None:

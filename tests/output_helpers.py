@@ -4,15 +4,16 @@ the way analyze-with-duckdb runs it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from search_engine.models import Match, MatchType
-from server.output import ListPage, OffloadStore, OutputLayer, OutputMode, Rendered, RenderOptions
+from server.output import Layout, ListPage, OffloadStore, OutputLayer, OutputMode, PageOptions, Rendered
 from server.records import match_record
-from server.settings import OffloadSettings
+from server.settings import OffloadSettings, SqlSettings
 from server.sql import Datasets, QueryResult, answer_query
 
 LANGUAGES = {".py": "python", ".go": "go", ".rs": "rust"}
@@ -68,22 +69,27 @@ def make_page(records: list[Any], page_size: int | None = None, offset: int = 0)
     )
 
 
-def make_layer(output_dir: Path, **settings: Any) -> OutputLayer:
+def make_layer(output_dir: Path, max_bytes: int | None = None, **settings: Any) -> OutputLayer:
+    """A layer of the `[offload]` `settings`; `max_bytes` lowers its byte ceiling, which is no
+    setting (`MAX_ANSWER_BYTES`), on the layer made."""
     offload = OffloadSettings(output_dir=output_dir, **settings)
-    return OutputLayer(offload, OffloadStore(offload.output_dir, retention_hours=offload.retention_hours))
+    layer = OutputLayer(
+        offload, SqlSettings(), OffloadStore(offload.output_dir, retention_hours=offload.retention_hours)
+    )
+    if max_bytes is not None:
+        layer.ceiling = dataclasses.replace(layer.ceiling, bytes=max_bytes)
+    return layer
 
 
 def query(datasets: Datasets, sql: str, dataset_id: str | None = None) -> QueryResult:
     """`sql` answered by the server's path (`answer_query`, as analyze-with-duckdb answers it)
     into a file, read back as a QueryResult: the rows from the file, the rest from the answer.
     The answer ceiling is the least there is, so any result over 1 KB is streamed to the file
-    under `datasets.max_result_bytes`, as a large one is."""
+    under `MAX_RESULT_BYTES`, as a large one is."""
     with tempfile.TemporaryDirectory() as out:
         layer = make_layer(Path(out), max_bytes=1024)
-        answer = RenderOptions(
-            tool="analyze-with-duckdb", query=sql, output_mode=OutputMode.FILE_REF, records_key="rows"
-        )
-        r = answer_query(datasets, layer, sql, dataset_id, answer)
+        layout = Layout(tool="analyze-with-duckdb", query=sql, records_key="rows")
+        r = answer_query(datasets, layer, sql, dataset_id, PageOptions(output_mode=OutputMode.FILE_REF), layout)
         assert r.file_ref is not None
         rows = [json.loads(line) for line in Path(r.file_ref.path).read_text().splitlines()[1:]]
     search, metadata = r.structured["search"], r.structured["metadata"]
@@ -99,16 +105,21 @@ def query(datasets: Datasets, sql: str, dataset_id: str | None = None) -> QueryR
     )
 
 
-def options(**kw: Any) -> RenderOptions:
+def options(**kw: Any) -> tuple[PageOptions, Layout]:
+    """The page options (`output_mode` by name, as an agent sends it) and the layout named in
+    `kw`, for `layer.render(page, *options(...))`; the layout of a regex search by default."""
+    chosen = {name: kw.pop(name) for name in [f.name for f in dataclasses.fields(PageOptions)] if name in kw}
+    if "output_mode" in chosen:
+        chosen["output_mode"] = OutputMode(chosen["output_mode"])
     kw.setdefault("tool", "regex_search")
     kw.setdefault("query", "needle")
-    return RenderOptions(**kw)
+    return PageOptions(**chosen), Layout(**kw)
 
 
-def walk(layer: OutputLayer, records: list[Any], page_size: int, opts: RenderOptions) -> list[Rendered]:
+def walk(layer: OutputLayer, records: list[Any], page_size: int, opts: tuple[PageOptions, Layout]) -> list[Rendered]:
     """Render page after page, following each response's next_cursor to the end."""
-    rendered = [layer.render(make_page(records, page_size), opts)]
+    rendered = [layer.render(make_page(records, page_size), *opts)]
     while (cursor := rendered[-1].structured["pagination"]["next_cursor"]) is not None:
-        rendered.append(layer.render(make_page(records, page_size, offset_of(cursor)), opts))
+        rendered.append(layer.render(make_page(records, page_size, offset_of(cursor)), *opts))
         assert len(rendered) <= len(records) + 1, "walk does not advance"
     return rendered

@@ -12,6 +12,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
 from harness.commands import codepager_cmd
+from harness.patched import patched_codepager_cmd
 from server.records import records_of_groups
 from server.settings import Settings, load_settings
 
@@ -75,17 +76,17 @@ def page_matches(response: dict[str, Any]) -> list[dict[str, Any]]:
 
 def serve_env(tmp: Path, secret: str | None = SECRET, **settings: str) -> dict[str, str]:
     """Environment for a `codepager serve` subprocess: the test's cache, key, offload dir and
-    HTTP token file (none of them the user's own).
+    state dir, which holds the HTTP token file (none of them the user's own).
 
     `secret=None` configures no key (the server keeps its own in the cache dir); `settings`
-    are more overrides, `sessions__max_sessions="1"` -> CODEPAGER_SESSIONS__MAX_SESSIONS=1."""
+    are more overrides, `sessions__ttl_s="1"` -> CODEPAGER_SESSIONS__TTL_S=1."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
     env.update(
         {
             "CODEPAGER_INDEX__CACHE_DIR": str(tmp / "cache"),
             "CODEPAGER_INDEX__INDEX_ON_START": "false",
             "CODEPAGER_OFFLOAD__OUTPUT_DIR": str(tmp / "offload"),
-            "CODEPAGER_SERVER__AUTH_TOKEN_FILE": str(tmp / "state" / "http-token"),
+            "XDG_STATE_HOME": str(tmp / "state"),  # the HTTP token file: tmp/state/codepager/http-token
             "HF_HUB_OFFLINE": "1",
         }
     )
@@ -127,11 +128,16 @@ def peak_rss(pid: int) -> int:
 
 
 def stdio_client(
-    root: Path, tmp: Path, env: dict[str, str] | None = None, *, log_file: Path | None = None
+    root: Path,
+    tmp: Path,
+    env: dict[str, str] | None = None,
+    *,
+    log_file: Path | None = None,
+    constants: dict[str, Any] | None = None,
 ) -> Client[Any]:
     """A client of a real `codepager serve --root ROOT` subprocess over stdio (its stderr to
-    `log_file` when given)."""
-    cmd, args = codepager_cmd()
+    `log_file` when given), with the module `constants` set (`harness.patched`) when given."""
+    cmd, args = patched_codepager_cmd(constants) if constants else codepager_cmd()
     env = env if env is not None else serve_env(tmp)
     transport = StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(root), log_file=log_file)
     return Client(transport, timeout=120)
@@ -146,3 +152,18 @@ def cli_full_list(root: Path, pattern: str) -> list[tuple[str, int]]:
     )
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     return [(r["path"], r["line"]) for r in rows]
+
+
+def run_config(tmp_path: Path, toml: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`codepager config` over a settings file `toml` and the variables `env` (no others)."""
+    config = tmp_path / "codepager.toml"
+    config.write_text(toml)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
+    cmd, args = codepager_cmd()
+    return subprocess.run(
+        [cmd, *args, "config", "--config", str(config)],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )

@@ -29,9 +29,9 @@ class FakeClock:
 
 
 def next_page(pager: Pager, cursor: str, page_size: int | None = None) -> Page:
-    """The page `cursor` points at, as the server serves it with nothing to check in between
-    (`decode`, then `page_at`). `page_size` overrides the cursor's."""
-    return pager.page_at(pager.decode(cursor), page_size)
+    """The page `cursor` points at, as the server serves it with nothing to check and no
+    index to wait for. `page_size` overrides the cursor's."""
+    return pager.resume(cursor, page_size)
 
 
 def make_matches(n: int, tag: str = "") -> list[Match]:

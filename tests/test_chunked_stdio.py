@@ -18,6 +18,7 @@ from mcp import MCPError
 
 from harness.chunked_server import blob_text
 from harness.commands import codepager_cmd
+from harness.patched import patched_codepager_cmd
 from harness.results import text_of
 from server.settings import ServerSettings, load_settings
 from server.transports.chunked_client import ChunkedStdioTransport
@@ -157,12 +158,16 @@ async def test_codepager_serve_chunked_returns_a_five_megabyte_page_intact(tmp_p
         text = [f"needle_{i}_{j} = '{'é中🚀x' * 110}'" for j in range(500)]
         (root / f"mod{i}.py").write_text("\n".join(text) + "\n", encoding="utf-8")
         lines.update({(f"mod{i}.py", j + 1): line for j, line in enumerate(text)})
-    env = serve_env(tmp_path) | {
-        "CODEPAGER_OFFLOAD__MAX_TOKENS": str(10**9),
-        "CODEPAGER_OFFLOAD__MAX_BYTES": str(10**9),
-        "CODEPAGER_SEARCH__MAX_PAGE_SIZE": "4000",
-    }
-    cmd, args = codepager_cmd()
+    env = serve_env(tmp_path, offload__max_tokens=str(10**9))
+    # the byte ceiling of an answer (the layer's, and the one of a client without its own) and
+    # the largest page are constants: raised for this server only
+    cmd, args = patched_codepager_cmd(
+        {
+            "server.output.layer.MAX_ANSWER_BYTES": 10**9,
+            "server.clients.MAX_ANSWER_BYTES": 10**9,
+            "sessions.pager.MAX_PAGE_SIZE": 4000,
+        }
+    )
     serve = [cmd, *args, "serve", "--root", str(root), "--transport", "chunked-stdio"]
     received = tmp_path / "server-to-client.bin"  # `tee` records what the server really writes
     transport = ChunkedStdioTransport(
@@ -195,21 +200,18 @@ def test_reassembly_settings_default_to_30_s_and_64_mib_and_are_configurable(tmp
         library.max_frames_per_message,
     )
     toml = tmp_path / "codepager.toml"
-    toml.write_text(
-        "[server]\nchunk_timeout_s = 2.5\nchunk_max_buffered_bytes = 1048576\nchunk_max_partial_messages = 3\n"
-    )
-    monkeypatch.setenv("CODEPAGER_SERVER__MAX_REQUEST_BYTES", "2097152")
-    monkeypatch.setenv("CODEPAGER_SERVER__CHUNK_MAX_FRAMES_PER_MESSAGE", "100")
+    toml.write_text("[server]\nrequest_timeout_s = 2.5\n")
+    monkeypatch.setattr("server.transports.framing.DEFAULT_MAX_BUFFERED_BYTES", 2**21)  # a constant, read at start
+    monkeypatch.setenv("CODEPAGER_SERVER__MAX_REQUEST_BYTES", "1048576")
     configured = framing_options(load_settings(toml).server)
-    assert (configured.timeout_s, configured.max_buffered_bytes, configured.max_message_bytes) == (2.5, 2**20, 2**21)
-    assert (configured.max_partial_messages, configured.max_frames_per_message) == (3, 100)
+    assert (configured.timeout_s, configured.max_buffered_bytes, configured.max_message_bytes) == (2.5, 2**21, 2**20)
 
 
 @pytest.mark.slow
 async def test_an_incomplete_message_is_dropped_on_an_idle_stream(tmp_path: Path) -> None:
     """No traffic after the first frame: the configured 0.5 s timeout still drops the message."""
     cmd, args = codepager_cmd()
-    env = serve_env(tmp_path, server__chunk_timeout_s="0.5")
+    env = serve_env(tmp_path, server__request_timeout_s="0.5")
     serve = [cmd, *args, "serve", "--root", str(tmp_path), "--transport", "chunked-stdio"]
     process = await anyio.open_process(serve, env=env)
     async with process:

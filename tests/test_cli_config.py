@@ -13,23 +13,9 @@ from typing import Any
 import pytest
 
 from server.app import build_app
-from tests.server_helpers import make_settings
+from tests.server_helpers import make_settings, run_config
 
 CODEPAGER = Path(sys.executable).parent / "codepager"
-
-
-def run_config(tmp_path: Path, toml: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """`codepager config` over a settings file `toml` and the variables `env` (no others)."""
-    config = tmp_path / "codepager.toml"
-    config.write_text(toml)
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("CODEPAGER_")}
-    return subprocess.run(
-        [str(CODEPAGER), "config", "--config", str(config)],
-        env={**clean, **env},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 def effective(tmp_path: Path, toml: str, **env: str) -> dict[str, Any]:
@@ -45,7 +31,8 @@ def test_environment_beats_toml_which_beats_defaults(tmp_path: Path) -> None:
     settings = effective(tmp_path, toml, CODEPAGER_SEARCH__MAX_RESULTS="700")
     assert settings["search"]["max_results"] == 700  # env over TOML
     assert settings["search"]["default_page_size"] == 25 and settings["sessions"]["ttl_s"] == 60  # TOML over defaults
-    assert settings["search"]["max_page_size"] == 200 and settings["offload"]["max_tokens"] == 20_000  # defaults
+    assert settings["search"]["timeout_s"] == 30 and settings["offload"]["max_tokens"] == 20_000  # defaults
+    assert settings["sql"]["max_rows"] == 100_000 and settings["jq"]["timeout_s"] == 5  # defaults
 
 
 @pytest.mark.slow
@@ -128,9 +115,10 @@ def test_a_variable_that_is_not_json_is_not_blamed_on_the_file(tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_a_body_budget_below_one_largest_request_is_refused(tmp_path: Path) -> None:
-    err = refused(tmp_path, "[server]\nmax_request_bytes = 2000000\nbody_max_buffered_bytes = 1000000\n")
-    assert "server.body_max_buffered_bytes (1000000) is below server.max_request_bytes (2000000)" in err
+def test_a_request_larger_than_all_requests_may_hold_together_is_refused(tmp_path: Path) -> None:
+    """All requests still arriving hold at most 64 MiB together: one larger could never come in."""
+    err = refused(tmp_path, "[server]\nmax_request_bytes = 100000000\n")
+    assert "server.max_request_bytes" in err and "less than or equal to 67108864" in err, err
 
 
 @pytest.mark.slow
@@ -147,27 +135,28 @@ def test_a_long_refused_value_is_shown_cut(tmp_path: Path) -> None:
     [
         ("[search]\ntimeout_s = inf\n", "search.timeout_s: Input should be a finite number"),
         ("[sessions]\nmax_memory_mb = inf\n", "sessions.max_memory_mb: Input should be a finite number"),
-        ("[offload]\njq_timeout_s = nan\n", "offload.jq_timeout_s: Input should be a finite number"),
-        ("[offload]\nduckdb_timeout_s = 1e300\n", "offload.duckdb_timeout_s: Input should be less than or equal to"),
+        ("[jq]\ntimeout_s = nan\n", "jq.timeout_s: Input should be a finite number"),
+        ("[sql]\ntimeout_s = 1e300\n", "sql.timeout_s: Input should be less than or equal to"),
         ("[offload]\nretention_hours = 1e9\n", "offload.retention_hours: Input should be less than or equal to"),
         ("[proxy]\ncleanup_after_days = 1e9\n", "proxy.cleanup_after_days: Input should be less than or equal to"),
-        ('[offload]\nduckdb_memory_limit = "1XB"\n', "offload.duckdb_memory_limit: not a size DuckDB takes"),
-        ('[proxy]\nduckdb_memory_limit = "lots"\n', "proxy.duckdb_memory_limit: not a size DuckDB takes"),
+        ('[sql]\nmemory_limit = "1XB"\n', "sql.memory_limit: not a size DuckDB takes"),
+        ('[proxy.sql]\nmemory_limit = "lots"\n', "proxy.sql.memory_limit: not a size DuckDB takes"),
+        ("[proxy.sql]\ntimeout_s = 1e300\n", "proxy.sql.timeout_s: Input should be less than or equal to"),
     ],
 )
 def test_a_setting_that_would_fail_at_run_time_is_refused_at_load(tmp_path: Path, toml: str, says: str) -> None:
     """Found by an audit: `timeout_s = inf` (or 1e300) passed, then killed the timer thread, so
     the search ran with no time limit; an infinite memory budget failed the start with a raw
-    OverflowError; `duckdb_memory_limit = "1XB"` failed every SQL call with DuckDB's parser
+    OverflowError; `memory_limit = "1XB"` failed every SQL call with DuckDB's parser
     error. Each is now refused when the settings load, naming the key."""
     assert says in refused(tmp_path, toml)
 
 
 @pytest.mark.slow
 def test_a_sane_duckdb_size_and_a_year_long_duration_load(tmp_path: Path) -> None:
-    toml = '[offload]\nduckdb_memory_limit = "2GiB"\nretention_hours = 8760\n[sessions]\ncursor_max_age_s = 31536000\n'
+    toml = '[sql]\nmemory_limit = "2GiB"\n[offload]\nretention_hours = 8760\n[sessions]\ncursor_max_age_s = 31536000\n'
     settings = effective(tmp_path, toml)
-    assert settings["offload"]["duckdb_memory_limit"] == "2GiB" and settings["offload"]["retention_hours"] == 8760
+    assert settings["sql"]["memory_limit"] == "2GiB" and settings["offload"]["retention_hours"] == 8760
 
 
 @pytest.mark.slow

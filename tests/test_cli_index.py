@@ -80,12 +80,19 @@ def test_status_text_and_json(project: Path, config: Path, capsys: pytest.Captur
 
 
 @pytest.mark.minilm
-def test_profile_flag_changes_the_model_and_status_says_so(
+def test_model_flag_changes_the_model_and_status_says_so(
     project: Path, config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run(capsys, str(project), "--config", str(config))
-    code, out, _ = run(capsys, str(project), "--config", str(config), "--status", "--profile", "minilm")
+    code, out, _ = run(capsys, str(project), "--config", str(config), "--status", "--model", "minilm")
     assert code == 0 and "stale" in out and "minilm" in out
+
+
+def test_the_old_profile_flag_is_refused_naming_the_new_one(
+    project: Path, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, str(project), "--config", str(config), "--profile", "minilm")
+    assert (code, out) == (2, "") and "--profile is now --model (--model minilm)" in err
 
 
 def test_errors_exit_2_with_a_message(

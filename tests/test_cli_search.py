@@ -223,15 +223,16 @@ def test_limit_reports_the_true_total(parity_tree: Path, capsys, monkeypatch) ->
 
 
 def test_config_file_is_honoured_but_not_its_roots(parity_tree: Path, tmp_path: Path, capsys, monkeypatch) -> None:
-    """Search settings apply; `server.roots` binds servers, not the user's own shell: the
-    working directory is searched, as rg would."""
+    """Search settings apply (`max_file_size` = 1 skips every file); `server.roots` binds
+    servers, not the user's own shell: the working directory is searched, as rg would."""
     monkeypatch.chdir(parity_tree)
     config = tmp_path / "codepager.toml"
-    config.write_text(f'[server]\nroots = ["{tmp_path / "elsewhere"}"]\n[search]\nmax_line_width = 40\n')
+    config.write_text(f'[server]\nroots = ["{tmp_path / "elsewhere"}"]\n')
     status, out, err = cli(["search", "--config", str(config), "--jsonl", "value = a"], capsys)
-    matches = [json.loads(line) for line in out.splitlines()]
-    assert status == 0 and len(matches) == 360 and err == ""
-    assert all(len(m["text"]) <= 42 for m in matches)
+    assert status == 0 and len(out.splitlines()) == 360 and err == ""
+    config.write_text(f'[server]\nroots = ["{tmp_path / "elsewhere"}"]\n[search]\nmax_file_size = 1\n')
+    status, out, err = cli(["search", "--config", str(config), "--jsonl", "value = a"], capsys)
+    assert (status, out) == (1, ""), (status, out, err)  # every file is over max_file_size: no match
     status, _, err = cli(["search", "--config", str(tmp_path / "missing.toml"), "x"], capsys)
     assert status == 2 and "config file not found" in err
 

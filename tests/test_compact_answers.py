@@ -18,6 +18,7 @@ import starlette
 from fastmcp import Client
 from mcp_types import Implementation
 
+import search_engine.config
 from harness.commands import codepager_cmd
 from search_engine.engine import SearchEngine
 from search_engine.models import Match, MatchType, SearchRequest
@@ -190,30 +191,43 @@ async def test_every_tool_declares_an_output_schema_its_real_answers_meet(code_t
             jsonschema.validate(bad, schemas["regex_search"])
 
 
-#: tools/list's budget, in characters of compact JSON. It was 6,000 while only the search-defining
-#: parameters were listed, undescribed, and the shared presentation options were left to the
-#: server's instructions (which some clients never show). Every parameter of every tool now carries
-#: a one-line description (issue 37.7): 9,4xx characters, with room for bounds on list and string
-#: parameters. Listing every parameter without any description already takes ~5,400.
-TOOLS_LIST_BUDGET = 10_000
+#: tools/list's budget, in characters of compact JSON, and that of the part a model is shown (each
+#: tool's name, description and inputSchema: what Claude Code and Codex put in the model's context;
+#: title, outputSchema, annotations and _meta are read by the client). Issue 37.7 asked for 6,000
+#: with every parameter of every tool described (that figure dates from when only the
+#: search-defining parameters were listed, undescribed). 59 parameters described cannot fit it: with
+#: every parameter description emptied and title, outputSchema and openWorldHint dropped, the
+#: listing is still 5,938 characters, 6,528 with ten characters each. Saying each thing once took
+#: it from 9,474 (model 7,755) to 8,690 (model 6,971).
+TOOLS_LIST_BUDGET = 8_800
+MODEL_SHOWN_BUDGET = 7_000
 
 
 async def test_tools_list_is_small_and_keeps_the_size_hint(code_tree, tmp_path):
     """tools/list is in every conversation: at most TOOLS_LIST_BUDGET characters of compact JSON
-    for the default server; search tools keep `anthropic/maxResultSizeChars`."""
+    for the default server, MODEL_SHOWN_BUDGET of them what a model reads; search tools keep
+    `anthropic/maxResultSizeChars`."""
     app = build_app(make_settings(code_tree, tmp_path))
     async with Client(app) as c:
         tools = await c.list_tools()
-        listed = wire_json([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools])
-        assert len(listed) <= TOOLS_LIST_BUDGET, len(listed)
+        listed = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
+        assert len(wire_json(listed)) <= TOOLS_LIST_BUDGET, len(wire_json(listed))
+        shown = wire_json([{k: t[k] for k in ("name", "description", "inputSchema")} for t in listed])
+        assert len(shown) <= MODEL_SHOWN_BUDGET, len(shown)
         regex = next(t for t in tools if t.name == "regex_search")
         assert regex.meta == {"anthropic/maxResultSizeChars": 80_000}
         body = structured(
             await c.call_tool("regex_search", {"pattern": "needle", "stats_only": True, "include_snippet": False})
         )
         assert body["results"]["mode"] == "stats_only"
-        with pytest.raises(Exception, match="output_mode"):
-            await c.call_tool("regex_search", {"pattern": "needle", "output_mode": "sideways"})
+        # What the listing leaves out is still enforced: the enum, the floors of 0 and 1, and
+        # `additionalProperties: false` (the refusal notes what this tool calls a sibling's argument).
+        assert not any("additionalProperties" in t["inputSchema"] for t in listed)
+        assert "minimum" not in wire_json([t["inputSchema"]["properties"]["page_size"] for t in listed[:3]])
+        for bad, named in (({"output_mode": "sideways"}, "output_mode"), ({"page_size": 0}, "page_size"),
+                           ({"query": "x"}, "use `pattern`")):  # fmt: skip
+            with pytest.raises(Exception, match=named):
+                await c.call_tool("regex_search", {"pattern": "needle", **bad})
 
 
 async def test_every_parameter_of_every_tool_is_described_in_its_schema(code_tree, tmp_path):
@@ -251,7 +265,7 @@ async def test_proxy_injected_tools_are_compact_too(tmp_path):
     async with Client(app, timeout=120, init_timeout=120) as c:
         tools = {t.name: t for t in await c.list_tools()}
     injected = wire_json([tools[n].model_dump(mode="json", by_alias=True, exclude_none=True) for n in own_tools(app)])
-    assert len(injected) <= 1900, len(injected)  # 1,600 before every parameter got its description
+    assert len(injected) <= 1750, len(injected)  # 1,600 undescribed, 1,810 described, 1,719 said once
     assert all(tools[n].output_schema for n in own_tools(app))
 
 
@@ -337,13 +351,15 @@ async def test_a_compact_page_costs_no_more_than_rg_n_on_real_code(tmp_path, pat
     assert len(wire_json(body)) <= len(rg_n), (len(wire_json(body)), len(rg_n))
 
 
-async def test_a_match_too_big_for_the_budget_keeps_its_path_whole(code_tree, tmp_path):
+async def test_a_match_too_big_for_the_budget_keeps_its_path_whole(code_tree, tmp_path, monkeypatch):
     """The last resort (one match over the limit) cuts its text, never the path it is grouped
-    under, even when the path alone is over the budget: a cut path would name no file."""
+    under, even when the path alone is over the budget: a cut path would name no file. (Lines
+    are not cut to the engine's width first, so the match's own text is what is over.)"""
+    monkeypatch.setattr(search_engine.config, "DEFAULT_MAX_LINE_WIDTH", 8000)
     long_path = "/".join(["pkg", *(f"{i}" + "d" * 240 for i in range(5)), "m.py"])  # 1,200+ characters
     (code_tree / long_path).parent.mkdir(parents=True)
     (code_tree / long_path).write_text("giant = '" + "y" * 6000 + "'\n")
-    async with Client(build_app(make_settings(code_tree, tmp_path, search={"max_line_width": 8000}))) as c:
+    async with Client(build_app(make_settings(code_tree, tmp_path))) as c:
         args = {"pattern": "giant", "max_output_tokens": 256, "snippet_length": 2000}
         body = structured(await c.call_tool("regex_search", args))
     ((path, entries),) = body["results"]["files"].items()

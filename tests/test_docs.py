@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from server.errors import _TOOL_ERRORS
+from server.errors import TOOL_ERRORS
 from server.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,6 +58,8 @@ def test_configuration_toml_example_loads_and_applies(tmp_path):
     assert settings.search.default_page_size == 100
     assert settings.sessions.backend.startswith("redis://")
     assert settings.offload.max_tokens == 10000
+    assert settings.sql.memory_limit == "1GB" and settings.proxy_sql().threads == 4
+    assert settings.proxy_sql().memory_limit == "1GB" and settings.proxy_sql().timeout_s == settings.sql.timeout_s
 
 
 # -- tools.md -----------------------------------------------------------------------------------
@@ -141,7 +143,7 @@ def test_every_tool_has_a_section_and_every_error_code_a_row(captured):
     headings = "\n".join(line for line in text.splitlines() if line.startswith("## "))
     for tool in captured["tools_list"]["tools"]:
         assert tool in headings, f"docs/tools.md has no section for {tool}"
-    for _, code, _ in _TOOL_ERRORS:
+    for code in TOOL_ERRORS:
         assert f"| `{code}` |" in text
 
 

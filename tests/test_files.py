@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -513,9 +514,11 @@ def test_what_a_walk_left_out_is_read_once_until_the_tree_changes(
     monkeypatch.setattr(folder_listing, "SETTLED_NS", 0)  # folders count as settled at once
     commands: list[list[str]] = []
     real_popen = subprocess.Popen
+    this_thread = threading.get_ident()
 
     def spy(args: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
-        commands.append(args)
+        if threading.get_ident() == this_thread:  # not a process another test left running starts
+            commands.append(args)
         return real_popen(args, **kwargs)  # type: ignore[call-overload, no-any-return]
 
     root = git_checkout(tmp_path / "repo")

@@ -140,7 +140,7 @@ def test_a_build_reports_every_phase_in_order(tmp_path: Path, monkeypatch: pytes
     indexer = BackgroundIndexer(SearchEngine(EngineConfig(cache_dir=tmp_path / "cache")), ready_wait_s=30)
     state = indexer.request(root)
     with anyio.from_thread.start_blocking_portal() as portal:
-        portal.call(indexer.wait, state, None)
+        portal.call(indexer.wait, {root: state}, None)
     indexer.close()
     assert reported == ["model", "scan", "chunk", "embed", "write"]
     assert indexer.state(root).phase == "ready"
@@ -238,7 +238,7 @@ def test_a_full_reindex_keeps_the_index_it_replaces_serving(tmp_path: Path, monk
     engine = SearchEngine(EngineConfig(cache_dir=tmp_path / "cache"))
     indexer = BackgroundIndexer(engine, ready_wait_s=30)
     with anyio.from_thread.start_blocking_portal() as portal:
-        portal.call(indexer.wait, indexer.request(root), None)
+        portal.call(indexer.wait, {root: indexer.request(root)}, None)
         first = engine.indexes.store(root).current_name()
         model_loading = threading.Event()
         advance = RootState.advance
@@ -253,7 +253,7 @@ def test_a_full_reindex_keeps_the_index_it_replaces_serving(tmp_path: Path, monk
             state = indexer.request(root, refresh=True, full=True)
             assert model_loading.wait(30), "the rebuild never started"
             assert state.ready and state.phase != "ready", (state.ready, state.phase)
-            portal.call(indexer.wait, state, None)  # answers at once: no index_not_ready
+            portal.call(indexer.wait, {root: state}, None)  # answers at once: no index_not_ready
         assert indexer.request(root) is state  # ready: nothing more is queued
         indexer.close()
         assert indexer._worker is not None

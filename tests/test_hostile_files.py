@@ -15,6 +15,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
 from harness.commands import codepager_cmd
+from search_engine import DEFAULT_MAX_LINE_WIDTH
 from server.app import build_app
 from tests.hostile_helpers import SyncClient
 from tests.server_helpers import (
@@ -27,7 +28,8 @@ from tests.server_helpers import (
     structured,
 )
 
-WIDTH = 200
+#: Lines are cut to this around the match (the engine's constant, not a setting).
+WIDTH = DEFAULT_MAX_LINE_WIDTH
 BIG = 50 * 1024 * 1024
 
 
@@ -44,7 +46,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def client(tree, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("files-settings")
-    sync = SyncClient(build_app(make_settings(tree, tmp, search={"max_line_width": WIDTH})))
+    sync = SyncClient(build_app(make_settings(tree, tmp)))
     yield sync
     sync.close()
 
@@ -81,9 +83,7 @@ async def test_a_50_mb_single_line_file_is_cut_to_width_with_bounded_memory(tmp_
     _write_minified(root / "app.min.js", needle_at=BIG // 2)
     (root / "small.js").write_text("NEEDLE_HERE();\n")
     env = serve_env(tmp_path)
-    env.update(
-        {"CODEPAGER_SEARCH__MAX_FILE_SIZE": str(64 * 1024 * 1024), "CODEPAGER_SEARCH__MAX_LINE_WIDTH": str(WIDTH)}
-    )
+    env.update({"CODEPAGER_SEARCH__MAX_FILE_SIZE": str(64 * 1024 * 1024)})
     cmd, args = codepager_cmd()
     transport = StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(root))
     async with Client(transport) as c:

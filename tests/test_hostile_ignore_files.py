@@ -89,7 +89,7 @@ print(json.dumps({"answers": answers, "peak_bytes": peak}))
 def test_parallel_searches_of_an_ignore_file_linked_to_dev_zero_stay_small(tmp_path: Path) -> None:
     """`sub/.ignore -> /dev/zero`: 4 parallel regex_search calls peaked at 3.1 GB of rg, 8 at
     5.7-7.1 GB (each rg capped at 2 GiB, nothing capping how many), and each failed. Now the
-    link is not read, at most `search.rg_max_concurrent` rg run at once, each held to 196 MiB:
+    link is not read, at most `DEFAULT_RG_MAX_CONCURRENT` (4) rg run at once, each held to 196 MiB:
     the 4 calls answer with every file, and no process of the server (rg included) grows past
     a few hundred MB. The probe, a process of its own, reports the peak of the server and every
     rg it ran (RUSAGE_CHILDREN: the largest of them) after the server has exited."""

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from harness.commands import codepager_cmd
+from harness.patched import patched_codepager_cmd
 from server.transports.framing import encode_message
 from tests.server_helpers import serve_env
 
@@ -38,8 +39,11 @@ LIMIT = 4 * MB  # the default server.max_request_bytes
 
 
 class RawStdio:
-    def __init__(self, root: Path, tmp: Path, transport: str, **settings: str) -> None:
-        cmd, args = codepager_cmd()
+    def __init__(
+        self, root: Path, tmp: Path, transport: str, constants: dict[str, Any] | None = None, **settings: str
+    ) -> None:
+        """`settings` as `serve_env` takes them; the module `constants` set (`harness.patched`)."""
+        cmd, args = patched_codepager_cmd(constants) if constants else codepager_cmd()
         self.transport = transport
         self.proc = subprocess.Popen(
             [cmd, *args, "serve", "--root", str(root), "--transport", transport],
@@ -104,14 +108,16 @@ def _kib(status: Path, field: str) -> int:
 
 
 @contextlib.contextmanager
-def raw_server(transport: str, tmp_path_factory, **settings: str) -> Iterator[RawStdio]:
-    """A real `codepager serve` over `transport` (with `settings` as in `serve_env`),
-    initialized, checked to exit cleanly."""
+def raw_server(
+    transport: str, tmp_path_factory, constants: dict[str, Any] | None = None, **settings: str
+) -> Iterator[RawStdio]:
+    """A real `codepager serve` over `transport` (with `settings` as in `serve_env`, and the
+    module `constants` set), initialized, checked to exit cleanly."""
     tmp = tmp_path_factory.mktemp("raw-mcp")
     root = tmp / "repo"
     root.mkdir()
     (root / "a.txt").write_text("needle\n")
-    raw = RawStdio(root, tmp, transport, **settings)
+    raw = RawStdio(root, tmp, transport, constants, **settings)
     raw.send(
         {
             "jsonrpc": "2.0",
@@ -172,7 +178,7 @@ SEMANTIC = CALL.replace("regex_search", "semantic_search")
         (CALL.replace("ID", "13").replace("ARGS", '{"pattern":"x","nonsense":1}').encode(), -32602, 13),
         (CALL.replace("ID", "14").replace("ARGS", '{"cursor":"garbage"}').encode(), -32602, 14),
         (b'{"jsonrpc":"2.0","id":15,"method":"tools/call","params":"x"}', -32600, 15),
-        # The name the search tools' shared arguments reach the tool body under is not an argument.
+        # An argument the tool does not declare is refused, whatever its shape, never handed on.
         (CALL.replace("ID", "16").replace("ARGS", '{"pattern":"x","page_args":{"cursor":"c"}}').encode(), -32602, 16),
         # The JSON parser reads NaN and 1e999 (infinity) as floats: as a threshold, the search
         # answered `"threshold": null` and kept nothing (NaN, 1e999) or everything (-1e999),
@@ -280,7 +286,7 @@ def test_one_over_long_frame_costs_no_memory_and_is_refused_with_its_id(chunked_
     assert growth < 10 * MB, f"peak RSS rose {growth / MB:.0f} MB for a 100 MB frame"
 
 
-MAX_PARTIAL = 64  # the default server.chunk_max_partial_messages
+MAX_PARTIAL = 64  # framing's DEFAULT_MAX_PARTIAL_MESSAGES
 
 
 def _frame(message_id: str, index: int, total: int, data: bytes = b"") -> bytes:
@@ -342,7 +348,8 @@ def test_empty_frames_are_paid_for_against_the_reassembly_buffer(tmp_path_factor
     """Each held frame counts its data plus a fixed overhead, so empty frames are not free: with
     a 1 MiB buffer, a message within the frame cap fed only empty frames is dropped once the
     buffer is spent, answered with its id. Before, empty frames counted 0 bytes and never did."""
-    with raw_server("chunked-stdio", tmp_path_factory, server__chunk_max_buffered_bytes=str(MB)) as raw:
+    budget = {"server.transports.framing.DEFAULT_MAX_BUFFERED_BYTES": MB}
+    with raw_server("chunked-stdio", tmp_path_factory, budget, server__max_request_bytes=str(MB)) as raw:
         message_id, total = str(uuid.uuid4()), 32_768
         head = b'{"jsonrpc":"2.0","id":32,"method":"tools/call","params":{"name":"regex_search","arguments":'
         flood = _frame(message_id, 0, total, head) + b"".join(_frame(message_id, i, total) for i in range(1, total - 1))

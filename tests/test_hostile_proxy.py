@@ -21,9 +21,10 @@ import pytest_asyncio
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
-from harness.commands import codepager_cmd
+from harness.patched import patched_codepager_cmd
 from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
 from harness.proxy_backend import image_bytes
+from server.output import MAX_RESULT_BYTES
 from server.sql.datasets import STREAMS
 from tests.hostile_helpers import HUGE_SELECT, MB, WIDE_CHARS, WIDE_ROWS
 from tests.server_helpers import peak_rss, pid_with_args, reset_peak_rss, serve_env, structured
@@ -45,7 +46,7 @@ def nested(depth: int) -> str:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def proxy(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client[Any], int]]:
     tmp = tmp_path_factory.mktemp("hostile-proxy")
-    cmd, args = codepager_cmd()
+    cmd, args = patched_codepager_cmd({"server.proxy.backends.MAX_BACKEND_REPLY_BYTES": MAX_BACKEND_MESSAGE})
     argv = [
         *args,
         "proxy",
@@ -59,7 +60,7 @@ async def proxy(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple
         sys.executable,
         BACKEND,
     ]
-    env = serve_env(tmp, proxy__max_backend_message_bytes=str(MAX_BACKEND_MESSAGE))
+    env = serve_env(tmp)
     async with Client(StdioTransport(cmd, argv, env=env), timeout=120, init_timeout=120) as client:
         assert (await client.call_tool("small", {})).content[0].text == "hello world"
         yield client, pid_with_args("proxy", str(tmp / "data"))
@@ -112,7 +113,7 @@ async def test_a_reply_over_the_limit_fails_its_call_and_the_next_call_works(pro
     assert result.is_error
     message = result.content[0].text
     assert f"over this client's limit of {MAX_BACKEND_MESSAGE} bytes" in message, message
-    assert "proxy.max_backend_message_bytes" in message, "the error names the setting to raise"
+    assert "the most codepager proxy reads of one backend reply" in message, "the error says whose limit it is"
     assert (await client.call_tool("small", {"name": "after"})).content[0].text == "hello after"
 
 
@@ -122,15 +123,15 @@ async def test_the_proxys_sql_streams_a_300_mb_select_with_bounded_memory(proxy)
     before = reset_peak_rss(pid)
     body = structured(await client.call_tool("analyze-with-duckdb", {"query": HUGE_SELECT}))
     growth = peak_rss(pid) - before
-    # The proxy's DuckDB runs two threads (proxy.duckdb_threads), each with a 2,048-row vector of
+    # The proxy's DuckDB runs two threads (proxy.sql.threads), each with a 2,048-row vector of
     # 10 KB rows in flight: measured 120-158 MB here, against 1,262 MB before rows were streamed.
     # DuckDB 1.x (Python 3.10) cannot stream: the result is spooled into a DuckDB table, which
-    # proxy.duckdb_memory_limit (1GB) holds before it spills (+326 MB measured there).
+    # proxy.sql.memory_limit (1GB) holds before it spills (+326 MB measured there).
     bound = 200 * MB if STREAMS else 1024 * MB + 200 * MB
     assert growth < bound, f"peak RSS grew by {growth / MB:.0f} MB for a {WIDE_ROWS * WIDE_CHARS / MB:.0f} MB result"
     results, warnings = body["results"], body["metadata"]["warnings"]
     assert results["mode"] == "file_ref" and results["truncated"] is True and 0 < results["count"] < WIDE_ROWS
-    assert any("duckdb_max_result_bytes" in w for w in warnings), warnings
+    assert any(f"reached {MAX_RESULT_BYTES:,} bytes, the most one result keeps" in w for w in warnings), warnings
 
 
 def wire_bytes(result: Any) -> int:

@@ -17,14 +17,13 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
 from harness.commands import codepager_cmd
-from server.settings import OffloadSettings, default_of
+from harness.patched import patched_codepager_cmd
+from server.output import MAX_RESULT_BYTES
 from tests.hostile_helpers import HUGE_SELECT, MB, WIDE_CHARS, WIDE_ROWS
 from tests.server_helpers import peak_rss, pid_with_args, reset_peak_rss, serve_env, structured
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 #: Sorting a million 130-byte rows needs far more than the memory limit below: DuckDB must spill.
-#: What one SQL result may write to its file unless configured otherwise.
-MAX_RESULT_BYTES: int = default_of(OffloadSettings, "duckdb_max_result_bytes")
 SPILLING_SORT = (
     "SELECT count(*) AS n, min(s) AS first FROM "
     "(SELECT md5(i::VARCHAR) || repeat('y', 100) AS s FROM range(1000000) t(i) ORDER BY s DESC LIMIT 999999)"
@@ -38,9 +37,9 @@ async def server(
 ) -> AsyncIterator[tuple[Client[Any], int, Path]]:
     """A real stdio server, run (as MCP clients do) from a working directory that holds a
     `.tmp` folder with a file in it: DuckDB's default temp dir. Its DuckDB memory limit is low
-    enough that a large sort has to spill. One per way rows reach the server
-    (`offload.duckdb_fetch`): auto (streamed on DuckDB 2), and spooled in a DuckDB table first
-    (what auto does on DuckDB 1.x)."""
+    enough that a large sort has to spill. One per way rows reach the server: as DuckDB's
+    version decides (streamed on DuckDB 2), and spooled in a DuckDB table first (what DuckDB 1.x
+    needs), by a server started with `STREAMS` off."""
     tmp = tmp_path_factory.mktemp("sql")
     root, cwd = tmp / "repo", tmp / "cwd"
     root.mkdir()
@@ -48,8 +47,11 @@ async def server(
     (cwd / ".tmp").mkdir(parents=True)
     (cwd / ".tmp" / "planted.txt").write_text(SECRET_TEXT + "\n")
     (cwd / ".tmp" / "planted.csv").write_text(f"secret\n{SECRET_TEXT}\n")
-    env = serve_env(tmp, offload__duckdb_memory_limit="64MB", offload__duckdb_fetch=request.param)
-    cmd, args = codepager_cmd()
+    env = serve_env(tmp, sql__memory_limit="64MB")
+    # "spool": the spool DuckDB 1.x needs, whatever DuckDB is installed.
+    cmd, args = (
+        codepager_cmd() if request.param == "auto" else patched_codepager_cmd({"server.sql.datasets.STREAMS": False})
+    )
     transport = StdioTransport(cmd, [*args, "serve", "--root", str(root)], env=env, cwd=str(cwd))
     async with Client(transport, timeout=300) as client:
         warm = structured(await client.call_tool("analyze-with-duckdb", {"query": "SELECT 1 AS one"}))
@@ -69,9 +71,9 @@ async def test_a_300_mb_select_is_streamed_to_a_capped_file_with_bounded_memory(
     assert results["mode"] == "file_ref" and results["truncated"] is True
     kept = results["count"]
     assert 0 < kept < WIDE_ROWS and results["total_count"] == kept and results["has_more"] is False
-    assert any(f"cut after {kept} rows" in w and "duckdb_max_result_bytes" in w and "LIMIT" in w for w in warnings), (
-        warnings
-    )
+    assert any(
+        f"cut after {kept} rows" in w and f"reached {MAX_RESULT_BYTES:,} bytes" in w and "LIMIT" in w for w in warnings
+    ), warnings
     ref = results["file_ref"]
     assert (
         ref["line_count"] == kept + 1

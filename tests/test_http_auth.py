@@ -10,12 +10,14 @@ import json
 import logging
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 from fastmcp import Client
 from mcp import MCPError
 
+from harness.commands import codepager_cmd
 from harness.http_server import (
     INITIALIZE as INIT,
 )
@@ -28,6 +30,7 @@ from harness.http_server import (
     send_more_chunks,
     unfinished_post,
 )
+from harness.patched import patched_codepager_cmd
 from server.auth_token import bearer_token
 from server.cli import serve_cmd
 from server.settings import ServerSettings, load_settings
@@ -36,14 +39,18 @@ from tests.server_helpers import serve_env, structured
 TOKEN = "test-token-0123456789abcdefghij"
 
 
-def serving(tmp_path_factory: pytest.TempPathFactory, name: str, **settings: str) -> Iterator[HttpServer]:
+def serving(
+    tmp_path_factory: pytest.TempPathFactory, name: str, constants: dict[str, Any] | None = None, **settings: str
+) -> Iterator[HttpServer]:
     """A real HTTP server over a small code tree, started with TOKEN (by the environment route,
-    CODEPAGER_SERVER__AUTH_TOKEN; the flag is checked below) and `settings` (as `serve_env`
-    takes them)."""
+    CODEPAGER_SERVER__AUTH_TOKEN; the flag is checked below), `settings` (as `serve_env`
+    takes them) and the module `constants` set (`harness.patched`)."""
     from tests.code_tree import write_code_tree
 
     tmp = tmp_path_factory.mktemp(name)
-    server = HttpServer(write_code_tree(tmp / "repo"), serve_env(tmp, **settings), token=TOKEN).start()
+    cmd, args = patched_codepager_cmd(constants) if constants else codepager_cmd()
+    env = serve_env(tmp, **settings)
+    server = HttpServer(write_code_tree(tmp / "repo"), env, token=TOKEN, program=[cmd, *args]).start()
     yield server
     server.stop()
 
@@ -246,7 +253,7 @@ BODY_TIMEOUT_S = 1.5
 @pytest.fixture(scope="module")
 def impatient(tmp_path_factory):
     """A token-guarded server that drops a body after BODY_TIMEOUT_S of silence."""
-    yield from serving(tmp_path_factory, "body-timeout", server__body_timeout_s=str(BODY_TIMEOUT_S))
+    yield from serving(tmp_path_factory, "body-timeout", server__request_timeout_s=str(BODY_TIMEOUT_S))
 
 
 @pytest.mark.slow  # a real server process
@@ -263,7 +270,7 @@ def test_an_authenticated_body_that_stalls_is_dropped_after_the_body_timeout(imp
     error = answer.json()["error"]
     assert (
         error["code"] == -32600
-        and "server.body_timeout_s" in error["message"]
+        and "server.request_timeout_s" in error["message"]
         and "65536 bytes received" in error["message"]
     )
     assert still_serves(impatient)
@@ -275,7 +282,7 @@ def test_connections_that_never_finish_their_headers_are_closed_after_the_body_t
     uvicorn has no timeout for headers: 50 clients that connect and send nothing each held a
     connection, and a file descriptor, for as long as they liked, so anyone who could reach the
     port could use up the server's connections without a token. Each gets a 408 and is closed
-    once body_timeout_s has passed without a complete request head. (That the deadline is one
+    once server.request_timeout_s has passed without a complete request head. (That the deadline is one
     per head, not an idle timer a trickle of bytes re-arms, is tests/test_http_deadlines.py.)"""
     silent = [socket.create_connection(("127.0.0.1", impatient.port), timeout=10) for _ in range(50)]
     try:
@@ -288,7 +295,7 @@ def test_connections_that_never_finish_their_headers_are_closed_after_the_body_t
         assert answer is not None and answer.status == 408 and answer.closed
         error = answer.json()["error"]
         assert error["code"] == -32600 and "headers did not all arrive" in error["message"]
-        assert "server.body_timeout_s" in error["message"]
+        assert "server.request_timeout_s" in error["message"]
     assert still_serves(impatient)
 
 
@@ -297,13 +304,10 @@ KIB = 1024
 
 @pytest.fixture(scope="module")
 def crowded(tmp_path_factory):
-    """A server whose bodies still arriving may hold 1 MiB together, each request at most 256 KiB."""
-    yield from serving(
-        tmp_path_factory,
-        "body-budget",
-        server__max_request_bytes=str(256 * KIB),
-        server__body_max_buffered_bytes=str(MB),
-    )
+    """A server whose bodies still arriving may hold 1 MiB together (a constant, patched), each
+    request at most 256 KiB."""
+    budget = {"server.transports.framing.DEFAULT_MAX_BUFFERED_BYTES": MB}
+    yield from serving(tmp_path_factory, "body-budget", budget, server__max_request_bytes=str(256 * KIB))
 
 
 @pytest.mark.slow  # a real server process
@@ -311,7 +315,7 @@ def test_bodies_held_open_together_cannot_pass_the_buffer_budget(crowded):
     """Each body is under the size limit and its client sends a byte before the idle timeout,
     so neither 413 nor 408 ever comes: before the budget, 40 such clients held 180 MB of the
     server for as long as they liked (4 MiB each at the default limit), and more held more.
-    Together they may hold server.body_max_buffered_bytes: the body that would pass it is
+    Together they may hold 64 MiB (here 1 MiB): the body that would pass it is
     answered 503 at once, and what the others held is free again once they go."""
     held = []
     try:
@@ -327,7 +331,7 @@ def test_bodies_held_open_together_cannot_pass_the_buffer_budget(crowded):
     assert answer is not None and answer.status == 503 and answer.closed
     error = answer.json()["error"]
     assert error["code"] == -32600 and f"limit of {MB} bytes" in error["message"]
-    assert "server.body_max_buffered_bytes" in error["message"]
+    assert "for all of them together" in error["message"]
     big = json.loads(json.dumps(INIT))
     big["params"]["clientInfo"]["name"] = "n" * (200 * KIB)
     assert (

@@ -3,8 +3,8 @@
 as large as asked. Before: the SDK's 1 MiB limit on one event, which fastmcp leaves in place,
 failed every result over 1 MiB from a server answering with events (the TypeScript SDK's
 default), the very results the proxy exists to take; and a JSON reply was read whole however
-large. Now both are taken up to `proxy.max_backend_message_bytes`, as a stdio backend's are,
-and a larger one fails its call with an error naming that setting. The proxy served over HTTP
+large. Now both are taken up to `MAX_BACKEND_REPLY_BYTES`, as a stdio backend's are,
+and a larger one fails its call with an error saying whose limit it is. The proxy served over HTTP
 forwards none of its caller's headers to a backend: it sent the proxy's own bearer token to
 every HTTP backend."""
 
@@ -78,7 +78,7 @@ async def test_a_reply_over_the_limit_fails_its_call_in_bounded_memory(client: C
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
     assert result.is_error, text[:300]
-    limit_named = "proxy.max_backend_message_bytes" in text or f"{LIMIT} byte limit" in text
+    limit_named = "the most codepager proxy reads of one backend reply" in text or f"{LIMIT} byte limit" in text
     assert limit_named, text
     assert grown_mb < 200, f"peak RSS grew {grown_mb:.0f} MB for a refused 100 MB reply"
     # the backend's session survives: the next call is answered, in the same form

@@ -119,7 +119,7 @@ async def test_a_body_that_stops_arriving_is_answered_408_when_its_timer_runs_ou
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 408
     error = json.loads(sent[1]["body"])["error"]
     assert error["code"] == -32600 and "10 bytes received" in error["message"]
-    assert "server.body_timeout_s" in error["message"]
+    assert "server.request_timeout_s" in error["message"]
 
 
 class Handle:

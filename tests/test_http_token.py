@@ -2,7 +2,7 @@
 another user of the machine, who could not open the repository's directory (0700), read its
 `AWS_SECRET_ACCESS_KEY` through `regex_search` over plain HTTP; `proxy --transport http` handed
 out its backend's tools the same way. Now a token is generated at first start, kept 0600 in the
-user's state dir (`server.auth_token_file`, its directory 0700), printed on stderr in the
+user's state dir (`http-token` there, its directory 0700), printed on stderr in the
 `claude mcp add ... --header` line that connects a client, and reused at every start until the
 file is deleted; a request without it gets 401. Opting out takes `--no-auth`, warned about."""
 
@@ -24,7 +24,7 @@ from fastmcp import Client, FastMCP
 from harness.http_server import HttpServer, raw_tool_call
 from harness.proxy_backend import BACKEND_SCRIPT as BACKEND
 from infra import UnsafeDirectoryError
-from server.auth_token import bearer_token, how_to_connect
+from server.auth_token import bearer_token, how_to_connect, token_file
 from server.cli import serve_cmd
 from server.settings import ServerSettings, load_settings
 from tests.server_helpers import serve_env
@@ -72,7 +72,7 @@ def test_a_local_user_without_the_token_cannot_read_the_code_over_http(tmp_path:
         assert "requires a bearer token" in stolen[0].json()["error"]["message"]
 
         token = printed_token(server, "codepager")
-        kept = tmp_path / "state" / "http-token"  # serve_env's server.auth_token_file
+        kept = tmp_path / "state" / "codepager" / "http-token"  # in serve_env's XDG_STATE_HOME
         assert kept.read_text().strip() == token and len(token) >= 32
         assert mode(kept) == 0o600 and mode(kept.parent) == 0o700
         owner = raw_tool_call(server.url, "regex_search", {"pattern": "AWS_SECRET_ACCESS_KEY"}, bearer(token))
@@ -101,7 +101,7 @@ async def test_a_local_user_without_the_token_cannot_call_the_proxied_backend_ov
         assert "hello neighbour" not in "".join(a.text for a in stolen)
 
         token = printed_token(server, "codepager-proxy")
-        assert (tmp_path / "state" / "http-token").read_text().strip() == token
+        assert (tmp_path / "state" / "codepager" / "http-token").read_text().strip() == token
         async with Client(server.url, auth=token, timeout=60) as client:
             assert "small" in {tool.name for tool in await client.list_tools()}
             assert (await client.call_tool_mcp("small", {"name": "owner"})).content[0].text == "hello owner"
@@ -127,15 +127,22 @@ def test_no_auth_serves_everyone_and_says_so_on_stderr(tmp_path: Path) -> None:
 # -- where the token comes from (in-process) ---------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user state dir, where the token is kept: the test's (tmp_path/state/codepager)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
 def http(tmp_path: Path, **settings: Any) -> ServerSettings:
-    return ServerSettings(transport="http", auth_token_file=tmp_path / "state" / "codepager" / "http-token", **settings)
+    return ServerSettings(transport="http", **settings)
 
 
 def test_the_token_is_generated_once_kept_0600_and_reused_until_the_file_is_deleted(tmp_path: Path) -> None:
     settings = http(tmp_path)
     first = bearer_token(settings)
     assert first is not None and first.shown
-    kept = settings.auth_token_file
+    kept = token_file()
+    assert kept == tmp_path / "state" / "codepager" / "http-token"  # the user state dir, XDG_STATE_HOME's
     assert kept.read_text().strip() == first.value and mode(kept) == 0o600 and mode(kept.parent) == 0o700
     assert [p.name for p in kept.parent.iterdir()] == ["http-token"]  # no temporary file left behind
     again = bearer_token(settings)
@@ -163,21 +170,21 @@ def test_a_configured_token_wins_is_not_printed_and_writes_nothing(tmp_path: Pat
 
 def test_a_token_file_planted_as_a_link_or_a_fifo_is_refused_saying_what_to_do(tmp_path: Path) -> None:
     settings = http(tmp_path)
-    settings.auth_token_file.parent.mkdir(parents=True, mode=0o700)
+    token_file().parent.mkdir(parents=True, mode=0o700)
     known = tmp_path / "known"
     known.write_text("a-token-its-planter-knows-0123456789\n")
-    settings.auth_token_file.symlink_to(known)
+    token_file().symlink_to(known)
     with pytest.raises(ValueError, match="not a link; delete it to have a new token generated"):
         bearer_token(settings)
-    settings.auth_token_file.unlink()
-    os.mkfifo(settings.auth_token_file)
+    token_file().unlink()
+    os.mkfifo(token_file())
     with pytest.raises(ValueError, match="not a regular file of this user's"):
         bearer_token(settings)
 
 
 def test_a_token_dir_others_can_write_in_is_tightened_and_another_users_is_refused(tmp_path: Path) -> None:
     settings = http(tmp_path)
-    directory = settings.auth_token_file.parent
+    directory = token_file().parent
     directory.mkdir(parents=True)
     directory.chmod(0o777)
     assert bearer_token(settings) is not None
@@ -213,8 +220,8 @@ def test_the_no_auth_flag_opts_out_with_a_warning_and_refuses_a_token_beside_it(
 
 def test_serve_refuses_to_start_on_a_bad_token_file_saying_why(tmp_path: Path, capsys) -> None:
     settings = http(tmp_path)
-    settings.auth_token_file.parent.mkdir(parents=True, mode=0o700)
-    settings.auth_token_file.write_text("\n")  # empty: damaged
+    token_file().parent.mkdir(parents=True, mode=0o700)
+    token_file().write_text("\n")  # empty: damaged
     assert serve_cmd.serve_app(FastMCP("codepager"), settings) == 2
     err = capsys.readouterr().err
     assert "is empty or damaged; delete it to have a new token generated" in err and "claude mcp add" not in err

@@ -101,3 +101,29 @@ def test_the_engine_is_grouped_by_stage() -> None:
     """At most 12 modules at the engine's top: the rest live in a sub-package per stage."""
     top = sorted(p.stem for p in (ROOT / "search_engine").glob("*.py") if p.stem != "__init__")
     assert len(top) <= 12, top
+
+
+def test_the_server_reaches_indexes_only_through_the_engine() -> None:
+    """The server builds and reports on indexes through `SearchEngine` (`prepare_index`,
+    `update_index`, `index_status`), never its per-root index cache: no `.indexes` attribute and
+    no `IndexManager` anywhere in server/, so the engine can change how it keeps indexes without
+    touching the server."""
+    offenders = {}
+    for path in sorted((ROOT / "server").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found = sorted({named for node in ast.walk(tree) for named in _index_cache_names(node)})
+        if found:
+            offenders[str(path.relative_to(ROOT))] = found
+    assert offenders == {}
+
+
+def _index_cache_names(node: ast.AST) -> list[str]:
+    """Where `node` names the engine's index cache (`x.indexes`, or `IndexManager` as a name, an
+    attribute or an imported name), with its line."""
+    if isinstance(node, ast.Attribute) and node.attr in ("indexes", "IndexManager"):
+        return [f"line {node.lineno}: .{node.attr}"]
+    if isinstance(node, ast.Name) and node.id == "IndexManager":
+        return [f"line {node.lineno}: {node.id}"]
+    if isinstance(node, ast.ImportFrom | ast.Import):
+        return [f"line {node.lineno}: {a.name}" for a in node.names if a.name.split(".")[-1] == "IndexManager"]
+    return []

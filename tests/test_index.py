@@ -61,7 +61,7 @@ def test_build_round_trips_chunks_and_vectors(repo: Path, manager: IndexManager,
     embedded = counting.take()
     assert len(embedded) == len(index.chunks)
     # the vectors are stored quantized and memory-mapped; they round-trip to the model's
-    assert isinstance(index.vectors.codes, np.memmap) and isinstance(index.chunks.rows, np.memmap)
+    assert isinstance(index.vectors.codes.base, np.memmap) and isinstance(index.chunks.rows.base, np.memmap)
     assert index.vectors.codes.dtype == np.int8 and index.vectors.shape == (len(index.chunks), 256)
     exact = manager.embedder.embed(embedded)
     np.testing.assert_allclose(index.vectors.rows(np.arange(len(index.chunks))), exact, atol=0.005)

@@ -60,7 +60,7 @@ def test_static_index_and_hybrid_search_never_import_torch(tmp_path: Path) -> No
 
 @pytest.mark.slow  # starts processes
 @pytest.mark.parametrize(
-    "setting", [{"CODEPAGER_INDEX__PROFILE": "minilm"}, {"CODEPAGER_INDEX__MODEL": "some-org/some-model"}]
+    "setting", [{"CODEPAGER_INDEX__MODEL": "minilm"}, {"CODEPAGER_INDEX__MODEL": "some-org/some-model"}]
 )
 def test_a_transformer_model_without_the_minilm_extra_says_how_to_install_it(
     tmp_path: Path, setting: dict[str, str]

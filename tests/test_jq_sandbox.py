@@ -12,6 +12,7 @@ import pytest
 from infra import Slots
 from server.errors import JqFilterError, JqTimeoutError
 from server.jq import apply_jq, check_expression
+from server.settings import JqSettings
 from tests.output_helpers import make_records
 from tests.slot_helpers import Overlap, all_slots_taken, counted_popens, run_at_once
 
@@ -119,13 +120,14 @@ def test_bad_filters_get_clear_errors(expression: str, message: str) -> None:
 
 
 @pytest.mark.slow
-def test_runaway_filters_are_stopped() -> None:
+def test_runaway_filters_are_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
     started = time.monotonic()
     with pytest.raises(JqTimeoutError, match=r"longer than 0.5 s"):
-        apply_jq(RECORDS, "def f: f; f", timeout_s=0.5)
+        apply_jq(RECORDS, "def f: f; f", limits=JqSettings(timeout_s=0.5))
     assert time.monotonic() - started < 5
-    with pytest.raises(JqFilterError, match="memory limit"):
-        apply_jq(RECORDS, "[range(1e9)] | length", timeout_s=30, memory_mb=64)
+    monkeypatch.setattr("server.jq.sandbox.MEMORY_MB", 64)
+    with pytest.raises(JqFilterError, match="64 MiB memory limit"):
+        apply_jq(RECORDS, "[range(1e9)] | length", limits=JqSettings(timeout_s=30))
     with pytest.raises(JqFilterError, match="more than 1 MiB"):
         apply_jq(RECORDS, "range(1e9)", max_output_bytes=1 << 20)
 
@@ -138,7 +140,9 @@ def test_no_more_workers_than_the_cap_run_at_once(monkeypatch: pytest.MonkeyPatc
     overlap = Overlap(calls, cap)
     counted_popens(monkeypatch, overlap, hold=True)
     workers = Slots(cap, overlap)
-    results = run_at_once(calls, lambda k: apply_jq(RECORDS, f"map(.match.score + {k})", timeout_s=60, workers=workers))
+    results = run_at_once(
+        calls, lambda k: apply_jq(RECORDS, f"map(.match.score + {k})", limits=JqSettings(timeout_s=60), workers=workers)
+    )
     assert overlap.most == cap and overlap.now == 0
     assert results == {k: [r["match"]["score"] + k for r in RECORDS] for k in range(calls)}
 
@@ -153,6 +157,6 @@ def test_a_filter_that_waits_out_its_timeout_for_a_worker_fails_saying_the_serve
     with all_slots_taken(monkeypatch, step=6.0) as (workers, overlap):  # the waiter's time is up at its first look
         for _ in range(2):  # the second: the first gave back no slot
             with pytest.raises(JqTimeoutError, match=busy):
-                apply_jq(RECORDS, "map(.match.score)", timeout_s=5, workers=workers)
+                apply_jq(RECORDS, "map(.match.score)", limits=JqSettings(timeout_s=5), workers=workers)
     assert overlap.most == 0
     assert apply_jq(RECORDS, "length", workers=workers) == [len(RECORDS)]

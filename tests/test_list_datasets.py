@@ -1,6 +1,6 @@
 """The dataset a search's file_ref answer names holds the search's whole result list, not just
 the offloaded page: SQL and the jq recipes over it see every match the session holds, within
-the SQL result caps (`offload.duckdb_max_rows`, `offload.duckdb_max_result_bytes`), and the
+the SQL result caps (`sql.max_rows`, `sql.max_result_bytes`), and the
 descriptor says how many rows it has and how that relates to `total_count`.
 
 Before (issue 37.2): the dataset was the page file, at most 200 rows, so `SELECT ... WHERE path
@@ -90,23 +90,24 @@ async def test_a_jq_filtered_list_is_the_dataset(code_tree, tmp_path):
 
 
 async def test_a_list_over_the_row_cap_is_cut_and_the_descriptor_says_by_how_much(code_tree, tmp_path):
-    settings = make_settings(code_tree, tmp_path, offload={"duckdb_max_rows": 100})
+    settings = make_settings(code_tree, tmp_path, sql={"max_rows": 100})
     async with Client(build_app(settings)) as c:
         args = {"pattern": "needle", "page_size": 50, "output_mode": "file_ref"}
         dataset = structured(await c.call_tool("regex_search", args))["results"]["file_ref"]["dataset"]
         assert (dataset["rows"], dataset["total_count"], dataset["left_out"]) == (100, TOTAL, TOTAL - 100)
-        assert "offload.duckdb_max_rows" in dataset["note"] and "140 left out" in dataset["note"]
+        assert "sql.max_rows" in dataset["note"] and "140 left out" in dataset["note"]
         assert await sql(c, "SELECT count(*) AS n FROM dataset", dataset["id"]) == [{"n": 100}]
 
 
-async def test_a_list_over_the_byte_cap_is_cut_within_it(code_tree, tmp_path):
+async def test_a_list_over_the_byte_cap_is_cut_within_it(code_tree, tmp_path, monkeypatch):
     cap = 8_000
-    settings = make_settings(code_tree, tmp_path, offload={"duckdb_max_result_bytes": cap})
+    monkeypatch.setattr("server.output.layer.MAX_RESULT_BYTES", cap)
+    settings = make_settings(code_tree, tmp_path)
     async with Client(build_app(settings)) as c:
         args = {"pattern": "needle", "page_size": 20, "output_mode": "file_ref"}
         dataset = structured(await c.call_tool("regex_search", args))["results"]["file_ref"]["dataset"]
         assert 20 < dataset["rows"] < TOTAL and dataset["left_out"] == TOTAL - dataset["rows"]
-        assert "offload.duckdb_max_result_bytes" in dataset["note"]
+        assert "reached 8,000 bytes" in dataset["note"]
         body = Path(dataset["path"]).read_bytes().split(b"\n", 1)[1]
         assert len(body) <= cap and body.count(b"\n") == dataset["rows"]
 

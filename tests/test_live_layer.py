@@ -5,13 +5,17 @@ such an answer as a generation's, and leaves out a new file discovery would not 
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
+from search_engine.chunking.workers import chunking_pool
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchMode, SearchRequest
 from tests.index_helpers import block_the_walk, write_repo
@@ -126,3 +130,72 @@ def test_the_live_ranking_is_a_fresh_index_ranking(
             ], query
     finally:
         fresh.indexes.close()
+
+
+def test_edits_are_chunked_by_the_worker_kept_for_them(
+    held: tuple[SearchEngine, threading.Event], tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each search that takes an edit live has it chunked by the one worker kept running since
+    the root was watched: no pool is started per edit (10-40 ms each, more on a busy machine)."""
+    import search_engine.chunking.jobs as jobs
+
+    engine, _ = held
+    retry = tree / "app/retry.py"
+
+    def edit_and_find(n: int) -> None:
+        retry.write_text(f"def retry_policy_{n}(attempts):\n    return attempts + {n}\n")
+        result = search(engine, tree, f"retry_policy_{n}")
+        assert result.freshness is not None and result.freshness.state == "current"
+        assert [m.path for m in hits(result, f"def retry_policy_{n}")] == ["app/retry.py"]
+
+    edit_and_find(0)  # the kept worker is running by now
+    started: list[int] = []
+
+    def counted_pool(workers: int) -> ProcessPoolExecutor:
+        started.append(workers)
+        return chunking_pool(workers)
+
+    monkeypatch.setattr(jobs, "chunking_pool", counted_pool)
+    for n in range(1, 4):
+        edit_and_find(n)
+    assert started == []
+
+
+def test_a_parse_bomb_taken_live_is_plain_text_and_the_next_edit_is_chunked(
+    held: tuple[SearchEngine, threading.Event], tree: Path
+) -> None:
+    """A file whose parse would take gigabytes, saved while its fold cannot run: the kept worker
+    dies on it at its memory limit, the file is searched as plain text at once, and a new worker
+    chunks the next edit by structure."""
+    engine, _ = held
+    (tree / "app/Bomb.java").write_bytes(b"// zebra quasar marker\n" + b"a<" * 16368)
+    bomb = search(engine, tree, "zebra quasar marker")
+    assert bomb.freshness is not None and bomb.freshness.state == "current"
+    assert [m.path for m in hits(bomb, "zebra quasar marker")] == ["app/Bomb.java"]
+    (tree / "app/retry.py").write_text("def retry_after_bomb(attempts):\n    return attempts\n")
+    after = search(engine, tree, "retry_after_bomb")
+    (found,) = hits(after, "def retry_after_bomb")
+    assert found.path == "app/retry.py" and found.line_start == 1 and true_to_disk(tree, found)
+
+
+def _forked_workers() -> list[psutil.Process]:
+    """This process's grandchildren: the processes its forkserver forked (chunking workers)."""
+    me = psutil.Process()
+    return [p for p in me.children(recursive=True) if p.ppid() != me.pid]
+
+
+def test_the_kept_worker_ends_with_its_index_manager(tmp_path: Path, tree: Path, static_embedder: Any) -> None:
+    """An engine dropped without `close` (a test, a server's reload) leaves no worker running:
+    the kept worker's pool ends its process once the pool is collected with the manager."""
+    before = {p.pid for p in _forked_workers()}
+    engine = engine_for(tmp_path / "cache", static_embedder)
+    search(engine, tree, "retry with backoff")
+    (tree / "app/retry.py").write_text("def retry_policy_kept(attempts):\n    return attempts\n")
+    assert hits(search(engine, tree, "retry_policy_kept"), "def retry_policy_kept")  # chunked by the kept worker
+    kept = [p for p in _forked_workers() if p.pid not in before]
+    assert kept
+    assert engine.indexes.wait_idle(tree, 60)
+    del engine
+    gc.collect()
+    _, alive = psutil.wait_procs(kept, timeout=30)
+    assert not alive

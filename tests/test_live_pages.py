@@ -116,7 +116,9 @@ async def test_after_a_restart_regex_and_hybrid_cursors_follow_one_rule(tree, tm
 
 @pytest.mark.parametrize(("tool", "args"), SEARCHES)
 async def test_redis_sessions_recheck_pages_as_memory_does(tree, tmp_path, model_cache, redis_server, tool, args):
-    shared = {"sessions": {"backend": redis_server.url, "namespace": f"live{tool}"}}
+    # a Redis database of this search's own (sessions.namespace is no longer a setting)
+    database = 1 + [name for name, _ in SEARCHES].index(tool)
+    shared = {"sessions": {"backend": redis_server.url.removesuffix("/0") + f"/{database}"}}
     async with Client(build_app(settings(tree, tmp_path, model_cache, **shared))) as first:
         page1 = structured(await first.call_tool(tool, args))
     cursor = page1["pagination"]["next_cursor"]

@@ -35,7 +35,7 @@ def _json_lines(out: str) -> list[Any]:
 
 def _descriptor(tmp_path: Path, records: list[Any], page_size: int | None = None, **kw: Any) -> dict[str, Any]:
     out = tmp_path / "it's a dir with spaces"
-    r = make_layer(out).render(make_page(records, page_size), options(output_mode="file_ref", **kw))
+    r = make_layer(out).render(make_page(records, page_size), *options(output_mode="file_ref", **kw))
     file_ref: dict[str, Any] = r.structured["results"]["file_ref"]
     return file_ref
 

@@ -25,14 +25,14 @@ def test_cut_pages_of_a_real_search_walk_losslessly(code_tree: Path, tmp_path: P
 
     pager = Pager(engine, MemoryStore(sweep_interval_s=None), CursorCodec("output-layer-test-secret-0123456789"))
     layer = make_layer(tmp_path / "out")
-    opts = options(max_output_tokens=1500)
+    chosen, layout = options(max_output_tokens=1500, snippet_length=500)
     seen: list[dict[str, Any]] = []
-    rendered = layer.render(SearchResponse(pager.first_page(request, 100)), opts)
+    rendered = layer.render(SearchResponse(pager.first_page(request, 100), chosen), chosen, layout)
     while True:
         assert rendered.mode == "inline" and estimate_tokens(rendered.text) <= 1500
         seen += rendered.structured["results"]["matches"]
         cursor = rendered.structured["pagination"]["next_cursor"]
         if cursor is None:
             break
-        rendered = layer.render(SearchResponse(next_page(pager, cursor)), opts)
+        rendered = layer.render(SearchResponse(next_page(pager, cursor), chosen), chosen, layout)
     assert seen == expected

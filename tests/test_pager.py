@@ -187,14 +187,43 @@ def test_a_restore_refuses_when_the_results_changed(change, message: str) -> Non
         next_page(make_pager(engine), _cursor(page1))
 
 
-def test_decode_hands_back_the_cursors_search_before_serving_it() -> None:
-    """The server checks that search (roots, re-sent parameters) before it pages."""
-    pager = make_pager(FakeEngine())
+def test_resume_hands_the_cursors_search_to_check_before_serving_it() -> None:
+    """The server checks that search (its tool, roots, re-sent parameters) before a page: a
+    refusal there serves nothing and searches nothing."""
+    engine = FakeEngine()
+    pager = make_pager(engine)
     request = request_for(ignore_case=True)
     page1 = pager.first_page(request, 50)
-    state = pager.decode(_cursor(page1))
-    assert pager.request_of(state) == request and state.offset == 50
-    assert pager.page_at(state).offset == 50
+    seen: list[tuple[int, SearchRequest]] = []
+    page2 = pager.resume(_cursor(page1), check=lambda state, search: seen.append((state.offset, search)))
+    assert seen == [(50, request)] and page2.offset == 50
+
+    def refuse(state: object, search: SearchRequest) -> None:
+        raise ValueError("not this one")
+
+    with pytest.raises(ValueError, match="not this one"):
+        make_pager(engine).resume(_cursor(page1), check=refuse)  # its session gone: would search
+    assert engine.calls == 1
+
+
+def test_before_rerun_is_called_only_when_the_search_runs_again_and_before_it() -> None:
+    """The server waits for the index there: never for a page a session (its own or a live twin)
+    serves, always before the engine is asked anything when the search runs again."""
+    engine, clock = FakeEngine(), FakeClock()
+    store = MemoryStore(ttl_s=10, sweep_interval_s=None, clock=clock)
+    page1 = make_pager(engine, store).first_page(request_for(), 40)
+    reruns: list[tuple[SearchRequest, int]] = []
+
+    def note(search: SearchRequest) -> None:
+        reruns.append((search, engine.calls))
+
+    assert make_pager(engine, store).resume(_cursor(page1), before_rerun=note).cache == "hit"  # its session
+    clock.advance(11)  # page1's session expires
+    twin = make_pager(engine, store).first_page(request_for(), 50)  # the same list, another session
+    assert make_pager(engine, store).resume(_cursor(page1), before_rerun=note).session_id == twin.session_id
+    assert reruns == []
+    restored = make_pager(engine).resume(_cursor(page1), before_rerun=note)  # no session, no twin
+    assert restored.cache == "restored" and reruns == [(request_for(), 2)] and engine.calls == 3
 
 
 def test_page_size_limits_and_overrides() -> None:

@@ -146,8 +146,8 @@ async def test_the_proxys_own_tools_answer_within_its_threshold(client: Client[A
 
 @pytest.mark.slow
 async def test_the_proxys_sql_runs_under_its_own_duckdb_limits(client: Client[Any]) -> None:
-    """proxy.duckdb_threads and proxy.duckdb_memory_limit (2 and 1GB), not the search server's
-    offload.duckdb_* (1 and 512MB), are what the proxy's DuckDB connections run with."""
+    """[proxy.sql]'s threads and memory_limit (2 and 1GB by default), not [sql]'s (1 and 512MB),
+    are what the proxy's DuckDB connections run with."""
     sql = "SELECT current_setting('threads') AS threads, current_setting('memory_limit') AS memory"
     (row,) = structured(await client.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
     assert row["threads"] == 2 and row["memory"].startswith(("1.0 GB", "953.6 MiB")), row
@@ -226,6 +226,15 @@ async def test_timeouts_and_crashes_are_errors_and_a_crashed_backend_restarts(cl
 
 def in_memory_proxy(tmp: Path, **proxy: Any) -> FastMCP:
     return build_proxy_app(proxy_settings(tmp, **proxy), [Backend("tiny", FastMCPTransport(backend_app), None)])
+
+
+async def test_proxy_sql_settings_are_what_the_proxys_queries_run_with(tmp_path: Path) -> None:
+    """`[proxy.sql]`'s keys reach the proxy's DuckDB connections (the keys it leaves out are
+    `[sql]`'s: `tests/test_settings_layout.py`)."""
+    sql = "SELECT current_setting('threads') AS threads, current_setting('memory_limit') AS memory"
+    async with Client(in_memory_proxy(tmp_path, sql={"threads": 3, "memory_limit": "256MB"})) as c:
+        (row,) = structured(await c.call_tool("analyze-with-duckdb", {"query": sql}))["results"]["rows"]
+    assert row["threads"] == 3 and row["memory"].startswith(("256.0 MB", "244.1 MiB")), row
 
 
 async def test_a_result_sent_as_text_and_structured_content_is_counted_once(tmp_path: Path) -> None:

@@ -111,7 +111,7 @@ def test_a_blob_with_a_field_of_the_wrong_type_is_a_miss_and_the_walk_goes_on(
         assert page.matches == engine.expected()[10:20]
         assert page.search_total_count == 120 and page.total_count == 120
         # The restored session is kept in its place: the rest of the walk needs no search.
-        assert reader.page_at(reader.decode(page.next_cursor or "")).cache == "hit"
+        assert reader.resume(page.next_cursor or "").cache == "hit"
 
 
 def test_another_sessions_blob_under_this_id_is_not_served(redis_server, raw, namespace, caplog) -> None:

@@ -57,21 +57,24 @@ async def test_refusals_take_the_channel_of_the_negotiated_version(app: FastMCP[
         assert c.protocol_version == version
         first = structured(await c.call_tool("regex_search", {"pattern": "needle", "page_size": 5}))
         cursor = first["pagination"]["next_cursor"]
-        cases = {
-            "invalid_arguments": {"pattern": "needle", "page_size": 0},
-            "invalid_cursor": {"cursor": "not-a-cursor"},
-            "cursor_expired": {"cursor": expired(cursor)},
-            "cursor_mismatch": {"cursor": cursor, "pattern": "return"},
-        }
-        for code, args in cases.items():
+        # Refused by fastmcp's validation, by the tool wrapper (a cursor's), or in the tool body.
+        cases = [
+            ("invalid_arguments", "regex_search", {"pattern": "needle", "page_size": 0}),
+            ("invalid_cursor", "regex_search", {"cursor": "not-a-cursor"}),
+            ("cursor_expired", "regex_search", {"cursor": expired(cursor)}),
+            ("cursor_mismatch", "regex_search", {"cursor": cursor, "pattern": "return"}),
+            ("invalid_arguments", "regex_search", {"pattern": "  "}),
+            ("invalid_cursor", "semantic_search", {"cursor": cursor}),
+        ]
+        for code, tool, args in cases:
             if version in PROTOCOL_ERROR_VERSIONS:
                 with pytest.raises(MCPError) as info:
-                    await c.call_tool("regex_search", args)
+                    await c.call_tool(tool, args)
                 error = info.value.error
                 assert error.code == INVALID_PARAMS and isinstance(error.data, dict), (code, error)
                 assert (error.data["code"], error.data["hint"]) == (code, REFUSALS[code])
             else:
-                result = await c.call_tool("regex_search", args, raise_on_error=False)
+                result = await c.call_tool(tool, args, raise_on_error=False)
                 assert result.is_error, (code, result)
                 body = result.structured_content
                 assert body is not None and json.loads(result.content[0].text) == body

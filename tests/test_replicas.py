@@ -5,7 +5,7 @@ refuses a cursor even though it holds the cursor's session."""
 
 from __future__ import annotations
 
-import uuid
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +17,14 @@ from tests.code_tree import write_code_tree
 from tests.hostile_helpers import refused_async
 from tests.server_helpers import cli_full_list, page_matches, serve_env, structured
 
+#: A Redis database per call of `replica_env`, for replicas sharing nothing with other tests on
+#: the session's redis-server (0 is the namespaced stores', 1 and 2 test_live_pages's).
+_DATABASES = itertools.count(3)
+
 
 def replica_env(tmp: Path, redis_url: str) -> dict[str, str]:
     env = serve_env(tmp)
-    env["CODEPAGER_SESSIONS__BACKEND"] = redis_url
-    env["CODEPAGER_SESSIONS__NAMESPACE"] = f"t{uuid.uuid4().hex[:12]}"
+    env["CODEPAGER_SESSIONS__BACKEND"] = f"{redis_url.removesuffix('/0')}/{next(_DATABASES)}"
     return env
 
 
@@ -67,7 +70,8 @@ async def test_two_replicas_share_a_walk_and_a_crashed_replica_loses_nothing(cod
 @pytest.mark.slow
 async def test_redis_down_mid_walk_is_a_clear_error_and_paging_recovers(code_tree, tmp_path):
     redis_srv = RedisServer(tmp_path / "redis").start()
-    server = HttpServer(code_tree, replica_env(tmp_path, redis_srv.url)).start()
+    env = replica_env(tmp_path, redis_srv.url)
+    server = HttpServer(code_tree, env).start()
     try:
         first = structured(await call(server, {"pattern": "needle", "page_size": 100}))
         cursor = first["pagination"]["next_cursor"]
@@ -77,7 +81,8 @@ async def test_redis_down_mid_walk_is_a_clear_error_and_paging_recovers(code_tre
             assert result.is_error
             error = result.structured_content["error"]
             assert error["code"] == "session_store_unavailable"
-            assert error["message"].startswith(f"session store unavailable: Redis at {redis_srv.url}")
+            backend = env["CODEPAGER_SESSIONS__BACKEND"]
+            assert error["message"].startswith(f"session store unavailable: Redis at {backend}")
             assert "retry" in error["hint"]
         redis_srv.start()  # empty (no persistence): the cursor's session is rebuilt, proven identical
         rest = [structured(await call(server, {"cursor": cursor}))]

@@ -154,7 +154,7 @@ def test_no_more_rg_than_the_cap_run_at_once(tmp_path: Path, monkeypatch: pytest
 def test_a_run_that_waits_out_its_time_for_a_slot_fails_saying_so(tmp_path: Path, monkeypatch) -> None:
     """A search over the cap waits for a slot within its own time limit, then fails saying the
     others ran all that time, having started no rg; the slot it never had is not given back."""
-    busy = r"waited 5s for ripgrep and did not start: other searches held all 1 of its runs \(search.rg_max_concurrent"
+    busy = r"waited 5s for ripgrep and did not start: other searches held all 1 of the ripgrep runs allowed at once"
     with all_slots_taken(monkeypatch, step=6.0) as (slots, overlap):  # the waiter's time is up at its first look
         for _ in range(2):
             with pytest.raises(SearchTimeoutError, match=busy):

@@ -233,7 +233,7 @@ NESTED = "nested too deeply|an array, not a match record"
 async def test_a_jq_filter_that_grows_or_nests_its_output_is_refused_clearly(code_tree, tmp_path, expr, says):
     # What is asserted is the refusal, not the time: a jq_timeout under a loaded machine's
     # 150,000-element output is not what this test is about.
-    settings = make_settings(code_tree, tmp_path, offload={"jq_timeout_s": 120})
+    settings = make_settings(code_tree, tmp_path, jq={"timeout_s": 120})
     async with Client(build_app(settings)) as c:
         r = await c.call_tool("regex_search", {"pattern": "needle", "jq_filter": expr}, raise_on_error=False)
         assert r.is_error
@@ -356,12 +356,13 @@ async def test_a_date_filter_on_the_last_day_a_date_can_hold_lists_what_it_shoul
         assert structured(await c.call_tool("list-saved-datasets", last_day))["datasets"] == []
 
 
-async def test_a_read_over_the_page_ceiling_is_refused_naming_the_window_that_fits(wide_tree, tmp_path):
+async def test_a_read_over_the_page_ceiling_is_refused_naming_the_window_that_fits(wide_tree, tmp_path, monkeypatch):
     """A resource read is one answer too. Before (found by an audit): the results resources sent
     any offloaded file whole, a 64 MiB SQL result in one message (the server +448 MB, 118 s).
-    Now a read over `offload.max_bytes` is -32602, naming the line window that fits, which
+    Now a read over `MAX_ANSWER_BYTES` is -32602, naming the line window that fits, which
     reads; a single line over it points to SQL and read-dataset-page."""
-    settings = make_settings(wide_tree, tmp_path, offload={"max_bytes": 16_384})
+    monkeypatch.setattr("server.output.offload.MAX_ANSWER_BYTES", 16_384)  # read when the store is made
+    settings = make_settings(wide_tree, tmp_path)
     async with Client(build_app(settings)) as c:
         sql = "SELECT i, repeat('x', 200) AS s FROM range(500) t(i)"
         ref = structured(await c.call_tool("analyze-with-duckdb", {"query": sql, "output_mode": "file_ref"}))

@@ -13,7 +13,10 @@ from fastmcp import Client
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchRequest
 from server.app import build_app
+from server.output import MIN_OUTPUT_TOKENS
+from server.tools.page_args import SHARED, check_shared
 from server.tools.registry import own_tools
+from server.tools.search_arguments import SearchArguments
 from tests.hostile_helpers import refused_async
 from tests.server_helpers import make_settings, page_matches, structured, walk
 
@@ -41,7 +44,7 @@ async def test_tools_are_listed_with_paging_guidance_and_annotations(client):
         assert tool.output_schema["required"] == ["search", "results", "pagination", "metadata"]
     for name in ("index_status", "reindex"):
         # a status is a few hundred characters: no size hint, which tools/list would pay for
-        assert tools[name].meta is None and tools[name].output_schema["required"] == ["root", "building"]
+        assert tools[name].meta is None and tools[name].output_schema["required"] == ["building"]
 
 
 async def test_every_listed_tool_is_one_the_server_defines_and_compacts(settings) -> None:
@@ -184,7 +187,35 @@ async def test_bad_arguments_are_invalid_params(client):
     await _invalid_params(client, {"pattern": "x", "page_size": "many"})
     await _invalid_params(client, {})
     await _invalid_params(client, {"pattern": "   "})
-    await _invalid_params(client, {"pattern": "x", "output_mode": "yaml"})
+    # The page's options are checked once, by the tool's schema (the output layer trusts them):
+    # the refusal names the choices, or the least size an answer's envelope needs.
+    for tool, query in (("regex_search", "pattern"), ("analyze-with-duckdb", "query")):
+        message = await _invalid_params(client, {query: "x", "output_mode": "yaml"}, tool)
+        assert all(mode in message for mode in ("auto", "inline", "file_ref", "legacy")), message
+    message = await _invalid_params(client, {"pattern": "x", "max_output_tokens": MIN_OUTPUT_TOKENS - 1})
+    assert str(MIN_OUTPUT_TOKENS) in message, message
+
+
+def test_a_search_tool_must_declare_the_shared_parameters_last_and_in_order(settings):
+    """Each search tool spells the shared parameters out in its own signature (fastmcp reads the
+    schema from it): one left out, or all of them in another order, is refused when the tool
+    registers instead of listing a schema unlike its siblings'."""
+
+    async def missing(ctx, pattern=None, include_snippet=True): ...
+
+    async def reordered(  # `detail` first: every shared name, in another order
+        ctx, pattern, detail, include_snippet, snippet_length, page_size, cursor, output_mode,
+        max_output_tokens, stats_only, stats_first, jq_filter,
+    ): ...  # fmt: skip
+
+    for wrong in (missing, reordered):
+        with pytest.raises(TypeError, match="must end with the shared parameters"):
+            check_shared("regex_search", wrong)
+    # The real tools pass, and each one's own parameters are those before the shared ones.
+    arguments = next(m for m in build_app(settings).middleware if isinstance(m, SearchArguments))
+    assert list(arguments.parameters["regex_search"])[:2] == ["pattern", "path"]
+    assert list(arguments.parameters["hybrid_search"])[-1] == "exclude_patterns"
+    assert not set(SHARED) & {p for own in arguments.parameters.values() for p in own}
 
 
 async def test_search_failures_are_actionable_tool_errors(client, tmp_path):

@@ -170,8 +170,8 @@ async def test_a_cursor_over_edited_files_is_refused_once_it_must_be_restored(co
     """The cursor's session is gone (evicted by another search in a one-session store, or the
     server restarted), a matching file was edited: the restored list differs, so the cursor is
     refused instead of silently skipping or repeating results."""
-    env = serve_env(tmp_path, sessions__max_sessions="1")
-    async with stdio_client(code_tree, tmp_path, env) as client:
+    env, one_session = serve_env(tmp_path), {"server.app.MAX_SESSIONS": 1}
+    async with stdio_client(code_tree, tmp_path, env, constants=one_session) as client:
         first = structured(await client.call_tool("regex_search", {"pattern": "needle", "page_size": 50}))
         cursor = first["pagination"]["next_cursor"]
         edit_a_matching_line(code_tree)

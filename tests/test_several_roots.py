@@ -186,6 +186,34 @@ async def test_ranked_search_without_path_indexes_and_merges_every_root(roots, t
         assert page_matches(page2) == page_matches(responses[1])
 
 
+@pytest.mark.slow
+async def test_index_status_and_reindex_without_path_cover_every_root(roots, tmp_path) -> None:
+    """With no `path`, `index_status` reports on every root and `reindex` builds every root
+    (before, both acted on the first root only, and the answer did not say so); `path` still
+    picks one root, answered as before."""
+    alpha, beta = roots
+    async with Client(build_app(settings_for(roots, tmp_path, index={"ready_wait_s": 120}))) as c:
+        before = structured(await c.call_tool("index_status", {}))
+        assert [s["root"] for s in before["roots"]] == [str(alpha), str(beta)] and not before["building"]
+        assert [(s["exists"], s["progress"]["phase"]) for s in before["roots"]] == [(False, "idle")] * 2
+
+        built = structured(await c.call_tool("reindex", {}))
+        assert [(s["root"], s["exists"], s["files"]) for s in built["roots"]] == [
+            (str(alpha), True, 2),
+            (str(beta), True, 2),
+        ]
+        assert [s["progress"]["phase"] for s in built["roots"]] == ["ready", "ready"] and not built["building"]
+
+        (beta / "src" / "more.py").write_text("def more():\n    return 'more'\n")
+        again = structured(await c.call_tool("reindex", {}))
+        assert [(s["generation"], s["files"]) for s in again["roots"]] == [(1, 2), (2, 3)], again
+        status = structured(await c.call_tool("index_status", {}))
+        assert [s["files"] for s in status["roots"]] == [2, 3]
+
+        one = structured(await c.call_tool("index_status", {"path": str(beta / "src")}))
+        assert one["root"] == str(beta) and one["files"] == 3 and "roots" not in one
+
+
 def test_a_search_of_several_roots_is_its_own_session_and_one_root_hashes_as_before() -> None:
     one = SearchRequest(mode=SearchMode.HYBRID, query="q", root="/a")
     several = SearchRequest(mode=SearchMode.HYBRID, query="q", root="/a", roots=("/a", "/b"))

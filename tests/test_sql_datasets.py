@@ -21,7 +21,7 @@ from server.errors import (
     SqlTimeoutError,
 )
 from server.output import OffloadStore
-from server.settings import OffloadSettings
+from server.settings import SqlSettings
 from server.sql import Datasets
 from server.sql import datasets as sql_datasets
 from tests.output_helpers import make_layer, make_records, options, query
@@ -30,7 +30,7 @@ from tests.slot_helpers import Overlap, run_at_once
 
 @pytest.fixture(autouse=True, params=["stream", "spool"])
 def fetching(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test runs both ways rows reach Python (`offload.duckdb_fetch` = auto): the cursor
+    """Every test runs both ways rows reach Python (DuckDB's version decides): the cursor
     DuckDB 2 streams, and the `Spool` DuckDB 1.x needs (Python 3.10 gets 1.x), whichever
     DuckDB is installed."""
     monkeypatch.setattr(sql_datasets, "STREAMS", request.param == "stream")
@@ -123,7 +123,7 @@ def test_a_value_nested_too_deep_is_refused_with_what_to_do(store: OffloadStore,
     seconds to bind a type 990 deep, over 30 on a loaded machine: the query's time limit is
     raised so that what is asserted is the refusal, not the machine's speed."""
     nested = f"'{'[' * depth}1{']' * depth}'::INTEGER{'[]' * depth}"
-    patient = Datasets(store, limits=OffloadSettings(duckdb_timeout_s=600))
+    patient = Datasets(store, limits=SqlSettings(timeout_s=600))
     with pytest.raises(SqlExecutionError, match=r"nests deeper than 64 levels.*to_json|Max expression depth"):
         query(patient, f"SELECT {nested} AS v")
     if depth == 65:
@@ -253,23 +253,21 @@ def test_non_object_and_empty_datasets(store: OffloadStore) -> None:
     assert query(ds, "SELECT count(*) AS n FROM dataset", dataset_id=empty.id).rows == [{"n": 0}]
 
 
-def test_limits_time_and_rows(store: OffloadStore) -> None:
+def test_limits_time_and_rows(store: OffloadStore, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SqlTimeoutError, match=r"longer than 0\.3 s"):
         query(
-            Datasets(store, limits=OffloadSettings(duckdb_timeout_s=0.3)),
+            Datasets(store, limits=SqlSettings(timeout_s=0.3)),
             "SELECT count(*) FROM range(100000000000) a, range(10) b",
         )
-    result = query(Datasets(store, limits=OffloadSettings(duckdb_max_rows=1000)), "SELECT range AS i FROM range(5000)")
+    result = query(Datasets(store, limits=SqlSettings(max_rows=1000)), "SELECT range AS i FROM range(5000)")
     assert len(result.rows) == 1000 and result.truncated
     page = result.to_page()
     assert page.counts()["truncated"] and "first 1000 rows" in page.metadata()["warnings"][0]
-    wide = query(
-        Datasets(store, limits=OffloadSettings(duckdb_max_result_bytes=2048)),
-        "SELECT repeat('x', 100) AS s FROM range(100)",
-    )
+    monkeypatch.setattr("server.sql.answer.MAX_RESULT_BYTES", 2048)
+    wide = query(Datasets(store), "SELECT repeat('x', 100) AS s FROM range(100)")
     line = len(json.dumps({"s": "x" * 100}, separators=(",", ":"))) + 1
     assert len(wide.rows) == 2048 // line and wide.truncated
-    assert "cut after 18 rows" in wide.warnings[0] and "duckdb_max_result_bytes" in wide.warnings[0]
+    assert "cut after 18 rows" in wide.warnings[0] and "reached 2,048 bytes" in wide.warnings[0]
 
 
 def test_rows_read_past_the_timeout_are_stopped(store: OffloadStore) -> None:
@@ -278,7 +276,7 @@ def test_rows_read_past_the_timeout_are_stopped(store: OffloadStore) -> None:
     interrupt between them was lost (the rows kept coming)."""
     sql = "SELECT range AS i FROM range(100000)"
     now = [0.0]
-    with Datasets(store, limits=OffloadSettings(duckdb_timeout_s=60), clock=lambda: now[0]).stream(sql) as stream:
+    with Datasets(store, limits=SqlSettings(timeout_s=60), clock=lambda: now[0]).stream(sql) as stream:
         rows = stream.rows()
         assert next(rows).record == {"i": 0}
         now[0] = 61.0
@@ -324,7 +322,8 @@ def test_no_more_queries_than_the_cap_have_a_connection_at_once(
         return CountedConnection(con, overlap) if "memory_limit" in kwargs.get("config", {}) else con
 
     monkeypatch.setattr(duckdb, "connect", counted)
-    ds = Datasets(store, limits=OffloadSettings(duckdb_max_concurrent=cap), clock=overlap)
+    monkeypatch.setattr("server.sql.datasets.MAX_QUERIES", cap)
+    ds = Datasets(store, clock=overlap)
     # over the 1 KB answer ceiling of `query`: written to a file while the connection is open
     sql = "SELECT {k} AS k, range AS i, repeat('x', 50) AS pad FROM range(200)"
     results = run_at_once(calls, lambda k: query(ds, sql.format(k=k)).rows)
@@ -343,7 +342,7 @@ def test_a_query_that_waits_out_its_timeout_for_a_slot_fails_saying_the_server_w
         now[0] += step[0]
         return now[0]
 
-    ds = Datasets(store, limits=OffloadSettings(duckdb_max_concurrent=2, duckdb_timeout_s=60), clock=clock)
+    ds = Datasets(store, limits=SqlSettings(timeout_s=60), clock=clock)  # MAX_QUERIES: 2
     busy = r"waited 60 s for its turn and was not run: the server was busy with other queries \(it runs 2 at once"
     for _ in range(2):  # the second round: the failed call gave back no slot
         with contextlib.ExitStack() as running:
@@ -357,9 +356,9 @@ def test_a_query_that_waits_out_its_timeout_for_a_slot_fails_saying_the_server_w
 
 
 def test_a_row_cap_past_what_duckdb_counts_keeps_every_row(store: OffloadStore) -> None:
-    """`duckdb_max_rows` has no upper bound, so "as many as a BIGINT holds" is a valid cap; the
+    """`sql.max_rows` has no upper bound, so "as many as a BIGINT holds" is a valid cap; the
     spool's LIMIT of cap + 1 rows was past it, and every query failed with a TypeError."""
-    unbounded = Datasets(store, limits=OffloadSettings(duckdb_max_rows=(1 << 63) - 1))
+    unbounded = Datasets(store, limits=SqlSettings(max_rows=(1 << 63) - 1))
     result = query(unbounded, "SELECT range AS i FROM range(3)")
     assert result.rows == [{"i": 0}, {"i": 1}, {"i": 2}] and not result.truncated
 
@@ -368,7 +367,7 @@ def test_a_huge_select_goes_through_the_output_layer_and_is_offloaded(tmp_path: 
     ds = Datasets(store)
     result = query(ds, "SELECT range AS i, repeat('x', 50) AS pad FROM range(20000)")
     layer = make_layer(store.root)
-    r = layer.render(result.to_page(), options(tool="analyze-with-duckdb", query=result.sql, records_key="rows"))
+    r = layer.render(result.to_page(), *options(tool="analyze-with-duckdb", query=result.sql, records_key="rows"))
     assert r.mode == "file_ref" and r.structured["results"]["total_count"] == 20000
     assert r.file_ref is not None
     again = query(ds, f"SELECT count(*) AS n, sum(i) AS s FROM dataset_{r.file_ref.id}")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -226,3 +227,79 @@ class ChunkStream(Iterator["ChunkedFile | None"]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class KeptWorker:
+    """One chunking worker kept running between calls, for the live layer
+    (`search_engine.live.layer`): a search that takes an edited file live has it chunked by a
+    worker already forked, a round trip of about a millisecond, where a pool started for the
+    call cost 10-40 ms on every edit (a fork from the forkserver, the pool's threads; more on a
+    busy machine). It is the limited worker a build uses, so nothing about parse bombs changes:
+    a parse past its limit kills it, `_isolated` finds the file (chunked as plain text) and a
+    new worker replaces it. After a batch of more than `RECYCLE_BYTES` it is replaced too, so
+    the memory a large parse left in it is not held while idle."""
+
+    #: Bytes of files after which the worker is replaced (see the class docstring).
+    RECYCLE_BYTES = 1 << 20
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: ProcessPoolExecutor | None = None
+        self._starting = self._closed = False
+
+    def start(self) -> None:
+        """Have the worker forked (and the forkserver started, the first time: 0.4-1 s of
+        imports) on a thread of its own, so that no search waits for it; a no-op while one runs
+        or is starting."""
+        with self._lock:
+            if self._pool is not None or self._starting or self._closed:
+                return
+            self._starting = True
+        threading.Thread(target=self._warm, name="codepager-kept-worker", daemon=True).start()
+
+    def chunk(self, jobs: Sequence[ChunkJob], max_size: int) -> list[ChunkedFile | None]:
+        """`_run` of each job, in order (as `chunk_files`)."""
+        pool = self._ready()
+        try:
+            results = pool.submit(_run_batch, jobs, max_size).result()
+        except _FAILED:
+            self._replace(pool)
+            return _isolated(jobs, max_size)
+        if sum(job.file.size for job in jobs) > self.RECYCLE_BYTES:
+            self._replace(pool)
+        return results
+
+    def close(self) -> None:
+        """Stop the worker; a later call starts none."""
+        with self._lock:
+            pool, self._pool, self._closed = self._pool, None, True
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _warm(self) -> None:
+        try:
+            with contextlib.suppress(SearchError):  # closed, or cannot start: `chunk` says so to its caller
+                self._ready()
+        finally:
+            with self._lock:
+                self._starting = False
+
+    def _ready(self) -> ProcessPoolExecutor:
+        """The running worker's pool, started (and its worker forked) if there is none."""
+        with self._lock:
+            if self._closed:
+                raise SearchError("the chunking worker was stopped (the index manager is closed)")
+            if self._pool is None:
+                pool = chunking_pool(1)
+                _check_start(pool)  # forked and running a task, or a SearchError saying why not
+                self._pool = pool
+            return self._pool
+
+    def _replace(self, pool: ProcessPoolExecutor) -> None:
+        """Let `pool` go (broken, or holding what a large parse left) and fork the next worker now."""
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+        pool.shutdown(wait=False)
+        if not self._closed:
+            self.start()

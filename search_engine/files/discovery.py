@@ -24,7 +24,7 @@ ripgrep walk from `plan_walk`:
 - bytes read as they are (`--encoding none`: no BOM sniffing, so a UTF-16 file, full of NULs,
   is binary and byte offsets are the file's own);
 - binary files skipped. rg decides that itself while searching (a NUL byte in what it reads;
-  see `regex.py`); `discover` cannot afford to read whole files on every incremental pass, so
+  see `regex/search.py`); `discover` cannot afford to read whole files on every incremental pass, so
   it sniffs the first `BINARY_SNIFF_BYTES`, the size of rg's own first read, which agrees with
   rg for every file whose NUL (if any) lies in that window — in practice all real binaries.
 

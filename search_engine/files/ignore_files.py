@@ -26,7 +26,7 @@ The look lists every folder (`folder_listing.py`, which remembers a folder's lis
 its stamp holds: an unchanged tree costs a `lstat` a folder) and looks at each ignore file
 every time. What it cannot see is a file swapped after it looked and before rg reads it; rg's
 output is a socket, not a pipe, so `/proc/self/fd/1` cannot be reopened, and rg's time and
-memory limits hold whatever it reads (`ripgrep.py`). The stamps it saw make `tree`, by which
+memory limits hold whatever it reads (`regex/ripgrep.py`). The stamps it saw make `tree`, by which
 the notices of what a walk left out are kept (`skipped.py`).
 """
 

@@ -6,6 +6,11 @@ two threads opening arrays at once, a search and the background freshness check,
 one of them with "SystemError: AST constructor recursion depth mismatch". Every index read
 goes through `load_array`, which holds one lock while numpy reads the header; the data is
 memory-mapped, so the lock is held for microseconds.
+
+A mapped array is handed out as a plain `ndarray` over the mapping (`mapped`), not as numpy's
+`memmap` subclass: every slice or gather of a `memmap` builds another `memmap` and runs its
+`__array_finalize__`, dozens of times per hybrid query (about a tenth of a warm query's CPU
+on one copy of sympy). The view keeps the mapping alive as long as it is referenced.
 """
 
 from __future__ import annotations
@@ -29,12 +34,18 @@ def load_array(path: Path, *, mmap: bool = True) -> np.ndarray:
     with _HEADER_LOCK:
         _check_header(path)
         try:
-            array_ = np.load(path, mmap_mode="r" if mmap else None)
+            array_ = mapped(np.load(path, mmap_mode="r")) if mmap else np.load(path)
         except ValueError:
             if not mmap:
                 raise
             array_ = np.load(path)
     return array_
+
+
+def mapped(array_: np.ndarray) -> np.ndarray:
+    """`array_` (a `np.memmap`) as a plain read-only `ndarray` over the same mapping."""
+    view: np.ndarray = array_.view(np.ndarray)
+    return view
 
 
 def _check_header(path: Path) -> None:

@@ -41,7 +41,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from infra import UnsafeDirectoryError, check_cache_dir
-from search_engine.chunking.jobs import over_budget_warnings
+from search_engine.chunking.jobs import KeptWorker, over_budget_warnings
 from search_engine.config import DEFAULT_FRESH_WAIT_S, EngineConfig
 from search_engine.embedding.embedder import Embedder, embedder_for
 from search_engine.errors import IndexDamagedError, IndexStoreError, UnsafeCacheDirError
@@ -160,12 +160,24 @@ class IndexManager:
         self._entries: dict[Path, _Entry] = {}
         self._live: dict[Path, LiveRoot] = {}
         self._layers: dict[Path, LiveLayer] = {}
+        # The live layers' chunking worker, forked once a root is watched (`layer`).
+        self._worker = KeptWorker()
         self._root_locks: dict[Path, threading.Lock] = {}
+        self._stores: dict[Path, IndexStore] = {}
         self._said: dict[Path, tuple[list[str], list[str]]] = {}
         self._guard = threading.Lock()
 
     def store(self, root: Path) -> IndexStore:
-        return IndexStore(index_dir(self.config.cache_dir, Path(root)))
+        """The on-disk store of `root`'s index (`root` resolved, as every caller has it; kept
+        per root: `index_dir` resolves the path again and hashes it, a tenth of a millisecond
+        of every warm search)."""
+        with self._guard:
+            store = self._stores.get(root)
+        if store is None:
+            store = IndexStore(index_dir(self.config.cache_dir, Path(root)))
+            with self._guard:
+                self._stores[root] = store
+        return store
 
     def update(self, root: Path, *, full: bool = False, progress: Progress | None = None) -> UpdateStats:
         """Bring the on-disk index of `root` up to date now."""
@@ -217,13 +229,15 @@ class IndexManager:
         root = Path(root).resolve()
         store = self.store(root)
         live = self._live_root(root)
-        if not self.open(root):
+        if self._entry(root) is None and not self.open(root):
             covered = live.snapshot()
             with self._root_lock(root):
                 if self._entry(root) is None:
                     self._update(root, store)
                     self._store_entry(root, self._load(root, store, None))
             live.folded_through(covered)
+        if live.watcher is not None:  # the next edit is taken live: its worker is forked now
+            self._worker.start()
         freshness = live.settle()
         if not freshness.live:
             with self._guard:
@@ -232,8 +246,13 @@ class IndexManager:
                 layer.clear()  # it held the previous generation
         entry = self._entry(root)
         assert entry is not None
-        if store.current_name() != entry.directory_name:  # another process published meanwhile
-            entry = self._store_entry(root, self._load(root, store, entry))
+        # Another process published meanwhile: load its generation. Not while this process's
+        # own update holds the root's lock: the generation on disk is the one it is publishing,
+        # which it loads and stores itself, its ranking structures made on its thread (a search
+        # that loaded it too paid seconds for a second copy of them at 8x sympy). The loaded one
+        # is as safe meanwhile: `freshness` masks or takes live what it does not hold.
+        if store.current_name() != entry.directory_name and not self._root_lock(root).locked():
+            entry = self._store_entry(root, self._load(root, store, self._entry(root)))
         return entry.index, freshness
 
     def said(self, root: Path) -> tuple[list[str], list[str]]:
@@ -267,6 +286,7 @@ class IndexManager:
             lives, self._live = list(self._live.values()), {}
         for live in lives:
             live.close()
+        self._worker.close()
 
     def status(self, root: Path) -> IndexStatus:
         root = Path(root).resolve()
@@ -354,6 +374,7 @@ class IndexManager:
                 before = previous.index.memoized("ranker")
                 if isinstance(before, Ranker):
                     ranker.corpus.warm_like(before.corpus)
+            ranker.prepare()
             self._store_entry(root, entry)
 
     def _live_root(self, root: Path) -> LiveRoot:
@@ -387,7 +408,7 @@ class IndexManager:
         with self._guard:
             layer = self._layers.get(root)
             if layer is None:
-                layer = self._layers[root] = LiveLayer(root, self.embedder, self.config)
+                layer = self._layers[root] = LiveLayer(root, self.embedder, self.config, self._worker)
             return layer
 
     def _load(self, root: Path, store: IndexStore, previous: _Entry | None) -> _Entry:

@@ -69,14 +69,14 @@ from search_engine.chunking.chunk import Chunk
 from search_engine.config import INDEXES_DIR
 from search_engine.errors import IndexDamagedError, IndexStoreError, reading
 from search_engine.index import coarse
-from search_engine.index.arrays import load_array
+from search_engine.index.arrays import load_array, mapped
 from search_engine.index.chunk_table import ChunkTable, ChunkTableWriter, text_key
 from search_engine.index.packed import Natural, pack, unpack
 from search_engine.index.postings_merge import merge
 from search_engine.index.vectors import WORD_BITS, VectorIndex, empty, quantize
 from search_engine.ranking.lexical import LexicalBuilder, LexicalIndex, lexical_document
 
-# Bumped whenever anything below changes shape, or what `symbols.defined_names` extracts (the
+# Bumped whenever anything below changes shape, or what `ranking.symbols.defined_names` extracts (the
 # stored definitions of unchanged files are copied across updates): an index in another
 # format is rebuilt. 3: main's file kinds, C++ specializations and qualified names.
 FORMAT_VERSION = 3
@@ -726,9 +726,9 @@ def _read_vectors(directory: Path, n: int, dim: int) -> VectorIndex:
     if n == 0:
         return replace(empty(dim), file_vectors=file_vectors)
     return VectorIndex(
-        np.memmap(directory / _CODES, dtype=np.int8, mode="r", shape=(n, dim)),
-        np.memmap(directory / _SCALES, dtype=np.float32, mode="r", shape=(n,)),
-        np.memmap(directory / _WORDS, dtype=np.uint64, mode="r", shape=(words, n)),
+        mapped(np.memmap(directory / _CODES, dtype=np.int8, mode="r", shape=(n, dim))),
+        mapped(np.memmap(directory / _SCALES, dtype=np.float32, mode="r", shape=(n,))),
+        mapped(np.memmap(directory / _WORDS, dtype=np.uint64, mode="r", shape=(words, n))),
         file_vectors,
         coarse.load(directory, n, dim),
     )

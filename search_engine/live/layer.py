@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from search_engine.chunking.chunk import Chunk
-from search_engine.chunking.jobs import ChunkJob, chunk_files
+from search_engine.chunking.jobs import ChunkJob, KeptWorker
 from search_engine.config import EngineConfig
 from search_engine.embedding.embedder import Embedder, chunk_text
 from search_engine.files.discovery import DiscoveredFile, discover
@@ -71,10 +71,11 @@ def stamp_of(path: Path) -> Stamp | None:
 class LiveLayer:
     """The live layer of one root (see the module docstring); shared by its searches."""
 
-    def __init__(self, root: Path, embedder: Embedder, config: EngineConfig) -> None:
+    def __init__(self, root: Path, embedder: Embedder, config: EngineConfig, worker: KeptWorker) -> None:
         self.root = root
         self._embedder = embedder
         self._config = config
+        self._worker = worker
         self._lock = threading.Lock()
         self._made: dict[str, _Made] = {}
         self._joined: tuple[object, Ranker] | None = None
@@ -117,14 +118,15 @@ class LiveLayer:
         """Each of `paths`' chunks and vectors now (kept from an earlier search if unchanged),
         in order; a file no longer a readable text file under the size limit is left out. The
         files are chunked in a chunking worker, as a build's are: a parse of a few KB can take
-        gigabytes, and only a worker is limited (`search_engine.chunking.jobs`)."""
+        gigabytes, and only a worker is limited; one kept running, so a search does not wait for
+        a process to start (`search_engine.chunking.jobs.KeptWorker`)."""
         kept = {p: m for p in paths if (m := self._made.get(p)) is not None and m.stamp == stamps[p]}
         jobs = [
             ChunkJob(DiscoveredFile(p, self.root, p, stamp[0], stamp[1]), None)
             for p in paths
             if p not in kept and (stamp := stamps[p]) is not None
         ]
-        chunked = chunk_files(jobs, self._config.max_file_size, lambda done, total: None) if jobs else []
+        chunked = self._worker.chunk(jobs, self._config.max_file_size) if jobs else []
         for job, result in zip(jobs, chunked, strict=True):
             if result is None or result.chunks is None or result.documents is None:
                 continue

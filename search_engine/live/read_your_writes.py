@@ -18,7 +18,9 @@ lines, or its answer says it does not. Per call (`LiveRoot.settle`):
    as they are now by the live layer (`search_engine.live.layer`), and the fold starts
    `FOLD_DELAY_S` later so it does not compete with that search.
 3. Otherwise (a checkout of many files, a directory moved in, an ignore file) the call waits
-   for the fold up to `wait_s`. Folded in time: `current`. Not: it answers from the loaded
+   for the fold up to `wait_s`, if the fold can end by then: judged by how long the last fold
+   took (`_eta`; on a large tree a fold takes seconds, and every search of a checkout waiting
+   `wait_s` in vain made each one that much slower). Folded in time: `current`. Not: it answers from the loaded
    generation with the changed paths masked out, so no stale chunk is ever returned, marked
    `updating` with how many paths are not folded in yet and which (the first
    `PENDING_SHOWN`); the fold goes on, and a later call sees it. Without events the changes are
@@ -33,6 +35,7 @@ search waiting for it.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -83,16 +86,6 @@ class Settled:
             self.state, self.as_of, self.verified_at, self.detection, len(self.pending), shown, self.reason
         )
 
-    def masks(self, path: str) -> bool:
-        """Whether `path` (a file of the index) is left out of this search: changed and not
-        folded in."""
-        if not self.pending:
-            return False
-        if path in self.pending or "" in self.pending:
-            return True
-        parts = path.split("/")
-        return any("/".join(parts[:i]) in self.pending for i in range(1, len(parts)))
-
 
 class LiveRoot:
     """Keeps one root's index caught up with its files (see the module docstring).
@@ -127,6 +120,8 @@ class LiveRoot:
         self._verified_at = 0.0  # wall clock of the start of the last completed fold
         self._last_fold_s = 0.0
         self._last_fold_end = clock()
+        # The running fold's start (clock) and what it covers, None between folds.
+        self._round: tuple[float, tuple[int, int]] | None = None
         self._verify = False
         self._running: threading.Thread | None = None
         self.error: str | None = None
@@ -170,7 +165,8 @@ class LiveRoot:
                 self._start(FOLD_DELAY_S)
                 return self._settled("current", as_of, live=live)
             self._start()
-            self._cond.wait_for(lambda: self._covers(wanted) or self._running is None, deadline - self._clock())
+            if self._eta(wanted) <= deadline:
+                self._cond.wait_for(lambda: self._covers(wanted) or self._running is None, deadline - self._clock())
             if self._covers(wanted):
                 return self._settled("current", as_of)
             if seq is None or self._folded_checks < wanted[1] or self.watcher is None:
@@ -209,6 +205,21 @@ class LiveRoot:
             return None
         return pending
 
+    def _eta(self, wanted: tuple[int, int]) -> float:
+        """When a fold covering `wanted` may end (clock), if it takes as long as the last one
+        (caller holds the lock; the fold thread is started): the running fold's end if it covers
+        `wanted`, else the end of the one after it. Before any fold: now (worth waiting for). A
+        running fold already longer than the last one may take any time (a checkout's 1,000
+        files after a fold of a few): infinity, so no search waits for it in vain."""
+        now = self._clock()
+        if self._round is None:  # about to start
+            return now + self._last_fold_s
+        started, covered = self._round
+        end = started + self._last_fold_s
+        if now > end:
+            return math.inf
+        return end if covered[0] >= wanted[0] and covered[1] >= wanted[1] else end + self._last_fold_s
+
     def _maybe_verify(self) -> None:
         """With events, ask for a background full check when one is due (caller holds the lock)."""
         spacing = max(VERIFY_INTERVAL_S, VERIFY_SPACING * self._last_fold_s)
@@ -246,14 +257,15 @@ class LiveRoot:
                     self._cond.notify_all()
                     return
                 self._verify = False
-            started, wall = self._clock(), time.time()
+                started, wall = self._clock(), time.time()
+                self._round = (started, (seq, checks))
             try:
                 self._fold()
             except Exception as exc:  # the search answers from what it has, and says why
                 log.warning("bringing the index up to date failed: %s", exc)
                 with self._cond:
                     self.error = f"bringing the index up to date failed: {exc}"
-                    self._running = None
+                    self._running = self._round = None
                     self._last_fold_end = self._clock()
                     self._cond.notify_all()
                 return
@@ -263,6 +275,7 @@ class LiveRoot:
                 self._verified_at = wall
                 self._last_fold_end = self._clock()
                 self._last_fold_s = self._last_fold_end - started
+                self._round = None
                 if self.watcher is not None:
                     self.watcher.forget(seq)
                 self._cond.notify_all()

@@ -222,7 +222,7 @@ def _select(
     top_k: int,
     rules: RankingRules,
 ) -> list[Hit]:
-    """The top k, diversified across files, with their fused scores (`ranking.ranked_result`
+    """The top k, diversified across files, with their fused scores (`search.ranked_result`
     makes them relative to the best of every root searched)."""
     held = diversify(corpus.file_of, candidates, fused, top_k, rules.diversify)
     return [Hit(i, s, ranks.get(i, {})) for s, i in held]

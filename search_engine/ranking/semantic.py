@@ -18,7 +18,7 @@ keeps that blend for its semantic list (`similarity`), where it passed.
 
 The chunk cosine is the int8 one of the index's quantized vectors (`search_engine.index.vectors`),
 scaled over every chunk the index rescores anyway (all allowed chunks of an index up to
-`vectors.RESCORE`, else the `RESCORE` nearest by sign bits, among the chunks of the nearest
+`index.vectors.RESCORE`, else the `RESCORE` nearest by sign bits, among the chunks of the nearest
 lists in an index large enough for a coarse quantizer). So a query costs a pass over 32 bytes
 a chunk and a few thousand int8 rows, not a float product over the whole index.
 """

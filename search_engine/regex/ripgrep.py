@@ -52,7 +52,7 @@ _OUTPUT_BUFFER = 1024 * 1024
 # hostile tree can make it take: rg reads every ignore file it walks past, following links, and
 # `.ignore -> /dev/zero` (git stores links, so a cloned repository can hold one) had it double a
 # buffer in search of a newline until the machine's memory ran out; 4 searches at once, under a
-# 2 GiB cap, took 3.1 GB. Such files are no longer read (`ignore_files.py`); over the cap rg
+# 2 GiB cap, took 3.1 GB. Such files are no longer read (`files/ignore_files.py`); over the cap rg
 # aborts, and `warnings` reports that as the failure it is.
 _MEMORY_BASE = 192 << 20
 # rg's stderr is read no further than this: with `--debug` it logs a line per file or folder a
@@ -87,7 +87,7 @@ def memory_cap(max_file_size: int) -> int:
 
 @functools.cache
 def rg_slots(size: int) -> Slots:
-    """The slots every rg run of this process takes one of (`search.rg_max_concurrent`)."""
+    """The slots every rg run of this process takes one of (`EngineConfig.rg_max_concurrent`)."""
     return Slots(size)
 
 
@@ -132,13 +132,13 @@ class RipgrepRun:
     must kill rg mid-stream. stderr goes to a temporary file rather than a pipe so that a flood
     of per-file warnings can never fill a pipe buffer and deadlock rg.
 
-    A run holds one of the process's rg slots (`rg_slots`, `search.rg_max_concurrent`) from
+    A run holds one of the process's rg slots (`rg_slots`, `EngineConfig.rg_max_concurrent`) from
     before rg starts until it is reaped: each rg is held to `memory_cap`, and the slots bound how
     many run at once, so the worst case is their product (4 x 196 MiB by default), where 8
     searches at once once took 5.7-7.1 GB. Waiting for a slot counts against the run's time
     limit. (rg keeps the caller's terminal, if any: a session of its own, which would keep an
     ignore file linked to `/dev/tty` from waiting on it, costs Python its vfork, ~35 ms a run
-    here; such a link leads out of the root and is never read, `ignore_files.py`.)
+    here; such a link leads out of the root and is never read, `files/ignore_files.py`.)
 
     Use as a context manager; the process is killed on exit if it is still running.
     """
@@ -263,7 +263,7 @@ class RipgrepRun:
     def _busy_error(self, size: int) -> SearchTimeoutError:
         return SearchTimeoutError(
             f"the search waited {self.timeout_s:g}s for ripgrep and did not start: other searches held all "
-            f"{size} of its runs (search.rg_max_concurrent) all that time; try again"
+            f"{size} of the ripgrep runs allowed at once all that time; try again"
         )
 
     def _timeout_error(self) -> SearchTimeoutError:

@@ -13,10 +13,10 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, get_args
 
 from search_engine import SearchError
-from server.settings import IndexSettings, default_of
+from server.settings import IndexSettings, ShippedModel, default_of
 
 if TYPE_CHECKING:
     from search_engine import IndexStatus
@@ -33,11 +33,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--status", action="store_true", help="report on the index without changing it")
     p.add_argument("--json", action="store_true", help="print the summary or status as JSON")
     p.add_argument(
-        "--profile",
-        choices=["static", "minilm"],
-        help=f"embedding profile (default: {default_of(IndexSettings, 'profile')})",
+        "--model",
+        help=(
+            f"embedding model: {' or '.join(get_args(ShippedModel))} (shipped; default "
+            f"{default_of(IndexSettings, 'model')}), or a sentence-transformers model name or local path"
+        ),
     )
-    p.add_argument("--model", help="sentence-transformers model name or local path (overrides --profile)")
+    p.add_argument("--profile", dest="old_profile", help=argparse.SUPPRESS)  # refused with its new name
     p.add_argument("--config", type=Path, help="TOML settings file")
     p.add_argument("--no-progress", action="store_true", help="never draw the progress bar")
     p.set_defaults(func=run)
@@ -45,11 +47,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # imported here: every other subcommand would otherwise pay for the index stack at start-up
-    from search_engine import IndexManager
+    from search_engine import SearchEngine
     from server.settings import load_settings
 
+    if args.old_profile is not None:
+        print(f"codepager: --profile is now --model (--model {args.old_profile})", file=sys.stderr)
+        return 2
     try:
-        settings = load_settings(args.config, {"index": {"profile": args.profile, "model": args.model}})
+        settings = load_settings(args.config, {"index": {"model": args.model}})
     except (FileNotFoundError, ValueError) as exc:
         print(f"codepager: {exc}", file=sys.stderr)
         return 2
@@ -57,22 +62,24 @@ def run(args: argparse.Namespace) -> int:
     if not root.is_dir():
         print(f"codepager: not a directory: {args.path}", file=sys.stderr)
         return 2
+    engine = SearchEngine(settings.engine_config())
     try:
-        manager = IndexManager(settings.engine_config())
         if args.status:
-            _print_status(manager.status(root), args.json)
+            _print_status(engine.index_status(root), args.json)
             return 0
         bar = None if args.no_progress or not sys.stderr.isatty() else ProgressBar(sys.stderr)
-        stats = manager.update(root, full=args.full, progress=bar)
+        stats = engine.update_index(root, full=args.full, progress=bar)
         if bar is not None:
             bar.finish()
-        warnings = manager.status(root).warnings  # the files the index holds as plain text, and why
+        warnings = engine.index_status(root).warnings  # the files the index holds as plain text, and why
     except SearchError as exc:
         print(f"codepager: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # the cache dir cannot be created or written
         print(f"codepager: cannot write the index under index.cache_dir: {exc}", file=sys.stderr)
         return 2
+    finally:
+        engine.close()  # stops watching the root
     for warning in warnings:
         print(f"codepager: warning: {warning}", file=sys.stderr)
     if args.json:

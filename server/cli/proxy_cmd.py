@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from server.cli.serve_cmd import add_transport_arguments, serve_app, server_settings, transport_overrides
-from server.settings import ProxySettings, default_of
+from server.settings import ProxySettings, ProxySqlSettings, default_of
 
 EPILOG = """examples:
   codepager proxy -- npx -y @modelcontextprotocol/server-filesystem ~/src
@@ -63,16 +63,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         help=f"remove datasets older than this (default {default('cleanup_after_days'):g})",
     )
+    proxy_sql = ProxySqlSettings()
     p.add_argument(
-        "--schema-sample-size",
+        "--duckdb-memory-limit",
+        help=f"memory limit of analyze-with-duckdb, proxy.sql.memory_limit (default {proxy_sql.memory_limit})",
+    )
+    p.add_argument(
+        "--duckdb-threads",
         type=int,
-        help=f"records sampled to infer field types (default {default('schema_sample_size')})",
-    )
-    p.add_argument(
-        "--duckdb-memory-limit", help=f"memory limit of analyze-with-duckdb (default {default('duckdb_memory_limit')})"
-    )
-    p.add_argument(
-        "--duckdb-threads", type=int, help=f"threads of analyze-with-duckdb (default {default('duckdb_threads')})"
+        help=f"threads of analyze-with-duckdb, proxy.sql.threads (default {proxy_sql.threads})",
     )
     p.add_argument(
         "--call-timeout",
@@ -93,17 +92,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def proxy_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """Flags that were given, as settings overrides (flags win over env and TOML)."""
-    keys = (
-        "threshold_tokens",
-        "excluded_tools",
-        "data_dir",
-        "cleanup_after_days",
-        "schema_sample_size",
-        "duckdb_memory_limit",
-        "duckdb_threads",
-        "call_timeout_s",
-    )
-    return {"proxy": {k: getattr(args, k) for k in keys}, "server": transport_overrides(args)}
+    keys = ("threshold_tokens", "excluded_tools", "data_dir", "cleanup_after_days", "call_timeout_s")
+    sql = {"memory_limit": args.duckdb_memory_limit, "threads": args.duckdb_threads}
+    return {"proxy": {**{k: getattr(args, k) for k in keys}, "sql": sql}, "server": transport_overrides(args)}
 
 
 def backend_command(args: argparse.Namespace) -> list[str]:
@@ -123,12 +114,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from server.proxy import build_proxy_app, command_backend, config_backends  # heavy imports after validation
 
-    timeout, largest = settings.proxy.call_timeout_s, settings.proxy.max_backend_message_bytes
+    timeout = settings.proxy.call_timeout_s
     try:
         if args.servers:
-            backends = config_backends(args.servers, timeout_s=timeout, max_message_bytes=largest)
+            backends = config_backends(args.servers, timeout_s=timeout)
         else:
-            backends = [command_backend(command, name=args.name, timeout_s=timeout, max_message_bytes=largest)]
+            backends = [command_backend(command, name=args.name, timeout_s=timeout)]
         app = build_proxy_app(settings, backends)
     except (FileNotFoundError, ValueError) as exc:
         print(f"codepager: {exc}", file=sys.stderr)

@@ -49,7 +49,7 @@ def add_transport_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--auth-token",
         help="the token HTTP requests need as 'Authorization: Bearer TOKEN' (default: one generated on first start "
-        "and kept in server.auth_token_file)",
+        "and kept in http-token in the user state dir)",
     )
     p.add_argument(
         "--no-auth",

@@ -11,7 +11,7 @@ code, with layered limits:
    environment, no inherited file descriptors, an empty working directory, the filter and the
    input on stdin (so nothing is parsed as an option), an address-space limit it sets on
    itself, and a wall-clock timeout after which it is killed: a runaway filter takes down the
-   child, never the server. At most `jq_max_concurrent` workers run at once (`Slots`); a
+   child, never the server. At most `MAX_WORKERS` workers run at once (`Slots`); a
    filter past it waits for one, within its timeout;
 3. output is read with a cap, so `range(1e9)` cannot fill the server's memory.
 
@@ -36,7 +36,7 @@ from infra import Slots
 from server.errors import JqFilterError, JqTimeoutError
 from server.jq import worker
 from server.output import dumps_bytes
-from server.settings import OffloadSettings, default_of
+from server.settings import JqSettings
 
 #: Builtins and keywords that read the environment, files, other inputs or write to stderr.
 FORBIDDEN_NAMES = frozenset(
@@ -57,10 +57,15 @@ FORBIDDEN_NAMES = frozenset(
     }
 )
 FORBIDDEN_VARIABLES = frozenset({"ENV"})
-DEFAULT_TIMEOUT_S: float = default_of(OffloadSettings, "jq_timeout_s")
-DEFAULT_MEMORY_MB: int = default_of(OffloadSettings, "jq_memory_mb")
-#: The workers of every `apply_jq` call not given slots of its own (the server's `jq_view` is).
-WORKERS = Slots(default_of(OffloadSettings, "jq_max_concurrent"))
+#: Memory (MiB of address space) a filter may use on top of its worker's own. Not a setting
+#: (it was `jq.memory_mb`): a filter over one result list, which is bounded in size, needs a
+#: fraction of this; only a runaway (`[range(1e9)]`) reaches it, and is stopped either way.
+MEMORY_MB = 512
+#: Workers running at once (it was `jq.max_concurrent`): the cap times `MEMORY_MB` bounds them
+#: all (1 GiB), and 2 matches a 2-core machine, where a third CPU-bound filter would only slow
+#: the others down. Filters are short (~0.1 s, mostly the worker's start), so a few waiting
+#: cost little. Read when the slots are made (a test patches it).
+MAX_WORKERS = 2
 DEFAULT_MAX_OUTPUT_BYTES = 64 << 20
 #: What a `keep_only` filter is told when it makes more than it was given.
 KEEP_ONLY = "it may only filter, sort or slice the matches, e.g. map(select(...)) or .[:10]"
@@ -155,20 +160,24 @@ def apply_jq(
     records: Sequence[Any],
     expression: str,
     *,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    memory_mb: int = DEFAULT_MEMORY_MB,
+    limits: JqSettings | None = None,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     keep_only: bool = False,
-    workers: Slots = WORKERS,
+    workers: Slots | None = None,
 ) -> list[Any]:
     """The values `expression` produces from `records` (see the module docstring for the shape).
 
     `keep_only`: the filter may only keep records (filter, sort, slice), so its output is
     capped at about the input's size, not `max_output_bytes`: `.[0] as $m | [range(150000) |
     $m]` made one match 150,000 (230 MB of the server's memory), past every result limit.
-    `workers`: the slots the worker runs in; `timeout_s` counts by their clock, from before
-    the wait for a slot, so it covers that wait too."""
+    `limits`: the `[jq]` settings the filter runs under (their defaults without, read now).
+    `workers`: the slots the worker runs in, shared by the calls that are to be capped together
+    (the server's `jq_view` makes one); without, this call has slots of its own. The timeout
+    counts by their clock, from before the wait for a slot, so it covers that wait too."""
     check_expression(expression)
+    limits = limits or JqSettings()
+    workers = workers or Slots(MAX_WORKERS)
+    timeout_s, memory_mb = limits.timeout_s, MEMORY_MB
     argv = [sys.executable, "-I", _WORKER, str(memory_mb << 20)]
     body = dumps_bytes(list(records))
     # slack: the worker's JSON may spell a number or an escape longer than ours
@@ -199,7 +208,7 @@ def _busy(timeout_s: float, workers: int) -> JqTimeoutError:
     """The timeout of a filter that waited its whole time for a worker and never ran."""
     return JqTimeoutError(
         f"jq_filter waited {timeout_s:g} s for a worker and was not run: the server was busy with other filters "
-        f"(it runs {workers} at once, offload.jq_max_concurrent); try again"
+        f"(it runs {workers} at once); try again"
     )
 
 

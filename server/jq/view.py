@@ -25,10 +25,11 @@ from typing import Any
 from infra import Slots
 from search_engine import SearchResult
 from server.errors import JqFilterError, JqTimeoutError
+from server.jq import sandbox
 from server.jq.sandbox import KEEP_ONLY, apply_jq, check_expression
 from server.output import clip_strings, dumps
 from server.records import Detail, match_record
-from server.settings import OffloadSettings
+from server.settings import JqSettings
 
 #: How a view over full records starts; no filter can (`check_expression` refuses NUL).
 _FULL = "\x00full\x00"
@@ -55,9 +56,9 @@ def _view_detail(view: str) -> Detail:
     return Detail.FULL if view.startswith(_FULL) else Detail.COMPACT
 
 
-def jq_view(settings: OffloadSettings) -> Callable[[SearchResult, str], SearchResult]:
-    """The view; its filters share `offload.jq_max_concurrent` workers (the server makes one)."""
-    workers = Slots(settings.jq_max_concurrent)
+def jq_view(settings: JqSettings) -> Callable[[SearchResult, str], SearchResult]:
+    """The view; its filters share `sandbox.MAX_WORKERS` workers (the server makes one)."""
+    workers = Slots(sandbox.MAX_WORKERS)
 
     def view(result: SearchResult, view: str) -> SearchResult:
         detail = _view_detail(view)
@@ -66,8 +67,7 @@ def jq_view(settings: OffloadSettings) -> Callable[[SearchResult, str], SearchRe
             kept = apply_jq(
                 records,
                 view_expression(view),
-                timeout_s=settings.jq_timeout_s,
-                memory_mb=settings.jq_memory_mb,
+                limits=settings,
                 keep_only=True,
                 workers=workers,
             )

@@ -1,6 +1,7 @@
 """The large-result output layer shared by the search tools, the SQL tool and the proxy.
 
-`OutputLayer.render(page, RenderOptions(...))` turns one page into a response that fits:
+`OutputLayer.render(page, PageOptions(...), Layout(...))` turns one page, with the options the
+agent chose for it and its tool's layout, into a response that fits:
 inline, file_ref (a JSONL file plus a descriptor), legacy, or stats. `FileStore` is the one
 store of every file codepager writes; `OffloadStore` (offloaded pages) is its kind here, the
 proxy's saved datasets another, and `DatasetFile` is what any of them is to its readers (SQL,
@@ -22,21 +23,30 @@ from server.output.files import (
     scandir,
 )
 from server.output.fit import clip_strings, largest_fitting, shrink_to_fit
-from server.output.jsontext import CHARS_PER_TOKEN, byte_size, dumps, dumps_bytes, dumps_lines, estimate_tokens
+from server.output.jsontext import (
+    CHARS_PER_TOKEN,
+    MAX_ANSWER_BYTES,
+    byte_size,
+    dumps,
+    dumps_bytes,
+    dumps_lines,
+    estimate_tokens,
+)
 from server.output.layer import (
     MIN_OUTPUT_TOKENS,
     Ceiling,
+    Layout,
     ListPage,
     OutputLayer,
     OutputMode,
+    PageOptions,
     PageView,
     Rendered,
-    RenderOptions,
     select_mode,
 )
 from server.output.list_dataset import WholeList
 from server.output.offload import LINES_URI, RESULTS_URI, OffloadStore
-from server.output.rows import BoundedRows, Row
+from server.output.rows import MAX_RESULT_BYTES, BoundedRows, Row
 from server.output.schema import SAMPLE_MAX_CHARS, clashing_keys, column_key, infer_schema, named_keys
 
 __all__ = [
@@ -44,6 +54,8 @@ __all__ = [
     "HEADER_TYPE",
     "JSONL_MIME_TYPE",
     "LINES_URI",
+    "MAX_ANSWER_BYTES",
+    "MAX_RESULT_BYTES",
     "MIN_OUTPUT_TOKENS",
     "RESULTS_URI",
     "SAMPLE_MAX_CHARS",
@@ -54,12 +66,13 @@ __all__ = [
     "DatasetInfo",
     "DatasetSource",
     "FileStore",
+    "Layout",
     "ListPage",
     "OffloadStore",
     "OutputLayer",
     "OutputMode",
+    "PageOptions",
     "PageView",
-    "RenderOptions",
     "Rendered",
     "Row",
     "Shown",

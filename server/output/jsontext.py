@@ -30,6 +30,12 @@ import msgspec
 
 #: ASCII characters per token, the rule of `estimate_tokens` (also: a client limit in characters).
 CHARS_PER_TOKEN = 4
+#: The most bytes one answer carries: a page (with `offload.max_tokens`, over either it goes to
+#: a file), and one read of a codepager://results resource. Not a setting (it was
+#: `offload.max_bytes`): a token is at most 4 bytes by `estimate_tokens`, so a page within
+#: max_tokens is within this unless max_tokens is over 262,144; a client that counts bytes has
+#: its own limit in `offload.clients`. Read where it is used, when the store or layer is made.
+MAX_ANSWER_BYTES = 1 << 20
 _ENCODER = msgspec.json.Encoder()
 _STDLIB = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 

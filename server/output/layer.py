@@ -18,15 +18,15 @@ the whole matrix of mode x fits x max_output_tokens is tested without building r
   forever).
 - A failed offload (disk full, permission denied, no such directory) never fails the call: the
   page is answered inline, cut to the ceiling, and a warning says why.
-- The ceiling is the layer's default (`offload.max_tokens` / `max_bytes`) unless the caller
-  passes its client's (`RenderOptions.ceiling`, see `server.clients`); `max_output_tokens`
+- The ceiling is the layer's default (`offload.max_tokens` / `MAX_ANSWER_BYTES`) unless the caller
+  passes its client's (`Layout.ceiling`, see `server.clients`); `max_output_tokens`
   only ever lowers it. Both the structured JSON and the text block must fit it, the text block
   also its line limit.
 The layer never slices records itself: it asks the page (`PageView`) for `cut(n)`, a page of
 the first n records whose next cursor starts at the first omitted one. The search tools
 implement it over a session `Page`, `ListPage` over an in-memory list (SQL rows, proxy pages).
 The text block is the same JSON as the structured content unless the caller renders it itself
-(`RenderOptions.text`: the search tools' grep-like text). `legacy` answers a bare array as text
+(`Layout.text`: the search tools' grep-like text). `legacy` answers a bare array as text
 and the inline page (which carries the same records) as structured content.
 """
 
@@ -41,11 +41,13 @@ from typing import Any, Protocol
 from server.errors import StoreWriteError
 from server.output.descriptor import FileRef, build_file_ref
 from server.output.fit import last_fitting, shrink_to_fit
-from server.output.jsontext import byte_size, dumps, estimate_tokens
+from server.output.jsontext import MAX_ANSWER_BYTES, byte_size, dumps, estimate_tokens
 from server.output.list_dataset import ListDataset, ListDatasets, WholeList
 from server.output.offload import OffloadedFile, OffloadStore
+from server.output.rows import MAX_RESULT_BYTES
 from server.output.stats import Stats, compute_stats
-from server.settings import OffloadSettings
+from server.records import Detail
+from server.settings import OffloadSettings, SqlSettings
 
 #: Below this even an empty page's envelope (search, pagination, metadata) may not fit, so a
 #: smaller `max_output_tokens` is refused up front instead of producing a useless answer.
@@ -60,15 +62,6 @@ class OutputMode(str, Enum):
     INLINE = "inline"
     FILE_REF = "file_ref"
     LEGACY = "legacy"
-
-    @classmethod
-    def parse(cls, value: str | OutputMode) -> OutputMode:
-        """The mode named `value`; a clear error listing the choices otherwise."""
-        try:
-            return cls(value)
-        except ValueError:
-            choices = ", ".join(m.value for m in cls)
-            raise ValueError(f"output_mode must be one of {choices}; got {value!r}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,16 +209,39 @@ class ListPage:
         return None
 
 
-@dataclass(frozen=True)
-class RenderOptions:
-    """Per-call presentation choices. `query` and `tool` name the offloaded file's header."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PageOptions:
+    """A page's options, as the agent chose them: built once per call by the tool, from arguments
+    its input schema has already validated (`output_mode` one of the modes, `max_output_tokens`
+    at least MIN_OUTPUT_TOKENS), so nothing here checks them again. Built by keyword: two of the
+    flags are booleans side by side, which a positional call could swap unseen. The layer reads
+    `output_mode`, `max_output_tokens` and the stats; `include_snippet`, `snippet_length` and
+    `detail` shape a search page's match records (`server.response.SearchResponse`), and other
+    pages' records are what their tool made them."""
 
-    tool: str
-    query: str
+    include_snippet: bool = True
+    #: None: whole texts.
+    snippet_length: int | None = None
     output_mode: OutputMode = OutputMode.AUTO
     max_output_tokens: int | None = None
     stats_only: bool = False
     stats_first: bool = False
+    detail: Detail = Detail.COMPACT
+
+    @property
+    def record_detail(self) -> Detail:
+        """The detail match records are printed at: `legacy` prints the seed-compatible (full)
+        records whatever `detail` says, since it exists for clients written against that shape."""
+        return Detail.FULL if self.output_mode is OutputMode.LEGACY else self.detail
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one tool lays out its answers, whatever the agent chose: `tool` and `query` name the
+    offloaded file's header, the rest says how an inline page shows its records and for whom."""
+
+    tool: str
+    query: str
     records_key: str = "matches"
     #: How an inline page shows its records (e.g. grouped by file); None: as a list.
     present: Callable[[list[Any]], Any] | None = None
@@ -235,14 +251,6 @@ class RenderOptions:
     ceiling: Ceiling | None = None
     #: Top-level record fields a last-resort shrink never cuts (what identifies the record).
     uncut: frozenset[str] = frozenset()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "output_mode", OutputMode.parse(self.output_mode))
-        if self.max_output_tokens is not None and self.max_output_tokens < MIN_OUTPUT_TOKENS:
-            raise ValueError(
-                f"max_output_tokens must be at least {MIN_OUTPUT_TOKENS} (the response envelope alone "
-                f"needs about that much); got {self.max_output_tokens}"
-            )
 
 
 @dataclass(frozen=True)
@@ -261,57 +269,66 @@ class OutputLayer:
     """Renders pages for the search tools, the SQL tool and the proxy alike."""
 
     def __init__(
-        self, settings: OffloadSettings, store: OffloadStore, *, sql_tool: str | None = "analyze-with-duckdb"
+        self,
+        settings: OffloadSettings,
+        sql: SqlSettings,
+        store: OffloadStore,
+        *,
+        sql_tool: str | None = "analyze-with-duckdb",
     ) -> None:
-        self.ceiling = Ceiling(tokens=settings.max_tokens, bytes=settings.max_bytes)
+        """`sql`: the caps of a whole SQL result, which the whole result list a page names as
+        its dataset is held to as well."""
+        self.ceiling = Ceiling(tokens=settings.max_tokens, bytes=MAX_ANSWER_BYTES)
         self.retention_hours = settings.retention_hours
         self.store = store
         self.sql_tool = sql_tool
-        self.lists = ListDatasets(store, max_rows=settings.duckdb_max_rows, max_bytes=settings.duckdb_max_result_bytes)
+        self.lists = ListDatasets(store, max_rows=sql.max_rows, max_bytes=MAX_RESULT_BYTES)
 
-    def render(self, page: PageView, options: RenderOptions) -> Rendered:
-        ceiling = (options.ceiling or self.ceiling).lowered_to(options.max_output_tokens)
+    def render(self, page: PageView, options: PageOptions, layout: Layout) -> Rendered:
+        ceiling = (layout.ceiling or self.ceiling).lowered_to(options.max_output_tokens)
         stats = None
         if options.stats_only or options.stats_first:
             stats = compute_stats(page.stats_records(), total_count=page.counts()["total_count"])
         if options.stats_only:
-            return self._stats_only(page, stats, options)
+            return self._stats_only(page, stats, layout)
         if options.output_mode is OutputMode.LEGACY:
             records = page.records()
-            response = self._inline(page, records, None, options, [], cut=False)
+            response = self._inline(page, records, None, layout, [], cut=False)
             return Rendered(response, dumps(records), OutputMode.LEGACY.value, None, ())
 
         records = page.records()
         if options.output_mode is not OutputMode.FILE_REF:
-            response = self._inline(page, records, stats, options, [], cut=False)
-            fits, text = self._fits(response, options, ceiling)
+            response = self._inline(page, records, stats, layout, [], cut=False)
+            fits, text = self._fits(response, layout, ceiling)
             mode = select_mode(options.output_mode, fits=fits, wants_small=options.max_output_tokens is not None)
             if mode is OutputMode.INLINE:
                 if fits:
                     return Rendered(response, text, mode.value, None, ())
-                return self._cut_to_fit(page, stats, options, ceiling, why=self._cut_reason(options, ceiling))
+                return self._cut_to_fit(page, stats, layout, ceiling, why=self._cut_reason(options, ceiling))
         try:
             offloaded = self.store.write(
-                tool=options.tool,
-                query=options.query,
+                tool=layout.tool,
+                query=layout.query,
                 records=records,
                 page=page.pagination().get("current_page"),
                 next_cursor=page.next_cursor,
             )
         except StoreWriteError as exc:
-            return self._cut_to_fit(page, stats, options, ceiling, why=f"the page could not be offloaded ({exc})")
+            return self._cut_to_fit(page, stats, layout, ceiling, why=f"the page could not be offloaded ({exc})")
         whole = page.whole_list()
         dataset = None
         if whole is not None:
-            dataset = self.lists.save(whole, offloaded, len(records), tool=options.tool, query=options.query)
-        return self._file_ref(page, records, offloaded, stats, options, ceiling, dataset)
+            dataset = self.lists.save(whole, offloaded, len(records), tool=layout.tool, query=layout.query)
+        return self._file_ref(page, records, offloaded, stats, layout, ceiling, dataset)
 
-    def render_written(self, page: PageView, offloaded: OffloadedFile, options: RenderOptions) -> Rendered:
+    def render_written(
+        self, page: PageView, offloaded: OffloadedFile, options: PageOptions, layout: Layout
+    ) -> Rendered:
         """The file_ref answer for records the caller already wrote to `offloaded` (a result
         too large to hold, streamed to the file): `page` gives the counts and blocks of the
         whole file, and its `records()` are the sample the descriptor is built from."""
-        ceiling = (options.ceiling or self.ceiling).lowered_to(options.max_output_tokens)
-        return self._file_ref(page, page.records(), offloaded, None, options, ceiling)
+        ceiling = (layout.ceiling or self.ceiling).lowered_to(options.max_output_tokens)
+        return self._file_ref(page, page.records(), offloaded, None, layout, ceiling)
 
     def _file_ref(
         self,
@@ -319,7 +336,7 @@ class OutputLayer:
         records: list[Any],
         offloaded: OffloadedFile,
         stats: Stats | None,
-        options: RenderOptions,
+        layout: Layout,
         ceiling: Ceiling,
         dataset: ListDataset | None = None,
     ) -> Rendered:
@@ -338,24 +355,24 @@ class OutputLayer:
             has_more=counts["has_more"],
             retention_hours=self.retention_hours,
             sql_tool=self.sql_tool,
-            fits=lambda ref: self._fits(respond(ref), options, ceiling)[0],
+            fits=lambda ref: self._fits(respond(ref), layout, ceiling)[0],
             dataset=dataset,
         )
         response = respond(file_ref)
-        return Rendered(response, self._text(response, options), OutputMode.FILE_REF.value, file_ref, ())
+        return Rendered(response, self._text(response, layout), OutputMode.FILE_REF.value, file_ref, ())
 
     # -- building responses ----------------------------------------------------------------------
 
     @staticmethod
-    def _text(response: dict[str, Any], options: RenderOptions) -> str:
-        return options.text(response) if options.text is not None else dumps(response)
+    def _text(response: dict[str, Any], layout: Layout) -> str:
+        return layout.text(response) if layout.text is not None else dumps(response)
 
-    def _fits(self, response: dict[str, Any], options: RenderOptions, ceiling: Ceiling) -> tuple[bool, str]:
+    def _fits(self, response: dict[str, Any], layout: Layout, ceiling: Ceiling) -> tuple[bool, str]:
         """Whether both blocks of `response` fit `ceiling`, and the text block."""
         structured = dumps(response)
-        if options.text is None:
+        if layout.text is None:
             return ceiling.fits_text(structured), structured
-        text = options.text(response)
+        text = layout.text(response)
         return ceiling.fits(structured) and ceiling.fits_text(text), text
 
     @staticmethod
@@ -372,7 +389,7 @@ class OutputLayer:
         page: PageView,
         records: list[Any],
         stats: Stats | None,
-        options: RenderOptions,
+        layout: Layout,
         warnings: list[str],
         *,
         cut: bool,
@@ -381,23 +398,23 @@ class OutputLayer:
         results: dict[str, Any] = {"mode": "inline"}
         if stats is not None:
             results["stats"] = stats.to_dict()
-        results[options.records_key] = options.present(records) if options.present is not None else records
+        results[layout.records_key] = layout.present(records) if layout.present is not None else records
         results.update(counts)
         results["count"] = len(records)
         results["truncated"] = bool(counts.get("truncated")) or cut
         return self._envelope(page, results, warnings)
 
-    def _stats_only(self, page: PageView, stats: Stats | None, options: RenderOptions) -> Rendered:
+    def _stats_only(self, page: PageView, stats: Stats | None, layout: Layout) -> Rendered:
         """Stats instead of records; the cursor resumes at this page's first record."""
         empty = page.cut(0)
         results = {"mode": "stats_only", "stats": stats.to_dict() if stats else None, **empty.counts()}
         response = self._envelope(empty, results, [])
-        return Rendered(response, self._text(response, options), "stats_only", None, ())
+        return Rendered(response, self._text(response, layout), "stats_only", None, ())
 
     # -- cutting -----------------------------------------------------------------------------------
 
     @staticmethod
-    def _cut_reason(options: RenderOptions, ceiling: Ceiling) -> str:
+    def _cut_reason(options: PageOptions, ceiling: Ceiling) -> str:
         if options.max_output_tokens is not None and options.max_output_tokens <= ceiling.tokens:
             return f"max_output_tokens={options.max_output_tokens}"
         over = f"{ceiling.tokens} tokens / {ceiling.bytes} bytes"
@@ -413,7 +430,7 @@ class OutputLayer:
         return f"page cut to {kept} of {total} results to fit ({why}); {resume}"
 
     def _cut_to_fit(
-        self, page: PageView, stats: Stats | None, options: RenderOptions, ceiling: Ceiling, *, why: str
+        self, page: PageView, stats: Stats | None, layout: Layout, ceiling: Ceiling, *, why: str
     ) -> Rendered:
         """The largest lossless prefix of `page` whose whole response fits `ceiling`."""
         total = page.counts()["count"]
@@ -421,17 +438,17 @@ class OutputLayer:
         def build(n: int) -> tuple[dict[str, Any], tuple[bool, str], list[str]]:
             candidate = page.cut(n)
             warnings = [self._cut_warning(n, total, candidate.next_cursor, why)]
-            response = self._inline(candidate, candidate.records(), stats, options, warnings, cut=True)
-            return response, self._fits(response, options, ceiling), warnings
+            response = self._inline(candidate, candidate.records(), stats, layout, warnings, cut=True)
+            return response, self._fits(response, layout, ceiling), warnings
 
         best = last_fitting(build, 1, total - 1, lambda built: built[1][0])
         if best is None:
-            return self._shrink_single(page, stats, options, ceiling, total, why)
+            return self._shrink_single(page, stats, layout, ceiling, total, why)
         response, (_, text), warnings = best
         return Rendered(response, text, OutputMode.INLINE.value, None, tuple(warnings))
 
     def _shrink_single(
-        self, page: PageView, stats: Stats | None, options: RenderOptions, ceiling: Ceiling, total: int, why: str
+        self, page: PageView, stats: Stats | None, layout: Layout, ceiling: Ceiling, total: int, why: str
     ) -> Rendered:
         """Not even one record fits: keep one record, with its largest strings cut and marked
         (and, when that is not enough, its widest objects cut to their first members)."""
@@ -445,19 +462,19 @@ class OutputLayer:
             )
             # The envelope without the record; the record alone is measured as a list item, which
             # costs at least what any `present`ation of it does.
-            probe = dumps(self._inline(single, [], stats, options, warnings, cut=True))
+            probe = dumps(self._inline(single, [], stats, layout, warnings, cut=True))
             record, _ = shrink_to_fit(
                 records[0],
                 ceiling.tokens - estimate_tokens(probe),
                 ceiling.bytes - byte_size(probe),
-                uncut=options.uncut,
+                uncut=layout.uncut,
                 objects=True,
             )
             records = [record]
-        response = self._inline(single, records, stats, options, warnings, cut=True)
-        fits, text = self._fits(response, options, ceiling)
+        response = self._inline(single, records, stats, layout, warnings, cut=True)
+        fits, text = self._fits(response, layout, ceiling)
         if not fits:
             warnings.append(f"the response is still over the limit ({why}): the envelope alone is too large")
-            response = self._inline(single, records, stats, options, warnings, cut=True)
-            text = self._text(response, options)
+            response = self._inline(single, records, stats, layout, warnings, cut=True)
+            text = self._text(response, layout)
         return Rendered(response, text, OutputMode.INLINE.value, None, tuple(warnings))

@@ -1,6 +1,6 @@
 """The dataset a search's file_ref answer names: the search's whole result list, not the page.
 
-An offloaded page holds at most `search.max_page_size` matches, but an agent sent to SQL or
+An offloaded page holds at most `MAX_PAGE_SIZE` matches, but an agent sent to SQL or
 jq "to query a big result (group, count, join)" means the result, all of it: the matches of
 `django/http/` on page 1 of 8,752 are not the matches of `django/http/`. So beside the page
 file, the list the pages walk (every match the session holds, after any jq_filter) is written
@@ -10,7 +10,7 @@ are what the page shows, and its header carries the cursor.
 
 The list is written as its records are made (`WholeList.records`), spooled to disk by
 `OffloadStore.write_lines`, never held as a second copy, and cut at the caps a whole SQL result
-has (`offload.duckdb_max_rows`, `offload.duckdb_max_result_bytes`), the descriptor then saying
+has (`sql.max_rows`, `MAX_RESULT_BYTES`), the descriptor then saying
 how many matches were left out and why. Each later page of the same list, shown the same way,
 names the same file (`ListDatasets` remembers the last ones written) until it expires.
 """

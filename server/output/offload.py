@@ -27,7 +27,7 @@ from infra import NotRegularFileError, open_regular_file
 from server.errors import DatasetNotFoundError, LineRangeError, ReadTooLargeError, StoreWriteError
 from server.output.files import HEADER_TYPE, DatasetFile, DatasetInfo, FileStore, iso_timestamp
 from server.output.fit import clip_strings
-from server.output.jsontext import dumps_bytes, dumps_lines, estimate_tokens
+from server.output.jsontext import MAX_ANSWER_BYTES, dumps_bytes, dumps_lines, estimate_tokens
 from server.settings import OffloadSettings, default_of
 
 SCHEMA_VERSION = 1
@@ -59,6 +59,11 @@ def safe_tool_name(tool: str) -> str:
     return _UNSAFE_TOOL_CHARS.sub("_", tool)[:64] or "tool"
 
 
+#: How often expired offload files are swept. Not a setting (it was, and nobody set it): it only
+#: decides how late after `offload.retention_hours` a file goes, at most ten minutes of hours.
+SWEEP_INTERVAL_S = 600.0
+
+
 class OffloadStore(FileStore):
     """Writes, finds, reads and expires offloaded JSONL files in one directory."""
 
@@ -69,19 +74,19 @@ class OffloadStore(FileStore):
         self,
         output_dir: Path,
         *,
-        retention_hours: float = default_of(OffloadSettings, "retention_hours"),
-        sweep_interval_s: float = default_of(OffloadSettings, "sweep_interval_s"),
-        max_read_bytes: int = default_of(OffloadSettings, "max_bytes"),
+        retention_hours: float | None = None,
+        sweep_interval_s: float = SWEEP_INTERVAL_S,
+        max_read_bytes: int | None = None,
     ) -> None:
-        super().__init__(output_dir, retention_s=retention_hours * 3600.0, sweep_interval_s=sweep_interval_s)
-        self.max_read_bytes = max_read_bytes
+        """`retention_hours` is `[offload]`'s (its default when not given, read now:
+        `from_settings` passes the configured one); `max_read_bytes`, `MAX_ANSWER_BYTES`."""
+        hours = default_of(OffloadSettings, "retention_hours") if retention_hours is None else retention_hours
+        super().__init__(output_dir, retention_s=hours * 3600.0, sweep_interval_s=sweep_interval_s)
+        self.max_read_bytes = MAX_ANSWER_BYTES if max_read_bytes is None else max_read_bytes
 
     @classmethod
     def from_settings(cls, settings: OffloadSettings) -> OffloadStore:
-        hours, sweep = settings.retention_hours, settings.sweep_interval_s
-        return cls(
-            settings.output_dir, retention_hours=hours, sweep_interval_s=sweep, max_read_bytes=settings.max_bytes
-        )
+        return cls(settings.output_dir, retention_hours=settings.retention_hours)
 
     # -- writing -----------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Records on their way into a file, one at a time: `Row` (a record and its JSON line, encoded
 once) and `BoundedRows` (rows up to a count and a byte total). A whole SQL result and a whole
 search result list are both written this way, so neither is ever held twice, and both stop at
-the same caps (`offload.duckdb_max_rows`, `offload.duckdb_max_result_bytes`)."""
+the same caps (`sql.max_rows`, `MAX_RESULT_BYTES`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.output.jsontext import dumps_bytes
+
+#: JSON bytes of one SQL result written to its offload file, and of the whole result list an
+#: offloaded search page names as its dataset. Not a setting (it was `sql.max_result_bytes`):
+#: `sql.max_rows` is the cap a user thinks in; this one only bounds the disk a query of very
+#: wide rows fills (64 MiB is ~640 rows of 100 KB, more than an agent reads back), and a result
+#: cut by it says so and how to narrow the query.
+MAX_RESULT_BYTES = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +49,11 @@ class BoundedRows:
         size = 0
         for row in self.rows:
             if self.max_rows is not None and self.count >= self.max_rows:
-                self._reached = f"it reached offload.duckdb_max_rows ({self.max_rows:,} rows)"
+                self._reached = f"it reached sql.max_rows ({self.max_rows:,} rows)"
                 return
             size += row.size
             if size > self.max_bytes:
-                self._reached = f"its JSON reached offload.duckdb_max_result_bytes ({self.max_bytes:,} bytes)"
+                self._reached = f"its JSON reached {self.max_bytes:,} bytes, the most one result keeps"
                 return
             self.count += 1
             yield row
@@ -56,6 +63,6 @@ class BoundedRows:
         return self._reached is not None
 
     def reached(self) -> str | None:
-        """Which cap stopped the rows ("its JSON reached offload.duckdb_max_result_bytes (...)"),
+        """Which cap stopped the rows ("its JSON reached 1,024 bytes, ..."),
         or None when every row passed."""
         return self._reached

@@ -25,7 +25,6 @@ from server.proxy.backends import Backend, ToolOwners
 from server.proxy.dataset_store import DatasetStore
 from server.proxy.interceptor import LargeResultInterceptor
 from server.proxy.saver import ResultSaver
-from server.rendering import Renderer
 from server.sdk_shim import ProxyMetadataMiddleware
 from server.settings import OffloadSettings, Settings
 from server.sql import Datasets
@@ -79,10 +78,9 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
     proxy = settings.proxy
     offload = OffloadStore.from_settings(settings.offload)
     saved = DatasetStore.from_settings(proxy)
-    # The proxy sets its own DuckDB memory and threads; the other limits are the offload's.
-    own = {"duckdb_memory_limit": proxy.duckdb_memory_limit, "duckdb_threads": proxy.duckdb_threads}
-    datasets = Datasets(offload, saved, limits=settings.offload.model_copy(update=own))
-    renderer = Renderer(OutputLayer(own_tools_ceiling(settings), offload))
+    sql = settings.proxy_sql()  # [sql], with [proxy.sql] over it
+    datasets = Datasets(offload, saved, limits=sql)
+    layer = OutputLayer(own_tools_ceiling(settings), sql, offload)
     key = load_or_create_key(settings.index.cache_dir, settings.sessions.secret_key)
     codec = CursorCodec(key, max_age_s=settings.sessions.cursor_max_age_s)
 
@@ -110,10 +108,10 @@ def build_proxy_app(settings: Settings, backends: Sequence[Backend]) -> FastMCP:
         app.add_provider(provider, namespace=backend.name if len(backends) > 1 else "")
     if len(backends) == 1:  # forward the backend's instructions, as fastmcp's own proxy does
         app.add_middleware(_BackendMetadata(providers[0]))
-    register_sql_tools(app, datasets, renderer)
-    register_dataset_page_tool(app, datasets, codec, renderer, max_output_tokens=proxy.threshold_tokens)
+    register_sql_tools(app, datasets, layer)
+    register_dataset_page_tool(app, datasets, codec, layer, max_output_tokens=proxy.threshold_tokens)
     register_results_resources(app, offload)
-    saver = ResultSaver(saved, threshold_tokens=proxy.threshold_tokens, schema_sample_size=proxy.schema_sample_size)
+    saver = ResultSaver(saved, threshold_tokens=proxy.threshold_tokens)
     owners = ToolOwners(backends)
     app.add_middleware(BackendResultErrors(owners))
     app.add_middleware(

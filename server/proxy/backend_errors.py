@@ -18,7 +18,7 @@ from fastmcp.tools.base import ToolResult
 
 from server.errors import BackendResultError, error_result
 from server.proxy.backends import ToolOwners
-from server.settings import validation_problems
+from server.validation_problems import validation_problems
 
 
 class BackendResultErrors(Middleware):

@@ -13,7 +13,8 @@ A stdio backend runs as one long-lived subprocess shared by all calls (fastmcp's
 transport); when it dies, calls in flight fail and the next call starts a new one. Its output
 is read by codepager's own linear, bounded line reader (`KeptStdioTransport`), not the SDK's,
 which takes minutes over one 50 MB reply line while the backend's channel stays busy; a reply
-over `max_message_bytes` fails its call with an error saying so and is never held whole.
+over `max_message_bytes` (`MAX_BACKEND_REPLY_BYTES`) fails its call with an error saying so
+and is never held whole.
 """
 
 from __future__ import annotations
@@ -31,10 +32,17 @@ from fastmcp.server.providers.proxy import ProxyClient
 from pydantic import ValidationError
 
 from server.sdk_shim import LargeReplyHttpTransport
-from server.settings import validation_problems
 from server.transports.backend import BackendTransport
 from server.transports.chunked_client import PLAIN_STDIO, KeptStdioTransport
-from server.transports.framing import DEFAULT_MAX_BUFFERED_BYTES
+from server.validation_problems import validation_problems
+
+#: The largest reply read from a stdio or streamable-HTTP backend (as JSON or as one server-sent
+#: event); a larger one fails its call. Not a setting (it was `proxy.max_backend_message_bytes`):
+#: 64 MiB is far over what an agent reads of one tool result (the proxy saves it as a dataset),
+#: and it bounds what one reply costs the proxy. Read when a backend is made (a test patches it).
+MAX_BACKEND_REPLY_BYTES = 64 << 20
+#: How a refused reply's error names this limit.
+REPLY_LIMIT = "the most codepager proxy reads of one backend reply"
 
 #: Launchers whose first plain argument, not themselves, names the server.
 _LAUNCHERS = frozenset(
@@ -82,7 +90,7 @@ def _stdio(
     program = os.path.join(cwd, command) if cwd and os.sep in command else command
     if shutil.which(program, path=env.get("PATH")) is None:
         raise ValueError(f"backend command not found or not executable: {command!r}")
-    framing = replace(PLAIN_STDIO, max_message_bytes=max_message_bytes, limit_setting="proxy.max_backend_message_bytes")
+    framing = replace(PLAIN_STDIO, max_message_bytes=max_message_bytes, limit_setting=REPLY_LIMIT)
     return KeptStdioTransport(command, list(args), env=env, cwd=cwd, framing=framing)
 
 
@@ -91,23 +99,24 @@ def command_backend(
     *,
     name: str | None = None,
     timeout_s: float | None = None,
-    max_message_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+    max_message_bytes: int | None = None,
 ) -> Backend:
-    """The backend `codepager proxy -- COMMAND ARGS...` runs."""
+    """The backend `codepager proxy -- COMMAND ARGS...` runs; `max_message_bytes` bounds its
+    replies (`MAX_BACKEND_REPLY_BYTES` when not given, read now)."""
     if not command:
         raise ValueError("no backend command: use `codepager proxy -- COMMAND [ARGS...]` or --servers mcp.json")
     program, *args = command
-    return Backend(
-        name or server_name(program, args), _stdio(program, args, dict(os.environ), max_message_bytes), timeout_s
-    )
+    largest = MAX_BACKEND_REPLY_BYTES if max_message_bytes is None else max_message_bytes
+    return Backend(name or server_name(program, args), _stdio(program, args, dict(os.environ), largest), timeout_s)
 
 
 def config_backends(
-    path: Path, *, timeout_s: float | None = None, max_message_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
+    path: Path, *, timeout_s: float | None = None, max_message_bytes: int | None = None
 ) -> list[Backend]:
     """Every server in a standard `{"mcpServers": {...}}` file. A server's own `timeout`
     (milliseconds, as in the format) wins over `timeout_s`; `max_message_bytes` bounds a stdio
-    or streamable-HTTP server's replies."""
+    or streamable-HTTP server's replies (`MAX_BACKEND_REPLY_BYTES` when not given, read now)."""
+    largest = MAX_BACKEND_REPLY_BYTES if max_message_bytes is None else max_message_bytes
     if not path.is_file():
         raise FileNotFoundError(f"MCP config not found: {path}")
     try:
@@ -131,13 +140,13 @@ def config_backends(
         timeout = server.timeout / 1000 if server.timeout else timeout_s
         if type(server) is StdioMCPServer:
             env = {**os.environ, **{k: str(v) for k, v in server.env.items()}}
-            transport: ClientTransport = _stdio(server.command, server.args, env, max_message_bytes, server.cwd)
+            transport: ClientTransport = _stdio(server.command, server.args, env, largest, server.cwd)
         else:
             assert isinstance(server, RemoteMCPServer), "the only other type left"
             transport = server.to_transport()
             if type(transport) is StreamableHttpTransport:  # replies as large as a stdio backend's
                 transport = LargeReplyHttpTransport(
-                    transport.url, headers=transport.headers, auth=server.auth, max_message_bytes=max_message_bytes
+                    transport.url, headers=transport.headers, auth=server.auth, max_message_bytes=largest
                 )
         backends.append(Backend(name, transport, timeout))
     return backends

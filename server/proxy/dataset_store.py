@@ -73,9 +73,11 @@ class DatasetStore(FileStore):
     name = r"dataset_{id}_(?:data\.jsonl|metadata\.json)"
     label = "proxy.data_dir"
 
-    def __init__(
-        self, data_dir: Path, *, retention_days: float = default_of(ProxySettings, "cleanup_after_days")
-    ) -> None:
+    def __init__(self, data_dir: Path, *, retention_days: float | None = None) -> None:
+        """`retention_days`: `proxy.cleanup_after_days` (its default when not given, read now:
+        `from_settings` passes the configured one)."""
+        if retention_days is None:
+            retention_days = default_of(ProxySettings, "cleanup_after_days")
         super().__init__(
             Path(data_dir) / "datasets", retention_s=retention_days * 86400.0, sweep_interval_s=SWEEP_INTERVAL_S
         )

@@ -37,10 +37,18 @@ class ProxiedCall:
     size: Size
 
 
+#: Records sampled to infer a saved dataset's field types (`profile.py` says how). Not a setting
+#: (it was, and nobody set it): the sample is random, so 100 records find the types of
+#: periodic tool output too, and profiling stays cheap on the call path.
+SCHEMA_SAMPLE_SIZE = 100
+
+
 class ResultSaver:
     """Profiles and stores intercepted results and builds the client's answer for each."""
 
-    def __init__(self, store: DatasetStore, *, threshold_tokens: int, schema_sample_size: int) -> None:
+    def __init__(
+        self, store: DatasetStore, *, threshold_tokens: int, schema_sample_size: int = SCHEMA_SAMPLE_SIZE
+    ) -> None:
         self.store = store
         self.threshold_tokens = threshold_tokens
         self.schema_sample_size = schema_sample_size

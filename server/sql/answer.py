@@ -6,7 +6,7 @@ JSON line as it arrives:
 - the rows that fit one answer (the layer's byte ceiling) are kept; when the result ends
   there, it is answered like any page (inline, or a file when over the token ceiling);
 - otherwise, in `auto` and `file_ref` mode, they and the rest are streamed to an offload file,
-  up to `offload.duckdb_max_result_bytes` of JSON, and the answer is that file's descriptor, saying where and
+  up to `MAX_RESULT_BYTES` of JSON, and the answer is that file's descriptor, saying where and
   why the result was cut. The file is a dataset like any other: SQL, read-dataset-page and jq
   read it;
 - in `inline` mode (or with max_output_tokens) the rows read so far are answered, cut to fit,
@@ -23,11 +23,13 @@ from collections.abc import Iterator
 from server.errors import SqlResultTooLargeError, StoreWriteError
 from server.output import (
     CHARS_PER_TOKEN,
+    MAX_RESULT_BYTES,
     BoundedRows,
+    Layout,
     OutputLayer,
     OutputMode,
+    PageOptions,
     Rendered,
-    RenderOptions,
     Row,
     select_mode,
 )
@@ -41,10 +43,15 @@ def _cuts(kept: BoundedRows) -> list[str]:
 
 
 def answer_query(
-    datasets: Datasets, layer: OutputLayer, sql: str, dataset_id: str | None, options: RenderOptions
+    datasets: Datasets,
+    layer: OutputLayer,
+    sql: str,
+    dataset_id: str | None,
+    options: PageOptions,
+    layout: Layout,
 ) -> Rendered:
     """Run `sql` and answer it (see the module doc); raises the Sql*Error of a bad query."""
-    budget, most = answer_bytes(layer), datasets.limits.duckdb_max_result_bytes
+    budget, most = answer_bytes(layer), MAX_RESULT_BYTES
     with datasets.stream(sql, dataset_id) as stream:
         rows = stream.rows()
         head, size = [], 0
@@ -54,7 +61,7 @@ def answer_query(
             if size > budget:
                 break
         else:  # the whole result is at most one answer's size
-            return layer.render(stream.result([r.record for r in head], []).to_page(), options)
+            return layer.render(stream.result([r.record for r in head], []).to_page(), options, layout)
         mode = select_mode(options.output_mode, fits=False, wants_small=options.max_output_tokens is not None)
         if mode is OutputMode.LEGACY:
             raise SqlResultTooLargeError(
@@ -68,8 +75,8 @@ def answer_query(
                 f"bytes); call with output_mode=auto to have it written to a file (up to {most} "
                 "bytes), or narrow it with LIMIT/OFFSET or fewer columns"
             )
-            return layer.render(stream.result([r.record for r in head], [more]).to_page(), options)
-        return _written(stream, head, rows, most, layer, options)
+            return layer.render(stream.result([r.record for r in head], [more]).to_page(), options, layout)
+        return _written(stream, head, rows, most, layer, options, layout)
 
 
 def answer_bytes(layer: OutputLayer) -> int:
@@ -85,7 +92,8 @@ def _written(
     rest: Iterator[Row],
     max_bytes: int,
     layer: OutputLayer,
-    options: RenderOptions,
+    options: PageOptions,
+    layout: Layout,
 ) -> Rendered:
     """Stream the result to an offload file and answer with its descriptor; `head` (already
     read) is also the sample the descriptor shows."""
@@ -93,10 +101,11 @@ def _written(
     lines = (row.line for row in kept)
     try:
         offloaded = layer.store.write_lines(
-            tool=options.tool, query=options.query, lines=lines, record_keys=stream.columns
+            tool=layout.tool, query=layout.query, lines=lines, record_keys=stream.columns
         )
     except StoreWriteError as exc:  # answered inline instead, cut to fit, by the layer
         why = f"only the first {len(head)} rows were read: the result could not be written to a file ({exc})"
-        return layer.render(stream.result([r.record for r in head], [why]).to_page(), options)
+        return layer.render(stream.result([r.record for r in head], [why]).to_page(), options, layout)
     sample = [r.record for r in head[: kept.count]]
-    return layer.render_written(stream.result(sample, _cuts(kept)).to_page(written=kept.count), offloaded, options)
+    page = stream.result(sample, _cuts(kept)).to_page(written=kept.count)
+    return layer.render_written(page, offloaded, options, layout)

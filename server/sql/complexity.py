@@ -1,6 +1,6 @@
 """How much work an untrusted query may ask DuckDB for before its time and memory limits can act.
 
-`offload.duckdb_timeout_s` interrupts a running query and `duckdb_memory_limit` bounds its
+`sql.timeout_s` interrupts a running query and `sql.memory_limit` bounds its
 buffers, but neither covers parsing, binding and planning: a query's plan and executor state
 are not counted against the memory limit, and an interrupt is not checked while they are built.
 Found by an audit, through the real tool: 35,000 CTEs (0.7 MB of SQL) held a worker thread

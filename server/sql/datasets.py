@@ -62,7 +62,7 @@ from server.output import (
     column_key,
     dumps_lines,
 )
-from server.settings import OffloadSettings
+from server.settings import SqlSettings
 from server.sql.complexity import check_complexity, check_length
 from server.sql.views import quote_ident, quote_literal, view_sql
 
@@ -81,7 +81,14 @@ MAX_BATCH_ROWS = 2048
 STREAMS = int(duckdb.__version__.split(".", 1)[0]) >= 2
 #: What a spooled query may spill to disk (its result beyond the memory limit, sorts, joins).
 SPOOL_MAX_SPILL = "4GiB"
-#: The largest LIMIT DuckDB takes (a BIGINT); `offload.duckdb_max_rows` has no upper bound.
+#: Queries running at once, each with its own connection and `sql.memory_limit` (a query of
+#: 100 KB rows peaks ~600 MB at 512MB), so this times that bounds them all: 2 x 512 MB = 1 GB by
+#: default (2 x 1GB on the proxy). 2 is also one query per core at `sql.threads` = 1 on a 2-core
+#: machine: more at once would only share the same cores. Not a setting (it was
+#: `sql.max_concurrent`): memory_limit is the knob a user holds; a query past the cap waits,
+#: within its own timeout. Read when a `Datasets` is made (a test patches it).
+MAX_QUERIES = 2
+#: The largest LIMIT DuckDB takes (a BIGINT); `sql.max_rows` has no upper bound.
 _MAX_LIMIT = (1 << 63) - 1
 
 
@@ -158,7 +165,7 @@ class QueryStream:
         """`rows` of this query as a QueryResult; `cuts` say why rows were left out (the
         max_rows cut, if any, is added)."""
         if self.truncated:
-            kept = f"only the first {self.max_rows} rows were kept (offload.duckdb_max_rows)"
+            kept = f"only the first {self.max_rows} rows were kept (sql.max_rows)"
             cuts = [f"{kept}; add LIMIT/OFFSET or aggregate", *cuts]
         return QueryResult(self.sql.strip(), self.columns, rows, bool(cuts), self.elapsed_ms, self.datasets, cuts)
 
@@ -221,11 +228,11 @@ def sql_errors(timeout_s: float) -> Iterator[None]:
         raise SqlExecutionError(_too_deep()) from None
 
 
-def _busy(limits: OffloadSettings) -> SqlTimeoutError:
+def _busy(limits: SqlSettings, slots: int) -> SqlTimeoutError:
     """The timeout of a query that waited its whole time for a slot and never ran."""
     return SqlTimeoutError(
-        f"query waited {limits.duckdb_timeout_s:g} s for its turn and was not run: the server was busy with other "
-        f"queries (it runs {limits.duckdb_max_concurrent} at once, offload.duckdb_max_concurrent); try again"
+        f"query waited {limits.timeout_s:g} s for its turn and was not run: the server was busy with other "
+        f"queries (it runs {slots} at once); try again"
     )
 
 
@@ -470,26 +477,26 @@ class Datasets:
     def __init__(
         self,
         *sources: DatasetSource,
-        limits: OffloadSettings | None = None,
+        limits: SqlSettings | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        """`limits`: the `duckdb_*` settings every query runs under (the defaults without);
+        """`limits`: the `[sql]` settings every query runs under (the defaults without);
         `clock`: seconds, for query times and the timeout of waiting for a slot and reading
         rows."""
         if not sources:
             raise ValueError("Datasets needs at least one source of datasets")
         self.sources = list(sources)
-        self.limits = limits or OffloadSettings()
+        self.limits = limits or SqlSettings()
         self.clock = clock
-        #: The queries running at once, each with its connection (`offload.duckdb_max_concurrent`).
-        self.slots = Slots(self.limits.duckdb_max_concurrent, clock)
+        #: The queries running at once, each with its connection (`MAX_QUERIES`).
+        self.slots = Slots(MAX_QUERIES, clock)
 
     @property
     def spool(self) -> bool:
-        """Whether queries run through a `Spool` (`offload.duckdb_fetch`; by default where
-        DuckDB cannot stream)."""
-        fetch = self.limits.duckdb_fetch
-        return fetch == "spool" or (fetch == "auto" and not STREAMS)
+        """Whether queries run through a `Spool`: where DuckDB cannot stream (1.x). Not a
+        setting (it was, `offload.duckdb_fetch`, and nobody set it): streaming is what DuckDB 2
+        does well, and on 1.x only the spool bounds a result's memory."""
+        return not STREAMS
 
     def infos(self, filter: str | DatasetFilter | None = None) -> list[DatasetInfo]:
         """Datasets, newest first. A string `filter` matches id, tool, server or query text
@@ -525,24 +532,24 @@ class Datasets:
             ids = [check_id(dataset_id), *(i for i in ids if i != dataset_id)]
         limits = self.limits
         started = self.clock()
-        deadline = started + limits.duckdb_timeout_s
+        deadline = started + limits.timeout_s
         with (
-            self.slots.hold(deadline, lambda: _busy(limits)),
+            self.slots.hold(deadline, lambda: _busy(limits, self.slots.size)),
             tempfile.TemporaryDirectory(prefix="codepager-duckdb-") as spill,
             contextlib.closing(self._connect(ids, alias=dataset_id, temp_dir=spill)) as con,
         ):
             left = deadline - self.clock()
             if left <= 0:  # its slot came too late, and an interrupt sent before the statement is lost
-                raise _busy(limits)
+                raise _busy(limits, self.slots.size)
             timer = threading.Timer(left, con.interrupt)
             timer.start()
             try:
-                with sql_errors(limits.duckdb_timeout_s):
+                with sql_errors(limits.timeout_s):
                     # A plan is a few rows, and no relation. `check_sql` parsed the statement and
                     # let an EXPLAIN through only with the word at its start.
                     explain = _EXPLAIN_PREFIX.match(statement) is not None
                     cursor: Cursor = (
-                        Spool(con, statement, limits.duckdb_max_rows + 1)
+                        Spool(con, statement, limits.max_rows + 1)
                         if self.spool and not explain
                         else con.execute(statement)
                     )
@@ -550,8 +557,8 @@ class Datasets:
                     statement,
                     ids,
                     cursor,
-                    max_rows=limits.duckdb_max_rows,
-                    timeout_s=limits.duckdb_timeout_s,
+                    max_rows=limits.max_rows,
+                    timeout_s=limits.timeout_s,
                     started=started,
                     clock=self.clock,
                 )
@@ -565,8 +572,8 @@ class Datasets:
         con = duckdb.connect(
             ":memory:",
             config={
-                "threads": self.limits.duckdb_threads,
-                "memory_limit": self.limits.duckdb_memory_limit,
+                "threads": self.limits.threads,
+                "memory_limit": self.limits.memory_limit,
                 "temp_directory": temp_dir,
                 **({"max_temp_directory_size": SPOOL_MAX_SPILL} if self.spool else {}),
                 "autoinstall_known_extensions": False,

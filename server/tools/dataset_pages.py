@@ -20,8 +20,8 @@ from fastmcp import FastMCP
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from server.output import MIN_OUTPUT_TOKENS, DatasetFile, ListPage
-from server.rendering import OutputOptions, Renderer
+from server.output import MIN_OUTPUT_TOKENS, DatasetFile, Layout, ListPage, OutputLayer, OutputMode, PageOptions
+from server.rendering import tool_result
 from server.sql import Datasets
 from server.tools.bounds import PathText
 from server.tools.descriptions import READ_ONLY, READ_PAGE_DESCRIPTION
@@ -83,10 +83,10 @@ def dataset_page(
 
 
 def register_dataset_page_tool(
-    app: FastMCP, datasets: Datasets, codec: CursorCodec, renderer: Renderer, *, max_output_tokens: int
+    app: FastMCP, datasets: Datasets, codec: CursorCodec, layer: OutputLayer, *, max_output_tokens: int
 ) -> None:
     """`max_output_tokens` caps every page (at least MIN_OUTPUT_TOKENS, which the envelope needs)."""
-    budget = max(max_output_tokens, MIN_OUTPUT_TOKENS)
+    options = PageOptions(output_mode=OutputMode.INLINE, max_output_tokens=max(max_output_tokens, MIN_OUTPUT_TOKENS))
 
     @mcp_tool(app, "read-dataset-page", READ_PAGE_DESCRIPTION, annotations=READ_ONLY, output_schema=ROWS_OUTPUT)
     async def read_dataset_page(
@@ -97,7 +97,5 @@ def register_dataset_page_tool(
         ] = None,
     ) -> ToolResult:
         page = await anyio.to_thread.run_sync(lambda: dataset_page(datasets, codec, dataset_id, cursor, page_size))
-        options = OutputOptions(output_mode="inline", max_output_tokens=budget)
-        return await anyio.to_thread.run_sync(
-            lambda: renderer.render(page, options, tool="read-dataset-page", query=dataset_id, records_key="records")
-        )
+        layout = Layout(tool="read-dataset-page", query=dataset_id, records_key="records")
+        return tool_result(await anyio.to_thread.run_sync(lambda: layer.render(page, options, layout)))

@@ -43,25 +43,24 @@ def paging(cursor_max_age_s: float) -> Paging:
     hours = cursor_max_age_s / 3600
     age = f"{hours:g} h" if hours >= 1 else f"{cursor_max_age_s / 60:g} min"
     return Paging(
-        tool="Paged: while pagination.next_cursor is set, call again with only cursor=<it>.",
-        cursor=f"the last pagination.next_cursor (valid {age})",
+        tool="Paged: call again with only cursor=pagination.next_cursor until it is null.",
+        cursor=f"pagination.next_cursor, valid {age}",
     )
 
 
 REGEX_DESCRIPTION = (
-    "Grep files with a ripgrep regex, for exact names and patterns (skips gitignored, binary and "
-    "vendored files). Matches: results.files {path: {line: text}}. "
+    "Grep with ripgrep for exact names and patterns (skips gitignored, binary and vendored "
+    "files). Matches: results.files {path: {line: text}}. "
 )
 
 SEMANTIC_DESCRIPTION = (
-    "Find code by meaning ('where are retries handled') when you don't know the names: ranks "
-    "chunks by embedding similarity. The first call may wait for indexing. "
+    "Find code by meaning ('where are retries handled') when you don't know the names "
+    "(embedding similarity). The first call may wait for indexing. "
 )
 
 HYBRID_DESCRIPTION = (
-    "Best default to find code: ranks chunks by keywords, symbol names and meaning, so "
-    "'ClientSession' and 'where are connections pooled' both work. The first call may wait "
-    "for indexing. "
+    "Best default to find code: ranks by keywords, symbol names and meaning ('ClientSession' "
+    "or 'where are connections pooled'). The first call may wait for indexing. "
 )
 
 

@@ -1,13 +1,19 @@
-"""`index_status` and `reindex`: let an agent see and drive the semantic index of a root."""
+"""`index_status` and `reindex`: let an agent see and drive the semantic index of a root, or of
+every root at once.
+
+With no `path` they cover every root a search with no `path` covers (before, only the first
+root, and the answer did not say the others were left out): one root answers with its status,
+several with `roots`, a status each, and `building` true while any is built."""
 
 import contextlib
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastmcp import Context, FastMCP
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from search_engine import IndexNotReadyError, resolve_search_path
+from search_engine import IndexNotReadyError, resolve_search_path, searched_roots
 from server.background_indexer import RootState
 from server.json_result import json_result
 from server.services import Services
@@ -16,14 +22,18 @@ from server.tools.descriptions import READ_ONLY, local_writes
 from server.tools.registry import mcp_tool
 from server.tools.schemas import INDEX_OUTPUT
 
-PathArg = Annotated[PathText | None, Field(description="a root or a path in one (default: the first root)")]
+PathArg = Annotated[PathText | None, Field(description="a root or a path in one (default: each root)")]
 
 
 def register_index_tools(app: FastMCP, services: Services) -> None:
-    indexes = services.engine.indexes  # made now: an unsafe cache dir refuses the server's start
+    services.engine.check_index_cache()  # now: an unsafe cache dir refuses the server's start
 
-    def status(root: Any, state: RootState) -> dict[str, Any]:
-        s = indexes.status(root)
+    def roots_of(path: str | None) -> list[Path]:
+        """The root `path` lies in, or with no `path` every root a search covers."""
+        return searched_roots(services.roots) if path is None else [resolve_search_path(path, services.roots).root]
+
+    def status(root: Path, state: RootState) -> dict[str, Any]:
+        s = services.engine.index_status(root)
         return {
             "root": s.root,
             "exists": s.exists,
@@ -42,21 +52,27 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
             "warnings": s.warnings,
         }
 
+    def answer(states: dict[Path, RootState]) -> ToolResult:
+        """One root's status, or every root's under `roots`."""
+        each = [status(root, state) for root, state in states.items()]
+        if len(each) == 1:
+            return json_result(each[0])
+        return json_result({"roots": each, "building": any(s["building"] for s in each)})
+
     @mcp_tool(
         app,
         "index_status",
-        "Files, chunks, model and build progress of a root's semantic index.",
+        "Files, chunks, model and build progress of each root's semantic index.",
         annotations=READ_ONLY,
         output_schema=INDEX_OUTPUT,
     )
     async def index_status(path: PathArg = None) -> ToolResult:
-        root = resolve_search_path(path, services.roots).root
-        return json_result(status(root, services.indexer.state(root)))
+        return answer({root: services.indexer.state(root) for root in roots_of(path)})
 
     @mcp_tool(
         app,
         "reindex",
-        "Update a root's semantic index (full=true: rebuild); returns index_status.",
+        "Update each root's semantic index; returns index_status.",
         annotations=local_writes(destructive=False),
         output_schema=INDEX_OUTPUT,
     )
@@ -65,8 +81,7 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
         path: PathArg = None,
         full: Annotated[bool, Field(description="rebuild from scratch")] = False,
     ) -> ToolResult:
-        root = resolve_search_path(path, services.roots).root
-        state = services.indexer.request(root, refresh=True, full=full)
+        states = {root: services.indexer.request(root, refresh=True, full=full) for root in roots_of(path)}
         with contextlib.suppress(IndexNotReadyError):  # still building: the status below says how far
-            await services.indexer.wait(state, ctx)  # (a failure raises through)
-        return json_result(status(root, state))
+            await services.indexer.wait(states, ctx)  # (a failure raises through)
+        return answer(states)

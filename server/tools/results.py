@@ -17,8 +17,8 @@ from pydantic import Field, WithJsonSchema
 
 from server.errors import DatasetNotFoundError, InvalidDatasetIdError, LineRangeError, ReadTooLargeError
 from server.json_result import json_result
-from server.output import LINES_URI, RESULTS_URI, OffloadStore, OutputMode, RenderOptions
-from server.rendering import Renderer, tool_result
+from server.output import LINES_URI, RESULTS_URI, Layout, OffloadStore, OutputLayer, OutputMode, PageOptions
+from server.rendering import tool_result
 from server.sql import DatasetFilter, Datasets, answer_query
 from server.tools.bounds import LongText, PathText
 from server.tools.descriptions import ANALYZE_DESCRIPTION, READ_ONLY, OutputModeName, local_writes
@@ -72,24 +72,24 @@ def register_results_resources(app: FastMCP, store: OffloadStore) -> None:
             return store.read_lines(id, _line_number(start), _line_number(end))
 
 
-def register_results_tools(app: FastMCP, store: OffloadStore, datasets: Datasets, renderer: Renderer) -> None:
-    register_sql_tools(app, datasets, renderer)
+def register_results_tools(app: FastMCP, store: OffloadStore, datasets: Datasets, layer: OutputLayer) -> None:
+    register_sql_tools(app, datasets, layer)
     register_cleanup_tool(app, store)
 
 
-def register_sql_tools(app: FastMCP, datasets: Datasets, renderer: Renderer) -> None:
+def register_sql_tools(app: FastMCP, datasets: Datasets, layer: OutputLayer) -> None:
     @mcp_tool(app, "analyze-with-duckdb", ANALYZE_DESCRIPTION, annotations=READ_ONLY, output_schema=ROWS_OUTPUT)
     async def analyze_with_duckdb(
         query: Annotated[LongText, Field(description="one read-only statement")],
         dataset_id: Annotated[PathText | None, Field(description="that dataset is also the view `dataset`")] = None,
         output_mode: Annotated[
-            OutputModeName, Field(description="auto: a result too big to show goes to a file")
+            OutputModeName, Field(description="auto: too big -> file (results.file_ref); inline: cut")
         ] = "auto",
     ) -> ToolResult:
-        mode = OutputMode.parse(output_mode)
-        options = RenderOptions(tool="analyze-with-duckdb", query=query, output_mode=mode, records_key="rows")
+        options = PageOptions(output_mode=OutputMode(output_mode))
+        layout = Layout(tool="analyze-with-duckdb", query=query, records_key="rows")
         rendered = await anyio.to_thread.run_sync(
-            lambda: answer_query(datasets, renderer.layer, query, dataset_id, options)
+            lambda: answer_query(datasets, layer, query, dataset_id, options, layout)
         )
         return tool_result(rendered)
 

@@ -1,10 +1,14 @@
 """What `tools/list` says about our tools: compact input schemas and declared output schemas.
 
-`tools/list` is paid for in every conversation (its JSON is in the model's context from the
-first turn), so it is kept small: pydantic's spelling of an optional parameter
+`tools/list` is paid for in every conversation (each tool's name, description and input schema
+are in the model's context from the first turn), so the input schemas say each thing once and
+nothing a model could not use: pydantic's spelling of an optional parameter
 (`{"anyOf": [{"type": "string"}, {"type": "null"}], "default": null}`) is declared as the plain
-type (an omitted argument is the same as null; the tools still accept an explicit null), and
-null, false and zero defaults are left out (a flag is off, a count zero, unless sent).
+type (an omitted argument is the same as null; the tools still accept an explicit null); null,
+false and zero defaults are left out (a flag is off, a count zero, unless sent), and so are floors
+of 0 and 1 (no count or size is negative; a call under one is refused naming it) and
+`additionalProperties: false` (the server refuses an unknown argument, and for a search tool says
+what it calls a sibling tool's argument, which a client refusing the call first could not).
 
 Every tool declares an `outputSchema` (MCP 2025-06-18), so a client can validate
 structuredContent and knows its shape without a call. The schemas name what an agent relies
@@ -35,7 +39,8 @@ SEARCH_OUTPUT = _shape(["search", "results", "pagination", "metadata"], results=
 
 #: A page of rows (analyze-with-duckdb, the proxy's read-dataset-page).
 ROWS_OUTPUT = _shape(["results", "pagination"])
-INDEX_OUTPUT = _shape(["root", "building"])
+#: One root's index status (`root`, `building`, ...), or several roots' under `roots`.
+INDEX_OUTPUT = _shape(["building"])
 DATASETS_OUTPUT = _shape(["datasets", "count"])
 CLEANUP_OUTPUT = _shape(["removed_count", "freed_bytes"])
 
@@ -45,14 +50,18 @@ CLEANUP_OUTPUT = _shape(["removed_count", "freed_bytes"])
 _UNLISTED_BOUNDS = frozenset({"maxLength", "maxItems"})
 
 
+#: Keywords left out at these values: they tell a model nothing it would not assume.
+_UNINFORMATIVE = {"minimum": (0, 1), "additionalProperties": (False,)}
+
+
 def compact_schema(schema: Any) -> Any:
-    """`schema` with optional types declared plainly, null/false defaults and the bounds
-    against hostile calls left out."""
+    """`schema` with optional types declared plainly, null/false defaults, floors of 0 and 1,
+    `additionalProperties: false` and the bounds against hostile calls left out."""
     if isinstance(schema, list):
         return [compact_schema(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: compact_schema(v) for k, v in schema.items() if k not in _UNLISTED_BOUNDS}
+    out = {k: compact_schema(v) for k, v in schema.items() if k not in _UNLISTED_BOUNDS and not _uninformative(k, v)}
     variants = out.get("anyOf")
     if isinstance(variants, list) and len(variants) == 2 and {"type": "null"} in variants:
         (plain,) = [v for v in variants if v != {"type": "null"}]
@@ -60,6 +69,11 @@ def compact_schema(schema: Any) -> Any:
     if "default" in out and out["default"] in (None, False, 0, ""):
         del out["default"]
     return out
+
+
+def _uninformative(keyword: str, value: Any) -> bool:
+    """`keyword: value` is one `_UNINFORMATIVE` leaves out (`False == 0`, so types are compared too)."""
+    return any(type(value) is type(v) and value == v for v in _UNINFORMATIVE.get(keyword, ()))
 
 
 class CompactSchemas(Transform):

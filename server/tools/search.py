@@ -2,8 +2,8 @@
 
 Each is a thin adapter: validate arguments -> `SearchRequest` -> `Pager` -> output layer ->
 `ToolResult`. The three share every paging and presentation parameter; only the search-defining
-ones differ, so the shared part is declared once (`server.tools.page_args.PageArgs`) and handled
-by `run_search`.
+ones differ, so the shared part is declared once (`server.tools.page_args`), each tool's
+presentation arguments become the call's one `PageOptions`, and `run_search` handles the rest.
 
 With a cursor, the search is the cursor's: it is checked against this server's roots (the key
 that sealed it may be shared by servers rooted elsewhere), and every search-defining argument
@@ -14,7 +14,6 @@ No `from __future__ import annotations` here: the parameter types are built at r
 time from settings (page-size limits), and fastmcp must be able to evaluate them.
 """
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,9 +37,11 @@ from search_engine import (
 from server.clients import client_name, profile_for
 from server.errors import InvalidParamsError
 from server.jq import view_expression, view_key
+from server.output import OutputMode, PageOptions
+from server.records import Detail
+from server.rendering import render_search
 from server.response import SearchResponse
 from server.services import Services
-from server.settings import validation_problems
 from server.tools.bounds import Globs, LongText, PathText
 from server.tools.descriptions import (
     HYBRID_DESCRIPTION,
@@ -50,21 +51,39 @@ from server.tools.descriptions import (
     paging,
     search_meta,
 )
-from server.tools.page_args import PageArgs, page_parameters, with_page_args
+from server.tools.page_args import (
+    DetailName,
+    IncludeSnippet,
+    JqFilter,
+    MaxOutputTokens,
+    OutputModeArg,
+    StatsFirst,
+    StatsOnly,
+    check_shared,
+)
 from server.tools.registry import ToolBody, mcp_tool
 from server.tools.schemas import SEARCH_OUTPUT
 from server.tools.search_arguments import SearchArguments, sent_arguments
+from server.validation_problems import validation_problems
 from sessions import CursorParamsMismatchError, CursorState
 
 # The search-defining parameters, each with the one line the listed schema carries (tools/list
 # is paid for in every conversation, so one short line each; the ranked tools share theirs).
-PathArg = Annotated[PathText | None, Field(description="file or folder to search in")]
-IncludeGlobs = Annotated[Globs, Field(description="file globs to search, e.g. *.py")]
-ExcludeGlobs = Annotated[Globs, Field(description="file globs to skip")]
+#: Characters of each match's text a page shows when a call gives no `snippet_length`: whole
+#: regex lines up to 500, and 6-8 lines of a semantic or hybrid chunk (enough to recognise the
+#: code, and more files fit a token budget). Not settings (they were, and nobody set them): the
+#: agent picks its own per call, up to `MAX_SNIPPET_LENGTH`.
+SNIPPET_LENGTH = 500
+RANKED_SNIPPET_LENGTH = 300
+MAX_SNIPPET_LENGTH = 2000
+
+PathArg = Annotated[PathText | None, Field(description="file or folder to search")]
+IncludeGlobs = Annotated[Globs, Field(description="globs to search, e.g. *.py")]
+ExcludeGlobs = Annotated[Globs, Field(description="globs to skip")]
 #: What `threshold` is compared with in each ranked mode (see `search_engine.ranking.search.Ranker.search`).
 THRESHOLD = {
     SearchMode.SEMANTIC: "min score: cosine similarity (-1..1)",
-    SearchMode.HYBRID: "min score relative to the best result (1.0)",
+    SearchMode.HYBRID: "min score relative to the best (1.0)",
 }
 
 
@@ -92,54 +111,61 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
     app.add_middleware(arguments)
     s = services.settings.search
     contract = paging(services.settings.sessions.cursor_max_age_s)
-    bounded = {
-        "page_size": Annotated[int | None, Field(ge=1, le=s.max_page_size, description="results per page")],
-        "snippet_length": Annotated[
-            int, Field(ge=1, le=s.max_snippet_length, description="cut each text to this many chars")
-        ],
-        "cursor": Annotated[str | None, Field(description=contract.cursor)],
-    }
+    # The shared parameters whose bounds or wording quote settings (the rest: `server.tools.page_args`).
+    PageSize = Annotated[int | None, Field(ge=1, le=services.pager.max_page_size, description="results per page")]
+    SnippetLength = Annotated[int, Field(ge=1, le=MAX_SNIPPET_LENGTH, description="max chars of each text")]
+    Cursor = Annotated[str | None, Field(description=contract.cursor)]
     meta = search_meta(services.settings.offload.max_tokens)
 
-    def search_tool(name: str, description: str, snippet_length: int) -> Callable[[ToolBody], ToolBody]:
-        """Register the decorated body as search tool `name`, taking the shared `PageArgs` after
-        its own parameters, with the registration options the three search tools share."""
-        shared = page_parameters(bounded, snippet_length)
+    def search_tool(name: str, description: str) -> Callable[[ToolBody], ToolBody]:
+        """Register the decorated body as search tool `name`, with the registration options the
+        three search tools share; its own parameters are those before the shared ones."""
         register = mcp_tool(
             app, name, description + contract.tool, annotations=READ_ONLY, output_schema=SEARCH_OUTPUT, meta=meta
         )
 
         def add(body: ToolBody) -> ToolBody:
-            own = [p for p in inspect.signature(body).parameters if p not in ("ctx", "page_args")]
-            arguments.add_tool(name, own, lambda p: _REQUEST_FIELD.get(p, p))
-            return register(with_page_args(body, shared))
+            arguments.add_tool(name, check_shared(name, body), lambda p: _REQUEST_FIELD.get(p, p))
+            return register(body)
 
         return add
 
-    @search_tool("regex_search", REGEX_DESCRIPTION, s.default_snippet_length)
+    @search_tool("regex_search", REGEX_DESCRIPTION)
     async def regex_search(
         ctx: Context,
-        pattern: Annotated[LongText | None, Field(description="ripgrep regex (Rust syntax)")] = None,
+        pattern: Annotated[LongText | None, Field(description="regex (Rust syntax)")] = None,
         path: PathArg = None,
         ignore_case: Annotated[bool, Field(description="rg -i")] = False,
-        fixed_string: Annotated[bool, Field(description="literal, not a regex (rg -F)")] = False,
+        fixed_string: Annotated[bool, Field(description="literal (rg -F)")] = False,
         whole_word: Annotated[bool, Field(description="rg -w")] = False,
         multiline: Annotated[bool, Field(description="rg -U")] = False,
         include_patterns: IncludeGlobs = None,
         exclude_patterns: ExcludeGlobs = None,
         context_lines: Annotated[int, Field(ge=0, le=MAX_CONTEXT_LINES, description="rg -C")] = 0,
-        *,
-        page_args: PageArgs,
+        include_snippet: IncludeSnippet = True,
+        snippet_length: SnippetLength = SNIPPET_LENGTH,
+        page_size: PageSize = None,
+        cursor: Cursor = None,
+        output_mode: OutputModeArg = "auto",
+        max_output_tokens: MaxOutputTokens = None,
+        stats_only: StatsOnly = False,
+        stats_first: StatsFirst = False,
+        jq_filter: JqFilter = None,
+        detail: DetailName = "compact",
     ) -> ToolResult:
         call = SearchCall(SearchMode.REGEX, {
             "pattern": pattern, "path": path, "ignore_case": ignore_case, "fixed_string": fixed_string,
             "whole_word": whole_word, "multiline": multiline, "include_patterns": include_patterns,
-            "exclude_patterns": exclude_patterns, "context_lines": context_lines, "jq_filter": page_args.jq_filter,
+            "exclude_patterns": exclude_patterns, "context_lines": context_lines, "jq_filter": jq_filter,
         }, fixed={"max_results": s.max_results})  # fmt: skip
-        return await run_search(services, ctx, "regex_search", call, page_args)
+        options = PageOptions(
+            include_snippet=include_snippet, snippet_length=snippet_length, output_mode=OutputMode(output_mode),
+            max_output_tokens=max_output_tokens, stats_only=stats_only, stats_first=stats_first, detail=Detail(detail),
+        )  # fmt: skip
+        return await run_search(services, ctx, "regex_search", call, Paging(cursor, page_size), options)
 
     def make_ranked_tool(mode: SearchMode, name: str, description: str) -> None:
-        @search_tool(name, description, s.default_ranked_snippet_length)
+        @search_tool(name, description)
         async def ranked_search(
             ctx: Context,
             query: Annotated[LongText | None, Field(description="a name, words or a question")] = None,
@@ -148,15 +174,27 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
             threshold: Annotated[float | None, Field(allow_inf_nan=False, description=THRESHOLD[mode])] = None,
             include_patterns: IncludeGlobs = None,
             exclude_patterns: ExcludeGlobs = None,
-            *,
-            page_args: PageArgs,
+            include_snippet: IncludeSnippet = True,
+            snippet_length: SnippetLength = RANKED_SNIPPET_LENGTH,
+            page_size: PageSize = None,
+            cursor: Cursor = None,
+            output_mode: OutputModeArg = "auto",
+            max_output_tokens: MaxOutputTokens = None,
+            stats_only: StatsOnly = False,
+            stats_first: StatsFirst = False,
+            jq_filter: JqFilter = None,
+            detail: DetailName = "compact",
         ) -> ToolResult:
             call = SearchCall(mode, {
                 "query": query, "path": path, "top_k": top_k, "threshold": threshold,
-                "include_patterns": include_patterns, "exclude_patterns": exclude_patterns,
-                "jq_filter": page_args.jq_filter,
+                "include_patterns": include_patterns, "exclude_patterns": exclude_patterns, "jq_filter": jq_filter,
             })  # fmt: skip
-            return await run_search(services, ctx, name, call, page_args)
+            options = PageOptions(
+                include_snippet=include_snippet, snippet_length=snippet_length, output_mode=OutputMode(output_mode),
+                max_output_tokens=max_output_tokens, stats_only=stats_only, stats_first=stats_first,
+                detail=Detail(detail),
+            )  # fmt: skip
+            return await run_search(services, ctx, name, call, Paging(cursor, page_size), options)
 
     make_ranked_tool(SearchMode.SEMANTIC, "semantic_search", SEMANTIC_DESCRIPTION)
     make_ranked_tool(SearchMode.HYBRID, "hybrid_search", HYBRID_DESCRIPTION)
@@ -237,24 +275,40 @@ def _check_sent_arguments(services: Services, call: SearchCall, state: CursorSta
             raise CursorParamsMismatchError(name)
 
 
+@dataclass(frozen=True, slots=True)
+class Paging:
+    """Which page a search tool call asks for: the first (no cursor) or the cursor's, of
+    `page_size` results (None: the default, or the cursor's)."""
+
+    cursor: str | None
+    page_size: int | None
+
+
 async def run_search(
     services: Services,
     ctx: Context,
     tool: str,
     call: SearchCall,
-    page_args: PageArgs,
+    paging: Paging,
+    options: PageOptions,
 ) -> ToolResult:
-    """Check the cursor, wait for the index if the page needs it, then page and render in one
-    worker-thread hop: ripgrep and the index block, and a cached page is cheap enough that a
-    second hop would be a measurable share of its latency."""
+    """Page and render in one worker-thread hop (ripgrep and the index block, and a cached page
+    is cheap enough that a second hop would be a measurable share of its latency), once the
+    index a first page searches is ready. A cursor is checked (`check_cursor`) and waited for
+    (`wait_for_index`) by the pager, which alone knows whether its page re-runs the search."""
     pager = services.pager
-    cursor, page_size = page_args.cursor, page_args.page_size
-    if cursor is None:
-        state, request = None, _request(services, call)
-        searched = request
-    else:
-        state, request = pager.decode(cursor), None
-        searched = pager.request_of(state)
+    cursor, page_size = paging.cursor, paging.page_size
+    request = _request(services, call) if cursor is None else None
+    if request is not None and request.mode is not SearchMode.REGEX:
+        # A first page searches the index: wait for it here, with progress, rather than block
+        # inside the search.
+        await services.indexer.wait_ready(request, ctx)
+
+    client = profile_for(client_name(ctx), services.settings.offload)
+    # The filter runs over the records this call shows; refused here, before any search, if it must be.
+    view = view_key(call.args["jq_filter"], options.record_detail) if request is not None else None
+
+    def check_cursor(state: CursorState, searched: SearchRequest) -> None:
         if searched.mode is not call.mode:
             # Authentic, but it pages another tool's search: answering would mislabel the results,
             # and refusing before paging spares restoring that search only to refuse it.
@@ -265,26 +319,21 @@ async def run_search(
             )
         _check_cursor_root(searched, services.roots)
         _check_sent_arguments(services, call, state, searched)
-    if searched.mode is not SearchMode.REGEX and (
-        state is None or not await anyio.to_thread.run_sync(pager.is_live, state)
-    ):
-        # A first page, or a cursor whose session is gone (restart, eviction): either searches
-        # the index, so wait for it here, with progress, rather than block inside the search.
-        await services.indexer.wait_ready(searched, ctx)
 
-    client = profile_for(client_name(ctx), services.settings.offload)
-    # The filter runs over the records this call shows; refused here, before any search, if it must be.
-    view = view_key(call.args["jq_filter"], page_args.record_options().detail) if state is None else None
+    def wait_for_index(searched: SearchRequest) -> None:
+        """A cursor whose session is gone (restart, eviction) searches again: a ranked one waits
+        for its index as a first page does (on the event loop, with progress)."""
+        if searched.mode is not SearchMode.REGEX:
+            anyio.from_thread.run(services.indexer.wait_ready, searched, ctx)
 
     def page_and_render() -> ToolResult:
-        if state is not None:
-            page = pager.page_at(state, page_size)
+        if cursor is not None:
+            page = pager.resume(cursor, page_size, check=check_cursor, before_rerun=wait_for_index)
         else:
             assert request is not None
             # Regex results are not versioned by an index: search the files as they are now.
             fresh = request.mode is SearchMode.REGEX
             page = pager.first_page(request, page_size, view=view, reuse=not fresh)
-        response = SearchResponse(page, page_args.record_options())
-        return services.renderer.render_search(response, page_args.output_options(), tool=tool, client=client)
+        return render_search(services.layer, SearchResponse(page, options), tool=tool, client=client)
 
     return await anyio.to_thread.run_sync(page_and_render)

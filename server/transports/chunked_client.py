@@ -67,7 +67,7 @@ def _unanswerable(response: TooLarge | Refused, limit_setting: str) -> SessionMe
     else:
         message = (
             f"the server's response is at least {response.size} bytes, over this client's limit of "
-            f"{response.limit} bytes ({limit_setting}); ask for less (a smaller page) or raise the limit"
+            f"{response.limit} bytes ({limit_setting}); ask for less (a smaller page)"
         )
     return _error_for(response.head, message)
 

@@ -32,10 +32,21 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_LIMIT = 60 * 1024
 """Bytes of message data per frame: under the 64 KiB macOS pipe buffer once the ~50-byte
-header and newline are added."""
+header and newline are added. Not a setting (it was `server.chunk_limit`): the pipe buffer is
+why, and readers take frames of any size, so no peer needs it changed."""
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024
+"""What all messages still arriving may hold together, on the server's chunked-stdio and HTTP
+transports alike. Not a setting (it was `server.max_buffered_request_bytes`): 16 requests of
+the largest default size (`server.max_request_bytes`, the knob a user holds, at most this)
+while bounding what a flood of slow bodies costs. Read when a server starts (a test's server
+patches it here)."""
+# How many incomplete messages one end holds from its peer, and how many frames one message
+# may claim. Not settings (they were, and nobody set them): the byte budget above already
+# bounds the memory they cost, and these only have to hold every honest message (one at a
+# time from an MCP client, in at most ~70 frames of 60 KiB) while bounding a hostile peer's
+# bookkeeping; tests build `FramingOptions` with smaller ones.
 DEFAULT_MAX_PARTIAL_MESSAGES = 64
 DEFAULT_MAX_FRAMES_PER_MESSAGE = 32 * 1024
 """A whole 4 MiB request in frames averaging 128 bytes; the default 60 KiB frames need 70."""
@@ -83,7 +94,7 @@ class FramingOptions:
     message may claim, `max_partial_messages` for incomplete messages at once,
     `max_buffered_bytes` for all incomplete messages together (each frame counting its data
     plus `FRAME_OVERHEAD`), `timeout_s` of silence before an incomplete message is dropped.
-    `limit_setting` names, in errors, the setting a user raises to accept larger messages.
+    `limit_setting` names, in errors, what the limit is (a constant of the proxy, or the field).
     """
 
     chunk_limit: int = DEFAULT_CHUNK_LIMIT

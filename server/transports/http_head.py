@@ -6,7 +6,7 @@ keep-alive timeout only covers the pause between requests, and any byte cancels 
 that connects and sends nothing, or a header byte now and then, kept its connection and file
 descriptor for as long as it liked, without a token: enough of them and the server accepts
 no one. This uvicorn protocol closes a connection whose head is not complete within
-`server.body_timeout_s` of its start (the connection's opening, or the head's first byte on a
+`server.request_timeout_s` of its start (the connection's opening, or the head's first byte on a
 kept-alive connection, whose idle time between requests uvicorn's keep-alive timeout bounds),
 after a 408 with a JSON-RPC error saying so. A deadline, not an idle timer: a head is a few
 hundred bytes, and a client sending it a byte at a time must not keep it open.
@@ -74,7 +74,7 @@ class HeadDeadlineProtocol(H11Protocol):
             return
         body = error_body(
             f"Invalid Request: the request's headers did not all arrive within {self.deadline_s:g} s "
-            "(this server's server.body_timeout_s), so the connection was closed. Send the request line "
+            "(this server's server.request_timeout_s), so the connection was closed. Send the request line "
             "and headers at once."
         )
         head = (

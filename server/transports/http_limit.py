@@ -1,5 +1,5 @@
 """Bounds on an HTTP request body: its size (`server.max_request_bytes`) and how long it may stall
-(`server.body_timeout_s`), both answered in JSON-RPC.
+(`server.request_timeout_s`), both answered in JSON-RPC.
 
 The MCP SDK already refuses bodies over 4 MiB, but with a plain-text 413 a JSON-RPC client
 cannot show, and at a size nobody can configure; and neither it nor uvicorn limits how long a
@@ -10,12 +10,12 @@ body itself before handing it on:
 - a Content-Length over the limit is answered 413 at once, without reading the body; a body
   without one (chunked transfer) is read up to the limit and answered as soon as it passes it,
   so at most `limit` bytes are ever held;
-- a body that sends nothing for `body_timeout_s` (idle time, not age: a large body arriving
+- a body that sends nothing for `body_timeout_s` (`server.request_timeout_s`; idle time, not age: a large body arriving
   slowly but steadily is not cut off) is answered 408 and its connection closed;
 - a body that is not declared JSON (`Content-Type: application/json`) is answered 415 on the
   headers: the SDK refused it with a plain-text "Invalid Content-Type header" a JSON-RPC client
   cannot show, and that did not say what was expected;
-- all bodies still arriving hold at most `server.body_max_buffered_bytes` together: a piece that
+- all bodies still arriving hold at most `framing.DEFAULT_MAX_BUFFERED_BYTES` together: a piece that
   would pass it gets its request a 503, so many clients each keeping a body just under the size
   limit open (a byte now and then beats the idle timeout) cannot add up to unbounded memory.
 
@@ -111,16 +111,15 @@ class RequestBodyLimits:
     def _busy_text(self) -> str:
         return (
             f"Server busy: request bodies still arriving already hold {self.buffered} bytes, near this server's "
-            f"limit of {self.max_buffered} bytes for all of them together (server.body_max_buffered_bytes), so "
-            "this request was dropped. Retry in a moment, or raise server.body_max_buffered_bytes in the "
-            "server's settings."
+            f"limit of {self.max_buffered} bytes for all of them together, so this request was dropped. Retry "
+            "in a moment."
         )
 
     def _stalled_text(self, received: int) -> str:
         return (
             f"Invalid Request: the request body stopped arriving ({received} bytes received, then nothing for "
-            f"{self.timeout_s:g} s, this server's server.body_timeout_s), so the request was dropped. "
-            "Send the whole body without pausing, or raise server.body_timeout_s in the server's settings."
+            f"{self.timeout_s:g} s, this server's server.request_timeout_s), so the request was dropped. "
+            "Send the whole body without pausing, or raise server.request_timeout_s in the server's settings."
         )
 
 

@@ -15,6 +15,7 @@ from starlette.middleware import Middleware
 from server.auth import BearerTokenGuard
 from server.sdk_shim import ReadStream, WriteStream, app_lifespan, serve_connection
 from server.settings import ServerSettings
+from server.transports import framing
 from server.transports.framing import FramingOptions
 
 StdioStreams = AbstractAsyncContextManager[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]
@@ -23,14 +24,14 @@ StdioStreams = AbstractAsyncContextManager[tuple[ReadStream[SessionMessage | Exc
 
 
 def framing_options(settings: ServerSettings) -> FramingOptions:
-    """The chunked-stdio server's framing: its frame size, and what it will buffer from a client."""
+    """The chunked-stdio server's framing: what it will buffer from a client (its frame size,
+    what all incomplete messages may hold, how many there may be and how many frames a message
+    are framing's constants, read now: a test's server patches them in `framing`)."""
     return FramingOptions(
-        chunk_limit=settings.chunk_limit,
-        timeout_s=settings.chunk_timeout_s,
-        max_buffered_bytes=settings.chunk_max_buffered_bytes,
+        chunk_limit=framing.DEFAULT_CHUNK_LIMIT,
+        timeout_s=settings.request_timeout_s,
+        max_buffered_bytes=framing.DEFAULT_MAX_BUFFERED_BYTES,
         max_message_bytes=settings.max_request_bytes,
-        max_partial_messages=settings.chunk_max_partial_messages,
-        max_frames_per_message=settings.chunk_max_frames_per_message,
     )
 
 
@@ -73,7 +74,7 @@ def http_protocol(settings: ServerSettings) -> type[asyncio.Protocol]:
     nothing in the middleware below can act before the head is complete."""
     from server.transports.http_head import head_deadline_protocol
 
-    return head_deadline_protocol(settings.body_timeout_s)
+    return head_deadline_protocol(settings.request_timeout_s)
 
 
 def http_middleware(settings: ServerSettings, token: str | None) -> list[Middleware]:
@@ -93,7 +94,7 @@ def http_middleware(settings: ServerSettings, token: str | None) -> list[Middlew
     body = Middleware(
         RequestBodyLimits,
         max_request_bytes=settings.max_request_bytes,
-        body_timeout_s=settings.body_timeout_s,
-        max_buffered_bytes=settings.body_max_buffered_bytes,
+        body_timeout_s=settings.request_timeout_s,
+        max_buffered_bytes=framing.DEFAULT_MAX_BUFFERED_BYTES,
     )
     return [guard, *auth, body]
