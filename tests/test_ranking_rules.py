@@ -77,11 +77,16 @@ def test_the_engine_ranks_with_the_rules_of_its_config(tmp_path: Path, model_cac
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
 
-    def ranked(rules: RankingRules) -> list[str]:
+    def ranked(rules: RankingRules) -> list[tuple[str, float | None]]:
         engine = SearchEngine(EngineConfig(cache_dir=model_cache, watch=False, ranking=rules))
         result = engine.search(SearchRequest(mode=SearchMode.HYBRID, query="closing a client session", root=str(root)))
-        return [m.path for m in result.matches]
+        return [(m.path, m.score) for m in result.matches]
+
+    def test_score(ranking: list[tuple[str, float | None]]) -> float:
+        score = next(s for p, s in ranking if p == "tests/test_session.py")
+        assert score is not None
+        return score
 
     on, off = ranked(ALL_ON), ranked(RankingRules().without("test_files"))
-    assert on[0] == "net/session.py"
-    assert off.index("tests/test_session.py") < on.index("tests/test_session.py")
+    assert on[0][0] == "net/session.py"
+    assert test_score(off) > test_score(on)

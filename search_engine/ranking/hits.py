@@ -22,7 +22,7 @@ class Hit:
     """A chunk's index in the corpus, its score (a cosine for semantic search; for hybrid the
     fused score, which the match shows relative to the best, 1.0 first) and its rank in each component list it
     appeared in (`lexical`, `semantic`, `symbol`, and the file-level `file_lexical`,
-    `path`), so a caller can see why it matched."""
+    `file_semantic`, `path`), so a caller can see why it matched."""
 
     chunk: int
     score: float

@@ -10,8 +10,8 @@ constant) so that scores of different scales can be added:
   do not take the list's places from the implementation;
 - `symbol`: chunks that *define* an identifier the query names (see `search_engine.ranking.symbols`),
   added on top, strongly for a bare identifier;
-- per file, credited to the file's best chunk: BM25 over the whole file, whether the query
-  names the file (`path`: `tokenizer.py` for
+- per file, credited to the file's best chunk: BM25 over the whole file, the cosine with the
+  file's mean vector, whether the query names the file (`path`: `tokenizer.py` for
   `Tokenizer` even when the class is imported from elsewhere; `web_urldispatcer`, `hlpers.py`
   or `client/sesion` for the file they nearly spell, see `search_engine.ranking.corpus.FileNames`;
   otherwise, more lightly, whether the query's words are the words of the file's name or
@@ -23,10 +23,8 @@ constant) so that scores of different scales can be added:
 
 Every result's `ranks` says what put it there: its rank in each chunk list it is in
 (`lexical`, `semantic`, `symbol`) and, for the chunk a file's score was credited to, the
-file's rank in each file-level signal that scored it (`file_lexical`, `path`). The cosine with
-the file's mean vector as a file-level signal of its own was removed by issue 39's standard
-(helped 9 dev repositories, hurt 6, libuv by 0.023; at half the weight 7 and 7). Each
-candidate got its score from at least one of these.
+file's rank in each file-level signal that scored it (`file_lexical`, `file_semantic`,
+`path`). Each candidate got its score from at least one of these.
 
 Then path priors scale down tests, shims, examples, prose, config, data and generated files
 (`search_engine.ranking.priors`), and a greedy selection halves the score of each further chunk from an
@@ -66,6 +64,7 @@ SYMBOL_WEIGHT_EMBEDDED = 1.5
 # `client/sesion`) asks for that file as strongly as a bare identifier asks for its definition;
 # an identifier that also names a file (`Tokenizer`) leaves the lead to its definition.
 FILE_LEXICAL_WEIGHT = 1.0
+FILE_SEMANTIC_WEIGHT = 1.0
 FILE_NAMED_WEIGHT = 1.0
 PATH_WEIGHT_EXPLICIT = SYMBOL_WEIGHT_WHOLE
 # A file whose stem or folder shares the query's words (`search_engine.ranking.file_words`), when no
@@ -145,7 +144,9 @@ def hybrid_search(
         candidates, np.fromiter((i for i, _ in symbol_hits), dtype=np.int64, count=len(symbol_hits))
     )
 
-    credited = _add_file_signals(corpus, query, terms, allowed, candidates, fused, ranks, semantic, unit, rules)
+    credited = _add_file_signals(
+        corpus, query, terms, file_similarity, allowed, candidates, fused, ranks, semantic, unit, rules
+    )
 
     candidates = np.union1d(candidates, credited)
     fused[candidates] *= priors[corpus.file_of[candidates]]
@@ -156,6 +157,7 @@ def _add_file_signals(
     corpus: Corpus,
     query: str,
     terms: list[str],
+    file_similarity: np.ndarray,
     allowed: np.ndarray | None,
     candidates: np.ndarray,
     fused: np.ndarray,
@@ -165,7 +167,8 @@ def _add_file_signals(
     rules: RankingRules,
 ) -> np.ndarray:
     """Score files as wholes and credit each file's score, and its ranks, to its best allowed
-    chunk (`candidates`: the chunks scored so far, ascending); returns the credited chunks."""
+    chunk (`candidates`: the chunks scored so far, ascending; `file_similarity`: each file's
+    cosine with the query); returns the credited chunks."""
     files_allowed = corpus.files_allowed(allowed)
     file_score = np.zeros(len(corpus.files))
     file_ranks: dict[int, dict[str, int]] = {}
@@ -178,10 +181,14 @@ def _add_file_signals(
         for f, r in zip(files.tolist(), tied_ranks.tolist(), strict=True):
             file_ranks.setdefault(f, {})[name] = r
 
-    if rules.file_lexical:
-        values = corpus.lexical.file_scores(terms)
+    for name, on, values, weight in (
+        ("file_lexical", rules.file_lexical, corpus.lexical.file_scores(terms), FILE_LEXICAL_WEIGHT * (1.0 - ALPHA)),
+        ("file_semantic", rules.file_semantic, file_similarity + 2.0, FILE_SEMANTIC_WEIGHT * ALPHA),
+    ):
+        if not on:
+            continue
         order, contrib = reciprocal_ranks(values[files_allowed], files_allowed, CANDIDATES)
-        add("file_lexical", order, FILE_LEXICAL_WEIGHT * (1.0 - ALPHA) * contrib)
+        add(name, order, weight * contrib)
     named = corpus.names.match(query)
     path_weight = PATH_WEIGHT_EXPLICIT if named.explicit else FILE_NAMED_WEIGHT
     by_name = named.scores if rules.named_files else {}

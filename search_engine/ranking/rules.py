@@ -68,11 +68,15 @@ class RankingRules:
     rather than the raw cosine."""
     file_lexical: bool = True
     """BM25 over whole files, credited to each file's best chunk."""
+    file_semantic: bool = True
+    """The cosine with each file's mean vector, credited to its best chunk."""
     named_files: bool = True
     """A file the query names (`tokenizer.py`, `client/sesion`) is boosted."""
     path_words: bool = True
     """When no file is named, files whose stem or folder shares the query's words are boosted."""
     # Semantic mode (`search_engine.semantic`).
+    file_similarity: bool = True
+    """A chunk's cosine is blended 0.3 with its file's (semantic mode)."""
     semantic_priors: bool = True
     """The path priors apply in semantic mode."""
     saturated_cut: bool = True

@@ -217,6 +217,7 @@ class Ranker:
                     request.top_k,
                     request.threshold,
                     corpus.file_of,
+                    file_similarity=corpus.file_vectors @ query_vector,
                     priors=corpus.priors_for(request.query, rules),
                     rules=rules,
                 )

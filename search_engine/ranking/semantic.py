@@ -1,26 +1,29 @@
 """Semantic-only ranking: chunks ordered by how close their embedding is to the query's.
 
 This is the mode for "find code that means this" when exact words would mislead, so it uses
-no lexical, symbol or file-name signal: only embeddings. What a chunk's path says still
-counts, because it is not words either and without it the mode was not worth using on real
-repositories (tests, docs and samples share the implementation's vocabulary and crowded it
-out): the path priors of hybrid search (`search_engine.ranking.priors`) scale tests, docs,
-examples, generated and vendored files down unless the query asks for them.
+no lexical, symbol or file-name signal: only embeddings. Two things about a chunk's place
+still count, because they are not words either and without them the mode was not worth using
+on real repositories (tests, docs and samples share the implementation's vocabulary and
+crowded it out):
+
+- what the file as a whole is about: the cosine with the file's mean vector is added with
+  `FILE_WEIGHT`, so a function in a module about the query beats a stray look-alike elsewhere;
+- the path priors of hybrid search (`search_engine.ranking.priors`): tests, docs, examples, generated
+  and vendored files are scaled down unless the query asks for them.
 
 Results are then spread over files as in hybrid search (`search_engine.ranking.hits.diversify`): a
 file's second chunk keeps half its score, its third a quarter. The score is that prior-weighted,
-diversified cosine, in [-1, 1], and `threshold` applies to it. Two file-level rules were
-removed by issue 39's standard (switched off alone, one at a time, over the 15 dev
-repositories): a bonus for a file whose chunks match as a group ("coherence": helped 7
-repositories, hurt 7, fmtlib by 0.040), and the chunk's cosine blended with its file's mean
-vector (helped 12, hurt libuv by 0.041 at weight 0.3 and by 0.021 at 0.15). Hybrid search
-keeps that blend for its semantic list (`similarity`), where it passed.
+diversified similarity (a cosine blend, in [-1, 1]), and `threshold` applies to it. A bonus
+for a file whose chunks match as a group ("coherence") was tried and removed: switched off
+alone it helped 7 dev repositories and hurt 7, fmtlib by 0.040 (issue 39's standard).
 
-The chunk cosine is the int8 one of the index's quantized vectors (`search_engine.index.vectors`),
-scaled over every chunk the index rescores anyway (all allowed chunks of an index up to
-`index.vectors.RESCORE`, else the `RESCORE` nearest by sign bits, among the chunks of the nearest
-lists in an index large enough for a coarse quantizer). So a query costs a pass over 32 bytes
-a chunk and a few thousand int8 rows, not a float product over the whole index.
+The chunk cosine is the int8 one of the index's quantized vectors (`search_engine.index.vectors`).
+The blend is computed over every chunk the index rescores anyway (all allowed chunks of an
+index up to `index.vectors.RESCORE`, else the `RESCORE` nearest by sign bits, among the chunks of
+the nearest lists in an index large enough for a coarse quantizer), not only over the
+best few by cosine: a chunk of middling cosine in a file about the query must still be able to
+rise, as it did when every chunk was scored. So a query costs a pass over 32 bytes a chunk and
+a few thousand int8 rows, not a float product over the whole index.
 """
 
 from __future__ import annotations
@@ -62,13 +65,15 @@ def semantic_search(
     top_k: int,
     threshold: float | None,
     file_of: np.ndarray,
+    file_similarity: np.ndarray | None = None,
     priors: np.ndarray | None = None,
     rules: RankingRules = ALL_ON,
 ) -> tuple[list[Hit], float | None]:
     """The `top_k` chunks most similar to the query among those `allowed` (boolean mask, None
     for every chunk; path filters apply before top-k), diversified across files, dropping any scoring below `threshold`
     (`file_of`: each chunk's file id); and the best cosine of the query with an allowed chunk
-    (None when none is), the absolute relevance that the scaled scores no longer show.
+    (None when none is), the absolute relevance that the blended, scaled scores no longer show.
+    `file_similarity` (each file's cosine with the query) and
     `priors` (each file's path factor in (0, 1]), when given, are per file: only the candidates'
     files are read, so a query costs no array as long as the index. Ties go to the earlier
     chunk, so results are deterministic for a given index. `rules`: which ranking rules are on
@@ -82,7 +87,9 @@ def semantic_search(
         return [], None
     best_cosine = float(sims[0])
     files = file_of[ids]
-    sims = similarity(sims, files, None, priors if rules.semantic_priors else None)
+    sims = similarity(
+        sims, files, file_similarity if rules.file_similarity else None, priors if rules.semantic_priors else None
+    )
     # The best n by the score the per-file selection will give them are enough to fill top_k
     # across files (by raw score, a few long files could fill all n); diversify over those.
     cut_by = saturated(files, sims) if rules.saturated_cut else sims
