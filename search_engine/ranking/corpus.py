@@ -46,7 +46,7 @@ PATH_FUZZY_LIMIT = 3
 # Deepest partial path compared (`pkg/sub/dir/file.py`).
 MAX_PATH_DEPTH = 4
 # The share of a codebase's plain code files that must use a word for it to name things there
-# (`Corpus.names_things`): most of them. "test" is in 53% of vitest's, but also in 10-27% of
+# (`Corpus.names_things`): most of them. "test" is in 53% of vitest's, but also in 6-27% of
 # ordinary libraries' (doc tests, `#[cfg(test)]`, test helpers), where it still asks for tests.
 CODEBASE_WORD_SHARE = 0.5
 
