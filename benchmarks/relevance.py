@@ -40,13 +40,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # benchmarks/regex.py would shadow the `regex` package (see retrieval.py)
 
-from benchmarks.retrieval import BENCH, DEFAULT_CORPORA, DEFAULT_MULTILANG, BenchSet, load_queries
+from benchmarks.retrieval import (
+    DEFAULT_CORPORA,
+    BenchSet,
+    add_corpora_arguments,
+    all_sets,
+    load_queries,
+)
 from search_engine.config import EngineConfig
 from search_engine.embedding.embedder import STATIC_RELEVANCE_FLOOR
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchMode, SearchRequest
 
-DEFAULT_MULTILANG2 = DEFAULT_MULTILANG.with_name("codepager-bench-multilang2")  # `multilang2/unpack`
 #: Questions no code answers.
 OFF_TOPIC = (
     "recipe for a chocolate cake with strawberries",
@@ -153,17 +158,11 @@ def report(groups: dict[str, list[Answer]]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA, help="the Python set's corpora")
-    ap.add_argument("--multilang-corpora", type=Path, default=DEFAULT_MULTILANG)
-    ap.add_argument("--multilang2-corpora", type=Path, default=DEFAULT_MULTILANG2)
+    add_corpora_arguments(ap)
     ap.add_argument("--cache", type=Path, default=DEFAULT_CORPORA / "codepager" / "profile-static")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sets = [
-        BenchSet("python", BENCH / "annotations", args.corpora),
-        BenchSet("multilang", BENCH / "multilang" / "annotations", args.multilang_corpora),
-        BenchSet("multilang2", BENCH / "multilang2" / "annotations", args.multilang2_corpora),
-    ]
+    sets = list(all_sets(args).values())
     for bench in sets:
         if bench.missing():
             print(f"{bench.name} corpora missing under {bench.corpora}: {bench.missing()}", file=sys.stderr)

@@ -5,7 +5,9 @@ and both of its query sets, because ranking tuned on one language only ties else
 
 - `python`: 81 labelled queries over aiohttp, fastapi, model2vec and pydantic;
 - `multilang`: 150 queries over 8 whole repositories in Rust, TypeScript, Java, C++, C, Ruby
-  and Elixir (docs, tests and benchmarks compete with the source, as in real use).
+  and Elixir (docs, tests and benchmarks compete with the source, as in real use);
+- `multilang2`: 55 queries over 3 more whole repositories (Java, TypeScript, C++), a third dev
+  set (`multilang2/unpack`).
 
 For each set and embedding profile it indexes the corpora with the real index
 (`IndexManager`) and runs every query three ways:
@@ -30,11 +32,14 @@ The peer must be installed (once, from PyPI) for the side-by-side figures; witho
 fails unless `--no-semble` says to leave it out:
     python3 -m venv /work/semble-venv && /work/semble-venv/bin/pip install semble==0.7.0
 
-Every figure is given per set, per category and per repository.
+Every figure is given per set, per category and per repository: each repository's hybrid and
+semantic-only NDCG@10 over all its queries and its hybrid NDCG@10 on symbol queries, the
+per-repository figures that a ranking rule is judged by (leave-one-repository-out: a rule is
+kept only if it helps more repositories than it hurts and hurts none by more than 0.02).
 
 usage: python benchmarks/retrieval.py [--profiles static,minilm] [--multilang-profiles static]
-       [--sets python,multilang]
-       [--corpora DIR] [--multilang-corpora DIR] [--cache DIR] [--out DIR]
+       [--sets python,multilang,multilang2]
+       [--corpora DIR] [--multilang-corpora DIR] [--multilang2-corpora DIR] [--cache DIR] [--out DIR]
        [--semble-python PATH] [--no-semble] [--no-cold]
 """
 
@@ -73,6 +78,7 @@ BENCH = Path("/work/shared/bench")
 _CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
 DEFAULT_CORPORA = _CACHE_HOME / "codepager-bench"
 DEFAULT_MULTILANG = _CACHE_HOME / "codepager-bench-multilang"  # where `multilang/unpack` puts them
+DEFAULT_MULTILANG2 = _CACHE_HOME / "codepager-bench-multilang2"  # where `multilang2/unpack` puts them
 CATEGORIES = ("symbol", "semantic", "architecture", "all")
 MODES = ("semantic", "lexical", "hybrid")
 TOP_K = 10
@@ -87,6 +93,7 @@ class BenchSet:
     name: str
     annotations: Path
     corpora: Path
+    fetch: str  # the kit's script that puts the corpora in place, relative to the kit
 
     @property
     def repos(self) -> tuple[str, ...]:
@@ -96,11 +103,23 @@ class BenchSet:
         return [r for r in self.repos if not (self.corpora / r).is_dir()]
 
 
-def bench_sets(args: argparse.Namespace) -> list[BenchSet]:
-    known = {
-        "python": BenchSet("python", BENCH / "annotations", args.corpora),
-        "multilang": BenchSet("multilang", BENCH / "multilang" / "annotations", args.multilang_corpora),
+def all_sets(args: argparse.Namespace) -> dict[str, BenchSet]:
+    """Every labelled set by name, its corpora where `args` (`corpora`, `multilang_corpora`,
+    `multilang2_corpora`) say."""
+    return {
+        "python": BenchSet("python", BENCH / "annotations", args.corpora, "fetch-corpora"),
+        "multilang": BenchSet(
+            "multilang", BENCH / "multilang" / "annotations", args.multilang_corpora, "multilang/unpack"
+        ),
+        "multilang2": BenchSet(
+            "multilang2", BENCH / "multilang2" / "annotations", args.multilang2_corpora, "multilang2/unpack"
+        ),
     }
+
+
+def bench_sets(args: argparse.Namespace) -> list[BenchSet]:
+    """The sets `--sets` names, in its order."""
+    known = all_sets(args)
     names = [n for n in args.sets.split(",") if n]
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -115,8 +134,8 @@ class Run:
 
     name: str
     set: str = "python"
-    ndcg: dict[str, dict[str, float]] = field(default_factory=dict)
-    per_repo: dict[str, dict[str, float]] = field(default_factory=dict)  # mode -> repo -> all
+    ndcg: dict[str, dict[str, float]] = field(default_factory=dict)  # mode -> category -> NDCG@10
+    per_repo: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # mode -> repo -> category
     index_s: float | None = None
     index_note: str = ""
     query_p50_ms: float | None = None
@@ -146,9 +165,10 @@ def score(results: Path, annotations: Path) -> dict[str, float]:
     return table
 
 
-def score_per_repo(results: Path, bench: BenchSet) -> dict[str, float]:
-    """NDCG@10 over all queries of each repository: the kit's scorer on that repository's
-    rows, against an annotations folder holding only its file."""
+def score_per_repo(results: Path, bench: BenchSet) -> dict[str, dict[str, float]]:
+    """NDCG@10 by category of each repository: the kit's scorer on that repository's rows,
+    against an annotations folder holding only its file (a category the repository has no
+    query of is absent)."""
     rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
     out = {}
     with tempfile.TemporaryDirectory(prefix="codepager-score-") as tmp:
@@ -157,7 +177,7 @@ def score_per_repo(results: Path, bench: BenchSet) -> dict[str, float]:
             folder.mkdir()
             (folder / f"{repo}.json").symlink_to(bench.annotations / f"{repo}.json")
             mine = write_jsonl(Path(tmp) / f"{repo}.jsonl", [r for r in rows if r["repo"] == repo])
-            out[repo] = score(mine, folder).get("all", 0.0)
+            out[repo] = score(mine, folder)
     return out
 
 
@@ -314,11 +334,9 @@ def table(runs: list[Run]) -> str:
             for mode, cats in run.ndcg.items():
                 cells = " | ".join(f"{cats.get(c, 0.0):.3f}" for c in CATEGORIES)
                 lines.append(f"| {run.name} | {mode} | {cells} |")
-        lines += ["", "| system | mode | " + " | ".join(repos) + " |", "|---|---|" + "---|" * len(repos)]
-        for run in mine:
-            for mode, per in run.per_repo.items():
-                lines.append(f"| {run.name} | {mode} | " + " | ".join(f"{per.get(r, 0.0):.3f}" for r in repos) + " |")
         lines += [
+            "",
+            *per_repo_table(mine, repos),
             "",
             f"| system | index {len(repos)} repos (s) | chunks | warm query p50 wall (ms) | warm query p50 CPU (ms) |",
             "|---|---|---|---|---|",
@@ -329,6 +347,26 @@ def table(runs: list[Run]) -> str:
             )
         lines.append("")
     return "\n".join(lines).rstrip()
+
+
+# Per repository: each mode's NDCG@10 over all queries, then hybrid's on symbol queries (the
+# figures a ranking rule is judged by, repository by repository).
+PER_REPO_COLUMNS = (("hybrid", "all"), ("semantic", "all"), ("hybrid", "symbol"))
+
+
+def per_repo_table(runs: list[Run], repos: list[str]) -> list[str]:
+    """One row per repository, one column per system and `PER_REPO_COLUMNS` entry it has
+    (semble has no semantic-only mode); "-" where a repository has no query of the category."""
+    columns = [(run, mode, cat) for run in runs for mode, cat in PER_REPO_COLUMNS if mode in run.per_repo]
+    names = {("hybrid", "all"): "hybrid", ("semantic", "all"): "semantic-only", ("hybrid", "symbol"): "symbol"}
+    lines = [
+        "| repository | " + " | ".join(f"{run.name} {names[mode, cat]}" for run, mode, cat in columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for repo in repos:
+        cells = [run.per_repo[mode].get(repo, {}).get(cat) for run, mode, cat in columns]
+        lines.append(f"| {repo} | " + " | ".join("-" if c is None else f"{c:.3f}" for c in cells) + " |")
+    return lines
 
 
 def versus_peer(runs: list[Run]) -> list[str]:
@@ -355,10 +393,11 @@ def versus_peer(runs: list[Run]) -> list[str]:
 
 
 # The targets, per set: hybrid NDCG@10 over all queries, symbol queries, semantic-only mode,
-# warm query p50 and a cold index no slower than the peer's on the same set.
-TARGET_HYBRID = {"python": 0.88, "multilang": 0.85}
+# warm query p50, and against the peer on the same set: ahead on hybrid NDCG@10 and a cold
+# index no slower.
+TARGET_HYBRID = {"python": 0.88, "multilang": 0.85, "multilang2": 0.75}
 TARGET_SYMBOL = 0.95
-TARGET_SEMANTIC = 0.75
+TARGET_SEMANTIC = {"python": 0.80, "multilang": 0.80}  # issue 39; multilang2 has no semantic-only goal
 TARGET_P50_MS = 5.0
 
 
@@ -376,15 +415,26 @@ def targets(runs: list[Run]) -> tuple[list[str], bool | None]:
                 hybrid.get("symbol", 0.0) >= TARGET_SYMBOL,
             ),
             (
-                f"{ours.set}: semantic-only all {semantic.get('all', 0.0):.3f} >= {TARGET_SEMANTIC}",
-                semantic.get("all", 0.0) >= TARGET_SEMANTIC,
-            ),
-            (
                 f"{ours.set}: warm query p50 {ours.query_p50_ms:.2f} ms <= {TARGET_P50_MS} ms",
                 ours.query_p50_ms <= TARGET_P50_MS,
             ),
         ]
+        if ours.set in TARGET_SEMANTIC:
+            checks.append(
+                (
+                    f"{ours.set}: semantic-only all {semantic.get('all', 0.0):.3f} >= {TARGET_SEMANTIC[ours.set]}",
+                    semantic.get("all", 0.0) >= TARGET_SEMANTIC[ours.set],
+                )
+            )
         peer = next((r for r in runs if r.set == ours.set and r.name.startswith("semble")), None)
+        if peer is not None:
+            theirs = peer.ndcg["hybrid"].get("all", 0.0)
+            checks.append(
+                (
+                    f"{ours.set}: hybrid {hybrid.get('all', 0.0):.3f} > semble's {theirs:.3f}",
+                    hybrid.get("all", 0.0) > theirs,
+                )
+            )
         if peer is not None and ours.index_s is not None and peer.index_s is not None and ours.index_note == "cold":
             checks.append(
                 (
@@ -397,16 +447,9 @@ def targets(runs: list[Run]) -> tuple[list[str], bool | None]:
     return [f"- target ({verdict(ok)}): {text}" for text, ok in checks], all(ok for _, ok in checks)
 
 
-def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profiles", default="static,minilm")
-    ap.add_argument("--sets", default="python,multilang", help="query sets to run: python, multilang")
-    ap.add_argument(
-        "--multilang-profiles",
-        default="static",
-        help="profiles run on the multi-language set (minilm embeds ~20 chunks/s: its ~62k chunks "
-        "would take most of an hour)",
-    )
+def add_corpora_arguments(ap: argparse.ArgumentParser) -> None:
+    """`--corpora`, `--multilang-corpora`, `--multilang2-corpora`: where each set's corpora are
+    (what `all_sets` reads)."""
     ap.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA, help="the Python set's corpora")
     ap.add_argument(
         "--multilang-corpora",
@@ -414,6 +457,27 @@ def parser() -> argparse.ArgumentParser:
         default=DEFAULT_MULTILANG,
         help="the multi-language set's corpora (`/work/shared/bench/multilang/unpack DIR`)",
     )
+    ap.add_argument(
+        "--multilang2-corpora",
+        type=Path,
+        default=DEFAULT_MULTILANG2,
+        help="the second multi-language set's corpora (`/work/shared/bench/multilang2/unpack DIR`)",
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profiles", default="static,minilm")
+    ap.add_argument(
+        "--sets", default="python,multilang,multilang2", help="query sets to run: python, multilang, multilang2"
+    )
+    ap.add_argument(
+        "--multilang-profiles",
+        default="static",
+        help="profiles run on the multi-language sets (minilm embeds ~20 chunks/s: its ~62k chunks "
+        "would take most of an hour)",
+    )
+    add_corpora_arguments(ap)
     ap.add_argument(
         "--cache",
         type=Path,
@@ -460,7 +524,7 @@ def main() -> int:
     for bench in bench_sets(args):
         missing = bench.missing()
         if missing:
-            fetch = BENCH / ("fetch-corpora" if bench.name == "python" else "multilang/unpack")
+            fetch = BENCH / bench.fetch
             print(f"{bench.name} corpora missing under {bench.corpora}: {missing}; run {fetch}", file=sys.stderr)
             return 2
     return emit(run(args), args)

@@ -13,6 +13,8 @@ from typing import Final
 
 import platformdirs
 
+from search_engine.ranking.rules import ALL_ON, RankingRules
+
 MINIFIED_GLOBS: tuple[str, ...] = ("*.min.js", "*.min.css")
 """Minified files, left out by default: one line of a whole bundle matches nearly anything.
 Answers say how many a search left out (`search_engine.files.skipped`)."""
@@ -86,3 +88,6 @@ class EngineConfig:
     watch: bool = True
     """Find changes to a root by file events (False: by listing the tree on every search)."""
     fresh_wait_s: float = DEFAULT_FRESH_WAIT_S
+    ranking: RankingRules = ALL_ON
+    """Which ranking rules are on (all, in production; `benchmarks/ablation.py` switches them
+    off one at a time to measure each)."""

@@ -21,12 +21,6 @@ from search_engine.ranking.code_tokens import query_terms
 from search_engine.ranking.corpus import Corpus, FileNames
 from search_engine.ranking.hits import Hit
 from search_engine.ranking.hybrid import (
-    CANDIDATE_SHARE,
-    CANDIDATES,
-    FILE_CANDIDATE_SHARE,
-    MAX_CANDIDATES,
-    MAX_FILE_CANDIDATES,
-    candidate_count,
     hybrid_search,
 )
 from search_engine.ranking.search import low_relevance
@@ -113,8 +107,8 @@ Create a `ClientSession` and call `request` to fetch a URL. Retries use exponent
 
 
 # Every component a hybrid match's `ranks` may name: chunk lists, then file-level signals.
-COMPONENTS = {"lexical", "semantic", "symbol", "file_lexical", "file_semantic", "path", "coherence"}
-FILE_COMPONENTS = {"file_lexical", "file_semantic", "path", "coherence"}
+COMPONENTS = {"lexical", "semantic", "symbol", "file_lexical", "file_semantic", "path"}
+FILE_COMPONENTS = {"file_lexical", "file_semantic", "path"}
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:
@@ -389,18 +383,6 @@ def test_every_hybrid_match_says_why_even_when_only_its_file_scored(path_index: 
     for query in ("web_urldispatcer", "sum the ledger records", "UrlDispatcher", "Session"):
         results = _hybrid(corpus, path_index, query, top_k=TOP_K_ALL)
         assert results and all(ranks for _, _, ranks in results)
-
-
-def test_bigger_indexes_fuse_a_share_of_their_chunks_not_a_fixed_hundred() -> None:
-    """The Python set's repositories (460-3,400 chunks) keep the 100 candidates their weights
-    were set with; a 17,000-chunk repository keeps 3% of its chunks and 10% of its files, and a
-    monorepo no more than MAX_CANDIDATES chunks and MAX_FILE_CANDIDATES files, so a query's
-    cost stays bounded."""
-    assert candidate_count(3_355, CANDIDATE_SHARE) == CANDIDATES == 100
-    assert candidate_count(17_102, CANDIDATE_SHARE) == 513
-    assert candidate_count(1_574, FILE_CANDIDATE_SHARE, MAX_FILE_CANDIDATES) == 157
-    assert candidate_count(12_700, FILE_CANDIDATE_SHARE, MAX_FILE_CANDIDATES) == MAX_FILE_CANDIDATES == 200
-    assert candidate_count(450_000, CANDIDATE_SHARE) == MAX_CANDIDATES
 
 
 SATELLITE_REPO = {

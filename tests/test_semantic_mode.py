@@ -84,29 +84,6 @@ def _function(name: str, doc: str) -> str:
     return f'def {name}(app, request):\n    """{doc}"""\n    return app.{name}(request)\n'
 
 
-def test_a_module_with_several_chunks_about_the_query_beats_a_file_with_one(tmp_path: Path, model_cache: Path) -> None:
-    """The one-function file is closer to the query both as a chunk and as a whole file (the
-    module's mean vector is blurred by its other topics); what lifts the module is that five of
-    its chunks match together (`hits.coherence`)."""
-    root = tmp_path / "web"
-    files = {
-        "web/app.py": "\n\n".join(_function(n, d) for n, d in OTHER[:6] + ROUTING + OTHER[6:]),
-        "web/compat.py": _function("route_request", "Route an incoming request to its handler."),
-        "net/http.py": _function("fetch", "Download a web page over HTTP."),
-        "text/wrap.py": _function("wrap", "Break a paragraph into lines of at most width characters."),
-    }
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    engine = SearchEngine(EngineConfig(cache_dir=model_cache))
-    request = SearchRequest(
-        mode=SearchMode.SEMANTIC, query="routing requests to handlers by URL path", root=str(root.resolve()), top_k=4
-    )
-    matches = engine.search(request).matches
-    assert [m.path for m in matches[:2]] == ["web/app.py", "web/compat.py"]
-    assert all(-1.0 <= m.score <= 1.0 for m in matches if m.score is not None)
-
-
 def test_saturated_scores_order_candidates_as_the_per_file_selection_does() -> None:
     """`diversify`'s top k are the top k of `saturated`: cutting a candidate list by it loses
     nothing the selection would have chosen."""

@@ -179,20 +179,21 @@ def _path_tokens(path: str) -> tuple[str, ...]:
     return tuple(tokenize_text(" ".join(w for w in words if w not in (".", "..", "/"))))
 
 
-def query_terms(query: str) -> list[str]:
+def query_terms(query: str, abbreviate: bool = True) -> list[str]:
     """The lexical terms of a query: tokenized like code, free-standing English stopwords
     removed (checked before stemming: `does` is a stopword, its stem `doe` is not a word).
     Inside an identifier nothing is dropped: `is_valid` is a name. The abbreviations of its
-    words (`ABBREVIATIONS`) follow them, once each."""
+    words (`ABBREVIATIONS`) follow them, once each (unless not `abbreviate`: the ranking rule
+    switched off)."""
     terms: list[str] = []
     for word in _IDENTIFIER_RE.findall(query):
         if word.lower() not in STOPWORDS:
             terms.extend(split_identifier(word))
-    shortened = [a for t in terms for a in _ABBREVIATED.get(t, ()) if a not in terms]
+    shortened = [a for t in terms for a in _ABBREVIATED.get(t, ()) if a not in terms] if abbreviate else []
     return terms + list(dict.fromkeys(shortened))
 
 
-def validate_query(query: str) -> list[str]:
+def validate_query(query: str, abbreviate: bool = True) -> list[str]:
     """The query's terms, or InvalidQueryError when it is longer than `MAX_QUERY_CHARS` or has
     nothing to search for.
 
@@ -206,7 +207,7 @@ def validate_query(query: str) -> list[str]:
         )
     if not query.strip():
         raise InvalidQueryError("the query is empty; describe the code you are looking for, e.g. 'retry logic'")
-    terms = query_terms(query)
+    terms = query_terms(query, abbreviate)
     if not terms:
         raise InvalidQueryError(
             f"the query {query!r} has only stopwords or punctuation; "

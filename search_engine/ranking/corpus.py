@@ -27,9 +27,11 @@ from rapidfuzz import fuzz, process
 from search_engine.chunking.chunk import Chunk
 from search_engine.index.chunk_table import ChunkTable
 from search_engine.index.vectors import JoinedVectors, VectorIndex, Vectors
+from search_engine.ranking.code_tokens import query_terms
 from search_engine.ranking.file_words import FileWords
 from search_engine.ranking.lexical import JoinedLexical, Lexical, LexicalIndex
 from search_engine.ranking.priors import PathPriors, TreeFacts
+from search_engine.ranking.rules import ALL_ON, RankingRules
 from search_engine.ranking.symbols import MIN_FUZZY_LEN, JoinedSymbols, SymbolIndex, Symbols, normalize
 
 # A query that could name a file or a path: one token of word characters, dots, dashes and
@@ -43,6 +45,10 @@ PATH_FUZZY_CUTOFF = 85.0
 PATH_FUZZY_LIMIT = 3
 # Deepest partial path compared (`pkg/sub/dir/file.py`).
 MAX_PATH_DEPTH = 4
+# The share of a codebase's plain code files that must use a word for it to name things there
+# (`Corpus.names_things`): most of them. "test" is in 53% of vitest's, but also in 6-27% of
+# ordinary libraries' (doc tests, `#[cfg(test)]`, test helpers), where it still asks for tests.
+CODEBASE_WORD_SHARE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +74,7 @@ class Corpus:
     #: What the path priors read from the index's paths as a whole, found once.
     tree: TreeFacts
     _priors: dict[PathPriors, np.ndarray] = field(default_factory=dict)
+    _names_things: dict[str, bool] = field(default_factory=dict)
     #: A joined corpus's generation (its files first): its path priors are reused.
     _base: Corpus | None = None
 
@@ -85,6 +92,7 @@ class Corpus:
         def_chunk, def_factor, def_names = chunks.definitions()
         def_paths = [files[f] for f in file_of[def_chunk].tolist()] if len(def_chunk) else []
         symbols = SymbolIndex(np.asarray(def_chunk), def_paths, def_names, np.asarray(def_factor))
+        languages = list(chunks.languages)
         return cls(
             chunks,
             vectors,
@@ -96,7 +104,7 @@ class Corpus:
             np.asarray(vectors.file_vectors, dtype=np.float32),
             FileNames(files),
             FileWords(files),
-            list(chunks.languages),
+            languages,
             TreeFacts.of(files),
         )
 
@@ -138,9 +146,26 @@ class Corpus:
             return np.arange(len(self.files))
         return np.flatnonzero(np.bincount(self.file_of[allowed], minlength=len(self.files)))
 
-    def priors_for(self, query: str) -> np.ndarray:
-        """Each file's path-prior factor for `query` (see `search_engine.ranking.priors`)."""
-        return self.file_priors(PathPriors.for_query(query, self.tree.satellites))
+    def priors_for(self, query: str, rules: RankingRules = ALL_ON) -> np.ndarray:
+        """Each file's path-prior factor for `query` under `rules` (see `search_engine.ranking.priors`)."""
+        return self.file_priors(PathPriors.for_query(query, self.tree.satellites, rules, self.names_things))
+
+    def names_things(self, word: str) -> bool:
+        """Whether `word` names things in this codebase: at least `CODEBASE_WORD_SHARE` of
+        its plain code files (those no path prior scales down: not tests, docs, examples,
+        config, ...) use it, in their identifiers, text or paths (BM25's documents, so stemmed:
+        "testing" is `test`). In a test runner "test" is the domain, in a spec validator
+        "spec", and a query saying it asks about that code, not for test files; elsewhere
+        fewer files say "test", and the word asks for tests. Found once per word."""
+        known = self._names_things.get(word)
+        if known is None:
+            terms = query_terms(word, abbreviate=False)
+            plain = self.file_priors(PathPriors()) == 1.0
+            used = self.lexical.file_scores(terms) > 0 if terms else np.zeros(len(self.files), dtype=bool)
+            n_plain = int(np.count_nonzero(plain))
+            known = bool(n_plain) and int(np.count_nonzero(used & plain)) >= CODEBASE_WORD_SHARE * n_plain
+            self._names_things[word] = known
+        return known
 
     def file_priors(self, priors: PathPriors) -> np.ndarray:
         """Each file's path-prior factor under `priors` (a handful of variants exist, each

@@ -15,9 +15,6 @@ import numpy as np
 
 # Each further chunk from an already selected file keeps this fraction of its score.
 SATURATION = 0.5
-# What a file whose chunks match as a group (`coherence`) gains, in units of the best score:
-# one weight for hybrid and semantic mode alike.
-COHERENCE_WEIGHT = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,29 +22,11 @@ class Hit:
     """A chunk's index in the corpus, its score (a cosine for semantic search; for hybrid the
     fused score, which the match shows relative to the best, 1.0 first) and its rank in each component list it
     appeared in (`lexical`, `semantic`, `symbol`, and the file-level `file_lexical`,
-    `file_semantic`, `path`, `coherence`), so a caller can see why it matched."""
+    `file_semantic`, `path`), so a caller can see why it matched."""
 
     chunk: int
     score: float
     ranks: dict[str, int]
-
-
-def coherence(files: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """How strongly each file's candidates as a group match (`files` and `scores` aligned, one
-    row per candidate): the sum of their scores' excess over the candidates' median, relative
-    to the strongest file's (1.0). Returns the files with any excess, strongest first (ties:
-    the lower id), and their strengths.
-
-    A module about the question has several chunks that match it well, a stray look-alike
-    elsewhere one; counting only the excess over the median keeps a long file's many middling
-    chunks from adding up to strength by number alone."""
-    excess = np.maximum(scores - np.median(scores), 0.0) if len(scores) else np.zeros(0)
-    ids, inverse = np.unique(files, return_inverse=True)
-    sums = np.bincount(inverse, weights=excess, minlength=len(ids))
-    keep = sums > 0
-    ids, sums = ids[keep], sums[keep]
-    order = np.argsort(-sums, kind="stable")
-    return ids[order], sums[order] / sums.max() if len(sums) else sums
 
 
 def by_file_best_first(files: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -83,10 +62,13 @@ def saturated(files: np.ndarray, scores: np.ndarray) -> np.ndarray:
     return decayed
 
 
-def diversify(file_of: np.ndarray, candidates: np.ndarray, scores: np.ndarray, top_k: int) -> list[tuple[float, int]]:
+def diversify(
+    file_of: np.ndarray, candidates: np.ndarray, scores: np.ndarray, top_k: int, spread: bool = True
+) -> list[tuple[float, int]]:
     """Greedy top-k of `candidates` (chunk ids) by `scores` (indexed by chunk id) with per-file
     saturation: a file's n-th chosen chunk counts SATURATION**n (a negative score is pushed
-    down by the same fraction). Returns (decayed score, chunk) best first.
+    down by the same fraction; `spread` False: no decay, the ranking rule switched off).
+    Returns (decayed score, chunk) best first.
 
     Candidates are visited best first; once k are held and the next raw score cannot beat the
     weakest of the best k held even undecayed, nothing later can either. That weakest is the
@@ -98,13 +80,14 @@ def diversify(file_of: np.ndarray, candidates: np.ndarray, scores: np.ndarray, t
     held: list[tuple[float, int]] = []
     best_k: list[float] = []  # min-heap of the k best decayed scores held so far
     per_file: dict[int, int] = {}
+    saturation = SATURATION if spread else 1.0
     for i in order.tolist():
         raw = float(scores[i])
         if len(best_k) == top_k and raw <= best_k[0]:
             break
         f = int(file_of[i])
         seen = per_file.get(f, 0)
-        decay = SATURATION**seen
+        decay = saturation**seen
         score = raw * decay if raw >= 0 else raw * (2.0 - decay)
         held.append((score, i))
         per_file[f] = seen + 1

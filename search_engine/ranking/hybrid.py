@@ -4,7 +4,7 @@ Signals, each turned into reciprocal-rank contributions 1/(k + rank) (k = 60, th
 constant) so that scores of different scales can be added:
 
 - per chunk: BM25 (`lexical`) and the similarity of embeddings (`semantic`), weighted by
-  `alpha` — more lexical for a bare identifier, balanced for a question. The semantic list is
+  `ALPHA` (balanced, for identifiers and questions alike). The semantic list is
   ranked as semantic mode ranks chunks (`search_engine.ranking.semantic.similarity`: the cosine
   blended with the file's, scaled by the path priors), so tests, docs and stray look-alikes
   do not take the list's places from the implementation;
@@ -15,16 +15,16 @@ constant) so that scores of different scales can be added:
   `Tokenizer` even when the class is imported from elsewhere; `web_urldispatcer`, `hlpers.py`
   or `client/sesion` for the file they nearly spell, see `search_engine.ranking.corpus.FileNames`;
   otherwise, more lightly, whether the query's words are the words of the file's name or
-  folder: `show_exceptions.rb` for "exception rendering", see `search_engine.ranking.file_words`),
-  and how many of its chunks score well (above the median candidate: RRF scores are flat, so
-  counting every candidate would just favour long files). Results are judged by whether the
-  right file comes first, and a module that matches a question as a whole usually beats a
-  stray function elsewhere that matches it best in isolation.
+  folder: `show_exceptions.rb` for "exception rendering", see `search_engine.ranking.file_words`).
+  Results are judged by whether the right file comes first, and a module that matches a
+  question as a whole usually beats a stray function elsewhere that matches it best in
+  isolation. A bonus for a file whose candidates score well as a group ("coherence") was
+  removed: switched off alone it helped 6 dev repositories and hurt 6 (issue 39's standard).
 
 Every result's `ranks` says what put it there: its rank in each chunk list it is in
 (`lexical`, `semantic`, `symbol`) and, for the chunk a file's score was credited to, the
 file's rank in each file-level signal that scored it (`file_lexical`, `file_semantic`,
-`path`, `coherence`). Each candidate got its score from at least one of these.
+`path`). Each candidate got its score from at least one of these.
 
 Then path priors scale down tests, shims, examples, prose, config, data and generated files
 (`search_engine.ranking.priors`), and a greedy selection halves the score of each further chunk from an
@@ -42,33 +42,25 @@ import numpy as np
 
 from search_engine.index.vectors import Nearest
 from search_engine.ranking.corpus import Corpus
-from search_engine.ranking.hits import COHERENCE_WEIGHT, Hit, coherence, diversify
+from search_engine.ranking.hits import Hit, diversify
+from search_engine.ranking.rules import ALL_ON, RankingRules
 from search_engine.ranking.semantic import similarity
 from search_engine.ranking.symbols import query_identifiers
 
 RRF_K = 60
-# Candidates taken from each ranked list before fusing; more only adds noise at the bottom.
-# A bigger index keeps the same share of itself (the chunk lists CANDIDATE_SHARE of the allowed
-# chunks, the file lists FILE_CANDIDATE_SHARE of the files), up to MAX_CANDIDATES: 100 of a
-# 17,000-chunk repository cut off the files whose strength is many middling chunks, which the
-# file-level signals exist to find (multi-language set +0.008; the Python set's repositories
-# are too small for the share to exceed 100). File lists stop at MAX_FILE_CANDIDATES: every
-# chunk of a listed file is weighed for crediting its file's score, so at 12,700 files
-# (8 copies of sympy) 1,000 files a list made hybrid 29 ms of CPU where 200 make it 15.5 ms;
-# no repository of either benchmark set has the 2,000 files where the cap starts to bind.
+# Candidates taken from each ranked list (chunks and files) before fusing; more only adds noise
+# at the bottom. A bigger index keeping a share of itself (3% of the chunks, 10% of the files,
+# up to 1,000) helped four dev repositories and hurt five (issue 39's standard), so the count
+# is fixed, whatever the index's size.
 CANDIDATES = 100
-CANDIDATE_SHARE = 0.03
-FILE_CANDIDATE_SHARE = 0.1
-MAX_CANDIDATES = 1000
-MAX_FILE_CANDIDATES = 200
-# Weight of the semantic list against the lexical one (1 - alpha).
-ALPHA_SYMBOL = 0.3
-ALPHA_NATURAL = 0.5
+# Weight of the semantic list against the lexical one (1 - ALPHA), for a bare identifier as for
+# a sentence: leaning lexical (0.3) for identifiers helped no dev repository and cost fmtlib 0.018.
+ALPHA = 0.5
 # Symbol-definition boost, in units of the best fused score so far.
 SYMBOL_WEIGHT_WHOLE = 3.0
 SYMBOL_WEIGHT_EMBEDDED = 1.5
 # File-level signals, in RRF units (file lexical/semantic) or units of the best score (a file
-# the query names, coherence). A query that is unmistakably a path (`hlpers.py`,
+# the query names). A query that is unmistakably a path (`hlpers.py`,
 # `client/sesion`) asks for that file as strongly as a bare identifier asks for its definition;
 # an identifier that also names a file (`Tokenizer`) leaves the lead to its definition.
 FILE_LEXICAL_WEIGHT = 1.0
@@ -79,11 +71,6 @@ PATH_WEIGHT_EXPLICIT = SYMBOL_WEIGHT_WHOLE
 # file is named outright: half a named file's weight (0.3 gained less on the multi-language
 # set, 1.0 cost the Python set).
 PATH_WORDS_WEIGHT = 0.5
-
-
-def candidate_count(allowed: int, share: float, most: int = MAX_CANDIDATES) -> int:
-    """How many of `allowed` items a ranked list keeps before fusing (see `CANDIDATE_SHARE`)."""
-    return max(CANDIDATES, min(most, int(share * allowed)))
 
 
 def reciprocal_ranks(values: np.ndarray, candidates: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -106,6 +93,7 @@ def hybrid_search(
     query_vector: np.ndarray,
     allowed: np.ndarray | None,
     top_k: int,
+    rules: RankingRules = ALL_ON,
 ) -> tuple[list[Hit], float | None]:
     """The `top_k` best chunks for a query among those `allowed` (a boolean mask over the
     corpus, None for every chunk: path filters are applied before ranking, never to its
@@ -115,27 +103,28 @@ def hybrid_search(
     Only candidates are scored: the chunks some query term occurs in, the rescored nearest
     vectors, the defining chunks and the chunks of the scored files. `fused` is indexed by
     chunk id but only ever read at `candidates`, so a query's cost follows those, not the
-    size of the index."""
+    size of the index. `rules`: which ranking rules are on (`search_engine.ranking.rules`)."""
     if allowed is not None and not allowed.any():
         return [], None
     identifiers = query_identifiers(query)
-    alpha = ALPHA_SYMBOL if identifiers.whole else ALPHA_NATURAL
-    n_allowed = len(corpus.chunks) if allowed is None else int(np.count_nonzero(allowed))
-    n_cand = max(candidate_count(n_allowed, CANDIDATE_SHARE), 2 * top_k)
+    n_cand = max(CANDIDATES, 2 * top_k)
     fused = np.zeros(len(corpus.chunks))  # zero pages are only materialized where written
     ranks: dict[int, dict[str, int]] = {}
-    priors = corpus.priors_for(query)
+    priors = corpus.priors_for(query, rules)
     file_similarity = corpus.file_vectors @ query_vector
 
     semantic = corpus.vectors.nearest(query_vector, allowed, n_cand)
     best_cosine = float(semantic.cosines.max()) if len(semantic.cosines) else None
     lexical_ids, lexical_scores = corpus.lexical.matching(terms, allowed)
     # Similarities are shifted to be positive so `reciprocal_ranks` keeps every candidate.
-    sims = similarity(semantic.cosines, corpus.file_of[semantic.ids], file_similarity, priors)
+    blend = rules.hybrid_semantic_blend
+    sims = similarity(
+        semantic.cosines, corpus.file_of[semantic.ids], file_similarity if blend else None, priors if blend else None
+    )
     listed = []
     for name, ids, values, weight in (
-        ("lexical", lexical_ids, lexical_scores, 1.0 - alpha),
-        ("semantic", semantic.ids, sims - sims.min(initial=0.0) + 1.0, alpha),
+        ("lexical", lexical_ids, lexical_scores, 1.0 - ALPHA),
+        ("semantic", semantic.ids, sims - sims.min(initial=0.0) + 1.0, ALPHA),
     ):
         order, contrib = reciprocal_ranks(values, ids, n_cand)
         fused[order] += weight * contrib
@@ -145,7 +134,8 @@ def hybrid_search(
     candidates = np.unique(np.concatenate(listed))
     unit = fused[candidates].max() if len(candidates) else 1.0 / (RRF_K + 1)
 
-    symbol_hits = [(i, s) for i, s in corpus.symbols.match(query).items() if allowed is None or allowed[i]]
+    matched = corpus.symbols.match(query, rules) if rules.symbol_definitions else {}
+    symbol_hits = [(i, s) for i, s in matched.items() if allowed is None or allowed[i]]
     symbol_weight = SYMBOL_WEIGHT_WHOLE if identifiers.whole else SYMBOL_WEIGHT_EMBEDDED
     for r, (i, s) in enumerate(sorted(symbol_hits, key=lambda h: (-h[1], h[0])), 1):
         fused[i] += symbol_weight * s * unit
@@ -155,12 +145,12 @@ def hybrid_search(
     )
 
     credited = _add_file_signals(
-        corpus, query, terms, file_similarity, alpha, allowed, candidates, fused, ranks, semantic, unit
+        corpus, query, terms, file_similarity, allowed, candidates, fused, ranks, semantic, unit, rules
     )
 
     candidates = np.union1d(candidates, credited)
     fused[candidates] *= priors[corpus.file_of[candidates]]
-    return _select(corpus, candidates, fused, ranks, top_k), best_cosine
+    return _select(corpus, candidates, fused, ranks, top_k, rules), best_cosine
 
 
 def _add_file_signals(
@@ -168,13 +158,13 @@ def _add_file_signals(
     query: str,
     terms: list[str],
     file_similarity: np.ndarray,
-    alpha: float,
     allowed: np.ndarray | None,
     candidates: np.ndarray,
     fused: np.ndarray,
     ranks: dict[int, dict[str, int]],
     semantic: Nearest,
     unit: float,
+    rules: RankingRules,
 ) -> np.ndarray:
     """Score files as wholes and credit each file's score, and its ranks, to its best allowed
     chunk (`candidates`: the chunks scored so far, ascending; `file_similarity`: each file's
@@ -191,17 +181,18 @@ def _add_file_signals(
         for f, r in zip(files.tolist(), tied_ranks.tolist(), strict=True):
             file_ranks.setdefault(f, {})[name] = r
 
-    for name, values, weight in (
-        ("file_lexical", corpus.lexical.file_scores(terms), FILE_LEXICAL_WEIGHT * (1.0 - alpha)),
-        ("file_semantic", file_similarity + 2.0, FILE_SEMANTIC_WEIGHT * alpha),
+    for name, on, values, weight in (
+        ("file_lexical", rules.file_lexical, corpus.lexical.file_scores(terms), FILE_LEXICAL_WEIGHT * (1.0 - ALPHA)),
+        ("file_semantic", rules.file_semantic, file_similarity + 2.0, FILE_SEMANTIC_WEIGHT * ALPHA),
     ):
-        n_files = candidate_count(len(files_allowed), FILE_CANDIDATE_SHARE, MAX_FILE_CANDIDATES)
-        order, contrib = reciprocal_ranks(values[files_allowed], files_allowed, n_files)
+        if not on:
+            continue
+        order, contrib = reciprocal_ranks(values[files_allowed], files_allowed, CANDIDATES)
         add(name, order, weight * contrib)
     named = corpus.names.match(query)
     path_weight = PATH_WEIGHT_EXPLICIT if named.explicit else FILE_NAMED_WEIGHT
-    by_name = named.scores
-    if not by_name:  # no file named outright: the files whose path words the query uses
+    by_name = named.scores if rules.named_files else {}
+    if not by_name and rules.path_words:  # no file named outright: the files whose path words the query uses
         by_name, path_weight = corpus.words.match(query), PATH_WORDS_WEIGHT
     if by_name:
         named_ids = np.fromiter(by_name, dtype=np.int64, count=len(by_name))
@@ -210,9 +201,6 @@ def _add_file_signals(
         named_ids, closeness = named_ids[keep], closeness[keep]
         best_first = np.lexsort((named_ids, -closeness))
         add("path", named_ids[best_first], path_weight * unit * closeness[best_first])
-    coherent, strength = coherence(corpus.file_of[candidates], fused[candidates])
-    if len(coherent):
-        add("coherence", coherent, COHERENCE_WEIGHT * unit * strength)
     scored = np.flatnonzero(file_score)
     if len(scored) == 0:
         return scored
@@ -234,9 +222,14 @@ def _add_file_signals(
 
 
 def _select(
-    corpus: Corpus, candidates: np.ndarray, fused: np.ndarray, ranks: dict[int, dict[str, int]], top_k: int
+    corpus: Corpus,
+    candidates: np.ndarray,
+    fused: np.ndarray,
+    ranks: dict[int, dict[str, int]],
+    top_k: int,
+    rules: RankingRules,
 ) -> list[Hit]:
     """The top k, diversified across files, with their fused scores (`search.ranked_result`
     makes them relative to the best of every root searched)."""
-    held = diversify(corpus.file_of, candidates, fused, top_k)
+    held = diversify(corpus.file_of, candidates, fused, top_k, rules.diversify)
     return [Hit(i, s, ranks.get(i, {})) for s, i in held]

@@ -35,12 +35,13 @@ from __future__ import annotations
 import math
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
 
 from search_engine.files.languages import FileKind, file_kind
+from search_engine.ranking.rules import ALL_ON, RankingRules
 
 _TEST_PATH_RE = re.compile(
     r"(?:^|/)(?:tests?|__tests__|spec|specs|testing)(?:/|$)"
@@ -146,24 +147,69 @@ _PENALTIES = {
     "platform": PLATFORM_FACTOR,
     "satellite": SATELLITE_FACTOR,
 }
+# Evidence that makes a file another kind's: code under a docs folder is an example, a build
+# file tooling, a kept first version a shim (each its own rule, see `RankingRules`).
+_KIND_OF = {"docs_code": "example", "build_file": "tooling", "kept_version": "shim"}
+
+
+def _off(rules: RankingRules) -> frozenset[str]:
+    """The kinds and evidence `rules` switch off."""
+    switches = (
+        ("test", rules.test_files),
+        ("shim", rules.shims),
+        ("example", rules.examples),
+        ("docs_code", rules.code_under_docs),
+        ("tooling", rules.tooling),
+        ("build_file", rules.build_files),
+        ("reexport", rules.reexports),
+        ("prose", rules.prose),
+        ("config", rules.config),
+        ("data", rules.data),
+        ("generated", rules.generated),
+        ("template", rules.templates),
+        ("declaration", rules.implemented_headers),
+        ("platform", rules.platform_ports),
+        ("satellite", rules.satellites),
+        ("kept_version", rules.first_versions),
+    )
+    return frozenset(kind for kind, on in switches if not on)
 
 
 @dataclass(frozen=True, slots=True)
 class PathPriors:
     """The penalties that apply to one query: `lifted` are the kinds of file it asks for
-    (`_ASKS_FOR`), `named_satellites` the satellite packages (see the module doc) it names."""
+    (`_ASKS_FOR`), `named_satellites` the satellite packages (see the module doc) it names,
+    `off` the kinds and evidence the ranking rules switch off (`RankingRules`)."""
 
     lifted: frozenset[str] = frozenset()
     named_satellites: frozenset[str] = frozenset()
+    off: frozenset[str] = frozenset()
 
     @classmethod
-    def for_query(cls, query: str, satellites: Mapping[str, frozenset[str]] | None = None) -> PathPriors:
+    def for_query(
+        cls,
+        query: str,
+        satellites: Mapping[str, frozenset[str]] | None = None,
+        rules: RankingRules = ALL_ON,
+        names_things: Callable[[str], bool] | None = None,
+    ) -> PathPriors:
         """The priors of `query` over an index whose satellite packages are `satellites` (folder
-        -> the words of its name, from `satellite_packages`)."""
+        -> the words of its name, from `satellite_packages`), under `rules`. `names_things`
+        says whether a word names things in this codebase (`Corpus.names_things`): such a
+        word does not ask for tests ("spec" in a spec validator, "test" in a test runner)."""
         words = set(_WORD_RE.findall(query.lower()))
+        asks = _ASKS_FOR if rules.query_lifts else ()
+        domain = names_things if rules.codebase_words else None
+
+        def asked(kind: str, pattern: re.Pattern[str]) -> bool:
+            if kind != "test" or domain is None:
+                return pattern.search(query) is not None
+            return any(not domain(m.group().lower()) for m in pattern.finditer(query))
+
         return cls(
-            lifted=frozenset(kind for kind, asks in _ASKS_FOR if asks.search(query)),
+            lifted=frozenset(kind for kind, pattern in asks if asked(kind, pattern)),
             named_satellites=frozenset(f for f, name in (satellites or {}).items() if name <= words),
+            off=_off(rules),
         )
 
     def factors(
@@ -176,7 +222,11 @@ class PathPriors:
         kept = () if "first_version" in self.lifted else tree.kept_versions
         return [
             self.factor(
-                p, lang, p in tree.implemented, p.split("/", 1)[0] in scaled, p.startswith(kept) if kept else False
+                p,
+                lang,
+                p in tree.implemented,
+                p.split("/", 1)[0] in scaled,
+                p.startswith(kept) if kept else False,
             )
             for p, lang in zip(paths, languages, strict=True)
         ]
@@ -193,16 +243,17 @@ class PathPriors:
         beside it (see `implemented_headers`), `satellite` that it lies in a satellite package
         the query does not name (see `satellite_packages`), `kept_version` in a kept first
         version (`kept_first_versions`), which is scaled as a shim."""
-        kinds = _path_kinds(path, language) | ({"declaration"} if implemented else set())
-        kinds |= {"satellite"} if satellite else set()
-        kinds |= {"shim"} if kept_version else set()
+        found = _path_kinds(path, language) | ({"declaration"} if implemented else set())
+        found |= {"satellite"} if satellite else set()
+        found |= {"kept_version"} if kept_version else set()
+        kinds = {_KIND_OF.get(k, k) for k in found if k not in self.off} - self.off
         # In the table's order, so the product is the same float in every process.
         return math.prod(f for kind, f in _PENALTIES.items() if kind in kinds and kind not in self.lifted)
 
 
 @dataclass(frozen=True, slots=True)
 class TreeFacts:
-    """What the priors read from an index's paths as a whole, the same for every query: the
+    """What the priors read from an index's files as a whole, the same for every query: the
     headers with a source file beside them (`implemented_headers`), the kept first versions
     (`kept_first_versions`) and the satellite packages (`satellite_packages`). Found once per
     index, not once per variant of the priors."""
@@ -267,8 +318,10 @@ def _path_kinds(path: str, language: str | None) -> frozenset[str]:
         kinds.add("test")
     if _EXAMPLE_DIR_RE.search(path):
         kinds.add("example")
-    if _TOOLING_DIR_RE.search(path) or _BUILD_FILE_RE.search(path):
+    if _TOOLING_DIR_RE.search(path):
         kinds.add("tooling")
+    if _BUILD_FILE_RE.search(path):
+        kinds.add("build_file")
     if _PLATFORM_RE.search(path):
         kinds.add("platform")
     if PurePosixPath(path).name in _REEXPORT_NAMES:
@@ -277,7 +330,7 @@ def _path_kinds(path: str, language: str | None) -> frozenset[str]:
     if _SHIM_DIR_RE.search(path) or kind is FileKind.VENDORED:
         kinds.add("shim")
     if kind is FileKind.CODE and _DOCS_DIR_RE.search(path):
-        kinds.add("example")
+        kinds.add("docs_code")
     kinds.add(_KIND_NAMES.get(kind, "code"))
     return frozenset(kinds)
 

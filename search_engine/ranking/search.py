@@ -199,7 +199,8 @@ class Ranker:
         step), scored so that the lists of several roots merge by score: a semantic score
         (`threshold` applied), or the fused hybrid score as it is, which `ranked_result` makes
         relative to the best of all and thresholds. `label`: the root, in a search of several."""
-        terms = validate_query(request.query)
+        rules = self._config.ranking
+        terms = validate_query(request.query, rules.abbreviations)
         allowed = self.allowed(request)
         if self._hidden is not None:
             allowed = ~self._hidden if allowed is None else allowed & ~self._hidden
@@ -217,11 +218,12 @@ class Ranker:
                     request.threshold,
                     corpus.file_of,
                     file_similarity=corpus.file_vectors @ query_vector,
-                    priors=corpus.priors_for(request.query),
+                    priors=corpus.priors_for(request.query, rules),
+                    rules=rules,
                 )
             elif request.mode is SearchMode.HYBRID:
                 hits, best_cosine = hybrid_search(
-                    self.corpus, request.query, terms, query_vector, allowed, request.top_k
+                    self.corpus, request.query, terms, query_vector, allowed, request.top_k, rules
                 )
             else:
                 raise ValueError(f"Ranker handles semantic and hybrid searches, not {request.mode.value}")

@@ -8,17 +8,14 @@ crowded it out):
 
 - what the file as a whole is about: the cosine with the file's mean vector is added with
   `FILE_WEIGHT`, so a function in a module about the query beats a stray look-alike elsewhere;
-- how many of the file's chunks match together: as in hybrid search, the best chunk of a file
-  whose chunks stand out as a group among the most similar gains up to `COHERENCE_WEIGHT`
-  (`search_engine.ranking.hits.coherence`). A mean vector cannot say this of a long file, whose
-  many topics blur it;
 - the path priors of hybrid search (`search_engine.ranking.priors`): tests, docs, examples, generated
   and vendored files are scaled down unless the query asks for them.
 
 Results are then spread over files as in hybrid search (`search_engine.ranking.hits.diversify`): a
 file's second chunk keeps half its score, its third a quarter. The score is that prior-weighted,
-diversified similarity (a cosine blend, scaled back into [-1, 1] after coherence), and
-`threshold` applies to it.
+diversified similarity (a cosine blend, in [-1, 1]), and `threshold` applies to it. A bonus
+for a file whose chunks match as a group ("coherence") was tried and removed: switched off
+alone it helped 7 dev repositories and hurt 7, fmtlib by 0.040 (issue 39's standard).
 
 The chunk cosine is the int8 one of the index's quantized vectors (`search_engine.index.vectors`).
 The blend is computed over every chunk the index rescores anyway (all allowed chunks of an
@@ -34,7 +31,8 @@ from __future__ import annotations
 import numpy as np
 
 from search_engine.index.vectors import Vectors
-from search_engine.ranking.hits import COHERENCE_WEIGHT, Hit, by_file_best_first, coherence, diversify, saturated
+from search_engine.ranking.hits import Hit, diversify, saturated
+from search_engine.ranking.rules import ALL_ON, RankingRules
 
 # Weight of the file's similarity next to the chunk's own (which has weight 1 - FILE_WEIGHT).
 FILE_WEIGHT = 0.3
@@ -69,6 +67,7 @@ def semantic_search(
     file_of: np.ndarray,
     file_similarity: np.ndarray | None = None,
     priors: np.ndarray | None = None,
+    rules: RankingRules = ALL_ON,
 ) -> tuple[list[Hit], float | None]:
     """The `top_k` chunks most similar to the query among those `allowed` (boolean mask, None
     for every chunk; path filters apply before top-k), diversified across files, dropping any scoring below `threshold`
@@ -77,7 +76,8 @@ def semantic_search(
     `file_similarity` (each file's cosine with the query) and
     `priors` (each file's path factor in (0, 1]), when given, are per file: only the candidates'
     files are read, so a query costs no array as long as the index. Ties go to the earlier
-    chunk, so results are deterministic for a given index."""
+    chunk, so results are deterministic for a given index. `rules`: which ranking rules are on
+    (`search_engine.ranking.rules`)."""
     if top_k <= 0:
         return [], None
     n = max(SELECTION_POOL, 4 * top_k)
@@ -87,30 +87,17 @@ def semantic_search(
         return [], None
     best_cosine = float(sims[0])
     files = file_of[ids]
-    sims = similarity(sims, files, file_similarity, priors)
-    _add_coherence(files, sims, n)
+    sims = similarity(
+        sims, files, file_similarity if rules.file_similarity else None, priors if rules.semantic_priors else None
+    )
     # The best n by the score the per-file selection will give them are enough to fill top_k
     # across files (by raw score, a few long files could fill all n); diversify over those.
-    top = np.argpartition(-saturated(files, sims), n - 1)[:n] if n < len(ids) else np.arange(len(ids))
+    cut_by = saturated(files, sims) if rules.saturated_cut else sims
+    top = np.argpartition(-cut_by, n - 1)[:n] if n < len(ids) else np.arange(len(ids))
     top = top[np.lexsort((ids[top], -sims[top]))]
     scores = np.zeros(len(file_of), dtype=np.float64)
     scores[ids[top]] = sims[top]
-    held = diversify(file_of, ids[top], scores, top_k)
+    held = diversify(file_of, ids[top], scores, top_k, rules.diversify)
     if threshold is not None:
         held = [(s, i) for s, i in held if s >= threshold]
     return [Hit(i, s, {"semantic": r}) for r, (s, i) in enumerate(held, 1)], best_cosine
-
-
-def _add_coherence(files: np.ndarray, sims: np.ndarray, n: int) -> None:
-    """Raise the best chunk of each file whose chunks, among the `n` most similar, match as a
-    group (`hits.coherence`) by up to COHERENCE_WEIGHT times the best similarity, then scale
-    every similarity by 1 / (1 + COHERENCE_WEIGHT) so scores stay in [-1, 1] (in place;
-    `files` and `sims` aligned, one row per rescored chunk)."""
-    best = float(sims.max())
-    if best > 0:
-        pool = np.argpartition(-sims, n - 1)[:n] if n < len(sims) else np.arange(len(sims))
-        coherent, strength = coherence(files[pool], sims[pool])
-        by_file = by_file_best_first(files, sims)
-        file_best = by_file[np.searchsorted(files[by_file], coherent)]
-        sims[file_best] += COHERENCE_WEIGHT * best * strength
-    sims /= 1.0 + COHERENCE_WEIGHT

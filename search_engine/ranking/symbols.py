@@ -25,6 +25,7 @@ from rapidfuzz import fuzz, process
 
 from search_engine.chunking.chunk import Chunk
 from search_engine.files.languages import FileKind, file_kind
+from search_engine.ranking.rules import ALL_ON, RankingRules
 
 # `def name`, `class Name`, `func (r *T) Name`, `pub fn name`, `export default function name`,
 # `interface Name`, ... at the start of a line: the common shapes of a definition across the
@@ -62,10 +63,9 @@ MIN_FUZZY_LEN = 5  # shorter names match too many others at any cutoff
 # A definition in a file named after the symbol (`tokenizer.py` for `Tokenizer`) is usually the
 # canonical one; re-exports and same-named helpers elsewhere are not.
 STEM_BONUS = 0.1
-# Assignments are weaker evidence of "the" definition than a def/class line, and so is a C++
-# template specialization (`struct formatter<std::string>`) next to the primary template.
-ASSIGNMENT_FACTOR = 0.8
-SPECIALIZATION_FACTOR = 0.8
+# Every definition is equal evidence: weighing assignments and C++ template specializations 0.8
+# helped no dev repository and cost fmtlib 0.018 (issue 39's standard). The index still stores a
+# factor per definition (`ChunkTable.definitions`), now always 1.0 and unread.
 # A qualified query's last part alone (`Helpers` for `Sinatra::Helpers`) matches more loosely
 # than the whole qualified name.
 TAIL_FACTOR = 0.9
@@ -74,7 +74,6 @@ TAIL_FACTOR = 0.9
 # definitions are scaled by SPREAD / (files defining it). A whole-query identifier is what was
 # asked for and keeps full weight however often it is defined.
 SPREAD = 3
-_TEMPLATE_LANGUAGES = frozenset({"cpp", "c"})  # `.h` headers are labelled C, may be C++
 
 
 def normalize(name: str) -> str:
@@ -112,7 +111,7 @@ class Symbols(Protocol):
     """What ranking asks of defined names: one generation's (`SymbolIndex`) or a generation's
     beside the live files' (`JoinedSymbols`)."""
 
-    def match(self, query: str) -> dict[int, float]: ...
+    def match(self, query: str, rules: RankingRules = ALL_ON) -> dict[int, float]: ...
 
 
 class JoinedSymbols:
@@ -124,9 +123,9 @@ class JoinedSymbols:
     def __init__(self, base: Symbols, live: SymbolIndex, offset: int) -> None:
         self.base, self.live, self.offset = base, live, offset
 
-    def match(self, query: str) -> dict[int, float]:
-        scores = dict(self.base.match(query))
-        scores.update({i + self.offset: v for i, v in self.live.match(query).items()})
+    def match(self, query: str, rules: RankingRules = ALL_ON) -> dict[int, float]:
+        scores = dict(self.base.match(query, rules))
+        scores.update({i + self.offset: v for i, v in self.live.match(query, rules).items()})
         return scores
 
 
@@ -189,7 +188,7 @@ class SymbolIndex:
             )
         return out
 
-    def match(self, query: str) -> dict[int, float]:
+    def match(self, query: str, rules: RankingRules = ALL_ON) -> dict[int, float]:
         """Chunks defining an identifier the query names, with a match score in (0, ~1.1].
 
         Matching is tiered per identifier: definitions spelled exactly as asked win; only when
@@ -197,19 +196,21 @@ class SymbolIndex:
         those either (and the whole query is the identifier) do fuzzy near-misses. So
         `Tokenizer` does not pull in every `tokenizer` attribute when a class exists, yet
         `client_session` still finds `ClientSession` and `TCPConector` finds `TCPConnector`.
-        Empty when the query names no identifier or none is defined here."""
+        Empty when the query names no identifier or none is defined here. `rules`: which
+        ranking rules are on (`search_engine.ranking.rules`)."""
         ids = query_identifiers(query)
         scores: dict[int, float] = {}
         for name in ids.names:
-            for n, candidate in enumerate(_candidates(name)):
+            candidates = _candidates(name)
+            for n, candidate in enumerate(candidates if rules.qualified_tail else candidates[:1]):
                 # `Sinatra::Helpers` is `Sinatra.Helpers` before it is any other `Helpers`.
                 weight = 1.0 if n == 0 else TAIL_FACTOR
-                for chunk, score in self._match_name(candidate, whole=ids.whole).items():
+                for chunk, score in self._match_name(candidate, ids.whole, rules).items():
                     if score * weight > scores.get(chunk, 0.0):
                         scores[chunk] = score * weight
         return scores
 
-    def _match_name(self, name: str, whole: bool) -> dict[int, float]:
+    def _match_name(self, name: str, whole: bool, rules: RankingRules) -> dict[int, float]:
         """Definitions of one name; near misses only for a `whole`-query identifier, and a
         name many files define scaled down only when it is not (see `SPREAD`)."""
         key = normalize(name)
@@ -217,21 +218,21 @@ class SymbolIndex:
         exact = [d for d in found if d.name == name]
         if exact or found:
             chosen = exact or found
-            spread = 1.0 if whole else min(1.0, SPREAD / len({d.path for d in chosen}))
-            return _scored(chosen, (EXACT if exact else NORMALIZED) * spread)
-        if not whole or len(key) < MIN_FUZZY_LEN:
+            spread = 1.0 if whole or not rules.symbol_spread else min(1.0, SPREAD / len({d.path for d in chosen}))
+            return _scored(chosen, (EXACT if exact else NORMALIZED) * spread, rules)
+        if not whole or len(key) < MIN_FUZZY_LEN or not rules.fuzzy_symbols:
             return {}
         scores: dict[int, float] = {}
         for other, ratio, _ in process.extract(key, self._keys, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=10):
-            for chunk, score in _scored(self._definitions(other), FUZZY_WEIGHT * ratio / 100.0).items():
+            for chunk, score in _scored(self._definitions(other), FUZZY_WEIGHT * ratio / 100.0, rules).items():
                 scores[chunk] = max(score, scores.get(chunk, 0.0))
         return scores
 
 
-def _scored(definitions: list[_Definition], base: float) -> dict[int, float]:
+def _scored(definitions: list[_Definition], base: float, rules: RankingRules) -> dict[int, float]:
     scores: dict[int, float] = {}
     for d in definitions:
-        score = base * d.factor + (STEM_BONUS if d.stem_match else 0.0)
+        score = base + (STEM_BONUS if d.stem_match and rules.stem_bonus else 0.0)
         scores[d.chunk] = max(score, scores.get(d.chunk, 0.0))
     return scores
 
@@ -252,20 +253,11 @@ def defined_names(chunk: Chunk) -> dict[str, float]:
         return names
     content = chunk.content
     for name in _ASSIGNMENT_RE.findall(content):
-        names[name] = ASSIGNMENT_FACTOR
-    specializes = chunk.language in _TEMPLATE_LANGUAGES
-    special: set[str] = set()
+        names[name] = 1.0
     for m in _DEFINITION_RE.finditer(content):
-        name = m.group(1).replace("::", ".")
-        # C++ `struct formatter<std::string>` specializes the template defined elsewhere.
-        if specializes and content[m.end() : m.end() + 1] == "<":
-            special.add(name)
-            _add_qualified(names, name, SPECIALIZATION_FACTOR)
-        else:
-            _add_qualified(names, name, 1.0)
+        _add_qualified(names, m.group(1).replace("::", "."), 1.0)
     if chunk.symbol:
-        last = chunk.symbol.rsplit(".", 1)[-1]
-        _add_qualified(names, chunk.symbol, SPECIALIZATION_FACTOR if last in special else 1.0)
+        _add_qualified(names, chunk.symbol, 1.0)
     return names
 
 

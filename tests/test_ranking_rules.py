@@ -1,0 +1,92 @@
+"""`RankingRules`: each ranking rule can be switched off alone, and the switch reaches the ranking
+(what `benchmarks/ablation.py` relies on to measure each rule repository by repository)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from search_engine.config import EngineConfig
+from search_engine.engine import SearchEngine
+from search_engine.models import SearchMode, SearchRequest
+from search_engine.ranking.priors import PathPriors
+from search_engine.ranking.rules import ALL_ON, RankingRules
+
+
+@pytest.mark.parametrize("name", RankingRules.names())
+def test_each_rule_is_on_by_default_and_switches_off_alone(name: str) -> None:
+    off = RankingRules().without(name)
+    changed = [f.name for f in dataclasses.fields(off) if getattr(off, f.name) != getattr(ALL_ON, f.name)]
+    assert changed == [name]
+    assert getattr(off, name) is False
+
+
+def test_an_unknown_rule_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(ValueError, match=r"no ranking rule 'tests'.*test_files"):
+        RankingRules().without("tests")
+
+
+@pytest.mark.parametrize(
+    ("rule", "path", "language"),
+    [
+        ("test_files", "tests/test_pool.py", "python"),
+        ("code_under_docs", "docs/code/echo/main.c", "c"),
+        ("build_files", "Rakefile", "ruby"),
+        ("prose", "guide/pooling.md", None),
+    ],
+)
+def test_a_prior_switched_off_lifts_its_own_penalty_only(rule: str, path: str, language: str | None) -> None:
+    on = PathPriors.for_query("connection pooling")
+    off = PathPriors.for_query("connection pooling", rules=RankingRules().without(rule))
+    assert on.factor(path, language) < 1.0
+    assert off.factor(path, language) == 1.0
+    # The same kind found by other evidence keeps its penalty: an example folder, a scripts folder.
+    assert off.factor("examples/echo/main.c", "c") == on.factor("examples/echo/main.c", "c") < 1.0
+    assert off.factor("scripts/build.rb", "ruby") == on.factor("scripts/build.rb", "ruby") < 1.0
+
+
+def test_query_lifts_switched_off_keep_the_penalty_a_query_asks_to_lift() -> None:
+    asked = "tests for the connection pool"
+    assert PathPriors.for_query(asked).factor("tests/test_pool.py", "python") == 1.0
+    kept = PathPriors.for_query(asked, rules=RankingRules().without("query_lifts"))
+    assert kept.factor("tests/test_pool.py", "python") < 1.0
+
+
+REPO = {
+    "net/session.py": (
+        "class ClientSession:\n"
+        '    """Sends HTTP requests and keeps their connections alive for reuse."""\n\n'
+        "    def close(self):\n"
+        "        self.closed = True\n"
+    ),
+    "tests/test_session.py": (
+        "from net.session import ClientSession\n\n\n"
+        "def test_close_marks_the_client_session_closed():\n"
+        "    session = ClientSession()\n"
+        "    session.close()\n"
+        "    assert session.closed\n"
+    ),
+}
+
+
+def test_the_engine_ranks_with_the_rules_of_its_config(tmp_path: Path, model_cache: Path) -> None:
+    root = tmp_path / "repo"
+    for rel, text in REPO.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+    def ranked(rules: RankingRules) -> list[tuple[str, float | None]]:
+        engine = SearchEngine(EngineConfig(cache_dir=model_cache, watch=False, ranking=rules))
+        result = engine.search(SearchRequest(mode=SearchMode.HYBRID, query="closing a client session", root=str(root)))
+        return [(m.path, m.score) for m in result.matches]
+
+    def test_score(ranking: list[tuple[str, float | None]]) -> float:
+        score = next(s for p, s in ranking if p == "tests/test_session.py")
+        assert score is not None
+        return score
+
+    on, off = ranked(ALL_ON), ranked(RankingRules().without("test_files"))
+    assert on[0][0] == "net/session.py"
+    assert test_score(off) > test_score(on)
