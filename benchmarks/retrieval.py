@@ -38,7 +38,7 @@ per-repository figures that a ranking rule is judged by (leave-one-repository-ou
 kept only if it helps more repositories than it hurts and hurts none by more than 0.02).
 
 usage: python benchmarks/retrieval.py [--profiles static,minilm] [--multilang-profiles static]
-       [--sets python,multilang,multilang2]
+       [--sets python,multilang,multilang2] [--static-model DIR]
        [--corpora DIR] [--multilang-corpora DIR] [--multilang2-corpora DIR] [--cache DIR] [--out DIR]
        [--semble-python PATH] [--no-semble] [--no-cold]
 """
@@ -186,13 +186,22 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def cold_index_seconds(profile: str, bench: BenchSet, into: Path | None = None) -> tuple[float, int]:
+def engine_config(profile: str, cache: Path, args: argparse.Namespace) -> EngineConfig:
+    """The engine's configuration for `profile`: with `--static-model`, the static profile runs
+    that model2vec directory instead of the shipped one (to compare distilled models)."""
+    model = str(args.static_model) if profile == "static" and args.static_model else None
+    return EngineConfig(cache_dir=cache, embedding_profile=profile, embedding_model=model)
+
+
+def cold_index_seconds(
+    profile: str, bench: BenchSet, args: argparse.Namespace, into: Path | None = None
+) -> tuple[float, int]:
     """Index a set's corpora into a cache dir holding no index of them and return (seconds,
     chunks): `into` if given (it must have none yet), else a temporary one. The model is
     loaded before the clock starts."""
     with tempfile.TemporaryDirectory(prefix="codepager-cold-") as tmp:
         cache = into if into is not None else Path(tmp)
-        engine = SearchEngine(EngineConfig(cache_dir=cache, embedding_profile=profile))
+        engine = SearchEngine(engine_config(profile, cache, args))
         engine.indexes.embedder.embed(["warm up the model"])  # loading is not indexing
         started = time.perf_counter()
         chunks = sum(engine.indexes.update(bench.corpora / repo).chunks for repo in bench.repos)
@@ -218,7 +227,7 @@ def _index_for_queries(profile: str, bench: BenchSet, args: argparse.Namespace, 
     """An engine whose cache holds a current index of every repository of the set, timing a
     cold build on the way (unless `--no-cold`: then kept indexes are reused, or built untimed)."""
     profile_cache = _profile_cache(args.cache, profile)
-    engine = SearchEngine(EngineConfig(cache_dir=profile_cache, embedding_profile=profile))
+    engine = SearchEngine(engine_config(profile, profile_cache, args))
     kept = [engine.indexes.status(bench.corpora / repo) for repo in bench.repos]
     current = all(s.exists and s.stale_reason is None for s in kept)
     if args.no_cold:
@@ -226,16 +235,17 @@ def _index_for_queries(profile: str, bench: BenchSet, args: argparse.Namespace, 
         for repo in bench.repos:
             engine.indexes.update(bench.corpora / repo)
     elif current:
-        run.index_s, run.chunks = cold_index_seconds(profile, bench)
+        run.index_s, run.chunks = cold_index_seconds(profile, bench, args)
     else:  # nothing usable kept: the cold build is the one the queries below will use
         for status in kept:
             shutil.rmtree(status.directory, ignore_errors=True)
-        run.index_s, run.chunks = cold_index_seconds(profile, bench, into=profile_cache)
+        run.index_s, run.chunks = cold_index_seconds(profile, bench, args, into=profile_cache)
     return engine
 
 
 def run_codepager(profile: str, bench: BenchSet, args: argparse.Namespace) -> Run:
-    run = Run(f"codepager {profile}", set=bench.name, index_note="cold")
+    model = f" ({args.static_model.name})" if profile == "static" and args.static_model else ""
+    run = Run(f"codepager {profile}{model}", set=bench.name, index_note="cold")
     engine = _index_for_queries(profile, bench, args, run)
     indexes = {repo: engine.indexes.get(bench.corpora / repo) for repo in bench.repos}
     if run.chunks is None:
@@ -485,6 +495,12 @@ def parser() -> argparse.ArgumentParser:
         help="index cache kept between runs (minilm indexing is slow)",
     )
     ap.add_argument("--out", type=Path, default=DEFAULT_CORPORA / "results")
+    ap.add_argument(
+        "--static-model",
+        type=Path,
+        help="a model2vec directory the static profile runs instead of the shipped model (give it "
+        "its own --cache and --out; semble keeps the shipped model)",
+    )
     ap.add_argument("--semble-python", default="/work/semble-venv/bin/python")
     ap.add_argument("--no-semble", action="store_true", help="skip the peer (e.g. when re-running one profile)")
     ap.add_argument(

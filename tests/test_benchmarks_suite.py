@@ -245,3 +245,23 @@ def test_a_retrieval_run_without_cold_timings_leaves_the_chart_alone(tmp_path):
     markdown = retrieval_extra(Outcome(bench, "retrieval.py", 1.0, report), tmp_path)
     assert "not redrawn" in markdown and "codepager static [python] (not timed (--no-cold))" in markdown
     assert not (tmp_path / PLOT_NAME).exists()
+
+
+def test_retrieval_runs_the_static_profile_with_another_model_directory(tmp_path, monkeypatch):
+    """`--static-model DIR` swaps the model the static profile runs (to compare distilled
+    models on the same queries); other profiles, and runs without it, keep their own."""
+    import shutil
+
+    monkeypatch.setattr(sys, "path", sys.path.copy())  # the script points sys.path[0] at the root
+    from benchmarks.retrieval import engine_config, parser
+    from search_engine.embedding.embedder import STATIC_MODEL_DIR, resolve_model
+
+    candidate = tmp_path / "candidate"
+    shutil.copytree(STATIC_MODEL_DIR, candidate)
+    cache = tmp_path / "cache"
+    swapped = parser().parse_args(["--static-model", str(candidate)])
+    spec = resolve_model(engine_config("static", cache, swapped))
+    assert (spec.kind, spec.source) == ("static", str(candidate.resolve()))
+    assert engine_config("minilm", cache, swapped).embedding_model is None
+    shipped = resolve_model(engine_config("static", cache, parser().parse_args([])))
+    assert shipped.source == str(STATIC_MODEL_DIR)
