@@ -109,7 +109,7 @@ def hybrid_search(
     identifiers = query_identifiers(query)
     n_cand = max(CANDIDATES, 2 * top_k)
     fused = np.zeros(len(corpus.chunks))  # zero pages are only materialized where written
-    ranks: dict[int, dict[str, int]] = {}
+    ranks = _Ranks()
     priors = corpus.priors_for(query, rules)
     file_similarity = corpus.file_vectors @ query_vector
 
@@ -129,17 +129,17 @@ def hybrid_search(
         order, contrib = reciprocal_ranks(values, ids, n_cand)
         fused[order] += weight * contrib
         listed.append(order)
-        for r, i in enumerate(order.tolist(), 1):
-            ranks.setdefault(i, {})[name] = r
+        ranks.chunk_lists.append((name, order))
     candidates = np.unique(np.concatenate(listed))
     unit = fused[candidates].max() if len(candidates) else 1.0 / (RRF_K + 1)
 
     matched = corpus.symbols.match(query, rules) if rules.symbol_definitions else {}
     symbol_hits = [(i, s) for i, s in matched.items() if allowed is None or allowed[i]]
     symbol_weight = SYMBOL_WEIGHT_WHOLE if identifiers.whole else SYMBOL_WEIGHT_EMBEDDED
-    for r, (i, s) in enumerate(sorted(symbol_hits, key=lambda h: (-h[1], h[0])), 1):
+    by_symbol = sorted(symbol_hits, key=lambda h: (-h[1], h[0]))
+    for i, s in by_symbol:
         fused[i] += symbol_weight * s * unit
-        ranks.setdefault(i, {})["symbol"] = r
+    ranks.chunk_lists.append(("symbol", np.fromiter((i for i, _ in by_symbol), dtype=np.int64, count=len(by_symbol))))
     candidates = np.union1d(
         candidates, np.fromiter((i for i, _ in symbol_hits), dtype=np.int64, count=len(symbol_hits))
     )
@@ -161,7 +161,7 @@ def _add_file_signals(
     allowed: np.ndarray | None,
     candidates: np.ndarray,
     fused: np.ndarray,
-    ranks: dict[int, dict[str, int]],
+    ranks: _Ranks,
     semantic: Nearest,
     unit: float,
     rules: RankingRules,
@@ -171,15 +171,12 @@ def _add_file_signals(
     cosine with the query); returns the credited chunks."""
     files_allowed = corpus.files_allowed(allowed)
     file_score = np.zeros(len(corpus.files))
-    file_ranks: dict[int, dict[str, int]] = {}
 
     def add(name: str, files: np.ndarray, scores: np.ndarray) -> None:
         """Add one signal's per-file scores (`files` best first) and their ranks; equal scores
         share a rank (two files both named `helpers.py` are both first)."""
         file_score[files] += scores
-        tied_ranks = np.searchsorted(-scores, -scores, side="left") + 1
-        for f, r in zip(files.tolist(), tied_ranks.tolist(), strict=True):
-            file_ranks.setdefault(f, {})[name] = r
+        ranks.file_lists.append((name, files, np.searchsorted(-scores, -scores, side="left") + 1))
 
     for name, on, values, weight in (
         ("file_lexical", rules.file_lexical, corpus.lexical.file_scores(terms), FILE_LEXICAL_WEIGHT * (1.0 - ALPHA)),
@@ -216,8 +213,7 @@ def _add_file_signals(
     first[1:] = files[1:] != files[:-1]
     credited, credited_files = members[first], files[first]
     fused[credited] += file_score[credited_files]
-    for i, f in zip(credited.tolist(), credited_files.tolist(), strict=True):
-        ranks.setdefault(i, {}).update(file_ranks[f])
+    ranks.credited = credited
     return credited
 
 
@@ -225,11 +221,44 @@ def _select(
     corpus: Corpus,
     candidates: np.ndarray,
     fused: np.ndarray,
-    ranks: dict[int, dict[str, int]],
+    ranks: _Ranks,
     top_k: int,
     rules: RankingRules,
 ) -> list[Hit]:
     """The top k, diversified across files, with their fused scores (`search.ranked_result`
     makes them relative to the best of every root searched)."""
     held = diversify(corpus.file_of, candidates, fused, top_k, rules.diversify)
-    return [Hit(i, s, ranks.get(i, {})) for s, i in held]
+    of = ranks.of([i for _, i in held], corpus.file_of)
+    return [Hit(i, s, of[i]) for s, i in held]
+
+
+class _Ranks:
+    """Where each list a query fused put its chunks, kept as the lists themselves and read
+    only for the chunks kept (`of`): a dict a candidate, built for every one of up to a few
+    thousand candidates, cost more than the rest of a small repository's query (issue 38's
+    warm p50), while the answer shows the ranks of its top_k alone."""
+
+    def __init__(self) -> None:
+        #: chunk lists in fusion order, best first: (name, chunk ids); a chunk's rank is its place + 1
+        self.chunk_lists: list[tuple[str, np.ndarray]] = []
+        #: file-level lists: (name, files best first, their ranks, equal scores sharing one)
+        self.file_lists: list[tuple[str, np.ndarray, np.ndarray]] = []
+        #: the chunk each scored file's ranks are credited to (its best)
+        self.credited: np.ndarray = np.empty(0, dtype=np.int64)
+
+    def of(self, chunks: list[int], file_of: np.ndarray) -> dict[int, dict[str, int]]:
+        """Each of `chunks`' ranks, keyed by list name in fusion order (the chunk lists, then
+        its file's lists when the chunk is the one its file's ranks are credited to)."""
+        out: dict[int, dict[str, int]] = {i: {} for i in chunks}
+        wanted = np.fromiter(out, dtype=np.int64, count=len(out))
+        for name, order in self.chunk_lists:
+            for place in np.flatnonzero(np.isin(order, wanted)).tolist():
+                out[int(order[place])][name] = place + 1
+        credited = wanted[np.isin(wanted, self.credited)]
+        if len(credited) and self.file_lists:
+            by_file = {int(file_of[i]): int(i) for i in credited}
+            files = np.fromiter(by_file, dtype=np.int64, count=len(by_file))
+            for name, listed, tied in self.file_lists:
+                for place in np.flatnonzero(np.isin(listed, files)).tolist():
+                    out[by_file[int(listed[place])]][name] = int(tied[place])
+        return out
