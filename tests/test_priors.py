@@ -16,7 +16,9 @@ from search_engine.ranking.priors import (
     implemented_headers,
     kept_first_versions,
     satellite_packages,
+    source_folders,
 )
+from search_engine.ranking.rules import RankingRules
 
 KINDS = {
     "src/main/java/org/apache/commons/lang3/StringUtils.java": FileKind.CODE,
@@ -238,7 +240,7 @@ def test_the_tree_facts_an_index_finds_once_are_the_ones_its_priors_read() -> No
     ]
     languages = [language_for(p) for p in paths]
     tree = TreeFacts.of(paths)
-    assert tree.implemented == implemented_headers(paths) == {"lib/Widget.hpp"}
+    assert tree.implemented == set(implemented_headers(paths)) == {"lib/Widget.hpp"}
     assert set(tree.kept_versions) == kept_first_versions(paths) == {"pydantic/v1/"}
     assert tree.satellites == satellite_packages(paths) != {}
     for query in ("how the Rack middleware stack is assembled", "rack protection", "v1 fields", "the header"):
@@ -248,3 +250,33 @@ def test_the_tree_facts_an_index_finds_once_are_the_ones_its_priors_read() -> No
     aware = dict(zip(paths, PathPriors().factors(paths, languages, tree), strict=True))
     for path in ("lib/Widget.hpp", "pydantic/v1/fields.py", "rack-protection/lib/rack/protection/http_origin.rb"):
         assert aware[path] < unaware[path] == 1.0, path
+
+
+def test_a_docs_named_folder_of_source_files_is_code_not_documentation() -> None:
+    """Issue 39: what a folder holds, not its name, decides whether it is documentation. cobra's
+    `doc/` is the package that writes man pages and Markdown (Go files, one README), tokio's
+    `src/doc/` a module; libuv's `docs/` is pages with sample programs beside them, and a site
+    of HTML pages with one script is pages too."""
+    paths = [
+        "doc/man_docs.go",
+        "doc/md_docs.go",
+        "doc/yaml_docs.go",
+        "doc/README.md",
+        "tokio/src/doc/mod.rs",
+        "docs/src/tcp.rst",
+        "docs/src/udp.rst",
+        "docs/code/tcp-echo-server/main.c",
+        "www/index.html",
+        "www/guide.html",
+        "www/app.js",
+        "command.go",
+    ]
+    assert source_folders(paths) == {"doc/", "tokio/src/doc/"}
+    languages = [language_for(p) for p in paths]
+    tree = TreeFacts.of(paths)
+    factors = dict(zip(paths, PathPriors().factors(paths, languages, tree), strict=True))
+    assert factors["doc/md_docs.go"] == factors["tokio/src/doc/mod.rs"] == factors["command.go"] == 1.0
+    assert factors["docs/code/tcp-echo-server/main.c"] < 1.0 and factors["www/app.js"] < 1.0
+    assert factors["doc/README.md"] < 1.0  # its prose is still prose
+    off = PathPriors.for_query("x", rules=RankingRules().without("code_under_docs"))
+    assert dict(zip(paths, off.factors(paths, languages, tree), strict=True))["docs/code/tcp-echo-server/main.c"] == 1.0

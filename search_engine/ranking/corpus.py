@@ -25,9 +25,10 @@ import numpy as np
 from rapidfuzz import fuzz, process
 
 from search_engine.chunking.chunk import Chunk
-from search_engine.index.chunk_table import ChunkTable
+from search_engine.index.chunk_table import ChunkTable, take
 from search_engine.index.vectors import JoinedVectors, VectorIndex, Vectors
 from search_engine.ranking.code_tokens import query_terms
+from search_engine.ranking.doc_comments import documented_declarations
 from search_engine.ranking.file_words import FileWords
 from search_engine.ranking.lexical import JoinedLexical, Lexical, LexicalIndex
 from search_engine.ranking.priors import PathPriors, TreeFacts
@@ -80,8 +81,9 @@ class Corpus:
 
     @classmethod
     def build(cls, chunks: ChunkTable, vectors: VectorIndex, lexical: LexicalIndex) -> Corpus:
-        """From the index's columns: no chunk text is read (the symbol index comes from the
-        definitions stored at build time, file vectors were computed then too)."""
+        """From the index's columns: the symbol index comes from the definitions stored at
+        build time, file vectors were computed then too; the only chunk text read is that of
+        the C/C++ headers with a source file beside them, and those sources (`TreeFacts`)."""
         files = list(lexical.files)
         if files != chunks.paths:
             raise ValueError("the chunk table and the lexical index list different files")
@@ -93,6 +95,11 @@ class Corpus:
         def_paths = [files[f] for f in file_of[def_chunk].tolist()] if len(def_chunk) else []
         symbols = SymbolIndex(np.asarray(def_chunk), def_paths, def_names, np.asarray(def_factor))
         languages = list(chunks.languages)
+        file_ids = {path: f for f, path in enumerate(files)}
+
+        def documented(path: str) -> int:  # read for headers beside their sources only
+            return documented_declarations(take(chunks, file_chunks[file_ids[path]].tolist()))
+
         return cls(
             chunks,
             vectors,
@@ -105,7 +112,7 @@ class Corpus:
             FileNames(files),
             FileWords(files),
             languages,
-            TreeFacts.of(files),
+            TreeFacts.of(files, documented),
         )
 
     def join(self, live: LivePart) -> Corpus:

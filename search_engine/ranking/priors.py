@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePosixPath
 
-from search_engine.files.languages import FileKind, file_kind
+from search_engine.files.languages import FileKind, file_kind, language_for
 from search_engine.ranking.rules import ALL_ON, RankingRules
 
 _TEST_PATH_RE = re.compile(
@@ -50,8 +50,12 @@ _TEST_PATH_RE = re.compile(
 )
 _SHIM_DIR_RE = re.compile(r"(?:^|/)(?:_?compat|legacy|deprecated|_?vendor(?:ed)?|third_party)(?:/|$)")
 _EXAMPLE_DIR_RE = re.compile(r"(?:^|/)(?:_?examples?|samples?|demos?|docs_src)(?:/|$)")
-# Code under a docs folder (`docs/code/tcp-echo-server/main.c`) is a sample, like an example.
+# Code under a docs folder (`docs/code/tcp-echo-server/main.c`) is a sample, like an example,
+# when the folder is documentation: more of its files are pages (prose, or HTML and CSS) than
+# source. A `doc/` folder of source files (cobra's man-page and Markdown generators, tokio's
+# `src/doc/` module) is code like any other (`source_folders`).
 _DOCS_DIR_RE = re.compile(r"(?:^|/)(?:docs?|documentation|www)(?:/|$)")
+_PAGE_LANGUAGES = frozenset({"html", "css"})
 _TOOLING_DIR_RE = re.compile(r"(?:^|/)(?:bench|benches|benchmarks?|scripts?|perf)(?:/|$)")
 # Build scripts and package manifests written in a code language (`Rakefile`, `setup.py`,
 # `build.gradle`, `vite.config.ts`): they name every part of the project and implement none.
@@ -102,8 +106,10 @@ DECLARATION_FACTOR = 0.5
 PLATFORM_FACTOR = 0.7
 SATELLITE_FACTOR = 0.5
 # A C/C++ header next to its own implementation (`src/idna.h` beside `src/idna.c`) declares
-# what the source file does: the source is the answer. A header with no such sibling (a
-# header-only library's `include/fmt/format.h`, a public `include/uv.h`) keeps full weight.
+# what the source file does: the source is the answer, unless the header is where the authors
+# explain it (more documented declarations than the source: `documented_headers`). A header with
+# no such sibling (a header-only library's `include/fmt/format.h`, a public `include/uv.h`)
+# keeps full weight.
 _HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx")
 _SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".m", ".mm")
 # What makes a folder a package of its own (see the module doc): a manifest beside a source folder.
@@ -220,13 +226,15 @@ class PathPriors:
         tree = TreeFacts.of(paths) if tree is None else tree
         scaled = set(tree.satellites) - self.named_satellites
         kept = () if "first_version" in self.lifted else tree.kept_versions
+        source = tree.source_folders
         return [
             self.factor(
                 p,
                 lang,
-                p in tree.implemented,
+                p in tree.implemented and p not in tree.documented,
                 p.split("/", 1)[0] in scaled,
                 p.startswith(kept) if kept else False,
+                p.startswith(source) if source else False,
             )
             for p, lang in zip(paths, languages, strict=True)
         ]
@@ -238,12 +246,16 @@ class PathPriors:
         implemented: bool = False,
         satellite: bool = False,
         kept_version: bool = False,
+        in_source_folder: bool = False,
     ) -> float:
         """The factor of one file; `implemented` says it is a header whose source file sits
-        beside it (see `implemented_headers`), `satellite` that it lies in a satellite package
-        the query does not name (see `satellite_packages`), `kept_version` in a kept first
-        version (`kept_first_versions`), which is scaled as a shim."""
+        beside it and documents at least as much (see `implemented_headers`), `satellite` that
+        it lies in a satellite package the query does not name (see `satellite_packages`),
+        `kept_version` in a kept first version (`kept_first_versions`), scaled as a shim,
+        `in_source_folder` in a docs-named folder of source files (`source_folders`), where code
+        is no sample."""
         found = _path_kinds(path, language) | ({"declaration"} if implemented else set())
+        found -= {"docs_code"} if in_source_folder else set()
         found |= {"satellite"} if satellite else set()
         found |= {"kept_version"} if kept_version else set()
         kinds = {_KIND_OF.get(k, k) for k in found if k not in self.off} - self.off
@@ -254,32 +266,70 @@ class PathPriors:
 @dataclass(frozen=True, slots=True)
 class TreeFacts:
     """What the priors read from an index's files as a whole, the same for every query: the
-    headers with a source file beside them (`implemented_headers`), the kept first versions
-    (`kept_first_versions`) and the satellite packages (`satellite_packages`). Found once per
-    index, not once per variant of the priors."""
+    headers with a source file beside them (`implemented_headers`) and those of them that hold
+    the documentation (`documented_headers`), the kept first versions (`kept_first_versions`)
+    the satellite packages (`satellite_packages`) and the docs-named folders of source files
+    (`source_folders`). Found once per index, not once per variant of the priors."""
 
     implemented: frozenset[str]
+    documented: frozenset[str]
     kept_versions: tuple[str, ...]
     satellites: Mapping[str, frozenset[str]]
+    source_folders: tuple[str, ...]
 
     @classmethod
-    def of(cls, paths: Sequence[str]) -> TreeFacts:
+    def of(cls, paths: Sequence[str], documented: Callable[[str], int] | None = None) -> TreeFacts:
+        """The facts of the files `paths`; `documented` counts a file's documented declarations
+        (see `documented_headers`; None: no header counts as documented)."""
+        implemented = implemented_headers(paths)
         return cls(
-            frozenset(implemented_headers(paths)),
+            frozenset(implemented),
+            frozenset(documented_headers(implemented, documented) if documented else ()),
             tuple(sorted(kept_first_versions(paths))),
             satellite_packages(paths),
+            tuple(sorted(source_folders(paths))),
         )
 
 
-def implemented_headers(paths: Sequence[str]) -> set[str]:
-    """The headers among `paths` with a source file of the same name in the same folder."""
+def implemented_headers(paths: Sequence[str]) -> dict[str, str]:
+    """The headers among `paths` with a source file of the same name in the same folder, each
+    with that source."""
     present = set(paths)
-    headers = set()
+    headers = {}
     for path in paths:
         root, suffix = posixpath.splitext(path)
-        if suffix.lower() in _HEADER_SUFFIXES and any(root + s in present for s in _SOURCE_SUFFIXES):
-            headers.add(path)
+        if suffix.lower() in _HEADER_SUFFIXES:
+            source = next((root + s for s in _SOURCE_SUFFIXES if root + s in present), None)
+            if source is not None:
+                headers[path] = source
     return headers
+
+
+def documented_headers(implemented: Mapping[str, str], documented: Callable[[str], int]) -> set[str]:
+    """The headers of `implemented` (header -> its source) that document more of their
+    declarations than their source does (`documented`: a file's count,
+    `search_engine.ranking.doc_comments.documented_declarations`): there the header is the
+    explanation a question asks for, and it keeps full weight."""
+    return {header for header, source in implemented.items() if documented(header) > documented(source)}
+
+
+def source_folders(paths: Sequence[str]) -> set[str]:
+    """The docs-named folders (`doc/`, `docs/`, `www/`, with their slash; the outermost in a
+    path) among `paths` that hold more source files than pages (prose, HTML, CSS): code, not
+    documentation."""
+    counts: dict[str, list[int]] = {}
+    for path in paths:
+        m = _DOCS_DIR_RE.search(path)
+        if m is None:
+            continue
+        language = language_for(path)
+        kind = file_kind(path, language)
+        tally = counts.setdefault(path[: m.end()].rstrip("/") + "/", [0, 0])
+        if kind is FileKind.DOCS or language in _PAGE_LANGUAGES:
+            tally[1] += 1
+        elif kind is FileKind.CODE:
+            tally[0] += 1
+    return {folder for folder, (source, pages) in counts.items() if source > pages}
 
 
 def kept_first_versions(paths: Sequence[str]) -> set[str]:

@@ -29,7 +29,8 @@ class RankingRules:
     examples: bool = True
     """Examples, samples and demos scaled 0.3."""
     code_under_docs: bool = True
-    """Code under a `docs/` folder scaled as an example."""
+    """Code under a `docs/` folder scaled as an example, when the folder holds more pages
+    (prose, HTML, CSS) than source files (`search_engine.ranking.priors.source_folders`)."""
     tooling: bool = True
     """Benchmarks and scripts (`bench/`, `scripts/`, `perf/`) scaled 0.3."""
     build_files: bool = True
@@ -48,7 +49,8 @@ class RankingRules:
     templates: bool = True
     """Templates scaled 0.5."""
     implemented_headers: bool = True
-    """A C/C++ header beside its own source file scaled 0.5."""
+    """A C/C++ header beside its own source file scaled 0.5, unless the header documents more
+    of its declarations than that source (`search_engine.ranking.doc_comments`)."""
     platform_ports: bool = True
     """Platform ports (`src/win/`, `*_windows.go`, `aix.c`) scaled 0.7."""
     satellites: bool = True
