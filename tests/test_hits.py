@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from search_engine.ranking.hits import SATURATION, diversify
+from search_engine.ranking.hits import SATURATION, coherence, diversify
 
 # chunk id -> file id: chunks 0-2 in file 0, 3 in file 1, 4 in file 2
 FILE_OF = np.array([0, 0, 0, 1, 2])
@@ -41,6 +41,21 @@ def test_top_k_bounds_the_result_and_ties_go_to_the_earlier_chunk() -> None:
     scores = np.array([0.5, 0.5, 0.5, 0.5, 0.5])
     held = diversify(FILE_OF, np.arange(5), scores, top_k=3)
     assert [i for _, i in held] == [0, 3, 4]
+
+
+def test_coherence_counts_only_what_stands_above_the_median() -> None:
+    """File 0's three strong chunks outweigh file 1's one stronger chunk; file 2's chunks, at
+    or below the median however many, add nothing."""
+    files = np.array([0, 0, 0, 1, 2, 2, 2, 2, 2])
+    scores = np.array([0.7, 0.6, 0.6, 0.9, 0.3, 0.3, 0.3, 0.3, 0.3])
+    coherent, strength = coherence(files, scores)
+    assert coherent.tolist() == [0, 1]
+    assert np.allclose(strength, [1.0, 0.6])  # excess over the median 0.3: 1.0 and 0.6
+
+
+def test_coherence_of_no_candidates_is_empty() -> None:
+    coherent, strength = coherence(np.zeros(0, dtype=np.int64), np.zeros(0))
+    assert len(coherent) == 0 and len(strength) == 0
 
 
 def _diversify_as_it_was(

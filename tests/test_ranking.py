@@ -107,8 +107,8 @@ Create a `ClientSession` and call `request` to fetch a URL. Retries use exponent
 
 
 # Every component a hybrid match's `ranks` may name: chunk lists, then file-level signals.
-COMPONENTS = {"lexical", "semantic", "symbol", "file_lexical", "file_semantic", "path"}
-FILE_COMPONENTS = {"file_lexical", "file_semantic", "path"}
+COMPONENTS = {"lexical", "semantic", "symbol", "file_lexical", "file_semantic", "path", "coherence"}
+FILE_COMPONENTS = {"file_lexical", "file_semantic", "path", "coherence"}
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:

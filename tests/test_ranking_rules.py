@@ -90,3 +90,43 @@ def test_the_engine_ranks_with_the_rules_of_its_config(tmp_path: Path, model_cac
     on, off = ranked(ALL_ON), ranked(RankingRules().without("test_files"))
     assert on[0][0] == "net/session.py"
     assert test_score(off) > test_score(on)
+
+
+RETRY_REPO = {
+    "net/retry.py": (
+        "def backoff_delay(attempt):\n"
+        '    """How long to wait before retry number `attempt`: exponential backoff."""\n'
+        "    return 2 ** attempt\n\n\n"
+        "def retry(call, attempts=3):\n"
+        '    """Call again after a failure, waiting with backoff between retries."""\n'
+        "    for attempt in range(attempts):\n"
+        "        try:\n            return call()\n"
+        "        except OSError:\n            sleep(backoff_delay(attempt))\n\n\n"
+        "def should_retry(error):\n"
+        '    """Whether a failed call is worth a retry: timeouts and resets are."""\n'
+        "    return isinstance(error, (TimeoutError, ConnectionResetError))\n"
+    ),
+    "net/client.py": (
+        "def fetch(url):\n"
+        '    """Fetch `url` once; the caller decides about retries."""\n'
+        "    return open_url(url).read()\n"
+    ),
+}
+
+
+def test_hybrid_coherence_credits_a_file_whose_chunks_match_together(tmp_path: Path, model_cache: Path) -> None:
+    """A module with several chunks about the question gains `coherence` (its rank shows in the
+    match's ranks); with the rule off, no match names it."""
+    root = tmp_path / "repo"
+    for rel, text in RETRY_REPO.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+    def ranked(rules: RankingRules) -> list[tuple[str, dict[str, int]]]:
+        engine = SearchEngine(EngineConfig(cache_dir=model_cache, watch=False, ranking=rules))
+        request = SearchRequest(mode=SearchMode.HYBRID, query="retry failed calls with backoff", root=str(root))
+        return [(m.path, m.ranks or {}) for m in engine.search(request).matches]
+
+    on = ranked(ALL_ON)
+    assert on[0][0] == "net/retry.py" and on[0][1].get("coherence") == 1
+    assert all("coherence" not in ranks for _, ranks in ranked(RankingRules().without("hybrid_coherence")))

@@ -22,11 +22,29 @@ class Hit:
     """A chunk's index in the corpus, its score (a cosine for semantic search; for hybrid the
     fused score, which the match shows relative to the best, 1.0 first) and its rank in each component list it
     appeared in (`lexical`, `semantic`, `symbol`, and the file-level `file_lexical`,
-    `file_semantic`, `path`), so a caller can see why it matched."""
+    `file_semantic`, `path`, `coherence`), so a caller can see why it matched."""
 
     chunk: int
     score: float
     ranks: dict[str, int]
+
+
+def coherence(files: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How strongly each file's candidates as a group match (`files` and `scores` aligned, one
+    row per candidate): the sum of their scores' excess over the candidates' median, relative
+    to the strongest file's (1.0). Returns the files with any excess, strongest first (ties:
+    the lower id), and their strengths.
+
+    A module about the question has several chunks that match it well, a stray look-alike
+    elsewhere one; counting only the excess over the median keeps a long file's many middling
+    chunks from adding up to strength by number alone."""
+    excess = np.maximum(scores - np.median(scores), 0.0) if len(scores) else np.zeros(0)
+    ids, inverse = np.unique(files, return_inverse=True)
+    sums = np.bincount(inverse, weights=excess, minlength=len(ids))
+    keep = sums > 0
+    ids, sums = ids[keep], sums[keep]
+    order = np.argsort(-sums, kind="stable")
+    return ids[order], sums[order] / sums.max() if len(sums) else sums
 
 
 def by_file_best_first(files: np.ndarray, scores: np.ndarray) -> np.ndarray:

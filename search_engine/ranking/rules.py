@@ -76,6 +76,8 @@ class RankingRules:
     """A file the query names (`tokenizer.py`, `client/sesion`) is boosted."""
     path_words: bool = True
     """When no file is named, files whose stem or folder shares the query's words are boosted."""
+    hybrid_coherence: bool = True
+    """A file whose candidates match as a group gains (hybrid mode)."""
     # Semantic mode (`search_engine.semantic`).
     file_similarity: bool = True
     """A chunk's cosine is blended 0.3 with its file's (semantic mode)."""
