@@ -280,3 +280,35 @@ def test_a_docs_named_folder_of_source_files_is_code_not_documentation() -> None
     assert factors["doc/README.md"] < 1.0  # its prose is still prose
     off = PathPriors.for_query("x", rules=RankingRules().without("code_under_docs"))
     assert dict(zip(paths, off.factors(paths, languages, tree), strict=True))["docs/code/tcp-echo-server/main.c"] == 1.0
+
+
+def test_a_file_named_as_a_re_export_that_defines_code_is_code() -> None:
+    """Issue 39: what a file holds, not its name, decides whether it only re-exports. vitest's
+    `packages/spy/src/index.ts` is the spy library itself (800 lines of functions); a
+    `composables/index.ts` of `export * from` lines, or an `__init__.py` of imports, is a
+    re-export and ranks below the modules it names."""
+    paths = ["packages/spy/src/index.ts", "client/composables/index.ts", "pkg/__init__.py", "pkg/core.py"]
+    defines = {"packages/spy/src/index.ts": True, "client/composables/index.ts": False, "pkg/__init__.py": False}
+    tree = TreeFacts.of(paths, defines=defines.__getitem__)  # asked of re-export names only: no KeyError
+    assert tree.defining == {"packages/spy/src/index.ts"}
+    languages = [language_for(p) for p in paths]
+    factors = dict(zip(paths, PathPriors().factors(paths, languages, tree), strict=True))
+    assert factors["packages/spy/src/index.ts"] == factors["pkg/core.py"] == 1.0
+    assert factors["client/composables/index.ts"] < 1.0 and factors["pkg/__init__.py"] < 1.0
+
+
+def test_live_files_are_judged_again_as_a_fresh_index_would() -> None:
+    """Before the next fold, a changed file's facts are read from its code as it is now
+    (`TreeFacts.beside`): an `__init__.py` that now defines a function is code, a header that
+    now documents more than its source keeps full weight, and a source that gained the
+    documentation sends its header back down; files nothing changed keep their facts."""
+    base = ["pkg/__init__.py", "pkg/core.py", "db/table.h", "db/table.cc", "src/idna.h", "src/idna.c"]
+    counts = {"db/table.h": 0, "db/table.cc": 0, "src/idna.h": 5, "src/idna.c": 1}
+    tree = TreeFacts.of(base, counts.__getitem__, lambda _: False)
+    assert tree.defining == set() and tree.documented == {"src/idna.h"}
+    now = {**counts, "db/table.h": 4, "src/idna.c": 9}
+    live = tree.beside(["pkg/__init__.py", "db/table.h", "src/idna.c"], set(base).__contains__, now.__getitem__, bool)
+    assert live.defining == {"pkg/__init__.py"}
+    assert live.documented == {"db/table.h"} and live.implemented == tree.implemented
+    assert live == TreeFacts.of(base, now.__getitem__, lambda p: p == "pkg/__init__.py")  # as a fresh index
+    assert tree.beside(["pkg/core.py"], set(base).__contains__, now.__getitem__, bool) is tree

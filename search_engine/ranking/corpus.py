@@ -16,7 +16,7 @@ rapidfuzz (exact spellings first, near misses only when nothing is named exactly
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import overload
@@ -50,6 +50,9 @@ MAX_PATH_DEPTH = 4
 # (`Corpus.names_things`): most of them. "test" is in 53% of vitest's, but also in 6-27% of
 # ordinary libraries' (doc tests, `#[cfg(test)]`, test helpers), where it still asks for tests.
 CODEBASE_WORD_SHARE = 0.5
+# Chunk kinds that define no function or class: a file of only these (imports, `export * from`,
+# a `package` line) re-exports.
+_NO_DEFINITION = frozenset({"module", "window", "section", "namespace"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,8 @@ class Corpus:
     _file_languages: list[str | None]
     #: What the path priors read from the index's paths as a whole, found once.
     tree: TreeFacts
+    #: Reads what the path priors ask of a file's code (`TreeFacts`).
+    _code: _CodeReader
     _priors: dict[PathPriors, np.ndarray] = field(default_factory=dict)
     _names_things: dict[str, bool] = field(default_factory=dict)
     #: A joined corpus's generation (its files first): its path priors are reused.
@@ -83,7 +88,8 @@ class Corpus:
     def build(cls, chunks: ChunkTable, vectors: VectorIndex, lexical: LexicalIndex) -> Corpus:
         """From the index's columns: the symbol index comes from the definitions stored at
         build time, file vectors were computed then too; the only chunk text read is that of
-        the C/C++ headers with a source file beside them, and those sources (`TreeFacts`)."""
+        the C/C++ headers with a source file beside them and those sources, and of the files
+        named as re-exports (`TreeFacts`)."""
         files = list(lexical.files)
         if files != chunks.paths:
             raise ValueError("the chunk table and the lexical index list different files")
@@ -95,11 +101,7 @@ class Corpus:
         def_paths = [files[f] for f in file_of[def_chunk].tolist()] if len(def_chunk) else []
         symbols = SymbolIndex(np.asarray(def_chunk), def_paths, def_names, np.asarray(def_factor))
         languages = list(chunks.languages)
-        file_ids = {path: f for f, path in enumerate(files)}
-
-        def documented(path: str) -> int:  # read for headers beside their sources only
-            return documented_declarations(take(chunks, file_chunks[file_ids[path]].tolist()))
-
+        code = _CodeReader(chunks, file_chunks, lambda: {path: f for f, path in enumerate(files)})
         return cls(
             chunks,
             vectors,
@@ -112,29 +114,36 @@ class Corpus:
             FileNames(files),
             FileWords(files),
             languages,
-            TreeFacts.of(files, documented),
+            TreeFacts.of(files, code.documented, code.defines),
+            code,
         )
 
     def join(self, live: LivePart) -> Corpus:
         """This generation's corpus followed by the `live` files' (chunk and file ids after
         this one's), ranked as one index: BM25 with both sides' statistics (`Postings.beside`),
         the base's rescored vectors beside every live one, path priors judged against this
-        tree. A live file that is also here is hidden by the caller's mask, not removed."""
+        tree with the live files judged again as they are now (`TreeFacts.beside`). A live file
+        that is also here is hidden by the caller's mask, not removed."""
         n_chunks, n_files = len(self.chunks), len(self.files)
         files = self.files + live.files
+        chunks = _JoinedChunks(self.chunks, live.chunks)
+        file_chunks = self.file_chunks + [c + n_chunks for c in live.file_chunks]
+        base_ids = self._code.ids
+        code = _CodeReader(chunks, file_chunks, lambda: base_ids() | {p: n_files + i for i, p in enumerate(live.files)})
         return Corpus(
-            _JoinedChunks(self.chunks, live.chunks),
+            chunks,
             JoinedVectors(_as_index(self.vectors), live.vectors),
             JoinedLexical(_as_lexical(self.lexical), live.lexical),
             JoinedSymbols(self.symbols, SymbolIndex.build(live.chunks), n_chunks),
             files,
             np.concatenate([self.file_of, live.file_of + n_files]),
-            self.file_chunks + [c + n_chunks for c in live.file_chunks],
+            file_chunks,
             np.concatenate([self.file_vectors, np.asarray(live.vectors.file_vectors, dtype=np.float32)]),
             self.names.extended(live.files),
             self.words.extended(live.files),
             self._file_languages + live.languages,
-            self.tree,
+            self.tree.beside(live.files, code.has, code.documented, code.defines),
+            code,
             _base=self,
         )
 
@@ -187,6 +196,38 @@ class Corpus:
                 factors = np.array(priors.factors(self.files, self._file_languages, self.tree))
             self._priors[priors] = factors
         return factors
+
+
+class _CodeReader:
+    """What the path priors ask of a few files' code (`TreeFacts`), read from their chunks by
+    path: `ids` (path -> file id; a later file of the same path wins, as a live file hides the
+    generation's) is built by `file_ids` on first use, which most indexes never reach (no C/C++
+    header pair, no file named as a re-export)."""
+
+    def __init__(
+        self, chunks: Sequence[Chunk], file_chunks: list[np.ndarray], file_ids: Callable[[], dict[str, int]]
+    ) -> None:
+        self._chunks, self._file_chunks, self._file_ids = chunks, file_chunks, file_ids
+        self._ids: dict[str, int] | None = None
+
+    def ids(self) -> dict[str, int]:
+        if self._ids is None:
+            self._ids = self._file_ids()
+        return self._ids
+
+    def has(self, path: str) -> bool:
+        return path in self.ids()
+
+    def documented(self, path: str) -> int:
+        """The file's documented declarations (`documented_declarations`)."""
+        return documented_declarations(self._of(path))
+
+    def defines(self, path: str) -> bool:
+        """Whether the file defines a function or class (a chunk of another kind than `_NO_DEFINITION`)."""
+        return any(c.kind not in _NO_DEFINITION for c in self._of(path))
+
+    def _of(self, path: str) -> list[Chunk]:
+        return take(self._chunks, self._file_chunks[self.ids()[path]].tolist())
 
 
 @dataclass(frozen=True, slots=True)

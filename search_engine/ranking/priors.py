@@ -32,6 +32,7 @@ no package (tokio, serde, a `packages/*` monorepo) has no such centre, and nothi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import posixpath
 import re
@@ -226,7 +227,6 @@ class PathPriors:
         tree = TreeFacts.of(paths) if tree is None else tree
         scaled = set(tree.satellites) - self.named_satellites
         kept = () if "first_version" in self.lifted else tree.kept_versions
-        source = tree.source_folders
         return [
             self.factor(
                 p,
@@ -234,7 +234,7 @@ class PathPriors:
                 p in tree.implemented and p not in tree.documented,
                 p.split("/", 1)[0] in scaled,
                 p.startswith(kept) if kept else False,
-                p.startswith(source) if source else False,
+                tree.disproved(p),
             )
             for p, lang in zip(paths, languages, strict=True)
         ]
@@ -246,16 +246,15 @@ class PathPriors:
         implemented: bool = False,
         satellite: bool = False,
         kept_version: bool = False,
-        in_source_folder: bool = False,
+        disproved: frozenset[str] = frozenset(),
     ) -> float:
         """The factor of one file; `implemented` says it is a header whose source file sits
         beside it and documents at least as much (see `implemented_headers`), `satellite` that
         it lies in a satellite package the query does not name (see `satellite_packages`),
-        `kept_version` in a kept first version (`kept_first_versions`), scaled as a shim,
-        `in_source_folder` in a docs-named folder of source files (`source_folders`), where code
-        is no sample."""
-        found = _path_kinds(path, language) | ({"declaration"} if implemented else set())
-        found -= {"docs_code"} if in_source_folder else set()
+        `kept_version` in a kept first version (`kept_first_versions`), scaled as a shim;
+        `disproved`: the kinds its path suggests that its code, or its folder's, shows it is
+        not (`TreeFacts.disproved`)."""
+        found = (_path_kinds(path, language) - disproved) | ({"declaration"} if implemented else set())
         found |= {"satellite"} if satellite else set()
         found |= {"kept_version"} if kept_version else set()
         kinds = {_KIND_OF.get(k, k) for k in found if k not in self.off} - self.off
@@ -276,33 +275,92 @@ class TreeFacts:
     kept_versions: tuple[str, ...]
     satellites: Mapping[str, frozenset[str]]
     source_folders: tuple[str, ...]
+    defining: frozenset[str]
+
+    def beside(
+        self,
+        live: Sequence[str],
+        present: Callable[[str], bool],
+        documented: Callable[[str], int],
+        defines: Callable[[str], bool],
+    ) -> TreeFacts:
+        """These facts with the `live` files (changed files taken as they are now, beside the
+        index's: `search_engine.live.layer`) judged again, so a search before the next fold
+        ranks them as a fresh index would: a re-export name that now defines code, a header
+        or source whose pair's documentation moved (`present`: whether a path is a file now;
+        `documented`, `defines`: as for `of`). Folder-wide facts (source folders, satellites,
+        kept versions) wait for the fold."""
+        implemented, documented_set, defining = set(self.implemented), set(self.documented), set(self.defining)
+        for path in live:
+            if PurePosixPath(path).name in _REEXPORT_NAMES:
+                (defining.add if defines(path) else defining.discard)(path)
+            pair = _pair_of(path, present)
+            if pair is not None:
+                header, source = pair
+                implemented.add(header)
+                more = documented(header) > documented(source)
+                (documented_set.add if more else documented_set.discard)(header)
+        judged = (frozenset(implemented), frozenset(documented_set), frozenset(defining))
+        if judged == (self.implemented, self.documented, self.defining):
+            return self
+        return dataclasses.replace(self, implemented=judged[0], documented=judged[1], defining=judged[2])
+
+    def disproved(self, path: str) -> frozenset[str]:
+        """The kinds `path`'s name suggests that the code shows it is not: code in a docs-named
+        folder of source files is no sample (`source_folders`), a file named as a re-export
+        (`__init__.py`, `index.ts`) that defines functions or classes is no mere re-export
+        (`defining`)."""
+        kinds = set()
+        if self.source_folders and path.startswith(self.source_folders):
+            kinds.add("docs_code")
+        if path in self.defining:
+            kinds.add("reexport")
+        return frozenset(kinds)
 
     @classmethod
-    def of(cls, paths: Sequence[str], documented: Callable[[str], int] | None = None) -> TreeFacts:
+    def of(
+        cls,
+        paths: Sequence[str],
+        documented: Callable[[str], int] | None = None,
+        defines: Callable[[str], bool] | None = None,
+    ) -> TreeFacts:
         """The facts of the files `paths`; `documented` counts a file's documented declarations
-        (see `documented_headers`; None: no header counts as documented)."""
+        (see `documented_headers`; None: no header counts as documented), `defines` says
+        whether a file defines a function or class (None: none is known to)."""
         implemented = implemented_headers(paths)
+        named_reexports = (p for p in paths if PurePosixPath(p).name in _REEXPORT_NAMES)
         return cls(
             frozenset(implemented),
             frozenset(documented_headers(implemented, documented) if documented else ()),
             tuple(sorted(kept_first_versions(paths))),
             satellite_packages(paths),
             tuple(sorted(source_folders(paths))),
+            frozenset(p for p in named_reexports if defines(p)) if defines else frozenset(),
         )
+
+
+def _pair_of(path: str, present: Callable[[str], bool]) -> tuple[str, str] | None:
+    """(header, source) when `path` is a C/C++ header with a source file of its name in its
+    folder, or such a source with a header that has it for its source (the first of
+    `_SOURCE_SUFFIXES` that is `present`)."""
+    root, suffix = posixpath.splitext(path)
+    suffix = suffix.lower()
+    if suffix in _HEADER_SUFFIXES:
+        source = next((root + s for s in _SOURCE_SUFFIXES if present(root + s)), None)
+        return (path, source) if source is not None else None
+    if suffix in _SOURCE_SUFFIXES:
+        header = next((root + h for h in _HEADER_SUFFIXES if present(root + h)), None)
+        pair = _pair_of(header, present) if header is not None else None
+        return pair if pair is not None and pair[1] == path else None
+    return None
 
 
 def implemented_headers(paths: Sequence[str]) -> dict[str, str]:
     """The headers among `paths` with a source file of the same name in the same folder, each
     with that source."""
     present = set(paths)
-    headers = {}
-    for path in paths:
-        root, suffix = posixpath.splitext(path)
-        if suffix.lower() in _HEADER_SUFFIXES:
-            source = next((root + s for s in _SOURCE_SUFFIXES if root + s in present), None)
-            if source is not None:
-                headers[path] = source
-    return headers
+    pairs = (_pair_of(path, present.__contains__) for path in paths if path.lower().endswith(_HEADER_SUFFIXES))
+    return {header: source for header, source in filter(None, pairs)}
 
 
 def documented_headers(implemented: Mapping[str, str], documented: Callable[[str], int]) -> set[str]:

@@ -1,5 +1,8 @@
-"""Where a C-family library documents itself decides header against source (issue 39: a header
-beside its own source was scaled 0.5 even where the header is the API's documentation).
+"""Path priors decided by evidence read from the code (issue 39: "read the code, not the path").
+
+Where a C-family library documents itself decides header against source (a header beside its
+own source was scaled 0.5 even where the header is the API's documentation), and whether a file
+named as a re-export defines code decides whether it is one.
 
 The count is read from the index's chunks (`documented_declarations`), compared per pair
 (`documented_headers`), and reaches the ranking through a real index: a documented header
@@ -112,3 +115,21 @@ def test_a_real_index_reads_where_the_docs_live(tmp_path: Path, model_cache: Pat
     assert on["db/table.h"] == on["db/table.cc"] == 1.0
     assert on["src/idna.h"] < on["src/idna.c"] == 1.0
     assert factors(RankingRules().without("implemented_headers"))["src/idna.h"] == 1.0
+
+
+def test_a_real_index_reads_which_re_export_files_define_code(tmp_path: Path, model_cache: Path) -> None:
+    """The corpus asks the index's chunks whether a file named as a re-export defines anything."""
+    root = tmp_path / "repo"
+    files = {
+        "spy/index.ts": "export function spyOn(obj: object, method: string) {\n  return wrap(obj, method)\n}\n",
+        "ui/index.ts": "export * from './dark'\nexport * from './tree'\n",
+        "ui/dark.ts": "export function isDark(): boolean {\n  return true\n}\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    engine = SearchEngine(EngineConfig(cache_dir=model_cache, watch=False))
+    engine.search(SearchRequest(mode=SearchMode.HYBRID, query="spy on a method", root=str(root)))
+    index = engine.indexes.get(Path(root))
+    corpus = Corpus.build(index.chunks, index.vectors, index.lexical)
+    assert corpus.tree.defining == {"spy/index.ts"}
