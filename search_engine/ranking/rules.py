@@ -91,8 +91,6 @@ class RankingRules:
     # Symbol matching (`search_engine.symbols`).
     symbol_spread: bool = True
     """An identifier inside a sentence that many files define is scaled by 3 / files."""
-    stem_bonus: bool = True
-    """A definition in a file named after the symbol gains 0.1."""
     qualified_tail: bool = True
     """A qualified query's last part alone (`Helpers` of `Sinatra::Helpers`) matches at 0.9."""
     fuzzy_symbols: bool = True

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import Protocol
 
 import numpy as np
@@ -60,9 +59,6 @@ NORMALIZED = 0.9
 FUZZY_WEIGHT = 0.3
 FUZZY_CUTOFF = 85.0  # rapidfuzz ratio (0-100) below which a name is not considered a match
 MIN_FUZZY_LEN = 5  # shorter names match too many others at any cutoff
-# A definition in a file named after the symbol (`tokenizer.py` for `Tokenizer`) is usually the
-# canonical one; re-exports and same-named helpers elsewhere are not.
-STEM_BONUS = 0.1
 # Every definition is equal evidence: weighing assignments and C++ template specializations 0.8
 # helped no dev repository and cost fmtlib 0.018 (issue 39's standard). The index still stores a
 # factor per definition (`ChunkTable.definitions`), now always 1.0 and unread.
@@ -104,7 +100,6 @@ class _Definition:
     path: str  # the defining chunk's file
     name: str  # as written in the code
     factor: float  # 1.0 for a def/class line or chunk symbol, ASSIGNMENT_FACTOR for `x = ...`
-    stem_match: bool
 
 
 class Symbols(Protocol):
@@ -154,7 +149,6 @@ class SymbolIndex:
         self._key_ids = key_ids
         self._keys = list(key_ids)
         self._chunks, self._paths, self._names, self._factors = chunks, paths, names, factors
-        self._stems: dict[str, str] = {}
 
     @classmethod
     def build(cls, chunks: Sequence[Chunk]) -> SymbolIndex:
@@ -175,21 +169,13 @@ class SymbolIndex:
         k = self._key_ids.get(key)
         if k is None:
             return []
-        out = []
-        for r in self._order[self._bounds[k] : self._bounds[k + 1]].tolist():
-            path = self._paths[r]
-            stem = self._stems.get(path)
-            if stem is None:
-                stem = self._stems[path] = normalize(PurePosixPath(path).stem)
-            out.append(
-                _Definition(
-                    int(self._chunks[r]), path, self._names[r], float(self._factors[r]), _stem_matches(stem, key)
-                )
-            )
-        return out
+        return [
+            _Definition(int(self._chunks[r]), self._paths[r], self._names[r], float(self._factors[r]))
+            for r in self._order[self._bounds[k] : self._bounds[k + 1]].tolist()
+        ]
 
     def match(self, query: str, rules: RankingRules = ALL_ON) -> dict[int, float]:
-        """Chunks defining an identifier the query names, with a match score in (0, ~1.1].
+        """Chunks defining an identifier the query names, with a match score in (0, 1].
 
         Matching is tiered per identifier: definitions spelled exactly as asked win; only when
         there are none do case/underscore variants count, and only when there are none of
@@ -219,22 +205,21 @@ class SymbolIndex:
         if exact or found:
             chosen = exact or found
             spread = 1.0 if whole or not rules.symbol_spread else min(1.0, SPREAD / len({d.path for d in chosen}))
-            return _scored(chosen, (EXACT if exact else NORMALIZED) * spread, rules)
+            return _scored(chosen, (EXACT if exact else NORMALIZED) * spread)
         if not whole or len(key) < MIN_FUZZY_LEN or not rules.fuzzy_symbols:
             return {}
         scores: dict[int, float] = {}
         for other, ratio, _ in process.extract(key, self._keys, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=10):
-            for chunk, score in _scored(self._definitions(other), FUZZY_WEIGHT * ratio / 100.0, rules).items():
+            for chunk, score in _scored(self._definitions(other), FUZZY_WEIGHT * ratio / 100.0).items():
                 scores[chunk] = max(score, scores.get(chunk, 0.0))
         return scores
 
 
-def _scored(definitions: list[_Definition], base: float, rules: RankingRules) -> dict[int, float]:
-    scores: dict[int, float] = {}
-    for d in definitions:
-        score = base + (STEM_BONUS if d.stem_match and rules.stem_bonus else 0.0)
-        scores[d.chunk] = max(score, scores.get(d.chunk, 0.0))
-    return scores
+def _scored(definitions: list[_Definition], base: float) -> dict[int, float]:
+    """Each defining chunk's score: `base`, every definition being equal evidence. A definition
+    in a file named after the symbol (`tokenizer.py` for `Tokenizer`) gained 0.1 once: it
+    helped no dev repository and cost nlohmann-json 0.007 (issue 39's standard)."""
+    return dict.fromkeys((d.chunk for d in definitions), base)
 
 
 def _candidates(name: str) -> list[str]:
@@ -266,9 +251,3 @@ def _add_qualified(names: dict[str, float], name: str, factor: float) -> None:
     `self.build` defines `build`), keeping the strongest evidence seen for each."""
     for key in (name, name.rsplit(".", 1)[-1]):
         names[key] = max(factor, names.get(key, 0.0))
-
-
-def _stem_matches(stem: str, key: str) -> bool:
-    """Whether a normalized file stem names the normalized symbol (`tokenizer` ~ `tokenizer`,
-    `exceptions` ~ `exception`)."""
-    return stem == key or stem.rstrip("s") == key.rstrip("s")
