@@ -205,9 +205,10 @@ def _add_file_signals(
         named_ids, closeness = named_ids[keep], closeness[keep]
         best_first = np.lexsort((named_ids, -closeness))
         add("path", named_ids[best_first], path_weight * unit * closeness[best_first])
-    coherent, strength = coherence(corpus.file_of[candidates], fused[candidates])
-    if len(coherent) and rules.hybrid_coherence:
-        add("coherence", coherent, COHERENCE_WEIGHT * unit * strength)
+    if rules.hybrid_coherence:
+        coherent, strength = coherence(corpus.file_of[candidates], fused[candidates])
+        if len(coherent):
+            add("coherence", coherent, COHERENCE_WEIGHT * unit * strength)
     scored = np.flatnonzero(file_score)
     if len(scored) == 0:
         return scored

@@ -57,6 +57,7 @@ _EXAMPLE_DIR_RE = re.compile(r"(?:^|/)(?:_?examples?|samples?|demos?|docs_src)(?
 # `src/doc/` module) is code like any other (`source_folders`).
 _DOCS_DIR_RE = re.compile(r"(?:^|/)(?:docs?|documentation|www)(?:/|$)")
 _PAGE_LANGUAGES = frozenset({"html", "css"})
+_NONE: frozenset[str] = frozenset()
 _TOOLING_DIR_RE = re.compile(r"(?:^|/)(?:bench|benches|benchmarks?|scripts?|perf)(?:/|$)")
 # Build scripts and package manifests written in a code language (`Rakefile`, `setup.py`,
 # `build.gradle`, `vite.config.ts`): they name every part of the project and implement none.
@@ -309,13 +310,13 @@ class TreeFacts:
         """The kinds `path`'s name suggests that the code shows it is not: code in a docs-named
         folder of source files is no sample (`source_folders`), a file named as a re-export
         (`__init__.py`, `index.ts`) that defines functions or classes is no mere re-export
-        (`defining`)."""
-        kinds = set()
-        if self.source_folders and path.startswith(self.source_folders):
-            kinds.add("docs_code")
-        if path in self.defining:
-            kinds.add("reexport")
-        return frozenset(kinds)
+        (`defining`). Asked once per file and variant of the priors: most files get the one
+        empty set."""
+        docs = bool(self.source_folders) and path.startswith(self.source_folders)
+        reexport = path in self.defining
+        if not (docs or reexport):
+            return _NONE
+        return frozenset(("docs_code",) * docs + ("reexport",) * reexport)
 
     @classmethod
     def of(
