@@ -38,6 +38,8 @@ that fit single queries.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from search_engine.index.vectors import Nearest
@@ -201,20 +203,49 @@ def _add_file_signals(
     scored = np.flatnonzero(file_score)
     if len(scored) == 0:
         return scored
-    members = np.concatenate([corpus.file_chunks[f] for f in scored.tolist()])
+    members = corpus.file_chunks.gather(scored)  # file after file, each file's ascending
     if allowed is not None:
         members = members[allowed[members]]
-    files = corpus.file_of[members]
-    # Per file, the chunk with the best fused score (ties: the most similar): sort by file,
-    # then take each file's first row.
-    order = np.lexsort((-semantic.at(members), -fused[members], files))
-    members, files = members[order], files[order]
-    first = np.ones(len(members), dtype=bool)
-    first[1:] = files[1:] != files[:-1]
-    credited, credited_files = members[first], files[first]
+    credited = best_of_each_file(members, corpus.file_of[members], fused, semantic.at)
+    credited_files = corpus.file_of[credited]
     fused[credited] += file_score[credited_files]
     ranks.credited = credited
     return credited
+
+
+def best_of_each_file(
+    members: np.ndarray, files: np.ndarray, fused: np.ndarray, similarity: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """Of `members` (chunk ids, file after file, each file's ascending; `files` theirs), each
+    file's chunk with the best `fused` score, ties to the best `similarity` (a value per chunk
+    of the ids given), then to the lowest id: each file's run narrowed to its best fused
+    scores, those to their best similarity, then its first. No sort (a lexsort of the few
+    thousand members was a sixth of a small repository's warm query), and similarity is
+    looked up only for the chunks tied at the top of their file."""
+    top = _run_maxima(fused[members], files)
+    members, files = members[top], files[top]
+    top = _run_maxima(similarity(members), files)
+    members, files = members[top], files[top]
+    first: np.ndarray = members[_run_starts(files)]
+    return first
+
+
+def _run_starts(runs: np.ndarray) -> np.ndarray:
+    """Which elements of `runs` (labels, equal ones consecutive) begin a run."""
+    starts = np.ones(len(runs), dtype=bool)
+    np.not_equal(runs[1:], runs[:-1], out=starts[1:])
+    return starts
+
+
+def _run_maxima(values: np.ndarray, runs: np.ndarray) -> np.ndarray:
+    """Which of `values` equal the largest of their run (`runs`: aligned labels, equal ones
+    consecutive)."""
+    if not len(values):
+        return np.zeros(0, dtype=bool)
+    starts = np.flatnonzero(_run_starts(runs))
+    peaks = np.maximum.reduceat(values, starts)
+    at_peak: np.ndarray = values == np.repeat(peaks, np.diff(starts, append=len(values)))
+    return at_peak
 
 
 def _select(
