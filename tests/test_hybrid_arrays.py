@@ -1,6 +1,7 @@
-"""The flat per-file chunk lists (`FileChunks`) and the choice of each scored file's best chunk
-(`best_of_each_file`) give what the per-file arrays and the lexsort they replaced gave, for
-chunks in any file order, files with no chunks, joined corpora and masks."""
+"""The array steps hybrid ranking made cheaper give what the code they replaced gave: the flat
+per-file chunk lists (`FileChunks`) what the per-file arrays gave, for chunks in any file
+order, files with no chunks and joined corpora; the choice of each scored file's best chunk
+(`best_of_each_file`) what the lexsort gave, under masks; `in_sorted` what `np.isin` says."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from search_engine.ranking.corpus import FileChunks
-from search_engine.ranking.hybrid import best_of_each_file
+from search_engine.ranking.hybrid import best_of_each_file, in_sorted
 
 N_FILES = 12
 file_ids = st.lists(st.integers(0, N_FILES - 1), max_size=60)
@@ -74,3 +75,11 @@ def test_each_files_best_chunk_is_the_one_the_lexsort_chose(file_of: list[int], 
     asked = np.concatenate(looked_up)
     best = {f: fused[members[owner[members] == f]].max() for f in owner[members].tolist()}
     assert all(fused[i] == best[int(owner[i])] for i in asked.tolist())
+
+
+@given(st.lists(st.integers(-3, 40), max_size=30), st.sets(st.integers(0, 40), max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_in_sorted_says_what_isin_says(values: list[int], members: set[int]) -> None:
+    ids = np.asarray(values, dtype=np.int64)
+    ascending = np.asarray(sorted(members), dtype=np.int64)
+    assert np.array_equal(in_sorted(ids, ascending), np.isin(ids, ascending))
