@@ -33,6 +33,10 @@ from search_engine.index.coarse import CoarseIndex
 # Chunks rescored exactly per query. Hybrid search takes the top 100 of the semantic list;
 # the sign bits of a 256-dim PCA'd static model keep ~all of those within the nearest 4,000.
 RESCORE = 4000
+# Rows cast to float32 at a time for a cosine: 256 KB, reused, where casting all 4,000 rescored
+# rows at once wrote a fresh 4 MB array per query, pushing the rest of the query's arrays out
+# of the core's cache.
+_COSINE_BLOCK = 256
 #: Sign bits per packed word of `words.bin` (the index store lays the words out by it).
 WORD_BITS = 64
 
@@ -101,9 +105,17 @@ class VectorIndex:
         return rows
 
     def cosines(self, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """The int8 cosine of each chunk in `ids` with `query` (normalized)."""
-        codes = self.codes[ids].astype(np.float32)
-        cosines: np.ndarray = (codes @ np.asarray(query, dtype=np.float32)) * self.scales[ids]
+        """The int8 cosine of each chunk in `ids` with `query` (normalized), computed a block
+        of rows at a time (`_COSINE_BLOCK`)."""
+        query = np.asarray(query, dtype=np.float32)
+        cosines = np.empty(len(ids), dtype=np.float32)
+        block = np.empty((min(len(ids), _COSINE_BLOCK), self.codes.shape[1]), dtype=np.float32)
+        for start in range(0, len(ids), _COSINE_BLOCK):
+            rows = ids[start : start + _COSINE_BLOCK]
+            floats = block[: len(rows)]
+            floats[...] = self.codes[rows]
+            np.matmul(floats, query, out=cosines[start : start + len(rows)])
+        cosines *= self.scales[ids]
         return cosines
 
     def hamming(self, query: np.ndarray, ids: np.ndarray | None = None) -> np.ndarray:
