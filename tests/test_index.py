@@ -407,6 +407,32 @@ def test_get_sees_other_processes_updates_and_caches_in_between(
     assert reader.generation(repo) == second.generation
 
 
+def test_a_search_asks_current_again_only_once_it_was_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`still_names` (asked before every search) reads `CURRENT` only when it is another file
+    than the one last read: a publish (`os.replace`, same length of name) is seen at once, an
+    unchanged `CURRENT` costs no read."""
+    for name in ("gen-00000001", "gen-00000002"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "CURRENT").write_text("gen-00000001\n")
+    store = IndexStore(tmp_path)
+    reads: list[Path] = []
+    read_small = index_store._read_small
+
+    def counted(path: Path, limit: int) -> bytes:
+        reads.append(path)
+        return read_small(path, limit)
+
+    monkeypatch.setattr(index_store, "_read_small", counted)
+    assert store.still_names("gen-00000001") and not store.still_names("gen-00000002")
+    assert len(reads) == 1
+    (tmp_path / "next").write_text("gen-00000002\n")
+    os.replace(tmp_path / "next", tmp_path / "CURRENT")
+    assert store.still_names("gen-00000002") and not store.still_names("gen-00000001")
+    assert len(reads) == 2
+    (tmp_path / "CURRENT").unlink()
+    assert not store.still_names("gen-00000002")
+
+
 def test_status_reports_without_loading_a_model(repo: Path, tmp_path: Path, cache: Path, manager: IndexManager) -> None:
     fresh = IndexManager(EngineConfig(cache_dir=tmp_path / "nocache"))
     status = fresh.status(repo)

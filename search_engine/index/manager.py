@@ -251,7 +251,7 @@ class IndexManager:
         # which it loads and stores itself, its ranking structures made on its thread (a search
         # that loaded it too paid seconds for a second copy of them at 8x sympy). The loaded one
         # is as safe meanwhile: `freshness` masks or takes live what it does not hold.
-        if store.current_name() != entry.directory_name and not self._root_lock(root).locked():
+        if not store.still_names(entry.directory_name) and not self._root_lock(root).locked():
             entry = self._store_entry(root, self._load(root, store, self._entry(root)))
         return entry.index, freshness
 
