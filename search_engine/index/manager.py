@@ -260,9 +260,10 @@ class IndexManager:
         files not read) and notices (files ignore rules or the minified excludes left out), as
         `Discovery` has them. Said with every ranked answer, since the index holds only what the
         listing let in. Empty until this process has listed the tree (an index opened from disk
-        is listed by its first freshness check, which starts at once)."""
+        is listed by its first freshness check, which starts at once). `root` resolved, as
+        `Index.root` has it: resolving it again cost a few system calls per search."""
         with self._guard:
-            warnings, notices = self._said.get(Path(root).resolve(), ([], []))
+            warnings, notices = self._said.get(root, ([], []))
         return list(warnings), list(notices)
 
     def generation(self, root: Path) -> int:
