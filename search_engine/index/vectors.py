@@ -143,25 +143,30 @@ class VectorIndex:
         count = len(self) if allowed_ids is None else len(allowed_ids)
         rescore = max(RESCORE, want)
         probe = max(coarse.PROBE_CHUNKS, rescore)
+        every: np.ndarray | None = None  # every chunk's distance, when the pass covered them all
         if count <= rescore:
             ids = np.arange(count) if allowed_ids is None else allowed_ids
         elif self.coarse is not None and count > probe:
             pool = self.coarse.probe(query, allowed, probe)
-            ids = pool if len(pool) <= rescore else pool[self._nearest_signs(query, pool, rescore)]
+            ids = pool if len(pool) <= rescore else pool[_nearest_signs(self.hamming(query, pool), rescore)]
         else:
-            pool = np.arange(count) if allowed_ids is None else allowed_ids
-            ids = pool[self._nearest_signs(query, allowed_ids, rescore)]
+            distances = self.hamming(query, allowed_ids)
+            ids = _nearest_signs(distances, rescore)
+            if allowed_ids is None:
+                every = distances
+            else:
+                ids = allowed_ids[ids]
         sims = self.cosines(ids, query)
-        return Nearest(ids, sims, self, np.asarray(query, dtype=np.float32))
+        return Nearest(ids, sims, self, np.asarray(query, dtype=np.float32), every)
 
-    def _nearest_signs(self, query: np.ndarray, ids: np.ndarray | None, k: int) -> np.ndarray:
-        """Positions in `ids` (None: every chunk) of the `k` chunks nearest by sign bits,
-        ascending: put in order by a mask over the positions, one pass, where sorting the k
-        cost twice the selection (~0.1 ms at 4,000)."""
-        distances = self.hamming(query, ids)
-        picked = np.zeros(len(distances), dtype=bool)
-        picked[np.argpartition(distances, k - 1)[:k]] = True
-        return np.flatnonzero(picked)
+
+def _nearest_signs(distances: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the `k` smallest `distances` (Hamming, to the query's sign bits),
+    ascending: put in order by a mask over the positions, one pass, where sorting the k cost
+    twice the selection (~0.1 ms at 4,000)."""
+    picked = np.zeros(len(distances), dtype=bool)
+    picked[np.argpartition(distances, k - 1)[:k]] = True
+    return np.flatnonzero(picked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +179,10 @@ class Nearest:
     cosines: np.ndarray
     vectors: Vectors
     query: np.ndarray
+    #: Every chunk's Hamming distance to the query when the search measured them all (no
+    #: path filter, no coarse lists), so `at` looks its misses up instead of measuring them
+    #: again (~1,500 a warm hybrid query); None: `at` measures those it needs.
+    distances: np.ndarray | None = None
 
     def at(self, ids: np.ndarray) -> np.ndarray:
         """A value per chunk in `ids` (float32) in the order the query ranks them: the int8
@@ -189,7 +198,8 @@ class Nearest:
         if len(miss):
             floor = float(self.cosines.min()) if len(self.cosines) else 0.0
             dims = self.vectors.shape[1]
-            distance = self.vectors.hamming(self.query, ids[miss])
+            away = ids[miss]
+            distance = self.distances[away] if self.distances is not None else self.vectors.hamming(self.query, away)
             out[miss] = floor - 0.001 - distance.astype(np.float32) / (2.0 * dims)
         return out
 
