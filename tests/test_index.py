@@ -433,6 +433,36 @@ def test_a_search_asks_current_again_only_once_it_was_replaced(tmp_path: Path, m
     assert not store.still_names("gen-00000002")
 
 
+def test_a_root_given_through_a_link_follows_the_link_when_it_is_re_pointed_or_its_target_moves(
+    repo: Path, tmp_path: Path, manager: IndexManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`current` remembers how a root resolves (resolving costs an lstat per component of
+    every search) only while the root and its resolution still name the same directory."""
+    link = tmp_path / "link"
+    link.symlink_to(repo)
+    resolves: list[Path] = []
+    resolve = Path.resolve
+
+    def counted(path: Path, strict: bool = False) -> Path:
+        resolves.append(path)
+        return resolve(path, strict)
+
+    assert manager.current(link)[0].root == repo.resolve()
+    monkeypatch.setattr(Path, "resolve", counted)
+    assert manager.current(link)[0].root == repo.resolve()
+    assert link not in resolves  # nothing changed: the resolution remembered
+    other = shutil.copytree(repo, tmp_path / "other")
+    link.unlink()
+    link.symlink_to(other)
+    assert manager.current(link)[0].root == other.resolve()  # re-pointed
+    moved = tmp_path / "moved"
+    other.rename(moved)
+    other.mkdir()  # another directory where it was
+    link.unlink()
+    link.symlink_to(moved)  # the same directory, somewhere else
+    assert manager.current(link)[0].root == moved.resolve()
+
+
 def test_status_reports_without_loading_a_model(repo: Path, tmp_path: Path, cache: Path, manager: IndexManager) -> None:
     fresh = IndexManager(EngineConfig(cache_dir=tmp_path / "nocache"))
     status = fresh.status(repo)
