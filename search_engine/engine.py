@@ -141,16 +141,16 @@ class SearchEngine:
             ranker = index.memo("ranker", partial(Ranker, index, self.config))
             if settled.live:  # changed files not folded in yet, taken as they are now
                 ranker = self.indexes.layer(root).ranker(ranker, settled.live)
-            ready.append((name, ranker, settled))
+            ready.append((name, ranker, settled, index.root))
         ranking = time.perf_counter()
         label = len(ready) > 1
         lists = [
-            ranker.rank(request.in_root(name), settled, name if label else None) for name, ranker, settled in ready
+            ranker.rank(request.in_root(name), settled, name if label else None) for name, ranker, settled, _ in ready
         ]
         result = ranked_result(request, lists, ranking)
         result.index_time_ms = (ranking - started) * 1000
-        for name, _, _ in ready:  # what discovery said of each root (ignore rules, files left out)
-            warnings, notices = self.indexes.said(Path(name))
+        for *_, root in ready:  # what discovery said of each root (ignore rules, files left out)
+            warnings, notices = self.indexes.said(root)
             result.warnings, result.notices = [*warnings, *result.warnings], [*notices, *result.notices]
         return result
 

@@ -407,6 +407,62 @@ def test_get_sees_other_processes_updates_and_caches_in_between(
     assert reader.generation(repo) == second.generation
 
 
+def test_a_search_asks_current_again_only_once_it_was_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`still_names` (asked before every search) reads `CURRENT` only when it is another file
+    than the one last read: a publish (`os.replace`, same length of name) is seen at once, an
+    unchanged `CURRENT` costs no read."""
+    for name in ("gen-00000001", "gen-00000002"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "CURRENT").write_text("gen-00000001\n")
+    store = IndexStore(tmp_path)
+    reads: list[Path] = []
+    read_small = index_store._read_small
+
+    def counted(path: Path, limit: int) -> bytes:
+        reads.append(path)
+        return read_small(path, limit)
+
+    monkeypatch.setattr(index_store, "_read_small", counted)
+    assert store.still_names("gen-00000001") and not store.still_names("gen-00000002")
+    assert len(reads) == 1
+    (tmp_path / "next").write_text("gen-00000002\n")
+    os.replace(tmp_path / "next", tmp_path / "CURRENT")
+    assert store.still_names("gen-00000002") and not store.still_names("gen-00000001")
+    assert len(reads) == 2
+    (tmp_path / "CURRENT").unlink()
+    assert not store.still_names("gen-00000002")
+
+
+def test_a_root_given_through_a_link_follows_the_link_when_it_is_re_pointed_or_its_target_moves(
+    repo: Path, tmp_path: Path, manager: IndexManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`current` remembers how a root resolves (resolving costs an lstat per component of
+    every search) only while the root and its resolution still name the same directory."""
+    link = tmp_path / "link"
+    link.symlink_to(repo)
+    resolves: list[Path] = []
+    resolve = Path.resolve
+
+    def counted(path: Path, strict: bool = False) -> Path:
+        resolves.append(path)
+        return resolve(path, strict)
+
+    assert manager.current(link)[0].root == repo.resolve()
+    monkeypatch.setattr(Path, "resolve", counted)
+    assert manager.current(link)[0].root == repo.resolve()
+    assert link not in resolves  # nothing changed: the resolution remembered
+    other = shutil.copytree(repo, tmp_path / "other")
+    link.unlink()
+    link.symlink_to(other)
+    assert manager.current(link)[0].root == other.resolve()  # re-pointed
+    moved = tmp_path / "moved"
+    other.rename(moved)
+    other.mkdir()  # another directory where it was
+    link.unlink()
+    link.symlink_to(moved)  # the same directory, somewhere else
+    assert manager.current(link)[0].root == moved.resolve()
+
+
 def test_status_reports_without_loading_a_model(repo: Path, tmp_path: Path, cache: Path, manager: IndexManager) -> None:
     fresh = IndexManager(EngineConfig(cache_dir=tmp_path / "nocache"))
     status = fresh.status(repo)

@@ -9,15 +9,18 @@ import gc
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 import pytest
 
 from search_engine.chunking.workers import chunking_pool
 from search_engine.engine import SearchEngine
 from search_engine.models import SearchMode, SearchRequest
+from search_engine.ranking.search import Ranker
 from tests.index_helpers import block_the_walk, write_repo
 from tests.live_helpers import engine_for, hits, search, true_to_disk
 
@@ -130,6 +133,25 @@ def test_the_live_ranking_is_a_fresh_index_ranking(
             ], query
     finally:
         fresh.indexes.close()
+
+
+def test_a_joined_corpus_lists_each_files_chunks(held: tuple[SearchEngine, threading.Event], tree: Path) -> None:
+    """The corpus a search with live files ranks (the generation's joined to theirs) gathers,
+    for any files, exactly the chunks `file_of` says are theirs, the live files' included."""
+    engine, walking = held
+    edit(tree)
+    search(engine, tree, "retry")
+    assert walking.wait(60)
+    index, settled = engine.indexes.current(tree)
+    assert settled.live
+    base = index.memo("ranker", partial(Ranker, index, engine.config))
+    corpus = engine.indexes.layer(tree).ranker(base, settled.live).corpus
+    assert len(corpus.files) > len(base.corpus.files)
+    every = np.arange(len(corpus.files))
+    expected = [np.flatnonzero(corpus.file_of == f) for f in every.tolist()]
+    assert np.array_equal(corpus.file_chunks.gather(every), np.concatenate(expected))
+    odd = every[1::2]
+    assert np.array_equal(corpus.file_chunks.gather(odd), np.concatenate([expected[f] for f in odd.tolist()]))
 
 
 def test_edits_are_chunked_by_the_worker_kept_for_them(

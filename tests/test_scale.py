@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -84,6 +85,12 @@ def test_sign_bit_candidates_then_int8_rescoring_find_the_int8_top(static_embedd
         assert np.argsort(-full, kind="stable")[:10].tolist() == best[:10].tolist()
         rest = np.setdiff1d(everything, nearest.ids)
         assert full[rest].max() < nearest.cosines.min() and full.min() > -1.6
+        # the distances the sign-bit pass measured answer `at` as measuring them again does
+        assert nearest.distances is not None
+        np.testing.assert_array_equal(full, replace(nearest, distances=None).at(everything))
+        odd = np.arange(n) % 2 == 1  # a filtered search keeps none: they cover the allowed chunks only
+        filtered = index.nearest(query, odd, 10)
+        assert filtered.distances is None and bool(odd[filtered.ids].all())
 
 
 # --- the compact, memory-mapped index -----------------------------------------------------

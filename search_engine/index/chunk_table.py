@@ -126,12 +126,16 @@ class ChunkTable(Sequence[Chunk]):
             i += len(self)
         if not 0 <= i < len(self):
             raise IndexError(i)
-        r = self.rows[i]
-        f = int(r["file"])
-        text = self._file_text(f)[int(r["text_off"]) : int(r["text_off"]) + int(r["text_len"])].decode("utf-8", _ENC)
+        # The row as one tuple of Python ints: reading its fields one by one cost more than
+        # the rest of building the chunk (a warm query builds ten).
+        f, line_start, line_end, byte_start, byte_end, kind, digest, _, text_off, text_len, symbol_off, symbol_len = (
+            self.rows[i].item()
+        )
+        text = self._file_text(f)[text_off : text_off + text_len].decode("utf-8", _ENC)
+        symbol = None if symbol_len < 0 else bytes(self.symbol_bytes(symbol_off, symbol_len)).decode("utf-8", _ENC)
         return Chunk(
-            self.paths[f], self.languages[f], int(r["line_start"]), int(r["line_end"]), int(r["byte_start"]),
-            int(r["byte_end"]), text, self.kinds[int(r["kind"])], self.symbol(i), f"{int(r['hash']):016x}",
+            self.paths[f], self.languages[f], line_start, line_end, byte_start, byte_end, text, self.kinds[kind],
+            symbol, f"{digest:016x}",
         )  # fmt: skip
 
     def __iter__(self) -> Iterator[Chunk]:
@@ -148,11 +152,6 @@ class ChunkTable(Sequence[Chunk]):
     def file_of(self) -> np.ndarray:
         """Each chunk's index into `paths`."""
         return self.rows["file"]
-
-    def symbol(self, i: int) -> str | None:
-        r = self.rows[i]
-        n = int(r["symbol_len"])
-        return None if n < 0 else bytes(self.symbol_bytes(int(r["symbol_off"]), n)).decode("utf-8", _ENC)
 
     def definitions(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """(chunk ids ascending, evidence factors, names): every name a chunk defines. Read

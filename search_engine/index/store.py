@@ -191,6 +191,8 @@ class Snapshot:
 class IndexStore:
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
+        #: `CURRENT`'s identity (`_stamp`) when `still_names` last read it, and what it named.
+        self._seen: tuple[tuple[int, ...], str | None] | None = None
 
     def lock(self, timeout_s: float) -> FileLock:
         """The writers' lock (readers never take it). Timeout -> IndexStoreError on enter."""
@@ -206,6 +208,19 @@ class IndexStore:
         except (OSError, ValueError):
             return None
         return name if live else None
+
+    def still_names(self, name: str) -> bool:
+        """Whether `CURRENT` still names generation `name` (no other publish since): asked
+        before every search, answered by one `lstat` while `CURRENT` is the very file last
+        read (a publish replaces it, so its inode changes), else by `current_name`. Opening,
+        reading and checking it every time cost ~0.08 ms of a ~2 ms warm search. A generation
+        directory removed by hand under an unchanged `CURRENT` is not seen here; the loaded
+        generation's files stay mapped and keep answering."""
+        stamp = _stamp(self.directory / _CURRENT)  # before the read: a publish between is seen next time
+        seen = self._seen
+        if stamp is None or seen is None or seen[0] != stamp:
+            seen = self._seen = (stamp or (), self.current_name())
+        return seen[1] == name
 
     def read_over_budget(self) -> list[str]:
         """The live generation's files chunked as plain text, their parse over budget (none
@@ -614,6 +629,17 @@ def _manifest(raw: Any) -> Manifest:
     if not all(isinstance(raw.get(name), str) for name in ("chunker_version", "model_id", "root")):
         raise ValueError("the manifest's chunker_version, model_id and root must be text")
     return Manifest(**{k: raw[k] for k in Manifest.__dataclass_fields__})
+
+
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    """What tells one version of a small file from another without reading it (None: it is
+    not there): a file replaced by `os.replace` has another inode, one written in place
+    another size or change time."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _read_small(path: Path, limit: int) -> bytes:

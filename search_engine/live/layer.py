@@ -155,13 +155,11 @@ def _part(made: list[tuple[str, _Made]], base: Ranker) -> LivePart:
         file_vectors[f] = mean / max(float(np.linalg.norm(mean)), 1e-9)
     counts = [len(m.chunks) for _, m in made]
     file_of = np.repeat(np.arange(len(made), dtype=np.int64), counts)
-    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     return LivePart(
         chunks,
         VectorIndex(codes, scales, np.ascontiguousarray(words.T), file_vectors),
         lexical,
         [p for p, _ in made],
         file_of,
-        [np.arange(starts[f], starts[f + 1]) for f in range(len(made))],
         [m.chunks[0].language for _, m in made],
     )

@@ -60,8 +60,8 @@ class Corpus:
     """Chunks plus the per-file and per-symbol structures derived from them.
 
     `files` is the lexical index's file order; `file_of[i]` is chunk i's file id and
-    `file_chunks[f]` the chunk ids of file f. `file_vectors` are the normalized means of each
-    file's chunk vectors: what the file as a whole is about.
+    `file_chunks` the chunk ids of each file (`FileChunks`). `file_vectors` are the normalized
+    means of each file's chunk vectors: what the file as a whole is about.
     """
 
     chunks: Sequence[Chunk]
@@ -70,7 +70,7 @@ class Corpus:
     symbols: Symbols
     files: list[str]
     file_of: np.ndarray
-    file_chunks: list[np.ndarray]
+    file_chunks: FileChunks
     file_vectors: np.ndarray
     names: FileNames
     words: FileWords
@@ -94,13 +94,11 @@ class Corpus:
         if files != chunks.paths:
             raise ValueError("the chunk table and the lexical index list different files")
         file_of = np.asarray(chunks.file_of, dtype=np.int64)
-        order = np.argsort(file_of, kind="stable")
-        bounds = np.searchsorted(file_of[order], np.arange(len(files) + 1))
-        file_chunks = [order[bounds[f] : bounds[f + 1]] for f in range(len(files))]
         def_chunk, def_factor, def_names = chunks.definitions()
         def_paths = [files[f] for f in file_of[def_chunk].tolist()] if len(def_chunk) else []
         symbols = SymbolIndex(np.asarray(def_chunk), def_paths, def_names, np.asarray(def_factor))
         languages = list(chunks.languages)
+        file_chunks = FileChunks.of(file_of, len(files))
         code = _CodeReader(chunks, file_chunks, lambda: {path: f for f, path in enumerate(files)})
         return cls(
             chunks,
@@ -127,7 +125,7 @@ class Corpus:
         n_chunks, n_files = len(self.chunks), len(self.files)
         files = self.files + live.files
         chunks = _JoinedChunks(self.chunks, live.chunks)
-        file_chunks = self.file_chunks + [c + n_chunks for c in live.file_chunks]
+        file_chunks = self.file_chunks.followed_by(FileChunks.of(live.file_of, len(live.files)), n_chunks)
         base_ids = self._code.ids
         code = _CodeReader(chunks, file_chunks, lambda: base_ids() | {p: n_files + i for i, p in enumerate(live.files)})
         return Corpus(
@@ -205,7 +203,7 @@ class _CodeReader:
     header pair, no file named as a re-export)."""
 
     def __init__(
-        self, chunks: Sequence[Chunk], file_chunks: list[np.ndarray], file_ids: Callable[[], dict[str, int]]
+        self, chunks: Sequence[Chunk], file_chunks: FileChunks, file_ids: Callable[[], dict[str, int]]
     ) -> None:
         self._chunks, self._file_chunks, self._file_ids = chunks, file_chunks, file_ids
         self._ids: dict[str, int] | None = None
@@ -227,21 +225,55 @@ class _CodeReader:
         return any(c.kind not in _NO_DEFINITION for c in self._of(path))
 
     def _of(self, path: str) -> list[Chunk]:
-        return take(self._chunks, self._file_chunks[self.ids()[path]].tolist())
+        return take(self._chunks, self._file_chunks.gather(np.array([self.ids()[path]])).tolist())
 
 
 @dataclass(frozen=True, slots=True)
 class LivePart:
     """The live files' side of a joined corpus (`Corpus.join`): their chunks in file order,
-    vectors, BM25 made `beside` the generation's, and per file its language and chunk ids."""
+    vectors, BM25 made `beside` the generation's, each chunk's file and each file's language."""
 
     chunks: list[Chunk]
     vectors: VectorIndex
     lexical: LexicalIndex
     files: list[str]
     file_of: np.ndarray
-    file_chunks: list[np.ndarray]
     languages: list[str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class FileChunks:
+    """The chunk ids of every file, laid out flat (CSR): file f's are
+    `members[bounds[f] : bounds[f + 1]]`, ascending. Hybrid ranking gathers the chunks of a
+    few hundred scored files per query; one array per file made that a Python loop over them
+    (a tenth of a small repository's warm query), where `gather` is a handful of numpy calls."""
+
+    members: np.ndarray
+    bounds: np.ndarray
+
+    @classmethod
+    def of(cls, file_of: np.ndarray, n_files: int) -> FileChunks:
+        """From each chunk's file id (`file_of`, any order) over `n_files` files."""
+        members = np.argsort(file_of, kind="stable")
+        return cls(members, np.searchsorted(file_of[members], np.arange(n_files + 1)))
+
+    def gather(self, files: np.ndarray) -> np.ndarray:
+        """The chunk ids of each of `files`, file after file in that order: one run per file,
+        each starting where its file's does in `members`."""
+        starts = self.bounds[files]
+        counts = self.bounds[files + 1] - starts
+        # Element j of the result is members[j + (start of its file's run - where that run
+        # begins in the result)]: that difference repeated over each run.
+        shift = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+        chunks: np.ndarray = self.members[np.arange(len(shift)) + shift]
+        return chunks
+
+    def followed_by(self, other: FileChunks, n_chunks: int) -> FileChunks:
+        """These files followed by `other`'s, whose chunk ids start after these `n_chunks`."""
+        return FileChunks(
+            np.concatenate([self.members, other.members + n_chunks]),
+            np.concatenate([self.bounds, other.bounds[1:] + len(self.members)]),
+        )
 
 
 class _JoinedChunks(Sequence[Chunk]):

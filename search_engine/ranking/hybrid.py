@@ -40,6 +40,8 @@ that fit single queries.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from search_engine.index.vectors import Nearest
@@ -201,7 +203,7 @@ def _add_file_signals(
     if by_name:
         named_ids = np.fromiter(by_name, dtype=np.int64, count=len(by_name))
         closeness = np.fromiter(by_name.values(), dtype=np.float64, count=len(named_ids))
-        keep = np.isin(named_ids, files_allowed)
+        keep = in_sorted(named_ids, files_allowed)
         named_ids, closeness = named_ids[keep], closeness[keep]
         best_first = np.lexsort((named_ids, -closeness))
         add("path", named_ids[best_first], path_weight * unit * closeness[best_first])
@@ -212,20 +214,61 @@ def _add_file_signals(
     scored = np.flatnonzero(file_score)
     if len(scored) == 0:
         return scored
-    members = np.concatenate([corpus.file_chunks[f] for f in scored.tolist()])
+    members = corpus.file_chunks.gather(scored)  # file after file, each file's ascending
     if allowed is not None:
         members = members[allowed[members]]
-    files = corpus.file_of[members]
-    # Per file, the chunk with the best fused score (ties: the most similar): sort by file,
-    # then take each file's first row.
-    order = np.lexsort((-semantic.at(members), -fused[members], files))
-    members, files = members[order], files[order]
-    first = np.ones(len(members), dtype=bool)
-    first[1:] = files[1:] != files[:-1]
-    credited, credited_files = members[first], files[first]
+    credited = best_of_each_file(members, corpus.file_of[members], fused, semantic.at)
+    credited_files = corpus.file_of[credited]
     fused[credited] += file_score[credited_files]
     ranks.credited = credited
     return credited
+
+
+def best_of_each_file(
+    members: np.ndarray, files: np.ndarray, fused: np.ndarray, similarity: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """Of `members` (chunk ids, file after file, each file's ascending; `files` theirs), each
+    file's chunk with the best `fused` score, ties to the best `similarity` (a value per chunk
+    of the ids given), then to the lowest id: each file's run narrowed to its best fused
+    scores, those to their best similarity, then its first. No sort (a lexsort of the few
+    thousand members was a sixth of a small repository's warm query), and similarity is
+    looked up only for the chunks tied at the top of their file."""
+    top = _run_maxima(fused[members], files)
+    members, files = members[top], files[top]
+    top = _run_maxima(similarity(members), files)
+    members, files = members[top], files[top]
+    first: np.ndarray = members[_run_starts(files)]
+    return first
+
+
+def _run_starts(runs: np.ndarray) -> np.ndarray:
+    """Which elements of `runs` (labels, equal ones consecutive) begin a run."""
+    starts = np.ones(len(runs), dtype=bool)
+    np.not_equal(runs[1:], runs[:-1], out=starts[1:])
+    return starts
+
+
+def _run_maxima(values: np.ndarray, runs: np.ndarray) -> np.ndarray:
+    """Which of `values` equal the largest of their run (`runs`: aligned labels, equal ones
+    consecutive)."""
+    if not len(values):
+        return np.zeros(0, dtype=bool)
+    starts = np.flatnonzero(_run_starts(runs))
+    peaks = np.maximum.reduceat(values, starts)
+    at_peak: np.ndarray = values == np.repeat(peaks, np.diff(starts, append=len(values)))
+    return at_peak
+
+
+def in_sorted(values: np.ndarray, ascending: np.ndarray) -> np.ndarray:
+    """Which of `values` are in `ascending` (sorted): `np.isin`'s answer by one binary search
+    each. A query asks this of lists of at most a few hundred ids, where `np.isin`'s fixed
+    cost (choosing a method, a lookup table spanning the ids' range) was ~50 µs a call."""
+    if not len(ascending):
+        return np.zeros(len(values), dtype=bool)
+    at = np.searchsorted(ascending, values)
+    at[at == len(ascending)] = 0  # past the end: compared with the first, never equal
+    found: np.ndarray = ascending[at] == values
+    return found
 
 
 def _select(
@@ -261,15 +304,15 @@ class _Ranks:
         """Each of `chunks`' ranks, keyed by list name in fusion order (the chunk lists, then
         its file's lists when the chunk is the one its file's ranks are credited to)."""
         out: dict[int, dict[str, int]] = {i: {} for i in chunks}
-        wanted = np.fromiter(out, dtype=np.int64, count=len(out))
+        wanted = np.sort(np.fromiter(out, dtype=np.int64, count=len(out)))
         for name, order in self.chunk_lists:
-            for place in np.flatnonzero(np.isin(order, wanted)).tolist():
+            for place in np.flatnonzero(in_sorted(order, wanted)).tolist():
                 out[int(order[place])][name] = place + 1
-        credited = wanted[np.isin(wanted, self.credited)]
+        credited = wanted[in_sorted(wanted, np.sort(self.credited))]
         if len(credited) and self.file_lists:
             by_file = {int(file_of[i]): int(i) for i in credited}
-            files = np.fromiter(by_file, dtype=np.int64, count=len(by_file))
+            files = np.sort(np.fromiter(by_file, dtype=np.int64, count=len(by_file)))
             for name, listed, tied in self.file_lists:
-                for place in np.flatnonzero(np.isin(listed, files)).tolist():
+                for place in np.flatnonzero(in_sorted(listed, files)).tolist():
                     out[by_file[int(listed[place])]][name] = int(tied[place])
         return out
