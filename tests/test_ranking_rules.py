@@ -130,3 +130,43 @@ def test_hybrid_coherence_credits_a_file_whose_chunks_match_together(tmp_path: P
     on = ranked(ALL_ON)
     assert on[0][0] == "net/retry.py" and on[0][1].get("coherence") == 1
     assert all("coherence" not in ranks for _, ranks in ranked(RankingRules().without("hybrid_coherence")))
+
+
+SOLE_REPO = {
+    **{
+        f"pool/pool_{n}.py": (
+            f"def make_pool_{n}(size):\n"
+            f'    """Make a pool of {n} workers; a fake pool in tests stands in for it."""\n'
+            "    return [make_worker() for _ in range(size)]\n\n\n"
+            f"class Pool{n}:\n"
+            '    """A pool: make, grow and shrink it."""\n'
+        )
+        for n in range(6)
+    },
+    "pool/config.py": "class PoolConfig:\n    size = 4\n",
+    "tests/test_pool.py": (
+        "class PoolConfig:\n    size = 1\n\n\n"
+        "def make_fake_pool():\n"
+        '    """A pool with no workers, for the tests."""\n'
+        "    return []\n"
+    ),
+}
+
+
+def test_a_name_defined_in_one_file_only_is_found_there_whatever_its_path(tmp_path: Path, model_cache: Path) -> None:
+    """`make_fake_pool` is defined in a test file only: searched by its name, that definition is
+    the answer (the freshness benchmark's new functions in test files went missing without
+    this, below chunks that merely share the name's words). `PoolConfig`, defined in the code
+    and again in a test, is still ranked by the path priors: the code's first."""
+    root = tmp_path / "repo"
+    for rel, text in SOLE_REPO.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+    def first(query: str, rules: RankingRules) -> str:
+        engine = SearchEngine(EngineConfig(cache_dir=model_cache, watch=False, ranking=rules))
+        return engine.search(SearchRequest(mode=SearchMode.HYBRID, query=query, root=str(root))).matches[0].path
+
+    assert first("make_fake_pool", ALL_ON) == "tests/test_pool.py"
+    assert first("make_fake_pool", RankingRules().without("sole_definitions")) != "tests/test_pool.py"
+    assert first("PoolConfig", ALL_ON) == "pool/config.py"

@@ -65,6 +65,9 @@ class RankingRules:
     # Hybrid fusion (`search_engine.hybrid`).
     symbol_definitions: bool = True
     """Chunks defining an identifier the query names are boosted."""
+    sole_definitions: bool = True
+    """A whole-query identifier defined in one file only keeps its score whatever the path
+    priors say of that file (a test helper, a function just added to a test file)."""
     hybrid_semantic_blend: bool = True
     """Hybrid's semantic list is ranked by semantic mode's similarity (file blend, priors)
     rather than the raw cosine."""
