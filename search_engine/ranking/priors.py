@@ -267,9 +267,10 @@ class PathPriors:
 class TreeFacts:
     """What the priors read from an index's files as a whole, the same for every query: the
     headers with a source file beside them (`implemented_headers`) and those of them that hold
-    the documentation (`documented_headers`), the kept first versions (`kept_first_versions`)
-    the satellite packages (`satellite_packages`) and the docs-named folders of source files
-    (`source_folders`). Found once per index, not once per variant of the priors."""
+    the documentation (`documented_headers`), the kept first versions (`kept_first_versions`),
+    the satellite packages (`satellite_packages`), the docs-named folders of source files
+    (`source_folders`) and the files named as re-exports that define code (`defining`). Found
+    once per index, not once per variant of the priors."""
 
     implemented: frozenset[str]
     documented: frozenset[str]
