@@ -111,6 +111,8 @@ _CHILD = textwrap.dedent(
         out["generation"] = result.index_generation
     except BaseException as exc:
         out["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    finally:
+        engine.close()  # as every owner of an engine does: its chunking workers end with it
     out["seconds"] = time.perf_counter() - started
     # VmHWM, not ru_maxrss: that one keeps the high-water mark of the forked pytest process
     # across exec (a whole suite's 450 MB), this one is the child's own address space's.
