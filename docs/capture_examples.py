@@ -189,10 +189,9 @@ async def call(client: Client, tool: str, args: dict[str, Any]) -> Any:
     return answer
 
 
-#: Tools whose parameter tables docs/tools.md shows (hybrid_search takes semantic_search's).
+#: Tools whose parameter tables docs/tools.md shows.
 DOCUMENTED_TOOLS = (
-    "regex_search", "semantic_search", "hybrid_search", "index_status", "reindex",
-    "analyze-with-duckdb", "list-saved-datasets", "cleanup_temp_files",
+    "regex_search", "hybrid_search", "index_status", "reindex", "analyze-with-duckdb", "list-saved-datasets",
 )  # fmt: skip
 #: The parameters every search tool shares, shown once in their own table.
 SHARED_OPTIONS = SHARED
@@ -375,10 +374,10 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
         out["regex_cut"] = await call(
             c, "regex_search", {"pattern": r"def \w+", "context_lines": 3, "max_output_tokens": 350}
         )
-        out["regex_stats_only"] = await call(c, "regex_search", {"pattern": r"def \w+", "stats_only": True})
+        out["regex_stats_only"] = await call(c, "regex_search", {"pattern": r"def \w+", "stats": "only"})
         legacy = await c.call_tool(
             "regex_search",
-            {"pattern": "cookie", "ignore_case": True, "output_mode": "legacy", "include_snippet": False},
+            {"pattern": "cookie", "ignore_case": True, "output_mode": "legacy", "snippet_length": 0},
         )
         out["regex_legacy"] = json.loads(legacy.content[0].text)
         out["regex_file_ref"] = await call(c, "regex_search", {"pattern": r"def \w+", "output_mode": "file_ref"})
@@ -386,7 +385,7 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
         lines = await c.read_resource(f"codepager://results/{file_id}/lines/1-2")
         out["resource_lines"] = "".join(getattr(part, "text", "") for part in lines)
         out["semantic_search"] = await call(
-            c, "semantic_search", {"query": "wait longer after each failure", "top_k": 2}
+            c, "hybrid_search", {"query": "wait longer after each failure", "mode": "semantic", "top_k": 2}
         )
         out["hybrid_search"] = await call(
             c, "hybrid_search", {"query": "parse cookies from a request header", "top_k": 2}
@@ -396,7 +395,6 @@ async def capture(root: Path, work: Path, cache: Path) -> dict[str, Any]:
         sql = "SELECT path, count(*) AS n, min(line) AS first FROM dataset GROUP BY path ORDER BY n DESC"
         out["sql"] = await call(c, "analyze-with-duckdb", {"query": sql, "dataset_id": file_id})
         out["list_datasets"] = await call(c, "list-saved-datasets", {})
-        out["cleanup"] = await call(c, "cleanup_temp_files", {"max_age_days": 0})
         async with client_at(app, "2025-06-18") as older:
             out["error_tampered_cursor"] = await call(older, "regex_search", {"cursor": tamper(cursor)})
         out["error_bad_argument"] = await call(c, "regex_search", {"query": r"def \w+"})

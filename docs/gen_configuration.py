@@ -155,7 +155,7 @@ WENT: tuple[tuple[str, str, str], ...] = (
 SECTION_NOTES: dict[str, str] = {
     "server": "How the MCP server is served and what it may search.",
     "search": "Limits of a search and of the pages the search tools answer with.",
-    "index": "The semantic index behind `semantic_search` and `hybrid_search`.",
+    "index": "The semantic index behind `hybrid_search` (both modes).",
     "sessions": "The cache of full result lists that cursors page through, and the cursors themselves.",
     "offload": "The size ceiling of a page, and the files over-the-ceiling pages go to.",
     "sql": "The limits every `analyze-with-duckdb` query runs under (`[proxy.sql]` overrides them on the proxy).",

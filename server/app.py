@@ -26,7 +26,7 @@ from server.sql import Datasets
 from server.tools.bounds import ArgumentCount
 from server.tools.index import register_index_tools
 from server.tools.registry import own_tools
-from server.tools.results import register_results_resources, register_results_tools
+from server.tools.results import register_results_resources, register_sql_tools
 from server.tools.schemas import CompactSchemas
 from server.tools.search import register_search_tools
 from sessions import (
@@ -178,7 +178,7 @@ def build_app(settings: Settings, services: Services | None = None) -> FastMCP:
     app.add_middleware(ArgumentCount(app))
     register_search_tools(app, services)
     register_index_tools(app, services)
-    register_results_tools(app, services.offload, services.datasets, services.layer)
+    register_sql_tools(app, services.datasets, services.layer)
     register_results_resources(app, services.offload)
     app.add_transform(CompactSchemas(own_tools(app)))
     return app

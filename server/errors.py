@@ -319,6 +319,14 @@ def tool_errors(fn: Callable[P, Awaitable[ToolResult]]) -> Callable[P, Awaitable
     return wrapper
 
 
+#: Tools this server used to list, and the call that does their work now: an agent that knows
+#: the old name (from its memory, or a user's notes) learns the new call from the refusal.
+FORMER_TOOLS = {
+    "semantic_search": 'hybrid_search with mode="semantic"',
+    "cleanup_temp_files": "none: offloaded files expire on their own after offload.retention_hours",
+}
+
+
 class ErrorMiddleware(Middleware):
     """Answers refusals (`InvalidParamsError`, and the argument-validation failures fastmcp raises
     before a tool body runs) on the channel of the call's protocol version: a JSON-RPC -32602 on
@@ -334,9 +342,9 @@ class ErrorMiddleware(Middleware):
         except NotFoundError as exc:
             # The MCP spec lists an unknown tool as a protocol error (-32602); fastmcp would
             # answer with an isError result instead.
-            raise MCPError(
-                code=INVALID_PARAMS, message=f"{exc}: call tools/list for the tools this server offers"
-            ) from exc
+            former = FORMER_TOOLS.get(context.message.name)
+            advice = f"use {former}" if former else "call tools/list for the tools this server offers"
+            raise MCPError(code=INVALID_PARAMS, message=f"{exc}: {advice}") from exc
         if _refusals_are_tool_errors(context):
             return json_result(
                 {"error": {"code": refusal.code, "message": refusal.message, **refusal.data}}, is_error=True

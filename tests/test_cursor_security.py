@@ -212,11 +212,10 @@ async def test_equal_search_parameters_and_presentation_options_are_accepted_wit
                 {
                     "cursor": cursor,
                     "page_size": 5,
-                    "include_snippet": False,
-                    "snippet_length": 20,
+                    "snippet_length": 0,
                     "output_mode": "inline",
                     "max_output_tokens": 2000,
-                    "stats_first": True,
+                    "stats": "first",
                     "include_patterns": None,
                     "jq_filter": None,
                     "detail": "full",

@@ -171,6 +171,6 @@ def test_fuzz_mutated_cursors(client, cursor, data):
     client.refused("regex_search", {"cursor": mutated})
 
 
-@pytest.mark.parametrize("tool", ["semantic_search", "hybrid_search"])
-def test_a_regex_cursor_is_not_accepted_by_another_tool(client, cursor, tool):
-    client.refused(tool, {"cursor": cursor})
+@pytest.mark.parametrize("mode", [None, "semantic", "hybrid"])
+def test_a_regex_cursor_is_not_accepted_by_another_tool(client, cursor, mode):
+    client.refused("hybrid_search", {"cursor": cursor} if mode is None else {"cursor": cursor, "mode": mode})

@@ -151,7 +151,7 @@ def chunked_server(tmp_path_factory):
 
 
 CALL = '{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":"regex_search","arguments":ARGS}}'
-SEMANTIC = CALL.replace("regex_search", "semantic_search")
+HYBRID = CALL.replace("regex_search", "hybrid_search")
 
 
 @pytest.mark.slow
@@ -183,16 +183,13 @@ SEMANTIC = CALL.replace("regex_search", "semantic_search")
         # The JSON parser reads NaN and 1e999 (infinity) as floats: as a threshold, the search
         # answered `"threshold": null` and kept nothing (NaN, 1e999) or everything (-1e999),
         # instead of refusing a bound that is no number.
-        (SEMANTIC.replace("ID", "17").replace("ARGS", '{"query":"needle","threshold":NaN}').encode(), -32602, 17),
-        (SEMANTIC.replace("ID", "18").replace("ARGS", '{"query":"needle","threshold":-1e999}').encode(), -32602, 18),
         (
-            SEMANTIC.replace("semantic", "hybrid")
-            .replace("ID", "19")
-            .replace("ARGS", '{"query":"needle","threshold":1e999}')
-            .encode(),
+            HYBRID.replace("ID", "17").replace("ARGS", '{"query":"needle","mode":"semantic","threshold":NaN}').encode(),
             -32602,
-            19,
+            17,
         ),
+        (HYBRID.replace("ID", "18").replace("ARGS", '{"query":"needle","threshold":-1e999}').encode(), -32602, 18),
+        (HYBRID.replace("ID", "19").replace("ARGS", '{"query":"needle","threshold":1e999}').encode(), -32602, 19),
     ],
     ids=lambda v: None if isinstance(v, bytes) else str(v),
 )

@@ -48,7 +48,7 @@ async def test_the_text_block_quotes_names_and_structured_content_keeps_them(tre
     env = serve_env(tmp_path, search__max_file_size="100")
     async with stdio_client(tree, tmp_path, env) as client:
         page = await client.call_tool("regex_search", {"pattern": "needle", "page_size": 50})
-        stats = await client.call_tool("regex_search", {"pattern": "needle", "stats_only": True})
+        stats = await client.call_tool("regex_search", {"pattern": "needle", "stats": "only"})
         warned = await client.call_tool("regex_search", {"pattern": "needle", "path": WARNED})
     text = page.content[0].text
     assert not _forged_lines(text) and "\x1b" not in text, text

@@ -122,7 +122,7 @@ async def test_mcp_config_starts_a_server_that_answers_initialize(kind, demo, en
         assert client.initialize_result is not None
         assert client.initialize_result.server_info.name == "codepager"
         tools = {t.name for t in await client.list_tools()}
-        assert {"regex_search", "semantic_search", "hybrid_search"} <= tools
+        assert {"regex_search", "hybrid_search"} <= tools
         page = (await client.call_tool("regex_search", {"pattern": r"def \w+"})).structured_content
     hits = [f"{m['path']}:{m['line']}:{m['text']}" for m in page_matches(page)]
     (_, cli_output), *_ = blocks("readme-output")  # `codepager search 'def \w+' .`, checked above

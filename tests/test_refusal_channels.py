@@ -64,7 +64,7 @@ async def test_refusals_take_the_channel_of_the_negotiated_version(app: FastMCP[
             ("cursor_expired", "regex_search", {"cursor": expired(cursor)}),
             ("cursor_mismatch", "regex_search", {"cursor": cursor, "pattern": "return"}),
             ("invalid_arguments", "regex_search", {"pattern": "  "}),
-            ("invalid_cursor", "semantic_search", {"cursor": cursor}),
+            ("invalid_cursor", "hybrid_search", {"cursor": cursor}),
         ]
         for code, tool, args in cases:
             if version in PROTOCOL_ERROR_VERSIONS:
@@ -84,6 +84,10 @@ async def test_refusals_take_the_channel_of_the_negotiated_version(app: FastMCP[
         with pytest.raises(MCPError) as unknown:
             await c.call_tool("no_such_tool", {})
         assert unknown.value.error.code == INVALID_PARAMS
+        # A tool this server used to list says what does its work now.
+        with pytest.raises(MCPError) as former:
+            await c.call_tool("semantic_search", {"query": "needle"})
+        assert 'use hybrid_search with mode="semantic"' in former.value.error.message, former.value.error
         # And the server goes on paging.
         assert structured(await c.call_tool("regex_search", {"cursor": cursor}))["pagination"]["current_page"] == 2
 
@@ -96,6 +100,10 @@ async def test_a_parameter_of_a_sibling_search_tool_says_what_this_tool_calls_it
         message = await refused_async(c, "hybrid_search", {"pattern": "needle"})
         assert "use `query`: hybrid_search's name for what regex_search calls `pattern`" in message, message
         message = await refused_async(c, "regex_search", {"pattern": "needle", "top_k": 3})
-        assert "`top_k` is an option of semantic_search and hybrid_search only" in message, message
+        assert "`top_k` is an option of hybrid_search only" in message, message
+        message = await refused_async(c, "regex_search", {"pattern": "needle", "include_snippet": False})
+        assert "snippet_length=0 leaves the text out" in message, message
+        message = await refused_async(c, "hybrid_search", {"query": "needle", "stats_only": True})
+        assert '`stats_only` is now stats="only"' in message, message
         message = await refused_async(c, "regex_search", {"pattern": "needle", "nonsense": 1})
         assert "nonsense: Unexpected keyword argument" in message and "(use" not in message, message

@@ -85,7 +85,8 @@ async def test_hybrid_finds_symbols_and_explains_why(repo, tmp_path, model_cache
 
         nl = structured(
             await c.call_tool(
-                "semantic_search", {"query": "where do failed calls get retried", "top_k": 3, "detail": "full"}
+                "hybrid_search",
+                {"query": "where do failed calls get retried", "mode": "semantic", "top_k": 3, "detail": "full"},
             )
         )
         assert page_matches(nl)[0]["file"]["path"] == "net/retry.py"
@@ -131,7 +132,7 @@ async def test_index_status_and_reindex_pick_up_changes(repo, tmp_path, model_ca
 async def test_not_ready_answers_with_progress_then_succeeds(repo, tmp_path, model_cache):
     settings = settings_for(repo, tmp_path, model_cache, ready_wait_s=0)
     async with Client(build_app(settings)) as c:
-        early = await c.call_tool("semantic_search", {"query": "cookies"}, raise_on_error=False)
+        early = await c.call_tool("hybrid_search", {"query": "cookies", "mode": "semantic"}, raise_on_error=False)
         assert early.is_error
         error = early.structured_content["error"]
         assert error["code"] == "index_not_ready" and "retry" in error["hint"] and "progress" in error
@@ -152,7 +153,7 @@ async def test_waiting_sends_progress_notifications(tmp_path, model_cache):
         notes.append((progress, total, message))
 
     async with Client(build_app(settings_for(root, tmp_path, model_cache))) as c:
-        result = await c.call_tool("semantic_search", {"query": "request path handler"}, progress_handler=on_progress)
+        result = await c.call_tool("hybrid_search", {"query": "request path handler"}, progress_handler=on_progress)
     assert structured(result)["results"]["count"] == 10
     assert notes and all(m and m.startswith("indexing") for _, _, m in notes)
     # Once discovery has listed the files, each notification says how far out of how many.
@@ -166,15 +167,20 @@ async def test_a_cursor_alone_waits_for_the_index_its_restore_needs(repo, tmp_pa
     behind the indexer), and once it is ready the same cursor continues, restored."""
     async with Client(build_app(settings_for(repo, tmp_path, model_cache))) as first:
         page1 = structured(
-            await first.call_tool("semantic_search", {"query": "retry a failed call", "top_k": 3, "page_size": 1})
+            await first.call_tool(
+                "hybrid_search", {"query": "retry a failed call", "mode": "semantic", "top_k": 3, "page_size": 1}
+            )
         )
-        page2 = structured(await first.call_tool("semantic_search", {"cursor": page1["pagination"]["next_cursor"]}))
+        page2 = structured(await first.call_tool("hybrid_search", {"cursor": page1["pagination"]["next_cursor"]}))
     cursor = page1["pagination"]["next_cursor"]
     async with Client(build_app(settings_for(repo, tmp_path, model_cache, ready_wait_s=0))) as restarted:
-        early = await restarted.call_tool("semantic_search", {"cursor": cursor}, raise_on_error=False)
+        early = await restarted.call_tool("hybrid_search", {"cursor": cursor}, raise_on_error=False)
         assert early.is_error and early.structured_content["error"]["code"] == "index_not_ready"
         for _ in range(600):
-            later = await restarted.call_tool("semantic_search", {"cursor": cursor}, raise_on_error=False)
+            # The cursor is a semantic search's: `mode` need not be sent, but if it is, it must agree.
+            later = await restarted.call_tool(
+                "hybrid_search", {"cursor": cursor, "mode": "semantic"}, raise_on_error=False
+            )
             if not later.is_error:
                 break
             await anyio.sleep(0.1)
@@ -201,24 +207,27 @@ async def test_identical_searches_reuse_their_session_unless_regex(repo, tmp_pat
         assert after["results"]["total_count"] == before["results"]["total_count"] + 1
 
 
-@pytest.mark.parametrize("tool", ["hybrid_search", "semantic_search"])
-async def test_a_question_the_code_cannot_answer_says_nothing_is_close(repo, tmp_path, model_cache, tool):
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+async def test_a_question_the_code_cannot_answer_says_nothing_is_close(repo, tmp_path, model_cache, mode):
     """Issue 37.8: a hybrid answer scores its best result 1.0 whatever it found, so an agent
     asking what the code cannot answer could not tell. Every ranked answer now carries the best
     cosine similarity of the query with the code, and under the calibrated floor (benchmarks/
     relevance.py) says low_relevance, with a warning in structuredContent and the text block."""
     async with Client(build_app(settings_for(repo, tmp_path, model_cache))) as c:
-        result = await c.call_tool(tool, {"query": "recipe for a chocolate cake with strawberries", "top_k": 3})
+        query = "recipe for a chocolate cake with strawberries"
+        result = await c.call_tool("hybrid_search", {"query": query, "mode": mode, "top_k": 3})
         off = structured(result)
         assert off["results"]["low_relevance"] is True
         assert off["results"]["best_similarity"] < STATIC_RELEVANCE_FLOOR
         (warning,) = off["metadata"]["warnings"]
         assert warning.startswith("low relevance: no code is close to the query") and "regex_search" in warning
         assert f"warning: {warning}" in result.content[0].text
-        if tool == "hybrid_search":
+        if mode == "hybrid":
             assert page_matches(off)[0]["score"] == 1.0  # the relative score alone says nothing
 
-        on = structured(await c.call_tool(tool, {"query": "retry a failed call with exponential backoff"}))
+        on = structured(
+            await c.call_tool("hybrid_search", {"query": "retry a failed call with exponential backoff", "mode": mode})
+        )
         assert on["results"]["best_similarity"] >= STATIC_RELEVANCE_FLOOR
         assert "low_relevance" not in on["results"] and "warnings" not in on["metadata"]
         regex = structured(await c.call_tool("regex_search", {"pattern": "chocolate"}))

@@ -34,8 +34,8 @@ async def client(settings):
 
 async def test_tools_are_listed_with_paging_guidance_and_annotations(client):
     tools = {t.name: t for t in await client.list_tools()}
-    assert {"regex_search", "semantic_search", "hybrid_search"} <= set(tools)
-    for name in ("regex_search", "semantic_search", "hybrid_search"):
+    assert {"regex_search", "hybrid_search"} <= set(tools) and "semantic_search" not in tools
+    for name in ("regex_search", "hybrid_search"):
         tool = tools[name]
         assert len(tool.description.encode()) < 2048
         assert "next_cursor" in tool.description and "cursor" in tool.input_schema["properties"]
@@ -53,8 +53,8 @@ async def test_every_listed_tool_is_one_the_server_defines_and_compacts(settings
     app = build_app(settings)
     async with Client(app) as c:
         listed = [t.name for t in await c.list_tools()]
-    assert sorted(own_tools(app)) == sorted(listed) and len(listed) == 8, listed
-    assert own_tools(app)[:3] == ("regex_search", "semantic_search", "hybrid_search")
+    assert sorted(own_tools(app)) == sorted(listed) and len(listed) == 6, listed
+    assert own_tools(app)[:2] == ("regex_search", "hybrid_search")
 
 
 async def test_regex_walk_returns_every_match_once_in_order(client, settings, code_tree):
@@ -126,14 +126,14 @@ async def test_full_detail_match_shape(client):
     assert body["search"]["parameters"] == {"context_lines": 1}
 
 
-async def test_snippet_length_and_include_snippet(client):
+async def test_snippet_length_cuts_the_text_and_zero_leaves_it_out(client):
     body = structured(await client.call_tool("regex_search", {"pattern": "needle_3_4", "snippet_length": 10}))
     content = page_matches(body)[0]["text"]
     assert len(content) == 10 and content.endswith("…")
-    body = structured(await client.call_tool("regex_search", {"pattern": "needle_3_4", "include_snippet": False}))
+    body = structured(await client.call_tool("regex_search", {"pattern": "needle_3_4", "snippet_length": 0}))
     assert body["results"]["files"] == {"pkg/mod03.py": {"11": None}}
     full = structured(
-        await client.call_tool("regex_search", {"pattern": "needle_3_4", "include_snippet": False, "detail": "full"})
+        await client.call_tool("regex_search", {"pattern": "needle_3_4", "snippet_length": 0, "detail": "full"})
     )
     assert "content" not in full["results"]["matches"][0]["match"]
 

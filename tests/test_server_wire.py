@@ -204,14 +204,16 @@ async def test_a_semantic_cursor_from_before_a_reindex_is_refused_after_a_restar
     assert index() == 1
     async with stdio_client(code_tree, tmp_path, env) as client:
         first = structured(
-            await client.call_tool("semantic_search", {"query": "add a number to x", "top_k": 20, "page_size": 5})
+            await client.call_tool(
+                "hybrid_search", {"query": "add a number to x", "mode": "semantic", "top_k": 20, "page_size": 5}
+            )
         )
         cursor = first["pagination"]["next_cursor"]
         assert cursor is not None and first["results"]["count"] == 5
     edit_a_matching_line(code_tree)
     assert index() == 2
     async with stdio_client(code_tree, tmp_path, env) as client:
-        error = await refusal(client, "semantic_search", {"cursor": cursor})
+        error = await refusal(client, "hybrid_search", {"cursor": cursor})
     assert "index generation 1 is now 2" in refused_for(error, "CursorGenerationError")
 
 

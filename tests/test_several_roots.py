@@ -159,13 +159,13 @@ async def test_ranked_search_without_path_indexes_and_merges_every_root(roots, t
     alpha, beta = roots
     settings = settings_for(roots, tmp_path, index={"cache_dir": model_cache, "ready_wait_s": 120})
     async with Client(build_app(settings)) as c:
-        for tool, query in (
-            ("hybrid_search", "parse_cookie_header"),
-            ("semantic_search", "split a cookie request header into names and values"),
+        for mode, query in (
+            ("hybrid", "parse_cookie_header"),
+            ("semantic", "split a cookie request header into names and values"),
         ):
-            body = structured(await c.call_tool(tool, {"query": query, "top_k": 20}))
+            body = structured(await c.call_tool("hybrid_search", {"query": query, "mode": mode, "top_k": 20}))
             found = page_matches(body)
-            assert found[0]["path"] == f"{beta}/src/cookies.py", (tool, found)
+            assert found[0]["path"] == f"{beta}/src/cookies.py", (mode, found)
             assert {m["path"].split("/src/")[0] for m in found} == {str(alpha), str(beta)}
             scores = [m["score"] for m in found]
             assert scores == sorted(scores, reverse=True)

@@ -215,18 +215,21 @@ class PageOptions:
     its input schema has already validated (`output_mode` one of the modes, `max_output_tokens`
     at least MIN_OUTPUT_TOKENS), so nothing here checks them again. Built by keyword: two of the
     flags are booleans side by side, which a positional call could swap unseen. The layer reads
-    `output_mode`, `max_output_tokens` and the stats; `include_snippet`, `snippet_length` and
-    `detail` shape a search page's match records (`server.response.SearchResponse`), and other
-    pages' records are what their tool made them."""
+    `output_mode`, `max_output_tokens` and the stats; `snippet_length` and `detail` shape a
+    search page's match records (`server.response.SearchResponse`), and other pages' records are
+    what their tool made them."""
 
-    include_snippet: bool = True
-    #: None: whole texts.
+    #: Characters of each match's text; None: whole texts, 0: none (locations only).
     snippet_length: int | None = None
     output_mode: OutputMode = OutputMode.AUTO
     max_output_tokens: int | None = None
     stats_only: bool = False
     stats_first: bool = False
     detail: Detail = Detail.COMPACT
+
+    @property
+    def include_snippet(self) -> bool:
+        return self.snippet_length != 0
 
     @property
     def record_detail(self) -> Detail:

@@ -18,11 +18,9 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 are left out: the spec gives them meaning only for tools that are not read-only."""
 
 
-def local_writes(*, destructive: bool) -> ToolAnnotations:
-    """A tool that changes local state (an index, the offload folder): idempotent, closed-world."""
-    return ToolAnnotations(
-        read_only_hint=False, destructive_hint=destructive, idempotent_hint=True, open_world_hint=False
-    )
+LOCAL_WRITES = ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+"""A tool that changes local state (an index) but destroys nothing: idempotent, closed-world.
+readOnlyHint is left out: false is its default."""
 
 
 OutputModeName = Literal["auto", "inline", "file_ref", "legacy"]
@@ -43,7 +41,7 @@ def paging(cursor_max_age_s: float) -> Paging:
     hours = cursor_max_age_s / 3600
     age = f"{hours:g} h" if hours >= 1 else f"{cursor_max_age_s / 60:g} min"
     return Paging(
-        tool="Paged: call again with only cursor=pagination.next_cursor until it is null.",
+        tool="Paged: pass only cursor=pagination.next_cursor until null.",
         cursor=f"pagination.next_cursor, valid {age}",
     )
 
@@ -53,14 +51,9 @@ REGEX_DESCRIPTION = (
     "files). Matches: results.files {path: {line: text}}. "
 )
 
-SEMANTIC_DESCRIPTION = (
-    "Find code by meaning ('where are retries handled') when you don't know the names "
-    "(embedding similarity). The first call may wait for indexing. "
-)
-
 HYBRID_DESCRIPTION = (
-    "Best default to find code: ranks by keywords, symbol names and meaning ('ClientSession' "
-    "or 'where are connections pooled'). The first call may wait for indexing. "
+    "Best default to find code by name or meaning ('ClientSession', 'where are connections "
+    "pooled'); mode=semantic: by meaning alone. The first call may wait for indexing. "
 )
 
 

@@ -18,7 +18,7 @@ from server.background_indexer import RootState
 from server.json_result import json_result
 from server.services import Services
 from server.tools.bounds import PathText
-from server.tools.descriptions import READ_ONLY, local_writes
+from server.tools.descriptions import LOCAL_WRITES, READ_ONLY
 from server.tools.registry import mcp_tool
 from server.tools.schemas import INDEX_OUTPUT
 
@@ -73,7 +73,7 @@ def register_index_tools(app: FastMCP, services: Services) -> None:
         app,
         "reindex",
         "Update each root's semantic index; returns index_status.",
-        annotations=local_writes(destructive=False),
+        annotations=LOCAL_WRITES,
         output_schema=INDEX_OUTPUT,
     )
     async def reindex(

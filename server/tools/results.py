@@ -1,6 +1,10 @@
 """Tools and resources over saved results: read offloaded pages over MCP, query any dataset with
-SQL, list and clean them up. Shared by the search server and the proxy (which registers the SQL
-tools over its own datasets too, but not the cleanup of temp files)."""
+SQL and list them. Shared by the search server and the proxy (which registers the SQL tools over
+its own datasets too).
+
+Deleting them is not a tool: the store's sweep expires every file after `offload.retention_hours`
+on its own, and an agent has no better idea of when a file is no longer wanted (a tool that
+deletes files, in every conversation's tool list, would only invite it to guess)."""
 
 import contextlib
 import logging
@@ -21,9 +25,9 @@ from server.output import LINES_URI, RESULTS_URI, Layout, OffloadStore, OutputLa
 from server.rendering import tool_result
 from server.sql import DatasetFilter, Datasets, answer_query
 from server.tools.bounds import LongText, PathText
-from server.tools.descriptions import ANALYZE_DESCRIPTION, READ_ONLY, OutputModeName, local_writes
+from server.tools.descriptions import ANALYZE_DESCRIPTION, READ_ONLY, OutputModeName
 from server.tools.registry import mcp_tool
-from server.tools.schemas import CLEANUP_OUTPUT, DATASETS_OUTPUT, ROWS_OUTPUT
+from server.tools.schemas import DATASETS_OUTPUT, ROWS_OUTPUT
 
 _LINE_NUMBER = re.compile(r"[0-9]+")
 
@@ -72,11 +76,6 @@ def register_results_resources(app: FastMCP, store: OffloadStore) -> None:
             return store.read_lines(id, _line_number(start), _line_number(end))
 
 
-def register_results_tools(app: FastMCP, store: OffloadStore, datasets: Datasets, layer: OutputLayer) -> None:
-    register_sql_tools(app, datasets, layer)
-    register_cleanup_tool(app, store)
-
-
 def register_sql_tools(app: FastMCP, datasets: Datasets, layer: OutputLayer) -> None:
     @mcp_tool(app, "analyze-with-duckdb", ANALYZE_DESCRIPTION, annotations=READ_ONLY, output_schema=ROWS_OUTPUT)
     async def analyze_with_duckdb(
@@ -112,18 +111,3 @@ def register_sql_tools(app: FastMCP, datasets: Datasets, layer: OutputLayer) -> 
     ) -> ToolResult:
         infos = await anyio.to_thread.run_sync(lambda: datasets.infos(filter))
         return json_result({"datasets": [i.to_dict() for i in infos], "count": len(infos)})
-
-
-def register_cleanup_tool(app: FastMCP, store: OffloadStore) -> None:
-    @mcp_tool(
-        app,
-        "cleanup_temp_files",
-        "Delete offloaded result files older than max_age_days.",
-        annotations=local_writes(destructive=True),
-        output_schema=CLEANUP_OUTPUT,
-    )
-    async def cleanup_temp_files(
-        max_age_days: Annotated[float | None, Field(ge=0, description="default: offload.retention_hours")] = None,
-    ) -> ToolResult:
-        report = await anyio.to_thread.run_sync(lambda: store.cleanup(max_age_days))
-        return json_result(report.to_dict())

@@ -25,24 +25,22 @@ from fastmcp.server.transforms import Transform
 from fastmcp.tools.base import Tool
 
 
-def _shape(required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "required": required}
-    if properties:
-        schema["properties"] = properties
-    return schema
+def _shape(required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "required": required}
 
 
 #: A search tool's answer (`server.response`, `server.output.layer`), at either detail level:
 #: compact pages carry `results.files` ({path: {line: entry}}), full and legacy ones
-#: `results.matches`, offloaded ones `results.file_ref`.
-SEARCH_OUTPUT = _shape(["search", "results", "pagination", "metadata"], results=_shape(["mode", "count"]))
+#: `results.matches`, offloaded ones `results.file_ref`; every `results` says its `mode` and
+#: `count`. Only the top level is declared: each nested requirement costs every conversation
+#: its characters in tools/list, and `results` is documented in docs/tools.md.
+SEARCH_OUTPUT = _shape(["search", "results", "pagination", "metadata"])
 
 #: A page of rows (analyze-with-duckdb, the proxy's read-dataset-page).
 ROWS_OUTPUT = _shape(["results", "pagination"])
 #: One root's index status (`root`, `building`, ...), or several roots' under `roots`.
 INDEX_OUTPUT = _shape(["building"])
 DATASETS_OUTPUT = _shape(["datasets", "count"])
-CLEANUP_OUTPUT = _shape(["removed_count", "freed_bytes"])
 
 
 #: Bounds against hostile calls (`server.tools.bounds`), far above any honest one: a call over

@@ -1,7 +1,13 @@
-"""The search tools: `regex_search`, `semantic_search`, `hybrid_search`.
+"""The search tools: `regex_search`, and `hybrid_search` (whose `mode="semantic"` ranks by
+meaning alone).
+
+Two tools, not one a mode: ripgrep's pattern and flags and the ranker's query, `top_k` and
+`threshold` do not mix, and an agent picks a tool by its name. Two, not three: a semantic-only
+tool was listed as a third (its schema the hybrid one's, ~2,000 characters of tools/list in every
+conversation) for what one enum value says.
 
 Each is a thin adapter: validate arguments -> `SearchRequest` -> `Pager` -> output layer ->
-`ToolResult`. The three share every paging and presentation parameter; only the search-defining
+`ToolResult`. The two share every paging and presentation parameter; only the search-defining
 ones differ, so the shared part is declared once (`server.tools.page_args`), each tool's
 presentation arguments become the call's one `PageOptions`, and `run_search` handles the rest.
 
@@ -17,7 +23,7 @@ time from settings (page-size limits), and fastmcp must be able to evaluate them
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 from fastmcp import Context, FastMCP
@@ -37,8 +43,7 @@ from search_engine import (
 from server.clients import client_name, profile_for
 from server.errors import InvalidParamsError
 from server.jq import view_expression, view_key
-from server.output import OutputMode, PageOptions
-from server.records import Detail
+from server.output import PageOptions
 from server.rendering import render_search
 from server.response import SearchResponse
 from server.services import Services
@@ -47,19 +52,17 @@ from server.tools.descriptions import (
     HYBRID_DESCRIPTION,
     READ_ONLY,
     REGEX_DESCRIPTION,
-    SEMANTIC_DESCRIPTION,
     paging,
     search_meta,
 )
 from server.tools.page_args import (
     DetailName,
-    IncludeSnippet,
     JqFilter,
     MaxOutputTokens,
     OutputModeArg,
-    StatsFirst,
-    StatsOnly,
+    StatsArg,
     check_shared,
+    page_options,
 )
 from server.tools.registry import ToolBody, mcp_tool
 from server.tools.schemas import SEARCH_OUTPUT
@@ -80,11 +83,10 @@ MAX_SNIPPET_LENGTH = 2000
 PathArg = Annotated[PathText | None, Field(description="file or folder to search")]
 IncludeGlobs = Annotated[Globs, Field(description="globs to search, e.g. *.py")]
 ExcludeGlobs = Annotated[Globs, Field(description="globs to skip")]
-#: What `threshold` is compared with in each ranked mode (see `search_engine.ranking.search.Ranker.search`).
-THRESHOLD = {
-    SearchMode.SEMANTIC: "min score: cosine similarity (-1..1)",
-    SearchMode.HYBRID: "min score relative to the best (1.0)",
-}
+#: The ranked modes `hybrid_search` takes, and what its `threshold` is compared with in each
+#: (see `search_engine.ranking.search.Ranker.search`).
+RankedMode = Literal["hybrid", "semantic"]
+THRESHOLD = "min score: relative to the best (1.0); semantic: cosine (-1..1)"
 
 
 #: Request fields named differently from the tool parameter that sets them.
@@ -106,20 +108,20 @@ class SearchCall:
 
 
 def register_search_tools(app: FastMCP, services: Services) -> None:
-    """Register the three search tools, and the middleware that reads their arguments."""
+    """Register the search tools, and the middleware that reads their arguments."""
     arguments = SearchArguments()
     app.add_middleware(arguments)
     s = services.settings.search
     contract = paging(services.settings.sessions.cursor_max_age_s)
     # The shared parameters whose bounds or wording quote settings (the rest: `server.tools.page_args`).
     PageSize = Annotated[int | None, Field(ge=1, le=services.pager.max_page_size, description="results per page")]
-    SnippetLength = Annotated[int, Field(ge=1, le=MAX_SNIPPET_LENGTH, description="max chars of each text")]
+    SnippetLength = Annotated[int, Field(ge=0, le=MAX_SNIPPET_LENGTH, description="max chars of each text; 0: none")]
     Cursor = Annotated[str | None, Field(description=contract.cursor)]
     meta = search_meta(services.settings.offload.max_tokens)
 
     def search_tool(name: str, description: str) -> Callable[[ToolBody], ToolBody]:
         """Register the decorated body as search tool `name`, with the registration options the
-        three search tools share; its own parameters are those before the shared ones."""
+        search tools share; its own parameters are those before the shared ones."""
         register = mcp_tool(
             app, name, description + contract.tool, annotations=READ_ONLY, output_schema=SEARCH_OUTPUT, meta=meta
         )
@@ -142,14 +144,12 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
         include_patterns: IncludeGlobs = None,
         exclude_patterns: ExcludeGlobs = None,
         context_lines: Annotated[int, Field(ge=0, le=MAX_CONTEXT_LINES, description="rg -C")] = 0,
-        include_snippet: IncludeSnippet = True,
         snippet_length: SnippetLength = SNIPPET_LENGTH,
         page_size: PageSize = None,
         cursor: Cursor = None,
         output_mode: OutputModeArg = "auto",
         max_output_tokens: MaxOutputTokens = None,
-        stats_only: StatsOnly = False,
-        stats_first: StatsFirst = False,
+        stats: StatsArg = None,
         jq_filter: JqFilter = None,
         detail: DetailName = "compact",
     ) -> ToolResult:
@@ -158,46 +158,39 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
             "whole_word": whole_word, "multiline": multiline, "include_patterns": include_patterns,
             "exclude_patterns": exclude_patterns, "context_lines": context_lines, "jq_filter": jq_filter,
         }, fixed={"max_results": s.max_results})  # fmt: skip
-        options = PageOptions(
-            include_snippet=include_snippet, snippet_length=snippet_length, output_mode=OutputMode(output_mode),
-            max_output_tokens=max_output_tokens, stats_only=stats_only, stats_first=stats_first, detail=Detail(detail),
-        )  # fmt: skip
+        options = page_options(snippet_length, output_mode, max_output_tokens, stats, detail)
         return await run_search(services, ctx, "regex_search", call, Paging(cursor, page_size), options)
 
-    def make_ranked_tool(mode: SearchMode, name: str, description: str) -> None:
-        @search_tool(name, description)
-        async def ranked_search(
-            ctx: Context,
-            query: Annotated[LongText | None, Field(description="a name, words or a question")] = None,
-            path: PathArg = None,
-            top_k: Annotated[int, Field(ge=1, le=s.max_results, description="results wanted")] = DEFAULT_TOP_K,
-            threshold: Annotated[float | None, Field(allow_inf_nan=False, description=THRESHOLD[mode])] = None,
-            include_patterns: IncludeGlobs = None,
-            exclude_patterns: ExcludeGlobs = None,
-            include_snippet: IncludeSnippet = True,
-            snippet_length: SnippetLength = RANKED_SNIPPET_LENGTH,
-            page_size: PageSize = None,
-            cursor: Cursor = None,
-            output_mode: OutputModeArg = "auto",
-            max_output_tokens: MaxOutputTokens = None,
-            stats_only: StatsOnly = False,
-            stats_first: StatsFirst = False,
-            jq_filter: JqFilter = None,
-            detail: DetailName = "compact",
-        ) -> ToolResult:
-            call = SearchCall(mode, {
-                "query": query, "path": path, "top_k": top_k, "threshold": threshold,
-                "include_patterns": include_patterns, "exclude_patterns": exclude_patterns, "jq_filter": jq_filter,
-            })  # fmt: skip
-            options = PageOptions(
-                include_snippet=include_snippet, snippet_length=snippet_length, output_mode=OutputMode(output_mode),
-                max_output_tokens=max_output_tokens, stats_only=stats_only, stats_first=stats_first,
-                detail=Detail(detail),
-            )  # fmt: skip
-            return await run_search(services, ctx, name, call, Paging(cursor, page_size), options)
+    @search_tool("hybrid_search", HYBRID_DESCRIPTION)
+    async def hybrid_search(
+        ctx: Context,
+        query: Annotated[LongText | None, Field(description="a name, words or a question")] = None,
+        mode: Annotated[RankedMode, Field(description="semantic: by meaning alone")] = "hybrid",
+        path: PathArg = None,
+        top_k: Annotated[int, Field(ge=1, le=s.max_results, description="results wanted")] = DEFAULT_TOP_K,
+        threshold: Annotated[float | None, Field(allow_inf_nan=False, description=THRESHOLD)] = None,
+        include_patterns: IncludeGlobs = None,
+        exclude_patterns: ExcludeGlobs = None,
+        snippet_length: SnippetLength = RANKED_SNIPPET_LENGTH,
+        page_size: PageSize = None,
+        cursor: Cursor = None,
+        output_mode: OutputModeArg = "auto",
+        max_output_tokens: MaxOutputTokens = None,
+        stats: StatsArg = None,
+        jq_filter: JqFilter = None,
+        detail: DetailName = "compact",
+    ) -> ToolResult:
+        call = SearchCall(SearchMode(mode), {
+            "query": query, "mode": mode, "path": path, "top_k": top_k, "threshold": threshold,
+            "include_patterns": include_patterns, "exclude_patterns": exclude_patterns, "jq_filter": jq_filter,
+        })  # fmt: skip
+        options = page_options(snippet_length, output_mode, max_output_tokens, stats, detail)
+        return await run_search(services, ctx, "hybrid_search", call, Paging(cursor, page_size), options)
 
-    make_ranked_tool(SearchMode.SEMANTIC, "semantic_search", SEMANTIC_DESCRIPTION)
-    make_ranked_tool(SearchMode.HYBRID, "hybrid_search", HYBRID_DESCRIPTION)
+
+def search_tool_for(mode: SearchMode) -> str:
+    """The tool that runs searches of `mode`."""
+    return "regex_search" if mode is SearchMode.REGEX else "hybrid_search"
 
 
 def _request(services: Services, call: SearchCall) -> SearchRequest:
@@ -212,7 +205,7 @@ def _request(services: Services, call: SearchCall) -> SearchRequest:
     fields = {
         _REQUEST_FIELD.get(name, name): value
         for name, value in call.args.items()
-        if name not in (call.query_param, "path", "jq_filter")
+        if name not in (call.query_param, "mode", "path", "jq_filter")
     }
     try:
         return SearchRequest(mode=call.mode, query=query, **where, **fields, **call.fixed)
@@ -309,11 +302,12 @@ async def run_search(
     view = view_key(call.args["jq_filter"], options.record_detail) if request is not None else None
 
     def check_cursor(state: CursorState, searched: SearchRequest) -> None:
-        if searched.mode is not call.mode:
+        if search_tool_for(searched.mode) != tool:
             # Authentic, but it pages another tool's search: answering would mislabel the results,
-            # and refusing before paging spares restoring that search only to refuse it.
+            # and refusing before paging spares restoring that search only to refuse it. (Which
+            # ranked mode it pages is the cursor's, checked against `mode` only if sent.)
             raise InvalidParamsError(
-                f"this cursor pages a {searched.mode.value}_search; pass it back to that tool, "
+                f"this cursor pages a {search_tool_for(searched.mode)} search; pass it back to that tool, "
                 f"or call {tool} without a cursor",
                 code="invalid_cursor",
             )

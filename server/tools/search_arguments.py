@@ -4,11 +4,11 @@ called here.
 One middleware over every tools/call, because a tool body cannot see either: in a body, a
 parameter left out and one sent at its default look the same (only the ones sent must match a
 cursor's search), and an argument the tool does not take never reaches it (fastmcp refuses the
-call first, saying only "Unexpected keyword argument"). The three search tools name some
+call first, saying only "Unexpected keyword argument"). The search tools name some
 parameters differently (`pattern` for regex, `query` for ranked search), and an agent that has
 just used one sends the other's name; so an unknown argument that is a parameter of a sibling
 search tool is explained by a note on the refusal: what this tool calls it, or that it has no
-such option.
+such option. An argument the tools used to take is refused with what says the same now.
 """
 
 from __future__ import annotations
@@ -29,6 +29,14 @@ _SENT: ContextVar[frozenset[str]] = ContextVar("codepager_sent_arguments", defau
 def sent_arguments() -> frozenset[str]:
     """The arguments the current tools/call carried with a value other than null."""
     return _SENT.get()
+
+
+#: Arguments the search tools used to take, and what says the same now.
+FORMER_ARGUMENTS = {
+    "include_snippet": "`include_snippet` is gone: snippet_length=0 leaves the text out",
+    "stats_only": '`stats_only` is now stats="only"',
+    "stats_first": '`stats_first` is now stats="first"',
+}
 
 
 class SearchArguments(Middleware):
@@ -59,12 +67,16 @@ class SearchArguments(Middleware):
             _SENT.reset(token)
 
     def notes(self, tool: str, arguments: Iterable[str]) -> list[str]:
-        """One note per argument `tool` does not take that a sibling search tool does."""
+        """One note per argument `tool` does not take that a sibling search tool does, or that
+        the search tools used to take."""
         own = self.parameters.get(tool)
         if own is None:
             return []
         notes = []
         for argument in arguments:
+            if argument in FORMER_ARGUMENTS:
+                notes.append(FORMER_ARGUMENTS[argument])
+                continue
             owners = [t for t, params in self.parameters.items() if argument in params and argument not in own]
             if not owners:
                 continue
