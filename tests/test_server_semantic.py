@@ -113,6 +113,24 @@ async def test_ranked_results_page_and_filter_before_top_k(repo, tmp_path, model
         assert {m["path"] for m in page_matches(only_web)} == {"web/cookies.py"}
 
 
+async def test_a_cursor_pages_its_own_mode_and_refuses_another(repo, tmp_path, model_cache):
+    """Both ranked modes are one tool: a cursor pages in the mode it was issued for, `mode` left
+    out or sent equal, and a different `mode` sent with it is refused naming it."""
+    async with Client(build_app(settings_for(repo, tmp_path, model_cache))) as c:
+        for mode, other in (("semantic", "hybrid"), ("hybrid", "semantic")):
+            args = {"query": "http session cookies", "mode": mode, "top_k": 4, "page_size": 2}
+            first = structured(await c.call_tool("hybrid_search", args))
+            cursor = first["pagination"]["next_cursor"]
+            assert first["search"]["mode"] == mode and cursor is not None
+            left_out = structured(await c.call_tool("hybrid_search", {"cursor": cursor}))
+            sent = structured(await c.call_tool("hybrid_search", {"cursor": cursor, "mode": mode}))
+            assert left_out["search"]["mode"] == sent["search"]["mode"] == mode
+            assert page_matches(left_out) == page_matches(sent)
+            refused = await c.call_tool("hybrid_search", {"cursor": cursor, "mode": other}, raise_on_error=False)
+            error = structured(refused)["error"]
+            assert refused.is_error and error["code"] == "cursor_mismatch" and "`mode`" in error["message"], error
+
+
 async def test_index_status_and_reindex_pick_up_changes(repo, tmp_path, model_cache):
     async with Client(build_app(settings_for(repo, tmp_path, model_cache))) as c:
         await c.call_tool("hybrid_search", {"query": "cookies"})
