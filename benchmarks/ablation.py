@@ -44,11 +44,12 @@ sys.path[0] = str(ROOT)  # benchmarks/regex.py would shadow the `regex` package 
 from benchmarks.report import Report, add_report_argument, emit
 from benchmarks.retrieval import (
     BENCH,
-    DEFAULT_CORPORA,
+    STATIC_PROFILE_CACHE,
     TOP_K,
     BenchSet,
     add_corpora_arguments,
     bench_sets,
+    corpora_missing,
     load_queries,
 )
 from search_engine.config import EngineConfig
@@ -180,7 +181,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--cache",
         type=Path,
-        default=DEFAULT_CORPORA / "codepager" / "profile-static",
+        default=STATIC_PROFILE_CACHE,
         help="the static profile's kept indexes (retrieval.py's `--cache`/profile-static)",
     )
     add_report_argument(ap)
@@ -221,10 +222,8 @@ def run(args: argparse.Namespace) -> Report:
 
 def main() -> int:
     args = parser().parse_args()
-    for bench in bench_sets(args):
-        if bench.missing():
-            print(f"{bench.name} corpora missing under {bench.corpora}: {bench.missing()}; run {BENCH / bench.fetch}")
-            return 2
+    if corpora_missing(bench_sets(args)):
+        return 2
     return emit(run(args), args)
 
 
