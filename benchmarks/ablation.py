@@ -38,8 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[0] = str(ROOT)  # benchmarks/regex.py would shadow the `regex` package (see retrieval.py)
+sys.path[0] = str(Path(__file__).resolve().parents[1])  # benchmarks/regex.py would shadow `regex` (see retrieval.py)
 
 from benchmarks.report import Report, add_report_argument, emit
 from benchmarks.retrieval import (

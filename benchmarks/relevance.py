@@ -37,8 +37,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[0] = str(ROOT)  # benchmarks/regex.py would shadow the `regex` package (see retrieval.py)
+sys.path[0] = str(Path(__file__).resolve().parents[1])  # benchmarks/regex.py would shadow `regex` (see retrieval.py)
 
 from benchmarks.retrieval import (
     STATIC_PROFILE_CACHE,
