@@ -40,7 +40,7 @@ from typing import Any
 
 sys.path[0] = str(Path(__file__).resolve().parents[1])  # benchmarks/regex.py would shadow `regex` (see retrieval.py)
 
-from benchmarks.report import Report, add_report_argument, emit
+from benchmarks.report import Report, add_report_argument
 from benchmarks.retrieval import (
     BENCH,
     STATIC_PROFILE_CACHE,
@@ -48,8 +48,8 @@ from benchmarks.retrieval import (
     BenchSet,
     add_corpora_arguments,
     bench_sets,
-    corpora_missing,
     load_queries,
+    main_over_sets,
 )
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
@@ -220,10 +220,7 @@ def run(args: argparse.Namespace) -> Report:
 
 
 def main() -> int:
-    args = parser().parse_args()
-    if corpora_missing(bench_sets(args)):
-        return 2
-    return emit(run(args), args)
+    return main_over_sets(parser(), run)
 
 
 if __name__ == "__main__":
