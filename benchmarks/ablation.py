@@ -38,18 +38,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[0] = str(ROOT)  # benchmarks/regex.py would shadow the `regex` package (see retrieval.py)
+sys.path[0] = str(Path(__file__).resolve().parents[1])  # benchmarks/regex.py would shadow `regex` (see retrieval.py)
 
-from benchmarks.report import Report, add_report_argument, emit
+from benchmarks.report import Report, add_report_argument
 from benchmarks.retrieval import (
     BENCH,
-    DEFAULT_CORPORA,
+    STATIC_PROFILE_CACHE,
     TOP_K,
     BenchSet,
     add_corpora_arguments,
     bench_sets,
     load_queries,
+    main_over_sets,
 )
 from search_engine.config import EngineConfig
 from search_engine.engine import SearchEngine
@@ -180,7 +180,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--cache",
         type=Path,
-        default=DEFAULT_CORPORA / "codepager" / "profile-static",
+        default=STATIC_PROFILE_CACHE,
         help="the static profile's kept indexes (retrieval.py's `--cache`/profile-static)",
     )
     add_report_argument(ap)
@@ -220,12 +220,7 @@ def run(args: argparse.Namespace) -> Report:
 
 
 def main() -> int:
-    args = parser().parse_args()
-    for bench in bench_sets(args):
-        if bench.missing():
-            print(f"{bench.name} corpora missing under {bench.corpora}: {bench.missing()}; run {BENCH / bench.fetch}")
-            return 2
-    return emit(run(args), args)
+    return main_over_sets(parser(), run)
 
 
 if __name__ == "__main__":

@@ -37,14 +37,14 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[0] = str(ROOT)  # benchmarks/regex.py would shadow the `regex` package (see retrieval.py)
+sys.path[0] = str(Path(__file__).resolve().parents[1])  # benchmarks/regex.py would shadow `regex` (see retrieval.py)
 
 from benchmarks.retrieval import (
-    DEFAULT_CORPORA,
+    STATIC_PROFILE_CACHE,
     BenchSet,
     add_corpora_arguments,
     all_sets,
+    corpora_missing,
     load_queries,
 )
 from search_engine.config import EngineConfig
@@ -159,14 +159,12 @@ def report(groups: dict[str, list[Answer]]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_corpora_arguments(ap)
-    ap.add_argument("--cache", type=Path, default=DEFAULT_CORPORA / "codepager" / "profile-static")
+    ap.add_argument("--cache", type=Path, default=STATIC_PROFILE_CACHE)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sets = list(all_sets(args).values())
-    for bench in sets:
-        if bench.missing():
-            print(f"{bench.name} corpora missing under {bench.corpora}: {bench.missing()}", file=sys.stderr)
-            return 2
+    if corpora_missing(sets):
+        return 2
     print(report(measure(sets, args.cache)))
     return 0
 

@@ -55,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,11 @@ _CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
 DEFAULT_CORPORA = _CACHE_HOME / "codepager-bench"
 DEFAULT_MULTILANG = _CACHE_HOME / "codepager-bench-multilang"  # where `multilang/unpack` puts them
 DEFAULT_MULTILANG2 = _CACHE_HOME / "codepager-bench-multilang2"  # where `multilang2/unpack` puts them
+#: The index cache kept between runs (`--cache`), one folder a profile (`_profile_cache`).
+DEFAULT_CACHE = DEFAULT_CORPORA / "codepager"
+#: The static profile's indexes there: the benchmarks that search the same corpora with that
+#: profile (ablation.py, relevance.py) default to them rather than index everything again.
+STATIC_PROFILE_CACHE = DEFAULT_CACHE / "profile-static"
 CATEGORIES = ("symbol", "semantic", "architecture", "all")
 MODES = ("semantic", "lexical", "hybrid")
 TOP_K = 10
@@ -115,6 +121,18 @@ def all_sets(args: argparse.Namespace) -> dict[str, BenchSet]:
             "multilang2", BENCH / "multilang2" / "annotations", args.multilang2_corpora, "multilang2/unpack"
         ),
     }
+
+
+def corpora_missing(sets: Iterable[BenchSet]) -> bool:
+    """Whether a set's corpora are not all in place, said on stderr with the kit's script that
+    fetches them: figures over part of a set would not compare with any other run's."""
+    for bench in sets:
+        missing = bench.missing()
+        if missing:
+            fetch = BENCH / bench.fetch
+            print(f"{bench.name} corpora missing under {bench.corpora}: {missing}; run {fetch}", file=sys.stderr)
+            return True
+    return False
 
 
 def bench_sets(args: argparse.Namespace) -> list[BenchSet]:
@@ -491,7 +509,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--cache",
         type=Path,
-        default=DEFAULT_CORPORA / "codepager",
+        default=DEFAULT_CACHE,
         help="index cache kept between runs (minilm indexing is slow)",
     )
     ap.add_argument("--out", type=Path, default=DEFAULT_CORPORA / "results")
@@ -535,15 +553,17 @@ def run(args: argparse.Namespace) -> Report:
     )
 
 
-def main() -> int:
-    args = parser().parse_args()
-    for bench in bench_sets(args):
-        missing = bench.missing()
-        if missing:
-            fetch = BENCH / bench.fetch
-            print(f"{bench.name} corpora missing under {bench.corpora}: {missing}; run {fetch}", file=sys.stderr)
-            return 2
+def main_over_sets(ap: argparse.ArgumentParser, run: Callable[[argparse.Namespace], Report]) -> int:
+    """A benchmark of the sets `--sets` names (this one's, ablation.py's): refused with status 2
+    while their corpora are missing, else run and its report emitted."""
+    args = ap.parse_args()
+    if corpora_missing(bench_sets(args)):
+        return 2
     return emit(run(args), args)
+
+
+def main() -> int:
+    return main_over_sets(parser(), run)
 
 
 if __name__ == "__main__":

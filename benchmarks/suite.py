@@ -29,7 +29,7 @@ HERE = ROOT / "benchmarks"
 
 @dataclass(frozen=True)
 class Benchmark:
-    """One benchmark of the suite.
+    """One benchmark of the suite, run as `benchmarks/NAME.py` (`script`).
 
     `args`: what the suite passes (the owner's documented command); `quick_args`: a smaller run
     for trying the runner (`--quick`); `long`: minutes, skipped by `--no-long`;
@@ -38,13 +38,17 @@ class Benchmark:
 
     name: str
     title: str
-    script: str
     args: tuple[str, ...] = ()
     quick_args: tuple[str, ...] | None = None
     long: bool = False
     timeout_s: float = 900.0
     collect: Callable[[str, Path], Report] | None = None
     out_option: str | None = None
+
+    @property
+    def script(self) -> str:
+        """Each script is named after its benchmark, so the name alone says which to run."""
+        return f"{self.name}.py"
 
     @property
     def path(self) -> Path:
@@ -125,33 +129,24 @@ SUITE: tuple[Benchmark, ...] = (
     Benchmark(
         "regex",
         "Regex search",
-        "regex.py",
         ("--repeats", "11", "--naive-repeats", "3"),
         quick_args=("--repeats", "2", "--naive-repeats", "1"),
     ),
-    Benchmark("paging", "Paging", "paging.py", quick_args=("--first-runs", "3", "--repeats", "50")),
-    Benchmark("offload", "Offload", "offload.py", quick_args=("--repeats", "30", "--big-repeats", "2")),
-    Benchmark("mcp_roundtrip", "MCP round trip", "mcp_roundtrip.py", quick_args=("--repeats", "10")),
-    Benchmark("chunked", "Chunked stdio", "chunked.py", quick_args=("--runs", "2")),
-    Benchmark("proxy", "Proxy", "proxy.py", quick_args=("--calls", "30", "--repeats", "3")),
-    Benchmark("tokens", "Answer size", "tokens.py", ("--recall",), quick_args=("--names", "fastapi"), timeout_s=2400),
-    Benchmark("indexing", "Indexing", "indexing.py", long=True),
-    Benchmark("top_k", "Large top_k", "top_k.py", quick_args=("--repeats", "1"), long=True),
-    Benchmark("chunk_ablation", "Chunk size and chunk text", "chunk_ablation.py", long=True, collect=collect_ablation),
-    Benchmark("retrieval", "Retrieval quality", "retrieval.py", long=True, timeout_s=3600),
-    Benchmark("load", "Load", "load.py", long=True, timeout_s=1500, collect=collect_load, out_option="--out"),
-    Benchmark(
-        "scale",
-        "Monorepo scale",
-        "scale.py",
-        quick_args=("--sizes", "1", "--semble-sizes", "1"),
-        long=True,
-        timeout_s=7200,
-    ),
+    Benchmark("paging", "Paging", quick_args=("--first-runs", "3", "--repeats", "50")),
+    Benchmark("offload", "Offload", quick_args=("--repeats", "30", "--big-repeats", "2")),
+    Benchmark("mcp_roundtrip", "MCP round trip", quick_args=("--repeats", "10")),
+    Benchmark("chunked", "Chunked stdio", quick_args=("--runs", "2")),
+    Benchmark("proxy", "Proxy", quick_args=("--calls", "30", "--repeats", "3")),
+    Benchmark("tokens", "Answer size", ("--recall",), quick_args=("--names", "fastapi"), timeout_s=2400),
+    Benchmark("indexing", "Indexing", long=True),
+    Benchmark("top_k", "Large top_k", quick_args=("--repeats", "1"), long=True),
+    Benchmark("chunk_ablation", "Chunk size and chunk text", long=True, collect=collect_ablation),
+    Benchmark("retrieval", "Retrieval quality", long=True, timeout_s=3600),
+    Benchmark("load", "Load", long=True, timeout_s=1500, collect=collect_load, out_option="--out"),
+    Benchmark("scale", "Monorepo scale", quick_args=("--sizes", "1", "--semble-sizes", "1"), long=True, timeout_s=7200),
     Benchmark(
         "warm",
         "Warm queries with change detection live",
-        "warm.py",
         quick_args=("--trees", "sympy-1x", "--repeats", "2"),
         long=True,
         timeout_s=3600,
@@ -159,7 +154,6 @@ SUITE: tuple[Benchmark, ...] = (
     Benchmark(
         "freshness",
         "Freshness",
-        "freshness.py",
         quick_args=("--sizes", "1", "--trials", "10", "--repeats", "2", "--checkout", "50", "--idle-s", "2"),
         long=True,
         timeout_s=7200,

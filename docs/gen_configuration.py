@@ -31,17 +31,17 @@ ENV_PREFIX = "CODEPAGER_"
 
 #: Defaults computed on the running machine, described instead of printed (they would differ
 #: from one machine to the next). A new `default_factory` field must be added here.
-MACHINE_DEFAULTS: dict[tuple[str, str], str] = {
-    ("server", "roots"): "the current directory",
-    ("index", "cache_dir"): "the user cache dir: `~/.cache/codepager` on Linux",
-    ("offload", "output_dir"): (
+MACHINE_DEFAULTS: dict[str, str] = {
+    "server.roots": "the current directory",
+    "index.cache_dir": "the user cache dir: `~/.cache/codepager` on Linux",
+    "offload.output_dir": (
         "`$XDG_RUNTIME_DIR/codepager` when that is your own 0700 dir (e.g. `/run/user/1000/codepager`), "
         "else `offload` in the user cache dir: `~/.cache/codepager/offload` on Linux"
     ),
-    ("proxy", "data_dir"): "the user data dir: `~/.local/share/codepager` on Linux",
-    ("proxy", "excluded_tools"): "`[]`",
-    ("offload", "clients"): "`{}` (the built-in table of [tools.md](tools.md#client-budgets))",
-    ("proxy", "sql"): '`{memory_limit = "1GB", threads = 2}`',
+    "proxy.data_dir": "the user data dir: `~/.local/share/codepager` on Linux",
+    "proxy.excluded_tools": "`[]`",
+    "offload.clients": "`{}` (the built-in table of [tools.md](tools.md#client-budgets))",
+    "proxy.sql": '`{memory_limit = "1GB", threads = 2}`',
 }
 
 #: Subcommands whose flags set settings; the flag's argparse `dest` is the setting's key.
@@ -165,8 +165,8 @@ SECTION_NOTES: dict[str, str] = {
 
 
 def _default(section: str, key: str, field: FieldInfo) -> str:
-    if (section, key) in MACHINE_DEFAULTS:
-        return MACHINE_DEFAULTS[(section, key)]
+    if (described := MACHINE_DEFAULTS.get(f"{section}.{key}")) is not None:
+        return described
     if field.default is PydanticUndefined:
         raise ValueError(f"{section}.{key} has a computed default: describe it in MACHINE_DEFAULTS")
     if field.default is None:

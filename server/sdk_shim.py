@@ -13,6 +13,7 @@ pinned in pyproject.toml to the range this was checked against (mcp 2.3, fastmcp
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import sys
@@ -26,7 +27,7 @@ import httpx2
 from fastmcp import FastMCP
 from fastmcp.client.dependencies import _get_forwardable_http_headers
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
-from fastmcp.client.transports.base import SessionKwargs, TransportOptions
+from fastmcp.client.transports.base import ClientTransport, SessionKwargs, TransportOptions
 from fastmcp.server.providers.proxy import ProxyMetadataMiddleware as _FastMCPProxyMetadata
 from mcp import ClientSession
 from mcp.client import stdio as _client_stdio
@@ -42,6 +43,7 @@ __all__ = [
     "WRITER_FLUSH_TIMEOUT_S",
     "KeepAliveStdioTransport",
     "LargeReplyHttpTransport",
+    "OwnStreamsTransport",
     "ProxyMetadataMiddleware",
     "ReadStream",
     "RefusedReplyError",
@@ -179,16 +181,49 @@ async def _hold_session(
     must be closed by the task that opened them, and it holds no reference to the transport,
     whose `__del__` sets `stop`."""
     try:
-        async with (
-            open_streams() as (read_stream, write_stream),
-            options.session_class(read_stream, write_stream, **session_kwargs) as opened,
-        ):
+        async with session_over(open_streams(), options, session_kwargs) as opened:
             session.set_result(opened)
             ready.set()
             await stop.wait()
     except Exception:
         ready.set()  # connect() then raises this task's failure
         raise
+
+
+@contextlib.asynccontextmanager
+async def session_over(
+    streams: AbstractAsyncContextManager[TransportStreams], options: TransportOptions, session_kwargs: SessionKwargs
+) -> AsyncIterator[ClientSession]:
+    """A client session over the streams `streams` opens, of the class the client's options
+    name, as fastmcp's transports open one; closed before its streams."""
+    async with (
+        streams as (read_stream, write_stream),
+        options.session_class(read_stream, write_stream, **session_kwargs) as session,
+    ):
+        yield session
+
+
+class OwnStreamsTransport(ClientTransport):
+    """A fastmcp client transport that opens each connection's streams itself (`open_streams`):
+    `connect_session` puts the client's session on them, so a transport says only how its
+    streams come about."""
+
+    @abc.abstractmethod
+    def open_streams(
+        self, options: TransportOptions, session_kwargs: SessionKwargs
+    ) -> AbstractAsyncContextManager[TransportStreams]:
+        """The (read, write) streams of one connection, closed when it ends."""
+
+    @contextlib.asynccontextmanager
+    async def connect_session(
+        self,
+        *,
+        transport_options: TransportOptions | None = None,
+        **session_kwargs: Unpack[SessionKwargs],
+    ) -> AsyncIterator[ClientSession]:
+        options = transport_options or TransportOptions()
+        async with session_over(self.open_streams(options, session_kwargs), options, session_kwargs) as session:
+            yield session
 
 
 # --- fastmcp's StreamableHttpTransport, taking replies as large as a stdio backend's ---
@@ -198,13 +233,14 @@ class RefusedReplyError(httpx2.StreamError):
     JSON-RPC error for the request that asked (instead of leaving it waiting)."""
 
 
-class LargeReplyHttpTransport(StreamableHttpTransport):
+class LargeReplyHttpTransport(OwnStreamsTransport, StreamableHttpTransport):
     """fastmcp's `StreamableHttpTransport` taking replies of up to `max_message_bytes`, as a
     stdio backend's are. fastmcp leaves the SDK's limit on one server-sent event, 1 MiB, so a
     tool result over it from a server that answers with events (the TypeScript SDK's default,
     and the handshake era's) failed ("SSE stream failed: Server-sent event exceeded the 1048576
-    byte limit"), and a reply sent as plain JSON was read whole however large. `connect_session`
-    is fastmcp 4.1's, step for step, with the event limit passed and JSON bodies counted."""
+    byte limit"), and a reply sent as plain JSON was read whole however large. `open_streams`
+    is fastmcp 4.1's `connect_session`, step for step up to the session, with the event limit
+    passed and JSON bodies counted."""
 
     def __init__(self, url: str, *, max_message_bytes: int, **kwargs: Any) -> None:
         super().__init__(url, **kwargs)
@@ -222,13 +258,9 @@ class LargeReplyHttpTransport(StreamableHttpTransport):
             del response.headers["content-encoding"]
 
     @contextlib.asynccontextmanager
-    async def connect_session(
-        self,
-        *,
-        transport_options: TransportOptions | None = None,
-        **session_kwargs: Unpack[SessionKwargs],
-    ) -> AsyncIterator[ClientSession]:
-        options = transport_options or TransportOptions()
+    async def open_streams(
+        self, options: TransportOptions, session_kwargs: SessionKwargs
+    ) -> AsyncIterator[TransportStreams]:
         headers = (_get_forwardable_http_headers() if options.forward_incoming_headers else {}) | self.headers
         read_timeout_seconds = session_kwargs.get("read_timeout_seconds")
         timeout = None if read_timeout_seconds is None else httpx2.Timeout(30.0, read=read_timeout_seconds)
@@ -249,13 +281,11 @@ class LargeReplyHttpTransport(StreamableHttpTransport):
         http_client.event_hooks.setdefault("response", []).extend([self._capture_session_id, self.bound_body])
         async with (
             http_client,
-            streamable_http_client(self.url, http_client=http_client, max_sse_event_size=self.max_message_bytes) as (
-                read_stream,
-                write_stream,
-            ),
-            options.session_class(read_stream, write_stream, **session_kwargs) as session,
+            streamable_http_client(
+                self.url, http_client=http_client, max_sse_event_size=self.max_message_bytes
+            ) as streams,
         ):
-            yield session
+            yield streams
 
 
 #: The compressions a backend's JSON reply may use (asked for, and decoded by `_BoundedBody`).

@@ -425,79 +425,72 @@ class ServerSettings(_Section):
         return entries
 
 
-#: Keys of earlier versions that moved: (section, key) -> where they are now. An old file or
-#: variable naming one is refused with the new name rather than read (a value silently left
-#: unread would be a limit the user believes in and does not have).
-_MOVED: dict[tuple[str, str], str] = {
-    ("index", "profile"): "index.model",
-    **{("server", key): "server.request_timeout_s" for key in ("body_timeout_s", "chunk_timeout_s")},
+#: Keys of earlier versions that moved: `section.key`, as the refusal names it -> where they are
+#: now. An old file or variable naming one is refused with the new name rather than read (a
+#: value silently left unread would be a limit the user believes in and does not have).
+_MOVED: dict[str, str] = {
+    "index.profile": "index.model",
+    **{f"server.{key}": "server.request_timeout_s" for key in ("body_timeout_s", "chunk_timeout_s")},
     **{
-        ("server", key): "server.max_buffered_request_bytes"
+        f"server.{key}": "server.max_buffered_request_bytes"
         for key in ("body_max_buffered_bytes", "chunk_max_buffered_bytes")
     },
-    **{("offload", f"jq_{key}"): f"jq.{key}" for key in ("timeout_s", "memory_mb", "max_concurrent")},
+    **{f"offload.jq_{key}": f"jq.{key}" for key in ("timeout_s", "memory_mb", "max_concurrent")},
     **{
-        ("offload", f"duckdb_{key}"): f"sql.{key}"
+        f"offload.duckdb_{key}": f"sql.{key}"
         for key in ("memory_limit", "threads", "timeout_s", "max_concurrent", "max_rows", "max_result_bytes")
     },
-    **{("proxy", f"duckdb_{key}"): f"proxy.sql.{key}" for key in ("memory_limit", "threads")},
+    **{f"proxy.duckdb_{key}": f"proxy.sql.{key}" for key in ("memory_limit", "threads")},
 }
 
-#: Keys of earlier versions that are no longer settings: (section, key) -> what codepager does
+#: Keys of earlier versions that are no longer settings: `section.key` -> what codepager does
 #: instead (each a constant of the module that uses it, which says why it needs no setting).
-REMOVED_SETTINGS: dict[tuple[str, str], str] = {
-    ("server", "chunk_max_partial_messages"): "64",
-    ("server", "chunk_max_frames_per_message"): "32,768",
-    ("search", "default_snippet_length"): "500; a call's snippet_length still picks its own",
-    ("search", "default_ranked_snippet_length"): "300; a call's snippet_length still picks its own",
-    ("search", "max_snippet_length"): "2,000",
-    ("index", "fresh_wait_s"): "0.5 s",
-    ("sessions", "namespace"): (
+REMOVED_SETTINGS: dict[str, str] = {
+    "server.chunk_max_partial_messages": "64",
+    "server.chunk_max_frames_per_message": "32,768",
+    "search.default_snippet_length": "500; a call's snippet_length still picks its own",
+    "search.default_ranked_snippet_length": "300; a call's snippet_length still picks its own",
+    "search.max_snippet_length": "2,000",
+    "index.fresh_wait_s": "0.5 s",
+    "sessions.namespace": (
         '"default"; servers that must not share sessions give each its own Redis database in sessions.backend, '
         "e.g. redis://host:6379/1"
     ),
-    ("sessions", "sweep_interval_s"): "60 s",
-    ("offload", "sweep_interval_s"): "600 s",
-    ("offload", "duckdb_fetch"): "streamed, or spooled on DuckDB 1.x",
-    ("proxy", "schema_sample_size"): "100 records",
-    ("search", "max_line_width"): f"{DEFAULT_MAX_LINE_WIDTH} characters around the match",
-    ("search", "rg_max_concurrent"): f"{DEFAULT_RG_MAX_CONCURRENT} ripgrep processes at once",
-    ("search", "max_page_size"): f"{MAX_PAGE_SIZE} results; search.default_page_size still sets the default",
-    ("sql", "max_concurrent"): "2 queries at once; sql.memory_limit bounds each",
-    ("sql", "max_result_bytes"): "64 MiB of JSON; sql.max_rows still caps the rows",
-    ("jq", "memory_mb"): "512 MiB",
-    ("jq", "max_concurrent"): "2 filters at once",
-    ("offload", "max_bytes"): (
+    "sessions.sweep_interval_s": "60 s",
+    "offload.sweep_interval_s": "600 s",
+    "offload.duckdb_fetch": "streamed, or spooled on DuckDB 1.x",
+    "proxy.schema_sample_size": "100 records",
+    "search.max_line_width": f"{DEFAULT_MAX_LINE_WIDTH} characters around the match",
+    "search.rg_max_concurrent": f"{DEFAULT_RG_MAX_CONCURRENT} ripgrep processes at once",
+    "search.max_page_size": f"{MAX_PAGE_SIZE} results; search.default_page_size still sets the default",
+    "sql.max_concurrent": "2 queries at once; sql.memory_limit bounds each",
+    "sql.max_result_bytes": "64 MiB of JSON; sql.max_rows still caps the rows",
+    "jq.memory_mb": "512 MiB",
+    "jq.max_concurrent": "2 filters at once",
+    "offload.max_bytes": (
         "1 MiB, which a page within offload.max_tokens never reaches below 262,144 tokens; a client's own byte "
         "limit goes in offload.clients"
     ),
-    ("server", "chunk_limit"): (
+    "server.chunk_limit": (
         f"{DEFAULT_CHUNK_LIMIT:,} bytes a frame, under the 64 KiB pipe buffer of macOS; readers take frames of any size"
     ),
-    ("server", "max_buffered_request_bytes"): (
+    "server.max_buffered_request_bytes": (
         f"{DEFAULT_MAX_BUFFERED_BYTES >> 20} MiB for all requests still arriving together; server.max_request_bytes "
         "still bounds one"
     ),
-    ("proxy", "max_backend_message_bytes"): "64 MiB of one backend reply",
-    ("server", "auth_token_file"): (
+    "proxy.max_backend_message_bytes": "64 MiB of one backend reply",
+    "server.auth_token_file": (
         "http-token in the user state dir, e.g. ~/.local/state/codepager/http-token (XDG_STATE_HOME moves it); "
         "server.auth_token gives a token of your own"
     ),
-    ("sessions", "max_sessions"): f"{DEFAULT_MAX_SESSIONS} result lists; sessions.max_memory_mb bounds their memory",
+    "sessions.max_sessions": f"{DEFAULT_MAX_SESSIONS} result lists; sessions.max_memory_mb bounds their memory",
 }
-
-
-def _section_key(dotted: str) -> tuple[str, str]:
-    section, _, key = dotted.rpartition(".")
-    return section, key
 
 
 # A key that moved and later went (`offload.jq_memory_mb` -> `jq.memory_mb`) is refused as the
 # one it moved to is, no longer a setting.
-MOVED_SETTINGS = {old: new for old, new in _MOVED.items() if _section_key(new) not in REMOVED_SETTINGS}
-REMOVED_SETTINGS.update(
-    {old: REMOVED_SETTINGS[_section_key(new)] for old, new in _MOVED.items() if old not in MOVED_SETTINGS}
-)
+MOVED_SETTINGS = {old: new for old, new in _MOVED.items() if new not in REMOVED_SETTINGS}
+REMOVED_SETTINGS.update({old: REMOVED_SETTINGS[new] for old, new in _MOVED.items() if old not in MOVED_SETTINGS})
 
 
 def _old_keys(data: object) -> list[str]:
@@ -507,12 +500,13 @@ def _old_keys(data: object) -> list[str]:
     sections = data if isinstance(data, dict) else {}
     for section, keys in sections.items():
         for key in keys if isinstance(keys, dict) else ():
-            if (new := MOVED_SETTINGS.get((section, key))) is not None:
+            old = f"{section}.{key}"
+            if (new := MOVED_SETTINGS.get(old)) is not None:
                 table, _, name = new.rpartition(".")
                 env = f"CODEPAGER_{new.upper().replace('.', '__')}"
-                found.append(f"{section}.{key} is now {new}: write it as `{name}` under [{table}] (or set {env})")
-            elif (fixed := REMOVED_SETTINGS.get((section, key))) is not None:
-                found.append(f"{section}.{key} is no longer a setting (codepager uses {fixed}): remove it")
+                found.append(f"{old} is now {new}: write it as `{name}` under [{table}] (or set {env})")
+            elif (fixed := REMOVED_SETTINGS.get(old)) is not None:
+                found.append(f"{old} is no longer a setting (codepager uses {fixed}): remove it")
     return found
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
 
@@ -51,36 +51,30 @@ class SearchBackend(Protocol):
     def recheck(self, request: SearchRequest, matches: list[Match]) -> list[Match]: ...
 
 
+@dataclass(frozen=True, eq=False)
 class Pager:
     """Serves pages of searches from a `SessionStore`, minting cursors with a `CursorCodec`.
 
     `view_fn(result, view)` derives the list actually paged from a search result (the server
     uses it for jq filters); only its matches and warnings are used. A viewed list is a session of
     its own, and its cursors carry the view so a restore re-runs search and view alike. Stateless
-    itself: safe to share.
+    itself (frozen): safe to share. `max_page_size` is `MAX_PAGE_SIZE` when not given, read when
+    the pager is made.
     """
 
-    def __init__(
-        self,
-        engine: SearchBackend,
-        store: SessionStore,
-        codec: CursorCodec,
-        default_page_size: int = DEFAULT_PAGE_SIZE,
-        max_page_size: int | None = None,
-        view_fn: ViewFn | None = None,
-    ) -> None:
-        """`max_page_size`: `MAX_PAGE_SIZE` when not given, read now."""
-        max_page_size = MAX_PAGE_SIZE if max_page_size is None else max_page_size
-        if not 1 <= default_page_size <= max_page_size:
+    engine: SearchBackend
+    store: SessionStore
+    codec: CursorCodec
+    default_page_size: int = DEFAULT_PAGE_SIZE
+    max_page_size: int = field(default_factory=lambda: MAX_PAGE_SIZE)
+    view_fn: ViewFn | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.default_page_size <= self.max_page_size:
             raise ValueError(
-                f"default_page_size ({default_page_size}) must be between 1 and max_page_size ({max_page_size})"
+                f"default_page_size ({self.default_page_size}) must be between 1 and max_page_size "
+                f"({self.max_page_size})"
             )
-        self.engine = engine
-        self.store = store
-        self.codec = codec
-        self.default_page_size = default_page_size
-        self.max_page_size = max_page_size
-        self.view_fn = view_fn
 
     def first_page(
         self, request: SearchRequest, page_size: int | None = None, view: str | None = None, reuse: bool = True

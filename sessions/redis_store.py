@@ -155,6 +155,9 @@ if op == 'stats' then
 end
 return redis.error_reply('codepager session script: unknown op ' .. tostring(op))
 """
+#: The `StoreStats` fields the script's `stats` op returns, in its order (the others are this
+#: replica's configuration).
+_SCRIPT_STATS = ("sessions", "bytes", "hits", "misses", "evictions", "expirations")
 
 
 def encode_session(session: Session) -> bytes:
@@ -288,17 +291,8 @@ class RedisStore:
         return True
 
     def stats(self) -> StoreStats:
-        sessions, used, hits, misses, evictions, expirations = (int(v) for v in self._call("stats"))
-        return StoreStats(
-            sessions=sessions,
-            bytes=used,
-            max_sessions=self.max_sessions,
-            max_bytes=self.max_bytes,
-            hits=hits,
-            misses=misses,
-            evictions=evictions,
-            expirations=expirations,
-        )
+        kept = dict(zip(_SCRIPT_STATS, (int(v) for v in self._call("stats")), strict=True))
+        return StoreStats(max_sessions=self.max_sessions, max_bytes=self.max_bytes, **kept)
 
     def ping(self) -> None:
         """Raise SessionStoreUnavailableError unless Redis answers (used at start-up)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import doc
+from benchmarks import doc, suite
 from benchmarks.__main__ import main
 from benchmarks.plot import plot_ndcg_vs_index_time, points
 from benchmarks.report import Report
@@ -93,9 +93,7 @@ def test_machine_info_reads_this_machine():
 
 
 def test_run_one_runs_a_real_benchmark_in_its_own_process():
-    bench = Benchmark(
-        "paging", "Paging", "paging.py", ("--results", "400", "--files", "8", "--first-runs", "2", "--repeats", "20")
-    )
+    bench = Benchmark("paging", "Paging", ("--results", "400", "--files", "8", "--first-runs", "2", "--repeats", "20"))
     outcome = run_one(bench)
     assert outcome.error is None and outcome.report is not None
     assert "| page N>1 from the session cache |" in outcome.report.markdown
@@ -104,13 +102,14 @@ def test_run_one_runs_a_real_benchmark_in_its_own_process():
     assert "faster than page 1" in outcome.report.headline
 
 
-def test_a_script_without_a_report_is_shown_as_it_prints(tmp_path):
+def test_a_script_without_a_report_is_shown_as_it_prints(tmp_path, monkeypatch):
+    monkeypatch.setattr(suite, "HERE", tmp_path)  # where `Benchmark.path` finds the scripts
     script = tmp_path / "plain.py"
     script.write_text("print('| a | b |')\nprint('|---|---|')\nprint('| 1 | 2 |')\n")
-    outcome = run_one(Benchmark("plain", "Plain", str(script)))
+    outcome = run_one(Benchmark("plain", "Plain"))
     assert outcome.report == Report(markdown="| a | b |\n|---|---|\n| 1 | 2 |", headline="see the table")
     script.write_text("raise SystemExit('broken on purpose')\n")
-    failed = run_one(Benchmark("plain", "Plain", str(script)))
+    failed = run_one(Benchmark("plain", "Plain"))
     assert failed.report is None and failed.error is not None and "broken on purpose" in failed.error
 
 

@@ -264,3 +264,15 @@ def test_symbols_and_text_round_trip_the_chunk_table_whatever_they_hold(tmp_path
     assert list(table) == chunks
     _, _, names = table.definitions()
     assert "operator\n()" in names
+    # Positions and slices as a list answers them (`ChunkSequence`), also when the table is
+    # followed by the live files' chunks.
+    from search_engine.ranking.corpus import _JoinedChunks
+
+    for sequence in (table, _JoinedChunks(ChunkTable(tmp_path), chunks[:1])):
+        as_list = list(sequence)
+        assert [sequence[i] for i in range(-len(as_list), len(as_list))] == as_list + as_list
+        assert sequence[1:] == as_list[1:] and sequence[::-2] == as_list[::-2]
+        with pytest.raises(IndexError):
+            sequence[len(as_list)]
+        with pytest.raises(IndexError):
+            sequence[-len(as_list) - 1]

@@ -82,11 +82,9 @@ def test_a_proxy_flag_changes_one_proxy_sql_key_and_keeps_the_others(tmp_path: P
     assert (proxy.threads, proxy.memory_limit, proxy.timeout_s) == (4, "2GB", 60)
 
 
-def refusal(
-    old: tuple[str, str], source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str = "7"
-) -> str:
-    """The error of loading settings that give the old key `old` from `source`."""
-    section, key = old
+def refusal(old: str, source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str = "7") -> str:
+    """The error of loading settings that give the old key `old` (`section.key`) from `source`."""
+    section, _, key = old.partition(".")
     config = tmp_path / "codepager.toml"
     config.write_text(f"[{section}]\n{key} = {value}\n" if source == "toml" else "")
     if source == "env":
@@ -99,30 +97,30 @@ def refusal(
 @pytest.mark.parametrize("source", ["toml", "env"])
 @pytest.mark.parametrize("old", sorted(MOVED_SETTINGS))
 def test_a_moved_key_is_refused_naming_where_it_is_now(
-    old: tuple[str, str], source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    old: str, source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An old file (or variable) is never read with a limit silently dropped: it is refused,
     and the message says the new key, its table and its variable."""
     new = MOVED_SETTINGS[old]
     table, _, key = new.rpartition(".")
-    err = refusal(old, source, tmp_path, monkeypatch, '"1GB"' if old[1].endswith("memory_limit") else "7")
-    assert f"{'.'.join(old)} is now {new}: write it as `{key}` under [{table}]" in err, err
+    err = refusal(old, source, tmp_path, monkeypatch, '"1GB"' if old.endswith("memory_limit") else "7")
+    assert f"{old} is now {new}: write it as `{key}` under [{table}]" in err, err
     assert f"CODEPAGER_{new.upper().replace('.', '__')}" in err
 
 
 @pytest.mark.parametrize("source", ["toml", "env"])
 @pytest.mark.parametrize("old", sorted(REMOVED_SETTINGS))
 def test_a_key_that_is_no_longer_a_setting_is_refused_saying_what_is_used(
-    old: tuple[str, str], source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    old: str, source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     err = refusal(old, source, tmp_path, monkeypatch)
-    assert f"{'.'.join(old)} is no longer a setting (codepager uses {REMOVED_SETTINGS[old]}): remove it" in err
+    assert f"{old} is no longer a setting (codepager uses {REMOVED_SETTINGS[old]}): remove it" in err
 
 
 def test_no_old_key_names_a_current_one() -> None:
     """A key that moved or went must not be a key again: the refusal would refuse it."""
     current = set(all_keys())
-    assert not {".".join(k) for k in [*MOVED_SETTINGS, *REMOVED_SETTINGS]} & current
+    assert not {*MOVED_SETTINGS, *REMOVED_SETTINGS} & current
     assert all(new in current or new.startswith("proxy.sql.") for new in MOVED_SETTINGS.values())
 
 

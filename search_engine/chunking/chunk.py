@@ -1,15 +1,19 @@
 """The unit of semantic and lexical search: a `Chunk`, a contiguous span of one file.
 
 Chunking (`search_engine.chunking.chunker`) produces them, the index stores them, and ranking scores
-them; this module holds only the type so that every side can import it without pulling in
-tree-sitter or an embedding model. A chunk keeps both its line span (what people and agents
+them; this module holds only the types (and `ChunkSequence`, the base of the sequences that
+build chunks on demand) so that every side can import it without pulling in tree-sitter or an
+embedding model. A chunk keeps both its line span (what people and agents
 read) and its byte span (what editors and `Match` need) so a result can be located exactly.
 """
 
 from __future__ import annotations
 
 import hashlib
+from abc import abstractmethod
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +37,33 @@ class Chunk:
     kind: str
     symbol: str | None
     content_hash: str
+
+
+class ChunkSequence(Sequence[Chunk]):
+    """Chunks built one at a time by position, for the sequences that do not hold them as
+    objects (an index generation's table, a generation joined with the live files): indexing,
+    negative positions and slices are answered here once, so each kind only says how to
+    build chunk `i` of `0 <= i < len(self)` (`_chunk_at`)."""
+
+    @abstractmethod
+    def _chunk_at(self, i: int) -> Chunk: ...
+
+    @overload
+    def __getitem__(self, i: int) -> Chunk: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Chunk]: ...
+    def __getitem__(self, i: int | slice) -> Chunk | list[Chunk]:
+        if isinstance(i, slice):
+            return [self._chunk_at(j) for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        return self._chunk_at(i)
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return (self._chunk_at(i) for i in range(len(self)))
 
 
 def content_hash(text: str) -> str:

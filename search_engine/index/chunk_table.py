@@ -19,14 +19,13 @@ import bisect
 import threading
 import zlib
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import overload
 
 import msgspec
 import numpy as np
 
-from search_engine.chunking.chunk import Chunk, content_hash
+from search_engine.chunking.chunk import Chunk, ChunkSequence, content_hash
 from search_engine.config import MAX_FILE_SIZE_LIMIT
 from search_engine.embedding.embedder import chunk_text
 from search_engine.errors import reading
@@ -70,7 +69,7 @@ def key_of_text(text: str) -> int:
     return int(content_hash(text), 16)
 
 
-class ChunkTable(Sequence[Chunk]):
+class ChunkTable(ChunkSequence):
     """The chunks of one index generation (read-only)."""
 
     def __init__(self, directory: Path) -> None:
@@ -115,17 +114,7 @@ class ChunkTable(Sequence[Chunk]):
     def __len__(self) -> int:
         return len(self.rows)
 
-    @overload
-    def __getitem__(self, i: int) -> Chunk: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[Chunk]: ...
-    def __getitem__(self, i: int | slice) -> Chunk | list[Chunk]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
+    def _chunk_at(self, i: int) -> Chunk:
         # The row as one tuple of Python ints: reading its fields one by one cost more than
         # the rest of building the chunk (a warm query builds ten).
         f, line_start, line_end, byte_start, byte_end, kind, digest, _, text_off, text_len, symbol_off, symbol_len = (
@@ -137,9 +126,6 @@ class ChunkTable(Sequence[Chunk]):
             self.paths[f], self.languages[f], line_start, line_end, byte_start, byte_end, text, self.kinds[kind],
             symbol, f"{digest:016x}",
         )  # fmt: skip
-
-    def __iter__(self) -> Iterator[Chunk]:
-        return (self[i] for i in range(len(self)))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence):

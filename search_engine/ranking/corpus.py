@@ -19,12 +19,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import overload
 
 import numpy as np
 from rapidfuzz import fuzz, process
 
-from search_engine.chunking.chunk import Chunk
+from search_engine.chunking.chunk import Chunk, ChunkSequence
 from search_engine.index.chunk_table import ChunkTable, take
 from search_engine.index.vectors import JoinedVectors, VectorIndex, Vectors
 from search_engine.ranking.code_tokens import query_terms
@@ -276,7 +275,7 @@ class FileChunks:
         )
 
 
-class _JoinedChunks(Sequence[Chunk]):
+class _JoinedChunks(ChunkSequence):
     """A generation's chunks followed by the live files'."""
 
     def __init__(self, base: Sequence[Chunk], live: Sequence[Chunk]) -> None:
@@ -285,13 +284,7 @@ class _JoinedChunks(Sequence[Chunk]):
     def __len__(self) -> int:
         return len(self._base) + len(self._live)
 
-    @overload
-    def __getitem__(self, i: int) -> Chunk: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[Chunk]: ...
-    def __getitem__(self, i: int | slice) -> Chunk | Sequence[Chunk]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
+    def _chunk_at(self, i: int) -> Chunk:
         n = len(self._base)
         return self._base[i] if i < n else self._live[i - n]
 

@@ -19,6 +19,7 @@ from server.output.files import (
     DatasetSource,
     FileStore,
     check_id,
+    dataset_view,
     iso_timestamp,
     scandir,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "clashing_keys",
     "clip_strings",
     "column_key",
+    "dataset_view",
     "describe",
     "dumps",
     "dumps_bytes",

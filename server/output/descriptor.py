@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import PurePath, PurePosixPath
 from typing import Any, TypeVar
 
+from server.output.files import dataset_view
 from server.output.fit import clip_strings, largest_fitting, project
 from server.output.list_dataset import ListDataset
 from server.output.offload import LINES_URI, RESULTS_URI, OffloadedFile
@@ -313,7 +314,7 @@ def _guidance(
         head.append(f"SQL and the jq_recipes see {dataset.note(is_page=True)}.")
     tail = []
     if sql_tool:
-        tail.append(f"For SQL, call {sql_tool} with dataset_id={data.id} (view dataset_{data.id}).")
+        tail.append(f"For SQL, call {sql_tool} with dataset_id={data.id} (view {dataset_view(data.id)}).")
         if (json_view := _json_view_note(data)) is not None:
             tail.append(json_view)
     tail.append(
@@ -342,7 +343,7 @@ def build_file_ref(
     data = offloaded if dataset is None else dataset.file
     recipes = recipes_for(str(data.path), records, stats)
     keys = "the keys of any line (see jq_recipes)"
-    everything = f"DESCRIBE dataset_{data.id} via {sql_tool}, or {keys}" if sql_tool else keys
+    everything = f"DESCRIBE {dataset_view(data.id)} via {sql_tool}, or {keys}" if sql_tool else keys
     head, tail = _guidance(
         offloaded, has_more=has_more, retention_hours=retention_hours, sql_tool=sql_tool, dataset=dataset
     )

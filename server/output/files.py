@@ -146,6 +146,12 @@ def _dated(dataset_id: str) -> bool:
     return True
 
 
+def dataset_view(dataset_id: str) -> str:
+    """The SQL view a stored result is queried as: the name analyze-with-duckdb creates for it
+    and every answer that points an agent at it spell it here."""
+    return f"dataset_{dataset_id}"
+
+
 @dataclass(frozen=True, slots=True)
 class CleanupReport:
     removed_count: int = 0
@@ -288,12 +294,8 @@ class DatasetInfo:
     size_bytes: int
     server: str | None = None
 
-    @property
-    def view(self) -> str:
-        return f"dataset_{self.id}"
-
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "view": self.view, "tool": self.tool}
+        out: dict[str, Any] = {"id": self.id, "view": dataset_view(self.id), "tool": self.tool}
         if self.server is not None:
             out["server"] = self.server
         out.update(query=self.query, created=self.created, rows=self.rows, size_bytes=self.size_bytes)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.errors import DatasetNotFoundError, StoreWriteError
+from server.output.files import dataset_view
 from server.output.offload import OffloadedFile, OffloadStore
 from server.output.rows import BoundedRows, Row
 
@@ -74,7 +75,7 @@ class ListDataset:
         """The descriptor's `dataset` block; `is_page`: the dataset is the page file itself."""
         out: dict[str, Any] = {
             "id": self.file.id,
-            "view": f"dataset_{self.file.id}",
+            "view": dataset_view(self.file.id),
             "path": str(self.file.path),
             "rows": self.rows,
             "total_count": self.total_count,

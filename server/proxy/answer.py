@@ -31,6 +31,7 @@ from server.output import (
     CHARS_PER_TOKEN,
     Shown,
     clip_strings,
+    dataset_view,
     describe,
     dumps_bytes,
     largest_fitting,
@@ -138,7 +139,7 @@ def saved_answer(
     envelope, the message and the next steps, a floor of just those (id, table, record count,
     example SQL, paths: about 1 KB a copy with data paths of ordinary length) is sent, which
     fits any threshold from about 1,000 tokens up (the default is 8,192)."""
-    table = f"dataset_{saved.id}"
+    table = dataset_view(saved.id)
     count = len(extracted.records)
     estimated = size.tokens
     tool, server = clip_strings(tool, _NAME_CHARS), clip_strings(server, _NAME_CHARS)

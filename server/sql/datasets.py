@@ -60,6 +60,7 @@ from server.output import (
     check_id,
     clip_strings,
     column_key,
+    dataset_view,
     dumps_lines,
 )
 from server.settings import SqlSettings
@@ -585,7 +586,7 @@ class Datasets:
             for dataset_id in ids:
                 file = self.open(dataset_id)
                 view = view_sql(file)
-                con.execute(f"CREATE VIEW {quote_ident('dataset_' + dataset_id)} AS {view}")
+                con.execute(f"CREATE VIEW {quote_ident(dataset_view(dataset_id))} AS {view}")
                 if dataset_id == alias:
                     con.execute(f"CREATE VIEW dataset AS {view}")
                 paths.append(str(file.path))

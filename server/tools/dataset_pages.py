@@ -20,7 +20,16 @@ from fastmcp import FastMCP
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from server.output import MIN_OUTPUT_TOKENS, DatasetFile, Layout, ListPage, OutputLayer, OutputMode, PageOptions
+from server.output import (
+    MIN_OUTPUT_TOKENS,
+    DatasetFile,
+    Layout,
+    ListPage,
+    OutputLayer,
+    OutputMode,
+    PageOptions,
+    dataset_view,
+)
 from server.rendering import tool_result
 from server.sql import Datasets
 from server.tools.bounds import PathText
@@ -78,7 +87,7 @@ def dataset_page(
         offset=offset,
         page_size=size,
         cursor_for=cursor_for,
-        search_block={"dataset_id": dataset_id, "view": f"dataset_{dataset_id}", "mode": "dataset"},
+        search_block={"dataset_id": dataset_id, "view": dataset_view(dataset_id), "mode": "dataset"},
     )
 
 

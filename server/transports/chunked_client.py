@@ -34,19 +34,19 @@ import functools
 import logging
 import sys
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from typing import TextIO
 
 import anyio
 import anyio.lowlevel
 import mcp_types as types
-from fastmcp.client.transports.base import ClientTransport, SessionKwargs, TransportOptions
-from mcp import ClientSession, StdioServerParameters
+from fastmcp.client.transports.base import SessionKwargs, TransportOptions
+from mcp import StdioServerParameters
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
-from typing_extensions import Unpack
 
 from server import sdk_shim
-from server.sdk_shim import KeepAliveStdioTransport, StreamsFactory, TransportStreams
+from server.sdk_shim import KeepAliveStdioTransport, OwnStreamsTransport, StreamsFactory, TransportStreams
 from server.transports.chunked_stdio import expire_idle_messages, reassembled
 from server.transports.framing import FramingOptions, Reassembler
 from server.transports.wire import HEAD_BYTES, Refused, TooLarge, leading_fields, reply_id
@@ -192,7 +192,7 @@ async def chunked_stdio_client(
             tg.cancel_scope.cancel()
 
 
-class ChunkedStdioTransport(ClientTransport):
+class ChunkedStdioTransport(OwnStreamsTransport):
     """A `fastmcp.Client` transport that runs a server command over chunked stdio.
 
     Each `async with Client(...)` spawns the command and stops it on exit; unlike fastmcp's
@@ -215,20 +215,10 @@ class ChunkedStdioTransport(ClientTransport):
         self.log_file = log_file
         self.framing = framing or FramingOptions()
 
-    @contextlib.asynccontextmanager
-    async def connect_session(
-        self,
-        *,
-        transport_options: TransportOptions | None = None,
-        **session_kwargs: Unpack[SessionKwargs],
-    ) -> AsyncIterator[ClientSession]:
-        options = transport_options or TransportOptions()
-        errlog = self.log_file or sys.stderr
-        async with (
-            chunked_stdio_client(self.server, errlog=errlog, framing=self.framing) as (read_stream, write_stream),
-            options.session_class(read_stream, write_stream, **session_kwargs) as session,
-        ):
-            yield session
+    def open_streams(
+        self, options: TransportOptions, session_kwargs: SessionKwargs
+    ) -> AbstractAsyncContextManager[TransportStreams]:
+        return chunked_stdio_client(self.server, errlog=self.log_file or sys.stderr, framing=self.framing)
 
     def __repr__(self) -> str:
         return f"<ChunkedStdioTransport(command={self.server.command!r}, args={self.server.args!r})>"
