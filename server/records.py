@@ -58,25 +58,24 @@ def cut_snippet(text: str, limit: int) -> str:
     return head + CUT_MARK
 
 
-def match_record(
-    m: Match,
-    *,
-    detail: Detail = Detail.FULL,
-    include_snippet: bool = True,
-    snippet_length: int | None = None,
-) -> dict[str, Any]:
-    """The JSON object for one match at `detail` (see the module docstring for both shapes)."""
+def match_record(m: Match, *, detail: Detail = Detail.FULL, snippet_length: int | None = None) -> dict[str, Any]:
+    """The JSON object for one match at `detail` (see the module docstring for both shapes), its
+    text cut to `snippet_length` characters (None: whole; 0: left out, locations only)."""
     if detail is Detail.COMPACT:
-        return compact_record(m, include_snippet=include_snippet, snippet_length=snippet_length)
-    return full_record(m, include_snippet=include_snippet, snippet_length=snippet_length)
+        return compact_record(m, snippet_length=snippet_length)
+    return full_record(m, snippet_length=snippet_length)
 
 
-def compact_record(m: Match, *, include_snippet: bool = True, snippet_length: int | None = None) -> dict[str, Any]:
+def _text(m: Match, snippet_length: int | None) -> str:
+    return m.content if snippet_length is None else cut_snippet(m.content, snippet_length)
+
+
+def compact_record(m: Match, *, snippet_length: int | None = None) -> dict[str, Any]:
     record: dict[str, Any] = {"path": m.path, "line": m.line_start}
     if m.line_end != m.line_start:
         record["end"] = m.line_end
-    if include_snippet:
-        record["text"] = cut_snippet(m.content, snippet_length) if snippet_length else m.content
+    if snippet_length != 0:
+        record["text"] = _text(m, snippet_length)
     if m.score is not None:
         record["score"] = round_score(m.score)
     if m.context_before:
@@ -88,7 +87,7 @@ def compact_record(m: Match, *, include_snippet: bool = True, snippet_length: in
     return record
 
 
-def full_record(m: Match, *, include_snippet: bool = True, snippet_length: int | None = None) -> dict[str, Any]:
+def full_record(m: Match, *, snippet_length: int | None = None) -> dict[str, Any]:
     """The seed-compatible object (`detail="full"`, `output_mode=legacy`)."""
     body: dict[str, Any] = {
         "span": {
@@ -98,8 +97,8 @@ def full_record(m: Match, *, include_snippet: bool = True, snippet_length: int |
             "line_end": m.line_end,
         },
     }
-    if include_snippet:
-        body["content"] = cut_snippet(m.content, snippet_length) if snippet_length else m.content
+    if snippet_length != 0:
+        body["content"] = _text(m, snippet_length)
     if m.type is MatchType.REGEX:
         body["line_number"] = m.line_start
     if m.score is not None:

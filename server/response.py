@@ -59,7 +59,6 @@ class SearchResponse:
             match_record(
                 m,
                 detail=self.options.record_detail,
-                include_snippet=self.options.include_snippet,
                 snippet_length=self.options.snippet_length,
             )
             for m in self.page.matches
@@ -67,7 +66,7 @@ class SearchResponse:
 
     def stats_records(self) -> Iterator[dict[str, Any]]:
         """Every match of the search (not just this page), for stats_only / stats_first."""
-        return (match_record(m, include_snippet=False) for m in self._list())
+        return (match_record(m, snippet_length=0) for m in self._list())
 
     def whole_list(self) -> WholeList:
         """The list this page is cut from, shown as the page shows its matches: an offloaded
@@ -78,9 +77,9 @@ class SearchResponse:
 
         def records() -> Iterator[dict[str, Any]]:
             for m in matches:
-                yield match_record(m, detail=detail, include_snippet=o.include_snippet, snippet_length=o.snippet_length)
+                yield match_record(m, detail=detail, snippet_length=o.snippet_length)
 
-        key = f"{self.page.session_id}:{detail.value}:{o.include_snippet}:{o.snippet_length}"
+        key = f"{self.page.session_id}:{detail.value}:{o.snippet_length}"
         return WholeList(key, len(matches), records)
 
     def _list(self) -> Sequence[Match]:

@@ -81,7 +81,7 @@ def test_compact_records_group_by_file_and_back() -> None:
         "c.py": {"5": {"text": "line 5", "score": 0.03288}},
     }
     assert records_of_groups(grouped) == records
-    bare = [match_record(m, detail=Detail.COMPACT, include_snippet=False) for m in matches[:1]]
+    bare = [match_record(m, detail=Detail.COMPACT, snippet_length=0) for m in matches[:1]]
     assert group_by_file(bare) == {"a.py": {"3": None}} and records_of_groups(group_by_file(bare)) == bare
 
 

@@ -228,10 +228,6 @@ class PageOptions:
     detail: Detail = Detail.COMPACT
 
     @property
-    def include_snippet(self) -> bool:
-        return self.snippet_length != 0
-
-    @property
     def record_detail(self) -> Detail:
         """The detail match records are printed at: `legacy` prints the seed-compatible (full)
         records whatever `detail` says, since it exists for clients written against that shape."""
