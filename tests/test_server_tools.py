@@ -14,7 +14,7 @@ from search_engine.engine import SearchEngine
 from search_engine.models import SearchRequest
 from server.app import build_app
 from server.output import MIN_OUTPUT_TOKENS
-from server.tools.page_args import SHARED, check_shared
+from server.tools.page_args import SHARED, shared_parameters, with_shared
 from server.tools.registry import own_tools
 from server.tools.search_arguments import SearchArguments
 from tests.hostile_helpers import refused_async
@@ -196,26 +196,27 @@ async def test_bad_arguments_are_invalid_params(client):
     assert str(MIN_OUTPUT_TOKENS) in message, message
 
 
-def test_a_search_tool_must_declare_the_shared_parameters_last_and_in_order(settings):
-    """Each search tool spells the shared parameters out in its own signature (fastmcp reads the
-    schema from it): one left out, or all of them in another order, is refused when the tool
-    registers instead of listing a schema unlike its siblings'."""
+async def test_the_shared_parameters_are_declared_once_and_listed_after_each_tools_own(settings):
+    """The search tools' bodies declare only their own parameters and take the shared ones as
+    `**shared`; `with_shared` gives each the signature its schema is built from and its calls are
+    validated by, the shared parameters last and in order. A body that cannot take them is
+    refused when the tool registers."""
 
-    async def missing(ctx, pattern=None, include_snippet=True): ...
+    async def closed(ctx, pattern=None): ...
 
-    async def reordered(  # `detail` first: every shared name, in another order
-        ctx, pattern, detail, include_snippet, snippet_length, page_size, cursor, output_mode,
-        max_output_tokens, stats_only, stats_first, jq_filter,
-    ): ...  # fmt: skip
-
-    for wrong in (missing, reordered):
-        with pytest.raises(TypeError, match="must end with the shared parameters"):
-            check_shared("regex_search", wrong)
-    # The real tools pass, and each one's own parameters are those before the shared ones.
-    arguments = next(m for m in build_app(settings).middleware if isinstance(m, SearchArguments))
-    assert list(arguments.parameters["regex_search"])[:2] == ["pattern", "path"]
-    assert list(arguments.parameters["hybrid_search"])[-1] == "exclude_patterns"
-    assert not set(SHARED) & {p for own in arguments.parameters.values() for p in own}
+    with pytest.raises(TypeError, match="must take the shared parameters as"):
+        with_shared(shared_parameters(snippet_length=1, max_page_size=2, cursor="c"))(closed)
+    app = build_app(settings)
+    async with Client(app) as c:
+        listed = {t.name: list(t.input_schema["properties"]) for t in await c.list_tools()}
+        # Validated before the body runs: a shared argument out of its bounds is refused by name.
+        message = await refused_async(c, "hybrid_search", {"query": "x", "snippet_length": 2001})
+        assert "snippet_length" in message, message
+    arguments = next(m for m in app.middleware if isinstance(m, SearchArguments))
+    for tool in ("regex_search", "hybrid_search"):
+        own = list(arguments.parameters[tool])
+        assert listed[tool] == [*own, *SHARED], listed[tool]
+    assert own[:2] == ["query", "mode"] and list(arguments.parameters["regex_search"])[:2] == ["pattern", "path"]
 
 
 async def test_search_failures_are_actionable_tool_errors(client, tmp_path):

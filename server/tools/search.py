@@ -8,8 +8,8 @@ conversation) for what one enum value says.
 
 Each is a thin adapter: validate arguments -> `SearchRequest` -> `Pager` -> output layer ->
 `ToolResult`. The two share every paging and presentation parameter; only the search-defining
-ones differ, so the shared part is declared once (`server.tools.page_args`), each tool's
-presentation arguments become the call's one `PageOptions`, and `run_search` handles the rest.
+ones differ, so the shared part is declared once (`server.tools.page_args`): each body takes
+them as `**shared`, read as the call's `SharedArgs`, and `run_search` handles the rest.
 
 With a cursor, the search is the cursor's: it is checked against this server's roots (the key
 that sealed it may be shared by servers rooted elsewhere), and every search-defining argument
@@ -20,6 +20,7 @@ No `from __future__ import annotations` here: the parameter types are built at r
 time from settings (page-size limits), and fastmcp must be able to evaluate them.
 """
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +44,6 @@ from search_engine import (
 from server.clients import client_name, profile_for
 from server.errors import InvalidParamsError
 from server.jq import view_expression, view_key
-from server.output import PageOptions
 from server.rendering import render_search
 from server.response import SearchResponse
 from server.services import Services
@@ -55,15 +55,7 @@ from server.tools.descriptions import (
     paging,
     search_meta,
 )
-from server.tools.page_args import (
-    DetailName,
-    JqFilter,
-    MaxOutputTokens,
-    OutputModeArg,
-    StatsArg,
-    check_shared,
-    page_options,
-)
+from server.tools.page_args import SharedArgs, shared_parameters, with_shared
 from server.tools.registry import ToolBody, mcp_tool
 from server.tools.schemas import SEARCH_OUTPUT
 from server.tools.search_arguments import SearchArguments, sent_arguments
@@ -75,10 +67,9 @@ from sessions import CursorParamsMismatchError, CursorState
 #: Characters of each match's text a page shows when a call gives no `snippet_length`: whole
 #: regex lines up to 500, and 6-8 lines of a semantic or hybrid chunk (enough to recognise the
 #: code, and more files fit a token budget). Not settings (they were, and nobody set them): the
-#: agent picks its own per call, up to `MAX_SNIPPET_LENGTH`.
+#: agent picks its own per call, up to `server.tools.page_args.MAX_SNIPPET_LENGTH`.
 SNIPPET_LENGTH = 500
 RANKED_SNIPPET_LENGTH = 300
-MAX_SNIPPET_LENGTH = 2000
 
 PathArg = Annotated[PathText | None, Field(description="file or folder to search")]
 IncludeGlobs = Annotated[Globs, Field(description="globs to search, e.g. *.py")]
@@ -113,26 +104,26 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
     app.add_middleware(arguments)
     s = services.settings.search
     contract = paging(services.settings.sessions.cursor_max_age_s)
-    # The shared parameters whose bounds or wording quote settings (the rest: `server.tools.page_args`).
-    PageSize = Annotated[int | None, Field(ge=1, le=services.pager.max_page_size, description="results per page")]
-    SnippetLength = Annotated[int, Field(ge=0, le=MAX_SNIPPET_LENGTH, description="max chars of each text; 0: none")]
-    Cursor = Annotated[str | None, Field(description=contract.cursor)]
     meta = search_meta(services.settings.offload.max_tokens)
 
-    def search_tool(name: str, description: str) -> Callable[[ToolBody], ToolBody]:
-        """Register the decorated body as search tool `name`, with the registration options the
-        search tools share; its own parameters are those before the shared ones."""
+    def search_tool(name: str, description: str, snippet_length: int) -> Callable[[ToolBody], ToolBody]:
+        """Register the decorated body as search tool `name`, with the registration options and
+        the shared parameters (their default `snippet_length` this tool's) the search tools share."""
         register = mcp_tool(
             app, name, description + contract.tool, annotations=READ_ONLY, output_schema=SEARCH_OUTPUT, meta=meta
         )
+        shared = shared_parameters(
+            snippet_length=snippet_length, max_page_size=services.pager.max_page_size, cursor=contract.cursor
+        )
 
         def add(body: ToolBody) -> ToolBody:
-            arguments.add_tool(name, check_shared(name, body), lambda p: _REQUEST_FIELD.get(p, p))
-            return register(body)
+            own = [p for p in inspect.signature(body).parameters if p != "ctx"][:-1]  # `**shared` left out
+            arguments.add_tool(name, own, lambda p: _REQUEST_FIELD.get(p, p))
+            return register(with_shared(shared)(body))
 
         return add
 
-    @search_tool("regex_search", REGEX_DESCRIPTION)
+    @search_tool("regex_search", REGEX_DESCRIPTION, SNIPPET_LENGTH)
     async def regex_search(
         ctx: Context,
         pattern: Annotated[LongText | None, Field(description="regex (Rust syntax)")] = None,
@@ -144,24 +135,17 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
         include_patterns: IncludeGlobs = None,
         exclude_patterns: ExcludeGlobs = None,
         context_lines: Annotated[int, Field(ge=0, le=MAX_CONTEXT_LINES, description="rg -C")] = 0,
-        snippet_length: SnippetLength = SNIPPET_LENGTH,
-        page_size: PageSize = None,
-        cursor: Cursor = None,
-        output_mode: OutputModeArg = "auto",
-        max_output_tokens: MaxOutputTokens = None,
-        stats: StatsArg = None,
-        jq_filter: JqFilter = None,
-        detail: DetailName = "compact",
+        **shared: Any,
     ) -> ToolResult:
+        shown = SharedArgs(**shared)
         call = SearchCall(SearchMode.REGEX, {
             "pattern": pattern, "path": path, "ignore_case": ignore_case, "fixed_string": fixed_string,
             "whole_word": whole_word, "multiline": multiline, "include_patterns": include_patterns,
-            "exclude_patterns": exclude_patterns, "context_lines": context_lines, "jq_filter": jq_filter,
+            "exclude_patterns": exclude_patterns, "context_lines": context_lines, "jq_filter": shown.jq_filter,
         }, fixed={"max_results": s.max_results})  # fmt: skip
-        options = page_options(snippet_length, output_mode, max_output_tokens, stats, detail)
-        return await run_search(services, ctx, "regex_search", call, Paging(cursor, page_size), options)
+        return await run_search(services, ctx, "regex_search", call, shown)
 
-    @search_tool("hybrid_search", HYBRID_DESCRIPTION)
+    @search_tool("hybrid_search", HYBRID_DESCRIPTION, RANKED_SNIPPET_LENGTH)
     async def hybrid_search(
         ctx: Context,
         query: Annotated[LongText | None, Field(description="a name, words or a question")] = None,
@@ -171,21 +155,14 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
         threshold: Annotated[float | None, Field(allow_inf_nan=False, description=THRESHOLD)] = None,
         include_patterns: IncludeGlobs = None,
         exclude_patterns: ExcludeGlobs = None,
-        snippet_length: SnippetLength = RANKED_SNIPPET_LENGTH,
-        page_size: PageSize = None,
-        cursor: Cursor = None,
-        output_mode: OutputModeArg = "auto",
-        max_output_tokens: MaxOutputTokens = None,
-        stats: StatsArg = None,
-        jq_filter: JqFilter = None,
-        detail: DetailName = "compact",
+        **shared: Any,
     ) -> ToolResult:
+        shown = SharedArgs(**shared)
         call = SearchCall(SearchMode(mode), {
             "query": query, "mode": mode, "path": path, "top_k": top_k, "threshold": threshold,
-            "include_patterns": include_patterns, "exclude_patterns": exclude_patterns, "jq_filter": jq_filter,
+            "include_patterns": include_patterns, "exclude_patterns": exclude_patterns, "jq_filter": shown.jq_filter,
         })  # fmt: skip
-        options = page_options(snippet_length, output_mode, max_output_tokens, stats, detail)
-        return await run_search(services, ctx, "hybrid_search", call, Paging(cursor, page_size), options)
+        return await run_search(services, ctx, "hybrid_search", call, shown)
 
 
 def search_tool_for(mode: SearchMode) -> str:
@@ -268,29 +245,13 @@ def _check_sent_arguments(services: Services, call: SearchCall, state: CursorSta
             raise CursorParamsMismatchError(name)
 
 
-@dataclass(frozen=True, slots=True)
-class Paging:
-    """Which page a search tool call asks for: the first (no cursor) or the cursor's, of
-    `page_size` results (None: the default, or the cursor's)."""
-
-    cursor: str | None
-    page_size: int | None
-
-
-async def run_search(
-    services: Services,
-    ctx: Context,
-    tool: str,
-    call: SearchCall,
-    paging: Paging,
-    options: PageOptions,
-) -> ToolResult:
+async def run_search(services: Services, ctx: Context, tool: str, call: SearchCall, shown: SharedArgs) -> ToolResult:
     """Page and render in one worker-thread hop (ripgrep and the index block, and a cached page
     is cheap enough that a second hop would be a measurable share of its latency), once the
     index a first page searches is ready. A cursor is checked (`check_cursor`) and waited for
     (`wait_for_index`) by the pager, which alone knows whether its page re-runs the search."""
     pager = services.pager
-    cursor, page_size = paging.cursor, paging.page_size
+    cursor, page_size, options = shown.cursor, shown.page_size, shown.page_options()
     request = _request(services, call) if cursor is None else None
     if request is not None and request.mode is not SearchMode.REGEX:
         # A first page searches the index: wait for it here, with progress, rather than block
