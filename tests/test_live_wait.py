@@ -108,3 +108,30 @@ def test_a_fold_running_longer_than_the_last_one_is_not_waited_for(tmp_path: Pat
     finally:
         folds.released.set()
         live.close()
+
+
+def test_a_fold_learns_that_an_update_made_meanwhile_covered_it(live: LiveRoot, tree: Path, folds: Folds) -> None:
+    """An update made outside the fold (the server's start-up check, `reindex`) while the fold
+    waits covers what it was started for: `round_covered` says so, and the fold may skip its walk.
+    A background verification is never covered: walking is its point."""
+    assert live.settle().state == "current"
+    folds.hold = True
+    (tree / "a.py").write_text("x = 2\n")
+    waiting = threading.Thread(target=live.settle)
+    waiting.start()
+    assert folds.entered.wait(60)
+    assert not live.round_covered()
+    live.folded_through(live.snapshot())
+    assert live.round_covered()
+    folds.released.set()
+    waiting.join(60)
+    assert live.wait_idle(60) and not live.round_covered()  # no fold running
+
+    folds.entered.clear()
+    folds.released.clear()
+    folds.now += 1000.0  # a background verification is due
+    assert live.settle().state == "current"
+    assert folds.entered.wait(60)
+    live.folded_through(live.snapshot())
+    assert not live.round_covered()
+    folds.released.set()

@@ -8,13 +8,16 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 import search_engine.chunking.jobs as chunk_jobs
+import search_engine.files.discovery as files
 import search_engine.index.store as index_store
 import search_engine.index.update as indexing
 from search_engine.config import EngineConfig
@@ -167,6 +170,39 @@ def test_the_first_search_uses_the_index_on_disk_and_catches_up_in_the_backgroun
     later = engine.search(request)
     assert later.index_generation == 2
     assert "render_markdown" in later.matches[0].content
+
+
+def test_the_first_search_during_the_start_up_check_does_not_walk_the_tree_again(
+    repo: Path, tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server opens its index, then checks it against the tree (`update`, on the background
+    indexer's thread); a search meanwhile starts the first full check of its own (a fold), which
+    waits for the root's lock. Once the start-up check has brought everything in, that fold has
+    nothing left to do: the tree is walked once, not twice."""
+    cache = tmp_path / "cache"
+    manager_for(cache, counting).update(repo)
+    walks = []
+    real_discover = files.discover
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        walks.append(threading.current_thread().name)
+        return real_discover(*args, **kwargs)
+
+    monkeypatch.setattr(files, "discover", counted)
+    walking, release = block_the_walk(monkeypatch)  # each walk is counted, then waits
+    manager = manager_for(cache, counting, fresh_wait_s=0.05)
+    assert manager.open(repo)
+    start_up = threading.Thread(target=manager.update, args=(repo,))
+    start_up.start()
+    assert walking.wait(30)
+    index, settled = manager.current(repo)  # the first search: its fold waits for the lock
+    assert settled.state == "unverified" and index.generation == 1
+    release.set()
+    start_up.join(60)
+    assert manager.wait_idle(repo, 60)
+    assert len(walks) == 1
+    assert manager.current(repo)[1].state == "current"
+    manager.close()
 
 
 # --- reclaiming generations ---------------------------------------------------------------

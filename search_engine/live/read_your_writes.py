@@ -91,9 +91,9 @@ class LiveRoot:
     """Keeps one root's index caught up with its files (see the module docstring).
 
     `fold()` brings the index up to the files as they are when it starts (an incremental
-    update and loading the result) and returns how long it took; it runs on this object's
-    thread, one at a time. `watcher` is None when changes are found by polling, with
-    `poll_reason` saying why."""
+    update and loading the result), unless `round_covered()` says an update made meanwhile
+    already did; it runs on this object's thread, one at a time. `watcher` is None when
+    changes are found by polling, with `poll_reason` saying why."""
 
     def __init__(
         self,
@@ -120,8 +120,10 @@ class LiveRoot:
         self._verified_at = 0.0  # wall clock of the start of the last completed fold
         self._last_fold_s = 0.0
         self._last_fold_end = clock()
-        # The running fold's start (clock) and what it covers, None between folds.
+        # The running fold's start (clock) and what it covers, None between folds; whether it
+        # is a background verification.
         self._round: tuple[float, tuple[int, int]] | None = None
+        self._round_verifies = False
         self._verify = False
         self._running: threading.Thread | None = None
         self.error: str | None = None
@@ -145,6 +147,14 @@ class LiveRoot:
             if self.watcher is not None:
                 self.watcher.forget(covered[0])
             self._cond.notify_all()
+
+    def round_covered(self) -> bool:
+        """Whether an update recorded since the running fold began (`folded_through`) covers
+        everything that fold was started for, so it has nothing to bring in; asked by the fold
+        once it may write (the root's lock held). Never for a background verification, whose
+        point is a walk of its own."""
+        with self._cond:
+            return self._round is not None and not self._round_verifies and self._covers(self._round[1])
 
     def settle(self) -> Settled:
         """Bring the index up to every change completed before this call, waiting at most
@@ -259,6 +269,7 @@ class LiveRoot:
                 self._verify = False
                 started, wall = self._clock(), time.time()
                 self._round = (started, (seq, checks))
+                self._round_verifies = verify
             try:
                 self._fold()
             except Exception as exc:  # the search answers from what it has, and says why

@@ -26,7 +26,8 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from server.sdk_shim import ReadStream, WriteStream, claim_stdin
+from server.sdk_shim import ReadStream, WriteStream, claim_stdin, claim_stdout
+from server.transports import pipe_io
 from server.transports.wire import READ_SIZE, Refused, TooLarge, bounded_lines, leading_fields, printable, reply_id
 
 logger = logging.getLogger(__name__)
@@ -128,21 +129,47 @@ def _error(request_id: int | str | None, code: int, message: str) -> types.JSONR
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
 
 
-async def read_chunks(wire: BinaryIO) -> AsyncIterator[bytes]:
-    """What arrives on `wire`, as it arrives (a thread hop per read, as the SDK's reader does)."""
-    stream = anyio.wrap_file(wire)
-    while chunk := await stream.read1(READ_SIZE):
-        yield chunk
+def read_chunks(wire: BinaryIO) -> AsyncIterator[bytes]:
+    """What arrives on `wire`, as it arrives: read by the event loop on a pipe or a socket, else
+    with a thread hop per read, as the SDK's reader does (`server.transports.pipe_io`)."""
+    return pipe_io.read_chunks(wire, READ_SIZE)
+
+
+class LineWriter:
+    """What `stdio_server` writes to as its stdout. The SDK calls `write` then `flush` for every
+    message, and its own stdout makes each a thread hop; here the line is held until the flush,
+    which sends it whole through a `WireWriter` (on a pipe, by the event loop: no hop at all)."""
+
+    def __init__(self, wire: pipe_io.WireWriter) -> None:
+        self._wire = wire
+        self._pending: list[bytes] = []
+
+    async def write(self, line: str) -> None:
+        self._pending.append(line.encode("utf-8"))
+
+    async def flush(self) -> None:
+        data = b"".join(self._pending)
+        self._pending.clear()
+        await self._wire.send(data)
 
 
 @asynccontextmanager
 async def checked_stdio_server(
     max_request_bytes: int,
 ) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
-    """`stdio_server` on fds 0 and 1 with the size-bounded, malformed-line filter in front of it."""
+    """`stdio_server` on fds 0 and 1 with the size-bounded, malformed-line filter in front of it.
+    Both fds are claimed as the SDK claims them (fd 1 then points at stderr, so a stray `print()`
+    lands in the log, not inside a message), until the context exits."""
     async with AsyncExitStack() as stack:
         stdin = claim_stdin(stack)
+        wire = pipe_io.WireWriter(claim_stdout(stack))
+        stack.callback(wire.close)
         messages = CheckedMessages(bounded_lines(read_chunks(stdin), max_request_bytes))
-        async with stdio_server(stdin=cast("anyio.AsyncFile[str]", messages)) as (read_stream, write_stream):
+        # stdio_server only iterates its stdin and calls write/flush on its stdout.
+        stdout = cast("anyio.AsyncFile[str]", LineWriter(wire))
+        async with stdio_server(stdin=cast("anyio.AsyncFile[str]", messages), stdout=stdout) as (
+            read_stream,
+            write_stream,
+        ):
             messages.attach(write_stream)
             yield read_stream, write_stream

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import BinaryIO, cast
+from typing import cast
 
 import anyio
 from mcp.server.stdio import stdio_server
@@ -22,6 +22,7 @@ from mcp.shared.message import SessionMessage
 from server.sdk_shim import ReadStream, WriteStream, claim_stdin, claim_stdout
 from server.transports.checked_stdio import CheckedMessages, read_chunks
 from server.transports.framing import FramingOptions, Reassembler
+from server.transports.pipe_io import WireWriter
 from server.transports.wire import Refused, TooLarge, bounded_lines
 
 
@@ -45,10 +46,11 @@ class _FrameWriter:
     """What `stdio_server` writes to as its stdout: each `json + "\\n"` leaves as frames.
 
     The SDK calls `write` then `flush` for every message; the frames are held until the flush,
-    which writes and flushes them in one thread hop instead of two, so a flood of small
-    answers (one per malformed line) costs half the hops."""
+    which sends them whole through a `WireWriter`: on a pipe, written by the event loop; else
+    written and flushed in one thread hop instead of two, so a flood of small answers (one per
+    malformed line) costs half the hops."""
 
-    def __init__(self, wire: BinaryIO, framing: FramingOptions) -> None:
+    def __init__(self, wire: WireWriter, framing: FramingOptions) -> None:
         self._wire = wire
         self._framing = framing
         self._pending: list[bytes] = []
@@ -59,11 +61,7 @@ class _FrameWriter:
     async def flush(self) -> None:
         data = b"".join(self._pending)
         self._pending.clear()
-        await anyio.to_thread.run_sync(self._send, data)
-
-    def _send(self, data: bytes) -> None:
-        self._wire.write(data)
-        self._wire.flush()
+        await self._wire.send(data)
 
 
 @asynccontextmanager
@@ -76,7 +74,8 @@ async def chunked_stdio_server(
     reassembler = Reassembler(framing)
     async with AsyncExitStack() as stack:
         stdin = claim_stdin(stack)
-        stdout = claim_stdout(stack)
+        stdout = WireWriter(claim_stdout(stack))
+        stack.callback(stdout.close)
         messages = CheckedMessages(reassembled(read_chunks(stdin), reassembler, framing.max_line_bytes))
         # stdio_server only iterates its stdin and calls write/flush on its stdout.
         writer = cast("anyio.AsyncFile[str]", _FrameWriter(stdout, framing))
