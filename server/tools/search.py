@@ -117,7 +117,11 @@ def register_search_tools(app: FastMCP, services: Services) -> None:
         )
 
         def add(body: ToolBody) -> ToolBody:
-            own = [p for p in inspect.signature(body).parameters if p != "ctx"][:-1]  # `**shared` left out
+            own = [
+                p.name
+                for p in inspect.signature(body).parameters.values()
+                if p.name != "ctx" and p.kind is not p.VAR_KEYWORD
+            ]
             arguments.add_tool(name, own, lambda p: _REQUEST_FIELD.get(p, p))
             return register(with_shared(shared)(body))
 
