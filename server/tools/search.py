@@ -63,7 +63,7 @@ from server.validation_problems import validation_problems
 from sessions import CursorParamsMismatchError, CursorState
 
 # The search-defining parameters, each with the one line the listed schema carries (tools/list
-# is paid for in every conversation, so one short line each; the ranked tools share theirs).
+# is paid for in every conversation, so one short line each).
 #: Characters of each match's text a page shows when a call gives no `snippet_length`: whole
 #: regex lines up to 500, and 6-8 lines of a semantic or hybrid chunk (enough to recognise the
 #: code, and more files fit a token budget). Not settings (they were, and nobody set them): the
