@@ -129,6 +129,9 @@ async def test_a_cursor_pages_its_own_mode_and_refuses_another(repo, tmp_path, m
             refused = await c.call_tool("hybrid_search", {"cursor": cursor, "mode": other}, raise_on_error=False)
             error = structured(refused)["error"]
             assert refused.is_error and error["code"] == "cursor_mismatch" and "`mode`" in error["message"], error
+            elsewhere = await c.call_tool("regex_search", {"cursor": cursor}, raise_on_error=False)
+            error = structured(elsewhere)["error"]
+            assert error["code"] == "invalid_cursor" and "pages a hybrid_search search" in error["message"], error
 
 
 async def test_index_status_and_reindex_pick_up_changes(repo, tmp_path, model_cache):
