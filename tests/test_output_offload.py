@@ -16,6 +16,7 @@ import pytest
 
 from server.errors import DatasetNotFoundError, InvalidDatasetIdError, StoreWriteError
 from server.output import OffloadStore, estimate_tokens
+from server.output.files import CleanupReport
 from server.output.jsontext import dumps_bytes
 from tests.output_helpers import make_records
 
@@ -213,7 +214,7 @@ def test_cleanup_removes_only_our_expired_files(tmp_path: Path) -> None:
     everything = store.cleanup(max_age_days=0)
     assert everything.files == [str(new.path)]
     assert young_temp.exists() and all((out / n).exists() or (out / n).is_symlink() for n in foreign)
-    assert store.cleanup().to_dict() == {"removed_count": 0, "freed_bytes": 0, "files": []}
+    assert store.cleanup() == CleanupReport(removed_count=0, freed_bytes=0, files=[])
     with pytest.raises(ValueError, match=">= 0"):
         store.cleanup(max_age_days=-1)
 

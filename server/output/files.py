@@ -158,9 +158,6 @@ class CleanupReport:
     freed_bytes: int = 0
     files: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"removed_count": self.removed_count, "freed_bytes": self.freed_bytes, "files": list(self.files)}
-
 
 class FileStore:
     """Files we write under one private `root`, named by ULID ids: written all or nothing, read
