@@ -267,13 +267,13 @@ async def run_search(services: Services, ctx: Context, tool: str, call: SearchCa
     view = view_key(call.args["jq_filter"], options.record_detail) if request is not None else None
 
     def check_cursor(state: CursorState, searched: SearchRequest) -> None:
-        if search_tool_for(searched.mode) != tool:
+        owner = search_tool_for(searched.mode)
+        if owner != tool:
             # Authentic, but it pages another tool's search: answering would mislabel the results,
             # and refusing before paging spares restoring that search only to refuse it. (Which
             # ranked mode it pages is the cursor's, checked against `mode` only if sent.)
             raise InvalidParamsError(
-                f"this cursor pages a {search_tool_for(searched.mode)} search; pass it back to that tool, "
-                f"or call {tool} without a cursor",
+                f"this cursor pages a {owner} search; pass it back to that tool, or call {tool} without a cursor",
                 code="invalid_cursor",
             )
         _check_cursor_root(searched, services.roots)
